@@ -1,0 +1,108 @@
+"""Config dataclasses from dicts, TOML files and ``key=value`` overrides; unknown keys are errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tomllib
+
+C = TypeVar("C")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration: unknown key, wrong type or bad value."""
+
+
+def config_from_dict(cls: type[C], values: dict[str, Any], *, base: C | None = None) -> C:
+    """Instantiate dataclass ``cls`` from ``values`` (over ``base`` or the defaults).
+
+    Unknown keys raise :class:`ConfigError` listing the valid ones; strings are converted to the
+    field's type, so CLI overrides like ``hidden=64`` work.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{cls.__name__}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}"
+        )
+    hints = typing.get_type_hints(cls)
+    kwargs = dataclasses.asdict(base) if base is not None else {}  # type: ignore[call-overload]
+    for key, val in values.items():
+        kwargs[key] = _coerce(cls.__name__, key, val, hints[key])
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{cls.__name__}: {e}") from e
+
+
+def config_to_dict(cfg: object) -> dict[str, Any]:
+    """Plain JSON-ready dict of a config dataclass."""
+    return dataclasses.asdict(cfg)  # type: ignore[call-overload]
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``."""
+    out: dict[str, str] = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ConfigError(f"override {p!r} is not of the form key=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_toml(path: str | Path, sections: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Read a TOML config whose top-level tables must be among ``sections``."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML ({e})") from e
+    unknown = sorted(set(data) - set(sections))
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; valid: {', '.join(sections)}")
+    return {s: dict(data.get(s, {})) for s in sections}
+
+
+def _coerce(owner: str, key: str, val: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if val is None or (isinstance(val, str) and val.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(owner, key, val, inner[0])
+    if origin in (tuple, list):
+        if isinstance(val, str):
+            val = [v for v in val.replace(",", " ").split() if v]
+        elem = args[0] if args else str
+        seq = [_coerce(owner, key, v, elem) for v in val]
+        return tuple(seq) if origin is tuple else seq
+    try:
+        if hint is bool:
+            if isinstance(val, str):
+                low = val.lower()
+                if low in ("1", "true", "yes", "on"):
+                    return True
+                if low in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError(val)
+            return bool(val)
+        if hint is int:
+            if isinstance(val, float) and not val.is_integer():
+                raise ValueError(val)
+            return int(val)
+        if hint is float:
+            return float(val)
+        if hint is str:
+            return str(val)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{owner}.{key}: {val!r} is not a valid {getattr(hint, '__name__', hint)}") from None
+    return val

@@ -1,0 +1,119 @@
+"""Train/validation/test splits as pure functions of an interaction log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnrec.data.schema import DataError, Interactions, Sequences
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Evaluation cases: for row ``r``, user ``users[r]`` with input ``histories[r]`` must rank ``targets[r]``.
+
+    The history is both the model input and (when seen items are excluded) the set removed from
+    the candidates.
+    """
+
+    users: np.ndarray
+    histories: Sequences
+    targets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+
+@dataclass(frozen=True)
+class Split:
+    """Training sequences (one per user, possibly empty) plus validation and test cases."""
+
+    name: str
+    train: Sequences
+    valid: EvalSet
+    test: EvalSet
+    params: dict[str, float]
+
+    def describe(self) -> str:
+        extra = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return self.name + (f" ({extra})" if extra else "")
+
+
+def leave_one_out(data: Interactions) -> Split:
+    """The papers' split: last item of each user is the test target, the one before it validation.
+
+    The test input history includes the validation item. Users with fewer than 3 interactions
+    are kept for training only (as in the SASRec code), since they cannot give both a training
+    item and two held-out items.
+    """
+    seqs = data.sequences()
+    if len(seqs.items) == 0:
+        raise DataError("leave-one-out split: the interaction log is empty")
+    lengths = seqs.lengths()
+    evaluable = np.flatnonzero(lengths >= 3)
+    if len(evaluable) == 0:
+        raise DataError(
+            "leave-one-out split: no user has 3 or more interactions; each evaluated user needs a "
+            "training item, a validation item and a test item"
+        )
+    drop = np.where(lengths >= 3, 2, 0)
+    train = _drop_last(seqs, drop)
+    all_but_last = _drop_last(seqs, np.where(lengths >= 3, 1, 0))
+    ends = seqs.offsets[1:]
+    valid = EvalSet(evaluable, train.take(evaluable), seqs.items[ends[evaluable] - 2])
+    test = EvalSet(evaluable, all_but_last.take(evaluable), seqs.items[ends[evaluable] - 1])
+    return Split("leave-one-out", train, valid, test, {})
+
+
+def temporal_split(data: Interactions, valid_fraction: float = 0.1, test_fraction: float = 0.1) -> Split:
+    """Global temporal split: two time cut-offs taken from the timestamp quantiles.
+
+    Interactions before the validation cut-off train the model. A user with history before a
+    cut-off and at least one interaction after it becomes an evaluation case whose target is
+    the first item at or after the cut-off and whose input is everything before it; the
+    validation cases only use interactions before the test cut-off.
+    """
+    if data.timestamp is None:
+        raise DataError("temporal split needs timestamps; this dataset has none (use leave-one-out)")
+    if not (0 < valid_fraction < 1 and 0 < test_fraction < 1 and valid_fraction + test_fraction < 1):
+        raise DataError("temporal split: fractions must be in (0, 1) and sum to less than 1")
+    ts = data.timestamp
+    t_test = float(np.quantile(ts, 1.0 - test_fraction))
+    t_valid = float(np.quantile(ts, 1.0 - test_fraction - valid_fraction))
+    seqs = data.sequences()
+    before_valid = ts < t_valid
+    train = _select(seqs, before_valid)
+    valid = _cases_after(seqs, ts, t_valid, t_test)
+    test = _cases_after(seqs, ts, t_test, np.inf)
+    if len(test) == 0:
+        raise DataError("temporal split: no user has interactions both before and after the test cut-off")
+    return Split("temporal", train, valid, test, {"valid_cutoff": t_valid, "test_cutoff": t_test})
+
+
+def _drop_last(seqs: Sequences, drop: np.ndarray) -> Sequences:
+    keep = np.ones(len(seqs.items), dtype=bool)
+    ends = seqs.offsets[1:]
+    for k in (1, 2):
+        rows = np.flatnonzero(drop >= k)
+        keep[ends[rows] - k] = False
+    return _select(seqs, keep)
+
+
+def _select(seqs: Sequences, keep: np.ndarray) -> Sequences:
+    users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
+    counts = np.bincount(users[keep], minlength=seqs.n_users)
+    offsets = np.zeros(seqs.n_users + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Sequences(offsets, seqs.items[keep], seqs.n_items)
+
+
+def _cases_after(seqs: Sequences, ts: np.ndarray, cut: float, upper: float) -> EvalSet:
+    users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
+    history = _select(seqs, ts < cut)
+    after = np.flatnonzero((ts >= cut) & (ts < upper))
+    # First interaction at/after the cut-off per user (the log is chronological per user).
+    first_users, first_pos = np.unique(users[after], return_index=True)
+    rows = first_users[history.lengths()[first_users] > 0]
+    target_pos = after[first_pos][np.isin(first_users, rows)]
+    return EvalSet(rows, history.take(rows), seqs.items[target_pos])

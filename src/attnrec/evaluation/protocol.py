@@ -1,0 +1,223 @@
+"""Evaluation protocols: full ranking or ranking against sampled negatives, with a recorded protocol.
+
+One evaluator serves validation and test. A scorer is any callable
+``score(users, histories) -> Tensor[B, n_items + 1]`` (column 0 is padding and is ignored).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnrec.data.schema import DataError, DataSource, Sequences
+from attnrec.data.split import EvalSet
+from attnrec.evaluation.metrics import ranking_metrics
+
+Scorer = Callable[[np.ndarray, Sequences], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How held-out items are ranked.
+
+    ``candidates`` is ``"full"`` (rank against every item) or ``"sampled"`` (rank against
+    ``n_negatives`` items drawn without replacement, ``"uniform"``-ly or in proportion to
+    ``"popularity"``, never from the user's history nor the target). ``exclude_seen`` removes
+    the user's history from the full-ranking candidates (the target is always kept).
+    """
+
+    candidates: str = "full"
+    n_negatives: int = 100
+    sampler: str = "uniform"
+    exclude_seen: bool = True
+    seed: int = 0
+    ks: tuple[int, ...] = (1, 5, 10)
+
+    def __post_init__(self) -> None:
+        if self.candidates not in ("full", "sampled"):
+            raise ValueError(f"candidates must be 'full' or 'sampled', not {self.candidates!r}")
+        if self.sampler not in ("uniform", "popularity"):
+            raise ValueError(f"sampler must be 'uniform' or 'popularity', not {self.sampler!r}")
+        if self.n_negatives < 1:
+            raise ValueError("n_negatives must be >= 1")
+        if not self.ks or min(self.ks) < 1:
+            raise ValueError("ks must be positive cut-offs")
+
+    def describe(self) -> str:
+        if self.candidates == "full":
+            cand = "full ranking over all items"
+        else:
+            cand = f"{self.n_negatives} {self.sampler}-sampled negatives (seed {self.seed})"
+        seen = "history excluded" if self.exclude_seen or self.candidates == "sampled" else "history kept"
+        return f"{cand}, {seen}"
+
+
+PAPER_SASREC = Protocol(candidates="sampled", n_negatives=100, sampler="uniform")
+PAPER_BERT4REC = Protocol(candidates="sampled", n_negatives=100, sampler="popularity")
+FULL = Protocol()
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Metrics together with everything needed to compare them honestly."""
+
+    metrics: dict[str, float]
+    protocol: Protocol
+    split: str
+    target: str
+    n_cases: int
+    data: DataSource
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["protocol"]["ks"] = list(self.protocol.ks)
+        d["protocol_text"] = self.describe()
+        return d
+
+    def describe(self) -> str:
+        sha = self.data.sha256[:12] if self.data.sha256 else "n/a"
+        return (
+            f"{self.target} on {self.data.name} (sha256 {sha}), split {self.split}, "
+            f"{self.n_cases} users, {self.protocol.describe()}"
+        )
+
+
+def evaluate(
+    scorer: Scorer,
+    cases: EvalSet,
+    protocol: Protocol,
+    *,
+    popularity: np.ndarray | None = None,
+    data: DataSource = DataSource("unnamed"),
+    split: str = "",
+    target: str = "test",
+    batch_size: int = 256,
+) -> EvalResult:
+    """Rank each case's target under ``protocol`` and compute HR/NDCG/MRR.
+
+    ``popularity`` (length ``n_items + 1``) is required for popularity-sampled negatives.
+    """
+    start = time.perf_counter()
+    n = len(cases)
+    if n == 0:
+        raise DataError(f"no {target} cases to evaluate")
+    n_items = cases.histories.n_items
+    negatives = None
+    if protocol.candidates == "sampled":
+        if protocol.sampler == "popularity" and popularity is None:
+            raise ValueError("popularity-sampled evaluation needs item popularity counts")
+        weights = popularity if protocol.sampler == "popularity" else np.ones(n_items + 1)
+        negatives = sample_negatives(
+            cases, protocol.n_negatives, np.asarray(weights, dtype=np.float64), protocol.seed
+        )
+    ranks = np.empty(n, dtype=np.int64)
+    for lo in range(0, n, batch_size):
+        hi = min(lo + batch_size, n)
+        rows = np.arange(lo, hi)
+        hist = cases.histories.take(rows)
+        with torch.no_grad():
+            scores = scorer(cases.users[rows], hist).float().cpu()  # (B, n_items + 1)
+        targets = torch.as_tensor(cases.targets[rows])
+        if negatives is None:
+            ranks[lo:hi] = _full_ranks(scores, hist, targets, protocol.exclude_seen).numpy()
+        else:
+            ranks[lo:hi] = _sampled_ranks(scores, targets, torch.as_tensor(negatives[rows])).numpy()
+    metrics = ranking_metrics(ranks, protocol.ks)
+    return EvalResult(metrics, protocol, split, target, n, data, time.perf_counter() - start)
+
+
+def _full_ranks(scores: torch.Tensor, hist: Sequences, targets: torch.Tensor, exclude_seen: bool) -> torch.Tensor:
+    b = scores.shape[0]
+    target_scores = scores[torch.arange(b), targets].clone()  # (B,)
+    scores[:, 0] = -torch.inf
+    if exclude_seen and len(hist.items):
+        rows = torch.as_tensor(np.repeat(np.arange(b), hist.lengths()))
+        scores[rows, torch.as_tensor(hist.items)] = -torch.inf
+    # The target stays a candidate even when it repeats a history item; ties count against it.
+    scores[torch.arange(b), targets] = -torch.inf
+    ts = target_scores[:, None]
+    return ((scores > ts) | (scores == ts)).sum(dim=1)
+
+
+def _sampled_ranks(scores: torch.Tensor, targets: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+    b = scores.shape[0]
+    target_scores = scores[torch.arange(b), targets][:, None]  # (B, 1)
+    neg_scores = scores.gather(1, negatives.clamp(min=0))  # (B, n_neg)
+    valid = negatives > 0
+    beats = ((neg_scores > target_scores) | (neg_scores == target_scores)) & valid
+    return beats.sum(dim=1)
+
+
+def sample_negatives(cases: EvalSet, n_neg: int, weights: np.ndarray, seed: int) -> np.ndarray:
+    """``(n_cases, n_neg)`` distinct items per case, none in its history nor its target.
+
+    Items are drawn in proportion to ``weights`` (index 0, padding, is never drawn) with
+    replacement and duplicates dropped in draw order, which is exactly sampling without
+    replacement. Rows whose catalog has fewer allowed items than ``n_neg`` are padded with 0.
+    """
+    rng = np.random.default_rng([seed, 2024])
+    w = np.asarray(weights, dtype=np.float64).copy()
+    w[0] = 0.0
+    # Items with zero weight (never seen in training) get a tiny share so every item can be drawn.
+    w = np.where(w > 0, w, 1e-12)
+    w[0] = 0.0
+    cdf = np.cumsum(w) / w.sum()
+    n, n_items = len(cases), len(w) - 1
+    hist = cases.histories
+    stride = n_items + 1
+    hist_rows = np.repeat(np.arange(n, dtype=np.int64), hist.lengths())
+    forbidden = np.unique(
+        np.concatenate([hist_rows * stride + hist.items, np.arange(n) * stride + cases.targets])
+    )
+    out = np.zeros((n, n_neg), dtype=np.int64)
+    filled = np.zeros(n, dtype=np.int64)
+    todo = np.arange(n)
+    draws = 3 * n_neg
+    for _ in range(6):
+        if not len(todo):
+            break
+        cand = np.searchsorted(cdf, rng.random((len(todo), draws)), side="right").clip(1, n_items)
+        keys = todo[:, None] * stride + cand  # (R, draws)
+        ok = ~_isin_sorted(keys, forbidden)
+        # Drop repeats within a row, keeping the first draw (stable sort keeps order).
+        order = np.argsort(keys, axis=1, kind="stable")
+        sorted_keys = np.take_along_axis(keys, order, axis=1)
+        dup_sorted = np.zeros_like(sorted_keys, dtype=bool)
+        dup_sorted[:, 1:] = sorted_keys[:, 1:] == sorted_keys[:, :-1]
+        dup = np.empty_like(dup_sorted)
+        np.put_along_axis(dup, order, dup_sorted, axis=1)
+        ok &= ~dup
+        for r_local, r in enumerate(todo):
+            picked = cand[r_local][ok[r_local]]
+            # Also skip items this row already got in an earlier round.
+            if filled[r]:
+                picked = picked[~np.isin(picked, out[r, : filled[r]])]
+            take = picked[: n_neg - filled[r]]
+            out[r, filled[r] : filled[r] + len(take)] = take
+            filled[r] += len(take)
+        todo = todo[filled[todo] < n_neg]
+        draws *= 2
+    for r in todo:  # tiny catalogs: take every allowed item
+        allowed = np.setdiff1d(np.arange(1, n_items + 1), out[r, : filled[r]])
+        allowed = allowed[~_isin_sorted(r * stride + allowed, forbidden)]
+        take = allowed[: n_neg - filled[r]]
+        out[r, filled[r] : filled[r] + len(take)] = take
+    return out
+
+
+def _isin_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    pos = np.searchsorted(sorted_keys, keys).clip(0, max(len(sorted_keys) - 1, 0))
+    return sorted_keys[pos] == keys if len(sorted_keys) else np.zeros(keys.shape, dtype=bool)
+
+
+def format_metrics(metrics: dict[str, float], keys: Sequence[str] | None = None) -> str:
+    """``HR@10 0.8245  NDCG@10 0.5905`` style one-liner."""
+    keys = list(metrics) if keys is None else keys
+    return "  ".join(f"{k} {metrics[k]:.4f}" for k in keys if k in metrics)

@@ -1,0 +1,47 @@
+"""Settings of the one training loop, shared by every neural model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, early stopping and device settings.
+
+    Early stopping watches ``monitor`` on the validation split (never test). ``mode`` is
+    ``"max"`` for ranking metrics and ``"min"`` for losses/errors. When ``lr_decay`` < 1 the
+    learning rate is multiplied by it after an evaluation without improvement, and training
+    stops after ``max_lr_decays`` such drops (PETER's schedule); otherwise it stops after
+    ``patience`` evaluations without improvement.
+    """
+
+    lr: float = 1e-3
+    batch_size: int = 128
+    max_epochs: int = 200
+    patience: int = 5
+    eval_every: int = 1
+    optimizer: str = "adam"  # adam, adamw or sgd
+    beta1: float = 0.9
+    beta2: float = 0.98
+    weight_decay: float = 0.0
+    grad_clip: float = 0.0  # 0 disables clipping
+    lr_decay: float = 1.0
+    max_lr_decays: int = 0
+    monitor: str = "NDCG@10"
+    mode: str = "max"
+    seed: int = 0
+    device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
+    amp: str = "none"  # none, bf16 or fp16 autocast (fp16 only on CUDA)
+    time_budget: float = 0.0  # seconds of training; 0 = no limit
+    threads: int = 0  # CPU threads for torch; 0 = torch's default
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adam", "adamw", "sgd"):
+            raise ValueError(f"optimizer must be adam, adamw or sgd, not {self.optimizer!r}")
+        if self.mode not in ("max", "min"):
+            raise ValueError("mode must be 'max' or 'min'")
+        if self.amp not in ("none", "bf16", "fp16"):
+            raise ValueError("amp must be none, bf16 or fp16")
+        if self.lr <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.eval_every < 1:
+            raise ValueError("lr, batch_size, max_epochs and eval_every must be positive")
