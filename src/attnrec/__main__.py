@@ -1,0 +1,3 @@
+from attnrec.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""train / evaluate / recommend / data commands (to be written)."""

@@ -1,0 +1,23 @@
+"""The ``attnrec`` command line. Thin: every command calls the public API.
+
+Each group of commands lives in its own module that adds itself to :data:`app` on import.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="attnrec",
+    help="Transformer-based recommendation: train, evaluate, recommend, explain and serve.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Command modules register themselves on `app`; keep one import per module.
+from attnrec.cli import core as _core  # noqa: E402,F401
+
+
+def main() -> None:
+    app()
