@@ -1,1 +1,441 @@
-"""train / evaluate / recommend / data commands (to be written)."""
+"""``attnrec train / evaluate / recommend / data / models``: thin commands over the public API."""
+
+import dataclasses
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import torch
+import typer
+from rich.logging import RichHandler
+from rich.table import Table
+
+from attnrec.cli._common import (
+    ProtocolName,
+    SplitName,
+    cli_errors,
+    err,
+    load_data,
+    make_protocol,
+    make_split,
+    out,
+    parse_ks,
+    resolve_overrides,
+    split_list,
+    warn_line,
+)
+from attnrec.cli.main import app
+from attnrec.config import ConfigError, config_to_dict
+from attnrec.data.schema import Interactions, Sequences
+from attnrec.data.split import EvalSet
+from attnrec.evaluation.protocol import EvalResult, evaluate
+from attnrec.recommender import Recommendation, Recommender
+from attnrec.registry import get_spec, list_models
+from attnrec.training.config import TrainConfig
+
+# -- shared option types ---------------------------------------------------------------------------
+DataOpt = Annotated[str, typer.Option(
+    "--data", "-d", help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, beauty, "
+    "steam) or a file path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).")]
+FormatOpt = Annotated[str, typer.Option(
+    "--format", "-f", help="File format of --data; 'auto' guesses from the name and content.")]
+MinRatingOpt = Annotated[float | None, typer.Option(
+    "--min-rating", help="Keep only interactions rated at least this (implicit feedback from ratings).")]
+KCoreOpt = Annotated[int, typer.Option(
+    "--k-core", min=0, help="Repeatedly drop users and items with fewer interactions than this (0 = off).")]
+DataDirOpt = Annotated[str | None, typer.Option(
+    "--data-dir", help="Where named datasets are looked for (default: attnrec's data directory).")]
+SplitOpt = Annotated[SplitName, typer.Option(
+    "--split", help="leave-one-out: last item is the test target, the one before it validation; "
+    "temporal: global time cut-offs.")]
+ModelDirOpt = Annotated[Path, typer.Option(
+    "--model", "-m", help="A model directory written by 'attnrec train'.")]
+
+
+def _data(spec: str, fmt: str, min_rating: float | None, k_core: int, data_dir: str | None) -> Interactions:
+    with err.status(f"loading {spec} ..."):
+        return load_data(spec, fmt, min_rating=min_rating, k_core=k_core, data_dir=data_dir)
+
+
+def _setup_logging(verbose: bool) -> None:
+    """Per-epoch log lines from the training loop on stderr (one handler, however often called)."""
+    logger = logging.getLogger("attnrec")
+    if not any(getattr(h, "_attnrec_cli", False) for h in logger.handlers):
+        handler = RichHandler(console=err, show_path=False, show_level=False, show_time=False, markup=False)
+        handler._attnrec_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _metrics_table(rows: list[tuple[str, EvalResult]], title: str) -> Table:
+    keys: list[str] = []
+    for _, res in rows:
+        keys += [k for k in res.metrics if k not in keys]
+    table = Table()
+    table.add_column(title)
+    for k in keys:
+        table.add_column(k, justify="right")
+    for label, res in rows:
+        table.add_row(label, *(f"{res.metrics[k]:.4f}" if k in res.metrics else "" for k in keys))
+    return table
+
+
+def _print_results(rows: list[tuple[str, EvalResult]], title: str) -> None:
+    """A metrics table per protocol, each followed by its protocol line."""
+    groups: dict[str, list[tuple[str, EvalResult]]] = {}
+    for label, res in rows:
+        groups.setdefault(res.describe(), []).append((label, res))
+    for desc, group in groups.items():
+        out.print(_metrics_table(group, title))
+        out.print(f"[dim]protocol:[/dim] {desc}", soft_wrap=True)
+
+
+def _popularity_scorer(train: Sequences) -> Any:
+    counts = torch.as_tensor(np.bincount(train.items, minlength=train.n_items + 1), dtype=torch.float32)
+
+    def score(users: np.ndarray, histories: Sequences) -> torch.Tensor:
+        return counts.expand(len(users), -1).clone()
+
+    return score
+
+
+# -- train -----------------------------------------------------------------------------------------
+@app.command(epilog="Example: attnrec train --data demo --model sasrec --preset demo --out runs/demo")
+@cli_errors
+def train(
+    data: DataOpt,
+    model: Annotated[str, typer.Option("--model", "-m", help="Registered model name (see 'attnrec models').")]
+    = "sasrec",
+    preset: Annotated[str | None, typer.Option(
+        "--preset", "-p", help="Named preset of the model (see 'attnrec models MODEL').")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="TOML file with [model] and [train] tables.")] = None,
+    overrides: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
+        "prefix model. or train. when a key is ambiguous).")] = None,
+    split: SplitOpt = SplitName.leave_one_out,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Directory for the trained model [default: runs/MODEL].")] = None,
+    device: Annotated[str | None, typer.Option(
+        "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of initialisation, shuffling and negatives.")]
+    = None,
+    max_epochs: Annotated[int | None, typer.Option("--max-epochs", min=1, help="Stop after this many epochs.")]
+    = None,
+    time_budget: Annotated[float | None, typer.Option(
+        "--time-budget", min=0, help="Stop training after this many seconds (0 = no limit).")] = None,
+    protocols: Annotated[list[ProtocolName] | None, typer.Option(
+        "--protocol", help="Test protocol(s) besides full ranking (repeatable).")] = None,
+    negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
+    = 100,
+    baseline: Annotated[bool, typer.Option(
+        "--baseline/--no-baseline", help="Also score a popularity ranking (training counts) for comparison.")]
+    = True,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue an interrupted run from OUT/train_state instead of starting afresh.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar per epoch.")]
+    = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
+    fmt: FormatOpt = "auto",
+    min_rating: MinRatingOpt = None,
+    k_core: KCoreOpt = 0,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Train a model, select it on validation (full ranking), test it and save it.
+
+    Settings are layered: model defaults < --preset < --config file < --set < the explicit flags
+    (--seed, --max-epochs, --time-budget, --device). Early stopping watches the validation split
+    only; the test split is scored once, at the end, under full ranking (and any --protocol).
+    """
+    spec = get_spec(model)
+    model_over, train_over = resolve_overrides(spec.config_cls, overrides or [],
+                                               str(config) if config is not None else None)
+    for key, value in (("device", device), ("seed", seed), ("max_epochs", max_epochs),
+                       ("time_budget", time_budget)):
+        if value is not None:
+            train_over[key] = value
+    rec = Recommender(model, model_over, train_over, preset)
+    out_dir = out_dir or Path("runs") / model
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir}: exists and is not a directory")
+
+    interactions = _data(data, fmt, min_rating, k_core, data_dir)
+    sp = make_split(interactions, split)
+    out.print(f"[bold]{model}[/bold]{f' ({preset})' if preset else ''} on {interactions.source.name}: "
+              f"{interactions.n_users:,} users, {interactions.n_items:,} items, {len(interactions):,} "
+              f"interactions; split {sp.describe()}, {len(sp.valid):,} validation / {len(sp.test):,} test users",
+              soft_wrap=True)
+
+    state_dir = out_dir / "train_state"
+    if state_dir.exists() and not resume:
+        shutil.rmtree(state_dir)
+    elif resume and not (state_dir / "train_state.json").exists():
+        warn_line(f"--resume: no training state in {state_dir}; starting from scratch")
+    _setup_logging(not quiet)
+    rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=progress)
+
+    test_protocols = [make_protocol("full", negatives, rec.train_config.seed)]
+    test_protocols += [make_protocol(p, negatives, rec.train_config.seed)
+                       for p in protocols or [] if p is not ProtocolName.full]
+    rows: list[tuple[str, EvalResult]] = []
+    for proto in test_protocols:
+        rows.append((model, rec.evaluate(sp.test, proto, split=sp.name, target="test")))
+        if baseline:
+            pop = evaluate(_popularity_scorer(sp.train), sp.test, proto, popularity=rec.popularity_,
+                           data=interactions.source, split=sp.name, target="test")
+            rows.append(("popularity", pop))
+    rec.save(out_dir)
+
+    tr = rec.train_result_
+    if tr is not None:
+        monitor = rec.train_config.monitor
+        out.print(f"trained {tr.epochs} epoch(s) in {tr.seconds:.1f}s ({tr.seconds_per_epoch:.2f} s/epoch); "
+                  f"best epoch {tr.best_epoch} with validation {monitor} {tr.best_value:.4f}; "
+                  f"stopped: {tr.stopped}", soft_wrap=True)
+    _print_results(rows, "model")
+    out.print(f"saved to [bold]{out_dir}[/bold]  (try: attnrec recommend --model {out_dir} "
+              f"--user {interactions.users.to_external([0])[0]})", soft_wrap=True)
+
+
+# -- evaluate --------------------------------------------------------------------------------------
+def _align_cases(rec: Recommender, data: Interactions, cases: EvalSet) -> tuple[EvalSet, int]:
+    """Cases of ``data`` in the checkpoint's internal indices; cases it cannot express are dropped.
+
+    History items the model does not know are removed; cases whose user or target is unknown to the
+    model are dropped (their count is returned).
+    """
+    assert rec.items_ is not None and rec.users_ is not None
+    if rec.items_.to_list() == data.items.to_list() and rec.users_.to_list() == data.users.to_list():
+        return cases, 0
+    item_map = np.zeros(data.n_items + 1, dtype=np.int64)
+    item_map[1:] = [rec.items_.get(i) or 0 for i in data.items.to_list()]
+    user_map = np.array([-1 if (u := rec.users_.get(x)) is None else u for x in data.users.to_list()],
+                        dtype=np.int64)
+    users, targets = user_map[cases.users], item_map[cases.targets]
+    keep_rows = np.flatnonzero((users >= 0) & (targets > 0))
+    hist = cases.histories.take(keep_rows)
+    items = item_map[hist.items]
+    rows = np.repeat(np.arange(len(keep_rows)), hist.lengths())
+    known = items > 0
+    offsets = np.zeros(len(keep_rows) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[known], minlength=len(keep_rows)), out=offsets[1:])
+    aligned = EvalSet(users[keep_rows], Sequences(offsets, items[known], len(rec.items_)), targets[keep_rows])
+    return aligned, len(cases) - len(keep_rows)
+
+
+def _default_split(rec: Recommender) -> str:
+    for ev in rec.evaluations_:
+        if ev.get("split") in ("leave-one-out", "temporal"):
+            return str(ev["split"])
+    return "leave-one-out"
+
+
+@app.command(name="evaluate", epilog="Example: attnrec evaluate --model runs/demo --data demo "
+             "--protocol full --protocol sampled-popularity")
+@cli_errors
+def evaluate_cmd(
+    model_dir: ModelDirOpt,
+    data: DataOpt,
+    protocols: Annotated[list[ProtocolName] | None, typer.Option(
+        "--protocol", help="Ranking protocol (repeatable) [default: full].")] = None,
+    negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
+    = 100,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled negatives.")] = 0,
+    ks: Annotated[str, typer.Option("--ks", help="Cut-offs K of HR@K and NDCG@K, comma-separated.")] = "1,5,10",
+    split: Annotated[SplitName | None, typer.Option(
+        "--split", help="How to re-split the data [default: the split the model was tested on].")] = None,
+    target: Annotated[str, typer.Option("--target", help="Which held-out split to score: test or valid.")]
+    = "test",
+    include_seen: Annotated[bool, typer.Option(
+        "--include-seen", help="Full ranking: keep the user's history among the candidates.")] = False,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the results to this JSON file.")]
+    = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    fmt: FormatOpt = "auto",
+    min_rating: MinRatingOpt = None,
+    k_core: KCoreOpt = 0,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Score a saved model on a dataset under one or more protocols and print the protocol with the numbers.
+
+    The data is re-split exactly as in training; if its sha256 differs from the one the model was
+    trained on, a warning says so (items and users the model does not know are then left out).
+    """
+    if target not in ("test", "valid"):
+        raise ValueError(f"--target must be test or valid, not {target!r}")
+    cut_offs = parse_ks(ks)
+    rec = Recommender.load(model_dir, device=device)
+    interactions = _data(data, fmt, min_rating, k_core, data_dir)
+    want, got = rec.source_.sha256, interactions.source.sha256
+    if want and got and want != got:
+        warn_line(f"DATA MISMATCH: {interactions.source.name} has sha256 {got[:12]}, but the model was trained "
+                  f"on {rec.source_.name} with sha256 {want[:12]}; these numbers are not comparable to its "
+                  "training-time results")
+    elif not (want and got):
+        warn_line("cannot verify that this is the data the model was trained on (no sha256 recorded)")
+    sp = make_split(interactions, split or _default_split(rec))
+    cases, dropped = _align_cases(rec, interactions, sp.test if target == "test" else sp.valid)
+    if dropped:
+        warn_line(f"{dropped} of {dropped + len(cases)} {target} cases left out: their user or target item "
+                  "is unknown to the model")
+    results = []
+    for name in protocols or [ProtocolName.full]:
+        proto = make_protocol(name, negatives, seed, cut_offs)
+        proto = dataclasses.replace(proto, exclude_seen=not include_seen)
+        results.append(evaluate(rec.score_histories, cases, proto, popularity=rec.popularity_,
+                                data=interactions.source, split=sp.name, target=target))
+    _print_results([(rec.name, r) for r in results], "model")
+    if json_path is not None:
+        payload = {"model_dir": str(model_dir), "model": rec.name, "data_sha256_matches": want == got,
+                   "dropped_cases": dropped, "results": [r.to_dict() for r in results]}
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        out.print(f"wrote {json_path}")
+
+
+# -- recommend -------------------------------------------------------------------------------------
+def _recommendation_json(r: Recommendation) -> str:
+    return json.dumps(dataclasses.asdict(r), indent=2, ensure_ascii=False)
+
+
+@app.command(epilog='Examples: attnrec recommend --model runs/demo --user 1 -k 5\n\n'
+             'attnrec recommend --model runs/demo --history "12,40,7"')
+@cli_errors
+def recommend(
+    model_dir: ModelDirOpt,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="External ID of a known user.")] = None,
+    history: Annotated[str | None, typer.Option(
+        "--history", help="Ad-hoc history: comma-separated external item IDs, oldest first.")] = None,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Number of items to recommend.")] = 10,
+    include_seen: Annotated[bool, typer.Option(
+        "--include-seen", help="Allow items already in the history.")] = False,
+    exclude: Annotated[list[str] | None, typer.Option(
+        "--exclude", help="Item IDs never to recommend (repeatable or comma-separated).")] = None,
+    include: Annotated[list[str] | None, typer.Option(
+        "--include", help="Recommend only among these item IDs (repeatable or comma-separated).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
+) -> None:
+    """Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.
+
+    Unknown items in --history are reported and ignored. A user the model does not know (and no
+    history) gets the most popular items, and the output says so.
+    """
+    if user is None and history is None:
+        raise ValueError("give --user USER or --history 'ITEM,ITEM,...'")
+    rec = Recommender.load(model_dir, device=device)
+    hist: list[object] | None = [*split_list([history])] if history is not None else None
+    allowed: list[object] | None = [*split_list(include)] if include else None
+    banned: list[object] | None = [*split_list(exclude)] if exclude else None
+    r = rec.recommend(user=user, history=hist, k=k, exclude_seen=not include_seen, include=allowed, exclude=banned)
+    if as_json:
+        typer.echo(_recommendation_json(r))
+        return
+    if r.unknown_items:
+        warn_line(f"ignored {len(r.unknown_items)} item(s) unknown to the model: {', '.join(r.unknown_items)}")
+    if r.fallback:
+        warn_line(f"not personalised: {r.fallback}")
+    who = f"user {user}" if history is None else f"a history of {len(hist or [])} item(s)"
+    seen = "seen items included" if include_seen else "seen items excluded"
+    out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
+    table = Table()
+    table.add_column("#", justify="right")
+    table.add_column("item")
+    if any(t for t in r.titles):
+        table.add_column("title")
+    table.add_column("score", justify="right")
+    for i, (item, score) in enumerate(zip(r.items, r.scores, strict=True)):
+        title = r.titles[i] if i < len(r.titles) else None
+        cells = [str(i + 1), item] + ([title or ""] if any(t for t in r.titles) else []) + [f"{score:.4f}"]
+        table.add_row(*cells)
+    out.print(table)
+
+
+# -- data ------------------------------------------------------------------------------------------
+def _describe(data: Interactions) -> tuple[dict[str, Any], str | None]:
+    """The data module's description when available, else a small one of our own."""
+    try:
+        from attnrec.data.describe import describe, format_description
+    except ImportError:
+        lengths = data.sequences().lengths()
+        q = np.percentile(lengths, [0, 25, 50, 75, 90, 100])
+        d = {"name": data.source.name, "path": data.source.path, "format": data.source.format,
+             "sha256": data.source.sha256, "users": data.n_users, "items": data.n_items,
+             "interactions": len(data), "density": len(data) / max(1, data.n_users * data.n_items),
+             "sequence_length": {"min": int(q[0]), "p25": float(q[1]), "median": float(q[2]),
+                                 "p75": float(q[3]), "p90": float(q[4]), "max": int(q[5]),
+                                 "mean": float(lengths.mean())},
+             "timestamps": data.timestamp is not None, "ratings": data.rating is not None,
+             "titles": len(data.item_titles or {})}
+        return d, None
+    desc = describe(data)
+    as_dict = desc if isinstance(desc, dict) else dataclasses.asdict(desc)
+    return as_dict, format_description(desc)
+
+
+@app.command(name="data", epilog="Example: attnrec data --data demo")
+@cli_errors
+def data_cmd(
+    data: DataOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
+    fmt: FormatOpt = "auto",
+    min_rating: MinRatingOpt = None,
+    k_core: KCoreOpt = 0,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Describe a dataset: users, items, interactions, sequence lengths, sha256."""
+    interactions = _data(data, fmt, min_rating, k_core, data_dir)
+    desc, text = _describe(interactions)
+    if as_json:
+        typer.echo(json.dumps(desc, indent=2, default=str))
+    elif text is not None:
+        out.print(text, soft_wrap=True, markup=False)
+    else:
+        table = Table(title=f"{desc['name']}", title_justify="left", show_header=False)
+        table.add_column("", style="bold")
+        table.add_column("")
+        for key, value in desc.items():
+            if isinstance(value, dict):
+                value = "  ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
+            elif isinstance(value, bool):
+                value = "yes" if value else "no"
+            elif isinstance(value, float):
+                value = f"{value:.6f}"
+            elif isinstance(value, int):
+                value = f"{value:,}"
+            table.add_row(key.replace("_", " "), str(value))
+        out.print(table)
+
+
+# -- models ----------------------------------------------------------------------------------------
+@app.command(epilog="Example: attnrec models sasrec")
+@cli_errors
+def models(
+    name: Annotated[str | None, typer.Argument(help="Show one model's settings and presets.")] = None,
+) -> None:
+    """List the registered models and their presets, or one model's settings."""
+    if name is None:
+        table = Table(title="registered models", title_justify="left")
+        for col in ("model", "kind", "task", "presets", "description"):
+            table.add_column(col)
+        for m in list_models():
+            spec = get_spec(m)
+            table.add_row(m, spec.kind, spec.task, ", ".join(spec.presets) or "-", spec.description)
+        out.print(table)
+        return
+    spec = get_spec(name)
+    out.print(f"[bold]{spec.name}[/bold]: {spec.description}", soft_wrap=True)
+    table = Table(title="settings (--set model.KEY=VALUE / --set train.KEY=VALUE)", title_justify="left")
+    table.add_column("key")
+    table.add_column("default", justify="right")
+    for preset in spec.presets:
+        table.add_column(f"preset {preset}", justify="right")
+    for section, cls in (("model", spec.config_cls), ("train", TrainConfig)):
+        defaults = config_to_dict(cls())
+        for key, value in defaults.items():
+            cells = [str(spec.presets[p].get(section, {}).get(key, "")) for p in spec.presets]
+            table.add_row(f"{section}.{key}", str(value), *cells)
+    out.print(table)
