@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,80 @@ class Recommendation:
     user: str | None = None
     unknown_items: list[str] = field(default_factory=list)
     fallback: str | None = None  # why the answer is not fully personalised, when it is not
+    method: str | None = None  # how it was scored: model, popularity, embedding-cosine, co-occurrence
+
+
+RECOMMEND_KEYS = frozenset({"user", "history", "k", "exclude_seen", "include", "exclude"})
+CHUNK_ELEMENTS = 1 << 22  # score-matrix elements computed at once by the chunked top-k (16 MiB float32)
+
+
+def topk_chunked(
+    chunk_scores: Callable[[int, int], torch.Tensor],
+    n_rows: int,
+    n_cols: int,
+    k: int,
+    banned_rows: torch.Tensor,
+    banned_cols: torch.Tensor,
+    chunk_elements: int = CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row-wise top-``k`` over columns ``1..n_cols-1`` without materialising the full score matrix.
+
+    ``chunk_scores(lo, hi)`` returns a fresh ``(n_rows, hi - lo)`` float tensor of the scores of
+    columns ``lo..hi-1`` (the routine writes into it). Entries ``(banned_rows[j], banned_cols[j])``
+    are excluded. Returns ``(values, indices)`` of shape ``(n_rows, min(k, n_cols - 1))``; rows
+    with fewer allowed columns than ``k`` end in ``-inf`` values.
+    """
+    step = max(k, chunk_elements // max(n_rows, 1))
+    vals, idxs = [], []
+    for lo in range(1, n_cols, step):  # column 0 is padding: never a candidate
+        hi = min(n_cols, lo + step)
+        s = chunk_scores(lo, hi).float()  # (B, hi - lo)
+        if len(banned_cols):
+            sel = (banned_cols >= lo) & (banned_cols < hi)
+            s[banned_rows[sel], banned_cols[sel] - lo] = -torch.inf
+        v, i = torch.topk(s, min(k, hi - lo), dim=1)
+        vals.append(v)
+        idxs.append(i + lo)
+    if len(vals) == 1:
+        return vals[0], idxs[0]
+    v, j = torch.topk(torch.cat(vals, 1), min(k, n_cols - 1), dim=1)
+    return v, torch.gather(torch.cat(idxs, 1), 1, j)
+
+
+class _RowScores:
+    """Scores of a batch of rows over the catalog: ``query @ vectors.T (+ bias)`` or a full matrix."""
+
+    def __init__(self, query: torch.Tensor | None = None, vectors: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None, full: torch.Tensor | None = None) -> None:
+        self.query, self.vectors, self.bias, self.full = query, vectors, bias, full
+
+    def chunk(self, lo: int, hi: int) -> torch.Tensor:
+        if self.full is not None:
+            return self.full[:, lo:hi].float().clone()
+        assert self.query is not None and self.vectors is not None
+        s = self.query @ self.vectors[lo:hi].T  # (B, hi - lo)
+        return s if self.bias is None else s + self.bias[lo:hi]
+
+    def at(self, row: int, cols: torch.Tensor) -> torch.Tensor:
+        if self.full is not None:
+            return self.full[row, cols].float()
+        assert self.query is not None and self.vectors is not None
+        s = self.vectors[cols] @ self.query[row]  # (C,)
+        return s if self.bias is None else s + self.bias[cols]
+
+
+@dataclass
+class _Prepared:
+    """One recommendation request resolved to internal indices."""
+
+    uid: int
+    hist: np.ndarray
+    k: int
+    banned: np.ndarray
+    allowed: np.ndarray | None
+    user: str | None
+    unknown: list[str]
+    fallback: str | None
 
 
 class Recommender:
@@ -75,7 +150,7 @@ class Recommender:
         if dataclasses.is_dataclass(config) and not isinstance(config, type):
             self.config: Any = config
         else:
-            self.config = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))  # type: ignore[arg-type]
+            self.config = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))  # type: ignore[call-overload]
         if isinstance(train, TrainConfig):
             self.train_config = train
         else:
@@ -91,6 +166,7 @@ class Recommender:
         self.train_result_: TrainResult | None = None
         self.evaluations_: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
+        self._cache: dict[str, Any] = {}  # derived serving data (popularity tensor, norms, inverted index)
 
     @property
     def name(self) -> str:
@@ -140,6 +216,7 @@ class Recommender:
         self.popularity_ = data.item_popularity()
         self.titles_ = dict(data.item_titles or {})
         self.source_ = data.source
+        self._cache.clear()
 
     def _require_fitted(self) -> None:
         if self.core is None or self.items_ is None:
@@ -154,8 +231,8 @@ class Recommender:
             batch = {k: v.to(self.device) for k, v in batch.items()}
             self.core.eval()
             with torch.no_grad():
-                return self.core.score(batch)  # type: ignore[no-any-return]
-        return self.core.score(users, histories)  # type: ignore[no-any-return]
+                return self.core.score(batch)
+        return self.core.score(users, histories)
 
     def evaluate(
         self, cases: EvalSet, protocol: Protocol = FULL, *, split: str = "leave-one-out", target: str = "test"
@@ -179,18 +256,57 @@ class Recommender:
         """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
 
         Unknown items in ``history`` are ignored and listed in ``unknown_items``. An unknown user
-        without a history, or an empty history, gets the most popular items (``fallback`` says so).
+        with a history is scored from the history; an unknown user without one, or a history of
+        only unknown items, gets the most popular items (``fallback`` says so in both cases).
         ``include`` restricts the candidates; ``exclude`` removes items.
         """
+        return self.recommend_many([{"user": user, "history": history, "k": k, "exclude_seen": exclude_seen,
+                                     "include": include, "exclude": exclude}])[0]
+
+    def recommend_many(self, requests: Sequence[Mapping[str, Any]]) -> list[Recommendation]:
+        """Answer several :meth:`recommend` requests (dicts of its keyword arguments) in one batch.
+
+        The histories are encoded together and the catalog is scored in chunks with a running
+        top-k, so a batch costs one forward pass and no per-item Python work; the answers equal
+        those of :meth:`recommend` one by one (up to float rounding of the batched matrix product).
+        """
         self._require_fitted()
+        assert self.items_ is not None
+        prepared = [self._prepare(r) for r in requests]
+        out: list[Recommendation | None] = [None] * len(prepared)
+        model_rows = [i for i, p in enumerate(prepared) if len(p.hist)]
+        pop_rows = [i for i, p in enumerate(prepared) if not len(p.hist)]
+        with torch.inference_mode():
+            if model_rows:
+                rows = [prepared[i] for i in model_rows]
+                for i, rec in zip(model_rows, self._answer(rows, self._model_scores(rows), "model"), strict=True):
+                    out[i] = rec
+            if pop_rows:
+                rows = [prepared[i] for i in pop_rows]
+                pop = self._popularity_tensor().unsqueeze(0).expand(len(rows), -1)
+                for i, rec in zip(pop_rows, self._answer(rows, _RowScores(full=pop), "popularity"), strict=True):
+                    out[i] = rec
+        return [r for r in out if r is not None]
+
+    def _prepare(self, request: Mapping[str, Any]) -> _Prepared:
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
+        bad = set(request) - RECOMMEND_KEYS
+        if bad:
+            raise TypeError(f"unknown recommend arguments: {sorted(bad)}; known: {sorted(RECOMMEND_KEYS)}")
+        user, history = request.get("user"), request.get("history")
+        k = int(request.get("k", 10))
         if k < 1:
             raise ValueError("k must be at least 1")
-        fallback, unknown, uid = None, [], 0
+        fallback: str | None = None
+        unknown: list[str] = []
+        uid = 0
         if history is not None:
             hist, unknown = self.items_.split_known(history)
-            if user is not None and user in self.users_:
-                uid = int(self.users_.get(user))  # type: ignore[arg-type]
+            if user is not None:
+                if user in self.users_:
+                    uid = int(self.users_.get(user))  # type: ignore[arg-type]
+                else:
+                    fallback = f"unknown user {user!r}: scored from the given history"
         elif user is not None:
             idx = self.users_.get(user)
             if idx is None:
@@ -200,27 +316,143 @@ class Recommender:
         else:
             raise ValueError("give a user or a history")
         if len(hist) == 0:
-            fallback = fallback or "no known items in the history: most popular items"
-            scores = torch.as_tensor(self.popularity_, dtype=torch.float32).clone()
-        else:
-            seqs = Sequences(np.array([0, len(hist)]), hist, len(self.items_))
-            scores = self.score_histories(np.array([uid]), seqs)[0].float().cpu()
-        scores[0] = -torch.inf
-        if exclude_seen and len(hist):
-            scores[torch.as_tensor(hist)] = -torch.inf
-        if include is not None:
-            allowed, _ = self.items_.split_known(include)
-            keep = torch.zeros_like(scores, dtype=torch.bool)
-            keep[torch.as_tensor(allowed, dtype=torch.long)] = True
-            scores[~keep] = -torch.inf
-        if exclude:
-            drop, _ = self.items_.split_known(exclude)
-            scores[torch.as_tensor(drop, dtype=torch.long)] = -torch.inf
-        n_ok = int(torch.isfinite(scores).sum())
-        top = torch.topk(scores, min(k, n_ok))
-        items = self.items_.to_external(top.indices.numpy())
-        return Recommendation(items, [float(s) for s in top.values], [self.titles_.get(i) for i in items],
-                              None if user is None else str(user), unknown, fallback)
+            if fallback is None or history is not None:
+                fallback = "no known items in the history: most popular items"
+        banned = [hist] if request.get("exclude_seen", True) else []
+        if request.get("exclude"):
+            banned.append(self.items_.split_known(request["exclude"])[0])
+        allowed = None
+        if request.get("include") is not None:
+            allowed = np.unique(self.items_.split_known(request["include"])[0])
+        ban = np.unique(np.concatenate(banned)) if banned else np.zeros(0, dtype=np.int64)
+        return _Prepared(uid, hist, k, ban, allowed, None if user is None else str(user), unknown, fallback)
+
+    def _model_scores(self, rows: list[_Prepared]) -> _RowScores:
+        """Scores of non-empty histories: factorised (query and item vectors) when the model allows."""
+        lengths = np.array([len(p.hist) for p in rows], dtype=np.int64)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        assert self.items_ is not None
+        seqs = Sequences(offsets, np.concatenate([p.hist for p in rows]), len(self.items_))
+        users = np.array([p.uid for p in rows], dtype=np.int64)
+        core = self.core
+        if self.spec.kind == "torch" and hasattr(core, "query_vectors") and hasattr(core, "item_vectors"):
+            batch = {k: v.to(self.device) for k, v in core.score_inputs(users, seqs).items()}
+            core.eval()
+            bias = core.item_bias() if hasattr(core, "item_bias") else None
+            return _RowScores(query=core.query_vectors(batch).float(), vectors=core.item_vectors().float(),
+                              bias=None if bias is None else bias.float())
+        return _RowScores(full=self.score_histories(users, seqs))
+
+    def _answer(self, rows: list[_Prepared], scores: _RowScores, method: str) -> list[Recommendation]:
+        assert self.items_ is not None
+        n_cols = len(self.items_) + 1
+        device = scores.query.device if scores.query is not None else scores.full.device  # type: ignore[union-attr]
+        answers: list[tuple[torch.Tensor, torch.Tensor]] = [None] * len(rows)  # type: ignore[list-item]
+        open_rows = [i for i, p in enumerate(rows) if p.allowed is None]
+        for i, p in enumerate(rows):  # include lists: score just those candidates
+            if p.allowed is not None:
+                cand = p.allowed[~np.isin(p.allowed, p.banned)]
+                cand_t = torch.as_tensor(cand, dtype=torch.long, device=device)
+                s = scores.at(i, cand_t) if len(cand) else torch.zeros(0, device=device)
+                v, j = torch.topk(s, min(p.k, len(cand)))
+                answers[i] = (v, cand_t[j])
+        if open_rows:
+            k = max(rows[i].k for i in open_rows)
+            sub = scores
+            if len(open_rows) < len(rows):
+                sel = torch.as_tensor(open_rows, device=device)
+                sub = _RowScores(None if scores.query is None else scores.query[sel], scores.vectors, scores.bias,
+                                 None if scores.full is None else scores.full[sel])
+            lens = [len(rows[i].banned) for i in open_rows]
+            b_rows = torch.as_tensor(np.repeat(np.arange(len(open_rows)), lens), dtype=torch.long, device=device)
+            b_cols = torch.as_tensor(np.concatenate([rows[i].banned for i in open_rows]), dtype=torch.long,
+                                     device=device)
+            v, ix = topk_chunked(sub.chunk, len(open_rows), n_cols, k, b_rows, b_cols)
+            for r, i in enumerate(open_rows):
+                answers[i] = (v[r, : rows[i].k], ix[r, : rows[i].k])
+        out = []
+        for p, (v, ix) in zip(rows, answers, strict=True):
+            v, ix = v.cpu(), ix.cpu()
+            ok = torch.isfinite(v)
+            v, ix = v[ok], ix[ok]
+            items = self.items_.to_external(ix.numpy())
+            out.append(Recommendation(items, v.tolist(), [self.titles_.get(i) for i in items], p.user, p.unknown,
+                                      p.fallback, method))
+        return out
+
+    def _popularity_tensor(self) -> torch.Tensor:
+        pop = self._cache.get("popularity")
+        if pop is None:
+            pop = torch.as_tensor(np.asarray(self.popularity_), dtype=torch.float32)
+            self._cache["popularity"] = pop
+        return pop
+
+    # -- item-to-item ----------------------------------------------------------------------------
+    def similar_items(self, item: object, k: int = 10) -> Recommendation:
+        """The ``k`` items most similar to ``item`` (an external ID), most similar first.
+
+        Cosine similarity of the model's item vectors when it has them (``item_vectors()``;
+        ``method="embedding-cosine"``), otherwise cosine of co-occurrence in the stored user
+        histories (``method="co-occurrence"``: items never seen with ``item`` are not returned).
+        Raises :class:`KeyError` for an unknown item.
+        """
+        self._require_fitted()
+        assert self.items_ is not None
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        idx = self.items_.get(item)
+        if idx is None:
+            raise KeyError(f"unknown item {str(item)!r}")
+        n_cols = len(self.items_) + 1
+        banned = torch.tensor([idx], dtype=torch.long)
+        with torch.inference_mode():
+            if self.spec.kind == "torch" and hasattr(self.core, "item_vectors"):
+                method = "embedding-cosine"
+                vectors = self.core.item_vectors().float()
+                inv_norm = self._inverse_norms(vectors)
+                q = (vectors[idx] * inv_norm[idx]).unsqueeze(0)  # (1, D)
+
+                def chunk(lo: int, hi: int) -> torch.Tensor:
+                    return (q @ vectors[lo:hi].T) * inv_norm[lo:hi]
+
+                v, ix = topk_chunked(chunk, 1, n_cols, k, torch.zeros(1, dtype=torch.long, device=vectors.device),
+                                     banned.to(vectors.device))
+            else:
+                method = "co-occurrence"
+                co = torch.as_tensor(self._cooccurrence(idx), dtype=torch.float32)
+                pop = self._popularity_tensor().clamp_min(1.0)
+                s = co / torch.sqrt(pop * pop[idx])
+                s[co == 0] = -torch.inf
+                v, ix = topk_chunked(lambda lo, hi: s[lo:hi].unsqueeze(0).clone(), 1, n_cols, k,
+                                     torch.zeros(1, dtype=torch.long), banned)
+        v, ix = v[0].cpu(), ix[0].cpu()
+        ok = torch.isfinite(v)
+        items = self.items_.to_external(ix[ok].numpy())
+        return Recommendation(items, v[ok].tolist(), [self.titles_.get(i) for i in items], method=method)
+
+    def _inverse_norms(self, vectors: torch.Tensor) -> torch.Tensor:
+        key = (vectors.data_ptr(), vectors._version, vectors.shape)
+        hit = self._cache.get("inv_norm")
+        if hit is None or hit[0] != key:
+            hit = (key, 1.0 / vectors.norm(dim=1).clamp_min(1e-12))
+            self._cache["inv_norm"] = hit
+        return hit[1]
+
+    def _cooccurrence(self, idx: int) -> np.ndarray:
+        """Per item, how many stored interactions share a user with ``idx`` (length ``n_items + 1``)."""
+        assert self.histories_ is not None and self.items_ is not None
+        h = self.histories_
+        inv = self._cache.get("inverted")
+        if inv is None:  # item -> users, built once
+            order = np.argsort(h.items, kind="stable")
+            owners = np.repeat(np.arange(h.n_users, dtype=np.int64), h.lengths())[order]
+            offsets = np.zeros(len(self.items_) + 2, dtype=np.int64)
+            np.cumsum(np.bincount(h.items, minlength=len(self.items_) + 1), out=offsets[1:])
+            inv = self._cache["inverted"] = (offsets, owners)
+        offsets, owners = inv
+        users = np.unique(owners[offsets[idx]: offsets[idx + 1]])
+        return np.bincount(h.take(users).items, minlength=len(self.items_) + 1)
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:

@@ -159,11 +159,22 @@ class SASRec(nn.Module):
 
     # -- inference: the last position's state against every item -----------------------------
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
-        return {"seq": torch.from_numpy(histories.padded(self.config.max_len))}
+        # Padded to the batch's longest history, not max_len: positions count from the window's end
+        # and padding keys are masked, so the scores are the same and short histories cost less.
+        width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))
+        return {"seq": torch.from_numpy(histories.padded(width))}
+
+    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
+        return self.encode(batch["seq"])[:, -1, :]
+
+    def item_vectors(self) -> torch.Tensor:
+        """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding)."""
+        return self.item_emb.weight
 
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        h = self.encode(batch["seq"])[:, -1, :]  # (B, D)
+        h = self.query_vectors(batch)  # (B, D)
         scores = h @ self.item_emb.weight.T  # (B, I+1)
         scores[:, 0] = -torch.inf
         return scores
