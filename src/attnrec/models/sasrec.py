@@ -76,6 +76,11 @@ def causal_mask(seq: torch.Tensor) -> torch.Tensor:
             "model": {"hidden": 64, "loss": "ce", "dropout": 0.2},
             "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200},
         },
+        # `make demo`: the built-in demo data in about 2-3 minutes on 2 CPU cores.
+        "demo": {
+            "model": {"hidden": 64, "max_len": 50, "loss": "ce", "dropout": 0.2},
+            "train": {"lr": 2e-3, "batch_size": 128, "max_epochs": 30, "patience": 3, "time_budget": 150.0},
+        },
     },
 )
 class SASRec(nn.Module):

@@ -1,0 +1,35 @@
+# attnrec: `make demo` trains SASRec on the built-in demo data; `make test` runs the checks.
+# Both create .venv and install the package (editable, with the dev extras) the first time, and
+# again only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.attnrec-installed
+RUN    ?= runs/demo
+
+.PHONY: demo test install lint typecheck clean
+
+demo: $(STAMP)
+	$(BIN)/attnrec train --data demo --model sasrec --preset demo --out $(RUN)
+	$(BIN)/attnrec recommend --model $(RUN) --user 1 -k 5
+	$(BIN)/attnrec recommend --model $(RUN) --history "1,2,3,unknown-item" -k 5
+
+test: $(STAMP) lint typecheck
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+clean:
+	rm -rf $(RUN) .pytest_cache .mypy_cache .ruff_cache
