@@ -1,0 +1,76 @@
+"""``attnrec serve``: the HTTP service (FastAPI + uvicorn) over saved model directories."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from attnrec.cli._common import cli_errors, err
+from attnrec.cli.main import app
+
+
+def parse_model_specs(specs: list[str]) -> dict[str, Path]:
+    """``["DIR", "NAME=DIR"]`` -> ``{name: dir}``; a bare directory is named after its last component."""
+    models: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = Path(spec).resolve().name, spec
+        name = name.strip()
+        if not name or not path:
+            raise ValueError(f"--model {spec!r}: expected DIR or NAME=DIR")
+        if name in models:
+            raise ValueError(f"--model: the name {name!r} is given twice; name them with NAME=DIR")
+        d = Path(path)
+        if not (d / "config.json").is_file():
+            raise ValueError(f"--model {spec!r}: {d} is not a saved model directory (no config.json)")
+        models[name] = d
+    if not models:
+        raise ValueError("give at least one --model DIR")
+    return models
+
+
+@app.command("serve")
+@cli_errors
+def serve(
+    model: Annotated[list[str], typer.Option(
+        "--model", "-m", help="A saved model directory, or NAME=DIR; repeat to serve several models. The first "
+        "is the default for requests that name no model.")],
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    backend: Annotated[str, typer.Option(help="Scoring backend: torch, or onnx (exported at start-up; "
+                                               "needs the 'export' extra).")] = "torch",
+    max_batch: Annotated[int, typer.Option(help="Most requests scored together by the micro-batcher "
+                                                 "(1 disables batching).")] = 32,
+    max_wait_ms: Annotated[float, typer.Option(help="How long the batcher waits for more requests once it has "
+                                                     "one (0: only those already queued).")] = 0.0,
+    max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = 100,
+    max_history: Annotated[int, typer.Option(help="Longest history a request may send.")] = 1000,
+    threads: Annotated[int, typer.Option(help="torch CPU threads (0: torch's default).")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:1 or auto.")] = "cpu",
+    lazy: Annotated[bool, typer.Option(help="Start listening at once and load models in the background "
+                                            "(/readyz says when they are ready).")] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+) -> None:
+    """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
+    import torch
+    import uvicorn
+
+    from attnrec.serving.app import ServingConfig, create_app, load_model
+
+    if backend not in ("torch", "onnx"):
+        raise ValueError(f"--backend must be torch or onnx, not {backend!r}")
+    if threads:
+        torch.set_num_threads(threads)
+    cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                        backend=backend, device=device)
+    dirs = parse_model_specs(model)
+    models: dict[str, Any] = dict(dirs) if lazy else {name: load_model(d, device) for name, d in dirs.items()}
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
+    err.print(f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
+              f"(backend {backend}, max batch {max_batch}); API docs at /docs")
+    uvicorn.run(create_app(models, cfg), host=host, port=port, log_level=log_level, access_log=access_log)

@@ -1,0 +1,149 @@
+"""Request and response bodies of the HTTP service (pydantic v2); they make the OpenAPI page.
+
+Item and user IDs are external IDs: JSON strings or integers (``42`` and ``"42"`` are the same ID).
+Unknown fields are rejected, so a misspelt option is an error rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ExternalId = str | int
+
+
+def _as_str(v: Any) -> Any:
+    if isinstance(v, bool):  # JSON true/false are not IDs
+        raise ValueError("an ID must be a string or an integer, not a boolean")
+    return str(v) if isinstance(v, int) else v
+
+
+def _as_str_list(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_as_str(x) for x in v]
+    return v
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecommendRequest(_Strict):
+    """Top-k items for a known user, or for an ad-hoc history of item IDs (oldest first)."""
+
+    model: str | None = Field(None, description="Loaded model name (GET /v1/models); default: the first one.")
+    user: str | None = Field(None, description="External user ID. Unknown users fall back (see `fallback`).")
+    history: list[str] | None = Field(
+        None, description="External item IDs, oldest first. Overrides the stored history of `user`; "
+        "unknown items are ignored and returned in `unknown_items`.")
+    k: int = Field(10, ge=1, description="How many items to return (at most the server's max_k).")
+    exclude_seen: bool = Field(True, description="Leave out items of the history.")
+    include: list[str] | None = Field(None, description="Only recommend among these items.")
+    exclude: list[str] | None = Field(None, description="Never recommend these items.")
+
+    _ids = field_validator("user", mode="before")(_as_str)
+    _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
+
+    @model_validator(mode="after")
+    def _user_or_history(self) -> RecommendRequest:
+        if self.user is None and self.history is None:
+            raise ValueError("give a `user` or a `history` (or both)")
+        return self
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]}]})
+
+
+class ScoredItem(BaseModel):
+    item: str
+    score: float
+    title: str | None = None
+
+
+class RecommendResponse(BaseModel):
+    model: str
+    user: str | None = None
+    items: list[ScoredItem]
+    unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
+    fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
+    method: str | None = Field(None, description="`model` or `popularity`.")
+
+
+class SimilarItemsRequest(_Strict):
+    """Items most similar to one item."""
+
+    model: str | None = None
+    item: str
+    k: int = Field(10, ge=1)
+
+    _ids = field_validator("item", mode="before")(_as_str)
+
+
+class SimilarItemsResponse(BaseModel):
+    model: str
+    item: str
+    items: list[ScoredItem]
+    method: str | None = Field(None, description="`embedding-cosine` or `co-occurrence`.")
+
+
+class ExplainRequest(_Strict):
+    """A natural-language explanation of why ``user`` might like ``item`` (explanation models only)."""
+
+    model: str | None = None
+    user: str
+    item: str
+    feature: str | None = Field(None, description="Optional feature word the explanation should be about.")
+
+    _ids = field_validator("user", "item", mode="before")(_as_str)
+
+
+class ExplainResponse(BaseModel):
+    model: str
+    user: str
+    item: str
+    explanation: Any = Field(description="What the explanation model returned (text and, when it has them, "
+                                         "predicted rating and features).")
+
+
+class ModelInfo(BaseModel):
+    name: str
+    status: str = Field(description="`ready`, `loading` or `failed`.")
+    error: str | None = None
+    model: str | None = None
+    task: str | None = None
+    preset: str | None = None
+    backend: str | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    n_items: int | None = None
+    dataset: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    evaluations: list[dict[str, Any]] = Field(
+        default_factory=list, description="Every evaluation stored with the model: protocol, split, metrics.")
+    training: dict[str, Any] | None = None
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+    limits: dict[str, Any]
+
+
+class Status(BaseModel):
+    status: str
+    models: dict[str, str] = Field(default_factory=dict)
+
+
+class ErrorDetail(BaseModel):
+    loc: str
+    message: str
+
+
+class Error(BaseModel):
+    status: int
+    code: str
+    message: str
+    details: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ErrorResponse(BaseModel):
+    error: Error
