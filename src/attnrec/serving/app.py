@@ -274,6 +274,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
             from attnrec.serving.export import use_onnx
 
             use_onnx(e.obj)
+        if type(getattr(e.obj, "core", None)).__name__.startswith("Onnx"):
             e.backend = "onnx"
         if cfg.warmup and isinstance(e.obj, Recommender):
             e.obj.recommend_many([{"user": e.obj.users_.to_list()[0] if e.obj.users_ else None, "k": 1}])
