@@ -53,18 +53,31 @@ def content_sha256(path: str | Path) -> str:
 
 
 def iter_lines(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    """``(line_number, stripped_line)`` for non-empty lines; decoding errors name the line."""
-    with open_text(path, encoding) as fh:
-        n = 0
-        try:
-            for n, line in enumerate(fh, start=1):  # noqa: B007
-                s = line.strip()
+    """``(line_number, stripped_line)`` for non-empty lines; decoding errors name the line.
+
+    Lines are decoded one by one, so an undecodable byte is reported on its own line; a UTF-8
+    byte-order mark at the start is dropped.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{p}: file not found")
+    if p.is_dir():
+        raise DataError(f"{p}: is a directory, expected a file")
+    n = 0
+    opener: Any = gzip.open if is_gzip(p) else open
+    try:
+        with opener(p, "rb") as fh:
+            for n, raw in enumerate(fh, start=1):  # noqa: B007
+                try:
+                    s = raw.decode(encoding).strip()
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{path}:{n}: not valid {encoding} text ({e.reason})") from e
+                if n == 1 and s.startswith("\ufeff"):
+                    s = s[1:].strip()
                 if s:
                     yield n, s
-        except UnicodeDecodeError as e:
-            raise DataError(f"{path}:{n + 1}: not valid {encoding} text ({e.reason})") from e
-        except (OSError, EOFError) as e:
-            raise DataError(f"{path}: cannot be read ({e})") from e
+    except (OSError, EOFError) as e:
+        raise DataError(f"{path}: cannot be read after line {n} ({e})") from e
 
 
 def read_pairs(path: str | Path, name: str | None = None, **build: object) -> Interactions:
@@ -520,7 +533,7 @@ def read_table(
         missing = values.isna().to_numpy()
         if role in ("user", "item", "event"):
             text = values.astype(str).str.strip()
-            missing |= (text == "").to_numpy()
+            missing = missing | (text == "").to_numpy()
             if missing.any():
                 row = int(np.flatnonzero(missing)[0])
                 raise DataError(f"{p}: {line_of(row)}: missing {role} (column {label!r})")
@@ -568,7 +581,8 @@ def _read_text_table(
     roles = resolve_columns(list(head.columns), columns, p)
     ids = [roles[r] for r in ("user", "item", "event") if r in roles]
     try:
-        df = pd.read_csv(p, usecols=list(roles.values()), dtype={c: str for c in ids}, **kw)
+        # No usecols: with it pandas silently accepts rows with extra fields.
+        df = pd.read_csv(p, dtype={c: object for c in ids}, **kw)
     except pd.errors.ParserError as e:
         raise DataError(_parser_error(p, str(e))) from None
     except UnicodeDecodeError as e:
@@ -627,8 +641,12 @@ def _time_column(
         stamps = pd.to_datetime(values, utc=True)
         return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
     num = pd.to_numeric(values, errors="coerce")
-    if not num.isna().any():
+    bad_num = num.isna().to_numpy()
+    if not bad_num.any():
         return num.to_numpy(dtype=np.float64)
+    if not bad_num.all():  # a numeric column with a stray value: name it
+        row = int(np.flatnonzero(bad_num)[0])
+        raise DataError(f"{p}: {line_of(row)}: timestamp {str(values.iloc[row])[:40]!r} is not a number")
     stamps = pd.to_datetime(values.astype(str), utc=True, errors="coerce", format="mixed")
     bad = stamps.isna().to_numpy()
     if bad.any():
