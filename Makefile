@@ -13,7 +13,7 @@ RUN    ?= runs/demo
 demo: $(STAMP)
 	$(BIN)/attnrec train --data demo --model sasrec --preset demo --out $(RUN)
 	$(BIN)/attnrec recommend --model $(RUN) --user 1 -k 5
-	$(BIN)/attnrec recommend --model $(RUN) --history "1,2,3,unknown-item" -k 5
+	$(BIN)/attnrec recommend --model $(RUN) --history "428,421,398,no-such-item" -k 5
 
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest

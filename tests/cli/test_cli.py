@@ -185,13 +185,24 @@ def test_data_and_models(pairs: Path) -> None:
     desc = json.loads(output)
     data = read_pairs(pairs)
     assert desc["users"] == data.n_users == 120 and desc["items"] == data.n_items == 40
-    assert desc["interactions"] == len(data) and desc["sha256"] == data.source.sha256
+    assert desc["interactions"] == len(data) and desc["source"]["sha256"] == data.source.sha256
     code, output = run("data", "--data", str(pairs))
     assert code == 0 and "120" in output
     code, output = run("models")
     assert code == 0 and "sasrec" in output and "paper" in output
     code, output = run("models", "sasrec")
     assert code == 0 and "model.hidden" in output and "train.lr" in output
+
+
+def test_csv_with_mapped_columns(tmp_path: Path) -> None:
+    table = tmp_path / "log.csv"
+    table.write_text("who,what,when\na,x,3\na,y,1\nb,x,2\n")
+    code, output = run("data", "--data", str(table), "--columns", "user=who,item=what,timestamp=when", "--json")
+    assert code == 0, output
+    desc = json.loads(output)
+    assert (desc["users"], desc["items"], desc["interactions"]) == (2, 2, 3)
+    assert "role=column" in fails("data", "--data", str(table), "--columns", "user")
+    assert "missing column 'nobody'" in fails("data", "--data", str(table), "--columns", "user=nobody,item=what")
 
 
 # -- help ------------------------------------------------------------------------------------------
@@ -219,7 +230,7 @@ def test_python_dash_m() -> None:
 # -- bad input: exit code 2, one clear line, no traceback ------------------------------------------
 def test_missing_data_file(tmp_path: Path) -> None:
     output = fails("train", "--data", str(tmp_path / "nope.txt"), *TINY)
-    assert "nope.txt" in output and "not found" in output
+    assert "nope.txt" in output and ("not found" in output or "neither an existing file" in output)
 
 
 def test_malformed_line_names_file_and_line(tmp_path: Path) -> None:

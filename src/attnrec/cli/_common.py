@@ -11,7 +11,6 @@ import functools
 import os
 from collections.abc import Callable, Iterable
 from enum import Enum
-from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -20,6 +19,7 @@ from rich.text import Text
 
 from attnrec.checkpoint import CheckpointError
 from attnrec.config import ConfigError, load_toml, parse_overrides
+from attnrec.data.datasets import load_dataset
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.split import Split, leave_one_out, temporal_split
 from attnrec.evaluation.protocol import Protocol
@@ -81,17 +81,29 @@ def split_list(values: Iterable[str] | None) -> list[str]:
 # -- data ------------------------------------------------------------------------------------------
 def load_data(
     spec: str, fmt: str = "auto", *, min_rating: float | None = None, k_core: int = 0,
-    data_dir: str | None = None,
+    data_dir: str | None = None, columns: str | None = None, titles: str | None = None,
 ) -> Interactions:
-    """Load ``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log."""
-    try:
-        from attnrec.data.datasets import load_dataset
-    except ImportError:  # TODO: remove once attnrec.data.datasets lands
-        from attnrec.data.io import read_pairs
+    """Load ``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log.
 
-        return read_pairs(spec, min_rating=min_rating, k_core=k_core)
-    return load_dataset(spec, format=fmt, min_rating=min_rating, k_core=k_core,
-                        data_dir=Path(data_dir) if data_dir else None)
+    ``columns`` maps roles to table columns as ``"user=uid,item=iid,timestamp=ts"`` (names or
+    0-based positions); ``titles`` is an item-title file.
+    """
+    return load_dataset(spec, format=fmt, columns=parse_columns(columns), min_rating=min_rating,
+                        k_core=k_core, data_dir=data_dir, titles=titles)
+
+
+def parse_columns(text: str | None) -> dict[str, str | int] | None:
+    """``"user=uid,item=2"`` -> ``{"user": "uid", "item": 2}``."""
+    if not text:
+        return None
+    out: dict[str, str | int] = {}
+    for part in split_list([text]):
+        role, sep, col = part.partition("=")
+        if not sep or not role.strip() or not col.strip():
+            raise DataError(f"--columns: {part!r} is not of the form role=column (e.g. user=userId)")
+        col = col.strip()
+        out[role.strip()] = int(col) if col.isdigit() else col
+    return out
 
 
 class SplitName(str, Enum):

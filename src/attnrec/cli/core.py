@@ -29,6 +29,7 @@ from attnrec.cli._common import (
 )
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, config_to_dict
+from attnrec.data.describe import describe, format_description
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import EvalSet
 from attnrec.evaluation.protocol import EvalResult, evaluate
@@ -51,13 +52,20 @@ DataDirOpt = Annotated[str | None, typer.Option(
 SplitOpt = Annotated[SplitName, typer.Option(
     "--split", help="leave-one-out: last item is the test target, the one before it validation; "
     "temporal: global time cut-offs.")]
+ColumnsOpt = Annotated[str | None, typer.Option(
+    "--columns", help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
+    "(names or 0-based positions; roles: user, item, timestamp, rating, event).")]
+TitlesOpt = Annotated[str | None, typer.Option(
+    "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines).")]
 ModelDirOpt = Annotated[Path, typer.Option(
     "--model", "-m", help="A model directory written by 'attnrec train'.")]
 
 
-def _data(spec: str, fmt: str, min_rating: float | None, k_core: int, data_dir: str | None) -> Interactions:
+def _data(spec: str, fmt: str, min_rating: float | None, k_core: int, data_dir: str | None,
+          columns: str | None, titles: str | None) -> Interactions:
     with err.status(f"loading {spec} ..."):
-        return load_data(spec, fmt, min_rating=min_rating, k_core=k_core, data_dir=data_dir)
+        return load_data(spec, fmt, min_rating=min_rating, k_core=k_core, data_dir=data_dir,
+                         columns=columns, titles=titles)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -136,13 +144,15 @@ def train(
     = True,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue an interrupted run from OUT/train_state instead of starting afresh.")] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar per epoch.")]
-    = True,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress", help="Show a progress bar per epoch [default: when in a terminal].")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
     fmt: FormatOpt = "auto",
     min_rating: MinRatingOpt = None,
     k_core: KCoreOpt = 0,
     data_dir: DataDirOpt = None,
+    columns: ColumnsOpt = None,
+    titles: TitlesOpt = None,
 ) -> None:
     """Train a model, select it on validation (full ranking), test it and save it.
 
@@ -162,7 +172,7 @@ def train(
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: exists and is not a directory")
 
-    interactions = _data(data, fmt, min_rating, k_core, data_dir)
+    interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
     sp = make_split(interactions, split)
     out.print(f"[bold]{model}[/bold]{f' ({preset})' if preset else ''} on {interactions.source.name}: "
               f"{interactions.n_users:,} users, {interactions.n_items:,} items, {len(interactions):,} "
@@ -175,7 +185,8 @@ def train(
     elif resume and not (state_dir / "train_state.json").exists():
         warn_line(f"--resume: no training state in {state_dir}; starting from scratch")
     _setup_logging(not quiet)
-    rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=progress)
+    show_progress = out.is_terminal if progress is None else progress
+    rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=show_progress)
 
     test_protocols = [make_protocol("full", negatives, rec.train_config.seed)]
     test_protocols += [make_protocol(p, negatives, rec.train_config.seed)
@@ -258,6 +269,8 @@ def evaluate_cmd(
     min_rating: MinRatingOpt = None,
     k_core: KCoreOpt = 0,
     data_dir: DataDirOpt = None,
+    columns: ColumnsOpt = None,
+    titles: TitlesOpt = None,
 ) -> None:
     """Score a saved model on a dataset under one or more protocols and print the protocol with the numbers.
 
@@ -268,7 +281,7 @@ def evaluate_cmd(
         raise ValueError(f"--target must be test or valid, not {target!r}")
     cut_offs = parse_ks(ks)
     rec = Recommender.load(model_dir, device=device)
-    interactions = _data(data, fmt, min_rating, k_core, data_dir)
+    interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
     want, got = rec.source_.sha256, interactions.source.sha256
     if want and got and want != got:
         warn_line(f"DATA MISMATCH: {interactions.source.name} has sha256 {got[:12]}, but the model was trained "
@@ -338,7 +351,12 @@ def recommend(
         warn_line(f"ignored {len(r.unknown_items)} item(s) unknown to the model: {', '.join(r.unknown_items)}")
     if r.fallback:
         warn_line(f"not personalised: {r.fallback}")
-    who = f"user {user}" if history is None else f"a history of {len(hist or [])} item(s)"
+    if hist:
+        known = [str(i) for i in hist if str(i) not in set(r.unknown_items)]
+        shown = [f"{i} ({rec.titles_[i]})" if i in rec.titles_ else i for i in known[-10:]]
+        more = f" (last 10 of {len(known)})" if len(known) > 10 else ""
+        out.print(f"history{more}: {', '.join(shown) or '-'}", soft_wrap=True, markup=False, highlight=False)
+    who = f"user {user}" if history is None else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
     seen = "seen items included" if include_seen else "seen items excluded"
     out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
     table = Table()
@@ -355,27 +373,6 @@ def recommend(
 
 
 # -- data ------------------------------------------------------------------------------------------
-def _describe(data: Interactions) -> tuple[dict[str, Any], str | None]:
-    """The data module's description when available, else a small one of our own."""
-    try:
-        from attnrec.data.describe import describe, format_description
-    except ImportError:
-        lengths = data.sequences().lengths()
-        q = np.percentile(lengths, [0, 25, 50, 75, 90, 100])
-        d = {"name": data.source.name, "path": data.source.path, "format": data.source.format,
-             "sha256": data.source.sha256, "users": data.n_users, "items": data.n_items,
-             "interactions": len(data), "density": len(data) / max(1, data.n_users * data.n_items),
-             "sequence_length": {"min": int(q[0]), "p25": float(q[1]), "median": float(q[2]),
-                                 "p75": float(q[3]), "p90": float(q[4]), "max": int(q[5]),
-                                 "mean": float(lengths.mean())},
-             "timestamps": data.timestamp is not None, "ratings": data.rating is not None,
-             "titles": len(data.item_titles or {})}
-        return d, None
-    desc = describe(data)
-    as_dict = desc if isinstance(desc, dict) else dataclasses.asdict(desc)
-    return as_dict, format_description(desc)
-
-
 @app.command(name="data", epilog="Example: attnrec data --data demo")
 @cli_errors
 def data_cmd(
@@ -385,29 +382,16 @@ def data_cmd(
     min_rating: MinRatingOpt = None,
     k_core: KCoreOpt = 0,
     data_dir: DataDirOpt = None,
+    columns: ColumnsOpt = None,
+    titles: TitlesOpt = None,
 ) -> None:
     """Describe a dataset: users, items, interactions, sequence lengths, sha256."""
-    interactions = _data(data, fmt, min_rating, k_core, data_dir)
-    desc, text = _describe(interactions)
+    interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
+    desc = describe(interactions)
     if as_json:
         typer.echo(json.dumps(desc, indent=2, default=str))
-    elif text is not None:
-        out.print(text, soft_wrap=True, markup=False)
     else:
-        table = Table(title=f"{desc['name']}", title_justify="left", show_header=False)
-        table.add_column("", style="bold")
-        table.add_column("")
-        for key, value in desc.items():
-            if isinstance(value, dict):
-                value = "  ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
-            elif isinstance(value, bool):
-                value = "yes" if value else "no"
-            elif isinstance(value, float):
-                value = f"{value:.6f}"
-            elif isinstance(value, int):
-                value = f"{value:,}"
-            table.add_row(key.replace("_", " "), str(value))
-        out.print(table)
+        out.print(format_description(desc), soft_wrap=True, markup=False, highlight=False)
 
 
 # -- models ----------------------------------------------------------------------------------------
