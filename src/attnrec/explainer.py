@@ -1,0 +1,276 @@
+"""The user-level contract of explainable recommendation: fit, evaluate, explain, save and load.
+
+:class:`Explainer` drives any registered ``task="explain"`` model (PETER, PETER+) on
+:class:`~attnrec.data.reviews.ReviewData`, through the one training loop. A saved explainer is a
+self-contained directory: ``config.json`` (model/train/decoding settings, data provenance,
+training record, evaluations), ``weights.safetensors``, ``vocab.json``, ``id_maps.json`` and
+``features.json``; loading never unpickles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnrec import __version__
+from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
+from attnrec.config import ConfigError, config_from_dict, config_to_dict
+from attnrec.data.reviews import EncodedReviews, ReviewData, ReviewSplit, encode_reviews
+from attnrec.data.schema import DataError, DataSource, IdMap
+from attnrec.data.text import SPECIALS, Vocabulary
+from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
+from attnrec.registry import ModelSpec, get_spec
+from attnrec.training.config import TrainConfig
+from attnrec.training.loop import TrainResult, resolve_device, train
+
+FORMAT_VERSION = 1
+_TRAIN_BASE = {"monitor": "loss", "mode": "min"}
+
+
+class Explainer:
+    """A ``task="explain"`` model with its vocabulary, ID maps, feature set and training record.
+
+    Parameters
+    ----------
+    model : str
+        Registered explain-task model (``"peter"``).
+    config : dict, optional
+        Model settings over the preset (e.g. ``{"use_feature": True, "emsize": 256}``).
+    train : dict or TrainConfig, optional
+        Training-loop settings over the preset (``paper``: SGD lr 1.0, clip 1.0, batch 128,
+        lr x0.25 per epoch without validation improvement, stop at the 5th drop).
+    preset : str, optional
+        ``paper`` (default), ``plus`` (PETER+) or ``adam``.
+    max_vocab : int
+        Vocabulary size (the most frequent training words; paper 20,000).
+    beam, max_len : int
+        Decoding defaults: ``beam=1`` is greedy (paper); ``max_len`` defaults to ``max_words``.
+    """
+
+    def __init__(self, model: str = "peter", config: dict[str, Any] | None = None,
+                 train: dict[str, Any] | TrainConfig | None = None, preset: str | None = "paper",
+                 max_vocab: int = 20_000, beam: int = 1, max_len: int | None = None) -> None:
+        self.spec: ModelSpec = get_spec(model)
+        if self.spec.task != "explain":
+            raise ConfigError(f"{model} is a {self.spec.task} model; Explainer needs an explain-task model")
+        model_over: dict[str, Any] = {}
+        train_over: dict[str, Any] = dict(_TRAIN_BASE)
+        if preset is not None:
+            if preset not in self.spec.presets:
+                raise ConfigError(f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets)}")
+            model_over = dict(self.spec.presets[preset].get("model", {}))
+            train_over |= dict(self.spec.presets[preset].get("train", {}))
+        self.config: Any = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))
+        self.train_config = train if isinstance(train, TrainConfig) else config_from_dict(
+            TrainConfig, train_over | dict(train or {}))
+        self.preset, self.max_vocab, self.beam = preset, max_vocab, beam
+        self.max_len = max_len or self.config.max_words
+        self.core: Any = None
+        self.vocab_: Vocabulary | None = None
+        self.users_: IdMap | None = None
+        self.items_: IdMap | None = None
+        self.features_: tuple[str, ...] = ()
+        self.item_feature_: dict[str, str] = {}
+        self.rating_range_: tuple[float, float] = (1.0, 5.0)
+        self.source_ = DataSource("unnamed")
+        self.split_name_ = ""
+        self.train_result_: TrainResult | None = None
+        self.evaluations_: list[dict[str, Any]] = []
+        self.device = torch.device("cpu")
+
+    # -- fitting ---------------------------------------------------------------------------------
+    def fit(self, data: ReviewData, split: ReviewSplit, *, state_dir: str | Path | None = None,
+            progress: bool = True) -> Explainer:
+        """Build the vocabulary on ``split.train``, train, and keep the weights of the best validation loss.
+
+        The validation loss is PETER's: text NLL + rating MSE (unweighted).
+        """
+        train_data = data.take(split.train)
+        self.vocab_ = Vocabulary.build((train_data.tokens(i) for i in range(len(train_data))), self.max_vocab)
+        self.users_, self.items_ = data.users, data.items
+        self.features_ = tuple(sorted(data.features()))
+        per_item: dict[int, Counter[str]] = {}
+        for it, f in zip(train_data.item, train_data.feature, strict=True):
+            per_item.setdefault(int(it), Counter())[f] += 1
+        self.item_feature_ = {data.items.to_external([i])[0]: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+                              for i, c in per_item.items()}
+        self.rating_range_, self.source_, self.split_name_ = data.rating_range, data.source, split.name
+        enc_train = encode_reviews(train_data, self.vocab_, self.config.max_words)
+        enc_valid = encode_reviews(data.take(split.valid), self.vocab_, self.config.max_words)
+        cfg = self.train_config
+        with torch.random.fork_rng():
+            torch.manual_seed(cfg.seed)
+            self.core = self.spec.cls(self.config, data.n_users, data.n_items, n_words=len(self.vocab_))
+        self.device = resolve_device(cfg.device)
+
+        def validate(module: Any) -> dict[str, float]:
+            parts = self._mean_losses(module, enc_valid)
+            return parts | {"loss": parts["text"] + parts["rating"]}
+
+        sd = Path(state_dir) if state_dir is not None else None
+        self.train_result_ = train(self.core, enc_train, validate, cfg, state_dir=sd, progress=progress)
+        return self
+
+    def _mean_losses(self, module: Any, enc: EncodedReviews, batch_size: int = 512) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        n = 0
+        for start in range(0, len(enc), batch_size):
+            rows = np.arange(start, min(start + batch_size, len(enc)))
+            batch = {k: v.to(self.device) for k, v in module.batch(enc, rows).items()}
+            for k, v in module.losses(batch).items():
+                sums[k] = sums.get(k, 0.0) + float(v) * len(rows)
+            n += len(rows)
+        return {k: v / max(n, 1) for k, v in sums.items()}
+
+    def _require_fitted(self) -> None:
+        if self.core is None or self.vocab_ is None:
+            raise RuntimeError(f"{self.spec.name}: call fit() or Explainer.load() first")
+
+    # -- prediction and evaluation -----------------------------------------------------------------
+    def predict(self, data: ReviewData, rows: np.ndarray | None = None, *, beam: int | None = None,
+                max_len: int | None = None, batch_size: int = 256) -> tuple[np.ndarray, list[list[str]]]:
+        """Predicted ratings and generated explanations (tokens) of ``data`` (records ``rows``).
+
+        ``data`` must use this explainer's ID maps (the same dataset it was trained on); PETER+
+        is given each record's ground-truth feature, as in the paper.
+        """
+        self._require_fitted()
+        assert self.vocab_ is not None
+        part = data if rows is None else data.take(rows)
+        enc = encode_reviews(part, self.vocab_, self.config.max_words)
+        ratings: list[np.ndarray] = []
+        texts: list[list[str]] = []
+        self.core.eval()
+        with torch.no_grad():
+            for start in range(0, len(enc), batch_size):
+                r = np.arange(start, min(start + batch_size, len(enc)))
+                u, i = torch.from_numpy(enc.user[r]).to(self.device), torch.from_numpy(enc.item[r]).to(self.device)
+                f = torch.from_numpy(enc.feature[r]).to(self.device)
+                rating, _ = self.core.predict(u, i, f)
+                ratings.append(rating.float().cpu().numpy())
+                ids = self.core.generate(u, i, f, max_len=max_len or self.max_len, beam=beam or self.beam)
+                texts.extend(self.vocab_.decode(x) for x in ids)
+        return np.concatenate(ratings) if ratings else np.zeros(0), texts
+
+    def evaluate(self, data: ReviewData, rows: np.ndarray | None = None, *, beam: int | None = None,
+                 max_len: int | None = None, target: str = "test") -> dict[str, float]:
+        """RMSE/MAE and every text metric on ``data`` (records ``rows``); kept with the model."""
+        self._require_fitted()
+        assert self.vocab_ is not None
+        self._check_same_maps(data)
+        part = data if rows is None else data.take(rows)
+        t0 = time.perf_counter()
+        pred, generated = self.predict(part, beam=beam, max_len=max_len)
+        enc = encode_reviews(part, self.vocab_, self.config.max_words)
+        refs = [self.vocab_.decode(row[1:]) for row in enc.text]
+        metrics = {"RMSE": rmse(pred, part.rating, self.rating_range_), "MAE": mae(pred, part.rating, self.rating_range_)}
+        metrics |= explanation_metrics(refs, generated, list(part.feature), self.features_)
+        self.evaluations_.append({"target": target, "records": len(part), "split": self.split_name_,
+                                  "data": dataclasses.asdict(part.source), "beam": beam or self.beam,
+                                  "seconds": time.perf_counter() - t0, "metrics": metrics})
+        return metrics
+
+    def _check_same_maps(self, data: ReviewData) -> None:
+        assert self.users_ is not None and self.items_ is not None
+        if data.users.to_list() != self.users_.to_list() or data.items.to_list() != self.items_.to_list():
+            raise DataError("the data's user/item IDs differ from the model's; evaluate on the dataset it was "
+                            "trained on (same file and template extractor)")
+
+    def explain(self, user: object, item: object, feature: str | None = None, *, beam: int | None = None,
+                max_len: int | None = None, n_context: int = 10) -> dict[str, Any]:
+        """``{"rating", "text", "context_words", "feature"}`` for a known ``user`` and ``item``.
+
+        PETER+ uses ``feature`` when given, else the item's most frequent training feature.
+        """
+        self._require_fitted()
+        assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
+        u, i = self.users_.get(user), self.items_.get(item)
+        if u is None or i is None:
+            unknown = [f"user {user!r}"] * (u is None) + [f"item {item!r}"] * (i is None)
+            raise DataError(f"unknown {' and '.join(unknown)}; explanations need IDs seen in training")
+        if self.config.use_feature and feature is None:
+            feature = self.item_feature_.get(str(item))
+        fid = self.vocab_.index(feature) if feature else self.vocab_.unk
+        ut, it = torch.tensor([u], device=self.device), torch.tensor([i], device=self.device)
+        ft = torch.tensor([fid], device=self.device)
+        self.core.eval()
+        with torch.no_grad():
+            rating, context = self.core.predict(ut, it, ft)
+            ids = self.core.generate(ut, it, ft, max_len=max_len or self.max_len, beam=beam or self.beam)[0]
+        top = context[0].topk(n_context + len(SPECIALS)).indices.tolist()
+        words = [self.vocab_.words[j] for j in top if j >= len(SPECIALS)][:n_context]
+        lo, hi = self.rating_range_
+        return {"user": str(user), "item": str(item), "rating": float(np.clip(float(rating[0]), lo, hi)),
+                "text": " ".join(self.vocab_.decode(ids)), "context_words": words,
+                "feature": feature if self.config.use_feature else None}
+
+    # -- persistence -------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write a self-contained checkpoint directory."""
+        self._require_fitted()
+        assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        write_json(d / "vocab.json", list(self.vocab_.words))
+        write_json(d / "id_maps.json", {"users": self.users_.to_list(), "items": self.items_.to_list()})
+        write_json(d / "features.json", {"features": list(self.features_), "item_feature": self.item_feature_})
+        meta = {"format_version": FORMAT_VERSION, "task": "explain", "attnrec_version": __version__,
+                "model": self.spec.name, "preset": self.preset, "model_config": config_to_dict(self.config),
+                "train_config": config_to_dict(self.train_config), "max_vocab": self.max_vocab,
+                "decode": {"beam": self.beam, "max_len": self.max_len}, "n_users": len(self.users_),
+                "n_items": len(self.items_), "n_words": len(self.vocab_), "rating_range": list(self.rating_range_),
+                "data": dataclasses.asdict(self.source_), "split": self.split_name_,
+                "train_result": self.train_result_.to_dict() if self.train_result_ else None,
+                "evaluations": self.evaluations_,
+                "weights_sha256": save_tensors(d / "weights.safetensors", self.core.state_dict())}
+        write_json(d / "config.json", meta)
+        return d
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto") -> Explainer:
+        """Load a directory written by :meth:`save`. Never unpickles."""
+        d = Path(path)
+        if not d.is_dir():
+            raise CheckpointError(f"{d}: not a directory; expected an attnrec explainer checkpoint")
+        meta = read_json(d / "config.json")
+        if meta.get("task") != "explain" or meta.get("format_version") != FORMAT_VERSION:
+            raise CheckpointError(f"{d}: not an attnrec explainer checkpoint (format {meta.get('format_version')!r})")
+        ex = cls(meta["model"], meta["model_config"], meta["train_config"], preset=None,
+                 max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"])
+        ex.preset = meta.get("preset")
+        ex.vocab_ = Vocabulary(tuple(read_json(d / "vocab.json")))
+        maps = read_json(d / "id_maps.json")
+        ex.users_ = IdMap(np.array(maps["users"], dtype=object), 0)
+        ex.items_ = IdMap(np.array(maps["items"], dtype=object), 1)
+        feats = read_json(d / "features.json")
+        ex.features_, ex.item_feature_ = tuple(feats["features"]), dict(feats["item_feature"])
+        ex.rating_range_ = (float(meta["rating_range"][0]), float(meta["rating_range"][1]))
+        ex.source_, ex.split_name_ = DataSource(**meta["data"]), meta.get("split", "")
+        ex.evaluations_ = list(meta.get("evaluations") or [])
+        tr = meta.get("train_result")
+        if tr:
+            tr.pop("seconds_per_epoch", None)
+            ex.train_result_ = TrainResult(**tr)
+        ex.core = ex.spec.cls(ex.config, meta["n_users"], meta["n_items"], n_words=meta["n_words"])
+        weights = load_tensors(d / "weights.safetensors", meta.get("weights_sha256"))
+        try:
+            ex.core.load_state_dict(weights)
+        except (RuntimeError, KeyError) as e:
+            raise CheckpointError(f"{d}: weights do not match the model config ({e})") from e
+        ex.device = resolve_device(device)
+        ex.core.to(ex.device).eval()
+        return ex
+
+
+def load_explainer(path: str | Path, device: str = "auto") -> Explainer:
+    """Load a saved explainer directory; see :meth:`Explainer.load`."""
+    return Explainer.load(path, device)
+
+
+__all__ = ["Explainer", "load_explainer"]

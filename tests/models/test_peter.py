@@ -1,0 +1,182 @@
+"""PETER: the mask, the losses, decoding that stops at <eos>, training through the loop, save/load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnrec.data.reviews import from_records, random_split
+from attnrec.data.schema import DataError
+from attnrec.explainer import Explainer
+from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, PETERConfig, peter_mask
+from attnrec.registry import get_spec, list_models
+
+TINY = {"emsize": 16, "n_heads": 2, "ffn": 32, "dropout": 0.0}
+
+
+def test_peter_mask_is_causal_plus_user_sees_item() -> None:
+    m = peter_mask(6)
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    assert m[0, 1] and m[1, 0]  # user and item see each other
+    diff = (m != causal).nonzero().tolist()
+    assert diff == [[0, 1]]  # the only difference from a plain causal mask
+    assert not m[0, 2:].any() and not m[1, 2:].any()  # IDs never see words
+    for t in range(2, 6):  # words see the IDs, earlier words and themselves only
+        assert m[t, : t + 1].all() and not m[t, t + 1 :].any()
+    assert torch.equal(peter_mask(6, peter=False), causal)
+
+
+def test_mask_is_what_the_model_uses() -> None:
+    """Changing a later word never changes earlier outputs; changing the item changes the user position."""
+    torch.manual_seed(0)
+    model = PETER(PETERConfig(**TINY), n_users=3, n_items=4, n_words=20).eval()
+    u, i = torch.tensor([0]), torch.tensor([1])
+    w1 = torch.tensor([[BOS_ID, 5, 6, 7]])
+    w2 = torch.tensor([[BOS_ID, 5, 9, 9]])
+    h1, h2 = model.encode(u, i, None, w1), model.encode(u, i, None, w2)
+    torch.testing.assert_close(h1[:, :4], h2[:, :4])  # positions up to word 5 are identical
+    assert not torch.allclose(h1[:, 4], h2[:, 4])
+    h3 = model.encode(u, torch.tensor([2]), None, w1)
+    assert not torch.allclose(h1[:, 0], h3[:, 0])  # the user position sees the item
+    causal = PETER(PETERConfig(**TINY, peter_mask=False), 3, 4, 20).eval()
+    causal.load_state_dict(model.state_dict())
+    hc1, hc3 = causal.encode(u, i, None, w1), causal.encode(u, torch.tensor([2]), None, w1)
+    torch.testing.assert_close(hc1[:, 0], hc3[:, 0])  # plain causal: the user sees only itself
+
+
+def test_padding_keys_are_ignored() -> None:
+    torch.manual_seed(0)
+    model = PETER(PETERConfig(**TINY), 2, 2, 12).eval()
+    u, i = torch.tensor([0]), torch.tensor([1])
+    a = model.encode(u, i, None, torch.tensor([[BOS_ID, 5, EOS_ID]]))
+    b = model.encode(u, i, None, torch.tensor([[BOS_ID, 5, EOS_ID, PAD_ID, PAD_ID]]))
+    torch.testing.assert_close(a, b[:, :5])
+
+
+def test_peter_plus_puts_the_feature_after_the_ids() -> None:
+    model = PETER(PETERConfig(**TINY, use_feature=True), 2, 2, 12).eval()
+    h = model.encode(torch.tensor([0]), torch.tensor([1]), torch.tensor([7]), torch.tensor([[BOS_ID, 4]]))
+    assert h.shape == (1, 5, 16) and model.src_len == 3
+    with pytest.raises(ValueError, match="feature"):
+        model.encode(torch.tensor([0]), torch.tensor([1]), None, torch.tensor([[BOS_ID]]))
+
+
+def _batch() -> dict[str, torch.Tensor]:
+    return {"user": torch.tensor([0, 1]), "item": torch.tensor([1, 2]), "feature": torch.tensor([4, 5]),
+            "rating": torch.tensor([5.0, 2.0]),
+            "text": torch.tensor([[BOS_ID, 4, 5, EOS_ID, PAD_ID], [BOS_ID, 6, EOS_ID, PAD_ID, PAD_ID]]),
+            "context": torch.tensor([[4, 5, PAD_ID], [6, PAD_ID, PAD_ID]])}
+
+
+def test_losses_match_their_definitions() -> None:
+    torch.manual_seed(0)
+    cfg = PETERConfig(**TINY, text_weight=1.0, context_weight=0.5, rating_weight=0.1)
+    model = PETER(cfg, 2, 3, 10).eval()
+    b = _batch()
+    parts = model.losses(b)
+    h = model.encode(b["user"], b["item"], None, b["text"][:, :-1])
+    rating, context, words = model.heads(h)
+    want_t = -(words[0, 0, 4] + words[0, 1, 5] + words[0, 2, EOS_ID] + words[1, 0, 6] + words[1, 1, EOS_ID]) / 5
+    want_c = -(context[0, 4] + context[0, 5] + context[1, 6]) / 3
+    torch.testing.assert_close(parts["text"], want_t)
+    torch.testing.assert_close(parts["context"], want_c)
+    torch.testing.assert_close(parts["rating"], ((rating - b["rating"]) ** 2).mean())
+    torch.testing.assert_close(model.loss(b), want_t + 0.5 * want_c + 0.1 * parts["rating"])
+
+
+class _Scripted(PETER):
+    """Emits a scripted word sequence per row, then <eos>; counts decoding steps."""
+
+    def __init__(self, scripts: list[list[int]]) -> None:
+        super().__init__(PETERConfig(**TINY), 2, 2, 12)
+        self.scripts, self.calls = scripts, 0
+
+    def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
+                      prefix: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        t = prefix.shape[1] - 1
+        out = torch.full((len(user), 12), -10.0)
+        for r in range(len(user)):
+            script = self.scripts[int(user[r])] + [EOS_ID]
+            out[r, script[min(t, len(script) - 1)]] = 0.0
+        return out.log_softmax(-1)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_generation_stops_at_eos(beam: int) -> None:
+    model = _Scripted([[4, 5], [6, 7, 8, 9]]).eval()
+    out = model.generate(torch.tensor([0, 1]), torch.tensor([1, 1]), max_len=10, beam=beam)
+    assert out == [[4, 5], [6, 7, 8, 9]]
+    assert model.calls == 5  # the longest row's <eos> came at step 5; no step after it
+    model.calls = 0
+    assert model.generate(torch.tensor([0]), torch.tensor([1]), max_len=10, beam=beam) == [[4, 5]]
+    assert model.calls == 3
+    assert model.generate(torch.tensor([1]), torch.tensor([1]), max_len=2, beam=beam) == [[6, 7]]  # max length
+
+
+def test_beam_finds_a_better_sequence_than_greedy() -> None:
+    class Trap(PETER):
+        def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
+                          prefix: torch.Tensor) -> torch.Tensor:
+            out = torch.full((len(user), 12), -30.0)
+            for r, row in enumerate(prefix.tolist()):
+                if len(row) == 1:  # greedy takes 4 (0.6), beam keeps 5 (0.4) whose next word is sure
+                    out[r, 4], out[r, 5] = np.log(0.6), np.log(0.4)
+                elif row[-1] == 4:
+                    out[r, 6:11] = np.log(0.2)
+                else:
+                    out[r, EOS_ID] = 0.0
+            return out
+
+    model = Trap(PETERConfig(**TINY), 2, 2, 12).eval()
+    u, i = torch.tensor([0]), torch.tensor([1])
+    assert model.generate(u, i, max_len=2)[0][0] == 4
+    assert model.generate(u, i, max_len=2, beam=2) == [[5]]
+
+
+def test_registered_as_explain_task() -> None:
+    spec = get_spec("peter")
+    assert spec.task == "explain" and "peter" in list_models("explain") and "peter" not in list_models("sequential")
+    assert spec.presets["paper"]["train"]["lr"] == 1.0 and spec.presets["plus"]["model"]["use_feature"]
+
+
+def _toy_data(n: int = 160):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    phrases = {"strings": "these strings sound bright and clear", "tuner": "the tuner is accurate and fast",
+               "strap": "the strap is comfortable"}
+    recs = []
+    for _ in range(n):
+        item = int(rng.integers(6))
+        feat = list(phrases)[item % 3]
+        recs.append({"user": f"u{rng.integers(10)}", "item": f"i{item}", "rating": float(3 + item % 3),
+                     "template": (feat, "good", phrases[feat], 1)})
+    return from_records(recs)
+
+
+def test_explainer_fit_explain_evaluate_and_save_load_identity(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    data = _toy_data()
+    split = random_split(data, seed=0)
+    ex = Explainer(config=TINY | {"use_feature": True, "max_words": 8},
+                   train={"optimizer": "adam", "lr": 0.01, "max_epochs": 12, "threads": 1}, preset="plus")
+    ex.fit(data, split, progress=False)
+    assert ex.train_result_ is not None and ex.train_result_.epochs >= 1
+    metrics = ex.evaluate(data, split.test)
+    assert {"RMSE", "MAE", "BLEU-1", "BLEU-4", "ROUGE-L-F", "USR", "FMR", "FCR", "DIV"} <= set(metrics)
+    assert metrics["FMR"] > 0.5  # the feature is in the learned sentences
+    out = ex.explain("u1", "i0")
+    assert out["feature"] == "strings" and 1.0 <= out["rating"] <= 5.0 and out["text"]
+    assert len(out["context_words"]) == 10
+    ex.save(tmp_path / "m")
+    back = Explainer.load(tmp_path / "m", device="cpu")
+    for k, v in ex.core.state_dict().items():
+        torch.testing.assert_close(back.core.state_dict()[k], v)
+    assert back.explain("u1", "i0", feature="tuner") == ex.explain("u1", "i0", feature="tuner")
+    assert back.explain("u1", "i0", beam=3) == ex.explain("u1", "i0", beam=3)
+    np.testing.assert_allclose(back.predict(data, split.test)[0], ex.predict(data, split.test)[0])
+    assert back.evaluate(data, split.test) == metrics
+    with pytest.raises(DataError, match="unknown user"):
+        back.explain("nobody", "i0")
