@@ -48,7 +48,7 @@ MinRatingOpt = Annotated[float | None, typer.Option(
 KCoreOpt = Annotated[int, typer.Option(
     "--k-core", min=0, help="Repeatedly drop users and items with fewer interactions than this (0 = off).")]
 DataDirOpt = Annotated[str | None, typer.Option(
-    "--data-dir", help="Where named datasets are looked for (default: attnrec's data directory).")]
+    "--data-dir", help="Where named datasets are looked for and downloaded to.", show_default="$ATTNREC_DATA or ~/.cache/attnrec")]
 SplitOpt = Annotated[SplitName, typer.Option(
     "--split", help="leave-one-out: last item is the test target, the one before it validation; "
     "temporal: global time cut-offs.")]
@@ -120,13 +120,13 @@ def train(
     preset: Annotated[str | None, typer.Option(
         "--preset", "-p", help="Named preset of the model (see 'attnrec models MODEL').")] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="TOML file with [model] and [train] tables.")] = None,
+        "--config", "-c", help="TOML file with \\[model] and \\[train] tables.")] = None,
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", help="Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
         "prefix model. or train. when a key is ambiguous).")] = None,
     split: SplitOpt = SplitName.leave_one_out,
     out_dir: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Directory for the trained model [default: runs/MODEL].")] = None,
+        "--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL")] = None,
     device: Annotated[str | None, typer.Option(
         "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of initialisation, shuffling and negatives.")]
@@ -145,7 +145,7 @@ def train(
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue an interrupted run from OUT/train_state instead of starting afresh.")] = False,
     progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="Show a progress bar per epoch [default: when in a terminal].")] = None,
+        "--progress/--no-progress", help="Show a progress bar per epoch.", show_default="when in a terminal")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
     fmt: FormatOpt = "auto",
     min_rating: MinRatingOpt = None,
@@ -251,13 +251,13 @@ def evaluate_cmd(
     model_dir: ModelDirOpt,
     data: DataOpt,
     protocols: Annotated[list[ProtocolName] | None, typer.Option(
-        "--protocol", help="Ranking protocol (repeatable) [default: full].")] = None,
+        "--protocol", help="Ranking protocol (repeatable).", show_default="full")] = None,
     negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
     = 100,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled negatives.")] = 0,
     ks: Annotated[str, typer.Option("--ks", help="Cut-offs K of HR@K and NDCG@K, comma-separated.")] = "1,5,10",
     split: Annotated[SplitName | None, typer.Option(
-        "--split", help="How to re-split the data [default: the split the model was tested on].")] = None,
+        "--split", help="How to re-split the data.", show_default="the split the model was tested on")] = None,
     target: Annotated[str, typer.Option("--target", help="Which held-out split to score: test or valid.")]
     = "test",
     include_seen: Annotated[bool, typer.Option(
