@@ -295,7 +295,8 @@ def read_file(
     if columns is not None and fmt not in ("csv", "tsv", "parquet"):
         raise DataError(f"columns=... applies to csv, tsv and parquet tables, not to the {fmt!r} format")
     if fmt in ("csv", "tsv", "parquet"):
-        sep = {"csv": ",", "tsv": "\t"}.get(fmt)
+        # A .csv/.tsv name fixes the separator; other names (data.txt read as csv) are sniffed.
+        sep = "\t" if fmt == "tsv" else ("," if fmt == "csv" and table_format(path) == "csv" else None)
         return read_table(path, columns, sep, name=name, min_rating=min_rating, k_core=k_core, format=fmt)
     if fmt in ("pairs", "user-lines", "otto-jsonl") and min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")

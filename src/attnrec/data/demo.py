@@ -204,6 +204,11 @@ class _World:
             self.genre_items.append(members.tolist())
             self.genre_cdf.append(list(accumulate((w / w.sum()).tolist())) if len(members) else [])
 
+        # Plain lists for the per-step loop (indexing numpy scalars is slow).
+        self.next_list: list[int] = self.next_item.tolist()
+        self.genre_list: list[int] = self.genre_of.tolist()
+        self.follow_first_list: list[int] = self.first_item[self.follow_up[self.series_of]].tolist()
+
         # Titles: "<Genre> #<n>" numbered within the genre, with the part for multi-part series.
         counters = [0] * n_genres
         number = np.empty(n_series, dtype=np.int64)
@@ -233,6 +238,8 @@ def _user_sequence(
     n_genres = len(genre_prior)
     base_taste = rng.dirichlet(np.full(n_genres, 0.3)) * 0.8 + genre_prior * 0.2
     taste = base_taste
+    taste_l = taste.tolist()
+    next_l, genre_l, follow_l = world.next_list, world.genre_list, world.follow_first_list
     # Genres with no items can never be drawn.
     has_items = np.array([len(g) > 0 for g in world.genre_items], dtype=np.float64)
     taste_cdf = list(accumulate((taste * has_items).tolist()))
@@ -249,13 +256,14 @@ def _user_sequence(
             fresh = rng.dirichlet(np.full(n_genres, 0.3)) * 0.8 + genre_prior * 0.2
             taste = 0.3 * taste + 0.7 * fresh
             taste_cdf = list(accumulate((taste * has_items).tolist()))
+            taste_l = taste.tolist()
         nxt = -1
         if cur >= 0:
-            cont = int(world.next_item[cur])
+            cont = next_l[cur]
             if cont >= 0 and r_move < p_series and cont not in seen:
                 nxt = cont
             elif cont < 0 and r_move < p_follow:
-                first = int(world.first_item[world.follow_up[world.series_of[cur]]])
+                first = follow_l[cur]
                 if first not in seen:
                     nxt = first
             if nxt < 0 and pending and r_resume < p_resume:
@@ -265,7 +273,7 @@ def _user_sequence(
         if nxt < 0:
             # Stay in the genre or jump by taste; a few popularity-weighted tries, then any unseen.
             if cur >= 0 and r_genre < p_genre:
-                g = int(world.genre_of[cur])
+                g = genre_l[cur]
             else:
                 g = _pick(taste_cdf, r_genre)
             for attempt in range(8):
@@ -279,13 +287,13 @@ def _user_sequence(
             if nxt < 0:
                 nxt = _first_unseen(world, rng, seen)
         if cur >= 0:
-            cont = int(world.next_item[cur])
+            cont = next_l[cur]
             if cont >= 0 and nxt != cont and cont not in seen:
                 pending.append(cont)  # this series is left unfinished for now
                 del pending[:-3]
         seen.add(nxt)
         out.append(nxt)
-        affinity = float(taste[int(world.genre_of[nxt])]) * n_genres  # ~1 for an average genre
+        affinity = taste_l[genre_l[nxt]] * n_genres  # ~1 for an average genre
         ratings.append(float(min(5, max(1, round(3.2 + 0.6 * math.log(affinity + 1e-3) + noise[t])))))
         cur = nxt
     return out, ratings

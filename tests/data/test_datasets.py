@@ -1,0 +1,283 @@
+"""load_dataset: demo, files with detected formats, named datasets (local, zip, download, offline), describe."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import io
+import json
+import urllib.error
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnrec.data import datasets as ds_mod
+from attnrec.data import describe, format_description, from_columns, load_dataset, make_demo
+from attnrec.data.datasets import DATASETS, FORMATS, detect_format, list_datasets
+from attnrec.data.schema import DataError, DataSource
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test may touch the network, the user's cache or $ATTNREC_DATA."""
+    monkeypatch.delenv("ATTNREC_DATA", raising=False)
+    monkeypatch.delenv("ATTNREC_OFFLINE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise urllib.error.URLError("network disabled in tests")
+
+    monkeypatch.setattr(ds_mod.urllib.request, "urlopen", no_network)
+
+
+def write(path: Path, text: str, gz: bool = False) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("latin-1")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+def test_demo_spec() -> None:
+    a = load_dataset("demo", min_rating=4)
+    b = make_demo(min_rating=4)
+    assert a.source == b.source and np.array_equal(a.item, b.item)
+    assert a.rating is not None and a.rating.min() >= 4
+    assert "demo" in list_datasets() and set(DATASETS) <= set(list_datasets())
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and formats
+# ---------------------------------------------------------------------------------------------
+
+FILES = {
+    "pairs.txt": ("1 10\n1 11\n2 10\n", "pairs"),
+    "users.txt": ("u1 a b c\nu2 d e\n", "user-lines"),
+    "ratings.dat": ("1::10::5::3\n1::11::3::1\n", "movielens-dat"),
+    "u.data": ("1\t10\t5\t3\n1\t11\t3\t1\n", "ml100k"),
+    "other.tsv.txt": ("1\t10\t5\t3\n1\t11\t3\t1\n", "ml100k"),
+    "ratings.csv": ("userId,movieId,rating,timestamp\n1,10,5,3\n1,11,3,1\n", "ml20m"),
+    "log.csv": ("user_id,item_id,timestamp\n1,10,3\n1,11,1\n", "csv"),
+    "log.tsv": ("user_id\titem_id\n1\t10\n1\t11\n", "tsv"),
+    "log.txt": ("user;item\n1;10\n1;11\n", "csv"),
+    "reviews.json": ('{"reviewerID": "1", "asin": "10", "overall": 5, "unixReviewTime": 3}\n', "amazon-json"),
+    "reviews_old.txt": ("{'reviewerID': '1', 'asin': '10', 'overall': 5, 'unixReviewTime': 3}\n", "amazon-json"),
+    "steam.json": ("{'username': 'u', 'product_id': '10', 'date': '2017-01-02'}\n", "steam-json"),
+    "otto.jsonl": ('{"session": 1, "events": [{"aid": 10, "ts": 3000, "type": "clicks"}]}\n', "otto-jsonl"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+@pytest.mark.parametrize("gz", [False, True])
+def test_detect_and_load_every_format(tmp_path: Path, name: str, gz: bool) -> None:
+    text, fmt = FILES[name]
+    p = write(tmp_path / (name + (".gz" if gz else "")), text, gz)
+    assert detect_format(p) == fmt
+    data = load_dataset(str(p))
+    assert len(data) >= 1 and data.n_users >= 1
+    assert data.users.to_list()[0] in {"1", "u1", "u"}
+    assert load_dataset(p, format=fmt).source.sha256 == data.source.sha256
+
+
+def test_parquet_with_mapped_columns(tmp_path: Path) -> None:
+    p = tmp_path / "log.parquet"
+    pd.DataFrame({"who": ["a", "a", "b"], "what": ["x", "y", "x"], "when": [2, 1, 3]}).to_parquet(p)
+    assert detect_format(p) == "parquet"
+    data = load_dataset(p, columns={"user": "who", "item": "what", "timestamp": "when"})
+    assert data.items.to_external(data.sequences()[0]) == ["y", "x"]
+    with pytest.raises(DataError, match=r"missing column for user .*available columns: 'who', 'what', 'when'"):
+        load_dataset(p)
+
+
+def test_explicit_format_overrides_detection(tmp_path: Path) -> None:
+    p = write(tmp_path / "data.txt", "1 10\n1 11\n")  # detected as pairs ...
+    data = load_dataset(p, format="user-lines")  # ... but read as one line per user
+    assert data.source.format == "user-lines" and len(data) == 2
+
+
+def test_unknown_format_and_spec(tmp_path: Path) -> None:
+    p = write(tmp_path / "data.txt", "1 10\n")
+    with pytest.raises(DataError, match="unknown format 'xml'; use one of: auto, pairs"):
+        load_dataset(p, format="xml")
+    with pytest.raises(DataError, match="applies to csv, tsv and parquet"):
+        load_dataset(p, columns={"user": "a"})
+    with pytest.raises(DataError, match="min_rating needs ratings"):
+        load_dataset(p, min_rating=3)
+    with pytest.raises(DataError, match=r"'ml-2m' is neither an existing file nor a named dataset \(demo, ml-1m"):
+        load_dataset("ml-2m")
+    with pytest.raises(DataError, match="unknown JSON layout"):
+        load_dataset(write(tmp_path / "x.json", '{"a": 1}\n'))
+    with pytest.raises(DataError, match="empty"):
+        load_dataset(write(tmp_path / "empty.csv", ""))
+    assert set(FORMATS) >= {"pairs", "user-lines", "csv", "tsv", "parquet", "movielens-dat", "ml100k",
+                            "ml20m", "amazon-json"}  # fmt: skip
+
+
+def test_user_with_one_interaction_is_clear(tmp_path: Path) -> None:
+    from attnrec.data import leave_one_out
+
+    data = load_dataset(write(tmp_path / "p.txt", "1 10\n2 11\n2 12\n"))
+    with pytest.raises(DataError, match="no user has 3 or more interactions"):
+        leave_one_out(data)
+    assert describe(data)["users_below_3"] == 2
+
+
+def test_titles_for_a_file(tmp_path: Path) -> None:
+    p = write(tmp_path / "p.txt", "1 1\n1 2\n")
+    movies = write(tmp_path / "movies.dat", "10::Ten (1990)::Drama\n20::Twenty (2000)::Drama\n")
+    mapping = write(tmp_path / "map.txt", "1 20\n2 10\n")
+    data = load_dataset(p, titles=movies, title_mapping=mapping)
+    assert data.item_titles == {"1": "Twenty (2000)", "2": "Ten (1990)"}
+    assert load_dataset(p, titles={"1": "One"}).item_titles == {"1": "One"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Named datasets
+# ---------------------------------------------------------------------------------------------
+
+
+def test_registry_is_honest() -> None:
+    assert set(DATASETS) == {"ml-1m", "ml-20m", "ml-100k", "beauty", "steam"}
+    for d in DATASETS.values():
+        assert d.url.startswith(("https://", "http://")) and d.filename and d.preprocessing
+        assert d.sha256 is None or len(d.sha256) == 64
+        assert d.reader in ds_mod._READERS
+
+
+def test_offline_message_says_what_and_where(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    with pytest.raises(DataError) as err:
+        load_dataset("ml-1m", data_dir=root, download=False)
+    msg = str(err.value)
+    assert "https://files.grouplens.org/datasets/movielens/ml-1m.zip" in msg
+    assert str(root / "ml-1m" / "ml-1m.zip") in msg
+    assert "ml-1m.txt" in msg and "ATTNREC_DATA" in msg
+
+
+def test_no_network_message(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"(?s)could not be downloaded \(URLError.*network disabled.*Download http"):
+        load_dataset("steam", data_dir=tmp_path)
+
+
+def test_offline_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTNREC_OFFLINE", "1")
+    monkeypatch.setenv("ATTNREC_DATA", str(tmp_path / "env"))
+    with pytest.raises(DataError, match=r"(?s)downloads are disabled.*" + str(tmp_path / "env" / "ml-100k")):
+        load_dataset("ml-100k")
+
+
+ML1M_RATINGS = "".join(f"{u}::{i}::{1 + (u + i) % 5}::{1000 + 10 * k}\n"
+                       for u in range(1, 6) for k, i in enumerate((5, 6, 7, 8, 9, 10)))  # fmt: skip
+ML1M_RATINGS += "1::99::5::5000\n"  # item 99 has a single rating: removed by the min-count filter
+
+
+def _ml1m_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("ml-1m/ratings.dat", ML1M_RATINGS)
+        zf.writestr("ml-1m/movies.dat", "5::Five (1995)::Drama\n6::Six (1996)::Comedy\n".encode("latin-1"))
+        zf.writestr("ml-1m/README", "readme")
+    return buf.getvalue()
+
+
+def test_named_from_papers_file_with_titles(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    write(root / "ml-1m" / "ml-1m.txt", "1 1\n1 2\n2 2\n")
+    write(root / "ml-1m" / "sas_to_original_items.txt", "1 6\n2 5\n")
+    write(root / "ml-1m" / "movies.dat", "5::Five (1995)::Drama\n6::Six (1996)::Comedy\n")
+    with pytest.warns(UserWarning, match="differs from the papers' ml-1m file"):
+        data = load_dataset("ml-1m", data_dir=root)
+    assert data.source.name == "ml-1m" and data.source.format == "pairs"
+    assert data.item_titles == {"1": "Six (1996)", "2": "Five (1995)"}
+
+
+def test_named_from_zip_in_data_dir(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    (root / "ml-1m").mkdir(parents=True)
+    (root / "ml-1m" / "ml-1m.zip").write_bytes(_ml1m_zip())
+    data = load_dataset("ML-1M", data_dir=root)  # names are case-insensitive
+    assert (root / "ml-1m" / "ratings.dat").is_file()  # extracted next to the archive
+    assert data.n_users == 5 and "99" not in data.items  # items with < 5 ratings removed
+    assert data.items.to_list() == ["5", "6", "7", "8", "9", "10"]
+    assert data.item_titles == {"5": "Five (1995)", "6": "Six (1996)"}
+    assert data.source.format == "movielens-dat" and data.source.name == "ml-1m"
+    again = load_dataset("ml-1m", data_dir=root, k_core=5)  # the extracted file is reused
+    assert np.array_equal(again.item, data.item) and again.item_titles == data.item_titles
+    with pytest.raises(DataError, match="6-core filtering removed every interaction"):
+        load_dataset("ml-1m", data_dir=root, k_core=6)  # every item has exactly 5 ratings
+
+
+def test_named_from_env_dir_root_level(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTNREC_DATA", str(tmp_path))
+    write(tmp_path / "u.data", "1\t10\t5\t3\n1\t11\t3\t1\n")  # directly in the root is fine too
+    data = load_dataset("ml100k")
+    assert data.source.name == "ml-100k" and len(data) == 2
+
+
+def test_download_verifies_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = _ml1m_zip()
+
+    def fake_urlopen(url: str, timeout: float = 0) -> io.BytesIO:
+        assert url == DATASETS["ml-1m"].url
+        return io.BytesIO(payload)
+
+    monkeypatch.setattr(ds_mod.urllib.request, "urlopen", fake_urlopen)
+    wrong = dataclasses.replace(DATASETS["ml-1m"], sha256="0" * 64)
+    monkeypatch.setitem(DATASETS, "ml-1m", wrong)
+    with pytest.raises(DataError, match="does not match the expected"):
+        load_dataset("ml-1m", data_dir=tmp_path / "a")
+    assert not (tmp_path / "a" / "ml-1m" / "ml-1m.zip").exists()  # a bad download is not kept
+    right = dataclasses.replace(wrong, sha256=hashlib.sha256(payload).hexdigest())
+    monkeypatch.setitem(DATASETS, "ml-1m", right)
+    data = load_dataset("ml-1m", data_dir=tmp_path / "b")
+    assert (tmp_path / "b" / "ml-1m" / "ml-1m.zip").read_bytes() == payload
+    assert data.n_items == 6
+
+
+@pytest.mark.skipif(not (SHARED / "ml-1m" / "ml-1m.txt.gz").exists(), reason="shared ml-1m data not present")
+def test_real_named_ml1m() -> None:
+    data = load_dataset("ml-1m", data_dir=SHARED)
+    assert (data.n_users, data.n_items, len(data)) == (6040, 3416, 999_611)
+    assert data.source.sha256 == DATASETS["ml-1m"].paper_sha256
+    assert data.item_titles is not None and len(data.item_titles) == 3416
+    assert data.item_titles["1"] == "Raiders of the Lost Ark (1981)"  # sas item 1 = MovieLens 1198
+
+
+# ---------------------------------------------------------------------------------------------
+# describe
+# ---------------------------------------------------------------------------------------------
+
+
+def test_describe_by_hand() -> None:
+    data = from_columns(
+        ["a", "a", "a", "b", "b", "c"], ["x", "y", "x", "y", "z", "x"], [0, 86_400, 2 * 86_400, 0, 10, 5],
+        ratings=[1, 2, 3, 4, 5, 5], events=["view", "buy", "view", "view", "view", "buy"],
+        source=DataSource("tiny", "/tmp/tiny.csv", "csv", "ab" * 32), item_titles={"x": "X"},
+    )  # fmt: skip
+    d = describe(data)
+    assert (d["users"], d["items"], d["interactions"]) == (3, 3, 6)
+    assert d["density"] == pytest.approx(6 / 9)
+    assert d["sequence_length"] == {"min": 1, "median": 2.0, "mean": 2.0, "p90": 2.8, "max": 3}
+    assert d["users_below_3"] == 2
+    assert d["repeat_share"] == pytest.approx(1 / 6)
+    assert d["time"] == {"start": "1970-01-01 00:00:00", "end": "1970-01-03 00:00:00", "span_days": 2.0}
+    assert d["ratings"] == {"min": 1.0, "max": 5.0, "mean": pytest.approx(20 / 6, abs=1e-4)}
+    assert d["events"] == {"buy": 2, "view": 4}
+    assert d["item_popularity"]["max"] == 3 and d["titles"] == 1
+    assert d["source"]["sha256"] == "ab" * 32
+    json.dumps(d)  # serialisable
+    text = format_description(d)
+    for needle in ("users          3", "interactions   6", "median 2", "p90 2.8", "2 days", "buy 2", "ab" * 32):
+        assert needle in text
+
+
+def test_describe_without_timestamps(tmp_path: Path) -> None:
+    data = load_dataset(write(tmp_path / "p.txt", "1 10\n1 11\n"))
+    d = describe(data)
+    assert d["time"] is None and d["ratings"] is None and d["events"] is None
+    assert "no timestamps" in format_description(d)
