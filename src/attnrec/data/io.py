@@ -532,12 +532,14 @@ def read_table(
         values = df[label]
         missing = values.isna().to_numpy()
         if role in ("user", "item", "event"):
-            text = values.astype(str).str.strip()
-            missing = missing | (text == "").to_numpy()
+            ids = _id_strings(values) if not missing.any() else None
+            if ids is not None:
+                missing = ids == ""
             if missing.any():
                 row = int(np.flatnonzero(missing)[0])
                 raise DataError(f"{p}: {line_of(row)}: missing {role} (column {label!r})")
-            cols[role] = _id_strings(values)
+            assert ids is not None
+            cols[role] = ids
         elif role == "rating":
             cols[role] = _numeric_column(values, missing, p, label, role, line_of)
         else:
@@ -615,8 +617,10 @@ def _id_strings(values: pd.Series) -> np.ndarray:
     if pd.api.types.is_float_dtype(values.dtype):
         arr = values.to_numpy(dtype=np.float64)
         if np.all(arr == np.round(arr)):
-            return arr.astype(np.int64).astype(str)
-    return values.astype(str).str.strip().to_numpy()
+            return arr.astype(np.int64).astype(str).astype(object)
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return values.to_numpy().astype(str).astype(object)
+    return np.array([str(v).strip() for v in values.to_numpy(dtype=object)], dtype=object)
 
 
 def _numeric_column(
