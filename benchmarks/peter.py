@@ -1,0 +1,291 @@
+"""PETER / PETER+ benchmark on Amazon Musical Instruments reviews (issue 5).
+
+    nice -n 10 .venv/bin/python benchmarks/peter.py [--config benchmarks/configs/peter.toml] [--quick]
+
+Builds explanation records from the raw reviews with attnrec's offline template extractor,
+then for every split seed (random 8:1:1, every user and item in training) trains PETER, PETER+
+and the stop-word context variant through attnrec's one training loop, and scores them with
+two simple text references (the most frequent training explanation; the item's most common
+training explanation) and four rating baselines (global/user/item mean, biased matrix
+factorisation). Writes ``benchmarks/results/peter.json`` and the generated
+``benchmarks/results/peter.md`` (means and standard deviations over the seeds, seconds per
+epoch on this machine, and a few explanations printed by ``attnrec explain``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomllib
+import torch
+
+from attnrec.data.reviews import ReviewData, ReviewSplit, encode_reviews, random_split, read_raw_reviews
+from attnrec.data.text import Vocabulary
+from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
+from attnrec.explainer import Explainer
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT_COLS = ["BLEU-1", "BLEU-4", "ROUGE-1-F", "ROUGE-2-F", "ROUGE-L-F", "USR", "FMR", "FCR", "DIV"]
+
+
+def text_refs(data: ReviewData, rows: np.ndarray, vocab: Vocabulary, max_words: int) -> list[list[str]]:
+    enc = encode_reviews(data.take(rows), vocab, max_words)
+    return [vocab.decode(r[1:]) for r in enc.text]
+
+
+def reference_texts(data: ReviewData, split: ReviewSplit, vocab: Vocabulary, max_words: int) -> dict[str, list[list[str]]]:
+    """The two simple references' explanation for every test record."""
+    def cut(s: str) -> list[str]:  # as the test references: 15 words, out-of-vocabulary words as <unk>
+        return [w if w in vocab else "<unk>" for w in s.split()[:max_words]]
+
+    train_sent = [data.sentence[i] for i in split.train]
+    overall = min(Counter(train_sent).items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    per_item: dict[int, Counter[str]] = {}
+    for i in split.train:
+        per_item.setdefault(int(data.item[i]), Counter())[data.sentence[i]] += 1
+    best = {it: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for it, c in per_item.items()}
+    return {"Most frequent training explanation": [cut(overall)] * len(split.test),
+            "Item's most common training explanation": [cut(best[int(data.item[i])]) for i in split.test]}
+
+
+def matrix_factorisation(data: ReviewData, split: ReviewSplit, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """Biased MF (mu + b_u + b_i + p_u.q_i), Adam full batch, L2 and epochs picked on validation."""
+    u = torch.as_tensor(np.array(data.user))  # copies: ReviewData's arrays are read-only
+    it = torch.as_tensor(np.array(data.item))
+    r = torch.as_tensor(np.array(data.rating), dtype=torch.float32)
+    tr, va = torch.as_tensor(split.train), torch.as_tensor(split.valid)
+    mu = float(r[tr].mean())
+    best: tuple[float, np.ndarray, dict[str, Any]] | None = None
+    for dim in (8, 32):
+        for reg in (0.01, 0.1, 1.0):
+            g = torch.Generator().manual_seed(seed)
+            p = (0.01 * torch.randn(data.n_users, dim, generator=g)).requires_grad_()
+            q = (0.01 * torch.randn(data.n_items + 1, dim, generator=g)).requires_grad_()
+            bu = torch.zeros(data.n_users, requires_grad=True)
+            bi = torch.zeros(data.n_items + 1, requires_grad=True)
+            opt = torch.optim.Adam([p, q, bu, bi], lr=0.01)
+
+            def pred(rows: torch.Tensor) -> torch.Tensor:
+                return mu + bu[u[rows]] + bi[it[rows]] + (p[u[rows]] * q[it[rows]]).sum(-1)  # noqa: B023
+
+            run_best, bad, run_pred, epochs = float("inf"), 0, None, 0
+            for epoch in range(1, 1001):
+                opt.zero_grad()
+                loss = ((pred(tr) - r[tr]) ** 2).mean() + reg * (
+                    (p[u[tr]] ** 2).sum(-1) + (q[it[tr]] ** 2).sum(-1) + bu[u[tr]] ** 2 + bi[it[tr]] ** 2).mean()
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    v = rmse(pred(va).numpy(), r[va].numpy(), data.rating_range)
+                    if v < run_best - 1e-5:
+                        run_best, bad, epochs = v, 0, epoch
+                        run_pred = pred(torch.as_tensor(split.test)).numpy()
+                    else:
+                        bad += 1
+                if bad >= 20:
+                    break
+            if run_pred is not None and (best is None or run_best < best[0]):
+                best = (run_best, run_pred, {"dim": dim, "l2": reg, "epochs": epochs, "valid_RMSE": run_best})
+    assert best is not None
+    return best[1], best[2]
+
+
+def rating_baselines(data: ReviewData, split: ReviewSplit, seed: int) -> dict[str, dict[str, Any]]:
+    r, tr, te = data.rating.astype(np.float64), split.train, split.test
+    mu = r[tr].mean()
+
+    def mean_by(col: np.ndarray, n: int) -> np.ndarray:
+        s, c = np.bincount(col[tr], r[tr], minlength=n), np.bincount(col[tr], minlength=n)
+        return np.where(c > 0, s / np.maximum(c, 1), mu)
+
+    preds = {"Global mean": np.full(len(te), mu), "User mean": mean_by(data.user, data.n_users)[data.user[te]],
+             "Item mean": mean_by(data.item, data.n_items + 1)[data.item[te]]}
+    mf, mf_info = matrix_factorisation(data, split, seed)
+    preds["Matrix factorisation"] = mf
+    out = {k: {"RMSE": rmse(v, r[te], data.rating_range), "MAE": mae(v, r[te], data.rating_range)}
+           for k, v in preds.items()}
+    out["Matrix factorisation"]["selected"] = mf_info
+    return out
+
+
+def run(cfg: dict[str, Any], quick: bool, work: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    data_path = (ROOT / cfg["data"]["path"]).resolve()
+    data = read_raw_reviews(data_path)
+    seeds = cfg["data"]["seeds"][:1] if quick else cfg["data"]["seeds"]
+    train_cfg = dict(cfg["train"]) | ({"max_epochs": 1} if quick else {})
+    info = {"file": data_path.name, "sha256": data.source.sha256, "records": len(data), "users": data.n_users,
+            "items": data.n_items, "features": len(data.features()), "extract_seconds": time.perf_counter() - t0}
+    print(json.dumps(info), flush=True)
+    per_seed: list[dict[str, Any]] = []
+    for seed in seeds:
+        split = random_split(data, seed)
+        res: dict[str, Any] = {"seed": seed, "split": [len(split.train), len(split.valid), len(split.test)],
+                               "rating": rating_baselines(data, split, seed), "text": {}, "peter": {}}
+        tr = data.take(split.train)
+        vocab = Vocabulary.build((tr.tokens(i) for i in range(len(tr))), cfg["data"]["max_vocab"])
+        refs = text_refs(data, split.test, vocab, cfg["model"]["max_words"])
+        feats = sorted(data.features())
+        true_f = [data.feature[i] for i in split.test]
+        for name, gen in reference_texts(data, split, vocab, cfg["model"]["max_words"]).items():
+            res["text"][name] = explanation_metrics(refs, gen, true_f, feats)
+        for name, over in cfg["variants"].items():
+            ex = Explainer("peter", cfg["model"] | over, train_cfg | {"seed": seed}, preset=None,
+                           max_vocab=cfg["data"]["max_vocab"])
+            ex.fit(data, split, progress=False)
+            m = ex.evaluate(data, split.test)
+            trr = ex.train_result_
+            assert trr is not None
+            res["peter"][name] = m | {"epochs": trr.epochs, "best_epoch": trr.best_epoch, "stopped": trr.stopped,
+                                      "seconds_per_epoch": trr.seconds_per_epoch, "train_seconds": trr.seconds}
+            print(f"seed {seed} {name}: " + json.dumps({k: round(v, 3) if isinstance(v, float) else v
+                                                         for k, v in res["peter"][name].items()}), flush=True)
+            if seed == seeds[0] and name in ("PETER", "PETER+"):
+                ex.save(work / name.replace("+", "-plus"))
+        per_seed.append(res)
+    return {"data": info, "config": cfg, "seeds": per_seed, "examples": examples(data, random_split(data, seeds[0]), work),
+            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                        "torch": torch.__version__, "threads": train_cfg.get("threads", 0)},
+            "total_seconds": time.perf_counter() - t0}
+
+
+def examples(data: ReviewData, split: ReviewSplit, work: Path, n: int = 4) -> list[dict[str, Any]]:
+    """Explanations printed by ``attnrec explain`` for a few test records (first split)."""
+    rng = np.random.default_rng(0)
+    rows = rng.choice(split.test, n, replace=False)
+    out = []
+    for row in rows:
+        user, item = data.users.to_external([data.user[row]])[0], data.items.to_external([data.item[row]])[0]
+        rec: dict[str, Any] = {"user": user, "item": item, "rating": float(data.rating[row]),
+                               "ground_truth": data.sentence[row], "feature": data.feature[row]}
+        for name in ("PETER", "PETER-plus"):
+            cmd = [sys.executable, "-m", "attnrec", "explain", "--model", str(work / name), "--user", user, "--item", item]
+            if name == "PETER-plus":
+                cmd += ["--feature", data.feature[row]]
+            p = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"COLUMNS": "200"})
+            rec[name] = {"command": "attnrec " + " ".join(cmd[3:5]) + " MODEL " + " ".join(cmd[6:]),
+                         "stdout": p.stdout.strip() or p.stderr.strip()}
+        out.append(rec)
+    return out
+
+
+def summarise(results: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
+    rows: dict[str, dict[str, list[float]]] = {}
+    for s in results["seeds"]:
+        for group in ("peter", "text", "rating"):
+            for name, m in s[group].items():
+                for k, v in m.items():
+                    if isinstance(v, int | float) and not isinstance(v, bool):
+                        rows.setdefault(name, {}).setdefault(k, []).append(float(v))
+    return {n: {k: (float(np.mean(v)), float(np.std(v))) for k, v in m.items()} for n, m in rows.items()}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    s, info, cfg = summarise(results), results["data"], results["config"]
+    n = len(results["seeds"])
+
+    def cell(name: str, key: str, digits: int = 2) -> str:
+        if key not in s.get(name, {}):
+            return ""
+        mean, std = s[name][key]
+        return f"{mean:.{digits}f} ± {std:.{digits}f}" if n > 1 else f"{mean:.{digits}f}"
+
+    lines = [
+        "# PETER on Amazon Musical Instruments",
+        "",
+        "Generated by `benchmarks/peter.py` from `benchmarks/results/peter.json`; do not edit by hand.",
+        "",
+        f"Data: `{info['file']}` (sha256 `{info['sha256'][:12]}...`): {info['records']:,} explanation records from "
+        f"10,261 reviews (attnrec's offline template extractor; reviews without a feature+opinion sentence are "
+        f"dropped), {info['users']:,} users, {info['items']:,} items, {info['features']:,} distinct features. "
+        f"Random 8:1:1 splits with every user and item in training, seeds {[r['seed'] for r in results['seeds']]} "
+        f"({n} splits); mean ± std over the splits; test records per split: {results['seeds'][0]['split'][2]}.",
+        "",
+        f"Models: emsize {cfg['model']['emsize']}, {cfg['model']['n_heads']} heads, FFN {cfg['model']['ffn']}, "
+        f"{cfg['model']['n_layers']} layers, dropout {cfg['model']['dropout']} (the paper: 512/2/2048/2/0.2); "
+        f"vocabulary {cfg['data']['max_vocab']:,} words; explanations cut to {cfg['model']['max_words']} words; "
+        f"loss weights {cfg['model']['text_weight']}/{cfg['model']['context_weight']}/{cfg['model']['rating_weight']}; "
+        f"SGD lr {cfg['train']['lr']}, clip {cfg['train']['grad_clip']}, batch {cfg['train']['batch_size']}, lr "
+        f"x{cfg['train']['lr_decay']} after an epoch without lower validation loss, stop at the "
+        f"{cfg['train']['max_lr_decays']}th drop or after {cfg['train']['max_epochs']} epochs; greedy decoding. "
+        "PETER+ is given the test record's ground-truth feature, as in the paper.",
+        "",
+        "## Explanations (BLEU, ROUGE x100; DIV lower is better)",
+        "",
+        "| Model | " + " | ".join(TEXT_COLS) + " |",
+        "|---|" + "---|" * len(TEXT_COLS),
+    ]
+    for name in list(cfg["variants"]) + ["Most frequent training explanation", "Item's most common training explanation"]:
+        lines.append(f"| {name} | " + " | ".join(cell(name, k, 3 if k in ("USR", "FMR", "FCR") else 2)
+                                                for k in TEXT_COLS) + " |")
+    lines += ["", "## Ratings (predictions clipped to 1-5)", "", "| Model | RMSE | MAE |", "|---|---|---|"]
+    for name in list(cfg["variants"]) + ["Global mean", "User mean", "Item mean", "Matrix factorisation"]:
+        lines.append(f"| {name} | {cell(name, 'RMSE', 4)} | {cell(name, 'MAE', 4)} |")
+    mach = results["machine"]
+    lines += ["", f"## Training time on this machine ({mach['cores']} shared, busy CPU cores; torch "
+              f"{mach['torch']}, {mach['threads']} thread; nice 10)", "",
+              "| Model | s/epoch | epochs | best epoch |", "|---|---|---|---|"]
+    for name in cfg["variants"]:
+        lines.append(f"| {name} | {cell(name, 'seconds_per_epoch', 1)} | {cell(name, 'epochs', 1)} | "
+                     f"{cell(name, 'best_epoch', 1)} |")
+    stops = sorted({r["peter"][v]["stopped"] for r in results["seeds"] for v in r["peter"]})
+    lines += ["", f"Stop reasons: {'; '.join(stops)}. Whole benchmark: {results['total_seconds'] / 60:.1f} min.", ""]
+    lines += _checks(s)
+    lines += ["", "## Example explanations (first split, test records, printed by `attnrec explain`)", ""]
+    for ex in results["examples"]:
+        lines += [f"**user {ex['user']}, item {ex['item']}** (rating {ex['rating']:.0f}, feature `{ex['feature']}`)",
+                  f"- ground truth: {ex['ground_truth']}"]
+        for name in ("PETER", "PETER-plus"):
+            lines.append(f"- `{ex[name]['command']}`:")
+            lines += ["", "```", ex[name]["stdout"], "```", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _checks(s: dict[str, dict[str, tuple[float, float]]]) -> list[str]:
+    def m(name: str, key: str) -> float:
+        return s[name][key][0]
+
+    refs = ["Most frequent training explanation", "Item's most common training explanation"]
+    checks = [
+        ("PETER+ beats PETER on BLEU-1/BLEU-4", m("PETER+", "BLEU-1") > m("PETER", "BLEU-1")
+         and m("PETER+", "BLEU-4") > m("PETER", "BLEU-4")),
+        ("PETER+ beats PETER on ROUGE-1/2/L F", all(m("PETER+", k) > m("PETER", k)
+                                                   for k in ("ROUGE-1-F", "ROUGE-2-F", "ROUGE-L-F"))),
+        ("PETER+ beats PETER on FMR", m("PETER+", "FMR") > m("PETER", "FMR")),
+        ("PETER and PETER+ beat both references on BLEU-4 and ROUGE-2 F",
+         all(m(p, k) > m(r, k) for p in ("PETER", "PETER+") for r in refs for k in ("BLEU-4", "ROUGE-2-F"))),
+        ("PETER's RMSE is no worse than matrix factorisation's", m("PETER", "RMSE") <= m("Matrix factorisation", "RMSE")),
+    ]
+    return ["## Targets of issue 5 (means over the splits)", ""] + [f"- {'yes' if ok else 'NO'}: {t}" for t, ok in checks]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=str(ROOT / "benchmarks/configs/peter.toml"))
+    ap.add_argument("--quick", action="store_true", help="one seed, one epoch: a smoke test (written under --work)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
+    ap.add_argument("--work", default=str(ROOT / "runs/peter-benchmark"), help="where the example models are saved")
+    args = ap.parse_args()
+    with open(args.config, "rb") as fh:
+        cfg = tomllib.load(fh)
+    results = run(cfg, args.quick, Path(args.work))
+    out = Path(args.work) if args.quick else Path(args.out)
+    name = "peter-quick" if args.quick else "peter"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    (out / f"{name}.md").write_text(markdown(results))
+    print((out / f"{name}.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
