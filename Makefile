@@ -19,7 +19,7 @@ test: $(STAMP) lint typecheck
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check $(wildcard src tests benchmarks)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
