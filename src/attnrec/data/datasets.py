@@ -53,7 +53,7 @@ from attnrec.data.schema import DataError, Interactions
 #: Explicit formats accepted by :func:`load_dataset` (``"auto"`` detects one of them).
 FORMATS = (
     "pairs", "user-lines", "csv", "tsv", "parquet", "movielens-dat", "ml100k", "ml20m", "amazon-json",
-    "steam-json", "otto-jsonl",
+    "steam-json", "otto-jsonl", "amazon-ratings-csv",
 )  # fmt: skip
 
 ENV_DATA = "ATTNREC_DATA"
@@ -333,7 +333,11 @@ def detect_format(path: str | Path) -> str:
         return _json_format(p)
     if tf == "csv":
         head = [h.strip().lower() for h in first.split(",")]
-        return "ml20m" if head[:4] == ["userid", "movieid", "rating", "timestamp"] else "csv"
+        if head[:4] == ["userid", "movieid", "rating", "timestamp"]:
+            return "ml20m"
+        if len(head) == 4 and _numeric(head[2]) and _numeric(head[3]):
+            return "amazon-ratings-csv"  # headerless user,item,rating,timestamp (Amazon "ratings only")
+        return "csv"
     if tf == "tsv":
         return "tsv"
     tokens = [ln.split() for ln in lines]
