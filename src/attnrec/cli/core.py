@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import typer
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import (
@@ -98,7 +99,7 @@ def _print_results(rows: list[tuple[str, EvalResult]], title: str) -> None:
         groups.setdefault(res.describe(), []).append((label, res))
     for desc, group in groups.items():
         out.print(_metrics_table(group, title))
-        out.print(f"[dim]protocol:[/dim] {desc}", soft_wrap=True)
+        out.print(f"[dim]protocol:[/dim] {escape(desc)}", soft_wrap=True)
 
 
 def _popularity_scorer(train: Sequences) -> Any:
@@ -174,7 +175,8 @@ def train(
 
     interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
     sp = make_split(interactions, split)
-    out.print(f"[bold]{model}[/bold]{f' ({preset})' if preset else ''} on {interactions.source.name}: "
+    out.print(f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
+              f"{escape(interactions.source.name)}: "
               f"{interactions.n_users:,} users, {interactions.n_items:,} items, {len(interactions):,} "
               f"interactions; split {sp.describe()}, {len(sp.valid):,} validation / {len(sp.test):,} test users",
               soft_wrap=True)
@@ -190,7 +192,7 @@ def train(
 
     test_protocols = [make_protocol("full", negatives, rec.train_config.seed)]
     test_protocols += [make_protocol(p, negatives, rec.train_config.seed)
-                       for p in protocols or [] if p is not ProtocolName.full]
+                       for p in dict.fromkeys(protocols or []) if p is not ProtocolName.full]
     rows: list[tuple[str, EvalResult]] = []
     for proto in test_protocols:
         rows.append((model, rec.evaluate(sp.test, proto, split=sp.name, target="test")))
@@ -207,8 +209,9 @@ def train(
                   f"best epoch {tr.best_epoch} with validation {monitor} {tr.best_value:.4f}; "
                   f"stopped: {tr.stopped}", soft_wrap=True)
     _print_results(rows, "model")
-    out.print(f"saved to [bold]{out_dir}[/bold]  (try: attnrec recommend --model {out_dir} "
-              f"--user {interactions.users.to_external([0])[0]})", soft_wrap=True)
+    first_user = interactions.users.to_external([0])[0]
+    out.print(f"saved to [bold]{escape(str(out_dir))}[/bold]  (try: attnrec recommend --model "
+              f"{escape(str(out_dir))} --user {escape(first_user)})", soft_wrap=True)
 
 
 # -- evaluate --------------------------------------------------------------------------------------
@@ -295,7 +298,7 @@ def evaluate_cmd(
         warn_line(f"{dropped} of {dropped + len(cases)} {target} cases left out: their user or target item "
                   "is unknown to the model")
     results = []
-    for name in protocols or [ProtocolName.full]:
+    for name in dict.fromkeys(protocols or [ProtocolName.full]):
         proto = make_protocol(name, negatives, seed, cut_offs)
         proto = dataclasses.replace(proto, exclude_seen=not include_seen)
         results.append(evaluate(rec.score_histories, cases, proto, popularity=rec.popularity_,
