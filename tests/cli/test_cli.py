@@ -108,6 +108,16 @@ def test_resume_continues_from_the_saved_state(pairs: Path, tmp_path: Path) -> N
     assert [h["epoch"] for h in history] == [1, 2]
 
 
+def test_demo_data_with_temporal_split(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    code, output = run("train", "--data", "demo", "--split", "temporal", "--out", str(out), *TINY, "--no-baseline")
+    assert code == 0, output
+    assert "split temporal" in output and "on demo" in output
+    code, output = run("evaluate", "--model", str(out), "--data", "demo", "--target", "valid")
+    assert code == 0, output
+    assert "valid on demo" in output and "split temporal" in output  # the split the model was tested on
+
+
 def test_evaluate_matches_python_api(pairs: Path, model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "ev.json"
     code, output = run("evaluate", "--model", str(model_dir), "--data", str(pairs), "--protocol", "full",
