@@ -299,7 +299,7 @@ class Recommender:
             raise ValueError("k must be at least 1")
         fallback: str | None = None
         unknown: list[str] = []
-        uid = 0
+        uid = -1  # no known user: models with user embeddings fold the history in (models/_baselines.py)
         if history is not None:
             hist, unknown = self.items_.split_known(history)
             if user is not None:
@@ -338,7 +338,8 @@ class Recommender:
         core = self.core
         if self.spec.kind == "torch" and hasattr(core, "query_vectors") and hasattr(core, "item_vectors"):
             batch = {k: v.to(self.device) for k, v in core.score_inputs(users, seqs).items()}
-            core.eval()
+            if getattr(core, "training", False):  # eval() walks every submodule: only when needed
+                core.eval()
             bias = core.item_bias() if hasattr(core, "item_bias") else None
             return _RowScores(query=core.query_vectors(batch).float(), vectors=core.item_vectors().float(),
                               bias=None if bias is None else bias.float())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -180,13 +181,29 @@ def test_directory_models_load_in_background(sasrec_dir: Path, sasrec: Recommend
         assert models["broken"]["status"] == "failed" and models["disk"]["model"] == "sasrec"
 
 
-def test_model_still_loading_is_503(sasrec_dir: Path) -> None:
-    cfg = ServingConfig()
-    app = create_app({"disk": sasrec_dir}, cfg)
-    with TestClient(app) as c:
-        app.state.entries["disk"].status = "loading"  # freeze the state the background loader reports
+def test_model_still_loading_is_503(sasrec_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import attnrec.serving.app as app_module
+
+    release = threading.Event()
+    real_load = app_module.load_model
+
+    def slow_load(path: Any, device: str = "cpu") -> Any:
+        release.wait(30)
+        return real_load(path, device)
+
+    monkeypatch.setattr(app_module, "load_model", slow_load)
+    with TestClient(create_app({"disk": sasrec_dir})) as c:
+        assert c.get("/healthz").status_code == 200
         _error(c.post("/v1/recommend", json={"user": "u4"}), 503, "model_loading")
-        assert c.get("/readyz").status_code == 503
+        r = c.get("/readyz")
+        assert r.status_code == 503 and r.json()["models"] == {"disk": "loading"}
+        assert c.get("/v1/models").json()["models"][0]["status"] == "loading"
+        release.set()
+        for _ in range(200):
+            if c.get("/readyz").status_code == 200:
+                break
+            time.sleep(0.05)
+        assert c.post("/v1/recommend", json={"user": "u4"}).status_code == 200
 
 
 def test_micro_batcher_gathers_and_isolates_failures() -> None:

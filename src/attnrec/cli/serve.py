@@ -53,6 +53,8 @@ def serve(
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:1 or auto.")] = "cpu",
     lazy: Annotated[bool, typer.Option(help="Start listening at once and load models in the background "
                                             "(/readyz says when they are ready).")] = False,
+    loop: Annotated[str, typer.Option(help="uvicorn event loop: auto (uvloop when installed), asyncio, uvloop.")] = "auto",
+    http: Annotated[str, typer.Option(help="uvicorn HTTP parser: auto (httptools when installed), h11, httptools.")] = "auto",
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
@@ -73,4 +75,5 @@ def serve(
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
     err.print(f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
               f"(backend {backend}, max batch {max_batch}); API docs at /docs")
-    uvicorn.run(create_app(models, cfg), host=host, port=port, log_level=log_level, access_log=access_log)
+    uvicorn.run(create_app(models, cfg), host=host, port=port, log_level=log_level, access_log=access_log,
+                loop=loop, http=http)

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnrec import __version__
@@ -208,6 +208,29 @@ def _capabilities(obj: Any) -> list[str]:
     return caps
 
 
+class _BodyLimit:
+    """Pure ASGI middleware answering 413 to bodies declared larger than ``max_bytes``
+    (cheaper per request than ``@app.middleware``, which wraps every response in a stream)."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            for key, value in scope["headers"]:
+                if key == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                    response = _error_json(413, "body_too_large", f"request body of {int(value)} bytes exceeds "
+                                           f"the limit of {self.max_bytes} bytes")
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _json(model: Any) -> Response:
+    """A response from a pydantic model, serialised once (FastAPI would validate it again)."""
+    return Response(model.model_dump_json(), media_type="application/json")
+
+
 def _recommend_many(e: _Entry) -> Callable[[list[dict[str, Any]]], list[Recommendation]]:
     def run(requests: list[dict[str, Any]]) -> list[Recommendation]:
         return e.obj.recommend_many(requests)
@@ -351,13 +374,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return _error_json(exc.status_code, code, str(exc.detail))
 
-    @app.middleware("http")
-    async def _limit_body(request: Request, call_next: Callable[[Request], Any]) -> Any:
-        size = request.headers.get("content-length")
-        if size is not None and size.isdigit() and int(size) > cfg.max_body_bytes:
-            return _error_json(413, "body_too_large", f"request body of {size} bytes exceeds the limit of "
-                               f"{cfg.max_body_bytes} bytes")
-        return await call_next(request)
+    app.add_middleware(_BodyLimit, max_bytes=cfg.max_body_bytes)
 
     # -- helpers ---------------------------------------------------------------------------------
     def pick(name: str | None, capability: str) -> _Entry:
@@ -394,7 +411,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
 
     # -- endpoints -------------------------------------------------------------------------------
     @app.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"])
-    async def recommend(req: RecommendRequest) -> RecommendResponse:
+    async def recommend(req: RecommendRequest) -> Response:
         """Top-k items for a user or a history. Unknown history items are reported in `unknown_items`;
         an unknown user is answered from the history or by popularity, and `fallback` says so."""
         e = pick(req.model, "recommend")
@@ -407,11 +424,11 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
         args = req.model_dump(exclude={"model"})
         assert e.batcher is not None
         rec = await e.batcher.submit(args)
-        return RecommendResponse(model=e.name, user=rec.user, items=_items(rec), unknown_items=rec.unknown_items,
-                                 fallback=rec.fallback, method=rec.method)
+        return _json(RecommendResponse(model=e.name, user=rec.user, items=_items(rec),
+                                       unknown_items=rec.unknown_items, fallback=rec.fallback, method=rec.method))
 
     @app.post("/v1/similar-items", response_model=SimilarItemsResponse, tags=["recommend"])
-    async def similar_items(req: SimilarItemsRequest) -> SimilarItemsResponse:
+    async def similar_items(req: SimilarItemsRequest) -> Response:
         """Items most similar to `item`: cosine of the model's item vectors, else of co-occurrence."""
         e = pick(req.model, "similar-items")
         check_k(req.k)
@@ -420,7 +437,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
         except KeyError as exc:
             raise ApiError(404, "unknown_item", f"unknown item {req.item!r} in model {e.name!r}",
                            [{"loc": "item", "message": str(exc.args[0]) if exc.args else "unknown"}]) from None
-        return SimilarItemsResponse(model=e.name, item=req.item, items=_items(rec), method=rec.method)
+        return _json(SimilarItemsResponse(model=e.name, item=req.item, items=_items(rec), method=rec.method))
 
     @app.post("/v1/explain", response_model=ExplainResponse, tags=["explain"],
               responses={501: {"model": ErrorResponse, "description": "no explanation model is loaded"}})

@@ -1,0 +1,353 @@
+"""HTTP load test of `attnrec serve`: a server process on loopback, driven by a client process.
+
+    nice -n 10 .venv/bin/python benchmarks/load_test.py            # everything (several minutes)
+    .venv/bin/python benchmarks/load_test.py --quick                 # a smoke run
+
+For every model and server setting the script starts ``python -m attnrec serve`` on a free
+loopback port, waits for ``/readyz``, and runs a separate client process (asyncio + an httpx
+connection pool) that sends a fixed number of ``POST /v1/recommend`` requests at concurrency 1, 8
+and 32. It records client-side latency percentiles, requests/s, errors, the server's resident
+memory and the CPU seconds the server and the client used, and writes
+``benchmarks/results/load_test.json`` and a generated ``load_test.md``.
+
+Models (checkpoints cached under ``runs/load-test/``):
+* SASRec and BERT4Rec (when registered) trained briefly on ML-1M (3,416 items; a time budget of
+  ``--train-seconds``, so the quality is not the papers' - this measures serving speed);
+* SASRec with random weights over a synthetic 1,000,000-item catalog.
+Requests mix known users (stored history) and ad-hoc histories with an unknown item in them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+CACHE = ROOT / "runs" / "load-test"
+ML1M = Path(os.environ.get("ATTNREC_ML1M", "/work/shared/data/ml-1m/ml-1m.txt.gz"))
+
+
+# -- models ----------------------------------------------------------------------------------------
+def train_ml1m(model: str, seconds: float) -> Path:
+    out = CACHE / f"{model}-ml1m"
+    if (out / "config.json").exists():
+        return out
+    import torch
+
+    from attnrec.data.io import read_pairs
+    from attnrec.data.split import leave_one_out
+    from attnrec.evaluation.protocol import FULL
+    from attnrec.recommender import Recommender
+
+    torch.set_num_threads(2)
+    data = read_pairs(ML1M, name="ml-1m")
+    split = leave_one_out(data)
+    cfg = {"sasrec": {"hidden": 50, "max_len": 200, "dropout": 0.2},
+           "bert4rec": {"hidden": 64, "max_len": 200}}[model]
+    rec = Recommender(model, cfg, {"max_epochs": 200, "time_budget": seconds, "eval_every": 5, "device": "cpu",
+                                   "lr": 1e-3, "batch_size": 128})
+    rec.fit(data, split, progress=False)
+    rec.evaluate(split.test, FULL)
+    return rec.save(out)
+
+
+def synthetic_1m(n_items: int = 1_000_000, n_users: int = 10_000, hidden: int = 64) -> Path:
+    """SASRec with random weights over an ``n_items`` catalog (latency only; the scores mean nothing)."""
+    out = CACHE / f"sasrec-synthetic-{n_items}"
+    if (out / "config.json").exists():
+        return out
+    import torch
+
+    from attnrec.data.schema import DataSource, IdMap, Sequences
+    from attnrec.recommender import Recommender
+
+    rng = np.random.default_rng(0)
+    rec = Recommender("sasrec", {"hidden": hidden, "max_len": 50, "n_heads": 2})
+    lengths = rng.integers(5, 60, n_users)
+    offsets = np.zeros(n_users + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # Zipf-like item draws so that popularity has a long tail.
+    items = np.minimum(rng.zipf(1.2, int(offsets[-1])), n_items).astype(np.int64)
+    rec.users_ = IdMap(np.array([str(u) for u in range(n_users)], dtype=object), 0)
+    rec.items_ = IdMap(np.array([str(i) for i in range(1, n_items + 1)], dtype=object), 1)
+    rec.histories_ = Sequences(offsets, items, n_items)
+    rec.popularity_ = np.bincount(items, minlength=n_items + 1).astype(np.int64)
+    rec.source_ = DataSource(f"synthetic-{n_items}-items", format="random weights")
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        rec.core = rec.spec.cls(rec.config, n_users, n_items).eval()
+    return rec.save(out)
+
+
+def payloads(model_dir: Path, n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Half known users, half ad-hoc histories (10-50 items, one unknown item), k=10."""
+    maps = json.loads((model_dir / "id_maps.json").read_text())
+    users, items = maps["users"], maps["items"]
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for j in range(n):
+        if j % 2 == 0:
+            out.append({"user": rng.choice(users), "k": 10})
+        else:
+            hist = [rng.choice(items) for _ in range(rng.randint(10, 50))] + ["not-an-item"]
+            out.append({"history": hist, "k": 10})
+    return out
+
+
+# -- processes -------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def proc_status(pid: int) -> dict[str, float]:
+    """VmRSS / VmHWM in MiB and CPU seconds (user + system) of a process, from /proc."""
+    out: dict[str, float] = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith(("VmRSS", "VmHWM")):
+                out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    out["cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+class Server:
+    def __init__(self, name: str, model_dir: Path, threads: int, extra: list[str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "attnrec", "serve", "--model", f"{name}={model_dir}", "--host", "127.0.0.1",
+               "--port", str(self.port), "--threads", str(threads), "--log-level", "warning", *extra]
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def wait_ready(self, timeout: float = 600) -> float:
+        import httpx
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return time.monotonic() - t0
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("server not ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- the client (its own process) ------------------------------------------------------------------
+async def drive(url: str, bodies: list[dict[str, Any]], concurrency: int, warmup: int) -> dict[str, Any]:
+    import httpx
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+        for b in bodies[:warmup]:
+            await client.post("/v1/recommend", json=b)
+        latencies: list[float] = []
+        errors: list[str] = []
+        todo = iter(bodies)
+
+        async def worker() -> None:
+            for body in todo:
+                t = time.perf_counter()
+                try:
+                    r = await client.post("/v1/recommend", json=body)
+                    ok = r.status_code == 200 and len(r.json()["items"]) == body["k"]
+                    if not ok:
+                        errors.append(f"{r.status_code} {r.text[:200]}")
+                except Exception as e:  # noqa: BLE001 - counted as an error
+                    errors.append(repr(e)[:200])
+                latencies.append(time.perf_counter() - t)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    lat = np.array(latencies) * 1000
+    return {"requests": len(bodies), "concurrency": concurrency, "wall_s": wall, "rps": len(bodies) / wall,
+            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
+            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()), "mean_ms": float(lat.mean()),
+            "errors": len(errors), "error_samples": errors[:3]}
+
+
+def client_main(args: argparse.Namespace) -> None:
+    bodies = json.loads(Path(args.bodies).read_text())
+    res = asyncio.run(drive(args.url, bodies, args.concurrency, args.warmup))
+    res["client_cpu_s"] = proc_status(os.getpid())["cpu_s"]
+    print(json.dumps(res))
+
+
+def run_client(url: str, bodies_file: Path, concurrency: int, warmup: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "_client", "--url", url, "--bodies", str(bodies_file),
+           "--concurrency", str(concurrency), "--warmup", str(warmup)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=900)
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# -- the study -------------------------------------------------------------------------------------
+def run_setting(name: str, model_dir: Path, setting: dict[str, Any], levels: list[int], n_requests: int,
+                threads: int) -> list[dict[str, Any]]:
+    extra = [f"--{k.replace('_', '-')}={v}" for k, v in setting.items()]
+    server = Server(name, model_dir, threads, extra)
+    rows = []
+    try:
+        ready_s = server.wait_ready()
+        idle = proc_status(server.proc.pid)
+        for c in levels:
+            bodies_file = CACHE / f"bodies-{name}-{c}.json"
+            bodies_file.write_text(json.dumps(payloads(model_dir, n_requests, seed=c)))
+            before = proc_status(server.proc.pid)
+            res = run_client(server.url, bodies_file, c, warmup=min(50, n_requests // 10))
+            after = proc_status(server.proc.pid)
+            res.update({"model": name, "setting": setting, "threads": threads, "ready_s": ready_s,
+                        "server_rss_mib": after["VmRSS"], "server_peak_rss_mib": after["VmHWM"],
+                        "server_idle_rss_mib": idle["VmRSS"],
+                        "server_cpu_s": after["cpu_s"] - before["cpu_s"]})
+            res["server_cpu_ms_per_request"] = 1000 * res["server_cpu_s"] / (n_requests + min(50, n_requests // 10))
+            print(f"{name:22s} {json.dumps(setting):44s} c={c:<3d} p50 {res['p50_ms']:7.2f} p95 {res['p95_ms']:7.2f} "
+                  f"p99 {res['p99_ms']:7.2f} ms  {res['rps']:7.1f} req/s  errors {res['errors']}  "
+                  f"rss {res['server_rss_mib']:.0f} MiB  server cpu {res['server_cpu_ms_per_request']:.2f} ms/req  "
+                  f"client cpu {res['client_cpu_s']:.1f}s", flush=True)
+            rows.append(res)
+    finally:
+        server.stop()
+    return rows
+
+
+def markdown(report: dict[str, Any]) -> str:
+    env = report["environment"]
+    lines = [
+        "# attnrec serving load test",
+        "",
+        f"Generated by `benchmarks/load_test.py` on {env['date']} ({env['cpus']} CPU cores, {env['platform']}, "
+        f"python {env['python']}, torch {env['torch']}). Load average at start: {env['loadavg']}.",
+        f"Each row: {report['n_requests']} `POST /v1/recommend` requests (k=10; half known users, half ad-hoc "
+        "histories of 10-50 items with one unknown item) from a separate client process (asyncio + httpx "
+        "connection pool) over loopback, after a short warm-up. Latency is measured by the client.",
+        "",
+        "| model | catalog | backend | batching | conc. | p50 ms | p95 ms | p99 ms | req/s | errors | server RSS MiB "
+        "| server CPU ms/req |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["rows"]:
+        s = r["setting"]
+        batching = "off" if s.get("max_batch", 32) == 1 else f"≤{s.get('max_batch', 32)}, wait {s.get('max_wait_ms', 0)} ms"
+        lines.append(f"| {r['model']} | {r['n_items']:,} | {s.get('backend', 'torch')} | {batching} | {r['concurrency']} "
+                     f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.0f} | {r['errors']} "
+                     f"| {r['server_rss_mib']:.0f} | {r['server_cpu_ms_per_request']:.2f} |")
+    lines += ["", "Models:", ""]
+    for name, m in report["models"].items():
+        lines.append(f"- **{name}**: {m['description']}")
+    if report.get("notes"):
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in report["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=1000, help="requests per concurrency level")
+    ap.add_argument("--levels", default="1,8,32")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads in the server")
+    ap.add_argument("--train-seconds", type=float, default=120)
+    ap.add_argument("--models", default="sasrec-ml1m,bert4rec-ml1m,sasrec-1m")
+    ap.add_argument("--study", default="full", choices=["full", "batching", "default"],
+                    help="full: batching and backend comparison on SASRec ML-1M plus every model with the default")
+    ap.add_argument("--quick", action="store_true", help="200 requests, SASRec ML-1M only")
+    ap.add_argument("--prepare-only", action="store_true", help="train/build the checkpoints and stop")
+    ap.add_argument("--out", default=str(RESULTS / "load_test"))
+    args = ap.parse_args()
+    if args.quick:
+        args.requests, args.models, args.study = 200, "sasrec-ml1m", "default"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    from attnrec.registry import list_models
+
+    levels = [int(x) for x in args.levels.split(",")]
+    wanted = args.models.split(",")
+    models: dict[str, Path] = {}
+    descriptions: dict[str, str] = {}
+    for name in wanted:
+        if name.endswith("-ml1m"):
+            arch = name.removesuffix("-ml1m")
+            if arch not in list_models():
+                print(f"skipping {name}: {arch} is not registered in this install", flush=True)
+                continue
+            t0 = time.time()
+            models[name] = train_ml1m(arch, args.train_seconds)
+            print(f"{name}: checkpoint {models[name]} ({time.time() - t0:.0f}s)", flush=True)
+        elif name == "sasrec-1m":
+            models[name] = synthetic_1m()
+        meta = json.loads((models[name] / "config.json").read_text())
+        tr = meta.get("train_result") or {}
+        ev = (meta.get("evaluations") or [{}])[-1].get("metrics", {})
+        descriptions[name] = (
+            f"{meta['model']} {json.dumps(meta['model_config'])}, {meta['n_items']:,} items, {meta['n_users']:,} users; "
+            + (f"trained {tr.get('epochs')} epochs ({tr.get('seconds', 0):.0f}s budget-limited), test NDCG@10 "
+               f"{ev.get('NDCG@10', float('nan')):.4f} (full ranking)" if tr else "random weights (latency only)"))
+
+    if args.prepare_only:
+        return
+    default = {"max_batch": 32, "max_wait_ms": 0.0}
+    plan: list[tuple[str, dict[str, Any]]] = []
+    if args.study in ("full", "batching") and "sasrec-ml1m" in models:
+        plan += [("sasrec-ml1m", {"max_batch": 1}), ("sasrec-ml1m", {"max_batch": 32, "max_wait_ms": 2.0})]
+        if args.study == "full":
+            plan += [("sasrec-ml1m", {**default, "backend": "onnx"})]
+    plan += [(name, default) for name in models]
+    rows: list[dict[str, Any]] = []
+    loadavg = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    for name, setting in plan:
+        meta = json.loads((models[name] / "config.json").read_text())
+        for r in run_setting(name, models[name], setting, levels, args.requests, args.threads):
+            r["n_items"] = meta["n_items"]
+            rows.append(r)
+    report = {
+        "environment": {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "platform": platform.platform(),
+                        "python": platform.python_version(), "torch": torch.__version__, "loadavg": loadavg,
+                        "server_threads": args.threads},
+        "n_requests": args.requests, "levels": levels, "models": {n: {"path": str(p), "description": descriptions[n]}
+                                                                   for n, p in models.items()},
+        "rows": rows, "notes": [],
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(str(out) + ".json").write_text(json.dumps(report, indent=2))
+    Path(str(out) + ".md").write_text(markdown(report))
+    print(f"wrote {out}.json and {out}.md")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_client":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("_client")
+        ap.add_argument("--url", required=True)
+        ap.add_argument("--bodies", required=True)
+        ap.add_argument("--concurrency", type=int, default=1)
+        ap.add_argument("--warmup", type=int, default=50)
+        client_main(ap.parse_args())
+    else:
+        main()
