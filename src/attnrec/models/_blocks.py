@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -75,3 +77,68 @@ def draw_negatives(
             break
         neg[bad] = rng.integers(1, n_items + 1, size=int(bad.sum()))
     return neg
+
+
+class _ChunkedSoftmaxCE(torch.autograd.Function):
+    """Mean cross-entropy of ``h @ weight.T + bias`` without materialising the ``(N, I)`` logits.
+
+    Rows are processed in chunks that fit in cache; the backward pass recomputes each chunk's
+    logits. Column 0 (padding) is excluded from the softmax. Under autocast the matmuls run in
+    bfloat16 with float32 accumulation of the log-sum-exp and the gradients.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor
+    ) -> torch.Tensor:
+        low = torch.is_autocast_enabled(h.device.type)
+        chunk = 256 if low else 512
+        w = weight.to(torch.bfloat16) if low else weight.float()
+        n = h.shape[0]
+        lse = torch.empty(n, dtype=torch.float32, device=h.device)
+        target_logit = (h.float() * weight[target].float()).sum(-1)  # (N,)
+        if bias is not None:
+            target_logit = target_logit + bias[target].float()
+        for s in range(0, n, chunk):
+            logits = (h[s : s + chunk].to(w.dtype) @ w.T).float()  # (C, I)
+            if bias is not None:
+                logits += bias.float()
+            logits[:, 0] = -torch.inf
+            lse[s : s + chunk] = torch.logsumexp(logits, dim=1)
+        ctx.save_for_backward(h, weight, bias, target, lse)
+        ctx.chunk, ctx.low = chunk, low
+        return (lse - target_logit).mean()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        h, weight, bias, target, lse = ctx.saved_tensors
+        w = weight.to(torch.bfloat16) if ctx.low else weight.float()
+        n, scale = h.shape[0], grad / h.shape[0]
+        grad_h = torch.empty_like(h)
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
+        grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=h.device) if bias is not None else None
+        for s in range(0, n, ctx.chunk):
+            hc = h[s : s + ctx.chunk]
+            logits = (hc.to(w.dtype) @ w.T).float()  # (C, I)
+            if bias is not None:
+                logits += bias.float()
+            p = logits.sub_(lse[s : s + ctx.chunk, None]).exp_()  # softmax, (C, I)
+            p[:, 0] = 0.0
+            p[torch.arange(len(hc), device=h.device), target[s : s + ctx.chunk]] -= 1.0
+            p.mul_(scale)
+            if grad_b is not None:
+                grad_b += p.sum(0)
+            pc = p.to(w.dtype)
+            grad_h[s : s + ctx.chunk] = (pc @ w).to(h.dtype)  # (C, D)
+            grad_w += (pc.T @ hc.to(w.dtype)).float()  # (I, D)
+        return grad_h, grad_w.to(weight.dtype), None if grad_b is None else grad_b.to(bias.dtype), None
+
+
+def softmax_cross_entropy(
+    h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Full-catalog cross-entropy of hidden states ``h`` (N, D) against item embeddings ``weight`` (I, D).
+
+    Memory is bounded by the chunk size, not by ``N x I``; column 0 is padding and never a class.
+    """
+    return _ChunkedSoftmaxCE.apply(h, weight, bias, target)

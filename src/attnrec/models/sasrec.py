@@ -18,7 +18,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward, draw_negatives
+from attnrec.models._blocks import (
+    MultiHeadAttention,
+    PointWiseFeedForward,
+    draw_negatives,
+    softmax_cross_entropy,
+)
 from attnrec.registry import register
 
 
@@ -31,6 +36,9 @@ class SASRecConfig:
     n_heads: int = 1
     max_len: int = 200  # n, the most recent items used
     dropout: float = 0.2
+    # Dropout on attention probabilities (the authors' code uses `dropout`; 0 lets PyTorch use its
+    # fused attention kernel, about 2x faster on CPU). None means "same as dropout".
+    attn_dropout: float | None = None
     loss: str = "bce"  # "bce" (paper: 1 negative per position), "ce" (full softmax), "sampled_ce"
     n_negatives: int = 256  # shared negatives per batch for sampled_ce
 
@@ -45,7 +53,7 @@ class SASRecBlock(nn.Module):
     def __init__(self, c: SASRecConfig) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(c.hidden, eps=1e-8)
-        self.attn = MultiHeadAttention(c.hidden, c.n_heads, c.dropout)
+        self.attn = MultiHeadAttention(c.hidden, c.n_heads, c.dropout if c.attn_dropout is None else c.attn_dropout)
         self.drop = nn.Dropout(c.dropout)
         self.ln_ffn = nn.LayerNorm(c.hidden, eps=1e-8)
         self.ffn = PointWiseFeedForward(c.hidden, c.hidden, c.dropout, "relu")
@@ -152,9 +160,7 @@ class SASRec(nn.Module):
                 pos_logit, torch.ones_like(pos_logit)
             ) + F.binary_cross_entropy_with_logits(neg_logit, torch.zeros_like(neg_logit))
         if self.config.loss == "ce":
-            logits = h @ emb.T  # (N, I+1)
-            logits[:, 0] = -torch.inf
-            return F.cross_entropy(logits, pos)
+            return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
         neg = batch["negative"]  # (S,) shared uniform negatives: log-Q correction is a constant
         pos_logit = (h * emb[pos]).sum(-1, keepdim=True)  # (N, 1)
         neg_logit = h @ emb[neg].T  # (N, S)
@@ -192,6 +198,7 @@ class SASRec(nn.Module):
         x = (self.item_emb(seq) * self.config.hidden**0.5 + self.pos_emb(pos)) * keep
         allowed, out = causal_mask(seq), []
         for block in self.blocks:
+            assert isinstance(block, SASRecBlock)
             q = block.ln_attn(x)
             out.append(block.attn.weights(q, x, allowed))
             x = block(x, allowed, keep)

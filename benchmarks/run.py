@@ -1,0 +1,186 @@
+"""Benchmark runner: one TOML config in, one JSON result out; tables generated from result files.
+
+    python benchmarks/run.py benchmarks/configs/ml-1m/sasrec-bce-paper.toml
+    python benchmarks/run.py --table            # regenerate benchmarks/results/README.md
+
+A config has a ``[run]`` table (name, data, format, model, preset, split, valid_protocol,
+protocols, save) and optional ``[model]`` / ``[train]`` tables that override the preset. Data
+paths are relative to the repository root. Uses only attnrec's public API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import attnrec
+from attnrec.data.datasets import load_dataset
+from attnrec.data.split import leave_one_out, temporal_split
+from attnrec.evaluation.protocol import Protocol
+from attnrec.evaluation.published import published_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+RUNS = RESULTS / "runs"
+PROTOCOLS = {
+    "full": Protocol(candidates="full"),
+    "sampled-uniform": Protocol(candidates="sampled", n_negatives=100, sampler="uniform"),
+    "sampled-popularity": Protocol(candidates="sampled", n_negatives=100, sampler="popularity"),
+}
+RUN_KEYS = {"name", "data", "format", "model", "preset", "split", "valid_protocol", "protocols", "save", "notes"}
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "attnrec": attnrec.__version__,
+    }
+
+
+def git_sha() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False) -> Path:
+    """Train and evaluate one configuration; write ``<out_dir>/<name>.json``."""
+    with open(config_path, "rb") as fh:
+        cfg = tomllib.load(fh)
+    spec = cfg.get("run", {})
+    unknown = set(spec) - RUN_KEYS
+    if unknown:
+        raise SystemExit(f"{config_path}: unknown [run] keys {sorted(unknown)}; valid: {sorted(RUN_KEYS)}")
+    name = spec.get("name", config_path.stem)
+    data_path = spec["data"]
+    if not data_path.startswith("demo"):
+        data_path = str((ROOT / data_path).resolve()) if not Path(data_path).is_absolute() else data_path
+    t_start = time.perf_counter()
+    data = load_dataset(data_path, format=spec.get("format", "auto"))
+    split = temporal_split(data) if spec.get("split", "leave-one-out") == "temporal" else leave_one_out(data)
+    rec = attnrec.Recommender(spec["model"], cfg.get("model", {}), cfg.get("train", {}), preset=spec.get("preset"))
+    valid_protocol = PROTOCOLS[spec.get("valid_protocol", "full")]
+    t_fit = time.perf_counter()
+    rec.fit(data, split, valid_protocol=valid_protocol, progress=progress)
+    fit_seconds = time.perf_counter() - t_fit
+    evaluations = {}
+    for pname in spec.get("protocols", ["full"]):
+        res = rec.evaluate(split.test, PROTOCOLS[pname], split=split.name, target="test")
+        evaluations[pname] = res.to_dict()
+        published = published_metrics(rec.name, data.source.sha256, PROTOCOLS[pname], split.name)
+        if published:
+            evaluations[pname]["published"] = {"paper": published}
+        logging.info("%s %s: %s", name, pname, {k: round(v, 4) for k, v in res.metrics.items()})
+    tr = rec.train_result_
+    result = {
+        "name": name,
+        "config_file": str(config_path.relative_to(ROOT)) if config_path.is_relative_to(ROOT) else str(config_path),
+        "model": rec.name,
+        "preset": spec.get("preset"),
+        "model_config": attnrec.config.config_to_dict(rec.config),
+        "train_config": attnrec.config.config_to_dict(rec.train_config),
+        "data": {"name": data.source.name, "path": spec["data"], "sha256": data.source.sha256,
+                 "users": data.n_users, "items": data.n_items, "interactions": len(data)},
+        "split": split.describe(),
+        "valid_protocol": valid_protocol.describe(),
+        "evaluations": evaluations,
+        "train": tr.to_dict() if tr else None,
+        "fit_seconds": fit_seconds,
+        "wall_seconds": time.perf_counter() - t_start,
+        "seconds_per_epoch": tr.seconds_per_epoch if tr else None,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "machine": machine(),
+        "git_sha": git_sha(),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "notes": spec.get("notes", ""),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{name}.json"
+    out.write_text(json.dumps(result, indent=2, default=float) + "\n")
+    if spec.get("save"):
+        rec.save(ROOT / "runs" / name)
+    return out
+
+
+METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
+
+
+def table(runs_dir: Path = RUNS) -> str:
+    """Markdown tables of every result file, grouped by dataset and protocol, with published figures."""
+    results = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
+    lines = ["# Benchmark results", "",
+             "Generated by `python benchmarks/run.py --table` from `benchmarks/results/runs/*.json`; do not edit.",
+             "Split: leave-one-out (last item test, second-to-last validation, test history includes it).",
+             "Model selection (early stopping) uses the validation split only; numbers below are on test.", ""]
+    groups: dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for r in results:
+        for ev in r["evaluations"].values():
+            groups.setdefault((r["data"]["name"], ev["protocol_text"].split(" (seed")[0]), []).append((r, ev))
+    for (dname, ptext), rows in sorted(groups.items()):
+        sha = rows[0][0]["data"]["sha256"][:12]
+        lines += [f"## {dname} (sha256 {sha}...), {ptext}", "",
+                  "| run | model | " + " | ".join(METRICS) + " | epochs | s/epoch | fit time | peak RSS |",
+                  "|---|---|" + "---|" * len(METRICS) + "---|---|---|---|"]
+        for r, ev in rows:
+            m = ev["metrics"]
+            tr = r.get("train") or {}
+            lines.append(
+                f"| {r['name']} | {r['model']} | " + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in METRICS)
+                + f" | {tr.get('epochs', '')} (best {tr.get('best_epoch', '')}) | {r['seconds_per_epoch'] or 0:.1f}"
+                f" | {r['fit_seconds'] / 60:.1f} min | {r['peak_rss_mb']:.0f} MB |"
+            )
+            for src, pub in (ev.get("published") or {}).items():
+                lines.append(f"| published: {src} | {r['model']} | "
+                             + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS) + " | | | | |")
+        lines.append("")
+    lines += ["## Machines and versions", ""]
+    for r in results:
+        mc = r["machine"]
+        lines.append(f"- {r['name']}: {mc['cpu']}, {mc['cores']} cores ({mc['torch_threads']} torch threads), "
+                     f"CUDA {mc['cuda']}, torch {mc['torch']}, git {r['git_sha'][:10]}, finished {r['finished']}"
+                     + (f". {r['notes']}" if r.get("notes") else ""))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("configs", nargs="*", type=Path, help="TOML run configs")
+    parser.add_argument("--table", action="store_true", help="regenerate benchmarks/results/README.md")
+    parser.add_argument("--out", type=Path, default=RUNS, help="where result JSON files go")
+    parser.add_argument("--progress", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    for c in args.configs:
+        print(run(c.resolve(), args.out, args.progress))
+    if args.table or args.configs:
+        (RESULTS / "README.md").write_text(table(args.out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
