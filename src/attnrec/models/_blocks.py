@@ -64,12 +64,12 @@ def draw_negatives(
     """Uniform random items in ``1..n_items`` that the row's user never interacted with.
 
     ``users`` has one entry per row of ``shape``; ``seen_keys`` are the sorted
-    ``user * (n_items + 1) + item`` keys of the training data. Collisions are redrawn (a few
-    rounds; with realistic catalogs almost none remain).
+    ``user * (n_items + 1) + item`` keys of the training data. Collisions are redrawn until
+    none remain (bounded only for the degenerate user who has seen the whole catalog).
     """
     neg = rng.integers(1, n_items + 1, size=shape)
     u = np.broadcast_to(users.reshape((-1,) + (1,) * (len(shape) - 1)), shape)
-    for _ in range(10):
+    for _ in range(200):
         keys = u * (n_items + 1) + neg
         pos = np.searchsorted(seen_keys, keys).clip(0, len(seen_keys) - 1)
         bad = seen_keys[pos] == keys

@@ -1,0 +1,97 @@
+import numpy as np
+import pytest
+import torch
+
+from attnrec.data.schema import DataError, DataSource, Sequences
+from attnrec.data.split import EvalSet
+from attnrec.evaluation.protocol import Protocol, evaluate, sample_negatives
+
+
+def _cases(histories: list[list[int]], targets: list[int], n_items: int) -> EvalSet:
+    return EvalSet(np.arange(len(targets)), Sequences.from_lists(histories, n_items), np.array(targets))
+
+
+def _fixed_scorer(table: np.ndarray):
+    def score(users: np.ndarray, hist: Sequences) -> torch.Tensor:
+        return torch.as_tensor(table[users], dtype=torch.float32).clone()
+
+    return score
+
+
+def test_full_ranking_hand_computed_with_history_excluded() -> None:
+    # 5 items; scores for items 1..5 (column 0 is padding).
+    table = np.array([[0, 0.9, 0.8, 0.7, 0.6, 0.5]])
+    cases = _cases([[1]], [3], 5)
+    res = evaluate(_fixed_scorer(table), cases, Protocol(ks=(1, 2, 3)))
+    # Item 1 is history, so only item 2 beats the target: rank 1.
+    assert res.metrics["HR@1"] == 0 and res.metrics["HR@2"] == 1
+    assert res.metrics["MRR"] == pytest.approx(0.5)
+    kept = evaluate(_fixed_scorer(table), cases, Protocol(ks=(1, 2, 3), exclude_seen=False))
+    assert kept.metrics["MRR"] == pytest.approx(1 / 3)
+
+
+def test_ties_count_against_the_model() -> None:
+    table = np.ones((1, 6))
+    res = evaluate(_fixed_scorer(table), _cases([[1]], [3], 5), Protocol(ks=(1, 5)))
+    assert res.metrics["HR@1"] == 0.0
+    assert res.metrics["MRR"] == pytest.approx(1 / 4)  # 3 other candidates tie with the target
+
+
+def test_target_repeating_a_history_item_stays_a_candidate() -> None:
+    table = np.array([[0, 0.1, 0.9, 0.2, 0.3, 0.4]])
+    res = evaluate(_fixed_scorer(table), _cases([[2, 1]], [2], 5), Protocol(ks=(1,)))
+    assert res.metrics["HR@1"] == 1.0
+
+
+def test_sampled_negatives_are_distinct_unseen_and_seeded() -> None:
+    rng = np.random.default_rng(0)
+    n_items = 300
+    hist = [list(rng.choice(np.arange(1, n_items + 1), 50, replace=False)) for _ in range(40)]
+    targets = [int(np.setdiff1d(np.arange(1, n_items + 1), h)[0]) for h in hist]
+    cases = _cases(hist, targets, n_items)
+    w = np.ones(n_items + 1)
+    neg = sample_negatives(cases, 100, w, seed=7)
+    for r in range(len(cases)):
+        row = neg[r]
+        assert len(set(row)) == 100 and 0 not in row
+        assert not set(row) & set(hist[r]) and targets[r] not in row
+    assert np.array_equal(neg, sample_negatives(cases, 100, w, seed=7))
+    assert not np.array_equal(neg, sample_negatives(cases, 100, w, seed=8))
+
+
+def test_popularity_sampler_prefers_popular_items() -> None:
+    n_items = 200
+    cases = _cases([[1]] * 300, [2] * 300, n_items)
+    pop = np.zeros(n_items + 1)
+    pop[1:] = np.arange(n_items, 0, -1) ** 2  # item 3 far more popular than item 200
+    neg = sample_negatives(cases, 20, pop, seed=0)
+    counts = np.bincount(neg.ravel(), minlength=n_items + 1)
+    assert counts[3:13].sum() > 10 * counts[-10:].sum()
+
+
+def test_small_catalog_pads_and_ranks_against_what_exists() -> None:
+    table = np.array([[0, 0.5, 0.1, 0.9, 0.2]])
+    cases = _cases([[1]], [2], 4)  # allowed negatives: items 3 and 4 only
+    res = evaluate(_fixed_scorer(table), cases, Protocol(candidates="sampled", n_negatives=100, ks=(1, 2, 3)))
+    assert res.metrics["MRR"] == pytest.approx(1 / 3)  # items 3 and 4 both beat the target
+
+
+def test_result_records_protocol_and_data() -> None:
+    table = np.random.default_rng(0).random((3, 11))
+    src = DataSource("x", "/p", "pairs", "ab" * 32)
+    res = evaluate(_fixed_scorer(table), _cases([[1], [2], [3]], [4, 5, 6], 10),
+                   Protocol(candidates="sampled", sampler="popularity", n_negatives=3, seed=5),
+                   popularity=np.arange(11), data=src, split="leave-one-out", target="test")
+    d = res.to_dict()
+    assert d["protocol"]["sampler"] == "popularity" and d["protocol"]["seed"] == 5
+    assert d["data"]["sha256"] == "ab" * 32 and d["n_cases"] == 3
+    assert "3 popularity-sampled negatives" in res.describe()
+
+
+def test_bad_protocols_and_empty_cases() -> None:
+    with pytest.raises(ValueError):
+        Protocol(candidates="some")
+    with pytest.raises(ValueError):
+        evaluate(_fixed_scorer(np.ones((1, 3))), _cases([[1]], [2], 2), Protocol(candidates="sampled", sampler="popularity"))
+    with pytest.raises(DataError):
+        evaluate(_fixed_scorer(np.ones((1, 3))), _cases([], [], 2), Protocol())

@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnrec import Recommender
+from attnrec.data.schema import Interactions, Sequences
+from attnrec.data.split import leave_one_out
+from attnrec.evaluation.protocol import FULL
+from attnrec.models._blocks import draw_negatives, softmax_cross_entropy
+from attnrec.models.sasrec import SASRec, SASRecConfig
+
+SMALL = {"hidden": 16, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1}
+
+
+def _model(**over: object) -> SASRec:
+    torch.manual_seed(0)
+    return SASRec(SASRecConfig(**(SMALL | over)), n_users=5, n_items=30).eval()  # type: ignore[arg-type]
+
+
+def test_causal_future_items_do_not_change_past_outputs() -> None:
+    m = _model()
+    seq = torch.tensor([[0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6, 11]])
+    t = 6
+    changed = seq.clone()
+    changed[0, t + 1] = 20
+    with torch.no_grad():
+        a, b = m.encode(seq), m.encode(changed)
+    assert torch.allclose(a[0, : t + 1], b[0, : t + 1], atol=1e-6)
+    assert not torch.allclose(a[0, t + 1], b[0, t + 1], atol=1e-4)
+
+
+def test_padding_is_never_attended_nor_scored() -> None:
+    m = _model()
+    hist = Sequences.from_lists([[3, 7, 1, 9]], 30)
+    short = {"seq": torch.from_numpy(hist.padded(4))}
+    long = {"seq": torch.from_numpy(hist.padded(12))}
+    with torch.no_grad():
+        s_short, s_long = m.score(short), m.score(long)
+        m.item_emb.weight[0].normal_()  # whatever the padding vector holds, nothing changes
+        s_pad = m.score(long)
+    assert torch.allclose(s_short, s_long, atol=1e-5)
+    assert torch.allclose(s_long, s_pad, atol=1e-5)
+    assert torch.isneginf(s_long[:, 0]).all()
+
+
+def test_chunked_cross_entropy_matches_reference_values_and_gradients() -> None:
+    torch.manual_seed(0)
+    h = torch.randn(1300, 8, requires_grad=True)
+    w = torch.randn(50, 8, requires_grad=True)
+    t = torch.randint(1, 50, (1300,))
+    ours = softmax_cross_entropy(h, w, t)
+    ours.backward()
+    gh, gw = h.grad.clone(), w.grad.clone()  # type: ignore[union-attr]
+    h.grad = w.grad = None
+    logits = h @ w.T
+    logits[:, 0] = -torch.inf
+    ref = F.cross_entropy(logits, t)
+    ref.backward()
+    assert torch.allclose(ours, ref, atol=1e-5)
+    assert torch.allclose(gh, h.grad, atol=1e-6) and torch.allclose(gw, w.grad, atol=1e-6)  # type: ignore[arg-type]
+
+
+def test_bce_negatives_avoid_the_users_items() -> None:
+    train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7]], 8)
+    neg = draw_negatives(np.array([0, 1]), (2, 500), 8, train.user_item_keys(), np.random.default_rng(0))
+    assert not np.isin(neg[0], [1, 2, 3, 4, 5]).any() and not np.isin(neg[1], [6, 7]).any()
+    assert neg.min() >= 1 and neg.max() <= 8
+
+
+@pytest.mark.parametrize("loss", ["bce", "ce", "sampled_ce"])
+def test_every_loss_trains(loss: str, ring: Interactions) -> None:
+    split = leave_one_out(ring)
+    m = SASRec(SASRecConfig(**(SMALL | {"loss": loss, "n_negatives": 10})), ring.n_users, ring.n_items)  # type: ignore[arg-type]
+    opt = torch.optim.Adam(m.parameters(), 5e-3)
+    losses = []
+    for epoch in range(6):
+        for batch in m.train_batches(split.train, 64, np.random.default_rng(epoch)):
+            loss_value = m.loss(batch)
+            opt.zero_grad()
+            loss_value.backward()
+            opt.step()
+        losses.append(loss_value.item())
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_batches_hold_next_item_targets() -> None:
+    m = _model()
+    train = Sequences.from_lists([[1, 2, 3, 4], [5, 6]], 30)
+    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
+    for seq, tgt in zip(batch["seq"], batch["target"], strict=True):
+        real = tgt > 0
+        assert torch.equal(seq[real][1:], tgt[real][:-1])  # target is the input shifted by one
+
+
+def test_learns_sequential_structure_beyond_popularity(ring: Interactions) -> None:
+    split = leave_one_out(ring)
+    train = {"max_epochs": 15, "batch_size": 32, "lr": 5e-3, "patience": 3}
+    sas = Recommender("sasrec", SMALL | {"loss": "ce"}, train).fit(ring, split, progress=False)
+    pop = Recommender("pop").fit(ring, split, progress=False)
+    hr_sas = sas.evaluate(split.test, FULL).metrics["HR@10"]
+    hr_pop = pop.evaluate(split.test, FULL).metrics["HR@10"]
+    assert hr_sas > hr_pop + 0.2, (hr_sas, hr_pop)
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError):
+        SASRecConfig(loss="hinge")
+    with pytest.raises(ValueError):
+        SASRec(SASRecConfig(hidden=10, n_heads=3), 1, 5)

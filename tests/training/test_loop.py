@@ -1,0 +1,89 @@
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnrec.data.schema import Interactions
+from attnrec.data.split import leave_one_out
+from attnrec.models.sasrec import SASRec, SASRecConfig
+from attnrec.training.config import TrainConfig
+from attnrec.training.loop import train
+
+CFG = SASRecConfig(hidden=16, n_layers=1, max_len=10, loss="ce")
+
+
+def _model(ring: Interactions) -> SASRec:
+    torch.manual_seed(0)
+    return SASRec(CFG, ring.n_users, ring.n_items)
+
+
+def test_best_validation_epoch_weights_are_restored(ring: Interactions) -> None:
+    split = leave_one_out(ring)
+    m = _model(ring)
+    values = iter([0.1, 0.5, 0.3, 0.2, 0.1, 0.0])
+    snapshots = []
+
+    def validate(module: torch.nn.Module) -> dict[str, float]:
+        snapshots.append({k: v.clone() for k, v in module.state_dict().items()})
+        return {"NDCG@10": next(values)}
+
+    res = train(m, split.train, validate, TrainConfig(max_epochs=6, patience=3, batch_size=64), progress=False)
+    assert res.best_epoch == 2 and res.epochs == 5 and "no validation improvement" in res.stopped
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, snapshots[1][k])
+
+
+def test_min_mode_and_lr_decay_stop(ring: Interactions) -> None:
+    split = leave_one_out(ring)
+    m = _model(ring)
+    cfg = TrainConfig(max_epochs=20, optimizer="sgd", lr=0.5, lr_decay=0.25, max_lr_decays=2, monitor="loss",
+                      mode="min", batch_size=64, grad_clip=1.0)
+    res = train(m, split.train, lambda _: {"loss": 1.0}, cfg, progress=False)
+    assert res.best_epoch == 1 and res.epochs == 3 and "lowered 2 times" in res.stopped
+
+
+def _final_state(ring: Interactions, epochs: int, state_dir: Path | None) -> dict[str, torch.Tensor]:
+    split = leave_one_out(ring)
+    m = _model(ring)
+    cfg = TrainConfig(max_epochs=epochs, patience=100, batch_size=64, seed=3)
+    # Always improving, so the final weights are those of the last epoch in both runs.
+    train(m, split.train, lambda _: {"NDCG@10": time.monotonic()}, cfg, state_dir=state_dir, progress=False)
+    return m.state_dict()
+
+
+def test_resume_continues_exactly(ring: Interactions, tmp_path: Path) -> None:
+    uninterrupted = _final_state(ring, 4, None)
+    _final_state(ring, 2, tmp_path)  # "crash" after epoch 2
+    resumed = _final_state(ring, 4, tmp_path)
+    for k, v in uninterrupted.items():
+        assert torch.equal(v, resumed[k]), k
+
+
+def test_same_seed_same_weights_other_seed_differs(ring: Interactions) -> None:
+    a = _final_state(ring, 2, None)
+    b = _final_state(ring, 2, None)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_corrupted_training_state_is_detected(ring: Interactions, tmp_path: Path) -> None:
+    from attnrec.checkpoint import CheckpointError
+
+    _final_state(ring, 1, tmp_path)
+    f = tmp_path / "train_state.safetensors"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="checksum"):
+        _final_state(ring, 2, tmp_path)
+
+
+def test_time_budget_and_monitor_errors(ring: Interactions) -> None:
+    split = leave_one_out(ring)
+    res = train(_model(ring), split.train, lambda _: {"NDCG@10": 0.0},
+                TrainConfig(max_epochs=50, time_budget=1e-6, batch_size=64), progress=False)
+    assert res.epochs == 1 and "time budget" in res.stopped
+    with pytest.raises(KeyError, match="monitor"):
+        train(_model(ring), split.train, lambda _: {"HR@10": 0.0}, TrainConfig(max_epochs=1), progress=False)
+    assert np.isfinite(res.history[0]["loss"])
