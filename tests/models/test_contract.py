@@ -1,0 +1,64 @@
+"""Contract tests run for every registered sequential model (discovered from the registry)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnrec import Recommender, list_models
+from attnrec.config import config_from_dict, config_to_dict
+from attnrec.data.schema import Interactions
+from attnrec.data.split import leave_one_out
+
+FAST_TRAIN = {"max_epochs": 2, "batch_size": 64, "patience": 5}
+
+
+def _fit(name: str, data: Interactions, seed: int = 0) -> Recommender:
+    spec = Recommender(name).spec
+    preset = "demo" if "demo" in spec.presets else None
+    train = FAST_TRAIN | {"seed": seed, "time_budget": 0.0}
+    return Recommender(name, None, train, preset=preset).fit(data, leave_one_out(data), progress=False)
+
+
+@pytest.fixture(scope="module", params=list_models("sequential"))
+def fitted(request: pytest.FixtureRequest, ring: Interactions) -> Recommender:
+    return _fit(request.param, ring)
+
+
+def test_recommend_returns_k_unique_unseen_external_ids(fitted: Recommender, ring: Interactions) -> None:
+    seen = set(ring.items.to_external(ring.sequences()[3]))
+    rec = fitted.recommend(user=ring.users.to_external([3])[0], k=10)
+    assert len(rec.items) == 10 == len(set(rec.items))
+    assert not set(rec.items) & seen
+    assert all(i in ring.items for i in rec.items)
+    assert rec.scores == sorted(rec.scores, reverse=True)
+    with_seen = fitted.recommend(user=ring.users.to_external([3])[0], k=ring.n_items, exclude_seen=False)
+    assert set(with_seen.items) & seen
+
+
+def test_ad_hoc_history_with_unknown_items(fitted: Recommender) -> None:
+    rec = fitted.recommend(history=["i1", "i2", "nope"], k=5)
+    assert rec.unknown_items == ["nope"] and len(rec.items) == 5 and not {"i1", "i2"} & set(rec.items)
+
+
+def test_save_load_identical_scores(fitted: Recommender, ring: Interactions, tmp_path: Path) -> None:
+    split = leave_one_out(ring)
+    loaded = Recommender.load(fitted.save(tmp_path / fitted.name))
+    rows = np.arange(10)
+    a = fitted.score_histories(split.test.users[rows], split.test.histories.take(rows))
+    b = loaded.score_histories(split.test.users[rows], split.test.histories.take(rows))
+    assert torch.allclose(a, b, atol=1e-6, equal_nan=True)
+
+
+def test_same_seed_same_scores(fitted: Recommender, ring: Interactions) -> None:
+    again = _fit(fitted.name, ring)
+    split = leave_one_out(ring)
+    rows = np.arange(10)
+    a = fitted.score_histories(split.test.users[rows], split.test.histories.take(rows))
+    b = again.score_histories(split.test.users[rows], split.test.histories.take(rows))
+    assert torch.allclose(a, b, atol=1e-6, equal_nan=True)
+
+
+def test_config_round_trip(fitted: Recommender) -> None:
+    assert config_from_dict(type(fitted.config), config_to_dict(fitted.config)) == fitted.config

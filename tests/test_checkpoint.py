@@ -1,0 +1,49 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnrec import Recommender
+from attnrec.checkpoint import CheckpointError, load_tensors, save_tensors
+from attnrec.data.schema import Interactions
+
+
+def test_tensors_round_trip_and_corruption_is_detected(tmp_path: Path) -> None:
+    f = tmp_path / "w.safetensors"
+    sha = save_tensors(f, {"a": torch.arange(10.0)})
+    assert torch.equal(load_tensors(f, sha)["a"], torch.arange(10.0))
+    f.write_bytes(f.read_bytes()[:-7])  # truncated
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_tensors(f, sha)
+    with pytest.raises(CheckpointError, match="not a valid safetensors"):
+        load_tensors(f)
+    with pytest.raises(CheckpointError, match="missing"):
+        load_tensors(tmp_path / "nope.safetensors")
+
+
+def test_saved_model_loads_with_identical_scores_and_no_training_data(ring: Interactions, tmp_path: Path) -> None:
+    rec = Recommender("sasrec", {"hidden": 8, "n_layers": 1, "max_len": 10, "loss": "ce"}, {"max_epochs": 1})
+    rec.fit(ring, progress=False)
+    rec.save(tmp_path / "m")
+    loaded = Recommender.load(tmp_path / "m")
+    a = rec.recommend(user="u3", k=5)
+    b = loaded.recommend(user="u3", k=5)
+    assert a.items == b.items and a.scores == pytest.approx(b.scores, abs=1e-6)
+    assert loaded.train_config == rec.train_config and loaded.config == rec.config
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "arrays.safetensors", "config.json", "id_maps.json", "titles.json", "weights.safetensors"]
+
+
+def test_damaged_checkpoints_give_clear_errors(ring: Interactions, tmp_path: Path) -> None:
+    rec = Recommender("pop").fit(ring, progress=False)
+    d = rec.save(tmp_path / "m")
+    (d / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="corrupted JSON"):
+        Recommender.load(d)
+    with pytest.raises(CheckpointError, match="not a directory"):
+        Recommender.load(tmp_path / "missing")
+    d2 = rec.save(tmp_path / "m2")
+    w = d2 / "weights.safetensors"
+    w.write_bytes(w.read_bytes()[:10])
+    with pytest.raises(CheckpointError):
+        Recommender.load(d2)

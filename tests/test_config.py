@@ -1,0 +1,55 @@
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from attnrec.config import ConfigError, config_from_dict, config_to_dict, load_toml, parse_overrides
+from attnrec.models.sasrec import SASRecConfig
+from attnrec.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Example:
+    n: int = 1
+    x: float = 0.5
+    flag: bool = False
+    name: str = "a"
+    ks: tuple[int, ...] = (1, 5)
+    maybe: float | None = None
+
+
+def test_strings_are_coerced_to_field_types() -> None:
+    c = config_from_dict(Example, {"n": "3", "x": "1e-3", "flag": "yes", "ks": "1,5,10", "maybe": "none"})
+    assert c == Example(3, 1e-3, True, "a", (1, 5, 10), None)
+    assert config_from_dict(Example, config_to_dict(c)) == c
+
+
+def test_unknown_keys_are_errors_that_list_valid_keys() -> None:
+    with pytest.raises(ConfigError, match="unknown key.*hiden.*valid keys: .*hidden"):
+        config_from_dict(SASRecConfig, {"hiden": 64})
+
+
+def test_bad_values_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="n"):
+        config_from_dict(Example, {"n": "three"})
+    with pytest.raises(ConfigError, match="not a valid int"):
+        config_from_dict(Example, {"n": 2.5})
+    with pytest.raises(ConfigError, match="loss"):
+        config_from_dict(SASRecConfig, {"loss": "hinge"})
+    with pytest.raises(ConfigError):
+        config_from_dict(TrainConfig, {"optimizer": "lbfgs"})
+
+
+def test_overrides_and_toml(tmp_path: Path) -> None:
+    assert parse_overrides(["a=1", "b = x=y"]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
+    f = tmp_path / "c.toml"
+    f.write_text("[model]\nhidden = 32\n[train]\nlr = 0.01\n")
+    assert load_toml(f, ("model", "train")) == {"model": {"hidden": 32}, "train": {"lr": 0.01}}
+    f.write_text("[modle]\nhidden = 32\n")
+    with pytest.raises(ConfigError, match="unknown section"):
+        load_toml(f, ("model", "train"))
+    f.write_text("[model\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_toml(f, ("model",))
