@@ -328,22 +328,47 @@ class Recommender:
         return _Prepared(uid, hist, k, ban, allowed, None if user is None else str(user), unknown, fallback)
 
     def _model_scores(self, rows: list[_Prepared]) -> _RowScores:
-        """Scores of non-empty histories: factorised (query and item vectors) when the model allows."""
-        lengths = np.array([len(p.hist) for p in rows], dtype=np.int64)
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        """Scores of non-empty histories: factorised (query and item vectors) when the model allows.
+
+        Rows are encoded in groups of similar length (powers of two, up to the model's ``max_len``)
+        so that a short ad-hoc history batched with long stored ones is not padded to their length.
+        """
         assert self.items_ is not None
-        seqs = Sequences(offsets, np.concatenate([p.hist for p in rows]), len(self.items_))
         users = np.array([p.uid for p in rows], dtype=np.int64)
+        lengths = np.array([len(p.hist) for p in rows], dtype=np.int64)
+        cap = getattr(getattr(self.core, "config", None), "max_len", None)
+        bucket = np.ceil(np.log2(np.minimum(lengths, cap or lengths.max()))).astype(np.int64)
+        groups = [np.flatnonzero(bucket == b) for b in np.unique(bucket)]
+
+        def seqs_of(g: np.ndarray) -> Sequences:
+            offsets = np.zeros(len(g) + 1, dtype=np.int64)
+            np.cumsum(lengths[g], out=offsets[1:])
+            return Sequences(offsets, np.concatenate([rows[i].hist for i in g]), len(self.items_))  # type: ignore[arg-type]
+
         core = self.core
         if self.spec.kind == "torch" and hasattr(core, "query_vectors") and hasattr(core, "item_vectors"):
-            batch = {k: v.to(self.device) for k, v in core.score_inputs(users, seqs).items()}
             if getattr(core, "training", False):  # eval() walks every submodule: only when needed
                 core.eval()
+            parts = []
+            for g in groups:
+                batch = {k: v.to(self.device) for k, v in core.score_inputs(users[g], seqs_of(g)).items()}
+                parts.append(core.query_vectors(batch).float())
+            query = parts[0] if len(groups) == 1 else torch.empty(len(rows), parts[0].shape[1], device=parts[0].device)
+            if len(groups) > 1:
+                for g, q in zip(groups, parts, strict=True):
+                    query[torch.as_tensor(g, device=q.device)] = q
             bias = core.item_bias() if hasattr(core, "item_bias") else None
-            return _RowScores(query=core.query_vectors(batch).float(), vectors=core.item_vectors().float(),
+            return _RowScores(query=query, vectors=core.item_vectors().float(),
                               bias=None if bias is None else bias.float())
-        return _RowScores(full=self.score_histories(users, seqs))
+        if len(groups) == 1:
+            return _RowScores(full=self.score_histories(users, seqs_of(groups[0])))
+        full: torch.Tensor | None = None
+        for g in groups:
+            part = self.score_histories(users[g], seqs_of(g))
+            if full is None:
+                full = torch.empty(len(rows), part.shape[1], dtype=part.dtype, device=part.device)
+            full[torch.as_tensor(g, device=part.device)] = part
+        return _RowScores(full=full)
 
     def _answer(self, rows: list[_Prepared], scores: _RowScores, method: str) -> list[Recommendation]:
         assert self.items_ is not None
