@@ -215,10 +215,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"{cfg['model']['n_layers']} layers, dropout {cfg['model']['dropout']} (the paper: 512/2/2048/2/0.2); "
         f"vocabulary {cfg['data']['max_vocab']:,} words; explanations cut to {cfg['model']['max_words']} words; "
         f"loss weights {cfg['model']['text_weight']}/{cfg['model']['context_weight']}/{cfg['model']['rating_weight']}; "
-        f"SGD lr {cfg['train']['lr']}, clip {cfg['train']['grad_clip']}, batch {cfg['train']['batch_size']}, lr "
-        f"x{cfg['train']['lr_decay']} after an epoch without lower validation loss, stop at the "
-        f"{cfg['train']['max_lr_decays']}th drop or after {cfg['train']['max_epochs']} epochs; greedy decoding. "
-        "PETER+ is given the test record's ground-truth feature, as in the paper.",
+        f"{cfg['train']['optimizer']} lr {cfg['train']['lr']} (the paper: SGD lr 1.0; see the config for why), clip "
+        f"{cfg['train']['grad_clip']}, batch {cfg['train']['batch_size']}, lr x{cfg['train']['lr_decay']} after an "
+        f"epoch without lower validation loss (text NLL + rating MSE), stop at the {cfg['train']['max_lr_decays']}th "
+        f"drop, after {cfg['train']['max_epochs']} epochs or {cfg['train']['time_budget']:.0f} s of training; best "
+        "validation epoch kept; greedy decoding. PETER+ is given the test record's ground-truth feature, as in the paper.",
         "",
         "## Explanations (BLEU, ROUGE x100; DIV lower is better)",
         "",

@@ -107,6 +107,8 @@ class Explainer:
         with torch.random.fork_rng():
             torch.manual_seed(cfg.seed)
             self.core = self.spec.cls(self.config, data.n_users, data.n_items, n_words=len(self.vocab_))
+        if hasattr(self.core, "init_rating"):
+            self.core.init_rating(float(np.mean(train_data.rating)))
         self.device = resolve_device(cfg.device)
 
         def validate(module: Any) -> dict[str, float]:

@@ -180,3 +180,10 @@ def test_explainer_fit_explain_evaluate_and_save_load_identity(tmp_path: Path) -
     assert back.evaluate(data, split.test) == metrics
     with pytest.raises(DataError, match="unknown user"):
         back.explain("nobody", "i0")
+
+
+def test_rating_head_can_start_at_the_training_mean() -> None:
+    model = PETER(PETERConfig(**TINY), 2, 2, 12).eval()
+    model.init_rating(4.2)
+    rating, context = model.predict(torch.tensor([0, 1]), torch.tensor([1, 2]))
+    assert torch.allclose(rating, torch.full((2,), 4.2), atol=1.0) and context.shape == (2, 12)

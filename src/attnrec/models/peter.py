@@ -139,6 +139,13 @@ class PETER(nn.Module):
                 nn.init.uniform_(lin.weight, -0.1, 0.1)
                 nn.init.zeros_(lin.bias)
 
+    def init_rating(self, mean: float) -> None:
+        """Start the rating head's output at ``mean`` (the training mean) rather than 0."""
+        out = self.rating_mlp[-1]
+        assert isinstance(out, nn.Linear)
+        with torch.no_grad():
+            out.bias.fill_(mean)
+
     def encode(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
                words: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, S + T, D)`` of ``[user, item, (feature,) words]``; ``words`` ``(B, T)``."""
