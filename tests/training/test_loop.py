@@ -1,3 +1,4 @@
+import json
 import time
 from pathlib import Path
 
@@ -5,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnrec.checkpoint import CheckpointError
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.sasrec import SASRec, SASRecConfig
@@ -67,15 +69,37 @@ def test_same_seed_same_weights_other_seed_differs(ring: Interactions) -> None:
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_corrupted_training_state_is_detected(ring: Interactions, tmp_path: Path) -> None:
-    from attnrec.checkpoint import CheckpointError
+def _state_file(state_dir: Path) -> Path:
+    return state_dir / json.loads((state_dir / "train_state.json").read_text())["tensors"]
 
+
+def test_corrupted_training_state_is_detected(ring: Interactions, tmp_path: Path) -> None:
     _final_state(ring, 1, tmp_path)
-    f = tmp_path / "train_state.safetensors"
+    f = _state_file(tmp_path)
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0xFF
     f.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="checksum"):
+        _final_state(ring, 2, tmp_path)
+
+
+def test_truncated_training_state_is_detected(ring: Interactions, tmp_path: Path) -> None:
+    _final_state(ring, 1, tmp_path)
+    f = _state_file(tmp_path)
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupted"):
+        _final_state(ring, 2, tmp_path)
+    f.unlink()
+    with pytest.raises(CheckpointError, match="missing"):
+        _final_state(ring, 2, tmp_path)
+    meta = tmp_path / "train_state.json"
+    _final_state(ring, 1, tmp_path / "fresh")
+    text = (tmp_path / "fresh" / "train_state.json").read_text()
+    meta.write_text(text[: len(text) // 2])  # a JSON cut off mid-write
+    with pytest.raises(CheckpointError, match="corrupted JSON"):
+        _final_state(ring, 2, tmp_path)
+    meta.write_text('{"epoch": 1}')  # valid JSON, but not a complete state
+    with pytest.raises(CheckpointError, match="incomplete"):
         _final_state(ring, 2, tmp_path)
 
 

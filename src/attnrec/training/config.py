@@ -14,6 +14,12 @@ class TrainConfig:
     learning rate is multiplied by it after an evaluation without improvement, and training
     stops after ``max_lr_decays`` such drops (PETER's schedule); otherwise it stops after
     ``patience`` evaluations without improvement.
+
+    With a ``state_dir`` the loop saves its full state (model, optimizer, best weights, early
+    stopping counters) at every epoch end, and also mid-epoch every ``checkpoint_every`` batches
+    and/or every ``checkpoint_seconds`` seconds, with the batch position and the torch RNG state,
+    so a killed run resumes exactly where it was. ``compile`` wraps the training step in
+    ``torch.compile`` on CUDA (ignored on CPU, where compilation costs more than it saves).
     """
 
     lr: float = 1e-3
@@ -35,6 +41,9 @@ class TrainConfig:
     amp: str = "none"  # none, bf16 or fp16 autocast (fp16 only on CUDA)
     time_budget: float = 0.0  # seconds of training; 0 = no limit
     threads: int = 0  # CPU threads for torch; 0 = torch's default
+    checkpoint_every: int = 0  # also save the training state every N batches (0 = only at epoch ends)
+    checkpoint_seconds: float = 0.0  # ... and/or every T seconds (0 = off); rank 0 writes
+    compile: bool = False  # torch.compile the training step (CUDA only)
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "adamw", "sgd"):
@@ -45,3 +54,5 @@ class TrainConfig:
             raise ValueError("amp must be none, bf16 or fp16")
         if self.lr <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.eval_every < 1:
             raise ValueError("lr, batch_size, max_epochs and eval_every must be positive")
+        if self.checkpoint_every < 0 or self.checkpoint_seconds < 0:
+            raise ValueError("checkpoint_every and checkpoint_seconds must be >= 0")

@@ -1,4 +1,4 @@
-"""The one training loop: seeded epochs, validation-only early stopping, best weights, resume."""
+"""The one training loop: seeded epochs, validation-only early stopping, best weights, exact resume, DDP."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from torch import nn
 
 from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
+from attnrec.training import distributed
 from attnrec.training.config import TrainConfig
 
 log = logging.getLogger("attnrec.training")
 Validate = Callable[[nn.Module], dict[str, float]]
+STATE_JSON = "train_state.json"  # the commit point of a saved training state
 
 
 @dataclass
@@ -44,9 +46,11 @@ class TrainResult:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when present, else CPU."""
+    """``auto`` picks CUDA when present, else CPU; under torchrun ``auto``/``cuda`` mean GPU ``LOCAL_RANK``."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and distributed.env_world_size() > 1 and torch.cuda.is_available():
+        return torch.device("cuda", distributed.local_rank())
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' requested but CUDA is not available")
@@ -73,54 +77,95 @@ def train(
     """Train ``module`` (which provides ``train_batches``/``train_rows``/``loss``) and keep the best weights.
 
     Epoch ``e`` draws its shuffling and negatives from ``np.random.default_rng([seed, e])`` and
-    reseeds torch for dropout, so a run resumed from ``state_dir`` after epoch ``e`` continues
-    exactly as the uninterrupted run would. On return the module holds the best validation weights.
+    reseeds torch for dropout, so a run resumed from ``state_dir`` continues exactly as the
+    uninterrupted run would: from an epoch end, or from the mid-epoch position saved every
+    ``cfg.checkpoint_every`` batches / ``cfg.checkpoint_seconds`` seconds (the epoch's batches
+    are regenerated up to that position and the torch RNG state is restored).
+
+    Launched by torchrun (``WORLD_SIZE`` > 1) the loop joins the process group unless one exists,
+    wraps the model in DistributedDataParallel and trains each rank on its slice of every global
+    batch of ``cfg.batch_size`` rows; the loss is weighted by the rank's share of the batch's loss
+    terms (``module.loss_terms(batch)`` when the model defines it, else rows), so the averaged
+    gradient is that of the one-process batch. Rank 0 validates and writes the state; the metrics
+    and the stop decision are broadcast. On return the module holds the best validation weights.
     """
     device = resolve_device(cfg.device)
+    owns_group = distributed.init(device)
+    try:
+        return _train(module, train_data, validate, cfg, device, state_dir, progress)
+    finally:
+        if owns_group:
+            distributed.cleanup()
+
+
+def _train(
+    module: nn.Module, train_data: Any, validate: Validate, cfg: TrainConfig, device: torch.device,
+    state_dir: Path | None, progress: bool,
+) -> TrainResult:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    rank, world = distributed.rank(), distributed.world_size()
+    main = rank == 0
     module.to(device)
     opt = make_optimizer(module, cfg)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
+    scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp == "fp16" and device.type == "cuda")
     sign = 1.0 if cfg.mode == "max" else -1.0
     result, best_state, bad, decays, start_epoch = TrainResult(), None, 0, 0, 1
-    if state_dir is not None and (state_dir / "train_state.json").exists():
-        start_epoch, bad, decays, best_state, result = _load_state(state_dir, module, opt, device)
-        log.info("resumed from %s at epoch %d", state_dir, start_epoch)
+    resume: _Resume | None = None
+    if state_dir is not None and (state_dir / STATE_JSON).exists():
+        resume = _load_state(state_dir, module, opt, scaler, device)
+        start_epoch, bad, decays, best_state, result = resume.epoch + 1, resume.bad, resume.decays, resume.best, resume.result
+        log.info("resumed from %s at epoch %d, batch %d", state_dir, start_epoch, resume.batch)
+    stepper = _Stepper(module, cfg, device, rank, world)
     n_rows = module.train_rows(train_data)  # type: ignore[operator]
     n_batches = max(1, math.ceil(n_rows / cfg.batch_size))
     t0 = time.perf_counter() - result.seconds
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
-    scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp == "fp16" and device.type == "cuda")
     stopped = "max_epochs"
     for epoch in range(start_epoch, cfg.max_epochs + 1):
         rng = np.random.default_rng([cfg.seed, epoch])
-        torch.manual_seed(cfg.seed * 1_000_003 + epoch)
+        torch.manual_seed(cfg.seed * 1_000_003 + epoch + 7919 * rank)
+        skip = resume.batch if resume is not None and epoch == start_epoch else 0
+        total, count = (resume.loss_total, resume.loss_count) if resume is not None and skip else (0.0, 0)
+        e0 = time.perf_counter() - (resume.epoch_seconds if resume is not None and skip else 0.0)
+        last_save = time.perf_counter()
         module.train()
-        e0, total, count = time.perf_counter(), 0.0, 0
-        with _progress(progress, f"epoch {epoch}", n_batches) as (bar, task):
-            for batch in module.train_batches(train_data, cfg.batch_size, rng):  # type: ignore[operator]
-                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-                with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-                    loss = module.loss(batch)  # type: ignore[operator]
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"epoch {epoch}: loss became {loss.item()}; lower the learning rate")
-                opt.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                if cfg.grad_clip > 0:
-                    scaler.unscale_(opt)
-                    nn.utils.clip_grad_norm_(module.parameters(), cfg.grad_clip)
-                scaler.step(opt)
-                scaler.update()
-                total, count = total + loss.item(), count + 1
+        with _progress(progress and main, f"epoch {epoch}", n_batches) as (bar, task):
+            if bar is not None and skip:
+                bar.update(task, advance=skip)
+            for i, batch in enumerate(module.train_batches(train_data, cfg.batch_size, rng)):  # type: ignore[operator]
+                if i < skip:  # regenerate the epoch's stream up to the saved position, training nothing
+                    if i == skip - 1:
+                        assert resume is not None
+                        resume.restore_rng(rng, device, rank, world, cfg.seed, epoch)
+                    continue
+                done = i + 1
+                due = (state_dir is not None and done < n_batches and (
+                    (cfg.checkpoint_every > 0 and done % cfg.checkpoint_every == 0)
+                    or (cfg.checkpoint_seconds > 0 and main and time.perf_counter() - last_save >= cfg.checkpoint_seconds)))
+                value, due = stepper.step(batch, opt, scaler, amp_dtype, epoch, due)
+                total, count = total + value, count + 1
                 if bar is not None:
-                    rate = count / max(time.perf_counter() - e0, 1e-9)
+                    rate = (count - skip) / max(time.perf_counter() - e0, 1e-9)
                     bar.update(task, advance=1, info=f"loss {total / count:.4f}  {rate:.1f} batch/s")
+                if due:
+                    rng_states = _gather_rng_states(device, world)
+                    if main and state_dir is not None:
+                        _save_state(state_dir, module, opt, scaler, epoch=epoch - 1, batch=done, bad=bad,
+                                    decays=decays, best=best_state, result=result, loss_total=total,
+                                    loss_count=count, epoch_seconds=time.perf_counter() - e0,
+                                    numpy_rng=dict(rng.bit_generator.state), rng_states=rng_states,
+                                    seconds=time.perf_counter() - t0)
+                    last_save = time.perf_counter()
+        if skip and count < skip + 1 and resume is not None and not resume.restored:
+            raise CheckpointError(f"the training state was saved at batch {skip} of epoch {epoch}, but that epoch "
+                                  "now has fewer batches: different training data or batch size?")
         record: dict[str, Any] = {"epoch": epoch, "loss": total / max(count, 1), "train_seconds": time.perf_counter() - e0}
-        out_of_time = cfg.time_budget > 0 and time.perf_counter() - t0 > cfg.time_budget
+        # One clock decides (rank 0's), so every rank stops after the same epoch.
+        out_of_time = bool(distributed.broadcast_object(cfg.time_budget > 0 and time.perf_counter() - t0 > cfg.time_budget))
         if epoch % cfg.eval_every == 0 or epoch == cfg.max_epochs or out_of_time:
             module.eval()
-            with torch.no_grad():
-                metrics = validate(module)
+            metrics = _validate_on_main(validate, module, main, world)
             record["valid"] = metrics
             if cfg.monitor not in metrics:
                 raise KeyError(f"monitor {cfg.monitor!r} not among validation metrics {sorted(metrics)}")
@@ -139,8 +184,9 @@ def train(
                      value, result.best_value, result.best_epoch)
         result.history.append(record)
         result.epochs, result.seconds = epoch, time.perf_counter() - t0
-        if state_dir is not None:
-            _save_state(state_dir, module, opt, epoch, bad, decays, best_state, result)
+        if state_dir is not None and main:
+            _save_state(state_dir, module, opt, scaler, epoch=epoch, batch=0, bad=bad, decays=decays,
+                        best=best_state, result=result)
         if cfg.lr_decay < 1.0 and cfg.max_lr_decays and decays >= cfg.max_lr_decays:
             stopped = f"learning rate lowered {decays} times"
             break
@@ -156,6 +202,114 @@ def train(
     module.eval()
     return result
 
+
+class _LossOf(nn.Module):
+    """``forward(batch)`` = the model's loss, so DistributedDataParallel and torch.compile can wrap it.
+
+    ``scale`` weights a rank's loss by its share of the global batch; an ``empty`` shard (a last
+    batch with fewer rows than ranks) contributes a zero loss that still reaches every parameter,
+    as DDP's gradient all-reduce expects.
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, batch: dict[str, torch.Tensor], scale: float = 1.0, empty: bool = False) -> torch.Tensor:
+        if empty:
+            return sum((p.sum() * 0.0 for p in self.module.parameters() if p.requires_grad),
+                       torch.zeros((), device=next(self.module.parameters()).device))
+        loss = self.module.loss(batch)  # type: ignore[operator]
+        return loss if scale == 1.0 else loss * scale
+
+
+def loss_terms(module: nn.Module, batch: dict[str, torch.Tensor]) -> int:
+    """How many terms the model's (mean) loss averages over: ``module.loss_terms(batch)`` or the rows."""
+    f = getattr(module, "loss_terms", None)
+    return int(f(batch)) if callable(f) else distributed.batch_rows(batch)
+
+
+class _Stepper:
+    """One optimisation step on this rank's share of a global batch."""
+
+    def __init__(self, module: nn.Module, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> None:
+        self.module, self.cfg, self.device, self.rank, self.world = module, cfg, device, rank, world
+        self.shared = frozenset(getattr(module, "shared_batch_keys", ()))
+        runner: nn.Module = _LossOf(module)
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            runner = DistributedDataParallel(runner, device_ids=[device.index] if device.type == "cuda" else None)
+        if cfg.compile:
+            if device.type == "cuda":
+                runner = torch.compile(runner, dynamic=True)  # type: ignore[assignment]
+            else:
+                log.info("compile=True ignored on %s (CUDA only)", device)
+        self.runner = runner
+
+    def step(
+        self, batch: dict[str, torch.Tensor], opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+        amp_dtype: torch.dtype | None, epoch: int, due: bool,
+    ) -> tuple[float, bool]:
+        """Returns the global batch's mean loss and whether a mid-epoch save is due (rank 0 decides)."""
+        scale, empty = 1.0, False
+        if self.world > 1:
+            terms = loss_terms(self.module, batch)
+            batch = distributed.shard_batch(batch, self.rank, self.world, self.shared)
+            empty = distributed.batch_rows(batch) == 0
+            scale = 0.0 if empty else self.world * loss_terms(self.module, batch) / max(terms, 1)
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+        with torch.autocast(self.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            loss = self.runner(batch, scale, empty)
+        if self.world > 1:  # the global loss (and rank 0's save decision) on every rank, before backward
+            stats = torch.stack([loss.detach().float() / self.world,
+                                 torch.tensor(float(due and self.rank == 0), device=loss.device)])
+            distributed.all_reduce_sum(stats)
+            value, due = stats[0], bool(stats[1].item() > 0)
+        else:
+            value = loss.detach()
+        if not torch.isfinite(value):
+            raise FloatingPointError(f"epoch {epoch}: loss became {value.item()}; lower the learning rate")
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if self.cfg.grad_clip > 0:
+            scaler.unscale_(opt)
+            nn.utils.clip_grad_norm_(self.module.parameters(), self.cfg.grad_clip)
+        scaler.step(opt)
+        scaler.update()
+        return float(value.item()), due
+
+
+def _validate_on_main(validate: Validate, module: nn.Module, main: bool, world: int) -> dict[str, float]:
+    """Validation metrics computed on rank 0 and broadcast (an error there is raised on every rank)."""
+    payload: tuple[str, Any] | None = None
+    if main:
+        try:
+            with torch.no_grad():
+                payload = ("ok", validate(module))
+        except Exception as e:
+            if world > 1:
+                distributed.broadcast_object(("error", f"{type(e).__name__}: {e}"))
+            raise
+    payload = distributed.broadcast_object(payload)
+    assert payload is not None
+    if payload[0] == "error":
+        raise RuntimeError(f"validation failed on rank 0: {payload[1]}")
+    return dict(payload[1])
+
+
+def _gather_rng_states(device: torch.device, world: int) -> list[dict[str, torch.Tensor]]:
+    """Every rank's torch RNG state (CPU, and CUDA when training there), gathered on all ranks."""
+    mine = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        mine["cuda"] = torch.cuda.get_rng_state(device)
+    if world == 1:
+        return [mine]
+    import torch.distributed as dist
+
+    states: list[Any] = [None] * world
+    dist.all_gather_object(states, {k: v.cpu() for k, v in mine.items()})
+    return states
 
 class _progress:
     """A rich progress bar, or nothing when disabled."""
@@ -177,10 +331,50 @@ class _progress:
             self.bar.__exit__(None, None, None)
 
 
+@dataclass
+class _Resume:
+    """A saved training state: where to continue and with what."""
+
+    epoch: int  # last completed epoch
+    batch: int  # batches of epoch + 1 already trained (0: resume at an epoch boundary)
+    bad: int
+    decays: int
+    best: dict[str, torch.Tensor] | None
+    result: TrainResult
+    loss_total: float = 0.0
+    loss_count: int = 0
+    epoch_seconds: float = 0.0
+    numpy_rng: dict[str, Any] | None = None
+    rng_states: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    restored: bool = False
+
+    def restore_rng(self, rng: np.random.Generator, device: torch.device, rank: int, world: int, seed: int,
+                    epoch: int) -> None:
+        """After regenerating the epoch's first ``batch`` batches: check the data stream, restore torch's RNG."""
+        if self.numpy_rng is not None and rng.bit_generator.state != self.numpy_rng:
+            raise CheckpointError(
+                f"the training state was saved at epoch {self.epoch + 1}, batch {self.batch}, but regenerating that "
+                "epoch's batches does not reach the same random state: different training data, batch size, "
+                "model settings or seed than the interrupted run?")
+        if len(self.rng_states) == world:
+            torch.set_rng_state(self.rng_states[rank]["cpu"])
+            if device.type == "cuda" and "cuda" in self.rng_states[rank]:
+                torch.cuda.set_rng_state(self.rng_states[rank]["cuda"], device)
+        else:  # another process count than the saved run: same batches, but fresh dropout streams
+            log.warning("training state saved with %d process(es), resumed with %d: dropout randomness differs",
+                        len(self.rng_states), world)
+            torch.manual_seed(seed * 1_000_003 + epoch + 7919 * rank + 104_729 * self.batch)
+        self.restored = True
+
+
 def _save_state(
-    d: Path, module: nn.Module, opt: torch.optim.Optimizer, epoch: int, bad: int, decays: int,
-    best: dict[str, torch.Tensor] | None, result: TrainResult,
+    d: Path, module: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, *, epoch: int, batch: int,
+    bad: int, decays: int, best: dict[str, torch.Tensor] | None, result: TrainResult, loss_total: float = 0.0,
+    loss_count: int = 0, epoch_seconds: float = 0.0, numpy_rng: dict[str, Any] | None = None,
+    rng_states: list[dict[str, torch.Tensor]] | None = None, seconds: float | None = None,
 ) -> None:
+    """Write the state: tensors under a new name, then the JSON naming them (the atomic commit), then
+    remove older tensor files. A kill at any point leaves the previous complete state loadable."""
     tensors = {f"model.{k}": v for k, v in module.state_dict().items()}
     if best is not None:
         tensors |= {f"best.{k}": v for k, v in best.items()}
@@ -188,17 +382,36 @@ def _save_state(
     for pid, st in osd["state"].items():
         for key, val in st.items():
             tensors[f"opt.{pid}.{key}"] = val if torch.is_tensor(val) else torch.tensor(val)
-    sha = save_tensors(d / "train_state.safetensors", tensors)
-    meta = {"epoch": epoch, "bad": bad, "decays": decays, "sha256": sha,
-            "param_groups": osd["param_groups"], "result": result.to_dict()}
-    write_json(d / "train_state.json", meta)
+    for r, states in enumerate(rng_states or []):
+        tensors |= {f"rng.{r}.{k}": v for k, v in states.items()}
+    name = f"train_state.e{epoch:05d}.b{batch:07d}.safetensors"
+    sha = save_tensors(d / name, tensors)
+    res = result.to_dict()
+    if seconds is not None:
+        res["seconds"] = seconds
+    meta = {"format": 2, "epoch": epoch, "batch": batch, "bad": bad, "decays": decays, "tensors": name,
+            "sha256": sha, "param_groups": osd["param_groups"], "result": res, "loss_total": loss_total,
+            "loss_count": loss_count, "epoch_seconds": epoch_seconds, "numpy_rng": numpy_rng,
+            "world_size": len(rng_states or []), "scaler": scaler.state_dict() if scaler.is_enabled() else None}
+    write_json(d / STATE_JSON, meta)
+    for old in d.glob("train_state*.safetensors"):
+        if old.name != name:
+            old.unlink(missing_ok=True)
 
 
 def _load_state(
-    d: Path, module: nn.Module, opt: torch.optim.Optimizer, device: torch.device
-) -> tuple[int, int, int, dict[str, torch.Tensor] | None, TrainResult]:
-    meta = read_json(d / "train_state.json")
-    tensors = load_tensors(d / "train_state.safetensors", meta.get("sha256"))
+    d: Path, module: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, device: torch.device
+) -> _Resume:
+    path = d / STATE_JSON
+    meta = read_json(path)
+    try:
+        name = str(meta.get("tensors", "train_state.safetensors"))
+        sha, epoch, batch = str(meta["sha256"]), int(meta["epoch"]), int(meta.get("batch", 0))
+        r = dict(meta["result"])
+        param_groups = meta["param_groups"]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{path}: incomplete or corrupted training state ({type(e).__name__}: {e})") from e
+    tensors = load_tensors(d / name, sha)
     model = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
     best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")} or None
     try:
@@ -206,11 +419,21 @@ def _load_state(
     except RuntimeError as e:
         raise CheckpointError(f"{d}: training state does not match this model ({e})") from e
     state: dict[int, dict[str, torch.Tensor]] = {}
+    rng: dict[int, dict[str, torch.Tensor]] = {}
     for k, v in tensors.items():
         if k.startswith("opt."):
             _, pid, key = k.split(".", 2)
             state.setdefault(int(pid), {})[key] = v.to(device) if key != "step" else v
-    opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    r = meta["result"]
+        elif k.startswith("rng."):
+            _, rk, key = k.split(".", 2)
+            rng.setdefault(int(rk), {})[key] = v
+    try:
+        opt.load_state_dict({"state": state, "param_groups": param_groups})
+    except (ValueError, KeyError) as e:
+        raise CheckpointError(f"{d}: optimizer state does not match this model ({e})") from e
+    if meta.get("scaler") and scaler.is_enabled():
+        scaler.load_state_dict(meta["scaler"])
     r.pop("seconds_per_epoch", None)
-    return meta["epoch"] + 1, meta["bad"], meta["decays"], best, TrainResult(**r)
+    return _Resume(epoch, batch, int(meta["bad"]), int(meta["decays"]), best, TrainResult(**r),
+                   float(meta.get("loss_total", 0.0)), int(meta.get("loss_count", 0)),
+                   float(meta.get("epoch_seconds", 0.0)), meta.get("numpy_rng"), [rng[i] for i in sorted(rng)])
