@@ -4,6 +4,8 @@ import dataclasses
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,7 +38,9 @@ from attnrec.data.split import EvalSet
 from attnrec.evaluation.protocol import EvalResult, evaluate
 from attnrec.recommender import Recommendation, Recommender
 from attnrec.registry import get_spec, list_models
+from attnrec.training import distributed
 from attnrec.training.config import TrainConfig
+from attnrec.training.loop import resolve_device
 
 # -- shared option types ---------------------------------------------------------------------------
 DataOpt = Annotated[str, typer.Option(
@@ -154,6 +158,9 @@ def train(
     data_dir: DataDirOpt = None,
     columns: ColumnsOpt = None,
     titles: TitlesOpt = None,
+    nproc: Annotated[int, typer.Option(
+        "--nproc", min=1, help="Train with N processes on this machine (DistributedDataParallel via torchrun; "
+        "gloo on CPU, NCCL on GPUs). For several machines run torchrun yourself: see docs/scaling.md.")] = 1,
 ) -> None:
     """Train a model, select it on validation (full ranking), test it and save it.
 
@@ -161,6 +168,8 @@ def train(
     (--seed, --max-epochs, --time-budget, --device). Early stopping watches the validation split
     only; the test split is scored once, at the end, under full ranking (and any --protocol).
     """
+    if nproc > 1 and distributed.env_world_size() == 1:
+        raise typer.Exit(_launch_torchrun(nproc))
     spec = get_spec(model)
     model_over, train_over = resolve_overrides(spec.config_cls, overrides or [],
                                                str(config) if config is not None else None)
@@ -175,20 +184,29 @@ def train(
 
     interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
     sp = make_split(interactions, split)
-    out.print(f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
+    distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
+    main_rank = distributed.is_main()
+    if main_rank:
+        out.print(f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
               f"{escape(interactions.source.name)}: "
               f"{interactions.n_users:,} users, {interactions.n_items:,} items, {len(interactions):,} "
-              f"interactions; split {sp.describe()}, {len(sp.valid):,} validation / {len(sp.test):,} test users",
-              soft_wrap=True)
+                  f"interactions; split {sp.describe()}, {len(sp.valid):,} validation / {len(sp.test):,} test users",
+                  soft_wrap=True)
 
     state_dir = out_dir / "train_state"
-    if state_dir.exists() and not resume:
+    if state_dir.exists() and not resume and main_rank:
         shutil.rmtree(state_dir)
-    elif resume and not (state_dir / "train_state.json").exists():
+    elif resume and not (state_dir / "train_state.json").exists() and main_rank:
         warn_line(f"--resume: no training state in {state_dir}; starting from scratch")
-    _setup_logging(not quiet)
+    distributed.barrier()  # no rank looks for a training state before rank 0 has cleared it
+    _setup_logging(not quiet and main_rank)
     show_progress = out.is_terminal if progress is None else progress
-    rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=show_progress)
+    try:
+        rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=show_progress)
+    finally:
+        distributed.cleanup()
+    if not main_rank:
+        return  # rank 0 tests, reports and saves
 
     test_protocols = [make_protocol("full", negatives, rec.train_config.seed)]
     test_protocols += [make_protocol(p, negatives, rec.train_config.seed)
@@ -212,6 +230,23 @@ def train(
     first_user = interactions.users.to_external([0])[0]
     out.print(f"saved to [bold]{escape(str(out_dir))}[/bold]  (try: attnrec recommend --model "
               f"{escape(str(out_dir))} --user {escape(first_user)})", soft_wrap=True)
+
+
+def _launch_torchrun(nproc: int) -> int:
+    """Re-run this ``attnrec train`` command under ``torchrun --standalone --nproc_per_node N``."""
+    args, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            args.append(a)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+           "-m", "attnrec", *args]
+    err.print(f"[dim]launching {nproc} processes: torchrun --standalone --nproc_per_node {nproc} -m attnrec "
+              f"{escape(' '.join(args))}[/dim]", soft_wrap=True)
+    return subprocess.call(cmd)
 
 
 # -- evaluate --------------------------------------------------------------------------------------
