@@ -79,11 +79,15 @@ def draw_negatives(
     return neg
 
 
+CE_CHUNK_ELEMENTS = 1 << 23  # logits the chunked cross-entropy holds at once (32 MiB in float32)
+
+
 class _ChunkedSoftmaxCE(torch.autograd.Function):
     """Mean cross-entropy of ``h @ weight.T + bias`` without materialising the ``(N, I)`` logits.
 
-    Rows are processed in chunks that fit in cache; the backward pass recomputes each chunk's
-    logits. Column 0 (padding) is excluded from the softmax. Under autocast the matmuls run in
+    Rows are processed in chunks that fit in cache (fewer rows per chunk for large catalogs, so a
+    chunk never holds more than ``CE_CHUNK_ELEMENTS`` logits); the backward pass recomputes each
+    chunk's logits. Column 0 (padding) is excluded from the softmax. Under autocast the matmuls run in
     bfloat16 with float32 accumulation of the log-sum-exp and the gradients.
     """
 
@@ -92,7 +96,7 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
         ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor
     ) -> torch.Tensor:
         low = torch.is_autocast_enabled(h.device.type)
-        chunk = 256 if low else 512
+        chunk = max(1, min(256 if low else 512, CE_CHUNK_ELEMENTS // max(weight.shape[0], 1)))
         w = weight.to(torch.bfloat16) if low else weight.float()
         n = h.shape[0]
         lse = torch.empty(n, dtype=torch.float32, device=h.device)

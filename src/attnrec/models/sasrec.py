@@ -5,6 +5,15 @@ position. The computation follows the authors' code: embeddings scaled by sqrt(d
 positions, pre-LayerNorm blocks whose attention queries are normalised while keys/values are not,
 a ReLU point-wise FFN of width d, padding positions zeroed after every block, a final LayerNorm,
 and the item embedding reused as the output layer.
+
+Losses: ``bce`` (the paper: one unseen negative per position), ``ce`` (full softmax over the
+catalog, computed in chunks) and ``sampled_ce`` for catalogs too large for a full softmax: a
+softmax over the target and negatives shared by the whole batch, ``n_negatives`` drawn from the
+catalog (``sampler`` uniform or by training popularity) plus ``in_batch_negatives`` drawn from the
+batch's own targets. Every logit is corrected by ``-log E[k]``, the expected number of times item
+``k`` appears among the sampled negatives (log-Q correction, mixed proposal), and sampled copies of
+a row's target are masked. The per-step memory is ``O(positions x negatives)``, whatever the
+catalog size.
 """
 
 from __future__ import annotations
@@ -40,13 +49,19 @@ class SASRecConfig:
     # fused attention kernel, about 2x faster on CPU). None means "same as dropout".
     attn_dropout: float | None = None
     loss: str = "bce"  # "bce" (paper: 1 negative per position), "ce" (full softmax), "sampled_ce"
-    n_negatives: int = 256  # shared negatives per batch for sampled_ce
+    n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
+    sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform" or "popularity" (training count + 1)
+    in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
 
     def __post_init__(self) -> None:
         if self.loss not in ("bce", "ce", "sampled_ce"):
             raise ValueError(f"loss must be bce, ce or sampled_ce, not {self.loss!r}")
-        if min(self.hidden, self.n_layers, self.n_heads, self.max_len, self.n_negatives) < 1:
-            raise ValueError("hidden, n_layers, n_heads, max_len and n_negatives must be positive")
+        if self.sampler not in ("uniform", "popularity"):
+            raise ValueError(f"sampler must be uniform or popularity, not {self.sampler!r}")
+        if min(self.hidden, self.n_layers, self.n_heads, self.max_len) < 1:
+            raise ValueError("hidden, n_layers, n_heads and max_len must be positive")
+        if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
+            raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
 
 
 class SASRecBlock(nn.Module):
@@ -94,6 +109,9 @@ def causal_mask(seq: torch.Tensor) -> torch.Tensor:
 class SASRec(nn.Module):
     """SASRec: causal self-attention over the item sequence, next-item objective."""
 
+    # Batch entries drawn once per batch (not per row): kept whole on every rank under DDP.
+    shared_batch_keys = frozenset({"negative", "neg_logq"})
+
     def __init__(self, config: SASRecConfig, n_users: int, n_items: int) -> None:
         super().__init__()
         c = self.config = config
@@ -135,15 +153,67 @@ class SASRec(nn.Module):
         users = np.flatnonzero(train.lengths() >= 2)
         windows = train.padded(self.config.max_len + 1, users)  # (U, T+1)
         seen = train.user_item_keys() if self.config.loss == "bce" else None
+        q = self.proposal(train) if self.config.loss == "sampled_ce" else None
+        cdf = np.cumsum(q) if q is not None and self.config.sampler == "popularity" else None
         for idx in np.array_split(rng.permutation(len(users)), max(1, -(-len(users) // batch_size))):
             w = windows[idx]
             batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
             if seen is not None:  # one negative per position, never an item the user has seen
                 neg = draw_negatives(users[idx], w[:, 1:].shape, self.n_items, seen, rng)
                 batch["negative"] = torch.from_numpy(neg)
-            elif self.config.loss == "sampled_ce":
-                batch["negative"] = torch.from_numpy(rng.integers(1, self.n_items + 1, self.config.n_negatives))
+            elif q is not None:
+                batch |= self.sampled_negatives(w[:, 1:], q, cdf, rng)
             yield batch
+
+    def proposal(self, train: Sequences) -> np.ndarray:
+        """Probabilities ``(n_items + 1,)`` of drawing each item as a catalog negative (0 for padding)."""
+        if self.config.sampler == "uniform":
+            q = np.ones(self.n_items + 1)
+        else:
+            q = np.bincount(train.items, minlength=self.n_items + 1).astype(np.float64) + 1.0
+        q[0] = 0.0
+        return q / q.sum()
+
+    def sampled_negatives(
+        self, target: np.ndarray, q: np.ndarray, cdf: np.ndarray | None, rng: np.random.Generator
+    ) -> dict[str, torch.Tensor]:
+        """Negatives shared by a batch and their log-Q corrections; ``target`` is the ``(B, T)`` target matrix.
+
+        Returns ``negative`` ``(S,)`` and, unless the correction is a constant (uniform catalog
+        negatives only), ``neg_logq`` ``(S,)`` and ``target_logq`` ``(B, T)``: the log of the expected
+        count of each item among the ``S`` draws, ``n_negatives * q(k) + in_batch_negatives * c_k / N``
+        where ``c_k`` counts ``k`` among the batch's ``N`` real targets.
+        """
+        c = self.config
+        parts = []
+        if c.n_negatives:
+            if cdf is None:
+                parts.append(rng.integers(1, self.n_items + 1, c.n_negatives))
+            else:
+                parts.append(np.searchsorted(cdf, rng.random(c.n_negatives) * cdf[-1], side="right").clip(1, self.n_items))
+        flat = target[target > 0]  # (N,) real targets
+        if c.in_batch_negatives:
+            parts.append(flat[rng.integers(0, len(flat), c.in_batch_negatives)])
+        neg = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        out = {"negative": torch.from_numpy(neg)}
+        if cdf is None and not c.in_batch_negatives:
+            return out  # uniform catalog negatives only: -log E[k] is the same for every item
+        uniq, counts = np.unique(flat, return_counts=True)
+
+        def log_expected(items: np.ndarray) -> np.ndarray:
+            e = c.n_negatives * q[items]
+            if c.in_batch_negatives:
+                pos = np.searchsorted(uniq, items).clip(0, len(uniq) - 1)
+                e = e + c.in_batch_negatives * np.where(uniq[pos] == items, counts[pos], 0) / len(flat)
+            return np.log(np.maximum(e, 1e-30)).astype(np.float32)
+
+        out["neg_logq"] = torch.from_numpy(log_expected(neg))
+        out["target_logq"] = torch.from_numpy(np.where(target > 0, log_expected(target), 0.0).astype(np.float32))
+        return out
+
+    def loss_terms(self, batch: dict[str, torch.Tensor]) -> int:
+        """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
+        return int((batch["target"] > 0).sum())
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Next-item loss over real (non-padding) positions only."""
@@ -161,9 +231,12 @@ class SASRec(nn.Module):
             ) + F.binary_cross_entropy_with_logits(neg_logit, torch.zeros_like(neg_logit))
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
-        neg = batch["negative"]  # (S,) shared uniform negatives: log-Q correction is a constant
+        neg = batch["negative"]  # (S,) negatives shared by the batch
         pos_logit = (h * emb[pos]).sum(-1, keepdim=True)  # (N, 1)
         neg_logit = h @ emb[neg].T  # (N, S)
+        if "neg_logq" in batch:  # log-Q correction: logit - log E[count among the draws]
+            pos_logit = pos_logit - batch["target_logq"][real][:, None]
+            neg_logit = neg_logit - batch["neg_logq"][None, :]
         neg_logit = neg_logit.masked_fill(neg[None, :] == pos[:, None], -torch.inf)  # accidental hits
         logits = torch.cat([pos_logit, neg_logit], dim=1)  # (N, 1+S)
         return F.cross_entropy(logits, torch.zeros(len(pos), dtype=torch.long, device=logits.device))
