@@ -1,0 +1,99 @@
+"""``attnrec compare``: the papers' comparison tables on any dataset (a thin layer over :func:`attnrec.compare.compare`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.logging import RichHandler
+
+from attnrec.cli._common import (
+    ProtocolName,
+    SplitName,
+    cli_errors,
+    err,
+    load_data,
+    make_protocol,
+    make_split,
+    out,
+    split_list,
+)
+from attnrec.cli.main import app
+from attnrec.compare import Comparison, compare, default_models
+from attnrec.registry import get_spec
+
+
+def _log_to_stderr(verbose: bool) -> None:
+    logger = logging.getLogger("attnrec")
+    if not any(getattr(h, "_attnrec_cli", False) for h in logger.handlers):
+        handler = RichHandler(console=err, show_path=False, show_level=False, show_time=False, markup=False)
+        handler._attnrec_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+@app.command(
+    "compare",
+    epilog="Example: attnrec compare --data ml-1m --protocol sampled-popularity --time-budget 600 --out results/ml-1m",
+)
+@cli_errors
+def compare_cmd(
+    data: Annotated[str, typer.Option(
+        "--data", "-d", help="Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path.")],
+    models: Annotated[list[str] | None, typer.Option(
+        "--models", "-m", help="Models to compare, comma-separated or repeated [default: every sequential model].")]
+    = None,
+    protocol: Annotated[ProtocolName, typer.Option(
+        "--protocol", help="Test (and validation) protocol: full ranking or 100 sampled negatives.")]
+    = ProtocolName.full,
+    negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
+    = 100,
+    preset: Annotated[str, typer.Option(
+        "--preset", "-p", help="Preset for every model: 'auto' (named after the dataset: ml-1m, beauty, demo), "
+        "'none' (defaults) or a preset name.")] = "auto",
+    time_budget: Annotated[float | None, typer.Option(
+        "--time-budget", min=0, help="Seconds of training per model (0 = no limit) [default: the preset's].")]
+    = None,
+    max_epochs: Annotated[int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")] = None,
+    split: Annotated[SplitName, typer.Option("--split", help="How test and validation cases are held out.")]
+    = SplitName.leave_one_out,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of training and of the sampled negatives.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+    = "auto",
+    out_dir: Annotated[Path, typer.Option(
+        "--out", "-o", help="Directory for comparison.md and comparison.json (rewritten after every model).")]
+    = Path("runs/compare"),
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every epoch.")] = False,
+) -> None:
+    """Train several models on one dataset under one protocol and write the side-by-side table.
+
+    HR@1/5/10, NDCG@5/10, MRR, training time and parameter count per model, as markdown and JSON.
+    The published figures (BERT4Rec paper, Table 2) are shown beside ours only when the data file
+    (by sha256), the split and the protocol are the paper's (ml-1m.txt or beauty.txt,
+    leave-one-out, --protocol sampled-popularity with 100 negatives).
+    """
+    _log_to_stderr(verbose)
+    names = split_list(models) or default_models()
+    for name in names:
+        get_spec(name)
+    proto = make_protocol(protocol, negatives, seed)
+    with err.status(f"loading {data} ..."):
+        interactions = load_data(data)
+    sp = make_split(interactions, split)
+    train = {"seed": seed, "device": device} | ({"max_epochs": max_epochs} if max_epochs else {})
+    out.print(f"comparing {', '.join(names)} on {interactions.source.name} ({interactions.n_users:,} users, "
+              f"{interactions.n_items:,} items); protocol: {proto.describe()}", soft_wrap=True)
+
+    def written(result: Comparison) -> None:
+        md, _ = result.write(out_dir)
+        run = result.runs[-1]
+        status = run.error or "  ".join(f"{k} {run.metrics[k]:.4f}" for k in ("HR@10", "NDCG@10") if k in run.metrics)
+        out.print(f"  {run.model}: {status}  ({run.train_seconds:.0f}s)  -> {md}", soft_wrap=True)
+
+    result = compare(interactions, names, protocol=proto, preset=None if preset == "none" else preset,
+                     time_budget=time_budget, train=train, split=sp, progress=False, on_run=written)
+    md, js = result.write(out_dir)
+    out.print(result.to_markdown(), soft_wrap=True, markup=False)
+    out.print(f"wrote {md} and {js}")

@@ -1,0 +1,201 @@
+"""Train several models on one dataset under one protocol and tabulate them side by side.
+
+:func:`compare` is what ``attnrec compare`` runs: every model is fitted through the
+:class:`~attnrec.Recommender` on the same split, selected on the validation cases under the same
+protocol as the test, and tested once. The :class:`Comparison` it returns renders as markdown and
+JSON; the published figures (:mod:`attnrec.evaluation.published`) are put beside ours only where
+the data file's sha256, the split and the protocol are the ones the paper used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnrec import __version__
+from attnrec.data.schema import DataSource, Interactions
+from attnrec.data.split import Split, leave_one_out
+from attnrec.evaluation.protocol import FULL, Protocol
+from attnrec.evaluation.published import DATASETS, LABELS, published_metrics, published_table
+from attnrec.recommender import Recommender
+from attnrec.registry import get_spec, list_models
+
+log = logging.getLogger("attnrec.compare")
+METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
+
+
+@dataclass
+class ModelRun:
+    """One model's line of the comparison."""
+
+    model: str
+    preset: str | None
+    metrics: dict[str, float]
+    train_seconds: float  # wall-clock of fit(), validation included
+    n_params: int  # trainable parameters (0 for count-based estimators)
+    epochs: int
+    best_epoch: int
+    stopped: str
+    published: dict[str, float] | None = None
+    error: str | None = None
+
+
+@dataclass
+class Comparison:
+    """Every model's test metrics on one dataset, split and protocol, plus how they were obtained."""
+
+    data: DataSource
+    n_users: int
+    n_items: int
+    n_interactions: int
+    split: str
+    protocol: Protocol
+    n_cases: int
+    runs: list[ModelRun] = field(default_factory=list)
+    published_source: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["protocol"]["ks"] = list(self.protocol.ks)
+        d["protocol_text"] = self.protocol.describe()
+        return d
+
+    def to_markdown(self) -> str:
+        """A table of ours (and, under them, the comparable published figures) plus the setup."""
+        sha = self.data.sha256 or "n/a"
+        lines = [
+            f"# Model comparison on {self.data.name}",
+            "",
+            f"- data: `{self.data.path or self.data.name}` (sha256 `{sha}`), {self.n_users:,} users, "
+            f"{self.n_items:,} items, {self.n_interactions:,} interactions",
+            f"- split: {self.split}; test cases: {self.n_cases:,}",
+            f"- protocol: {self.protocol.describe()}; model selection on the validation cases under the same protocol",
+            f"- published figures: {self.published_source or 'none comparable (different data file or protocol)'}",
+            f"- settings: {', '.join(f'{k}={v}' for k, v in self.settings.items())}",
+            "",
+            "| model | " + " | ".join(METRICS) + " | train time (s) | parameters | epochs (best) |",
+            "|---|" + "---|" * (len(METRICS) + 3),
+        ]
+        for r in self.runs:
+            name = LABELS.get(r.model, r.model) + (f" ({r.preset})" if r.preset else "")
+            if r.error:
+                lines.append(f"| {name} | " + " | ".join("-" for _ in METRICS) + f" | failed: {r.error} | | |")
+                continue
+            cells = [f"{r.metrics[m]:.4f}" if m in r.metrics else "-" for m in METRICS]
+            lines.append(f"| {name} | " + " | ".join(cells)
+                         + f" | {r.train_seconds:.0f} | {r.n_params:,} | {r.epochs} ({r.best_epoch}) |")
+            if r.published:
+                pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in METRICS]
+                lines.append("| &nbsp;&nbsp;published | " + " | ".join(pub) + " | | | |")
+        return "\n".join(lines) + "\n"
+
+    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
+        """Write ``comparison.md`` and ``comparison.json`` into ``out_dir``; returns both paths."""
+        d = Path(out_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        md, js = d / "comparison.md", d / "comparison.json"
+        for path, text in ((md, self.to_markdown()), (js, json.dumps(self.to_dict(), indent=2) + "\n")):
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        return md, js
+
+
+def default_models() -> list[str]:
+    """Every registered sequential-recommendation model."""
+    return list_models("sequential")
+
+
+def resolve_preset(model: str, data: Interactions, preset: str | None = "auto") -> str | None:
+    """The preset to train ``model`` with on ``data``.
+
+    ``"auto"`` picks the preset named after the dataset: ``ml-1m``/``beauty`` when the data file is
+    the published one (by sha256), else the dataset's name (e.g. ``demo``); ``None`` when the model
+    has no such preset. An explicit name must exist unless the model has no presets at all.
+    """
+    presets = get_spec(model).presets
+    if preset is None:
+        return None
+    if preset == "auto":
+        for key in (DATASETS.get(data.source.sha256), data.source.name):
+            if key in presets:
+                return key
+        return None
+    return preset if preset in presets else None
+
+
+def count_parameters(rec: Recommender) -> int:
+    """Trainable parameters of a fitted model (estimators report their own, or 0)."""
+    core = rec.core
+    if isinstance(core, torch.nn.Module):
+        return sum(p.numel() for p in core.parameters() if p.requires_grad)
+    counter = getattr(core, "num_parameters", None)
+    return int(counter()) if callable(counter) else 0
+
+
+def compare(
+    data: Interactions,
+    models: Sequence[str] | None = None,
+    *,
+    protocol: Protocol = FULL,
+    preset: str | None = "auto",
+    time_budget: float | None = None,
+    train: dict[str, Any] | None = None,
+    split: Split | None = None,
+    progress: bool = False,
+    on_run: Callable[[Comparison], None] | None = None,
+) -> Comparison:
+    """Fit each of ``models`` (default: :func:`default_models`) on ``data`` and test it under ``protocol``.
+
+    ``preset`` is resolved per model by :func:`resolve_preset`; ``time_budget`` (seconds of
+    training per model) and ``train`` override the preset's training settings. A model that fails
+    is recorded with its error and the comparison goes on. ``on_run`` is called after every model
+    with the comparison so far (e.g. to write partial results).
+    """
+    names = list(models) if models else default_models()
+    for name in names:
+        get_spec(name)  # unknown names fail before any training
+    split = split or leave_one_out(data)
+    table = published_table(data.source.sha256, protocol, split.name)
+    settings: dict[str, Any] = {"preset": preset, "time_budget": time_budget, **(train or {}),
+                                "attnrec": __version__, "torch": torch.__version__, "machine": platform.machine(),
+                                "cpu_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
+                                "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+    result = Comparison(data.source, data.n_users, data.n_items, len(data), split.name, protocol,
+                        len(split.test), published_source=table.source if table else None, settings=settings)
+    for name in names:
+        chosen = resolve_preset(name, data, preset)
+        over = dict(train or {})
+        if time_budget is not None:
+            over["time_budget"] = time_budget
+        log.info("compare: fitting %s (preset %s)", name, chosen)
+        t0 = time.perf_counter()
+        try:
+            rec = Recommender(name, preset=chosen, train=over)
+            rec.fit(data, split, valid_protocol=protocol, progress=progress)
+            seconds = time.perf_counter() - t0
+            res = rec.evaluate(split.test, protocol, split=split.name)
+        except (RuntimeError, ValueError, FloatingPointError, MemoryError) as e:
+            log.error("compare: %s failed: %s", name, e)
+            result.runs.append(ModelRun(name, chosen, {}, time.perf_counter() - t0, 0, 0, 0, "failed",
+                                        error=f"{type(e).__name__}: {e}"))
+        else:
+            tr = rec.train_result_
+            result.runs.append(ModelRun(
+                name, chosen, res.metrics, seconds, count_parameters(rec), tr.epochs if tr else 0,
+                tr.best_epoch if tr else 0, tr.stopped if tr else "",
+                published_metrics(name, data.source.sha256, protocol, split.name)))
+        if on_run is not None:
+            on_run(result)
+    return result

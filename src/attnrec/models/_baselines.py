@@ -1,0 +1,164 @@
+"""Pieces the classic baselines share: training positions, item counts and the fold-in of unknown users.
+
+User-embedding models (BPR-MF, NCF, FPMC, TransRec, Caser) learn one vector per training user.
+For an ad-hoc history of a user the model has never seen, the :class:`~attnrec.Recommender`
+passes the user index :data:`UNKNOWN_USER` (``-1``). Those models then *fold the history in*
+(:func:`fold_in`): with every item-side parameter frozen, a fresh user vector is fitted to the
+history, the MAP estimate under the model's own likelihood of the history items (each given the
+items before it, for sequential models) and a Gaussian prior with the mean and spread of the
+trained users' vectors. A short history therefore stays close to the average user, a long one
+moves as far as its evidence warrants. This is the classic fold-in of matrix factorisation, applied
+to each model's scoring function; it is deterministic and needs no training data at inference time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from attnrec.data.schema import Sequences
+
+UNKNOWN_USER = -1
+
+FOLD_IN_ELEMENTS = 1 << 23  # history positions x items scored at once while folding users in
+# user_fn(user_vectors) -> the user-dependent scores (R, n_items + 1) of R user vectors
+UserFn = Callable[[list[torch.Tensor]], torch.Tensor]
+# base_fn(history (R, T)) -> user-independent scores (R, T, n_items + 1) of each position given the items before it
+BaseFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+def positions(
+    train: Sequences, n_prev: int, n_next: int = 1, min_prev: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every training position as ``(user, previous items, next items)``.
+
+    Row ``r`` describes position ``p`` of a user's sequence: ``prev[r]`` holds the ``n_prev``
+    items before ``p`` (oldest first, left-padded with 0), ``nxt[r]`` the ``n_next`` items from
+    ``p`` on (right-padded with 0 past the end). Positions with fewer than ``min_prev`` earlier
+    items are dropped. Returns ``users (N,)``, ``prev (N, n_prev)`` and ``nxt (N, n_next)``.
+    """
+    lengths = train.lengths()
+    users = np.repeat(np.arange(train.n_users, dtype=np.int64), lengths)  # (M,)
+    starts = np.repeat(train.offsets[:-1], lengths)  # (M,) first index of the row's user
+    ends = np.repeat(train.offsets[1:], lengths)  # (M,) one past the user's last index
+    idx = np.arange(len(train.items), dtype=np.int64)  # (M,)
+    keep = idx - starts >= min_prev
+    users, starts, ends, idx = users[keep], starts[keep], ends[keep], idx[keep]
+    last = max(len(train.items) - 1, 0)
+    prev_idx = idx[:, None] + np.arange(-n_prev, 0)[None, :]  # (N, n_prev)
+    prev = np.where(prev_idx >= starts[:, None], train.items[prev_idx.clip(0, last)], 0)
+    next_idx = idx[:, None] + np.arange(n_next)[None, :]  # (N, n_next)
+    nxt = np.where(next_idx < ends[:, None], train.items[next_idx.clip(0, last)], 0)
+    return users, prev.astype(np.int64), nxt.astype(np.int64)
+
+
+def item_counts(train: Sequences) -> np.ndarray:
+    """Training interactions per item index, length ``n_items + 1`` (padding counts 0)."""
+    return np.bincount(train.items, minlength=train.n_items + 1).astype(np.int64)
+
+
+def batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """A seeded shuffle of ``range(n)`` cut into batches of at most ``batch_size`` rows."""
+    return np.array_split(rng.permutation(n), max(1, -(-n // batch_size)))
+
+
+def last_items(histories: Sequences, n: int) -> torch.Tensor:
+    """The ``n`` most recent items of each history, left-padded with 0: ``(B, n)`` int64."""
+    return torch.from_numpy(histories.padded(n))
+
+
+def prefix_windows(history: torch.Tensor, n: int) -> torch.Tensor:
+    """``(R, T, n)``: for each position ``t`` of ``history`` ``(R, T)`` the ``n`` items before it (left-padded)."""
+    padded = torch.nn.functional.pad(history, (n, 0))  # (R, n + T)
+    return padded.unfold(1, n, 1)[:, : history.shape[1]]  # (R, T, n)
+
+
+def fold_in(
+    priors: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    user_fn: UserFn,
+    history: torch.Tensor,
+    base: torch.Tensor | None,
+    steps: int,
+    lr: float = 0.1,
+) -> list[torch.Tensor]:
+    """User vectors ``[(R, D_k)]`` fitted to the histories ``history`` ``(R, T)`` (0 = padding).
+
+    The logits of history item ``t`` are ``base[:, t] + user_fn(vectors)``: ``base`` ``(R, T, I+1)``
+    holds the user-independent part given the items before ``t`` (``None`` for models without one)
+    and ``user_fn`` maps the vectors to their ``(R, I+1)`` contribution. Each vector has a Gaussian
+    prior ``(mean, std)`` per dimension, estimated from the trained users; the fold-in is the MAP
+    estimate: Adam takes ``steps`` full-batch steps on ``-sum_t log p(history_t) + |z|^2 / 2`` over
+    the standardised ``z = (v - mean) / std``, starting at the prior mean, model parameters frozen.
+    """
+    r = len(history)
+    if steps <= 0 or r == 0:
+        return [m.detach().expand(r, -1).clone() for m, _ in priors]
+    # Callers score under no_grad or inference_mode; the fold-in needs autograd for its own vectors.
+    with torch.inference_mode(False), torch.enable_grad():
+        means = [m.detach().clone() for m, _ in priors]  # plain tensors, even if made in inference mode
+        stds = [s.detach().clone().clamp(min=1e-6) for _, s in priors]
+        zs = [torch.zeros(r, len(m), dtype=m.dtype, device=m.device, requires_grad=True) for m in means]
+        history = history.clone()
+        base = None if base is None else base.detach().clone()
+        real = (history > 0).to(means[0].dtype)  # (R, T)
+        opt = torch.optim.Adam(zs, lr=lr)
+        for _ in range(steps):
+            user = user_fn([m + s * z for m, s, z in zip(means, stds, zs, strict=True)])  # (R, I+1)
+            logits = user[:, None, :] if base is None else base + user[:, None, :]  # (R, 1 or T, I+1)
+            logits = logits.index_fill(2, torch.tensor([0], device=logits.device), -torch.inf)
+            logp = logits.log_softmax(-1)  # (R, 1 or T, I+1)
+            if base is None:
+                picked = logp[:, 0].gather(1, history)  # (R, T)
+            else:
+                picked = logp.gather(2, history[..., None]).squeeze(-1)  # (R, T)
+            loss = -(picked * real).sum() + sum(0.5 * (z**2).sum() for z in zs)
+            grads = torch.autograd.grad(loss, zs)  # model parameters get no .grad
+            for z, g in zip(zs, grads, strict=True):
+                z.grad = g
+            opt.step()
+    return [(m + s * z).detach() for m, s, z in zip(means, stds, zs, strict=True)]
+
+
+def user_vectors(
+    tables: Sequence[torch.nn.Embedding],
+    users: torch.Tensor,
+    history: torch.Tensor,
+    user_fn: UserFn,
+    steps: int,
+    base_fn: BaseFn | None = None,
+    prior: str = "mean",
+) -> list[torch.Tensor]:
+    """Rows of the user ``tables`` for ``users`` ``(B,)``, folding in the unknown ones (index < 0).
+
+    ``history`` ``(B, T)`` is left-padded. ``user_fn(vectors)`` gives the user-dependent scores
+    ``(R, I+1)`` of ``R`` vectors; ``base_fn(history)`` the user-independent scores ``(R, T, I+1)``
+    of every history position given the items before it (sequential models). The prior is centred
+    on the average trained user (``prior="mean"``) or on zero (``"zero"``, a model whose user
+    vectors are offsets from a population-level default), with the trained users' spread.
+    Unknown rows are folded in a few at a time, so memory stays bounded.
+    """
+    known = users >= 0
+    vecs = [t(users.clamp(min=0)) for t in tables]  # [(B, D_k)]
+    if bool(known.all()):
+        return vecs
+    rows = torch.nonzero(~known).squeeze(1)  # (R,)
+    hist = history[rows]  # (R, T)
+    longest = int((hist > 0).sum(1).max())
+    hist = hist[:, hist.shape[1] - max(longest, 1) :]  # (R, T') drop all-padding columns
+    priors = []  # (mean, std) per dimension of the trained users: the empirical prior of a new user
+    for t in tables:
+        w = t.weight.detach()  # (U, D)
+        mean = w.mean(0) if prior == "mean" else torch.zeros_like(w[0])
+        priors.append((mean, (w - mean).pow(2).mean(0).sqrt()))
+    n_scores = int(user_fn([m[None] for m, _ in priors]).shape[1])  # I+1
+    step = max(1, FOLD_IN_ELEMENTS // (n_scores * (hist.shape[1] if base_fn is not None else 1)))
+    out = [v.clone() for v in vecs]
+    for lo in range(0, len(rows), step):
+        h = hist[lo : lo + step]  # (r, T')
+        base = None if base_fn is None else base_fn(h)  # (r, T', I+1)
+        folded = fold_in(priors, user_fn, h, base, steps)
+        for v, f in zip(out, folded, strict=True):
+            v[rows[lo : lo + step]] = f.to(v.dtype)
+    return out

@@ -1,0 +1,131 @@
+"""BPR-MF: matrix factorisation trained with Bayesian personalised ranking (Rendle et al., UAI 2009).
+
+The score of item ``i`` for user ``u`` is ``x_ui = <p_u, q_i> + b_i``. Training maximises
+``log sigmoid(x_ui - x_uj)`` over triples of a user, an item of their training history and an item
+they never interacted with (drawn uniformly, redrawn every epoch from the seeded epoch generator),
+with an L2 penalty on the embeddings the triple touches (the paper's regularisation). The model is
+not sequential: the order of the history does not matter.
+
+Unknown users (an ad-hoc history, user index ``-1``) are folded in: a user vector is fitted to the
+history with the item factors frozen (:func:`attnrec.models._baselines.fold_in`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnrec.data.schema import Sequences
+from attnrec.models._baselines import batches, last_items, user_vectors
+from attnrec.models._blocks import draw_negatives
+from attnrec.registry import register
+
+FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitted to
+
+
+@dataclass(frozen=True)
+class BPRMFConfig:
+    """BPR-MF hyperparameters."""
+
+    dim: int = 64  # latent factors of users and items
+    reg: float = 1e-4  # L2 weight on the user, positive and negative item factors of a triple
+    n_negatives: int = 1  # negatives per (user, item) pair; the loss averages over them
+    item_bias: bool = True  # learn a per-item bias b_i (popularity offset)
+    init_std: float = 0.1  # factors start as N(0, init_std^2)
+    fold_in_steps: int = 30  # Adam steps fitting an unknown user's vector (0 = mean user)
+
+    def __post_init__(self) -> None:
+        if min(self.dim, self.n_negatives) < 1:
+            raise ValueError("dim and n_negatives must be positive")
+        if self.reg < 0 or self.init_std <= 0 or self.fold_in_steps < 0:
+            raise ValueError("reg and fold_in_steps must be >= 0 and init_std > 0")
+
+
+@register(
+    "bprmf",
+    config=BPRMFConfig,
+    kind="torch",
+    presets={
+        "ml-1m": {
+            "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},
+            "train": {"lr": 2e-3, "batch_size": 4096, "max_epochs": 60, "patience": 4, "time_budget": 600},
+        },
+        "beauty": {
+            "model": {"dim": 64, "reg": 1e-3, "n_negatives": 4},
+            "train": {"lr": 2e-3, "batch_size": 4096, "max_epochs": 60, "patience": 4, "time_budget": 600},
+        },
+        "demo": {
+            "model": {"dim": 32, "reg": 1e-4, "n_negatives": 4},
+            "train": {"lr": 1e-2, "batch_size": 512, "max_epochs": 40, "patience": 5, "time_budget": 120},
+        },
+    },
+)
+class BPRMF(nn.Module):
+    """BPR-MF: user and item factors ranked by a pairwise (BPR) loss, not sequential."""
+
+    def __init__(self, config: BPRMFConfig, n_users: int, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_users, self.n_items = n_users, n_items
+        self.user_emb = nn.Embedding(max(n_users, 1), c.dim)
+        self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0)
+        self.bias = nn.Embedding(n_items + 1, 1, padding_idx=0)
+        nn.init.normal_(self.user_emb.weight, std=c.init_std)
+        nn.init.normal_(self.item_emb.weight, std=c.init_std)
+        nn.init.zeros_(self.bias.weight)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+        self.bias.weight.requires_grad_(c.item_bias)
+
+    # -- training: (user, positive, negatives) triples -------------------------------------------
+    def train_rows(self, train: Sequences) -> int:
+        return len(train.items)
+
+    def train_batches(
+        self, train: Sequences, batch_size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Every training interaction once per epoch, shuffled, with fresh unseen negatives."""
+        users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
+        seen = train.user_item_keys()
+        for idx in batches(len(users), batch_size, rng):
+            u = users[idx]  # (B,)
+            neg = draw_negatives(u, (len(u), self.config.n_negatives), self.n_items, seen, rng)  # (B, K)
+            yield {
+                "user": torch.from_numpy(u),
+                "positive": torch.from_numpy(train.items[idx]),
+                "negative": torch.from_numpy(neg),
+            }
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean BPR loss ``-log sigmoid(x_ui - x_uj)`` plus the L2 penalty of the triple."""
+        p = self.user_emb(batch["user"])  # (B, D)
+        q_pos = self.item_emb(batch["positive"])  # (B, D)
+        q_neg = self.item_emb(batch["negative"])  # (B, K, D)
+        x_pos = (p * q_pos).sum(-1) + self.bias(batch["positive"]).squeeze(-1)  # (B,)
+        x_neg = (p[:, None, :] * q_neg).sum(-1) + self.bias(batch["negative"]).squeeze(-1)  # (B, K)
+        bpr = -F.logsigmoid(x_pos[:, None] - x_neg).mean()
+        l2 = (p.pow(2).sum(-1) + q_pos.pow(2).sum(-1) + q_neg.pow(2).sum(-1).mean(-1)).mean()
+        return bpr + self.config.reg * l2
+
+    # -- inference ---------------------------------------------------------------------------------
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+        """User indices (``-1`` = unknown) and the recent history, used only to fold unknown users in."""
+        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
+                "history": last_items(histories, FOLD_IN_ITEMS)}
+
+    def _scores(self, p: torch.Tensor) -> torch.Tensor:
+        """``x_ui`` for user vectors ``p`` ``(B, D)`` against every item: ``(B, I+1)``."""
+        return p @ self.item_emb.weight.T + self.bias.weight.T  # (B, I+1)
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
+                            lambda v: self._scores(v[0]), self.config.fold_in_steps)  # (B, D)
+        scores = self._scores(p)  # (B, I+1)
+        scores[:, 0] = -torch.inf
+        return scores

@@ -1,0 +1,178 @@
+"""Caser: convolutional sequence embedding (Tang & Wang, WSDM 2018).
+
+The last ``L`` items form an ``L x d`` "image" ``E``. Horizontal filters of heights ``1..L`` slide
+over it (each followed by ReLU and max-pooling over time) and capture union-level and skip
+patterns; vertical filters ``L x 1`` take weighted sums of the rows (point-level patterns). Their
+concatenation goes through a fully connected layer to ``z`` (``d``), which is concatenated with the
+user embedding ``P_u`` and projected onto every item:
+
+    y(u, i) = W'_i . [z ; P_u] + b'_i
+
+Training follows the paper: every position of every training sequence with at least one earlier
+item is an instance whose next ``targets`` items are positives and ``n_negatives`` items the user
+never interacted with are negatives, under binary cross-entropy; dropout on the fully connected
+input. (Windows shorter than ``L`` are left-padded with the padding item, as in the authors' code.)
+
+Unknown users (user index ``-1``) are folded in: ``P_u`` is fitted to the history with everything
+else frozen (:func:`attnrec.models._baselines.fold_in`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnrec.data.schema import Sequences
+from attnrec.models._baselines import batches, last_items, positions, prefix_windows, user_vectors
+from attnrec.models._blocks import draw_negatives
+from attnrec.registry import register
+
+FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitted to
+
+
+@dataclass(frozen=True)
+class CaserConfig:
+    """Caser hyperparameters (defaults: the paper's)."""
+
+    dim: int = 50  # d, the item and user embedding size
+    window: int = 5  # L, the most recent items convolved
+    targets: int = 3  # T, next items predicted per training instance
+    n_vertical: int = 4  # vertical filters
+    n_horizontal: int = 16  # horizontal filters of each height 1..L
+    dropout: float = 0.5  # on the fully connected layer's input
+    n_negatives: int = 3  # sampled negatives per training instance
+    fold_in_steps: int = 30  # Adam steps fitting an unknown user's vector (0 = mean user)
+
+    def __post_init__(self) -> None:
+        if min(self.dim, self.window, self.targets, self.n_negatives) < 1:
+            raise ValueError("dim, window, targets and n_negatives must be positive")
+        if self.n_vertical < 0 or self.n_horizontal < 0 or self.n_vertical + self.n_horizontal == 0:
+            raise ValueError("n_vertical and n_horizontal must be >= 0 and not both 0")
+        if not 0 <= self.dropout < 1 or self.fold_in_steps < 0:
+            raise ValueError("dropout must be in [0, 1) and fold_in_steps >= 0")
+
+
+@register(
+    "caser",
+    config=CaserConfig,
+    kind="torch",
+    presets={
+        "ml-1m": {
+            "model": {"dim": 50, "window": 5, "targets": 3, "n_negatives": 3},
+            "train": {"lr": 1e-3, "batch_size": 1024, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
+                      "time_budget": 600},
+        },
+        "beauty": {
+            "model": {"dim": 50, "window": 5, "targets": 1, "n_negatives": 3},
+            "train": {"lr": 1e-3, "batch_size": 1024, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
+                      "time_budget": 600},
+        },
+        "demo": {
+            "model": {"dim": 32, "window": 5, "targets": 2, "n_negatives": 3, "dropout": 0.3},
+            "train": {"lr": 3e-3, "batch_size": 256, "max_epochs": 40, "patience": 5, "time_budget": 120},
+        },
+    },
+)
+class Caser(nn.Module):
+    """Caser: horizontal and vertical convolutions over the last L items plus a user embedding."""
+
+    def __init__(self, config: CaserConfig, n_users: int, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_users, self.n_items = n_users, n_items
+        self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0)
+        self.user_emb = nn.Embedding(max(n_users, 1), c.dim)
+        self.vertical = nn.Conv2d(1, c.n_vertical, (c.window, 1)) if c.n_vertical else None
+        self.horizontal = nn.ModuleList(nn.Conv2d(1, c.n_horizontal, (h, c.dim)) for h in range(1, c.window + 1)
+                                        if c.n_horizontal)
+        self.fc = nn.Linear(c.n_vertical * c.dim + c.n_horizontal * c.window, c.dim)
+        self.drop = nn.Dropout(c.dropout)
+        self.out_emb = nn.Embedding(n_items + 1, 2 * c.dim, padding_idx=0)  # W'
+        self.out_bias = nn.Embedding(n_items + 1, 1, padding_idx=0)  # b'
+        nn.init.normal_(self.item_emb.weight, std=1.0 / c.dim)
+        nn.init.normal_(self.user_emb.weight, std=1.0 / c.dim)
+        nn.init.normal_(self.out_emb.weight, std=1.0 / (2 * c.dim))
+        nn.init.zeros_(self.out_bias.weight)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+            self.out_emb.weight[0].zero_()
+
+    def sequence_vector(self, window: torch.Tensor) -> torch.Tensor:
+        """``z`` ``(B, d)`` of the last ``L`` items ``window`` ``(B, L)`` (left-padded with 0).
+
+        The convolutions use the ``Conv2d`` weights but run as matrix products over the unfolded
+        windows: the same numbers as ``conv2d`` on an ``L x d`` image, about twice as fast on a CPU.
+        """
+        e = self.item_emb(window)  # (B, L, d)
+        b, n, d = e.shape
+        parts = []
+        if self.vertical is not None:  # n_v weighted sums of the L rows
+            wv, bv = self.vertical.weight, self.vertical.bias  # (n_v, 1, L, 1), (n_v,)
+            v = torch.einsum("bld,vl->bvd", e, wv[:, 0, :, 0])  # (B, n_v, d)
+            parts.append((v + bv[:, None]).flatten(1) if bv is not None else v.flatten(1))  # (B, n_v * d)
+        for conv in self.horizontal:
+            assert isinstance(conv, nn.Conv2d)
+            wh = conv.weight  # (n_h, 1, h, d)
+            h = wh.shape[2]
+            win = e.unfold(1, h, 1).transpose(2, 3).reshape(b, n - h + 1, h * d)  # (B, L - h + 1, h * d)
+            act = F.relu(F.linear(win, wh.reshape(wh.shape[0], h * d), conv.bias))  # (B, L - h + 1, n_h)
+            parts.append(act.max(dim=1).values)  # (B, n_h) max-pooled over time
+        return F.relu(self.fc(self.drop(torch.cat(parts, dim=1))))  # (B, d)
+
+    # -- training: next T items of every position, BCE with sampled negatives -----------------------
+    def train_rows(self, train: Sequences) -> int:
+        return int(np.maximum(train.lengths() - 1, 0).sum())
+
+    def train_batches(
+        self, train: Sequences, batch_size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Every position with an earlier item once per epoch: its window, next T items and negatives."""
+        c = self.config
+        users, window, nxt = positions(train, c.window, c.targets, min_prev=1)  # (N,), (N, L), (N, T)
+        seen = train.user_item_keys()
+        for idx in batches(len(users), batch_size, rng):
+            u = users[idx]  # (B,)
+            neg = draw_negatives(u, (len(u), c.n_negatives), self.n_items, seen, rng)  # (B, K)
+            yield {"user": torch.from_numpy(u), "window": torch.from_numpy(window[idx]),
+                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Binary cross-entropy over the real next items (positives) and the sampled negatives."""
+        x = torch.cat([self.sequence_vector(batch["window"]), self.user_emb(batch["user"])], dim=1)  # (B, 2d)
+        pos, neg = batch["positive"], batch["negative"]  # (B, T), (B, K)
+        y_pos = (self.out_emb(pos) * x[:, None, :]).sum(-1) + self.out_bias(pos).squeeze(-1)  # (B, T)
+        y_neg = (self.out_emb(neg) * x[:, None, :]).sum(-1) + self.out_bias(neg).squeeze(-1)  # (B, K)
+        real = (pos > 0).to(y_pos.dtype)  # (B, T) targets past the end of a sequence are padding
+        pos_loss = (F.binary_cross_entropy_with_logits(y_pos, torch.ones_like(y_pos), reduction="none") * real).sum()
+        neg_loss = F.binary_cross_entropy_with_logits(y_neg, torch.zeros_like(y_neg), reduction="sum")
+        return (pos_loss + neg_loss) / (real.sum() + y_neg.numel())
+
+    def _positions(self, history: torch.Tensor) -> torch.Tensor:
+        """User-free scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the L items before it."""
+        r, t = history.shape
+        z = self.sequence_vector(prefix_windows(history, self.config.window).reshape(r * t, -1))  # (R*T, d)
+        d = self.config.dim
+        scores = z @ self.out_emb.weight[:, :d].T + self.out_bias.weight.squeeze(-1)  # (R*T, I+1)
+        return scores.view(r, t, -1)
+
+    # -- inference ---------------------------------------------------------------------------------
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+        """User indices (``-1`` = unknown) and the recent history (its last L items are the window)."""
+        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
+                "history": last_items(histories, max(FOLD_IN_ITEMS, self.config.window))}
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
+        z = self.sequence_vector(batch["history"][:, -self.config.window :])  # (B, d)
+        w, b = self.out_emb.weight, self.out_bias.weight.squeeze(-1)  # (I+1, 2d), (I+1,)
+        d = self.config.dim
+        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"], lambda v: v[0] @ w[:, d:].T,
+                            self.config.fold_in_steps, base_fn=self._positions)  # (B, d)
+        scores = z @ w[:, :d].T + b + p @ w[:, d:].T  # (B, I+1)
+        scores[:, 0] = -torch.inf
+        return scores

@@ -1,0 +1,163 @@
+"""FPMC and FMC: factorised (personalised) Markov chains (Rendle et al., WWW 2010).
+
+FPMC scores the next item ``i`` of user ``u`` whose previous item is ``l`` as
+
+    x(u, l, i) = <VUI_u, VIU_i> + <VIL_i, VLI_l>
+
+a matrix-factorisation term (long-term preference) plus a factorised first-order transition term.
+With ``n_prev > 1`` the transition term averages over the last ``n_prev`` items (the paper's
+"basket" of previous items). FMC is the same model without the user term: a factorised Markov chain
+shared by everyone. Both are trained with S-BPR: ``log sigmoid(x(u, l, i) - x(u, l, j))`` for every
+training transition ``l -> i`` and negatives ``j`` the user never interacted with, plus L2 on the
+factors the triple touches.
+
+Unknown users (user index ``-1``) in FPMC are folded in: the user vector is fitted to the history
+with everything else frozen (:func:`attnrec.models._baselines.fold_in`). FMC needs no user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnrec.data.schema import Sequences
+from attnrec.models._baselines import batches, last_items, positions, prefix_windows, user_vectors
+from attnrec.models._blocks import draw_negatives
+from attnrec.registry import register
+
+FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitted to
+
+
+@dataclass(frozen=True)
+class FPMCConfig:
+    """FPMC / FMC hyperparameters."""
+
+    dim: int = 64  # factors of each of the (two or four) embedding tables
+    n_prev: int = 1  # previous items whose transitions are averaged (1 = first-order chain)
+    reg: float = 1e-4  # L2 weight on the factors of each training triple
+    n_negatives: int = 1  # negatives per transition; the loss averages over them
+    init_std: float = 0.1  # factors start as N(0, init_std^2)
+    fold_in_steps: int = 30  # FPMC: Adam steps fitting an unknown user's vector (0 = mean user)
+
+    def __post_init__(self) -> None:
+        if min(self.dim, self.n_prev, self.n_negatives) < 1:
+            raise ValueError("dim, n_prev and n_negatives must be positive")
+        if self.reg < 0 or self.init_std <= 0 or self.fold_in_steps < 0:
+            raise ValueError("reg and fold_in_steps must be >= 0 and init_std > 0")
+
+
+def _presets(personal: bool) -> dict[str, dict[str, dict[str, object]]]:
+    """Per-dataset settings: dense ML-1M learns fast; sparse Beauty needs more regularisation."""
+    return {
+        "ml-1m": {
+            "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},
+            "train": {"lr": 2e-3, "batch_size": 4096, "max_epochs": 60, "patience": 4, "time_budget": 600},
+        },
+        "beauty": {
+            "model": {"dim": 64, "reg": 1e-3 if personal else 1e-4, "n_negatives": 4},
+            "train": {"lr": 2e-3, "batch_size": 4096, "max_epochs": 60, "patience": 4, "time_budget": 600},
+        },
+        "demo": {
+            "model": {"dim": 32, "reg": 1e-4, "n_negatives": 4},
+            "train": {"lr": 1e-2, "batch_size": 512, "max_epochs": 40, "patience": 5, "time_budget": 120},
+        },
+    }
+
+
+@register("fpmc", config=FPMCConfig, kind="torch", presets=_presets(True))
+class FPMC(nn.Module):
+    """FPMC: matrix factorisation plus a factorised first-order Markov chain over the last item."""
+
+    personal = True  # FMC sets False: no user factors at all
+
+    def __init__(self, config: FPMCConfig, n_users: int, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_users, self.n_items = n_users, n_items
+        self.item_next = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # VIL: item as the next one
+        self.item_prev = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # VLI: item as the previous one
+        tables = [self.item_next, self.item_prev]
+        if self.personal:
+            self.user_emb = nn.Embedding(max(n_users, 1), c.dim)  # VUI
+            self.item_user = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # VIU
+            tables += [self.user_emb, self.item_user]
+        for t in tables:
+            nn.init.normal_(t.weight, std=c.init_std)
+            if t.padding_idx is not None:
+                with torch.no_grad():
+                    t.weight[t.padding_idx].zero_()
+
+    def context(self, prev: torch.Tensor) -> torch.Tensor:
+        """Mean VLI factor of the previous items ``prev`` ``(B, n_prev)`` (0 = padding): ``(B, D)``."""
+        real = (prev > 0).to(self.item_prev.weight.dtype).unsqueeze(-1)  # (B, P, 1)
+        return (self.item_prev(prev) * real).sum(1) / real.sum(1).clamp(min=1.0)  # (B, D)
+
+    # -- training: S-BPR over transitions ---------------------------------------------------------
+    def train_rows(self, train: Sequences) -> int:
+        return int(np.maximum(train.lengths() - 1, 0).sum())
+
+    def train_batches(
+        self, train: Sequences, batch_size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Every transition ``prev -> next`` once per epoch, shuffled, with fresh unseen negatives."""
+        users, prev, nxt = positions(train, self.config.n_prev, 1, min_prev=1)  # (N,), (N, P), (N, 1)
+        seen = train.user_item_keys()
+        for idx in batches(len(users), batch_size, rng):
+            u = users[idx]  # (B,)
+            neg = draw_negatives(u, (len(u), self.config.n_negatives), self.n_items, seen, rng)  # (B, K)
+            yield {"user": torch.from_numpy(u), "prev": torch.from_numpy(prev[idx]),
+                   "positive": torch.from_numpy(nxt[idx, 0]), "negative": torch.from_numpy(neg)}
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean S-BPR loss plus the L2 penalty of each triple's factors."""
+        pos, neg = batch["positive"], batch["negative"]  # (B,), (B, K)
+        ctx = self.context(batch["prev"])  # (B, D)
+        q_pos, q_neg = self.item_next(pos), self.item_next(neg)  # (B, D), (B, K, D)
+        x_pos = (ctx * q_pos).sum(-1)  # (B,)
+        x_neg = (ctx[:, None, :] * q_neg).sum(-1)  # (B, K)
+        l2 = ctx.pow(2).sum(-1) + q_pos.pow(2).sum(-1) + q_neg.pow(2).sum(-1).mean(-1)  # (B,)
+        if self.personal:
+            p = self.user_emb(batch["user"])  # (B, D)
+            r_pos, r_neg = self.item_user(pos), self.item_user(neg)  # (B, D), (B, K, D)
+            x_pos = x_pos + (p * r_pos).sum(-1)
+            x_neg = x_neg + (p[:, None, :] * r_neg).sum(-1)
+            l2 = l2 + p.pow(2).sum(-1) + r_pos.pow(2).sum(-1) + r_neg.pow(2).sum(-1).mean(-1)
+        return -F.logsigmoid(x_pos[:, None] - x_neg).mean() + self.config.reg * l2.mean()
+
+    def _chain_positions(self, history: torch.Tensor) -> torch.Tensor:
+        """Transition scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the items before it."""
+        r, t = history.shape
+        ctx = self.context(prefix_windows(history, self.config.n_prev).reshape(r * t, -1))  # (R*T, D)
+        return (ctx @ self.item_next.weight.T).view(r, t, -1)  # (R, T, I+1)
+
+    # -- inference ---------------------------------------------------------------------------------
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+        """User indices (``-1`` = unknown), the last ``n_prev`` items, and the recent history for fold-in."""
+        n = max(self.config.n_prev, FOLD_IN_ITEMS if self.personal else 0)
+        hist = last_items(histories, n)  # (B, n)
+        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)), "history": hist,
+                "prev": hist[:, n - self.config.n_prev :]}
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+        ctx = self.context(batch["prev"])  # (B, D)
+        scores = ctx @ self.item_next.weight.T  # (B, I+1) the transition term
+        if self.personal:
+            (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
+                                lambda v: v[0] @ self.item_user.weight.T, self.config.fold_in_steps,
+                                base_fn=self._chain_positions)  # (B, D)
+            scores = scores + p @ self.item_user.weight.T  # (B, I+1)
+        scores[:, 0] = -torch.inf
+        return scores
+
+
+@register("fmc", config=FPMCConfig, kind="torch", presets=_presets(False))
+class FMC(FPMC):
+    """FMC: a factorised first-order Markov chain over the last item, shared by all users."""
+
+    personal = False

@@ -1,0 +1,181 @@
+"""GRU4Rec and GRU4Rec+: recurrent next-item recommendation (Hidasi et al., ICLR 2016 and CIKM 2018).
+
+A GRU reads the user's last ``max_len`` items (embedded) and its state after each item scores
+every item as the next one through an output layer ``W_y h + b_y``. Sequences are packed, so the
+recurrence starts from a zero state at the first real item whatever the padding.
+
+Losses (``loss``):
+
+* ``"ce"`` (GRU4Rec as registered here): full softmax cross-entropy over the catalogue at every
+  position, the strongest setting of the original model family.
+* ``"bpr-max"`` / ``"top1-max"`` (GRU4Rec+, "Recurrent neural networks with top-k gains"): the
+  target is compared with ``n_negatives`` items shared by the batch and drawn in proportion to
+  ``popularity ** sample_alpha`` (the paper's additional popularity-based samples; the in-batch
+  negatives of session-parallel training follow the same distribution). The negatives' scores are
+  weighted by their softmax, so the hardest ones dominate:
+  BPR-max ``-log sum_j s_j sigmoid(r_i - r_j) + bpreg * sum_j s_j r_j^2`` and
+  TOP1-max ``sum_j s_j (sigmoid(r_j - r_i) + sigmoid(r_j^2))``.
+
+GRU4Rec does not use user IDs; an ad-hoc history is scored like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from attnrec.data.schema import Sequences
+from attnrec.models._baselines import batches, item_counts
+from attnrec.registry import register
+
+LOSSES = ("ce", "bpr-max", "top1-max")
+
+
+@dataclass(frozen=True)
+class GRU4RecConfig:
+    """GRU4Rec hyperparameters."""
+
+    hidden: int = 100  # GRU state size
+    emb_dim: int = 64  # input item embedding size
+    n_layers: int = 1
+    dropout: float = 0.25  # on the embedded inputs and on the GRU outputs
+    max_len: int = 200  # most recent items read
+    loss: str = "ce"  # "ce" (full softmax), "bpr-max" or "top1-max" (sampled, GRU4Rec+)
+    n_negatives: int = 2048  # shared sampled negatives per batch (bpr-max, top1-max)
+    sample_alpha: float = 0.75  # negatives are drawn in proportion to popularity ** sample_alpha
+    bpreg: float = 1.0  # score regularisation of BPR-max
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
+        if min(self.hidden, self.emb_dim, self.n_layers, self.max_len, self.n_negatives) < 1:
+            raise ValueError("hidden, emb_dim, n_layers, max_len and n_negatives must be positive")
+        if not 0 <= self.dropout < 1 or self.sample_alpha < 0 or self.bpreg < 0:
+            raise ValueError("dropout must be in [0, 1); sample_alpha and bpreg must be >= 0")
+
+
+@dataclass(frozen=True)
+class GRU4RecPlusConfig(GRU4RecConfig):
+    """GRU4Rec+ hyperparameters: GRU4Rec's, with the sampled BPR-max loss by default."""
+
+    loss: str = "bpr-max"
+
+
+def _presets(plus: bool) -> dict[str, dict[str, dict[str, object]]]:
+    """ML-1M has long histories (read 200), Beauty short ones (read 50, more dropout)."""
+    neg = {"n_negatives": 2048} if plus else {}
+    return {
+        "ml-1m": {
+            "model": {"hidden": 100, "emb_dim": 64, "max_len": 200, "dropout": 0.2, **neg},
+            "train": {"lr": 2e-3, "batch_size": 128, "max_epochs": 100, "patience": 3, "time_budget": 600},
+        },
+        "beauty": {
+            "model": {"hidden": 100, "emb_dim": 64, "max_len": 50, "dropout": 0.4, **neg},
+            "train": {"lr": 2e-3, "batch_size": 256, "max_epochs": 100, "patience": 3, "time_budget": 600},
+        },
+        "demo": {
+            "model": {"hidden": 64, "emb_dim": 32, "max_len": 50, "dropout": 0.1,
+                      **({"n_negatives": 128} if plus else {})},
+            "train": {"lr": 5e-3, "batch_size": 64, "max_epochs": 40, "patience": 5, "time_budget": 120},
+        },
+    }
+
+
+@register("gru4rec", config=GRU4RecConfig, kind="torch", presets=_presets(False))
+class GRU4Rec(nn.Module):
+    """GRU4Rec: a GRU over the item history trained with full cross-entropy on the next item."""
+
+    def __init__(self, config: GRU4RecConfig, n_users: int, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_items = n_items
+        self.item_emb = nn.Embedding(n_items + 1, c.emb_dim, padding_idx=0)
+        self.gru = nn.GRU(c.emb_dim, c.hidden, c.n_layers, batch_first=True,
+                          dropout=c.dropout if c.n_layers > 1 else 0.0)
+        self.drop = nn.Dropout(c.dropout)
+        self.out_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)  # W_y
+        self.out_bias = nn.Parameter(torch.zeros(n_items + 1))  # b_y
+        nn.init.xavier_uniform_(self.item_emb.weight)
+        nn.init.xavier_uniform_(self.out_emb.weight)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+            self.out_emb.weight[0].zero_()
+
+    def encode(self, seq: torch.Tensor) -> torch.Tensor:
+        """GRU states ``(B, T, H)`` of a left-padded item matrix ``seq`` ``(B, T)``, in the same layout."""
+        b, t = seq.shape
+        lengths = (seq > 0).sum(1)  # (B,)
+        shift = (t - lengths)[:, None]  # (B, 1) leading padding of each row
+        cols = torch.arange(t, device=seq.device)[None, :]  # (1, T)
+        right = seq.gather(1, (cols + shift) % t)  # (B, T) items first, padding after
+        x = self.drop(self.item_emb(right))  # (B, T, E)
+        packed = pack_padded_sequence(x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
+        out, _ = self.gru(packed)
+        h, _ = pad_packed_sequence(out, batch_first=True, total_length=t)  # (B, T, H), zeros after the end
+        back = ((cols - shift) % t)[..., None].expand(-1, -1, h.shape[-1])  # (B, T, H)
+        return self.drop(h.gather(1, back))  # (B, T, H) left-padded again
+
+    # -- training: next item at every position ----------------------------------------------------
+    def train_rows(self, train: Sequences) -> int:
+        return int((train.lengths() >= 2).sum())
+
+    def train_batches(
+        self, train: Sequences, batch_size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Shuffled (input, next-item target) windows; sampled losses also get shared negatives."""
+        c = self.config
+        users = np.flatnonzero(train.lengths() >= 2)
+        windows = train.padded(c.max_len + 1, users)  # (U, T+1)
+        weights = None
+        if c.loss != "ce":
+            weights = item_counts(train).astype(np.float64) ** c.sample_alpha  # (I+1,)
+            weights[0] = 0.0
+            weights /= weights.sum()
+        for idx in batches(len(users), batch_size, rng):
+            w = windows[idx]  # (B, T+1)
+            batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
+            if weights is not None:
+                batch["negative"] = torch.from_numpy(rng.choice(len(weights), size=c.n_negatives, p=weights))
+            yield batch
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean next-item loss over positions whose input and target are both real items."""
+        seq, target = batch["seq"], batch["target"]  # (B, T), (B, T)
+        real = (seq > 0) & (target > 0)
+        h = self.encode(seq)[real]  # (N, H)
+        pos = target[real]  # (N,)
+        if self.config.loss == "ce":
+            logits = h @ self.out_emb.weight.T + self.out_bias  # (N, I+1)
+            logits[:, 0] = -torch.inf
+            return F.cross_entropy(logits, pos)
+        neg = batch["negative"]  # (S,)
+        r_pos = (h * self.out_emb(pos)).sum(-1, keepdim=True) + self.out_bias[pos, None]  # (N, 1)
+        r_neg = h @ self.out_emb(neg).T + self.out_bias[neg]  # (N, S)
+        hit = neg[None, :] == pos[:, None]  # (N, S) the target drawn as its own negative
+        s = r_neg.masked_fill(hit, -torch.inf).softmax(-1)  # (N, S) softmax weights of the negatives
+        if self.config.loss == "bpr-max":
+            gain = (s * torch.sigmoid(r_pos - r_neg)).sum(-1)  # (N,)
+            return (-torch.log(gain + 1e-24) + self.config.bpreg * (s * r_neg.pow(2)).sum(-1)).mean()
+        return (s * (torch.sigmoid(r_neg - r_pos) + torch.sigmoid(r_neg.pow(2)))).sum(-1).mean()
+
+    # -- inference ---------------------------------------------------------------------------------
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+        return {"seq": torch.from_numpy(histories.padded(self.config.max_len))}
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
+        h = self.encode(batch["seq"])[:, -1, :]  # (B, H) the state after the newest item
+        scores = h @ self.out_emb.weight.T + self.out_bias  # (B, I+1)
+        scores[:, 0] = -torch.inf
+        return scores
+
+
+@register("gru4rec-plus", config=GRU4RecPlusConfig, kind="torch", presets=_presets(True))
+class GRU4RecPlus(GRU4Rec):
+    """GRU4Rec+: GRU4Rec trained on sampled negatives with the BPR-max (or TOP1-max) loss."""

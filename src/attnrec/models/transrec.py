@@ -1,0 +1,153 @@
+"""TransRec: translation-based sequential recommendation (He, Kang & McAuley, RecSys 2017).
+
+Items are points ``gamma_i`` in a "transition space" and each user is a translation vector
+``t + t_u`` (a global translation plus a personal offset). The next item after ``l`` should lie
+close to ``gamma_l + t + t_u``:
+
+    x(u, l, i) = beta_i - || gamma_l + t + t_u - gamma_i ||^2
+
+with an item bias ``beta_i`` and the squared Euclidean distance (the paper's L2 variant, which
+it found best). Item points are kept inside the unit ball (the paper re-normalises them after every
+update; here the projection ``gamma / max(1, |gamma|)`` is applied in the forward pass, which has the
+same effect on scores and needs no hook in the training loop). Training uses S-BPR over every
+training transition ``l -> i`` with unseen negatives, and L2 on ``beta`` and ``t_u``.
+
+Unknown users (user index ``-1``) start from ``t_u = 0``, the paper's population-level
+translation, and the offset is then folded in from the history
+(:func:`attnrec.models._baselines.fold_in`, ``fold_in_steps = 0`` keeps ``t_u = 0``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnrec.data.schema import Sequences
+from attnrec.models._baselines import batches, last_items, positions, prefix_windows, user_vectors
+from attnrec.models._blocks import draw_negatives
+from attnrec.registry import register
+
+FOLD_IN_ITEMS = 200  # most recent history items a folded-in user translation is fitted to
+
+
+@dataclass(frozen=True)
+class TransRecConfig:
+    """TransRec hyperparameters."""
+
+    dim: int = 64  # dimension of the transition space
+    reg: float = 1e-4  # L2 weight on the item bias beta and the personal translation t_u
+    n_negatives: int = 1  # negatives per transition; the loss averages over them
+    init_std: float = 0.1  # item points start as N(0, init_std^2); translations start at 0
+    fold_in_steps: int = 30  # Adam steps fitting an unknown user's offset (0 = global translation only)
+
+    def __post_init__(self) -> None:
+        if min(self.dim, self.n_negatives) < 1:
+            raise ValueError("dim and n_negatives must be positive")
+        if self.reg < 0 or self.init_std <= 0 or self.fold_in_steps < 0:
+            raise ValueError("reg and fold_in_steps must be >= 0 and init_std > 0")
+
+
+@register(
+    "transrec",
+    config=TransRecConfig,
+    kind="torch",
+    presets={
+        "ml-1m": {
+            "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},
+            "train": {"lr": 2e-3, "batch_size": 4096, "max_epochs": 60, "patience": 4, "time_budget": 600},
+        },
+        "beauty": {
+            "model": {"dim": 64, "reg": 1e-3, "n_negatives": 4},
+            "train": {"lr": 2e-3, "batch_size": 4096, "max_epochs": 60, "patience": 4, "time_budget": 600},
+        },
+        "demo": {
+            "model": {"dim": 32, "reg": 1e-4, "n_negatives": 4},
+            "train": {"lr": 1e-2, "batch_size": 512, "max_epochs": 40, "patience": 5, "time_budget": 120},
+        },
+    },
+)
+class TransRec(nn.Module):
+    """TransRec: users are translations from the previous item to the next in a shared item space."""
+
+    def __init__(self, config: TransRecConfig, n_users: int, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_users, self.n_items = n_users, n_items
+        self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # gamma
+        self.bias = nn.Embedding(n_items + 1, 1, padding_idx=0)  # beta
+        self.user_trans = nn.Embedding(max(n_users, 1), c.dim)  # t_u
+        self.global_trans = nn.Parameter(torch.zeros(c.dim))  # t
+        nn.init.normal_(self.item_emb.weight, std=c.init_std)
+        nn.init.zeros_(self.bias.weight)
+        nn.init.zeros_(self.user_trans.weight)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+
+    def points(self, items: torch.Tensor | None = None) -> torch.Tensor:
+        """Item points projected into the unit ball: ``(*items.shape, D)``, or ``(I+1, D)`` for all."""
+        g = self.item_emb.weight if items is None else self.item_emb(items)
+        return g / g.norm(dim=-1, keepdim=True).clamp(min=1.0)
+
+    def _distance_scores(self, query: torch.Tensor, items: torch.Tensor | None = None) -> torch.Tensor:
+        """``beta_i - |query - gamma_i|^2``: ``(B, I+1)`` for all items, or ``(B, K)`` for ``items`` (B, K)."""
+        if items is None:
+            g, beta = self.points(), self.bias.weight.squeeze(-1)  # (I+1, D), (I+1,)
+            d2 = query.pow(2).sum(-1, keepdim=True) - 2 * query @ g.T + g.pow(2).sum(-1)  # (B, I+1)
+            return beta - d2
+        g, beta = self.points(items), self.bias(items).squeeze(-1)  # (B, K, D), (B, K)
+        return beta - (query[:, None, :] - g).pow(2).sum(-1)  # (B, K)
+
+    # -- training: S-BPR over transitions ---------------------------------------------------------
+    def train_rows(self, train: Sequences) -> int:
+        return int(np.maximum(train.lengths() - 1, 0).sum())
+
+    def train_batches(
+        self, train: Sequences, batch_size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Every transition ``prev -> next`` once per epoch, shuffled, with fresh unseen negatives."""
+        users, prev, nxt = positions(train, 1, 1, min_prev=1)  # (N,), (N, 1), (N, 1)
+        seen = train.user_item_keys()
+        for idx in batches(len(users), batch_size, rng):
+            u = users[idx]  # (B,)
+            neg = draw_negatives(u, (len(u), self.config.n_negatives), self.n_items, seen, rng)  # (B, K)
+            yield {"user": torch.from_numpy(u), "prev": torch.from_numpy(prev[idx, 0]),
+                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean S-BPR loss plus L2 on the biases and personal translations the batch touches."""
+        t_u = self.user_trans(batch["user"])  # (B, D)
+        query = self.points(batch["prev"]) + self.global_trans + t_u  # (B, D)
+        x_pos = self._distance_scores(query, batch["positive"])  # (B, 1)
+        x_neg = self._distance_scores(query, batch["negative"])  # (B, K)
+        bias = self.bias(batch["positive"]).pow(2).sum((1, 2)) + self.bias(batch["negative"]).pow(2).mean((1, 2))
+        l2 = t_u.pow(2).sum(-1) + bias  # (B,)
+        return -F.logsigmoid(x_pos - x_neg).mean() + self.config.reg * l2.mean()
+
+    def _positions(self, history: torch.Tensor) -> torch.Tensor:
+        """Scores ``(R, T, I+1)`` with ``t_u = 0`` of every position of ``history`` ``(R, T)`` given the item before it."""
+        r, t = history.shape
+        origin = self.points(prefix_windows(history, 1)[..., 0]) + self.global_trans  # (R, T, D)
+        return self._distance_scores(origin.reshape(r * t, -1)).view(r, t, -1)  # (R, T, I+1)
+
+    # -- inference ---------------------------------------------------------------------------------
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+        """User indices (``-1`` = unknown) and the recent history (its last item is the query's origin)."""
+        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
+                "history": last_items(histories, FOLD_IN_ITEMS)}
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+        origin = self.points(batch["history"][:, -1]) + self.global_trans  # (B, D)
+        # Within one softmax over items, x = beta_i - |o + t_u - g_i|^2 differs from the t_u = 0 scores
+        # only by 2 <t_u, g_i> (the other terms are the same for every item), so that is the user part.
+        (t_u,) = user_vectors([self.user_trans], batch["user"], batch["history"],
+                              lambda v: 2 * v[0] @ self.points().T, self.config.fold_in_steps,
+                              base_fn=self._positions, prior="zero")  # (B, D)
+        scores = self._distance_scores(origin + t_u)  # (B, I+1)
+        scores[:, 0] = -torch.inf
+        return scores

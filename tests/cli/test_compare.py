@@ -1,0 +1,83 @@
+"""``attnrec compare`` and :func:`attnrec.compare.compare`: one table, published figures only where comparable."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attnrec.cli.main import app
+from attnrec.compare import compare, default_models, resolve_preset
+from attnrec.data.demo import make_demo
+from attnrec.data.schema import DataSource, Interactions
+from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
+from attnrec.evaluation.published import BERT4REC_TABLE2, ML_1M_SHA256
+from attnrec.registry import list_models
+
+runner = CliRunner()
+QUICK = {"max_epochs": 2, "threads": 1}
+
+
+@pytest.fixture(scope="module")
+def small() -> Interactions:
+    return make_demo(n_users=120, n_items=60, seed=2, mean_length=15)
+
+
+def test_compare_tabulates_each_model_with_time_and_size(small: Interactions) -> None:
+    result = compare(small, ["pop", "fmc"], protocol=FULL, train=QUICK)
+    assert [r.model for r in result.runs] == ["pop", "fmc"]
+    pop, fmc = result.runs
+    assert pop.n_params == 0 and fmc.n_params == 2 * 32 * (small.n_items + 1)  # demo preset: dim 32
+    assert pop.preset == "demo" == fmc.preset and fmc.epochs == 2
+    assert set(fmc.metrics) == {"HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR"}
+    assert fmc.metrics["HR@10"] > pop.metrics["HR@10"]
+    assert result.published_source is None and pop.published is None
+    md = result.to_markdown()
+    assert "| FMC (demo) |" in md and "full ranking" in md and "published" not in md.split("|")[1]
+    as_json = json.loads(json.dumps(result.to_dict()))
+    assert as_json["protocol"]["candidates"] == "full" and as_json["runs"][1]["model"] == "fmc"
+
+
+def test_published_figures_only_for_the_papers_file_and_protocol(small: Interactions) -> None:
+    as_ml1m = dataclasses.replace(small, source=DataSource("ml-1m", sha256=ML_1M_SHA256))
+    sampled = compare(as_ml1m, ["pop"], protocol=PAPER_BERT4REC, preset=None, train=QUICK)
+    assert sampled.published_source == BERT4REC_TABLE2.source
+    assert sampled.runs[0].published == BERT4REC_TABLE2.results["ml-1m"]["POP"]
+    assert "*0.1358*" in sampled.to_markdown()
+    full = compare(as_ml1m, ["pop"], protocol=FULL, preset=None, train=QUICK)
+    assert full.published_source is None and full.runs[0].published is None
+
+
+def test_presets_follow_the_dataset(small: Interactions) -> None:
+    assert resolve_preset("fpmc", small) == "demo"
+    as_ml1m = dataclasses.replace(small, source=DataSource("whatever", sha256=ML_1M_SHA256))
+    assert resolve_preset("fpmc", as_ml1m) == "ml-1m"
+    assert resolve_preset("fpmc", small, None) is None and resolve_preset("fpmc", small, "beauty") == "beauty"
+    assert resolve_preset("fpmc", small, "no-such") is None
+    assert default_models() == list_models("sequential")
+
+
+def test_unknown_model_fails_before_training(small: Interactions) -> None:
+    with pytest.raises(KeyError, match="unknown model"):
+        compare(small, ["pop", "nope"])
+
+
+def test_cli_writes_markdown_and_json(tmp_path: Path) -> None:
+    data = make_demo(n_users=80, n_items=40, seed=4, mean_length=12)
+    path = tmp_path / "pairs.txt"
+    seqs = data.sequences()
+    path.write_text("".join(f"{u + 1} {data.items.to_external([i])[0]}\n"
+                            for u in range(data.n_users) for i in seqs[u]))
+    out = tmp_path / "cmp"
+    res = runner.invoke(app, ["compare", "--data", str(path), "--models", "pop,fmc", "--protocol",
+                              "sampled-popularity", "--max-epochs", "1", "--device", "cpu", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    table = (out / "comparison.md").read_text()
+    assert "| POP |" in table and "| FMC |" in table and "100 popularity-sampled negatives" in table
+    got = json.loads((out / "comparison.json").read_text())
+    assert [r["model"] for r in got["runs"]] == ["pop", "fmc"] and got["protocol"]["sampler"] == "popularity"
+    bad = runner.invoke(app, ["compare", "--data", str(path), "--models", "nope", "--out", str(out)])
+    assert bad.exit_code == 2 and "unknown model" in bad.output

@@ -1,0 +1,80 @@
+"""Caser: convolutions over the last L items plus a user embedding; chain, beats POP, persistence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from baseline_kit import (
+    adhoc_matches_user,
+    assert_beats_pop,
+    assert_deterministic,
+    assert_fold_in_helps,
+    assert_save_load_identity,
+    assert_seen_filtered,
+    chain,
+    demo,
+    fit,
+    successor_accuracy,
+)
+
+from attnrec import Recommender
+from attnrec.models.caser import Caser, CaserConfig
+
+
+def test_only_the_last_window_items_matter() -> None:
+    torch.manual_seed(0)
+    model = Caser(CaserConfig(dim=8, window=3, n_vertical=2, n_horizontal=4, fold_in_steps=0), 2, 15).eval()
+    users = torch.tensor([0, 0])
+    hist = torch.tensor([[1, 2, 3, 4, 5, 6], [9, 9, 9, 4, 5, 6]])  # same last 3 items
+    other = torch.tensor([[1, 2, 3, 4, 5, 7]])
+    with torch.no_grad():
+        s = model.score({"user": users, "history": hist})
+        t = model.score({"user": users[:1], "history": other})
+    torch.testing.assert_close(s[0], s[1])
+    assert not torch.allclose(s[0, 1:], t[0, 1:])
+    assert s.shape == (2, 16) and torch.isneginf(s[:, 0]).all()
+
+
+def test_training_instances_have_windows_targets_and_unseen_negatives() -> None:
+    data, split = demo()
+    model = Caser(CaserConfig(window=4, targets=2, n_negatives=5), data.n_users, data.n_items)
+    batch = next(model.train_batches(split.train, 200, np.random.default_rng(0)))
+    assert batch["window"].shape[1] == 4 and batch["positive"].shape[1] == 2 and batch["negative"].shape[1] == 5
+    for u, w, pos, neg in zip(*(batch[k].tolist() for k in ("user", "window", "positive", "negative")), strict=True):
+        seq = split.train[u].tolist()
+        real = [i for i in w if i]
+        assert real and pos[0] in seq and not set(seq) & set(neg)
+        start = next(j for j in range(len(seq)) if seq[j : j + len(real)] == real and seq[j + len(real)] == pos[0])
+        assert start >= 0
+    assert torch.isfinite(model.loss(batch))
+    assert model.train_rows(split.train) == int(np.maximum(split.train.lengths() - 1, 0).sum())
+
+
+def test_recovers_a_deterministic_chain() -> None:
+    data = chain()
+    rec = fit("caser", data, config={"targets": 1, "dropout": 0.0}, epochs=30, batch_size=128, lr=1e-2)
+    assert successor_accuracy(rec, data, context=5) == 1.0  # a full window of L = 5 items
+
+
+@pytest.fixture(scope="module")
+def trained() -> Recommender:
+    data, split = demo()
+    return fit("caser", data, split)
+
+
+def test_beats_pop(trained: Recommender) -> None:
+    assert_beats_pop(trained)
+
+
+def test_save_load_seen_and_adhoc(trained: Recommender, tmp_path: Path) -> None:
+    assert_save_load_identity(trained, tmp_path)
+    assert_seen_filtered(trained)
+    adhoc_matches_user(trained)
+    assert_fold_in_helps(trained)
+
+
+def test_same_seed_same_scores() -> None:
+    assert_deterministic("caser")
