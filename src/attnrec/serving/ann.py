@@ -1,0 +1,226 @@
+"""Approximate top-K retrieval over a model's item vectors, for serving catalogs of millions of items.
+
+Factorised models score ``query @ item_vectors.T (+ item_bias)``, so top-K is a maximum inner
+product search (MIPS). :class:`Recommender.recommend_many` answers it exactly by scoring the whole
+catalog in chunks; :class:`ApproximateRecommender` answers it from an inverted-file (IVF) index:
+items are grouped by the nearest of ``nlist`` k-means centroids and a query scores only the items
+of its ``nprobe`` best centroids. The index is faiss's ``IndexIVFFlat`` (inner product) when the
+optional ``faiss-cpu`` package is installed (``pip install attnrec[ann]``), else :class:`IVFIndex`,
+the same scheme in torch. An item bias ``b`` is folded in as one more dimension: items
+``[e, b]``, queries ``[q, 1]``. Measure the loss against exact top-K with :func:`recall_at_k`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from attnrec.recommender import Recommendation, Recommender
+
+
+class Index(Protocol):
+    kind: str
+
+    def search(self, queries: torch.Tensor, k: int, nprobe: int) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+def default_nlist(n: int) -> int:
+    """About ``sqrt(n)`` lists (at least 1): lists of about ``sqrt(n)`` items."""
+    return max(1, min(n, round(math.sqrt(n))))
+
+
+class IVFIndex:
+    """Inverted-file index for inner-product search, in torch (CPU or GPU).
+
+    Parameters
+    ----------
+    vectors : Tensor (N, D)
+        Item vectors; ``ids`` (N,) their item indices (default ``0..N-1``).
+    nlist : int
+        Number of k-means cells (default about ``sqrt(N)``).
+    iters, train_size, seed
+        Lloyd iterations of k-means on a random sample of ``train_size`` vectors.
+    """
+
+    kind = "ivf-torch"
+
+    def __init__(self, vectors: torch.Tensor, ids: torch.Tensor | None = None, nlist: int | None = None,
+                 iters: int = 10, train_size: int | None = None, seed: int = 0, chunk: int = 16384) -> None:
+        x = vectors.detach().float().contiguous()
+        n = x.shape[0]
+        ids = torch.arange(n, device=x.device) if ids is None else ids.to(x.device)
+        self.nlist = nlist or default_nlist(n)
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        sample = x[torch.randperm(n, generator=gen)[: train_size or min(n, self.nlist * 64)].to(x.device)]
+        cent = sample[torch.randperm(len(sample), generator=gen)[: self.nlist].to(x.device)].clone()
+        for _ in range(iters):  # Lloyd's k-means (L2) on the sample; empty cells keep their centroid
+            a = self._nearest(sample, cent, chunk)
+            sums = torch.zeros_like(cent).index_add_(0, a, sample)
+            counts = torch.bincount(a, minlength=self.nlist).unsqueeze(1)
+            cent = torch.where(counts > 0, sums / counts.clamp_min(1), cent)
+        assign = self._nearest(x, cent, chunk)
+        order = torch.argsort(assign, stable=True)
+        self.centroids = cent  # (L, D)
+        self.vectors = x[order]  # (N, D), grouped by cell
+        self.ids = ids[order]  # (N,)
+        self.offsets = torch.zeros(self.nlist + 1, dtype=torch.long, device=x.device)
+        self.offsets[1:] = torch.cumsum(torch.bincount(assign, minlength=self.nlist), 0)
+
+    @staticmethod
+    def _nearest(x: torch.Tensor, cent: torch.Tensor, chunk: int) -> torch.Tensor:
+        c2 = (cent * cent).sum(1)
+        return torch.cat([(c2 - 2 * x[s : s + chunk] @ cent.T).argmin(1) for s in range(0, len(x), chunk)])
+
+    def search(self, queries: torch.Tensor, k: int, nprobe: int = 16, chunk: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-``k`` ``(scores, ids)`` ``(B, k)`` among the items of each query's ``nprobe`` best cells.
+
+        Rows with fewer than ``k`` candidates end in ``-inf`` scores (id -1).
+        """
+        q = queries.detach().float().to(self.vectors.device)
+        nprobe = min(nprobe, self.nlist)
+        cells = torch.topk(q @ self.centroids.T, nprobe, dim=1).indices  # (B, P): by inner product
+        sizes = self.offsets[1:] - self.offsets[:-1]
+        out_s = torch.full((len(q), k), -torch.inf, device=q.device)
+        out_i = torch.full((len(q), k), -1, dtype=torch.long, device=q.device)
+        for s in range(0, len(q), chunk):
+            c = cells[s : s + chunk]  # (b, P)
+            lens = sizes[c].reshape(-1)  # candidates per (query, cell)
+            total = sizes[c].sum(1)  # (b,)
+            n = int(total.sum())
+            if n == 0:
+                continue
+            starts = self.offsets[c].reshape(-1)
+            seg = torch.cumsum(lens, 0) - lens  # where each (query, cell) block starts in the flat list
+            pos = torch.repeat_interleave(starts - seg, lens) + torch.arange(n, device=q.device)  # (n,)
+            row = torch.repeat_interleave(torch.arange(len(c), device=q.device), total)  # (n,)
+            col = torch.arange(n, device=q.device) - torch.repeat_interleave(torch.cumsum(total, 0) - total, total)
+            sc = (self.vectors[pos] * q[s + row]).sum(1)  # (n,)
+            width = int(total.max())
+            dense = torch.full((len(c), width), -torch.inf, device=q.device)
+            dense[row, col] = sc
+            where = torch.zeros((len(c), width), dtype=torch.long, device=q.device)
+            where[row, col] = pos
+            v, j = torch.topk(dense, min(k, width), dim=1)
+            ids = self.ids[where.gather(1, j)]
+            ids[~torch.isfinite(v)] = -1
+            out_s[s : s + len(c), : v.shape[1]] = v
+            out_i[s : s + len(c), : v.shape[1]] = ids
+        return out_s, out_i
+
+
+class FaissIndex:
+    """faiss ``IndexIVFFlat`` with the inner-product metric (needs the ``faiss-cpu`` package)."""
+
+    kind = "ivf-faiss"
+
+    def __init__(self, vectors: torch.Tensor, ids: torch.Tensor | None = None, nlist: int | None = None,
+                 seed: int = 0, threads: int = 0) -> None:
+        import faiss
+
+        if threads:
+            faiss.omp_set_num_threads(threads)
+        x = np.ascontiguousarray(vectors.detach().float().cpu().numpy())
+        n, d = x.shape
+        self.nlist = nlist or default_nlist(n)
+        quantizer = faiss.IndexFlatIP(d)
+        index = faiss.IndexIVFFlat(quantizer, d, self.nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = seed
+        rng = np.random.default_rng(seed)
+        index.train(x[rng.permutation(n)[: min(n, self.nlist * 64)]])
+        index.add_with_ids(x, np.ascontiguousarray((np.arange(n) if ids is None else ids.cpu().numpy()).astype(np.int64)))
+        self.index, self._quantizer = index, quantizer
+
+    def search(self, queries: torch.Tensor, k: int, nprobe: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+        self.index.nprobe = min(nprobe, self.nlist)
+        d, i = self.index.search(np.ascontiguousarray(queries.detach().float().cpu().numpy()), k)
+        scores = torch.from_numpy(d)
+        ids = torch.from_numpy(i)
+        scores[ids < 0] = -torch.inf
+        return scores, ids
+
+
+def faiss_available() -> bool:
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build_index(vectors: torch.Tensor, ids: torch.Tensor | None = None, kind: str = "auto",
+                nlist: int | None = None, seed: int = 0, threads: int = 0) -> Index:
+    """An IVF index of ``vectors``: ``kind`` is ``faiss``, ``torch`` or ``auto`` (faiss when installed)."""
+    if kind not in ("auto", "faiss", "torch"):
+        raise ValueError(f"index kind must be auto, faiss or torch, not {kind!r}")
+    if kind == "faiss" or (kind == "auto" and faiss_available()):
+        return FaissIndex(vectors, ids, nlist, seed, threads)
+    return IVFIndex(vectors, ids, nlist, seed=seed)
+
+
+def recall_at_k(approx: Sequence[Sequence[object]], exact: Sequence[Sequence[object]]) -> float:
+    """Mean over rows of ``|approx ∩ exact| / |exact|`` (rows with an empty exact answer are skipped)."""
+    vals = [len(set(a) & set(e)) / len(e) for a, e in zip(approx, exact, strict=True) if len(e)]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+class ApproximateRecommender:
+    """:meth:`Recommender.recommend_many` answered from an IVF index over the model's item vectors.
+
+    Requests with an ``include`` list, and those that fall back to popularity, are answered exactly
+    by the wrapped recommender; the others search ``nprobe`` cells for ``k`` plus the number of
+    excluded items and drop the excluded ones. Answers carry ``method="model-ann"``.
+    """
+
+    def __init__(self, rec: Recommender, kind: str = "auto", nlist: int | None = None, nprobe: int = 16,
+                 seed: int = 0, threads: int = 0) -> None:
+        rec._require_fitted()
+        core = rec.core
+        if not (hasattr(core, "query_vectors") and hasattr(core, "item_vectors")):
+            raise ValueError(f"{rec.name}: approximate retrieval needs a factorised model (query and item vectors)")
+        with torch.inference_mode():
+            vectors = core.item_vectors().float()[1:]  # row 0 is padding
+            if hasattr(core, "item_bias"):
+                vectors = torch.cat([vectors, core.item_bias().float()[1:, None]], 1)
+        self.rec, self.nprobe, self.has_bias = rec, nprobe, hasattr(core, "item_bias")
+        self.index = build_index(vectors, torch.arange(1, len(vectors) + 1), kind, nlist, seed, threads)
+
+    def recommend(self, user: object | None = None, history: list[object] | None = None, k: int = 10,
+                  exclude_seen: bool = True, include: list[object] | None = None,
+                  exclude: list[object] | None = None) -> Recommendation:
+        return self.recommend_many([{"user": user, "history": history, "k": k, "exclude_seen": exclude_seen,
+                                     "include": include, "exclude": exclude}])[0]
+
+    def recommend_many(self, requests: Sequence[Mapping[str, Any]], nprobe: int | None = None) -> list[Recommendation]:
+        rec = self.rec
+        assert rec.items_ is not None
+        prepared = [rec._prepare(r) for r in requests]
+        approx = [i for i, p in enumerate(prepared) if len(p.hist) and p.allowed is None]
+        out: list[Recommendation | None] = [None] * len(prepared)
+        exact = [i for i in range(len(prepared)) if i not in set(approx)]
+        if exact:
+            for i, answer in zip(exact, rec.recommend_many([requests[i] for i in exact]), strict=True):
+                out[i] = answer
+        if approx:
+            rows = [prepared[i] for i in approx]
+            with torch.inference_mode():
+                query = rec._model_scores(rows).query
+                assert query is not None
+                if self.has_bias:
+                    query = torch.cat([query, torch.ones(len(query), 1, device=query.device)], 1)
+                k_max = max(p.k for p in rows)
+                extra = max(len(p.banned) for p in rows)
+                scores, ids = self.index.search(query, k_max + extra, nprobe or self.nprobe)
+            scores, ids = scores.cpu(), ids.cpu()
+            for r, (i, p) in enumerate(zip(approx, rows, strict=True)):
+                keep = torch.isfinite(scores[r]) & (ids[r] > 0)
+                if len(p.banned):
+                    keep &= ~torch.from_numpy(np.isin(ids[r].numpy(), p.banned))
+                s, ix = scores[r][keep][: p.k], ids[r][keep][: p.k]
+                items = rec.items_.to_external(ix.numpy())
+                out[i] = Recommendation(items, s.tolist(), [rec.titles_.get(t) for t in items], p.user, p.unknown,
+                                        p.fallback, "model-ann")
+        return [r for r in out if r is not None]
