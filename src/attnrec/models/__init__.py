@@ -9,3 +9,4 @@ from attnrec.models import fpmc  # noqa: F401
 from attnrec.models import transrec  # noqa: F401
 from attnrec.models import gru4rec  # noqa: F401
 from attnrec.models import caser  # noqa: F401
+from attnrec.models import bert4rec  # noqa: F401

@@ -1,0 +1,218 @@
+"""The BERT4Rec paper's studies (Sun et al. 2019, sections 4.5-4.7), one command each.
+
+    python benchmarks/studies.py hidden    --data ml-1m   # hidden size d in 16..256
+    python benchmarks/studies.py mask      --data ml-1m   # mask proportion p in 0.1..0.9
+    python benchmarks/studies.py maxlen    --data ml-1m   # maximum length N in 10..400
+    python benchmarks/studies.py positions --data ml-1m   # with / without positional embeddings
+
+Every point trains BERT4Rec from the data's preset (``ml-1m``, ``beauty`` or ``demo``; ``--preset``
+to choose) with one setting changed, selects the epoch on validation NDCG@10 (full ranking) and
+reports the test split under full ranking and under the paper's protocol (100 negatives drawn by
+popularity). Results go to ``<out>/<study>-<data>.{json,md,png}``.
+
+The full grids take hours on a CPU. ``--values``, ``--max-epochs`` and ``--time-budget`` (seconds
+of training per point) shorten a study, ``--short`` picks a small default; a shortened run says so
+on the console and in every file it writes. Only the public API of attnrec is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnrec import Interactions, Recommender, get_spec
+from attnrec.data.datasets import load_dataset
+from attnrec.data.split import leave_one_out
+from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
+
+STUDIES: dict[str, dict[str, Any]] = {
+    "hidden": {"key": "hidden", "values": [16, 32, 64, 128, 256], "short": [16, 64],
+               "label": "hidden size d", "log": True},
+    "mask": {"key": "mask_prob", "values": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], "short": [0.2, 0.6],
+             "label": "mask proportion p", "log": False},
+    "maxlen": {"key": "max_len", "values": [10, 20, 30, 40, 50, 100, 200, 300, 400], "short": [10, 50],
+               "label": "maximum length N", "log": True},
+    "positions": {"key": "use_positions", "values": [True, False], "short": [True, False],
+                  "label": "positional embedding", "log": False},
+}
+SHORT_EPOCHS, SHORT_BUDGET = 10, 60.0
+METRICS = ("HR@10", "NDCG@10", "MRR")
+
+
+def default_preset(data: Interactions, spec: str) -> str:
+    presets = get_spec("bert4rec").presets
+    for name in (spec, data.source.name.split(".")[0], "demo" if data.source.format == "demo" else ""):
+        if name in presets:
+            return name
+    return "ml-1m"
+
+
+def _git_sha() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run_study(
+    study: str, spec: str, *, values: list[Any] | None = None, preset: str | None = None,
+    max_epochs: int | None = None, time_budget: float = 0.0, seed: int = 0, out: Path = Path("."),
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Train one BERT4Rec per value of the study's setting and write the table, plot and JSON."""
+    st = STUDIES[study]
+    data = load_dataset(spec)
+    preset = preset or default_preset(data, spec)
+    base = get_spec("bert4rec").presets[preset]
+    model_base, train_base = dict(base["model"]) | dict(extra or {}), dict(base["train"])
+    chosen = list(values) if values is not None else list(st["values"])
+    notes = []
+    if chosen != st["values"]:
+        notes.append(f"values {chosen} of the paper's {st['values']}")
+    if max_epochs is not None and max_epochs < train_base.get("max_epochs", 200):
+        notes.append(f"at most {max_epochs} epochs per point (preset: {train_base.get('max_epochs', 200)})")
+        train_base["max_epochs"] = max_epochs
+    if time_budget > 0:
+        notes.append(f"training time budget {time_budget:.0f} s per point")
+        train_base["time_budget"] = time_budget
+    shortened = "SHORTENED: " + "; ".join(notes) if notes else ""
+    if shortened:
+        print(shortened, flush=True)
+    train_base["seed"] = seed
+    split = leave_one_out(data)
+    rows = []
+    for v in chosen:
+        cfg = model_base | {st["key"]: v}
+        if study == "maxlen" and model_base.get("sliding_step"):  # keep the authors' step / N ratio
+            cfg["sliding_step"] = max(1, round(v * model_base["sliding_step"] / model_base.get("max_len", 200)))
+        t0 = time.perf_counter()
+        rec = Recommender("bert4rec", cfg, train=train_base).fit(data, split, progress=False)
+        tr = rec.train_result_
+        assert tr is not None
+        full = rec.evaluate(split.test, FULL)
+        sampled = rec.evaluate(split.test, PAPER_BERT4REC)
+        row = {"value": v, "full": full.metrics, "sampled": sampled.metrics, "epochs": tr.epochs,
+               "best_epoch": tr.best_epoch, "train_seconds": round(tr.seconds, 1), "stopped": tr.stopped,
+               "wall_seconds": round(time.perf_counter() - t0, 1),
+               "n_parameters": sum(p.numel() for p in rec.core.parameters())}
+        rows.append(row)
+        print(f"{st['key']}={v}: full NDCG@10 {full.metrics['NDCG@10']:.4f} HR@10 {full.metrics['HR@10']:.4f} | "
+              f"pop-sampled NDCG@10 {sampled.metrics['NDCG@10']:.4f} HR@10 {sampled.metrics['HR@10']:.4f} | "
+              f"{tr.epochs} epochs, {tr.seconds:.0f}s ({tr.stopped})", flush=True)
+    result = {
+        "study": study, "setting": st["key"], "label": st["label"], "data": dataclasses.asdict(data.source),
+        "split": split.name, "preset": preset, "model_config": model_base,
+        "train_config": train_base, "protocols": {"full": FULL.describe(), "sampled": PAPER_BERT4REC.describe()},
+        "shortened": shortened, "rows": rows, "git": _git_sha(), "machine": platform.platform(),
+        "torch_threads": torch.get_num_threads(), "python": sys.version.split()[0],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{study}-{data.source.name.split('.')[0]}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    stem.with_suffix(".md").write_text(markdown(result))
+    written = [stem.with_suffix(".json"), stem.with_suffix(".md")]
+    try:
+        written.append(plot(result, stem.with_suffix(".png")))
+    except ImportError:
+        print("matplotlib is missing (pip install 'attnrec[plot]'): no plot written")
+    for p in written:
+        print(f"wrote {p}")
+    return result
+
+
+def markdown(r: dict[str, Any]) -> str:
+    d = r["data"]
+    lines = [f"# BERT4Rec study: {r['label']} on {d['name']}", ""]
+    if r["shortened"]:
+        lines += [f"**{r['shortened']}.** Not the paper's full budget: read trends, not final numbers.", ""]
+    lines += [f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12]}), split {r['split']}; preset "
+              f"`{r['preset']}` with `{r['setting']}` varied; epoch chosen on validation NDCG@10 (full ranking). "
+              f"Test metrics. Full: {r['protocols']['full']}. Sampled: {r['protocols']['sampled']} (the paper's).",
+              f"Train settings: {json.dumps({k: v for k, v in r['train_config'].items()})}; git {r['git']}.", "",
+              "| " + r["setting"] + " | " + " | ".join(f"{m} full" for m in METRICS) + " | "
+              + " | ".join(f"{m} sampled" for m in METRICS) + " | epochs (best) | train s | stopped |",
+              "|" + "---|" * (2 * len(METRICS) + 4)]
+    for row in r["rows"]:
+        cells = [f"{row['full'][m]:.4f}" for m in METRICS] + [f"{row['sampled'][m]:.4f}" for m in METRICS]
+        lines.append(f"| {row['value']} | " + " | ".join(cells)
+                     + f" | {row['epochs']} ({row['best_epoch']}) | {row['train_seconds']} | {row['stopped']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(r: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    labels = [str(row["value"]) for row in r["rows"]]
+    numeric = r["study"] != "positions"
+    for ax, proto in zip(axes, ("full", "sampled"), strict=True):
+        for m in ("HR@10", "NDCG@10"):
+            ys = [row[proto][m] for row in r["rows"]]
+            if numeric:
+                ax.plot([row["value"] for row in r["rows"]], ys, marker="o", label=m)
+            else:
+                ax.bar([f"{lab}\n{m}" for lab in labels], ys, label=m)
+        if numeric and STUDIES[r["study"]]["log"]:
+            ax.set_xscale("log", base=2)
+        ax.set_title("full ranking" if proto == "full" else "100 popularity-sampled negatives", fontsize=9)
+        ax.set_xlabel(r["label"], fontsize=8)
+        ax.legend(fontsize=7)
+    title = f"BERT4Rec on {r['data']['name']}: {r['label']}"
+    if r["shortened"]:
+        title += " (SHORTENED budget)"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _value(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", choices=[*STUDIES, "all"])
+    p.add_argument("--data", default="demo", help="demo, a named dataset (ml-1m, beauty) or a file")
+    p.add_argument("--preset", help="BERT4Rec preset to start from [default: the data's]")
+    p.add_argument("--values", help="comma-separated subset of the study's values (shortens it)")
+    p.add_argument("--max-epochs", type=int, help="cap on epochs per point (shortens it)")
+    p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training per point (shortens it)")
+    p.add_argument("--short", action="store_true",
+                   help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs and {SHORT_BUDGET:.0f} s per point")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other model settings")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
+    a = p.parse_args(argv)
+    extra = {k: _value(v) for k, v in (s.split("=", 1) for s in a.set)}
+    for study in STUDIES if a.study == "all" else [a.study]:
+        values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)
+        max_epochs = a.max_epochs or (SHORT_EPOCHS if a.short else None)
+        budget = a.time_budget or (SHORT_BUDGET if a.short else 0.0)
+        print(f"== study {study} on {a.data}", flush=True)
+        run_study(study, a.data, values=values, preset=a.preset, max_epochs=max_epochs, time_budget=budget,
+                  seed=a.seed, out=a.out, extra=extra)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""``attnrec attention`` and ``attnrec explain-rec``: what the self-attention models look at."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from attnrec.cli._common import cli_errors, err, load_data, out, split_list, warn_line
+from attnrec.cli.main import app
+from attnrec.evaluation.attention import (
+    attention_summary,
+    explain_recommendation,
+    histories_from_data,
+    plot_attention,
+)
+from attnrec.recommender import Recommender
+
+ModelDir = Annotated[Path, typer.Option("--model", "-m", help="A SASRec or BERT4Rec model directory.")]
+
+
+@app.command(epilog="Example: attnrec attention --model runs/demo --out runs/demo/attention --users 500")
+@cli_errors
+def attention(
+    model_dir: ModelDir,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for attention.json/.npz and the PNGs.")],
+    data: Annotated[str | None, typer.Option(
+        "--data", "-d", help="Histories to feed the model: 'demo', a named dataset or a file "
+        "[default: the histories stored with the model].")] = None,
+    users: Annotated[int, typer.Option("--users", "-n", min=1, help="How many users to average over.")] = 1000,
+    window: Annotated[int, typer.Option("--window", min=2, help="Most recent positions shown in plots/JSON.")] = 15,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the user sample.")] = 0,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Write JSON/NPZ only (no matplotlib needed).")] = False,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
+) -> None:
+    """Average attention weights per layer and head over users, as in the SASRec paper's heat-maps.
+
+    Writes attention.json (the last --window positions and offsets), attention.npz (full matrices) and, unless --no-plot, attention_heatmap.png (query x key position, 0 = the predicting position) and attention_offsets.png (attention mass by key offset).
+    """
+    rec = Recommender.load(model_dir, device=device)
+    hist, names = None, None
+    if data is not None:
+        interactions = load_data(data)
+        hist, names = histories_from_data(rec, interactions)
+    summary = attention_summary(rec, hist, n_users=users, seed=seed, user_ids=names)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "attention.json").write_text(json.dumps(summary.to_dict(window), indent=1) + "\n")
+    np.savez_compressed(out_dir / "attention.npz", absolute=summary.absolute, relative=summary.relative,
+                        offsets=summary.offsets(), query_counts=summary.query_counts)
+    written = [out_dir / "attention.json", out_dir / "attention.npz"]
+    if not no_plot:
+        try:
+            written += plot_attention(summary, out_dir, window)
+        except RuntimeError as e:
+            warn_line(f"{e}; wrote the JSON and NPZ only")
+    table = Table(title=f"{summary.model}: attention of the predicting position ({summary.predicting}), "
+                  f"mean over {summary.n_users} users")
+    table.add_column("layer")
+    table.add_column("head")
+    for k in (1, 5, 20):
+        table.add_column(f"on last {k}", justify="right")
+    table.add_column("peak offset", justify="right")
+    offs = summary.offsets()
+    for layer in range(summary.absolute.shape[0]):
+        for h in range(summary.absolute.shape[1]):
+            row = summary.absolute[layer, h, -1]
+            shares = [f"{row[-k:].sum():.3f}" for k in (1, 5, 20)]
+            table.add_row(str(layer + 1), str(h + 1), *shares, str(int(offs[summary.relative[layer, h].argmax()])))
+    out.print(table)
+    out.print("positions count back from the predicting one (0); 'on last k' includes position 0 itself")
+    for p in written:
+        out.print(f"wrote {p}")
+
+
+@app.command(name="explain-rec", epilog="Examples: attnrec explain-rec --model runs/demo --user 1\n\n"
+             'attnrec explain-rec --model runs/demo --history "12,40,7"')
+@cli_errors
+def explain_rec(
+    model_dir: ModelDir,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="External ID of a known user.")] = None,
+    history: Annotated[str | None, typer.Option(
+        "--history", help="Ad-hoc history: comma-separated external item IDs, oldest first.")] = None,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Number of items to recommend.")] = 10,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many attended history items to list.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
+) -> None:
+    """Recommend for one user and list the history items the model attended to most.
+
+    'attention' is the last layer's weight from the predicting position (mean over heads); 'rollout' follows the attention through all layers. Both are shared by the whole list.
+    """
+    if (user is None) == (history is None):
+        raise ValueError("give exactly one of --user USER or --history 'ITEM,ITEM,...'")
+    rec = Recommender.load(model_dir, device=device)
+    hist: list[object] | None = [*split_list([history])] if history is not None else None
+    ex = explain_recommendation(rec, user=user, history=hist, k=k, top=top)
+    if as_json:
+        typer.echo(json.dumps(ex.to_dict(), indent=2, ensure_ascii=False))
+        return
+    r = ex.recommendation
+    if r.unknown_items:
+        warn_line(f"ignored {len(r.unknown_items)} item(s) unknown to the model: {', '.join(r.unknown_items)}")
+    recs = Table(title=f"{ex.model}: top {len(r.items)} for " + (f"user {ex.user}" if ex.user else "the history"))
+    for col in ("#", "item", "title", "score"):
+        recs.add_column(col, justify="right" if col in ("#", "score") else "left")
+    for i, (item, title, score) in enumerate(zip(r.items, r.titles, r.scores, strict=True), 1):
+        recs.add_row(str(i), item, title or "", f"{score:.3f}")
+    out.print(recs)
+    att = Table(title=f"most attended history items (from {ex.predicting}; the model saw the last "
+                f"{ex.window} of {ex.history_length} items)")
+    for col in ("item", "title", "items back", "attention", "rollout"):
+        att.add_column(col, justify="right" if col in ("items back", "attention", "rollout") else "left")
+    for a in ex.attended:
+        att.add_row(a.item, a.title or "", str(a.back), f"{a.weight:.3f}", f"{a.rollout:.3f}")
+    out.print(att)
+    if ex.self_weight:
+        err.print(f"the [mask] position kept {ex.self_weight:.3f} of its last-layer attention on itself")

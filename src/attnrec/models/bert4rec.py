@@ -1,0 +1,311 @@
+"""BERT4Rec: bidirectional encoder representations for sequential recommendation (Sun et al., CIKM 2019).
+
+A BERT encoder reads the user's items in both directions and is trained with the Cloze task:
+items are replaced by a [mask] token and predicted from the context on both sides. The
+computation follows the paper and its public code: item + learnable position embeddings, then
+LayerNorm and dropout; post-LN blocks ``LN(x + Dropout(sublayer(x)))`` with multi-head attention
+over every non-padding position and a GELU FFN of width 4d; the output layer
+``softmax(LN(GELU(h W + b)) E^T + b_O)`` with ``E`` the shared item embedding (the LayerNorm is
+in the authors' code, not in the paper's formula). Inference appends [mask] to the history.
+
+Embedding rows: 0 = padding, 1..n_items = items, n_items + 1 = [mask]. Sequences are
+left-padded, so the newest item (or the appended [mask]) always has position ``max_len - 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnrec.data.schema import Sequences
+from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
+from attnrec.registry import register
+
+
+@dataclass(frozen=True)
+class BERT4RecConfig:
+    """BERT4Rec hyperparameters (defaults: the paper's ML-1M model with BERT's dropout)."""
+
+    hidden: int = 64  # d, the embedding and model width (FFN width 4d)
+    n_layers: int = 2
+    n_heads: int = 2
+    max_len: int = 200  # N, the window length (training) / last N-1 items + [mask] (inference)
+    dropout: float = 0.1  # embeddings, sublayer outputs
+    attn_dropout: float = 0.1  # attention probabilities
+    mask_prob: float = 0.2  # p, each item is masked with this probability (at least one per sample)
+    mask_last_prob: float = 0.1  # share of samples where only the last item is masked (test-like)
+    use_80_10_10: bool = False  # BERT's rule for masked items: 80% [mask], 10% random item, 10% kept
+    sliding_step: int = 0  # windows over histories longer than max_len start this far apart; 0 = last window only
+    loss: str = "ce"  # "ce" (full softmax) or "sampled_ce" (n_negatives shared negatives, log-Q corrected)
+    n_negatives: int = 256
+    sampler: str = "uniform"  # sampled_ce negatives: "uniform" or "popularity" (training counts)
+    use_positions: bool = True  # False: no positional embedding (the paper's ablation)
+    init: str = "xavier"  # linear layers: "xavier" (normal) or "bert" (truncated normal, init_std, the authors' code)
+    init_std: float = 0.02  # embeddings (and linear layers with init="bert"): truncated normal, as BERT
+
+    def __post_init__(self) -> None:
+        if self.loss not in ("ce", "sampled_ce"):
+            raise ValueError(f"loss must be ce or sampled_ce, not {self.loss!r}")
+        if self.init not in ("xavier", "bert"):
+            raise ValueError(f"init must be xavier or bert, not {self.init!r}")
+        if self.sampler not in ("uniform", "popularity"):
+            raise ValueError(f"sampler must be uniform or popularity, not {self.sampler!r}")
+        if min(self.hidden, self.n_layers, self.n_heads, self.max_len, self.n_negatives) < 1:
+            raise ValueError("hidden, n_layers, n_heads, max_len and n_negatives must be positive")
+        if not (0.0 < self.mask_prob <= 1.0 and 0.0 <= self.mask_last_prob <= 1.0):
+            raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
+        if self.sliding_step < 0:
+            raise ValueError("sliding_step must be >= 0")
+
+
+class BERT4RecBlock(nn.Module):
+    """Post-LN transformer layer: ``A = LN(x + Drop(MH(x)))``, ``LN(A + Drop(FFN(A)))``."""
+
+    def __init__(self, c: BERT4RecConfig) -> None:
+        super().__init__()
+        self.attn = MultiHeadAttention(c.hidden, c.n_heads, c.attn_dropout)
+        self.ln_attn = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.ffn = PointWiseFeedForward(c.hidden, 4 * c.hidden, 0.0, "gelu")  # BERT: no inner dropout
+        self.ln_ffn = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.drop = nn.Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        x = self.ln_attn(x + self.drop(self.attn(x, x, allowed)))  # (B, T, D)
+        return self.ln_ffn(x + self.drop(self.ffn(x)))  # (B, T, D)
+
+
+def bidirectional_mask(seq: torch.Tensor) -> torch.Tensor:
+    """``(B, 1, T, T)``: every query sees every real (non-padding) key; padding queries also see themselves."""
+    t = seq.shape[1]
+    real_key = (seq > 0)[:, None, None, :]  # (B, 1, 1, T)
+    return real_key | torch.eye(t, dtype=torch.bool, device=seq.device)  # (B, 1, T, T)
+
+
+def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Windows ``(row, begin, length)`` over sequences of ``lengths`` (rows with length 0 get none).
+
+    A sequence of ``L <= max_len`` items is one window. A longer one gets the windows of the
+    authors' code: begins ``L - max_len, L - max_len - step, ...`` while positive, then 0, so every
+    item is in some window and the most recent window is always there. ``step == 0`` keeps only
+    the most recent ``max_len`` items.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    excess = np.maximum(lengths - max_len, 0)  # (U,)
+    n_win = np.where(lengths > 0, 1, 0)
+    if step > 0:
+        n_win = n_win + np.where(excess > 0, -(-excess // step), 0)
+    rows = np.repeat(np.arange(len(lengths)), n_win)  # (R,)
+    k = np.arange(len(rows)) - np.repeat(np.cumsum(n_win) - n_win, n_win)  # window number per row
+    begin = np.maximum(excess[rows] - k * step, 0)
+    return rows, begin, np.minimum(lengths[rows] - begin, max_len)
+
+
+@register(
+    "bert4rec",
+    config=BERT4RecConfig,
+    kind="torch",
+    presets={
+        # The authors' run scripts: hidden 64, 2 layers, 2 heads; ML-1M max_len 200, p 0.2, dropout
+        # 0.2, sliding step 0.5 * max_len; Beauty max_len 50, p 0.6, hidden dropout 0.5, step 0.1 *
+        # max_len. One last-item-masked copy per 10 random ones (dupe_factor 10) ~ mask_last_prob 0.1.
+        # Their 400k steps x 256 are ~10,000 epochs of ML-1M's 10k windows (~2,500 of Beauty's 42k):
+        # out of reach on 2 CPU cores, so lr 1e-3 (not 1e-4, no warm-up) for far fewer steps, at
+        # most 100 / 60 epochs with early stopping, and a 4-hour training cap.
+        "ml-1m": {
+            "model": {"max_len": 200, "mask_prob": 0.2, "dropout": 0.2, "attn_dropout": 0.2,
+                      "sliding_step": 100, "mask_last_prob": 0.1},
+            "train": {"lr": 1e-3, "batch_size": 256, "max_epochs": 100, "patience": 10, "beta2": 0.999,
+                      "time_budget": 14400.0},
+        },
+        "beauty": {
+            "model": {"max_len": 50, "mask_prob": 0.6, "dropout": 0.5, "attn_dropout": 0.2,
+                      "sliding_step": 5, "mask_last_prob": 0.1},
+            "train": {"lr": 1e-3, "batch_size": 256, "max_epochs": 60, "patience": 10, "beta2": 0.999,
+                      "time_budget": 14400.0},
+        },
+        "demo": {  # the built-in demo data (2,000 users, 500 items, ~50 items each): ~2-4 min on 2 cores
+            "model": {"max_len": 50, "mask_prob": 0.3, "dropout": 0.2, "attn_dropout": 0.2,
+                      "sliding_step": 25, "mask_last_prob": 0.1},
+            "train": {"lr": 2e-3, "batch_size": 64, "max_epochs": 40, "patience": 5, "beta2": 0.999,
+                      "time_budget": 300.0},
+        },
+    },
+)
+class BERT4Rec(nn.Module):
+    """BERT4Rec: bidirectional self-attention trained on the Cloze (masked item) task."""
+
+    def __init__(self, config: BERT4RecConfig, n_users: int, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_items = n_items
+        self.mask_id = n_items + 1
+        self.item_emb = nn.Embedding(n_items + 2, c.hidden, padding_idx=0)  # pad, items, [mask]
+        self.pos_emb = nn.Embedding(c.max_len, c.hidden) if c.use_positions else None
+        self.ln_emb = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.emb_drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(BERT4RecBlock(c) for _ in range(c.n_layers))
+        self.proj = nn.Linear(c.hidden, c.hidden)  # W^P, b^P
+        self.ln_proj = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.out_bias = nn.Parameter(torch.zeros(n_items + 1))  # b^O over padding + items
+        # With few training steps the 0.02 init sits long near uniform attention (q.k ~ 0); xavier
+        # linear layers left that plateau sooner in our demo runs. Embeddings always use init_std.
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and c.init == "xavier" and "emb" not in name:
+                nn.init.xavier_normal_(p)
+            elif p.dim() > 1:
+                nn.init.trunc_normal_(p, std=c.init_std, a=-2 * c.init_std, b=2 * c.init_std)
+            elif "ln" not in name:
+                nn.init.zeros_(p)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+
+    def embed(self, seq: torch.Tensor) -> torch.Tensor:
+        """Input representations ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``."""
+        x = self.item_emb(seq)  # (B, T, D)
+        if self.pos_emb is not None:
+            t = seq.shape[1]
+            x = x + self.pos_emb(torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device))
+        return self.emb_drop(self.ln_emb(x))
+
+    def encode(self, seq: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``(B, T, D)``; every position attends to all non-padding positions."""
+        x, allowed = self.embed(seq), bidirectional_mask(seq)
+        for block in self.blocks:
+            x = block(x, allowed)
+        return x
+
+    def project(self, h: torch.Tensor) -> torch.Tensor:
+        """The output transform ``LN(GELU(h W^P + b^P))`` of hidden states ``(N, D)``."""
+        return self.ln_proj(F.gelu(self.proj(h)))
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Item logits ``(N, n_items + 1)`` of hidden states ``(N, D)``; column 0 is ``-inf``."""
+        out = self.project(h) @ self.item_vectors().T + self.out_bias  # (N, I+1), no [mask] column
+        out[:, 0] = -torch.inf
+        return out
+
+    # -- training: the Cloze task ------------------------------------------------------------
+    def train_rows(self, train: Sequences) -> int:
+        return len(sliding_windows(train.lengths(), self.config.max_len, self.config.sliding_step)[0])
+
+    def windows(self, train: Sequences) -> np.ndarray:
+        """Left-padded ``(R, max_len)`` training windows (see :func:`sliding_windows`)."""
+        t = self.config.max_len
+        rows, begin, length = sliding_windows(train.lengths(), t, self.config.sliding_step)
+        start = train.offsets[rows] + begin  # (R,) absolute index of each window's first item
+        col = np.arange(t)[None, :]  # (1, T)
+        valid = col >= (t - length)[:, None]  # (R, T)
+        src = (start + length - t)[:, None] + col
+        out = np.zeros((len(rows), t), dtype=np.int64)
+        out[valid] = train.items[src[valid]]
+        return out
+
+    def cloze(self, w: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted)."""
+        c, (b, t) = self.config, w.shape
+        real = w > 0  # (B, T)
+        n_real = real.sum(1)  # (B,)
+        last_only = np.asarray(rng.random(b)) < c.mask_last_prob  # (B,) test-like samples
+        masked = (rng.random((b, t)) < c.mask_prob) & real  # (B, T)
+        empty = ~masked.any(1)  # at least one prediction per sample: a random real position
+        pick = t - 1 - np.minimum((rng.random(b) * n_real).astype(np.int64), np.maximum(n_real - 1, 0))
+        masked[empty, pick[empty]] = True
+        masked[last_only] = False
+        masked[last_only, t - 1] = True  # left padding: the last item is at column T-1
+        labels = np.where(masked, w, 0)
+        inp = w.copy()
+        if c.use_80_10_10:
+            r = rng.random((b, t))
+            bert = masked & ~last_only[:, None]
+            to_random = bert & (r >= 0.8) & (r < 0.9)
+            inp[masked & ~(bert & (r >= 0.8))] = self.mask_id  # 10% (r >= 0.9) keep the true item
+            inp[to_random] = rng.integers(1, self.n_items + 1, int(to_random.sum()))
+        else:
+            inp[masked] = self.mask_id
+        return inp, labels
+
+    def train_batches(
+        self, train: Sequences, batch_size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Shuffled batches of windows with a fresh Cloze masking (and negatives) per call."""
+        c = self.config
+        windows = self.windows(train)
+        logq = None
+        if c.loss == "sampled_ce":
+            counts = np.bincount(train.items, minlength=self.n_items + 1).astype(np.float64)
+            q = counts + 1.0 if c.sampler == "popularity" else np.ones(self.n_items + 1)
+            q[0] = 0.0
+            q /= q.sum()
+            logq, cdf = np.log(np.maximum(q, 1e-30)), np.cumsum(q)
+        for idx in np.array_split(rng.permutation(len(windows)), max(1, -(-len(windows) // batch_size))):
+            inp, labels = self.cloze(windows[idx], rng)
+            batch = {"seq": torch.from_numpy(inp), "labels": torch.from_numpy(labels)}
+            if logq is not None:
+                neg = np.searchsorted(cdf, rng.random(c.n_negatives) * cdf[-1], side="right").clip(1, self.n_items)
+                batch["negative"] = torch.from_numpy(neg)
+                batch["neg_logq"] = torch.from_numpy(logq[neg].astype(np.float32))
+                batch["label_logq"] = torch.from_numpy(logq[labels].astype(np.float32))
+            yield batch
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Negative log-likelihood of the true items at masked positions only."""
+        labels = batch["labels"]  # (B, T)
+        sel = labels > 0
+        h = self.encode(batch["seq"])[sel]  # (N, D) masked positions only
+        target = labels[sel]  # (N,)
+        if self.config.loss == "ce":
+            return F.cross_entropy(self.logits(h), target)
+        z = self.project(h)  # (N, D)
+        neg, emb = batch["negative"], self.item_emb.weight  # (S,), (I+2, D)
+        # Sampled softmax with log-Q correction: logit - log q(item) for the target and the negatives.
+        pos_logit = (z * emb[target]).sum(-1, keepdim=True) + self.out_bias[target, None]  # (N, 1)
+        pos_logit = pos_logit - batch["label_logq"][sel][:, None]
+        neg_logit = z @ emb[neg].T + self.out_bias[neg] - batch["neg_logq"][None, :]  # (N, S)
+        neg_logit = neg_logit.masked_fill(neg[None, :] == target[:, None], -torch.inf)  # accidental hits
+        logits = torch.cat([pos_logit, neg_logit], dim=1)  # (N, 1+S)
+        return F.cross_entropy(logits, torch.zeros(len(target), dtype=torch.long, device=logits.device))
+
+    # -- inference: [mask] appended after the history ----------------------------------------
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+        """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``.
+
+        ``W`` is the batch's longest history (at most ``max_len - 1``): positions count from the
+        end and padding keys are masked, so a narrower batch gives the same scores for less work.
+        """
+        width = int(min(self.config.max_len - 1, histories.lengths().max(initial=0)))
+        seq = histories.padded(width)
+        mask = np.full((len(seq), 1), self.mask_id, dtype=np.int64)
+        return {"seq": torch.from_numpy(np.concatenate([seq, mask], axis=1))}
+
+    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, D)``: ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
+        return self.project(self.encode(batch["seq"])[:, -1, :])
+
+    def item_vectors(self) -> torch.Tensor:
+        """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out."""
+        return self.item_emb.weight[: self.n_items + 1]
+
+    def item_bias(self) -> torch.Tensor:
+        """The output bias ``b^O`` ``(n_items + 1,)``."""
+        return self.out_bias
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)`` of the item behind the final [mask]; column 0 is ``-inf``."""
+        scores = self.query_vectors(batch) @ self.item_vectors().T + self.out_bias  # (B, I+1)
+        scores[:, 0] = -torch.inf
+        return scores
+
+    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
+        """Per-layer attention probabilities ``(B, H, T, T)`` (eval mode, for visualisation)."""
+        x, allowed, out = self.embed(seq), bidirectional_mask(seq), []
+        for block in self.blocks:
+            assert isinstance(block, BERT4RecBlock)
+            out.append(block.attn.weights(x, x, allowed))
+            x = block(x, allowed)
+        return out
+
