@@ -216,23 +216,37 @@ async def drive_raw(url: str, bodies: list[dict[str, Any]], concurrency: int, wa
                 length = int(line.split(b":", 1)[1])
         return status, await reader.readexactly(length)
 
+    warm = await asyncio.open_connection(host, int(port))
+    for data in payloads[:warmup]:
+        await call(*warm, data)
+    warm[1].close()
     conns = [await asyncio.open_connection(host, int(port)) for _ in range(concurrency)]
-    for j, data in enumerate(payloads[:warmup]):
-        await call(*conns[j % concurrency], data)
     latencies: list[float] = []
     errors: list[str] = []
+    reconnects = 0
     todo = iter(zip(bodies, payloads, strict=True))
 
     async def worker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal reconnects
         for body, data in todo:
             t = time.perf_counter()
-            try:
-                status, payload = await asyncio.wait_for(call(reader, writer, data), 30)
-                if status != 200 or len(json.loads(payload)["items"]) != body["k"]:
-                    errors.append(f"{status} {payload[:200]!r}")
-            except Exception as e:  # noqa: BLE001 - counted as an error
-                errors.append(repr(e)[:200])
-                reader, writer = await asyncio.open_connection(host, int(port))
+            for attempt in range(2):
+                try:
+                    status, payload = await asyncio.wait_for(call(reader, writer, data), 60)
+                    if status != 200 or len(json.loads(payload)["items"]) != body["k"]:
+                        errors.append(f"{status} {payload[:200]!r}")
+                    break
+                except (asyncio.IncompleteReadError, ConnectionError) as e:
+                    # A keep-alive connection the server closed while idle: reconnect and resend once.
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                    if attempt == 1 or (isinstance(e, asyncio.IncompleteReadError) and e.partial):
+                        errors.append(repr(e)[:200])
+                        break
+                    reconnects += 1
+                except Exception as e:  # noqa: BLE001 - counted as an error
+                    errors.append(repr(e)[:200])
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                    break
             latencies.append(time.perf_counter() - t)
 
     t0 = time.perf_counter()
@@ -244,7 +258,7 @@ async def drive_raw(url: str, bodies: list[dict[str, Any]], concurrency: int, wa
     return {"requests": len(bodies), "concurrency": concurrency, "wall_s": wall, "rps": len(bodies) / wall,
             "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
             "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()), "mean_ms": float(lat.mean()),
-            "errors": len(errors), "error_samples": errors[:3]}
+            "errors": len(errors), "error_samples": errors[:3], "reconnects": reconnects}
 
 
 def client_main(args: argparse.Namespace) -> None:
@@ -268,7 +282,8 @@ def run_client(url: str, bodies_file: Path, concurrency: int, warmup: int, clien
 # -- the study -------------------------------------------------------------------------------------
 def run_setting(name: str, model_dir: Path, setting: dict[str, Any], levels: list[int], n_requests: int,
                 threads: int, client: str) -> list[dict[str, Any]]:
-    extra = [f"--{k.replace('_', '-')}={v}" for k, v in setting.items()]
+    extra = [(f"--{k.replace('_', '-')}" if v else f"--no-{k.replace('_', '-')}") if isinstance(v, bool)
+             else f"--{k.replace('_', '-')}={v}" for k, v in setting.items()]
     server = Server(name, model_dir, threads, extra)
     rows = []
     try:
@@ -317,6 +332,8 @@ def markdown(report: dict[str, Any]) -> str:
     for r in report["rows"]:
         s = r["setting"]
         batching = "off" if s.get("max_batch", 32) == 1 else f"≤{s.get('max_batch', 32)}, wait {s.get('max_wait_ms', 0)} ms"
+        if s.get("inline"):
+            batching += ", inline"
         lines.append(f"| {r['model']} | {r['n_items']:,} | {s.get('backend', 'torch')} | {batching} | {r['concurrency']} "
                      f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.0f} | {r['errors']} "
                      f"| {r['server_rss_mib']:.0f} | {r['server_cpu_ms_per_request']:.2f} "
@@ -336,7 +353,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads in the server")
     ap.add_argument("--train-seconds", type=float, default=120)
     ap.add_argument("--models", default="sasrec-ml1m,bert4rec-ml1m,sasrec-1m")
-    ap.add_argument("--study", default="full", choices=["full", "batching", "default"],
+    ap.add_argument("--study", default="full", choices=["full", "batching", "default", "inline"],
                     help="full: batching and backend comparison on SASRec ML-1M plus every model with the default")
     ap.add_argument("--quick", action="store_true", help="200 requests, SASRec ML-1M only")
     ap.add_argument("--client", default="raw", choices=["raw", "httpx"],
@@ -381,17 +398,12 @@ def main() -> None:
     if args.study in ("full", "batching") and "sasrec-ml1m" in models:
         plan += [("sasrec-ml1m", {"max_batch": 1}), ("sasrec-ml1m", {"max_batch": 32, "max_wait_ms": 2.0})]
         if args.study == "full":
-            plan += [("sasrec-ml1m", {**default, "backend": "onnx"})]
+            plan += [("sasrec-ml1m", {**default, "backend": "onnx"}), ("sasrec-ml1m", {**default, "inline": True})]
     plan += [(name, default) for name in models]
     if args.study in ("full", "batching") and "sasrec-1m" in models:
         plan += [("sasrec-1m", {"max_batch": 1})]
     rows: list[dict[str, Any]] = []
     loadavg = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    for name, setting in plan:
-        meta = json.loads((models[name] / "config.json").read_text())
-        for r in run_setting(name, models[name], setting, levels, args.requests, args.threads, args.client):
-            r["n_items"] = meta["n_items"]
-            rows.append(r)
     report = {
         "environment": {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "platform": platform.platform(),
                         "python": platform.python_version(), "torch": torch.__version__, "loadavg": loadavg,
@@ -402,8 +414,14 @@ def main() -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    Path(str(out) + ".json").write_text(json.dumps(report, indent=2))
-    Path(str(out) + ".md").write_text(markdown(report))
+    for name, setting in plan:
+        meta = json.loads((models[name] / "config.json").read_text())
+        for r in run_setting(name, models[name], setting, levels, args.requests, args.threads, args.client):
+            r["n_items"] = meta["n_items"]
+            rows.append(r)
+        # Written after every setting, so an interrupted run keeps what it measured.
+        Path(str(out) + ".json").write_text(json.dumps(report, indent=2))
+        Path(str(out) + ".md").write_text(markdown(report))
     print(f"wrote {out}.json and {out}.md")
 
 

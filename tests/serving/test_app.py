@@ -250,3 +250,11 @@ def test_batched_http_answers_equal_single(sasrec: Recommender) -> None:
     for req, body in zip(reqs, asyncio.run(main()), strict=True):
         want = sasrec.recommend(**req)
         assert [x["item"] for x in body["items"]] == want.items
+
+
+def test_inline_scoring_on_the_event_loop(sasrec: Recommender) -> None:
+    with TestClient(create_app({"sas": sasrec}, ServingConfig(inline=True))) as c:
+        assert c.get("/v1/models").json()["limits"]["inline"] is True
+        for req in ({"user": "u6", "k": 5}, {"history": ["i2", "i3"], "k": 4}):
+            body = c.post("/v1/recommend", json=req).json()
+            assert [x["item"] for x in body["items"]] == sasrec.recommend(**req).items  # type: ignore[arg-type]

@@ -47,6 +47,7 @@ def serve(
                                                  "(1 disables batching).")] = 32,
     max_wait_ms: Annotated[float, typer.Option(help="How long the batcher waits for more requests once it has "
                                                      "one (0: only those already queued).")] = 0.0,
+    inline: Annotated[bool, typer.Option(help="Score on the event-loop thread (no worker-thread hand-off).")] = False,
     max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = 100,
     max_history: Annotated[int, typer.Option(help="Longest history a request may send.")] = 1000,
     threads: Annotated[int, typer.Option(help="torch CPU threads (0: torch's default).")] = 0,
@@ -69,7 +70,7 @@ def serve(
     if threads:
         torch.set_num_threads(threads)
     cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                        backend=backend, device=device)
+                        backend=backend, device=device, inline=inline)
     dirs = parse_model_specs(model)
     models: dict[str, Any] = dict(dirs) if lazy else {name: load_model(d, device) for name, d in dirs.items()}
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")

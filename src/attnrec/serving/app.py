@@ -67,6 +67,7 @@ class ServingConfig:
     max_batch: int = 32
     max_wait_ms: float = 0.0
     backend: str = "torch"  # torch or onnx
+    inline: bool = False  # score recommend batches on the event-loop thread instead of the worker thread
     device: str = "cpu"
     warmup: bool = True
 
@@ -107,14 +108,16 @@ def load_model(path: str | Path, device: str = "cpu") -> Any:
 
 
 class MicroBatcher(Generic[T, R]):
-    """Gathers concurrent submissions into lists for ``fn`` (run on ``executor``).
+    """Gathers concurrent submissions into lists for ``fn`` (run on ``executor``, or on the event
+    loop's own thread when ``executor`` is None: no thread hand-offs, but the loop is blocked while
+    a batch is scored; requests arriving meanwhile wait in the socket buffers and form the next batch).
 
     A batch starts with the first waiting item, takes everything already queued (up to
     ``max_batch``) and, when ``max_wait`` > 0, waits up to that many seconds for more. If a batch
     fails, its items are retried one by one so that one bad request cannot fail the others.
     """
 
-    def __init__(self, fn: Callable[[list[T]], list[R]], executor: ThreadPoolExecutor, max_batch: int,
+    def __init__(self, fn: Callable[[list[T]], list[R]], executor: ThreadPoolExecutor | None, max_batch: int,
                  max_wait: float) -> None:
         self.fn, self.executor, self.max_batch, self.max_wait = fn, executor, max_batch, max_wait
         self.queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
@@ -155,15 +158,19 @@ class MicroBatcher(Generic[T, R]):
                 break
         return [(x, f) for x, f in batch if not f.done()]  # cancelled requests are dropped
 
+    async def _call(self, items: list[T]) -> list[R]:
+        if self.executor is None:
+            return self.fn(items)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.fn, items)
+
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             batch = await self._gather()
             if not batch:
                 continue
             self.batches, self.items = self.batches + 1, self.items + len(batch)
             try:
-                results = await loop.run_in_executor(self.executor, self.fn, [x for x, _ in batch])
+                results = await self._call([x for x, _ in batch])
                 pairs: list[tuple[asyncio.Future[R], R | BaseException]] = [
                     (f, r) for (_, f), r in zip(batch, results, strict=True)]
             except Exception as e:  # noqa: BLE001 - isolate the failing request
@@ -173,7 +180,7 @@ class MicroBatcher(Generic[T, R]):
                     pairs = []
                     for x, f in batch:
                         try:
-                            pairs.append((f, (await loop.run_in_executor(self.executor, self.fn, [x]))[0]))
+                            pairs.append((f, (await self._call([x]))[0]))
                         except Exception as e1:  # noqa: BLE001
                             pairs.append((f, e1))
             for f, r in pairs:
@@ -320,7 +327,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for e in entries.values():
             batcher: MicroBatcher[dict[str, Any], Recommendation] = MicroBatcher(
-                _recommend_many(e), executor, cfg.max_batch, cfg.max_wait_ms / 1000)
+                _recommend_many(e), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000)
             batcher.start()
             e.batcher = batcher
         # Objects passed in are prepared (backend, warm-up) before serving starts; directories load
@@ -465,7 +472,8 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
                 _describe(info, e.obj)
             infos.append(info)
         limits = {"max_k": cfg.max_k, "max_history": cfg.max_history, "max_list": cfg.max_list,
-                  "max_body_bytes": cfg.max_body_bytes, "max_batch": cfg.max_batch, "max_wait_ms": cfg.max_wait_ms}
+                  "max_body_bytes": cfg.max_body_bytes, "max_batch": cfg.max_batch, "max_wait_ms": cfg.max_wait_ms,
+                  "inline": cfg.inline}
         return ModelsResponse(models=infos, limits=limits)
 
     @app.get("/healthz", response_model=Status, tags=["status"])
