@@ -1,0 +1,287 @@
+"""Streaming reader for Parquet interaction logs larger than memory.
+
+:func:`read_parquet_stream` reads a Parquet file (or a directory of Parquet files) in record
+batches with pyarrow, never holding the raw table: each batch's user and item IDs are turned into
+int32 codes by incremental ID maps (vectorised for integer IDs, one dictionary lookup per distinct
+string per batch for text IDs) and written into preallocated arrays; timestamps and ratings are
+converted batch by batch. Only the encoded columns (4 + 4 + 8 bytes per row, plus 8 per rating)
+and the ID maps live in memory, so a log of 20M rows needs a few hundred MB whatever the size of
+its raw IDs. The result equals :func:`attnrec.data.io.read_table` on the same file: same ID maps
+(order of first appearance), same ordering (user, then time, ties in file order), same
+``min_rating`` / ``k_core`` filtering.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from attnrec.data.io import _numeric_column, _time_column, resolve_columns
+from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
+
+BATCH_ROWS = 1 << 20
+
+
+class MissingValue(DataError):
+    """A missing ID at ``row`` (0-based) of the batch passed to :meth:`IdEncoder.encode`."""
+
+    def __init__(self, row: int) -> None:
+        super().__init__(f"row {row + 1}: missing value")
+        self.row = row
+
+
+class IdEncoder:
+    """Incremental map from external IDs to codes ``0..n-1`` in order of first appearance.
+
+    Integer IDs (and integral floats) are mapped with sorted numpy arrays; text IDs (stripped of
+    surrounding whitespace, as :func:`read_table` does) through a dict, one lookup per distinct
+    value of each batch.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._vals = np.zeros(0, dtype=np.int64)  # sorted known integer IDs
+        self._codes = np.zeros(0, dtype=np.int32)  # their codes
+        self._int_ext: list[np.ndarray] = []  # integer IDs in code order, per batch
+        self._index: dict[str, int] = {}  # text IDs -> codes (insertion order = code order)
+
+    def encode(self, arr: pa.Array) -> np.ndarray:
+        """Codes (int32) of a batch's ID column; a null or empty ID raises :class:`MissingValue`."""
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        if arr.null_count:
+            raise MissingValue(_first_null(arr))
+        if pa.types.is_floating(arr.type):
+            f = arr.to_numpy(zero_copy_only=False)
+            if np.all(f == np.round(f)):
+                return self._encode_ints(f.astype(np.int64))
+            arr = pc.cast(arr, pa.string())
+        if pa.types.is_integer(arr.type):
+            return self._encode_ints(arr.to_numpy(zero_copy_only=False).astype(np.int64))
+        if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+            arr = pc.cast(arr, pa.string())
+        return self._encode_text(arr)
+
+    def _encode_ints(self, vals: np.ndarray) -> np.ndarray:
+        if self._index:
+            raise DataError("an ID column mixes text and numbers across batches")
+        u, first, inv = np.unique(vals, return_index=True, return_inverse=True)
+        pos = np.searchsorted(self._vals, u)
+        found = np.zeros(len(u), dtype=bool)
+        if len(self._vals):
+            found = self._vals[pos.clip(max=len(self._vals) - 1)] == u
+        codes_u = np.empty(len(u), dtype=np.int32)
+        codes_u[found] = self._codes[pos[found]]
+        new = np.flatnonzero(~found)  # value order
+        by_first = new[np.argsort(first[new], kind="stable")]  # first-appearance order
+        codes_u[by_first] = np.arange(self.n, self.n + len(new), dtype=np.int32)
+        self.n += len(new)
+        self._int_ext.append(u[by_first])
+        self._vals = np.insert(self._vals, pos[new], u[new])
+        self._codes = np.insert(self._codes, pos[new], codes_u[new])
+        return codes_u[inv.reshape(-1)]
+
+    def _encode_text(self, arr: pa.Array) -> np.ndarray:
+        if self._int_ext:
+            raise DataError("an ID column mixes text and numbers across batches")
+        enc = pc.dictionary_encode(arr)
+        values = pc.utf8_trim_whitespace(enc.dictionary).to_pylist()  # distinct, first-appearance order
+        idx = enc.indices.to_numpy(zero_copy_only=False)
+        if "" in values:
+            raise MissingValue(int(np.flatnonzero(idx == values.index(""))[0]))
+        index = self._index
+        codes_u = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
+        self.n = len(index)
+        return codes_u[idx]
+
+    def external(self) -> np.ndarray:
+        """External IDs (str, object array) in code order."""
+        if self._int_ext:
+            return np.concatenate(self._int_ext).astype(str).astype(object)
+        return np.array(list(self._index), dtype=object)
+
+
+def _first_null(arr: pa.Array) -> int:
+    return int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".parquet", ".pq"))
+        if not files:
+            raise DataError(f"{path}: no .parquet files in this directory")
+        return files
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    return [path]
+
+
+def _sha256(files: list[Path]) -> str:
+    if len(files) == 1:
+        h = hashlib.sha256()
+        with open(files[0], "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    return hashlib.sha256("".join(_sha256([f]) for f in files).encode()).hexdigest()
+
+
+def read_parquet_stream(
+    path: str | Path,
+    columns: Mapping[str, str | int] | None = None,
+    *,
+    name: str | None = None,
+    min_rating: float | None = None,
+    k_core: int = 0,
+    batch_rows: int = BATCH_ROWS,
+) -> Interactions:
+    """Read a Parquet interaction log (a file or a directory of files) in batches of ``batch_rows``.
+
+    ``columns`` maps roles (user, item, timestamp, rating, event) to column names as in
+    :func:`attnrec.data.io.read_table`, which this function matches row for row; it holds only the
+    encoded columns in memory, never the raw table. Errors (missing values, bad numbers) name the
+    row (1-based, across files in name order).
+    """
+    p = Path(path)
+    files = _files(p)
+    try:
+        dataset = pads.dataset([str(f) for f in files], format="parquet")
+        n_rows = dataset.count_rows()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataError(f"{p}: cannot be read as Parquet ({e})") from e
+    if n_rows == 0:
+        raise DataError(f"{p}: the file is empty (no interactions)")
+    roles = resolve_columns(dataset.schema.names, columns, p)
+    if min_rating is not None and "rating" not in roles:
+        raise DataError("min_rating was given but the data has no rating column")
+    users, items, events = IdEncoder(), IdEncoder(), IdEncoder()
+    user = np.empty(n_rows, dtype=np.int32)
+    item = np.empty(n_rows, dtype=np.int32)
+    ts = np.empty(n_rows, dtype=np.float64) if "timestamp" in roles else None
+    rt = np.empty(n_rows, dtype=np.float64) if "rating" in roles else None
+    ev = np.empty(n_rows, dtype=np.int32) if "event" in roles else None
+    labels = {role: roles[role] for role in roles}
+    filled, row0 = 0, 0
+    scanner = dataset.scanner(columns=[str(c) for c in labels.values()], batch_size=batch_rows, use_threads=False)
+    try:
+        for batch in scanner.to_batches():
+            m = batch.num_rows
+            if m == 0:
+                continue
+            cols = {role: batch.column(str(label)) for role, label in labels.items()}
+
+            def line_of(row: int, _r0: int = row0) -> str:
+                return f"row {_r0 + row + 1}"
+
+            keep: np.ndarray | None = None
+            rating = None
+            if "rating" in cols:
+                rating = _numeric_column(_series(cols["rating"]), _nulls(cols["rating"]), p, labels["rating"],
+                                         "rating", line_of)
+                if min_rating is not None:
+                    keep = rating >= min_rating
+            time = None
+            if "timestamp" in cols:
+                time = _time_column(_series(cols["timestamp"]), _nulls(cols["timestamp"]), p, labels["timestamp"],
+                                    line_of)
+            if keep is not None and not keep.all():
+                sel = pa.array(keep)
+                cols = {role: pc.filter(c, sel) for role, c in cols.items()}
+                rating = rating[keep] if rating is not None else None
+                time = time[keep] if time is not None else None
+            k = len(cols["user"])
+            sl = slice(filled, filled + k)
+            user[sl] = _checked(users, cols["user"], f"user (column {labels['user']!r})", row0, p, keep)
+            item[sl] = _checked(items, cols["item"], f"item (column {labels['item']!r})", row0, p, keep)
+            if ev is not None:
+                ev[sl] = _checked(events, cols["event"], f"event (column {labels['event']!r})", row0, p, keep)
+            if ts is not None and time is not None:
+                ts[sl] = time
+            if rt is not None and rating is not None:
+                rt[sl] = rating
+            filled += k
+            row0 += m
+    except pa.ArrowInvalid as e:
+        raise DataError(f"{p}: cannot be read as Parquet ({e})") from e
+    if filled == 0:
+        raise DataError(f"{p}: no interactions (empty file or everything filtered out)")
+    user, item = user[:filled], item[:filled]
+    ts = None if ts is None else ts[:filled]
+    rt = None if rt is None else rt[:filled]
+    ev = None if ev is None else ev[:filled]
+    user_ext, item_ext = users.external(), items.external()
+    if k_core > 1:
+        mask = _k_core_mask(user, item, users.n, items.n, k_core)
+        if not mask.any():
+            raise DataError(f"{k_core}-core filtering removed every interaction")
+        user, user_ext = _renumber(user[mask], user_ext)
+        item, item_ext = _renumber(item[mask], item_ext)
+        ts = None if ts is None else ts[mask]
+        rt = None if rt is None else rt[mask]
+        ev = None if ev is None else ev[mask]
+    # User, then time; ties keep file order (both sorts are stable).
+    order = np.lexsort((ts, user)) if ts is not None else np.argsort(user, kind="stable")
+    return Interactions(
+        user=user[order].astype(np.int64),
+        item=item[order].astype(np.int64) + 1,
+        users=IdMap(user_ext, 0),
+        items=IdMap(item_ext, 1),
+        timestamp=None if ts is None else ts[order],
+        rating=None if rt is None else rt[order],
+        event=None if ev is None else events.external()[ev[order]],
+        source=DataSource(name or p.name, str(p), "parquet", _sha256(files)),
+    )
+
+
+def _series(arr: pa.Array) -> pd.Series:
+    return arr.to_pandas()
+
+
+def _nulls(arr: pa.Array) -> np.ndarray:
+    return arr.is_null().to_numpy(zero_copy_only=False)
+
+
+def _checked(enc: IdEncoder, arr: pa.Array, what: str, row0: int, p: Path, keep: np.ndarray | None) -> np.ndarray:
+    try:
+        return enc.encode(arr)
+    except MissingValue as e:
+        row = e.row if keep is None else int(np.flatnonzero(keep)[e.row])  # row of the unfiltered batch
+        raise DataError(f"{p}: row {row0 + row + 1}: missing {what}") from None
+    except DataError as e:
+        raise DataError(f"{p}: {what}: {e}") from None
+
+
+def _k_core_mask(user: np.ndarray, item: np.ndarray, n_users: int, n_items: int, k: int) -> np.ndarray:
+    mask = np.ones(len(user), dtype=bool)
+    while True:
+        uc = np.bincount(user[mask], minlength=n_users)
+        ic = np.bincount(item[mask], minlength=n_items)
+        new = mask & (uc[user] >= k) & (ic[item] >= k)
+        if new.sum() == mask.sum():
+            return new
+        mask = new
+
+
+def _renumber(codes: np.ndarray, ext: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the kept rows renumbered ``0..`` in order of first appearance, and their external IDs."""
+    u, first = np.unique(codes, return_index=True)
+    kept = u[np.argsort(first, kind="stable")]
+    table = np.full(len(ext), -1, dtype=np.int32)
+    table[kept] = np.arange(len(kept), dtype=np.int32)
+    return table[codes], ext[kept]
+
+
+def parquet_rows(path: str | Path) -> int:
+    """Rows of a Parquet file or directory, from the metadata only."""
+    return int(pads.dataset([str(f) for f in _files(Path(path))], format="parquet").count_rows())
+
+
+__all__ = ["IdEncoder", "MissingValue", "read_parquet_stream", "parquet_rows"]
+
