@@ -36,6 +36,10 @@ def default_nlist(n: int) -> int:
 class IVFIndex:
     """Inverted-file index for inner-product search, in torch (CPU or GPU).
 
+    Like faiss's ``IndexIVFFlat`` with ``METRIC_INNER_PRODUCT``: k-means whose assignment step,
+    the assignment of the items and the choice of cells to probe all use the inner product with
+    the centroids; each probed cell's items are scored exactly.
+
     Parameters
     ----------
     vectors : Tensor (N, D)
@@ -57,12 +61,12 @@ class IVFIndex:
         gen = torch.Generator(device="cpu").manual_seed(seed)
         sample = x[torch.randperm(n, generator=gen)[: train_size or min(n, self.nlist * 64)].to(x.device)]
         cent = sample[torch.randperm(len(sample), generator=gen)[: self.nlist].to(x.device)].clone()
-        for _ in range(iters):  # Lloyd's k-means (L2) on the sample; empty cells keep their centroid
-            a = self._nearest(sample, cent, chunk)
+        for _ in range(iters):  # k-means on the sample; empty cells keep their centroid
+            a = self._assign(sample, cent, chunk)
             sums = torch.zeros_like(cent).index_add_(0, a, sample)
             counts = torch.bincount(a, minlength=self.nlist).unsqueeze(1)
             cent = torch.where(counts > 0, sums / counts.clamp_min(1), cent)
-        assign = self._nearest(x, cent, chunk)
+        assign = self._assign(x, cent, chunk)
         order = torch.argsort(assign, stable=True)
         self.centroids = cent  # (L, D)
         self.vectors = x[order]  # (N, D), grouped by cell
@@ -71,9 +75,9 @@ class IVFIndex:
         self.offsets[1:] = torch.cumsum(torch.bincount(assign, minlength=self.nlist), 0)
 
     @staticmethod
-    def _nearest(x: torch.Tensor, cent: torch.Tensor, chunk: int) -> torch.Tensor:
-        c2 = (cent * cent).sum(1)
-        return torch.cat([(c2 - 2 * x[s : s + chunk] @ cent.T).argmin(1) for s in range(0, len(x), chunk)])
+    def _assign(x: torch.Tensor, cent: torch.Tensor, chunk: int) -> torch.Tensor:
+        """The cell of each vector: the centroid of largest inner product (as faiss does for this metric)."""
+        return torch.cat([(x[s : s + chunk] @ cent.T).argmax(1) for s in range(0, len(x), chunk)])
 
     def search(self, queries: torch.Tensor, k: int, nprobe: int = 16, chunk: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-``k`` ``(scores, ids)`` ``(B, k)`` among the items of each query's ``nprobe`` best cells.
