@@ -109,13 +109,13 @@ def step_worker(n_items: int, loss: str, steps: int, batch: int, threads: int) -
     gc.collect()
     rss_persist = _rss()
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS counter to the current RSS
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     losses = [step(b) for b in batches[1 : steps + 1]]
-    seconds = (time.perf_counter() - t) / steps
+    seconds, cpu = (time.perf_counter() - t) / steps, (time.process_time() - c) / steps
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     real = int(sum(int((b["target"] > 0).sum()) for b in batches[1 : steps + 1]) / steps)
     return {"n_items": n_items, "loss": loss, "batch": batch, "positions_per_step": real, "steps": steps,
-            "seconds_per_step": seconds, "warmup_seconds": warm, "batch_build_seconds": build,
+            "seconds_per_step": seconds, "cpu_seconds_per_step": cpu, "warmup_seconds": warm, "batch_build_seconds": build,
             "param_mb": params / 2**20, "rss_start_mb": rss_start / 2**20, "persistent_mb": rss_persist / 2**20,
             "step_peak_mb": (_hwm() - rss_persist) / 2**20, "embedding_grad_mb": (n_items + 1) * MODEL["hidden"] * 4 / 2**20,
             "final_loss": losses[-1], "threads": threads}
@@ -129,7 +129,8 @@ def run_step(n_items: int, loss: str, steps: int, batch: int, threads: int) -> d
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["process_seconds"] = time.perf_counter() - t
-    print(f"  {loss:10s} {n_items:>9,} items: {res['seconds_per_step']:.3f} s/step, step peak "
+    print(f"  {loss:10s} {n_items:>9,} items: {res['seconds_per_step']:.3f} s/step "
+          f"(CPU {res['cpu_seconds_per_step']:.3f} s), step peak "
           f"{res['step_peak_mb']:.0f} MB, persistent {res['persistent_mb']:.0f} MB", flush=True)
     return res
 
@@ -246,10 +247,12 @@ def markdown(res: dict[str, Any]) -> str:
              "a step adds on top. The dense gradient of the item embedding (one copy of the table) is part of "
              "the step peak of both losses; everything else a sampled-softmax step holds is independent of "
              "the catalog size, while a full softmax's time grows with it.", "",
-             "| loss | items | positions/step | s/step | step peak MB | of which embedding grad MB | persistent MB | weights MB |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Wall seconds depend on what else ran; CPU seconds (this process, all threads) much less so.", "",
+             "| loss | items | positions/step | s/step (wall) | CPU s/step | step peak MB | of which embedding grad MB | persistent MB | weights MB |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in res["steps"]:
         lines.append(f"| {r['loss']} | {r['n_items']:,} | {r['positions_per_step']:,} | {r['seconds_per_step']:.3f} | "
+                     f"{r['cpu_seconds_per_step']:.3f} | "
                      f"{r['step_peak_mb']:.0f} | {r['embedding_grad_mb']:.0f} | {r['persistent_mb']:.0f} | {r['param_mb']:.0f} |")
     rt = res.get("retrieval")
     if rt:
