@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -54,7 +55,9 @@ def init(device: torch.device) -> bool:
 
     Does nothing (returns False) for a single process or when a group already exists. Uses
     NCCL for a CUDA ``device`` (and selects GPU ``LOCAL_RANK``), gloo otherwise. The rendezvous
-    is ``env://``: ``MASTER_ADDR``/``MASTER_PORT`` as set by torchrun.
+    is ``env://``: ``MASTER_ADDR``/``MASTER_PORT`` as set by torchrun. Collectives time out after
+    ``ATTNREC_DIST_TIMEOUT`` seconds (default 3600): the other ranks wait that long for rank 0's
+    validation.
     """
     if env_world_size() <= 1 or is_initialized():
         return False
@@ -63,7 +66,8 @@ def init(device: torch.device) -> bool:
     backend = backend_for(device)
     if backend == "nccl":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend=backend, init_method="env://")
+    timeout = timedelta(seconds=float(os.environ.get("ATTNREC_DIST_TIMEOUT", "3600")))
+    dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
     return True
 
 

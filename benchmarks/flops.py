@@ -1,0 +1,193 @@
+"""FLOPs of one SASRec / BERT4Rec training epoch, this machine's matmul peak, and the fraction achieved.
+
+    nice -n 10 .venv/bin/python benchmarks/flops.py        # writes benchmarks/results/flops.{json,md}
+
+FLOP count (analytic; a multiply-add is 2 FLOPs; matrix products only - layer norms, softmax,
+dropout and embedding look-ups are O(T d) per position and left out). Every training sequence is
+computed at its full padded width ``T`` (= ``max_len``); ``d`` is the width, ``L`` the blocks, ``f``
+the FFN width (SASRec ``d``, BERT4Rec ``4d``), ``R`` the training rows of the epoch, ``N`` the
+predicted positions (SASRec: real next-item targets; BERT4Rec: masked positions, counted from the
+epoch's actual Cloze masking), ``I`` the catalog size, ``S`` the sampled negatives::
+
+    encoder, forward, per row   = L * (8 T d^2  +  4 T^2 d  +  4 T d f)     # Q,K,V,O; QK^T and AV; FFN
+    output, forward             = 2 N d (I + 1)    full softmax  (BERT4Rec adds 2 N d^2 for its projection)
+                                = 2 N d (S + 1)    sampled softmax,    4 N d for BCE
+    training = 3 x forward (backward = grads of inputs and of weights), except SASRec's chunked
+               full softmax, which recomputes its logits: 4 x its output forward.
+
+``R`` and ``N`` are counted by running the model's own ``train_batches`` for the epoch (numpy only).
+
+Peak: the best of several float32 ``torch.mm`` products (square 512-2048) at 1 and at all threads.
+Achieved fraction: for every result of the benchmark runner (``benchmarks/results/runs/*.json``) of
+SASRec or BERT4Rec, FLOPs per epoch / its seconds per epoch (training only) / the peak at the
+run's thread count. Without run files the FLOP counts of the ML-1M configurations are still reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+ML1M = ROOT / ".." / "shared" / "data" / "ml-1m" / "ml-1m.txt.gz"
+# The issue's configuration: max length 200, hidden 64, 2 blocks, batch 128, full cross-entropy.
+REFERENCE = {
+    "sasrec": {"hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 200, "loss": "ce"},
+    "bert4rec": {"hidden": 64, "n_layers": 2, "n_heads": 2, "max_len": 200, "loss": "ce"},
+}
+
+
+def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch_size: int, seed: int = 0,
+                epoch: int = 1) -> dict[str, float]:
+    """Rows, predicted positions and FLOPs of one training epoch (see the module docstring)."""
+    from attnrec.config import config_from_dict
+    from attnrec.registry import get_spec
+
+    spec = get_spec(model_name)
+    cfg = config_from_dict(spec.config_cls, dict(model_config))
+    model = spec.cls(cfg, train.n_users, train.n_items)
+    rows = positions = 0
+    for batch in model.train_batches(train, batch_size, np.random.default_rng([seed, epoch])):
+        rows += len(batch["seq"])
+        positions += int((batch["target" if "target" in batch else "labels"] > 0).sum())
+    t, d, layers = cfg.max_len, cfg.hidden, cfg.n_layers
+    f = 4 * d if model_name == "bert4rec" else d
+    items = train.n_items + 1
+    encoder = rows * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
+    loss = getattr(cfg, "loss", "ce")
+    if loss == "ce":
+        out = 2 * positions * d * items
+    elif loss == "sampled_ce":
+        out = 2 * positions * d * (getattr(cfg, "n_negatives", 0) + getattr(cfg, "in_batch_negatives", 0) + 1)
+    else:
+        out = 4 * positions * d
+    if model_name == "bert4rec":
+        out += 2 * positions * d * d
+    out_factor = 4 if model_name == "sasrec" and loss == "ce" else 3
+    total = 3 * encoder + out_factor * out
+    return {"rows": rows, "positions": positions, "encoder_flops": 3 * encoder, "output_flops": out_factor * out,
+            "flops": total}
+
+
+def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat: int = 3) -> dict[str, Any]:
+    """Best float32 GFLOP/s of square ``torch.mm`` at ``threads`` threads."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    best: dict[str, float] = {}
+    try:
+        for n in sizes:
+            a, b = torch.randn(n, n), torch.randn(n, n)
+            torch.mm(a, b)  # warm-up
+            times = []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                torch.mm(a, b)
+                times.append(time.perf_counter() - t)
+            best[str(n)] = 2 * n**3 / min(times) / 1e9
+    finally:
+        torch.set_num_threads(old)
+    return {"threads": threads, "gflops_by_size": best, "peak_gflops": max(best.values())}
+
+
+def _cpu() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+def _train_of(path: Path) -> Any:
+    from attnrec.data.datasets import load_dataset
+    from attnrec.data.split import leave_one_out
+
+    return leave_one_out(load_dataset(str(path))).train
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=Path, default=RESULTS / "runs")
+    p.add_argument("--data", type=Path, default=ML1M, help="ML-1M file for the reference FLOP counts")
+    p.add_argument("--other-load", default="other jobs were running", help="what else ran (recorded)")
+    a = p.parse_args(argv)
+    load0 = os.getloadavg()
+    peaks = {t: matmul_peak(t) for t in sorted({1, os.cpu_count() or 1})}
+    res: dict[str, Any] = {"peaks": {str(t): v for t, v in peaks.items()}, "reference": {}, "runs": [],
+                           "machine": {"cpu": _cpu(), "cores": os.cpu_count(),
+                                       "torch": torch.__version__, "load_average_at_start": load0},
+                           "other_load": a.other_load}
+    trains: dict[str, Any] = {}
+    if a.data.exists():
+        trains[str(a.data.resolve())] = _train_of(a.data)
+        for name, cfg in REFERENCE.items():
+            try:
+                res["reference"][name] = count_epoch(name, cfg, trains[str(a.data.resolve())], 128) | {"config": cfg}
+            except KeyError:  # model not registered in this checkout
+                continue
+    for f in sorted(a.runs.glob("*.json")) if a.runs.exists() else []:
+        run = json.loads(f.read_text())
+        if run.get("model") not in ("sasrec", "bert4rec") or not run.get("seconds_per_epoch"):
+            continue
+        path = Path(run["data"]["path"])
+        path = path if path.is_absolute() else (ROOT / path)
+        if not path.exists():
+            continue
+        key = str(path.resolve())
+        trains.setdefault(key, _train_of(path))
+        tc = run["train_config"]
+        counted = count_epoch(run["model"], run["model_config"], trains[key], tc["batch_size"], tc.get("seed", 0))
+        threads = int(tc.get("threads") or run["machine"].get("torch_threads") or 1)
+        peak = peaks.get(threads) or matmul_peak(threads)
+        achieved = counted["flops"] / run["seconds_per_epoch"] / 1e9
+        res["runs"].append({"run": run["name"], "model": run["model"], "file": str(f.relative_to(ROOT)),
+                            "threads": threads, "seconds_per_epoch": run["seconds_per_epoch"],
+                            "achieved_gflops": achieved, "peak_gflops": peak["peak_gflops"],
+                            "fraction_of_peak": achieved / peak["peak_gflops"], "amp": tc.get("amp", "none"),
+                            "machine": run.get("machine", {}), "notes": run.get("notes", "")} | counted)
+    res["load_average_at_end"] = os.getloadavg()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "flops.json").write_text(json.dumps(res, indent=2, default=float) + "\n")
+    (RESULTS / "flops.md").write_text(markdown(res))
+    print(markdown(res))
+
+
+def markdown(res: dict[str, Any]) -> str:
+    m = res["machine"]
+    lines = ["# FLOPs per epoch and fraction of the matmul peak", "",
+             "Generated by `benchmarks/flops.py` from `flops.json`; do not edit. Formula: see the script's docstring.",
+             "", f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}; load average "
+             f"{m['load_average_at_start'][0]:.1f} at the start ({res['other_load']}), so the peaks are lower "
+             "bounds of an idle machine's.", "", "| threads | float32 matmul peak GFLOP/s | by size |", "|---|---|---|"]
+    for t, pk in res["peaks"].items():
+        sizes = ", ".join(f"{n}: {g:.0f}" for n, g in pk["gflops_by_size"].items())
+        lines.append(f"| {t} | {pk['peak_gflops']:.0f} | {sizes} |")
+    if res["reference"]:
+        lines += ["", "## One ML-1M epoch (max length 200, d=64, 2 blocks, batch 128, full softmax)", "",
+                  "| model | training rows | predicted positions | encoder TFLOP | output TFLOP | total TFLOP |",
+                  "|---|---|---|---|---|---|"]
+        for name, r in res["reference"].items():
+            lines.append(f"| {name} | {r['rows']:,} | {r['positions']:,} | {r['encoder_flops'] / 1e12:.2f} | "
+                         f"{r['output_flops'] / 1e12:.2f} | {r['flops'] / 1e12:.2f} |")
+    lines += ["", "## Benchmark runs", ""]
+    if not res["runs"]:
+        lines.append("No SASRec/BERT4Rec result files in `benchmarks/results/runs/` yet.")
+    else:
+        lines += ["| run | model | threads | TFLOP/epoch | s/epoch | achieved GFLOP/s | peak GFLOP/s | fraction |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in res["runs"]:
+            lines.append(f"| {r['run']} | {r['model']} | {r['threads']} | {r['flops'] / 1e12:.2f} | "
+                         f"{r['seconds_per_epoch']:.1f} | {r['achieved_gflops']:.1f} | {r['peak_gflops']:.0f} | "
+                         f"{r['fraction_of_peak']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
