@@ -89,6 +89,18 @@ def assert_save_load_identity(rec: Recommender, tmp_path: Path) -> None:
     assert rec.recommend(user=user, k=10) == loaded.recommend(user=user, k=10)
 
 
+def assert_recommend_matches_scores(rec: Recommender, k: int = 5) -> None:
+    """``recommend`` (which may take the factorised query/item-vector path) ranks like ``score_histories``."""
+    data, _ = demo()
+    seqs = data.sequences()
+    for u in (1, 50, 99):
+        hist = seqs[u]
+        scores = rec.score_histories(np.array([u]), data.sequences().take(np.array([u])))[0].clone()
+        scores[torch.as_tensor(hist)] = -torch.inf
+        want = data.items.to_external(torch.topk(scores, k).indices.numpy())
+        assert rec.recommend(user=data.users.to_external([u])[0], k=k).items == want
+
+
 def assert_seen_filtered(rec: Recommender) -> None:
     """No recommendation repeats an item of the user's history, nor returns padding."""
     data, _ = demo()

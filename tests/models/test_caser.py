@@ -12,6 +12,7 @@ from baseline_kit import (
     assert_beats_pop,
     assert_deterministic,
     assert_fold_in_helps,
+    assert_recommend_matches_scores,
     assert_save_load_identity,
     assert_seen_filtered,
     chain,
@@ -72,6 +73,7 @@ def test_beats_pop(trained: Recommender) -> None:
 def test_save_load_seen_and_adhoc(trained: Recommender, tmp_path: Path) -> None:
     assert_save_load_identity(trained, tmp_path)
     assert_seen_filtered(trained)
+    assert_recommend_matches_scores(trained)
     adhoc_matches_user(trained)
     assert_fold_in_helps(trained)
 

@@ -12,6 +12,7 @@ from baseline_kit import (
     assert_beats_pop,
     assert_deterministic,
     assert_fold_in_helps,
+    assert_recommend_matches_scores,
     assert_save_load_identity,
     assert_seen_filtered,
     chain,
@@ -66,6 +67,7 @@ def test_beats_pop(trained: Recommender) -> None:
 def test_save_load_and_seen_filtering(trained: Recommender, tmp_path: Path) -> None:
     assert_save_load_identity(trained, tmp_path)
     assert_seen_filtered(trained)
+    assert_recommend_matches_scores(trained)
     if trained.name == "fpmc":
         adhoc_matches_user(trained)
         assert_fold_in_helps(trained)

@@ -10,6 +10,7 @@ import torch
 from baseline_kit import (
     assert_beats_pop,
     assert_deterministic,
+    assert_recommend_matches_scores,
     assert_save_load_identity,
     assert_seen_filtered,
     chain,
@@ -93,6 +94,7 @@ def test_beats_pop(trained: Recommender) -> None:
 def test_save_load_and_seen_filtering(trained: Recommender, tmp_path: Path) -> None:
     assert_save_load_identity(trained, tmp_path)
     assert_seen_filtered(trained)
+    assert_recommend_matches_scores(trained)
     # no user IDs: an ad-hoc copy of a user's history gets exactly that user's answer
     data, _ = demo()
     history = data.items.to_external(data.sequences()[5])

@@ -122,10 +122,22 @@ class BPRMF(nn.Module):
         """``x_ui`` for user vectors ``p`` ``(B, D)`` against every item: ``(B, I+1)``."""
         return p @ self.item_emb.weight.T + self.bias.weight.T  # (B, I+1)
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """User vectors ``(B, D)`` (folded in for unknown users): ``score == query @ item_vectors().T + item_bias()``."""
         (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
                             lambda v: self._scores(v[0]), self.config.fold_in_steps)  # (B, D)
-        scores = self._scores(p)  # (B, I+1)
+        return p
+
+    def item_vectors(self) -> torch.Tensor:
+        """Item factors ``(n_items + 1, D)`` (row 0 is padding)."""
+        return self.item_emb.weight
+
+    def item_bias(self) -> torch.Tensor:
+        """Item biases ``(n_items + 1,)``."""
+        return self.bias.weight.squeeze(-1)
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+        scores = self._scores(self.query_vectors(batch))  # (B, I+1)
         scores[:, 0] = -torch.inf
         return scores

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import batches, item_counts
+from attnrec.models._blocks import softmax_cross_entropy
 from attnrec.registry import register
 
 LOSSES = ("ce", "bpr-max", "top1-max")
@@ -150,10 +150,8 @@ class GRU4Rec(nn.Module):
         real = (seq > 0) & (target > 0)
         h = self.encode(seq)[real]  # (N, H)
         pos = target[real]  # (N,)
-        if self.config.loss == "ce":
-            logits = h @ self.out_emb.weight.T + self.out_bias  # (N, I+1)
-            logits[:, 0] = -torch.inf
-            return F.cross_entropy(logits, pos)
+        if self.config.loss == "ce":  # chunked over positions: never materialises the (N, I+1) logits
+            return softmax_cross_entropy(h, self.out_emb.weight, pos, self.out_bias)
         neg = batch["negative"]  # (S,)
         r_pos = (h * self.out_emb(pos)).sum(-1, keepdim=True) + self.out_bias[pos, None]  # (N, 1)
         r_neg = h @ self.out_emb(neg).T + self.out_bias[neg]  # (N, S)
@@ -168,9 +166,21 @@ class GRU4Rec(nn.Module):
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
         return {"seq": torch.from_numpy(histories.padded(self.config.max_len))}
 
+    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The state after the newest item ``(B, H)``: ``score == query @ item_vectors().T + item_bias()``."""
+        return self.encode(batch["seq"])[:, -1, :]
+
+    def item_vectors(self) -> torch.Tensor:
+        """Output item vectors ``W_y`` ``(n_items + 1, H)`` (row 0 is padding)."""
+        return self.out_emb.weight
+
+    def item_bias(self) -> torch.Tensor:
+        """Output biases ``b_y`` ``(n_items + 1,)``."""
+        return self.out_bias
+
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        h = self.encode(batch["seq"])[:, -1, :]  # (B, H) the state after the newest item
+        h = self.query_vectors(batch)  # (B, H) the state after the newest item
         scores = h @ self.out_emb.weight.T + self.out_bias  # (B, I+1)
         scores[:, 0] = -torch.inf
         return scores
