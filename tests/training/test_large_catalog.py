@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -126,3 +128,57 @@ def test_approximate_recommender_matches_exact_with_full_probing(kind: str, ring
     assert [a.method for a in approx[-3:]] == ["model-ann", "model", "popularity"]
     partial = ann.recommend_many(requests[:20], nprobe=2)
     assert 0.0 < recall_at_k([a.items for a in partial], [e.items for e in exact[:20]]) <= 1.0
+
+
+def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(ring: Interactions, tmp_path: Path) -> None:
+    from attnrec.data.split import leave_one_out
+    from attnrec.training.config import TrainConfig
+    from attnrec.training.loop import Optimizers, make_optimizer, train
+
+    cfg = SASRecConfig(hidden=8, n_layers=1, max_len=10, dropout=0.1, loss="sampled_ce", sampler="popularity",
+                       n_negatives=5, in_batch_negatives=3, sparse_embedding=True)
+    split = leave_one_out(ring)
+    torch.manual_seed(0)
+    m = SASRec(cfg, ring.n_users, ring.n_items)
+    opt = make_optimizer(m, TrainConfig())
+    assert isinstance(opt, Optimizers) and isinstance(opt.parts[1], torch.optim.SparseAdam)
+    batch = next(iter(m.train_batches(split.train, 4, np.random.default_rng(0))))
+    before = m.item_emb.weight.detach().clone()
+    m.loss(batch).backward()
+    assert m.item_emb.weight.grad is not None and m.item_emb.weight.grad.is_sparse
+    opt.step()
+    changed = (m.item_emb.weight.detach() != before).any(1).nonzero().flatten()
+    touched = torch.cat([batch["seq"].flatten(), batch["target"].flatten(), batch["negative"]]).unique()
+    assert set(changed.tolist()) <= set(touched.tolist()) - {0}
+
+    class Crash(Exception):
+        pass
+
+    def run(state_dir: Path | None, crash_after: int | None = None) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        model = SASRec(cfg, ring.n_users, ring.n_items)
+        if crash_after is not None:
+            original, calls = model.loss, [0]
+
+            def crashing(b: dict[str, torch.Tensor]) -> torch.Tensor:
+                calls[0] += 1
+                if calls[0] > crash_after:
+                    raise Crash
+                return original(b)
+
+            model.loss = crashing  # type: ignore[method-assign]
+        tc = TrainConfig(max_epochs=2, batch_size=32, patience=10, checkpoint_every=2, seed=1)
+        train(model, split.train, lambda _: {"NDCG@10": 0.0}, tc, state_dir=state_dir, progress=False)
+        return model.state_dict()
+
+    reference = run(None)
+    with pytest.raises(Crash):
+        run(tmp_path, crash_after=8)  # 5 batches per epoch: crash in epoch 2 after a save at batch 2
+    resumed = run(tmp_path)
+    for k, v in reference.items():
+        assert torch.equal(v, resumed[k]), k
+    with pytest.raises(ValueError, match="sparse_embedding needs"):
+        SASRecConfig(loss="ce", sparse_embedding=True)
+    with pytest.raises(ValueError, match="grad_clip"):
+        train(SASRec(cfg, ring.n_users, ring.n_items), split.train, lambda _: {"NDCG@10": 0.0},
+              TrainConfig(max_epochs=1, grad_clip=1.0), progress=False)

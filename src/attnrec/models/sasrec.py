@@ -52,6 +52,10 @@ class SASRecConfig:
     n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform" or "popularity" (training count + 1)
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
+    # Sparse (row-wise) gradients for the item embedding, updated by lazy Adam (SparseAdam): with
+    # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
+    # no grad_clip.
+    sparse_embedding: bool = False
 
     def __post_init__(self) -> None:
         if self.loss not in ("bce", "ce", "sampled_ce"):
@@ -62,6 +66,8 @@ class SASRecConfig:
             raise ValueError("hidden, n_layers, n_heads and max_len must be positive")
         if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
             raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
+        if self.sparse_embedding and self.loss == "ce":
+            raise ValueError("sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)")
 
 
 class SASRecBlock(nn.Module):
@@ -116,7 +122,7 @@ class SASRec(nn.Module):
         super().__init__()
         c = self.config = config
         self.n_items = n_items
-        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
+        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0, sparse=c.sparse_embedding)
         self.pos_emb = nn.Embedding(c.max_len, c.hidden)
         self.emb_drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(SASRecBlock(c) for _ in range(c.n_layers))
@@ -224,22 +230,28 @@ class SASRec(nn.Module):
         emb = self.item_emb.weight  # (I+1, D)
         if self.config.loss == "bce":
             neg = batch["negative"][real]  # (N,)
-            pos_logit = (h * emb[pos]).sum(-1)  # (N,)
-            neg_logit = (h * emb[neg]).sum(-1)  # (N,)
+            pos_logit = (h * self._rows(pos)).sum(-1)  # (N,)
+            neg_logit = (h * self._rows(neg)).sum(-1)  # (N,)
             return F.binary_cross_entropy_with_logits(
                 pos_logit, torch.ones_like(pos_logit)
             ) + F.binary_cross_entropy_with_logits(neg_logit, torch.zeros_like(neg_logit))
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
         neg = batch["negative"]  # (S,) negatives shared by the batch
-        pos_logit = (h * emb[pos]).sum(-1, keepdim=True)  # (N, 1)
-        neg_logit = h @ emb[neg].T  # (N, S)
+        pos_logit = (h * self._rows(pos)).sum(-1, keepdim=True)  # (N, 1)
+        neg_logit = h @ self._rows(neg).T  # (N, S)
         if "neg_logq" in batch:  # log-Q correction: logit - log E[count among the draws]
             pos_logit = pos_logit - batch["target_logq"][real][:, None]
             neg_logit = neg_logit - batch["neg_logq"][None, :]
         neg_logit = neg_logit.masked_fill(neg[None, :] == pos[:, None], -torch.inf)  # accidental hits
         logits = torch.cat([pos_logit, neg_logit], dim=1)  # (N, 1+S)
         return F.cross_entropy(logits, torch.zeros(len(pos), dtype=torch.long, device=logits.device))
+
+    def _rows(self, idx: torch.Tensor) -> torch.Tensor:
+        """Item embedding rows; with ``sparse_embedding`` their gradient is sparse too."""
+        if self.config.sparse_embedding:
+            return F.embedding(idx, self.item_emb.weight, sparse=True)
+        return self.item_emb.weight[idx]
 
     # -- inference: the last position's state against every item -----------------------------
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:

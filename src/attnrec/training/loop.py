@@ -57,12 +57,81 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
+def sparse_parameters(module: nn.Module) -> list[torch.Tensor]:
+    """Weights of ``nn.Embedding(sparse=True)`` submodules: they get sparse (row-wise) gradients."""
+    return [m.weight for m in module.modules() if isinstance(m, nn.Embedding) and m.sparse and m.weight.requires_grad]
+
+
 def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    params = [p for p in module.parameters() if p.requires_grad]
+    """The configured optimizer; embeddings with sparse gradients get SparseAdam (lazy Adam) or plain SGD.
+
+    SparseAdam updates only the rows a batch touched (their moments too), so a step's time and
+    memory do not grow with the table; weight decay does not apply to those rows.
+    """
+    sparse = sparse_parameters(module)
+    skip = {id(p) for p in sparse}
+    params = [p for p in module.parameters() if p.requires_grad and id(p) not in skip]
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    return cls(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
+        dense: torch.optim.Optimizer = torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    else:
+        cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+        dense = cls(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
+    if not sparse:
+        return dense
+    rows: torch.optim.Optimizer = (torch.optim.SGD(sparse, lr=cfg.lr) if cfg.optimizer == "sgd"
+                                   else torch.optim.SparseAdam(sparse, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)))
+    return Optimizers([dense, rows])
+
+
+class Optimizers(torch.optim.Optimizer):
+    """Several optimizers over disjoint parameters, stepped, zeroed and saved as one.
+
+    ``param_groups`` lists the parts' groups (the same dicts, so changing a learning rate reaches
+    them); ``state_dict`` numbers the parameters across the parts in order.
+    """
+
+    def __init__(self, parts: list[torch.optim.Optimizer]) -> None:  # noqa: D107 - no Optimizer.__init__
+        self.parts = parts
+        self.defaults = {}
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        return [g for opt in self.parts for g in opt.param_groups]
+
+    @property
+    def state(self) -> dict[Any, Any]:  # type: ignore[override]
+        return {k: v for opt in self.parts for k, v in opt.state.items()}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self.parts:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for opt in self.parts:
+            opt.step()
+
+    def _sizes(self) -> list[tuple[int, int]]:
+        return [(sum(len(g["params"]) for g in opt.param_groups), len(opt.param_groups)) for opt in self.parts]
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[int, Any] = {}
+        groups: list[dict[str, Any]] = []
+        offset = 0
+        for opt, (n, _) in zip(self.parts, self._sizes(), strict=True):
+            sd = opt.state_dict()
+            state |= {int(pid) + offset: st for pid, st in sd["state"].items()}
+            groups += [g | {"params": [p + offset for p in g["params"]]} for g in sd["param_groups"]]
+            offset += n
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        offset = first = 0
+        for opt, (n, ng) in zip(self.parts, self._sizes(), strict=True):
+            groups = [g | {"params": [p - offset for p in g["params"]]}
+                      for g in state_dict["param_groups"][first : first + ng]]
+            state = {int(pid) - offset: st for pid, st in state_dict["state"].items() if offset <= int(pid) < offset + n}
+            opt.load_state_dict({"state": state, "param_groups": groups})
+            offset, first = offset + n, first + ng
 
 
 def train(
@@ -117,6 +186,9 @@ def _train(
         resume = _load_state(state_dir, module, opt, scaler, device)
         start_epoch, bad, decays, best_state, result = resume.epoch + 1, resume.bad, resume.decays, resume.best, resume.result
         log.info("resumed from %s at epoch %d, batch %d", state_dir, start_epoch, resume.batch)
+    if sparse_parameters(module) and (cfg.grad_clip > 0 or world > 1):
+        raise ValueError("embeddings with sparse gradients (sparse_embedding) support neither grad_clip nor "
+                         "multi-process training")
     stepper = _Stepper(module, cfg, device, rank, world)
     n_rows = module.train_rows(train_data)  # type: ignore[operator]
     n_batches = max(1, math.ceil(n_rows / cfg.batch_size))
@@ -379,9 +451,12 @@ def _save_state(
     if best is not None:
         tensors |= {f"best.{k}": v for k, v in best.items()}
     osd = opt.state_dict()
+    scalars = []  # optimizer state kept as Python numbers (e.g. SparseAdam's step), restored as such
     for pid, st in osd["state"].items():
         for key, val in st.items():
             tensors[f"opt.{pid}.{key}"] = val if torch.is_tensor(val) else torch.tensor(val)
+            if not torch.is_tensor(val):
+                scalars.append(f"{pid}.{key}")
     for r, states in enumerate(rng_states or []):
         tensors |= {f"rng.{r}.{k}": v for k, v in states.items()}
     name = f"train_state.e{epoch:05d}.b{batch:07d}.safetensors"
@@ -392,7 +467,8 @@ def _save_state(
     meta = {"format": 2, "epoch": epoch, "batch": batch, "bad": bad, "decays": decays, "tensors": name,
             "sha256": sha, "param_groups": osd["param_groups"], "result": res, "loss_total": loss_total,
             "loss_count": loss_count, "epoch_seconds": epoch_seconds, "numpy_rng": numpy_rng,
-            "world_size": len(rng_states or []), "scaler": scaler.state_dict() if scaler.is_enabled() else None}
+            "world_size": len(rng_states or []), "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+            "opt_scalars": scalars}
     write_json(d / STATE_JSON, meta)
     for old in d.glob("train_state*.safetensors"):
         if old.name != name:
@@ -418,12 +494,14 @@ def _load_state(
         module.load_state_dict(model)
     except RuntimeError as e:
         raise CheckpointError(f"{d}: training state does not match this model ({e})") from e
-    state: dict[int, dict[str, torch.Tensor]] = {}
+    state: dict[int, dict[str, Any]] = {}
     rng: dict[int, dict[str, torch.Tensor]] = {}
+    scalars = set(meta.get("opt_scalars") or [])
     for k, v in tensors.items():
         if k.startswith("opt."):
             _, pid, key = k.split(".", 2)
-            state.setdefault(int(pid), {})[key] = v.to(device) if key != "step" else v
+            state.setdefault(int(pid), {})[key] = (v.item() if f"{pid}.{key}" in scalars
+                                                   else v.to(device) if key != "step" else v)
         elif k.startswith("rng."):
             _, rk, key = k.split(".", 2)
             rng.setdefault(int(rk), {})[key] = v
