@@ -19,10 +19,10 @@ import resource
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
 import torch
 
 import attnrec

@@ -1,12 +1,14 @@
 """Model files; importing this package registers every model."""
 
-from attnrec.models import sasrec  # noqa: F401
-from attnrec.models import peter  # noqa: F401
-from attnrec.models import pop  # noqa: F401
-from attnrec.models import bprmf  # noqa: F401
-from attnrec.models import ncf  # noqa: F401
-from attnrec.models import fpmc  # noqa: F401
-from attnrec.models import transrec  # noqa: F401
-from attnrec.models import gru4rec  # noqa: F401
-from attnrec.models import caser  # noqa: F401
-from attnrec.models import bert4rec  # noqa: F401
+from attnrec.models import (
+    bert4rec,  # noqa: F401
+    bprmf,  # noqa: F401
+    caser,  # noqa: F401
+    fpmc,  # noqa: F401
+    gru4rec,  # noqa: F401
+    ncf,  # noqa: F401
+    peter,  # noqa: F401
+    pop,  # noqa: F401
+    sasrec,  # noqa: F401
+    transrec,  # noqa: F401
+)
