@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -118,7 +119,7 @@ def rating_baselines(data: ReviewData, split: ReviewSplit, seed: int) -> dict[st
     return out
 
 
-def run(cfg: dict[str, Any], quick: bool, work: Path) -> dict[str, Any]:
+def run(cfg: dict[str, Any], quick: bool, work: Path, save: Any = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     data_path = (ROOT / cfg["data"]["path"]).resolve()
     data = read_raw_reviews(data_path)
@@ -153,10 +154,15 @@ def run(cfg: dict[str, Any], quick: bool, work: Path) -> dict[str, Any]:
             if seed == seeds[0] and name in ("PETER", "PETER+"):
                 ex.save(work / name.replace("+", "-plus"))
         per_seed.append(res)
-    return {"data": info, "config": cfg, "seeds": per_seed, "examples": examples(data, random_split(data, seeds[0]), work),
-            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                        "torch": torch.__version__, "threads": train_cfg.get("threads", 0)},
-            "total_seconds": time.perf_counter() - t0}
+        if seed == seeds[0]:
+            exs = examples(data, split, work)
+        results = {"data": info, "config": cfg, "seeds": per_seed, "examples": exs,
+                   "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                               "torch": torch.__version__, "threads": train_cfg.get("threads", 0)},
+                   "total_seconds": time.perf_counter() - t0}
+        if save is not None:  # after every split, so that a stopped run still leaves its finished splits
+            save(results)
+    return results
 
 
 def examples(data: ReviewData, split: ReviewSplit, work: Path, n: int = 4) -> list[dict[str, Any]]:
@@ -221,6 +227,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"drop, after {cfg['train']['max_epochs']} epochs or {cfg['train']['time_budget']:.0f} s of training; best "
         "validation epoch kept; greedy decoding. PETER+ is given the test record's ground-truth feature, as in the paper.",
         "",
+        *([f"**Partial run:** {n} of the {len(cfg['data']['seeds'])} configured splits finished; the run was "
+           "stopped for lack of time on the shared machine.", ""] if n < len(cfg["data"]["seeds"]) else []),
         "## Explanations (BLEU, ROUGE x100; DIV lower is better)",
         "",
         "| Model | " + " | ".join(TEXT_COLS) + " |",
@@ -240,7 +248,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {name} | {cell(name, 'seconds_per_epoch', 1)} | {cell(name, 'epochs', 1)} | "
                      f"{cell(name, 'best_epoch', 1)} |")
     stops = sorted({r["peter"][v]["stopped"] for r in results["seeds"] for v in r["peter"]})
-    lines += ["", f"Stop reasons: {'; '.join(stops)}. Whole benchmark: {results['total_seconds'] / 60:.1f} min.", ""]
+    lines += ["", f"Stop reasons: {'; '.join(stops)}. Wall time of the run so far: {results["total_seconds"] / 60:.1f} min.", ""]
     lines += _checks(s)
     lines += ["", "## Example explanations (first split, test records, printed by `attnrec explain`)", ""]
     for ex in results["examples"]:
@@ -276,15 +284,24 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one seed, one epoch: a smoke test (written under --work)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
     ap.add_argument("--work", default=str(ROOT / "runs/peter-benchmark"), help="where the example models are saved")
+    ap.add_argument("--render", metavar="JSON", help="only rewrite the markdown table of a results JSON file")
     args = ap.parse_args()
+    if args.render:
+        path = Path(args.render)
+        path.with_suffix(".md").write_text(markdown(json.loads(path.read_text())))
+        return
     with open(args.config, "rb") as fh:
         cfg = tomllib.load(fh)
-    results = run(cfg, args.quick, Path(args.work))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     out = Path(args.work) if args.quick else Path(args.out)
     name = "peter-quick" if args.quick else "peter"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    (out / f"{name}.md").write_text(markdown(results))
+
+    def save(results: dict[str, Any]) -> None:
+        (out / f"{name}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        (out / f"{name}.md").write_text(markdown(results))
+
+    run(cfg, args.quick, Path(args.work), save)
     print((out / f"{name}.md").read_text())
 
 
