@@ -258,3 +258,11 @@ def test_inline_scoring_on_the_event_loop(sasrec: Recommender) -> None:
         for req in ({"user": "u6", "k": 5}, {"history": ["i2", "i3"], "k": 4}):
             body = c.post("/v1/recommend", json=req).json()
             assert [x["item"] for x in body["items"]] == sasrec.recommend(**req).items  # type: ignore[arg-type]
+
+
+def test_app_can_be_started_twice(sasrec: Recommender) -> None:
+    app = create_app({"sas": sasrec})
+    for _ in range(2):
+        with TestClient(app) as c:
+            assert c.post("/v1/recommend", json={"user": "u1", "k": 2}).status_code == 200
+            assert c.post("/v1/similar-items", json={"item": "i1", "k": 2}).status_code == 200

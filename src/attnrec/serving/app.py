@@ -294,7 +294,12 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
             entries[name] = _Entry(name, str(m))
         else:
             entries[name] = _Entry(name, f"<{type(m).__name__} object>", m)
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnrec-model")
+    workers: list[ThreadPoolExecutor] = []  # the model thread of the running lifespan (an app can be restarted)
+
+    def worker() -> ThreadPoolExecutor:
+        if not workers:
+            raise ApiError(503, "not_started", "the app is not running (its lifespan has not started)")
+        return workers[-1]
 
     def prepare(e: _Entry) -> None:
         """Runs on the worker thread: load, switch backend, warm up."""
@@ -316,7 +321,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
         for e in todo:
             try:
                 t0 = time.perf_counter()
-                await loop.run_in_executor(executor, prepare, e)
+                await loop.run_in_executor(worker(), prepare, e)
                 e.status = "ready"
                 log.info("model %s ready in %.1fs (%s)", e.name, time.perf_counter() - t0, e.source)
             except Exception as exc:  # noqa: BLE001 - reported by /readyz and /v1/models
@@ -325,6 +330,8 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        workers.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnrec-model"))
+        executor = workers[-1]
         for e in entries.values():
             batcher: MicroBatcher[dict[str, Any], Recommendation] = MicroBatcher(
                 _recommend_many(e), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000)
@@ -344,6 +351,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
                 if e.batcher is not None:
                     await e.batcher.stop()
             executor.shutdown(wait=False, cancel_futures=True)
+            workers.clear()
 
     app = FastAPI(
         title="attnrec",
@@ -414,7 +422,7 @@ def create_app(models: Mapping[str, str | Path | Any], config: ServingConfig | N
                            [{"loc": "k", "message": f"must be at most {cfg.max_k}"}])
 
     async def on_worker(fn: Callable[..., R], *args: Any) -> R:
-        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(worker(), fn, *args)
 
     # -- endpoints -------------------------------------------------------------------------------
     @app.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"])
