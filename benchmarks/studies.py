@@ -27,9 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from attnrec import Interactions, Recommender, get_spec
+from attnrec.data import DataSource, from_columns
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
@@ -44,8 +46,21 @@ STUDIES: dict[str, dict[str, Any]] = {
     "positions": {"key": "use_positions", "values": [True, False], "short": [True, False],
                   "label": "positional embedding", "log": False},
 }
-SHORT_EPOCHS, SHORT_BUDGET = 10, 60.0
+SHORT_EPOCHS, SHORT_BUDGET, SHORT_USERS = 10, 60.0, 500
 METRICS = ("HR@10", "NDCG@10", "MRR")
+
+
+def sample_users(data: Interactions, n: int, seed: int = 0) -> Interactions:
+    """The interactions of ``n`` users drawn with ``seed`` (a smaller log for a quick check)."""
+    if n >= data.n_users:
+        return data
+    keep = np.random.default_rng([seed, 77]).choice(data.n_users, n, replace=False)
+    rows = np.isin(data.user, keep)
+    src = data.source
+    name = f"{src.name.split('.')[0]}-{n}users"
+    return from_columns(data.users.to_external(data.user[rows]), data.items.to_external(data.item[rows]),
+                        None if data.timestamp is None else data.timestamp[rows],
+                        source=DataSource(name, src.path, src.format, ""), item_titles=data.item_titles)
 
 
 def default_preset(data: Interactions, spec: str) -> str:
@@ -66,13 +81,14 @@ def _git_sha() -> str:
 
 def run_study(
     study: str, spec: str, *, values: list[Any] | None = None, preset: str | None = None,
-    max_epochs: int | None = None, time_budget: float = 0.0, seed: int = 0, out: Path = Path("."),
-    extra: dict[str, Any] | None = None,
+    max_epochs: int | None = None, time_budget: float = 0.0, users: int = 0, seed: int = 0,
+    out: Path = Path("."), extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train one BERT4Rec per value of the study's setting and write the table, plot and JSON."""
     st = STUDIES[study]
-    data = load_dataset(spec)
-    preset = preset or default_preset(data, spec)
+    full_data = load_dataset(spec)
+    preset = preset or default_preset(full_data, spec)
+    data = sample_users(full_data, users, seed) if users else full_data
     base = get_spec("bert4rec").presets[preset]
     model_base, train_base = dict(base["model"]) | dict(extra or {}), dict(base["train"])
     chosen = list(values) if values is not None else list(st["values"])
@@ -82,6 +98,8 @@ def run_study(
     if max_epochs is not None and max_epochs < train_base.get("max_epochs", 200):
         notes.append(f"at most {max_epochs} epochs per point (preset: {train_base.get('max_epochs', 200)})")
         train_base["max_epochs"] = max_epochs
+    if data is not full_data:
+        notes.append(f"{data.n_users} of {full_data.n_users} users (sample, seed {seed})")
     if time_budget > 0:
         notes.append(f"training time budget {time_budget:.0f} s per point")
         train_base["time_budget"] = time_budget
@@ -135,7 +153,7 @@ def markdown(r: dict[str, Any]) -> str:
     lines = [f"# BERT4Rec study: {r['label']} on {d['name']}", ""]
     if r["shortened"]:
         lines += [f"**{r['shortened']}.** Not the paper's full budget: read trends, not final numbers.", ""]
-    lines += [f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12]}), split {r['split']}; preset "
+    lines += [f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12] or 'n/a, a user sample'}), split {r['split']}; preset "
               f"`{r['preset']}` with `{r['setting']}` varied; epoch chosen on validation NDCG@10 (full ranking). "
               f"Test metrics. Full: {r['protocols']['full']}. Sampled: {r['protocols']['sampled']} (the paper's).",
               f"Train settings: {json.dumps({k: v for k, v in r['train_config'].items()})}; git {r['git']}.", "",
@@ -198,8 +216,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--values", help="comma-separated subset of the study's values (shortens it)")
     p.add_argument("--max-epochs", type=int, help="cap on epochs per point (shortens it)")
     p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training per point (shortens it)")
-    p.add_argument("--short", action="store_true",
-                   help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs and {SHORT_BUDGET:.0f} s per point")
+    p.add_argument("--users", type=int, default=0, help="train and test on a sample of this many users (shortens it)")
+    p.add_argument("--short", action="store_true", help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs and "
+                   f"{SHORT_BUDGET:.0f} s per point, {SHORT_USERS} users")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other model settings")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
@@ -209,9 +228,10 @@ def main(argv: list[str] | None = None) -> None:
         values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)
         max_epochs = a.max_epochs or (SHORT_EPOCHS if a.short else None)
         budget = a.time_budget or (SHORT_BUDGET if a.short else 0.0)
+        users = a.users or (SHORT_USERS if a.short else 0)
         print(f"== study {study} on {a.data}", flush=True)
         run_study(study, a.data, values=values, preset=a.preset, max_epochs=max_epochs, time_budget=budget,
-                  seed=a.seed, out=a.out, extra=extra)
+                  users=users, seed=a.seed, out=a.out, extra=extra)
 
 
 if __name__ == "__main__":

@@ -137,5 +137,6 @@ def test_cli_attention_and_explain(models, tmp_path: Path) -> None:  # type: ign
     assert len(payload["recommended"]) == 3 and payload["attended"]
     res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "1"])
     assert res.exit_code == 0 and "most attended" in res.output
+    assert "[mask]" in res.output, "rich markup must not swallow the token's name"
     res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "nobody"])
     assert res.exit_code == 2 and "unknown user" in res.output

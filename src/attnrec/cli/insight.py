@@ -8,6 +8,7 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import cli_errors, err, load_data, out, split_list, warn_line
@@ -57,13 +58,13 @@ def attention(
             written += plot_attention(summary, out_dir, window)
         except RuntimeError as e:
             warn_line(f"{e}; wrote the JSON and NPZ only")
-    table = Table(title=f"{summary.model}: attention of the predicting position ({summary.predicting}), "
-                  f"mean over {summary.n_users} users")
+    table = Table(title=escape(f"{summary.model}: attention of the predicting position ({summary.predicting}), "
+                               f"mean over {summary.n_users} users"))
     table.add_column("layer")
     table.add_column("head")
     for k in (1, 5, 20):
         table.add_column(f"on last {k}", justify="right")
-    table.add_column("peak offset", justify="right")
+    table.add_column("peak offset (all queries)", justify="right")
     offs = summary.offsets()
     for layer in range(summary.absolute.shape[0]):
         for h in range(summary.absolute.shape[1]):
@@ -71,7 +72,8 @@ def attention(
             shares = [f"{row[-k:].sum():.3f}" for k in (1, 5, 20)]
             table.add_row(str(layer + 1), str(h + 1), *shares, str(int(offs[summary.relative[layer, h].argmax()])))
     out.print(table)
-    out.print("positions count back from the predicting one (0); 'on last k' includes position 0 itself")
+    out.print("positions count back from the predicting one (0); 'on last k' includes position 0 itself; "
+              "the peak offset is over every real query, not only the predicting one")
     for p in written:
         out.print(f"wrote {p}")
 
@@ -104,18 +106,18 @@ def explain_rec(
     r = ex.recommendation
     if r.unknown_items:
         warn_line(f"ignored {len(r.unknown_items)} item(s) unknown to the model: {', '.join(r.unknown_items)}")
-    recs = Table(title=f"{ex.model}: top {len(r.items)} for " + (f"user {ex.user}" if ex.user else "the history"))
+    recs = Table(title=escape(f"{ex.model}: top {len(r.items)} for " + (f"user {ex.user}" if ex.user else "the history")))
     for col in ("#", "item", "title", "score"):
         recs.add_column(col, justify="right" if col in ("#", "score") else "left")
     for i, (item, title, score) in enumerate(zip(r.items, r.titles, r.scores, strict=True), 1):
-        recs.add_row(str(i), item, title or "", f"{score:.3f}")
+        recs.add_row(str(i), escape(item), escape(title or ""), f"{score:.3f}")
     out.print(recs)
-    att = Table(title=f"most attended history items (from {ex.predicting}; the model saw the last "
-                f"{ex.window} of {ex.history_length} items)")
+    att = Table(title=escape(f"most attended history items (from {ex.predicting}; the model saw the last "
+                             f"{ex.window} of {ex.history_length} items)"))
     for col in ("item", "title", "items back", "attention", "rollout"):
         att.add_column(col, justify="right" if col in ("items back", "attention", "rollout") else "left")
     for a in ex.attended:
-        att.add_row(a.item, a.title or "", str(a.back), f"{a.weight:.3f}", f"{a.rollout:.3f}")
+        att.add_row(escape(a.item), escape(a.title or ""), str(a.back), f"{a.weight:.3f}", f"{a.rollout:.3f}")
     out.print(att)
     if ex.self_weight:
-        err.print(f"the [mask] position kept {ex.self_weight:.3f} of its last-layer attention on itself")
+        err.print(escape(f"the [mask] position kept {ex.self_weight:.3f} of its last-layer attention on itself"))

@@ -167,7 +167,7 @@ def plot_attention(summary: AttentionSummary, out: str | Path, window: int = 15)
     out.mkdir(parents=True, exist_ok=True)
     n_layers, n_heads = summary.absolute.shape[:2]
     w = min(window, summary.length)
-    ticks = list(range(0, w, max(1, w // 5)))
+    ticks = list(range(w - 1, -1, -max(1, w // 5)))[::-1]  # always include 0, the predicting position
     labels = [str(i - (w - 1)) for i in ticks]
     fig, axes = plt.subplots(n_layers, n_heads + 1, figsize=(3.2 * (n_heads + 1), 3.0 * n_layers), squeeze=False)
     for layer in range(n_layers):
