@@ -216,26 +216,40 @@ def read_parquet_stream(
     ts = None if ts is None else ts[:filled]
     rt = None if rt is None else rt[:filled]
     ev = None if ev is None else ev[:filled]
+    pa.default_memory_pool().release_unused()
     user_ext, item_ext = users.external(), items.external()
     if k_core > 1:
         mask = _k_core_mask(user, item, users.n, items.n, k_core)
         if not mask.any():
             raise DataError(f"{k_core}-core filtering removed every interaction")
-        user, user_ext = _renumber(user[mask], user_ext)
-        item, item_ext = _renumber(item[mask], item_ext)
-        ts = None if ts is None else ts[mask]
-        rt = None if rt is None else rt[mask]
-        ev = None if ev is None else ev[mask]
-    # User, then time; ties keep file order (both sorts are stable).
+        if not mask.all():  # all kept: the codes are already in first-appearance order
+            user, user_ext = _renumber(user[mask], user_ext)
+            item, item_ext = _renumber(item[mask], item_ext)
+            ts = None if ts is None else ts[mask]
+            rt = None if rt is None else rt[mask]
+            ev = None if ev is None else ev[mask]
+        del mask
+    # User, then time; ties keep file order (both sorts are stable). Each column is gathered in
+    # turn and its buffer dropped, so at most one extra column is alive at a time.
     order = np.lexsort((ts, user)) if ts is not None else np.argsort(user, kind="stable")
+    user_out = user[order].astype(np.int64)
+    del user
+    item_out = item[order].astype(np.int64)
+    item_out += 1
+    del item
+    ts_out = None if ts is None else ts[order]
+    del ts
+    rt_out = None if rt is None else rt[order]
+    del rt
+    ev_out = None if ev is None else events.external()[ev[order]]
     return Interactions(
-        user=user[order].astype(np.int64),
-        item=item[order].astype(np.int64) + 1,
+        user=user_out,
+        item=item_out,
         users=IdMap(user_ext, 0),
         items=IdMap(item_ext, 1),
-        timestamp=None if ts is None else ts[order],
-        rating=None if rt is None else rt[order],
-        event=None if ev is None else events.external()[ev[order]],
+        timestamp=ts_out,
+        rating=rt_out,
+        event=ev_out,
         source=DataSource(name or p.name, str(p), "parquet", _sha256(files)),
     )
 
