@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
-from attnrec.data.build import from_columns
-from attnrec.data.schema import DataSource, Interactions
+from attnrec.data.schema import Interactions
+from synthetic_logs import ring_log
 
 torch.set_num_threads(1)
-
-
-def ring_log(n_users: int = 150, n_items: int = 40, seed: int = 0) -> Interactions:
-    """Users walk a ring of items: item i is followed by i+1 most of the time."""
-    rng = np.random.default_rng(seed)
-    users, items = [], []
-    for u in range(n_users):
-        start, length = int(rng.integers(n_items)), int(rng.integers(6, 25))
-        for t in range(length):
-            step = t if rng.random() < 0.85 else int(rng.integers(n_items))
-            users.append(f"u{u}")
-            items.append(f"i{(start + step) % n_items}")
-    return from_columns(users, items, source=DataSource("ring", sha256="0" * 64))
 
 
 @pytest.fixture(scope="session")

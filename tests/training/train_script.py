@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: conftest.ring_log
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: synthetic_logs.ring_log
 
 from attnrec import Recommender  # noqa: E402
 from attnrec.data.split import leave_one_out  # noqa: E402
 from attnrec.models.sasrec import SASRec  # noqa: E402
 from attnrec.training import distributed  # noqa: E402
-from conftest import ring_log  # noqa: E402
+from synthetic_logs import ring_log  # noqa: E402
 
 # Dropout > 0 and BCE (negatives drawn from the numpy generator) so that resuming has to restore
 # both the data stream and torch's RNG to come out identical.
