@@ -248,7 +248,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {name} | {cell(name, 'seconds_per_epoch', 1)} | {cell(name, 'epochs', 1)} | "
                      f"{cell(name, 'best_epoch', 1)} |")
     stops = sorted({r["peter"][v]["stopped"] for r in results["seeds"] for v in r["peter"]})
-    lines += ["", f"Stop reasons: {'; '.join(stops)}. Wall time of the run so far: {results['total_seconds'] / 60:.1f} min.", ""]
+    lines += ["", f"Stop reasons: {'; '.join(stops)}. Wall time of the run{' so far' if n < len(cfg['data']['seeds']) else ''}: "
+              f"{results['total_seconds'] / 60:.1f} min.", ""]
     lines += _checks(s)
     lines += ["", "## Example explanations (first split, test records, printed by `attnrec explain`)", ""]
     for ex in results["examples"]:
