@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
 from attnrec.registry import ModelSpec, get_spec
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device, train
+
+if TYPE_CHECKING:
+    from attnrec.explainer import Explainer
 
 log = logging.getLogger("attnrec")
 FORMAT_VERSION = 1
@@ -554,8 +557,14 @@ class Recommender:
                 "n_items": len(self.items_) if self.items_ else 0}
 
 
-def load(path: str | Path, device: str = "auto") -> Recommender:
-    """Load a saved model directory; see :meth:`Recommender.load`."""
+def load(path: str | Path, device: str = "auto") -> Recommender | Explainer:
+    """Load a saved model directory: a :class:`Recommender`, or an :class:`~attnrec.explainer.Explainer`
+    when the checkpoint's ``config.json`` says ``"task": "explain"`` (PETER)."""
+    cfg = Path(path) / "config.json"
+    if cfg.is_file() and read_json(cfg).get("task") == "explain":
+        from attnrec.explainer import Explainer  # PETER's stack is only imported when needed
+
+        return Explainer.load(path, device)
     return Recommender.load(path, device)
 
 

@@ -63,3 +63,13 @@ def test_explain_endpoint_equals_python_api(peter_dir: Path, sasrec: Recommender
         assert c.post("/v1/recommend", json={"model": "peter", "user": "u1"}).status_code == 400
         info = {m["name"]: m for m in c.get("/v1/models").json()["models"]}["peter"]
         assert info["model"] == "peter" and info["task"] == "explain" and info["capabilities"] == ["explain"]
+
+
+def test_attnrec_load_dispatches_on_the_checkpoint_task(peter_dir: Path) -> None:
+    import attnrec
+
+    loaded = attnrec.load(peter_dir)
+    assert isinstance(loaded, explainer.Explainer)
+    direct = explainer.Explainer.load(peter_dir)
+    a, b = loaded.explain("u1", "i1"), direct.explain("u1", "i1")
+    assert a == b
