@@ -203,8 +203,10 @@ def train(
     show_progress = out.is_terminal if progress is None else progress
     try:
         rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=show_progress)
-    finally:
-        distributed.cleanup()
+    except BaseException:
+        distributed.cleanup(sync=False)
+        raise
+    distributed.cleanup()
     if not main_rank:
         return  # rank 0 tests, reports and saves
 

@@ -71,9 +71,16 @@ def init(device: torch.device) -> bool:
     return True
 
 
-def cleanup() -> None:
-    """Leave the process group (if any)."""
+def cleanup(sync: bool = True) -> None:
+    """Leave the process group (if any), with ``sync`` once every rank has arrived.
+
+    The barrier matters: a rank that tears gloo down while a peer is still sending (the last
+    broadcast of the run) can abort the peer with ``terminate called without an active exception``.
+    Pass ``sync=False`` when leaving because of an error, which the other ranks may never reach.
+    """
     if is_initialized():
+        if sync and world_size() > 1:
+            dist.barrier()
         dist.destroy_process_group()
 
 

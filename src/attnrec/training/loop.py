@@ -161,10 +161,14 @@ def train(
     device = resolve_device(cfg.device)
     owns_group = distributed.init(device)
     try:
-        return _train(module, train_data, validate, cfg, device, state_dir, progress)
-    finally:
+        result = _train(module, train_data, validate, cfg, device, state_dir, progress)
+    except BaseException:
         if owns_group:
-            distributed.cleanup()
+            distributed.cleanup(sync=False)
+        raise
+    if owns_group:
+        distributed.cleanup()
+    return result
 
 
 def _train(
