@@ -64,23 +64,32 @@ class Comparison:
     runs: list[ModelRun] = field(default_factory=list)
     published_source: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    selection: Protocol | None = None  # the validation protocol, when it is not ``protocol``
+    others: list[Comparison] = field(default_factory=list)  # the same fitted models under other protocols
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["protocol"]["ks"] = list(self.protocol.ks)
         d["protocol_text"] = self.protocol.describe()
+        d["selection_text"] = (self.selection or self.protocol).describe()
+        d["others"] = [o.to_dict() for o in self.others]
         return d
 
-    def to_markdown(self) -> str:
-        """A table of ours (and, under them, the comparable published figures) plus the setup."""
+    def to_markdown(self, level: int = 1) -> str:
+        """A table of ours (and, under them, the comparable published figures) plus the setup.
+
+        Tables of the same models under the other protocols follow, one section each.
+        """
         sha = self.data.sha256 or "n/a"
+        selection = ("the same protocol" if self.selection is None or self.selection == self.protocol
+                     else self.selection.describe())
         lines = [
-            f"# Model comparison on {self.data.name}",
+            f"{'#' * level} Model comparison on {self.data.name}: {self.protocol.describe()}",
             "",
             f"- data: `{self.data.path or self.data.name}` (sha256 `{sha}`), {self.n_users:,} users, "
             f"{self.n_items:,} items, {self.n_interactions:,} interactions",
             f"- split: {self.split}; test cases: {self.n_cases:,}",
-            f"- protocol: {self.protocol.describe()}; model selection on the validation cases under the same protocol",
+            f"- protocol: {self.protocol.describe()}; model selection on the validation cases under {selection}",
             f"- published figures: {self.published_source or 'none comparable (different data file or protocol)'}",
             f"- settings: {', '.join(f'{k}={v}' for k, v in self.settings.items())}",
             "",
@@ -98,6 +107,8 @@ class Comparison:
             if r.published:
                 pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in METRICS]
                 lines.append("| &nbsp;&nbsp;published | " + " | ".join(pub) + " | | | |")
+        for other in self.others:
+            lines += ["", other.to_markdown(level + 1).rstrip("\n")]
         return "\n".join(lines) + "\n"
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
@@ -155,8 +166,13 @@ def compare(
     split: Split | None = None,
     progress: bool = False,
     on_run: Callable[[Comparison], None] | None = None,
+    also: Sequence[Protocol] = (),
 ) -> Comparison:
     """Fit each of ``models`` (default: :func:`default_models`) on ``data`` and test it under ``protocol``.
+
+    Each fitted model is also tested under every protocol in ``also`` (model selection stays on
+    ``protocol``); those tables are in ``result.others``, one per protocol, so one training run
+    gives, say, both the paper's sampled figures and full-ranking ones.
 
     ``preset`` is resolved per model by :func:`resolve_preset`; ``time_budget`` (seconds of
     training per model) and ``train`` override the preset's training settings. A model that fails
@@ -167,13 +183,18 @@ def compare(
     for name in names:
         get_spec(name)  # unknown names fail before any training
     split = split or leave_one_out(data)
-    table = published_table(data.source.sha256, protocol, split.name)
     settings: dict[str, Any] = {"preset": preset, "time_budget": time_budget, **(train or {}),
                                 "attnrec": __version__, "torch": torch.__version__, "machine": platform.machine(),
                                 "cpu_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
                                 "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
-    result = Comparison(data.source, data.n_users, data.n_items, len(data), split.name, protocol,
-                        len(split.test), published_source=table.source if table else None, settings=settings)
+    def table_for(p: Protocol) -> Comparison:
+        published = published_table(data.source.sha256, p, split.name)
+        return Comparison(data.source, data.n_users, data.n_items, len(data), split.name, p, len(split.test),
+                          published_source=published.source if published else None, settings=settings,
+                          selection=protocol)
+
+    result = table_for(protocol)
+    result.others = [table_for(p) for p in also if p != protocol]
     for name in names:
         chosen = resolve_preset(name, data, preset)
         over = dict(train or {})
@@ -185,17 +206,19 @@ def compare(
             rec = Recommender(name, preset=chosen, train=over)
             rec.fit(data, split, valid_protocol=protocol, progress=progress)
             seconds = time.perf_counter() - t0
-            res = rec.evaluate(split.test, protocol, split=split.name)
+            tested = [(c, rec.evaluate(split.test, c.protocol, split=split.name)) for c in (result, *result.others)]
         except (RuntimeError, ValueError, FloatingPointError, MemoryError) as e:
             log.error("compare: %s failed: %s", name, e)
-            result.runs.append(ModelRun(name, chosen, {}, time.perf_counter() - t0, 0, 0, 0, "failed",
-                                        error=f"{type(e).__name__}: {e}"))
+            for c in (result, *result.others):
+                c.runs.append(ModelRun(name, chosen, {}, time.perf_counter() - t0, 0, 0, 0, "failed",
+                                       error=f"{type(e).__name__}: {e}"))
         else:
             tr = rec.train_result_
-            result.runs.append(ModelRun(
-                name, chosen, res.metrics, seconds, count_parameters(rec), tr.epochs if tr else 0,
-                tr.best_epoch if tr else 0, tr.stopped if tr else "",
-                published_metrics(name, data.source.sha256, protocol, split.name)))
+            for c, res in tested:
+                c.runs.append(ModelRun(
+                    name, chosen, res.metrics, seconds, count_parameters(rec), tr.epochs if tr else 0,
+                    tr.best_epoch if tr else 0, tr.stopped if tr else "",
+                    published_metrics(name, data.source.sha256, c.protocol, split.name)))
         if on_run is not None:
             on_run(result)
     return result

@@ -51,6 +51,23 @@ def test_published_figures_only_for_the_papers_file_and_protocol(small: Interact
     assert full.published_source is None and full.runs[0].published is None
 
 
+def test_also_tests_the_same_fitted_models_under_more_protocols(small: Interactions) -> None:
+    as_ml1m = dataclasses.replace(small, source=DataSource("ml-1m", sha256=ML_1M_SHA256))
+    both = compare(as_ml1m, ["pop", "fmc"], protocol=PAPER_BERT4REC, preset=None, train=QUICK, also=[FULL])
+    (full,) = both.others
+    alone = compare(as_ml1m, ["pop", "fmc"], protocol=PAPER_BERT4REC, preset=None, train=QUICK)
+    assert [r.metrics for r in both.runs] == [r.metrics for r in alone.runs]  # the extra test changes nothing
+    assert full.protocol == FULL and full.selection == PAPER_BERT4REC and [r.model for r in full.runs] == ["pop", "fmc"]
+    assert full.runs[0].published is None and both.runs[0].published is not None  # only the paper's protocol
+    # The same fitted models: sampled candidates are a subset of the full ranking, so HR can only drop.
+    assert all(f.metrics["HR@10"] <= s.metrics["HR@10"] for f, s in zip(full.runs, both.runs, strict=True))
+    assert all(f.epochs == s.epochs and f.n_params == s.n_params for f, s in zip(full.runs, both.runs, strict=True))
+    md = both.to_markdown()
+    assert md.index("# Model comparison") < md.index("## Model comparison") and md.count("| FMC |") == 2
+    assert "model selection on the validation cases under 100 popularity-sampled" in md.split("## ")[1]
+    assert json.loads(json.dumps(both.to_dict()))["others"][0]["protocol"]["candidates"] == "full"
+
+
 def test_presets_follow_the_dataset(small: Interactions) -> None:
     assert resolve_preset("fpmc", small) == "demo"
     as_ml1m = dataclasses.replace(small, source=DataSource("whatever", sha256=ML_1M_SHA256))
@@ -73,11 +90,12 @@ def test_cli_writes_markdown_and_json(tmp_path: Path) -> None:
                             for u in range(data.n_users) for i in seqs[u]))
     out = tmp_path / "cmp"
     res = runner.invoke(app, ["compare", "--data", str(path), "--models", "pop,fmc", "--protocol",
-                              "sampled-popularity", "--max-epochs", "1", "--device", "cpu", "--out", str(out)])
+                              "sampled-popularity", "--also", "full", "--max-epochs", "1", "--device", "cpu", "--out", str(out)])
     assert res.exit_code == 0, res.output
     table = (out / "comparison.md").read_text()
     assert "| POP |" in table and "| FMC |" in table and "100 popularity-sampled negatives" in table
     got = json.loads((out / "comparison.json").read_text())
     assert [r["model"] for r in got["runs"]] == ["pop", "fmc"] and got["protocol"]["sampler"] == "popularity"
+    assert [r["model"] for r in got["others"][0]["runs"]] == ["pop", "fmc"] and "full ranking" in table
     bad = runner.invoke(app, ["compare", "--data", str(path), "--models", "nope", "--out", str(out)])
     assert bad.exit_code == 2 and "unknown model" in bad.output

@@ -36,25 +36,29 @@ def _log_to_stderr(verbose: bool) -> None:
 
 @app.command(
     "compare",
-    epilog="Example: attnrec compare --data ml-1m --protocol sampled-popularity --time-budget 600 --out results/ml-1m",
+    epilog="Example: attnrec compare --data ml-1m --protocol sampled-popularity --also full --time-budget 600 "
+    "--out results/ml-1m",
 )
 @cli_errors
 def compare_cmd(
     data: Annotated[str, typer.Option(
         "--data", "-d", help="Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path.")],
     models: Annotated[list[str] | None, typer.Option(
-        "--models", "-m", help="Models to compare, comma-separated or repeated [default: every sequential model].")]
+        "--models", "-m", help="Models to compare, comma-separated or repeated (default: every sequential model).")]
     = None,
     protocol: Annotated[ProtocolName, typer.Option(
         "--protocol", help="Test (and validation) protocol: full ranking or 100 sampled negatives.")]
     = ProtocolName.full,
+    also: Annotated[list[ProtocolName] | None, typer.Option(
+        "--also", help="Also test the same fitted models under this protocol (repeatable); one more table each.")]
+    = None,
     negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
     = 100,
     preset: Annotated[str, typer.Option(
         "--preset", "-p", help="Preset for every model: 'auto' (named after the dataset: ml-1m, beauty, demo), "
         "'none' (defaults) or a preset name.")] = "auto",
     time_budget: Annotated[float | None, typer.Option(
-        "--time-budget", min=0, help="Seconds of training per model (0 = no limit) [default: the preset's].")]
+        "--time-budget", min=0, help="Seconds of training per model, 0 = no limit (default: the preset's).")]
     = None,
     max_epochs: Annotated[int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")] = None,
     split: Annotated[SplitName, typer.Option("--split", help="How test and validation cases are held out.")]
@@ -70,15 +74,17 @@ def compare_cmd(
     """Train several models on one dataset under one protocol and write the side-by-side table.
 
     HR@1/5/10, NDCG@5/10, MRR, training time and parameter count per model, as markdown and JSON.
+
     The published figures (BERT4Rec paper, Table 2) are shown beside ours only when the data file
-    (by sha256), the split and the protocol are the paper's (ml-1m.txt or beauty.txt,
-    leave-one-out, --protocol sampled-popularity with 100 negatives).
+    (by sha256), the split and the protocol are the paper's: ml-1m.txt or beauty.txt,
+    leave-one-out, --protocol sampled-popularity with 100 negatives.
     """
     _log_to_stderr(verbose)
     names = split_list(models) or default_models()
     for name in names:
         get_spec(name)
     proto = make_protocol(protocol, negatives, seed)
+    others = [make_protocol(p, negatives, seed) for p in dict.fromkeys(also or [])]
     with err.status(f"loading {data} ..."):
         interactions = load_data(data)
     sp = make_split(interactions, split)
@@ -93,7 +99,7 @@ def compare_cmd(
         out.print(f"  {run.model}: {status}  ({run.train_seconds:.0f}s)  -> {md}", soft_wrap=True)
 
     result = compare(interactions, names, protocol=proto, preset=None if preset == "none" else preset,
-                     time_budget=time_budget, train=train, split=sp, progress=False, on_run=written)
+                     time_budget=time_budget, train=train, split=sp, progress=False, on_run=written, also=others)
     md, js = result.write(out_dir)
     out.print(result.to_markdown(), soft_wrap=True, markup=False)
     out.print(f"wrote {md} and {js}")
