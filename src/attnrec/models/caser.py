@@ -62,14 +62,14 @@ class CaserConfig:
     config=CaserConfig,
     kind="torch",
     presets={
-        "ml-1m": {
+        "ml-1m": {  # ~29 s of one CPU core per epoch
             "model": {"dim": 50, "window": 5, "targets": 3, "n_negatives": 3},
-            "train": {"lr": 1e-3, "batch_size": 1024, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
+            "train": {"lr": 3e-3, "batch_size": 1024, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
                       "time_budget": 600},
         },
         "beauty": {
             "model": {"dim": 50, "window": 5, "targets": 1, "n_negatives": 3},
-            "train": {"lr": 1e-3, "batch_size": 1024, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
+            "train": {"lr": 3e-3, "batch_size": 512, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
                       "time_budget": 600},
         },
         "demo": {
