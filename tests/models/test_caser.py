@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
 import torch
 from baseline_kit import (
-    adhoc_matches_user,
-    assert_beats_pop,
-    assert_deterministic,
-    assert_fold_in_helps,
-    assert_recommend_matches_scores,
-    assert_save_load_identity,
-    assert_seen_filtered,
     chain,
     demo,
     fit,
     successor_accuracy,
 )
 
-from attnrec import Recommender
 from attnrec.models.caser import Caser, CaserConfig
 
 
@@ -58,25 +47,3 @@ def test_recovers_a_deterministic_chain() -> None:
     data = chain()
     rec = fit("caser", data, config={"targets": 1, "dropout": 0.0}, epochs=30, batch_size=128, lr=1e-2)
     assert successor_accuracy(rec, data, context=5) == 1.0  # a full window of L = 5 items
-
-
-@pytest.fixture(scope="module")
-def trained() -> Recommender:
-    data, split = demo()
-    return fit("caser", data, split)
-
-
-def test_beats_pop(trained: Recommender) -> None:
-    assert_beats_pop(trained)
-
-
-def test_save_load_seen_and_adhoc(trained: Recommender, tmp_path: Path) -> None:
-    assert_save_load_identity(trained, tmp_path)
-    assert_seen_filtered(trained)
-    assert_recommend_matches_scores(trained)
-    adhoc_matches_user(trained)
-    assert_fold_in_helps(trained)
-
-
-def test_same_seed_same_scores() -> None:
-    assert_deterministic("caser")

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from baseline_kit import (
-    adhoc_matches_user,
-    assert_beats_pop,
-    assert_deterministic,
-    assert_fold_in_helps,
-    assert_recommend_matches_scores,
-    assert_save_load_identity,
-    assert_seen_filtered,
     chain,
     demo,
     fit,
     successor_accuracy,
 )
 
-from attnrec import Recommender
 from attnrec.models._baselines import positions
 from attnrec.models.fpmc import FMC, FPMC, FPMCConfig
 
@@ -52,26 +42,3 @@ def test_fmc_has_no_user_factors_and_ignores_the_user() -> None:
     with torch.no_grad():
         a = fmc.score(fmc.score_inputs(np.array([0, 5]), hist))
     assert torch.equal(a[0], a[1])
-
-
-@pytest.fixture(scope="module", params=["fmc", "fpmc"])
-def trained(request: pytest.FixtureRequest) -> Recommender:
-    data, split = demo()
-    return fit(request.param, data, split)
-
-
-def test_beats_pop(trained: Recommender) -> None:
-    assert_beats_pop(trained)
-
-
-def test_save_load_and_seen_filtering(trained: Recommender, tmp_path: Path) -> None:
-    assert_save_load_identity(trained, tmp_path)
-    assert_seen_filtered(trained)
-    assert_recommend_matches_scores(trained)
-    if trained.name == "fpmc":
-        adhoc_matches_user(trained)
-        assert_fold_in_helps(trained)
-
-
-def test_same_seed_same_scores() -> None:
-    assert_deterministic("fpmc")

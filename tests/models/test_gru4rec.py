@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from baseline_kit import (
-    assert_beats_pop,
-    assert_deterministic,
-    assert_recommend_matches_scores,
-    assert_save_load_identity,
-    assert_seen_filtered,
     chain,
     demo,
     fit,
@@ -79,31 +72,6 @@ def test_recovers_a_deterministic_chain(name: str, loss: str) -> None:
     data = chain()
     rec = fit(name, data, config={"loss": loss}, epochs=20, batch_size=32)
     assert successor_accuracy(rec, data) == 1.0
-
-
-@pytest.fixture(scope="module", params=["gru4rec", "gru4rec-plus"])
-def trained(request: pytest.FixtureRequest) -> Recommender:
-    data, split = demo()
-    return fit(request.param, data, split)
-
-
-def test_beats_pop(trained: Recommender) -> None:
-    assert_beats_pop(trained)
-
-
-def test_save_load_and_seen_filtering(trained: Recommender, tmp_path: Path) -> None:
-    assert_save_load_identity(trained, tmp_path)
-    assert_seen_filtered(trained)
-    assert_recommend_matches_scores(trained)
-    # no user IDs: an ad-hoc copy of a user's history gets exactly that user's answer
-    data, _ = demo()
-    history = data.items.to_external(data.sequences()[5])
-    assert trained.recommend(history=history, k=10).items == trained.recommend(user=data.users.to_external([5])[0],
-                                                                               k=10).items
-
-
-def test_same_seed_same_scores() -> None:
-    assert_deterministic("gru4rec-plus")
 
 
 def test_sampled_negatives_follow_popularity() -> None:

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from baseline_kit import (
-    adhoc_matches_user,
-    assert_beats_pop,
-    assert_deterministic,
-    assert_fold_in_helps,
-    assert_recommend_matches_scores,
-    assert_save_load_identity,
-    assert_seen_filtered,
     demo,
-    fit,
 )
 
 from attnrec import Recommender
@@ -57,25 +47,3 @@ def test_config_is_validated() -> None:
         NCFConfig(mlp_layers=(7, 4))
     with pytest.raises(ConfigError):
         Recommender("ncf", config={"mlp_layers": "8"})
-
-
-@pytest.fixture(scope="module")
-def trained() -> Recommender:
-    data, split = demo()
-    return fit("ncf", data, split)
-
-
-def test_beats_pop(trained: Recommender) -> None:
-    assert_beats_pop(trained)
-
-
-def test_save_load_seen_and_adhoc(trained: Recommender, tmp_path: Path) -> None:
-    assert_save_load_identity(trained, tmp_path)
-    assert_seen_filtered(trained)
-    assert_recommend_matches_scores(trained)
-    adhoc_matches_user(trained)
-    assert_fold_in_helps(trained)
-
-
-def test_same_seed_same_scores() -> None:
-    assert_deterministic("ncf")

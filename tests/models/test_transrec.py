@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
 import torch
 from baseline_kit import (
-    adhoc_matches_user,
-    assert_beats_pop,
-    assert_deterministic,
-    assert_fold_in_helps,
-    assert_recommend_matches_scores,
-    assert_save_load_identity,
-    assert_seen_filtered,
     chain,
     demo,
     fit,
     successor_accuracy,
 )
 
-from attnrec import Recommender
 from attnrec.models.transrec import TransRec, TransRecConfig
 
 
@@ -59,28 +48,6 @@ def test_unknown_user_without_fold_in_uses_the_global_translation() -> None:
         zero = model.score({"user": torch.tensor([0]), "history": hist[:1]})
     torch.testing.assert_close(s[0], zero[0])
     assert not torch.allclose(s[1], zero[0])
-
-
-@pytest.fixture(scope="module")
-def trained() -> Recommender:
-    data, split = demo()
-    return fit("transrec", data, split)
-
-
-def test_beats_pop(trained: Recommender) -> None:
-    assert_beats_pop(trained)
-
-
-def test_save_load_seen_and_adhoc(trained: Recommender, tmp_path: Path) -> None:
-    assert_save_load_identity(trained, tmp_path)
-    assert_seen_filtered(trained)
-    assert_recommend_matches_scores(trained)
-    adhoc_matches_user(trained)
-    assert_fold_in_helps(trained)
-
-
-def test_same_seed_same_scores() -> None:
-    assert_deterministic("transrec")
 
 
 def test_train_rows_count_transitions() -> None:
