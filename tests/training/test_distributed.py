@@ -54,6 +54,27 @@ def test_shard_batch_splits_rows_and_keeps_shared_entries() -> None:
     assert loss_terms(m, a) + loss_terms(m, b) == loss_terms(m, batch) == int((batch["target"] > 0).sum())
 
 
+@pytest.mark.parametrize("loss", ["ce", "sampled_ce"])
+def test_bert4rec_shards_weighted_by_masked_positions_give_the_global_loss(loss: str) -> None:
+    from attnrec.data.schema import Sequences
+    from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
+
+    torch.manual_seed(0)
+    m = BERT4Rec(BERT4RecConfig(hidden=8, n_layers=1, max_len=8, dropout=0.0, attn_dropout=0.0, mask_prob=0.5,
+                                loss=loss, n_negatives=7, mask_last_prob=0.0), 6, 20).eval()
+    train = Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [4, 5], [6, 7, 8, 9], [1, 3, 5, 7, 9, 11], [2, 4, 6]], 20)
+    batch = next(iter(m.train_batches(train, 5, np.random.default_rng(3))))
+    shards = [distributed.shard_batch(batch, r, 2, m.shared_batch_keys) for r in (0, 1)]
+    terms = [loss_terms(m, s) for s in shards]
+    assert sum(terms) == loss_terms(m, batch) == int((batch["labels"] > 0).sum())
+    assert terms[0] != terms[1]  # unequal masked counts: weighting by rows would be wrong
+    if loss == "sampled_ce":
+        assert all(torch.equal(s["negative"], batch["negative"]) for s in shards)
+    with torch.no_grad():
+        weighted = sum(m.loss(s) * t for s, t in zip(shards, terms, strict=True)) / sum(terms)
+        torch.testing.assert_close(weighted, m.loss(batch))
+
+
 def _torchrun(args: list[str], tmp: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]

@@ -139,6 +139,8 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
 class BERT4Rec(nn.Module):
     """BERT4Rec: bidirectional self-attention trained on the Cloze (masked item) task."""
 
+    shared_batch_keys = frozenset({"negative", "neg_logq"})  # drawn once per batch: DDP ranks keep them whole
+
     def __init__(self, config: BERT4RecConfig, n_users: int, n_items: int) -> None:
         super().__init__()
         c = self.config = config
@@ -251,6 +253,10 @@ class BERT4Rec(nn.Module):
                 batch["neg_logq"] = torch.from_numpy(logq[neg].astype(np.float32))
                 batch["label_logq"] = torch.from_numpy(logq[labels].astype(np.float32))
             yield batch
+
+    def loss_terms(self, batch: dict[str, torch.Tensor]) -> int:
+        """How many terms :meth:`loss` averages over: the masked positions (DDP weights ranks by it)."""
+        return int((batch["labels"] > 0).sum())
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Negative log-likelihood of the true items at masked positions only."""
