@@ -30,6 +30,8 @@ from attnrec.evaluation.published import DATASETS, LABELS, published_metrics, pu
 from attnrec.recommender import Recommender
 from attnrec.registry import get_spec, list_models
 
+SHORTFALL = 0.9  # a baseline under 90% of its paper's HR@10 is flagged and needs an explanation
+
 log = logging.getLogger("attnrec.compare")
 METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
 
@@ -66,6 +68,27 @@ class Comparison:
     settings: dict[str, Any] = field(default_factory=dict)
     selection: Protocol | None = None  # the validation protocol, when it is not ``protocol``
     others: list[Comparison] = field(default_factory=list)  # the same fitted models under other protocols
+    notes: str = ""  # markdown written by a person: why a figure is what it is (e.g. a shortfall)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Comparison:
+        """The inverse of :meth:`to_dict` (e.g. to re-render a saved ``comparison.json``)."""
+        def protocol(p: dict[str, Any]) -> Protocol:
+            return Protocol(**(p | {"ks": tuple(p["ks"])}))
+
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in fields}
+        kw |= {"data": DataSource(**d["data"]), "protocol": protocol(d["protocol"]),
+               "runs": [ModelRun(**r) for r in d["runs"]],
+               "selection": protocol(d["selection"]) if d.get("selection") else None,
+               "others": [cls.from_dict(o) for o in d.get("others", [])]}
+        return cls(**kw)
+
+    def shortfalls(self, ratio: float = SHORTFALL) -> list[tuple[ModelRun, float]]:
+        """Runs whose HR@10 is below ``ratio`` x the published HR@10, with their ratio to it."""
+        return [(r, r.metrics["HR@10"] / r.published["HR@10"]) for r in self.runs
+                if r.published and r.published.get("HR@10") and "HR@10" in r.metrics
+                and r.metrics["HR@10"] < ratio * r.published["HR@10"]]
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -107,6 +130,13 @@ class Comparison:
             if r.published:
                 pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in METRICS]
                 lines.append("| &nbsp;&nbsp;published | " + " | ".join(pub) + " | | | |")
+        short = self.shortfalls()
+        if short:
+            lines += ["", f"More than {1 - SHORTFALL:.0%} below the published HR@10: " + "; ".join(
+                f"{LABELS.get(r.model, r.model)} {r.metrics['HR@10']:.4f} = {q:.0%} of {r.published['HR@10']:.4f}"  # type: ignore[index]
+                for r, q in short) + (" (see the notes)." if self.notes else " (no explanation given yet).")]
+        if self.notes:
+            lines += ["", f"{'#' * (level + 1)} Notes", "", self.notes.strip()]
         for other in self.others:
             lines += ["", other.to_markdown(level + 1).rstrip("\n")]
         return "\n".join(lines) + "\n"

@@ -99,3 +99,38 @@ def test_cli_writes_markdown_and_json(tmp_path: Path) -> None:
     assert [r["model"] for r in got["others"][0]["runs"]] == ["pop", "fmc"] and "full ranking" in table
     bad = runner.invoke(app, ["compare", "--data", str(path), "--models", "nope", "--out", str(out)])
     assert bad.exit_code == 2 and "unknown model" in bad.output
+
+
+def test_shortfalls_against_the_paper_are_flagged_until_explained(small: Interactions) -> None:
+    as_ml1m = dataclasses.replace(small, source=DataSource("ml-1m", sha256=ML_1M_SHA256))
+    result = compare(as_ml1m, ["pop"], protocol=PAPER_BERT4REC, preset=None, train=QUICK, also=[FULL])
+    (run,) = result.runs
+    published = run.published
+    assert published is not None
+    run.metrics["HR@10"] = 0.85 * published["HR@10"]
+    ((flagged, ratio),) = result.shortfalls()
+    assert flagged is run and ratio == pytest.approx(0.85)
+    assert "= 85% of" in result.to_markdown() and "no explanation given yet" in result.to_markdown()
+    run.metrics["HR@10"] = 0.95 * published["HR@10"]
+    assert result.shortfalls() == [] and "below the published" not in result.to_markdown()
+    assert result.others[0].shortfalls() == []  # no published figures under full ranking
+
+
+def test_render_rewrites_the_table_from_json_with_notes(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    res = runner.invoke(app, ["compare", "--data", "demo", "--models", "pop", "--also", "sampled-uniform",
+                              "--device", "cpu", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    before = json.loads((out / "comparison.json").read_text())
+    notes = tmp_path / "notes.md"
+    notes.write_text("POP has nothing to tune.\n")
+    res = runner.invoke(app, ["compare", "--render", "--notes", str(notes), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    table = (out / "comparison.md").read_text()
+    assert "## Notes\n\nPOP has nothing to tune." in table and table.count("| POP (demo) |") == 2
+    after = json.loads((out / "comparison.json").read_text())
+    assert after == before | {"notes": "POP has nothing to tune.\n"}  # nothing else changes
+    missing = runner.invoke(app, ["compare", "--render", "--out", str(tmp_path / "none")])
+    assert missing.exit_code != 0 and "run the comparison first" in missing.output
+    no_data = runner.invoke(app, ["compare", "--out", str(out)])
+    assert no_data.exit_code != 0 and "--data is required" in no_data.output

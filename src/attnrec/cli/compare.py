@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -41,8 +42,8 @@ def _log_to_stderr(verbose: bool) -> None:
 )
 @cli_errors
 def compare_cmd(
-    data: Annotated[str, typer.Option(
-        "--data", "-d", help="Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path.")],
+    data: Annotated[str | None, typer.Option(
+        "--data", "-d", help="Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path.")] = None,
     models: Annotated[list[str] | None, typer.Option(
         "--models", "-m", help="Models to compare, comma-separated or repeated (default: every sequential model).")]
     = None,
@@ -69,6 +70,12 @@ def compare_cmd(
     out_dir: Annotated[Path, typer.Option(
         "--out", "-o", help="Directory for comparison.md and comparison.json (rewritten after every model).")]
     = Path("runs/compare"),
+    notes: Annotated[Path | None, typer.Option(
+        "--notes", help="A markdown file of explanations (e.g. of a shortfall against the paper) to include.")]
+    = None,
+    render: Annotated[bool, typer.Option(
+        "--render", help="Train nothing: rewrite comparison.md from the comparison.json in --out (with --notes).")]
+    = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every epoch.")] = False,
 ) -> None:
     """Train several models on one dataset under one protocol and write the side-by-side table.
@@ -80,6 +87,18 @@ def compare_cmd(
     leave-one-out, --protocol sampled-popularity with 100 negatives.
     """
     _log_to_stderr(verbose)
+    text = notes.read_text(encoding="utf-8") if notes else ""
+    if render:
+        saved = out_dir / "comparison.json"
+        if not saved.is_file():
+            raise FileNotFoundError(f"--render: no {saved}; run the comparison first")
+        result = Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8")))
+        result.notes = text or result.notes
+        md, _ = result.write(out_dir)
+        out.print(f"wrote {md}")
+        return
+    if data is None:
+        raise ValueError("--data is required (unless --render)")
     names = split_list(models) or default_models()
     for name in names:
         get_spec(name)
@@ -93,6 +112,7 @@ def compare_cmd(
               f"{interactions.n_items:,} items); protocol: {proto.describe()}", soft_wrap=True)
 
     def written(result: Comparison) -> None:
+        result.notes = text
         md, _ = result.write(out_dir)
         run = result.runs[-1]
         status = run.error or "  ".join(f"{k} {run.metrics[k]:.4f}" for k in ("HR@10", "NDCG@10") if k in run.metrics)
@@ -100,6 +120,7 @@ def compare_cmd(
 
     result = compare(interactions, names, protocol=proto, preset=None if preset == "none" else preset,
                      time_budget=time_budget, train=train, split=sp, progress=False, on_run=written, also=others)
+    result.notes = text
     md, js = result.write(out_dir)
     out.print(result.to_markdown(), soft_wrap=True, markup=False)
     out.print(f"wrote {md} and {js}")
