@@ -8,14 +8,17 @@ from attnrec.data.build import from_columns
 from attnrec.data.schema import DataSource, Interactions
 
 
-def ring_log(n_users: int = 150, n_items: int = 40, seed: int = 0) -> Interactions:
-    """Users walk a ring of items: item i is followed by i+1 most of the time."""
+def ring_log(
+    n_users: int = 150, n_items: int = 40, seed: int = 0, *, min_len: int = 6, follow: float = 0.85,
+    source: DataSource | None = None, item_titles: dict[str, str] | None = None,
+) -> Interactions:
+    """Users walk a ring of items: item i is followed by i+1 with probability ``follow``."""
     rng = np.random.default_rng(seed)
     users, items = [], []
     for u in range(n_users):
-        start, length = int(rng.integers(n_items)), int(rng.integers(6, 25))
+        start, length = int(rng.integers(n_items)), int(rng.integers(min_len, 25))
         for t in range(length):
-            step = t if rng.random() < 0.85 else int(rng.integers(n_items))
+            step = t if rng.random() < follow else int(rng.integers(n_items))
             users.append(f"u{u}")
             items.append(f"i{(start + step) % n_items}")
-    return from_columns(users, items, source=DataSource("ring", sha256="0" * 64))
+    return from_columns(users, items, source=source or DataSource("ring", sha256="0" * 64), item_titles=item_titles)

@@ -5,29 +5,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from attnrec.data.build import from_columns
 from attnrec.data.schema import DataSource, Interactions
 from attnrec.recommender import Recommender
+from synthetic_logs import ring_log
 
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
 
 def synthetic_log(n_users: int = 120, n_items: int = 60, seed: int = 0) -> Interactions:
-    """Users walk a ring of items (item i is often followed by i+1), so there is sequential signal."""
-    rng = np.random.default_rng(seed)
-    users, items = [], []
-    for u in range(n_users):
-        start, length = int(rng.integers(n_items)), int(rng.integers(5, 25))
-        for t in range(length):
-            step = t if rng.random() < 0.8 else int(rng.integers(n_items))
-            users.append(f"u{u}")
-            items.append(f"i{(start + step) % n_items}")
+    """The ring log (item i is often followed by i+1, so there is sequential signal), every other item titled."""
     titles = {f"i{i}": f"Item number {i}" for i in range(0, n_items, 2)}
-    return from_columns(users, items, source=DataSource("ring-synthetic"), item_titles=titles)
+    return ring_log(n_users, n_items, seed, min_len=5, follow=0.8, source=DataSource("ring-synthetic"),
+                    item_titles=titles)
 
 
 @pytest.fixture(scope="session")
