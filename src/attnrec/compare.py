@@ -197,12 +197,14 @@ def compare(
     progress: bool = False,
     on_run: Callable[[Comparison], None] | None = None,
     also: Sequence[Protocol] = (),
+    notes: str = "",
 ) -> Comparison:
     """Fit each of ``models`` (default: :func:`default_models`) on ``data`` and test it under ``protocol``.
 
     Each fitted model is also tested under every protocol in ``also`` (model selection stays on
     ``protocol``); those tables are in ``result.others``, one per protocol, so one training run
-    gives, say, both the paper's sampled figures and full-ranking ones.
+    gives, say, both the paper's sampled figures and full-ranking ones. ``notes`` (markdown written
+    by a person) goes under the main table.
 
     ``preset`` is resolved per model by :func:`resolve_preset`; ``time_budget`` (seconds of
     training per model) and ``train`` override the preset's training settings. A model that fails
@@ -224,6 +226,7 @@ def compare(
                           selection=protocol)
 
     result = table_for(protocol)
+    result.notes = notes
     result.others = [table_for(p) for p in also if p != protocol]
     for name in names:
         chosen = resolve_preset(name, data, preset)
@@ -243,10 +246,10 @@ def compare(
                 c.runs.append(ModelRun(name, chosen, {}, time.perf_counter() - t0, 0, 0, 0, "failed",
                                        error=f"{type(e).__name__}: {e}"))
         else:
-            tr = rec.train_result_
+            tr, n_params = rec.train_result_, count_parameters(rec)
             for c, res in tested:
                 c.runs.append(ModelRun(
-                    name, chosen, res.metrics, seconds, count_parameters(rec), tr.epochs if tr else 0,
+                    name, chosen, res.metrics, seconds, n_params, tr.epochs if tr else 0,
                     tr.best_epoch if tr else 0, tr.stopped if tr else "",
                     published_metrics(name, data.source.sha256, c.protocol, split.name)))
         if on_run is not None:

@@ -112,15 +112,14 @@ def compare_cmd(
               f"{interactions.n_items:,} items); protocol: {proto.describe()}", soft_wrap=True)
 
     def written(result: Comparison) -> None:
-        result.notes = text
         md, _ = result.write(out_dir)
         run = result.runs[-1]
         status = run.error or "  ".join(f"{k} {run.metrics[k]:.4f}" for k in ("HR@10", "NDCG@10") if k in run.metrics)
         out.print(f"  {run.model}: {status}  ({run.train_seconds:.0f}s)  -> {md}", soft_wrap=True)
 
     result = compare(interactions, names, protocol=proto, preset=None if preset == "none" else preset,
-                     time_budget=time_budget, train=train, split=sp, progress=False, on_run=written, also=others)
-    result.notes = text
+                     time_budget=time_budget, train=train, split=sp, progress=False, on_run=written, also=others,
+                     notes=text)
     md, js = result.write(out_dir)
     out.print(result.to_markdown(), soft_wrap=True, markup=False)
     out.print(f"wrote {md} and {js}")
