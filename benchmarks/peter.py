@@ -147,8 +147,13 @@ def run(cfg: dict[str, Any], quick: bool, work: Path, save: Any = None) -> dict[
             m = ex.evaluate(data, split.test)
             trr = ex.train_result_
             assert trr is not None
+            valid_mse = [h["valid"]["rating"] for h in trr.history if "valid" in h]
             res["peter"][name] = m | {"epochs": trr.epochs, "best_epoch": trr.best_epoch, "stopped": trr.stopped,
-                                      "seconds_per_epoch": trr.seconds_per_epoch, "train_seconds": trr.seconds}
+                                      "seconds_per_epoch": trr.seconds_per_epoch, "train_seconds": trr.seconds,
+                                      "rating_epoch": (valid_mse.index(min(valid_mse)) + 1 if ex.rating_core_
+                                                       is not None else trr.best_epoch)}
+            if ex.rating_baseline_ is not None:
+                res["peter"][name]["rating_damping"] = ex.rating_baseline_["damping"]
             print(f"seed {seed} {name}: " + json.dumps({k: round(v, 3) if isinstance(v, float) else v
                                                          for k, v in res["peter"][name].items()}), flush=True)
             if seed == seeds[0] and name in ("PETER", "PETER+"):
@@ -227,6 +232,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"drop, after {cfg['train']['max_epochs']} epochs or {cfg['train']['time_budget']:.0f} s of training; best "
         "validation epoch kept; greedy decoding. PETER+ is given the test record's ground-truth feature, as in the paper.",
         "",
+        *([_rating_note(cfg), ""] if cfg["model"].get("rating_baseline") or cfg["model"].get("rating_checkpoint") else []),
         *([f"**Partial run:** {n} of the {len(cfg['data']['seeds'])} configured splits finished; the run was "
            "stopped for lack of time on the shared machine.", ""] if n < len(cfg["data"]["seeds"]) else []),
         "## Explanations (BLEU, ROUGE x100; DIV lower is better)",
@@ -243,10 +249,10 @@ def markdown(results: dict[str, Any]) -> str:
     mach = results["machine"]
     lines += ["", f"## Training time on this machine ({mach['cores']} shared, busy CPU cores; torch "
               f"{mach['torch']}, {mach['threads']} thread; nice 10)", "",
-              "| Model | s/epoch | epochs | best epoch |", "|---|---|---|---|"]
+              "| Model | s/epoch | epochs | best epoch | rating's epoch |", "|---|---|---|---|---|"]
     for name in cfg["variants"]:
         lines.append(f"| {name} | {cell(name, 'seconds_per_epoch', 1)} | {cell(name, 'epochs', 1)} | "
-                     f"{cell(name, 'best_epoch', 1)} |")
+                     f"{cell(name, 'best_epoch', 1)} | {cell(name, 'rating_epoch', 1)} |")
     stops = sorted({r["peter"][v]["stopped"] for r in results["seeds"] for v in r["peter"]})
     lines += ["", f"Stop reasons: {'; '.join(stops)}. Wall time of the run{' so far' if n < len(cfg['data']['seeds']) else ''}: "
               f"{results['total_seconds'] / 60:.1f} min.", ""]
@@ -259,6 +265,16 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"- `{ex[name]['command']}`:")
             lines += ["", "```", ex[name]["stdout"], "```", ""]
     return "\n".join(lines) + "\n"
+
+
+def _rating_note(cfg: dict[str, Any]) -> str:
+    paper = [n for n, over in cfg["variants"].items() if over.get("rating_baseline") is False]
+    return ("Ratings: attnrec's two rating options are on "
+            f"(`rating_baseline = {str(cfg['model'].get('rating_baseline', False)).lower()}`: fixed user and item "
+            "offsets, damped means of the training ratings with the damping chosen on validation, under the rating "
+            f"MLP; `rating_checkpoint = \"{cfg['model'].get('rating_checkpoint', 'joint')}\"`: the rating comes from "
+            "the weights of the epoch with the lowest validation rating MSE, the text from the joint best epoch). "
+            + (f"{', '.join(paper)} turns both off: the paper's rating head and checkpoint." if paper else ""))
 
 
 def _checks(s: dict[str, dict[str, tuple[float, float]]]) -> list[str]:

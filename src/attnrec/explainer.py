@@ -10,6 +10,7 @@ training record, evaluations), ``weights.safetensors``, ``vocab.json``, ``id_map
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,6 +32,23 @@ from attnrec.training.loop import TrainResult, resolve_device, train
 
 FORMAT_VERSION = 1
 _TRAIN_BASE = {"monitor": "loss", "mode": "min"}
+DAMPINGS = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0)
+
+
+def damped_offsets(user: np.ndarray, item: np.ndarray, rating: np.ndarray, n_users: int, n_items: int,
+                   damping: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """Global mean and per-user/per-item rating offsets shrunk towards 0 (Koren's baseline predictor).
+
+    ``b_i = sum(r - mu) / (damping + n_i)`` over the item's ratings, then
+    ``b_u = sum(r - mu - b_i) / (damping + n_u)``; ``n_items + 1`` item rows (row 0 is padding).
+    """
+    r = np.asarray(rating, dtype=np.float64)
+    mu = float(r.mean())
+    n_i = np.bincount(item, minlength=n_items + 1)
+    b_i = np.bincount(item, weights=r - mu, minlength=n_items + 1) / (damping + n_i)
+    n_u = np.bincount(user, minlength=n_users)
+    b_u = np.bincount(user, weights=r - mu - b_i[item], minlength=n_users) / (damping + n_u)
+    return mu, b_u, b_i
 
 
 class Explainer:
@@ -81,6 +99,8 @@ class Explainer:
         self.source_ = DataSource("unnamed")
         self.split_name_ = ""
         self.train_result_: TrainResult | None = None
+        self.rating_core_: Any = None  # rating_checkpoint="own": the weights of the best validation rating
+        self.rating_baseline_: dict[str, Any] | None = None  # rating_baseline: the chosen damping
         self.evaluations_: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
 
@@ -89,7 +109,10 @@ class Explainer:
             progress: bool = True) -> Explainer:
         """Build the vocabulary on ``split.train``, train, and keep the weights of the best validation loss.
 
-        The validation loss is PETER's: text NLL + rating MSE (unweighted).
+        The validation loss is PETER's: text NLL + rating MSE (unweighted). With the model's
+        ``rating_checkpoint="own"`` the rating is predicted by a second copy of the weights, those
+        of the epoch with the lowest validation rating MSE. With ``rating_baseline`` the offsets'
+        damping is the one of :data:`DAMPINGS` with the lowest validation RMSE.
         """
         train_data = data.take(split.train)
         self.vocab_ = Vocabulary.build((train_data.tokens(i) for i in range(len(train_data))), self.max_vocab)
@@ -107,17 +130,50 @@ class Explainer:
         with torch.random.fork_rng():
             torch.manual_seed(cfg.seed)
             self.core = self.spec.cls(self.config, data.n_users, data.n_items, n_words=len(self.vocab_))
-        if hasattr(self.core, "init_rating"):
+        self.rating_baseline_ = None
+        if getattr(self.config, "rating_baseline", False):
+            self.rating_baseline_ = self._choose_offsets(data, train_data, data.take(split.valid))
+            mu, b_u, b_i = damped_offsets(train_data.user, train_data.item, train_data.rating, data.n_users,
+                                          data.n_items, self.rating_baseline_["damping"])
+            self.core.init_rating(mu, b_u, b_i)
+        elif hasattr(self.core, "init_rating"):
             self.core.init_rating(float(np.mean(train_data.rating)))
         self.device = resolve_device(cfg.device)
+        sd = Path(state_dir) if state_dir is not None else None
+        own = getattr(self.config, "rating_checkpoint", "joint") == "own"
+        best = _RatingSnapshot(sd / "rating_best.safetensors" if sd is not None else None)
 
         def validate(module: Any) -> dict[str, float]:
             parts = self._mean_losses(module, enc_valid)
+            if own:
+                best.offer(parts["rating"], module)
             return parts | {"loss": parts["text"] + parts["rating"]}
 
-        sd = Path(state_dir) if state_dir is not None else None
         self.train_result_ = train(self.core, enc_train, validate, cfg, state_dir=sd, progress=progress)
+        self.rating_core_ = None
+        if own and best.state is not None:
+            self.rating_core_ = self._new_core(best.state)
         return self
+
+    def _choose_offsets(self, data: ReviewData, train_data: ReviewData, valid: ReviewData) -> dict[str, Any]:
+        scores = {}
+        for damping in DAMPINGS:
+            mu, b_u, b_i = damped_offsets(train_data.user, train_data.item, train_data.rating, data.n_users,
+                                          data.n_items, damping)
+            scores[damping] = rmse(mu + b_u[valid.user] + b_i[valid.item], valid.rating, data.rating_range)
+        damping = min(scores, key=lambda d: scores[d])
+        return {"damping": damping, "valid_RMSE": scores[damping]}
+
+    def _new_core(self, state: dict[str, torch.Tensor]) -> Any:
+        assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
+        core = self.spec.cls(self.config, len(self.users_), len(self.items_), n_words=len(self.vocab_))
+        core.load_state_dict(state)
+        return core.to(self.device).eval()
+
+    def _rating(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor) -> torch.Tensor:
+        core = self.rating_core_ if self.rating_core_ is not None else self.core
+        core.eval()
+        return core.predict(user, item, feature)[0]
 
     def _mean_losses(self, module: Any, enc: EncodedReviews, batch_size: int = 512) -> dict[str, float]:
         sums: dict[str, float] = {}
@@ -154,8 +210,7 @@ class Explainer:
                 r = np.arange(start, min(start + batch_size, len(enc)))
                 u, i = torch.from_numpy(enc.user[r]).to(self.device), torch.from_numpy(enc.item[r]).to(self.device)
                 f = torch.from_numpy(enc.feature[r]).to(self.device)
-                rating, _ = self.core.predict(u, i, f)
-                ratings.append(rating.float().cpu().numpy())
+                ratings.append(self._rating(u, i, f).float().cpu().numpy())
                 ids = self.core.generate(u, i, f, max_len=max_len or self.max_len, beam=beam or self.beam)
                 texts.extend(self.vocab_.decode(x) for x in ids)
         return np.concatenate(ratings) if ratings else np.zeros(0), texts
@@ -203,7 +258,8 @@ class Explainer:
         ft = torch.tensor([fid], device=self.device)
         self.core.eval()
         with torch.no_grad():
-            rating, context = self.core.predict(ut, it, ft)
+            _, context = self.core.predict(ut, it, ft)
+            rating = self._rating(ut, it, ft)
             ids = self.core.generate(ut, it, ft, max_len=max_len or self.max_len, beam=beam or self.beam)[0]
         top = context[0].topk(n_context + len(SPECIALS)).indices.tolist()
         words = [self.vocab_.words[j] for j in top if j >= len(SPECIALS)][:n_context]
@@ -229,8 +285,11 @@ class Explainer:
                 "n_items": len(self.items_), "n_words": len(self.vocab_), "rating_range": list(self.rating_range_),
                 "data": dataclasses.asdict(self.source_), "split": self.split_name_,
                 "train_result": self.train_result_.to_dict() if self.train_result_ else None,
-                "evaluations": self.evaluations_,
+                "evaluations": self.evaluations_, "rating_baseline": self.rating_baseline_,
                 "weights_sha256": save_tensors(d / "weights.safetensors", self.core.state_dict())}
+        if self.rating_core_ is not None:
+            meta["rating_weights_sha256"] = save_tensors(d / "rating_weights.safetensors",
+                                                         self.rating_core_.state_dict())
         write_json(d / "config.json", meta)
         return d
 
@@ -267,7 +326,32 @@ class Explainer:
             raise CheckpointError(f"{d}: weights do not match the model config ({e})") from e
         ex.device = resolve_device(device)
         ex.core.to(ex.device).eval()
+        ex.rating_baseline_ = meta.get("rating_baseline")
+        if meta.get("rating_weights_sha256"):
+            rating_weights = load_tensors(d / "rating_weights.safetensors", meta["rating_weights_sha256"])
+            try:
+                ex.rating_core_ = ex._new_core(rating_weights)
+            except (RuntimeError, KeyError) as e:
+                raise CheckpointError(f"{d}: rating weights do not match the model config ({e})") from e
         return ex
+
+
+class _RatingSnapshot:
+    """The weights of the lowest validation rating MSE so far; beside the loop's state when resumable."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.mse, self.state = path, math.inf, None
+        if path is not None and path.exists():  # resuming: the snapshot of the interrupted run
+            self.state = load_tensors(path)
+            self.mse = float(read_json(path.with_suffix(".json"))["mse"])
+
+    def offer(self, mse: float, module: torch.nn.Module) -> None:
+        if mse < self.mse:
+            self.mse = mse
+            self.state = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+            if self.path is not None:
+                save_tensors(self.path, self.state)
+                write_json(self.path.with_suffix(".json"), {"mse": mse})
 
 
 def load_explainer(path: str | Path, device: str = "auto") -> Explainer:

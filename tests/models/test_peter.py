@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnrec.data.reviews import from_records, random_split
+from attnrec.data.reviews import encode_reviews, from_records, random_split
 from attnrec.data.schema import DataError
-from attnrec.explainer import Explainer
+from attnrec.explainer import DAMPINGS, Explainer, damped_offsets
 from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, PETERConfig, peter_mask
 from attnrec.registry import get_spec, list_models
 
@@ -78,7 +78,9 @@ def test_losses_match_their_definitions() -> None:
     b = _batch()
     parts = model.losses(b)
     h = model.encode(b["user"], b["item"], None, b["text"][:, :-1])
-    rating, context, words = model.heads(h)
+    rating = model.rating_mlp(h[:, 0]).squeeze(-1)
+    context = torch.log_softmax(model.hidden2token(h[:, 1]), -1)
+    words = torch.log_softmax(model.hidden2token(h[:, model.src_len :]), -1)
     want_t = -(words[0, 0, 4] + words[0, 1, 5] + words[0, 2, EOS_ID] + words[1, 0, 6] + words[1, 1, EOS_ID]) / 5
     want_c = -(context[0, 4] + context[0, 5] + context[1, 6]) / 3
     torch.testing.assert_close(parts["text"], want_t)
@@ -187,3 +189,75 @@ def test_rating_head_can_start_at_the_training_mean() -> None:
     model.init_rating(4.2)
     rating, context = model.predict(torch.tensor([0, 1]), torch.tensor([1, 2]))
     assert torch.allclose(rating, torch.full((2,), 4.2), atol=1.0) and context.shape == (2, 12)
+
+
+def test_damped_offsets_match_hand_computation() -> None:
+    # ratings: u0 rates i1=5, i2=3; u1 rates i1=4.  mu = 4.
+    user, item, rating = np.array([0, 0, 1]), np.array([1, 2, 1]), np.array([5.0, 3.0, 4.0])
+    mu, b_u, b_i = damped_offsets(user, item, rating, n_users=2, n_items=2, damping=1.0)
+    assert mu == 4.0
+    # b_i1 = (1 + 0) / (1 + 2) = 1/3; b_i2 = -1 / (1 + 1) = -1/2; padding row 0 stays 0
+    np.testing.assert_allclose(b_i, [0.0, 1 / 3, -0.5])
+    # b_u0 = ((5-4-1/3) + (3-4+1/2)) / (1 + 2) = (2/3 - 1/2) / 3; b_u1 = (4-4-1/3) / 2
+    np.testing.assert_allclose(b_u, [(2 / 3 - 0.5) / 3, -1 / 6])
+
+
+def test_rating_baseline_adds_the_fixed_offsets() -> None:
+    torch.manual_seed(0)
+    plain = PETER(PETERConfig(**TINY), 2, 2, 12).eval()
+    based = PETER(PETERConfig(**TINY, rating_baseline=True), 2, 2, 12).eval()
+    based.load_state_dict(plain.state_dict() | {"user_offset": torch.zeros(2), "item_offset": torch.zeros(3)})
+    based.init_rating(4.0, np.array([0.5, -0.25]), np.array([0.0, 0.1, -0.2]))
+    plain.init_rating(4.0)
+    u, i = torch.tensor([0, 1]), torch.tensor([2, 1])
+    torch.testing.assert_close(based.predict(u, i)[0], plain.predict(u, i)[0] + torch.tensor([0.5 - 0.2, -0.25 + 0.1]))
+    assert "user_offset" in based.state_dict() and "user_offset" not in plain.state_dict()
+    assert not any(p is based.user_offset for p in based.parameters())  # fixed, never trained
+
+
+def test_own_rating_checkpoint_is_the_best_validation_rating(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    data = _toy_data()
+    split = random_split(data, seed=0)
+    ex = Explainer(config=TINY | {"max_words": 8, "rating_checkpoint": "own", "rating_baseline": True,
+                                  "rating_weight": 1.0},
+                   train={"optimizer": "adam", "lr": 0.03, "max_epochs": 8, "threads": 1}, preset="adam")
+    ex.fit(data, split, progress=False)
+    assert ex.rating_core_ is not None and ex.rating_baseline_ is not None
+    assert ex.rating_baseline_["damping"] in DAMPINGS
+    history = [h["valid"]["rating"] for h in ex.train_result_.history if "valid" in h]
+    u, i = torch.from_numpy(np.array(data.user[split.valid])), torch.from_numpy(np.array(data.item[split.valid]))
+    enc_valid = encode_reviews(data.take(split.valid), ex.vocab_, ex.config.max_words)
+    with torch.no_grad():
+        assert ex._mean_losses(ex.rating_core_, enc_valid)["rating"] == pytest.approx(min(history), rel=1e-5)
+        want = ex.rating_core_.predict(u, i)[0].numpy()
+    # predictions use the rating copy; text comes from the jointly selected weights
+    pred, _ = ex.predict(data, split.valid)
+    np.testing.assert_allclose(pred, want, rtol=1e-6)
+    ex.save(tmp_path / "m")
+    assert (tmp_path / "m" / "rating_weights.safetensors").exists()
+    back = Explainer.load(tmp_path / "m", device="cpu")
+    np.testing.assert_allclose(back.predict(data, split.test)[0], ex.predict(data, split.test)[0])
+    assert back.explain("u1", "i0") == ex.explain("u1", "i0") and back.rating_baseline_ == ex.rating_baseline_
+
+
+def test_own_rating_snapshot_survives_a_resume(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    data = _toy_data()
+    split = random_split(data, seed=0)
+    cfg = TINY | {"max_words": 8, "rating_checkpoint": "own", "rating_weight": 1.0}
+    full = Explainer(config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 4, "threads": 1}, preset="adam")
+    full.fit(data, split, progress=False)
+    ratings = [h["valid"]["rating"] for h in full.train_result_.history if "valid" in h]
+    assert ratings.index(min(ratings)) < 2  # the snapshot to keep is taken before the interruption
+    part = Explainer(config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 2, "threads": 1}, preset="adam")
+    part.fit(data, split, state_dir=tmp_path / "state", progress=False)
+    rest = Explainer(config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 4, "threads": 1}, preset="adam")
+    rest.fit(data, split, state_dir=tmp_path / "state", progress=False)
+    for k, v in full.rating_core_.state_dict().items():
+        torch.testing.assert_close(rest.rating_core_.state_dict()[k], v)
+
+
+def test_rating_checkpoint_must_be_known() -> None:
+    with pytest.raises(ValueError, match="rating_checkpoint"):
+        PETERConfig(rating_checkpoint="best")

@@ -11,6 +11,8 @@ IDs see each other; words see the IDs (and the feature) and earlier words only. 
   (every target word scored against the same distribution; optionally with stop words removed,
   the variant of the seed notes);
 * rating prediction: an MLP (``Linear-sigmoid-Linear``) on the user position (MSE).
+  attnrec's option ``rating_baseline`` adds fixed per-user and per-item offsets (damped means of
+  the training ratings, set by :meth:`PETER.init_rating`), so the MLP learns the residual.
 
 The loss is ``text_weight * L_text + context_weight * L_context + rating_weight * L_rating``
 (paper 1.0 / 1.0 / 0.1). PETER+ (``use_feature=True``) inserts the record's feature word after
@@ -52,6 +54,10 @@ class PETERConfig:
     rating_weight: float = 0.1
     peter_mask: bool = True  # False: a plain causal mask (the paper's ablation)
     max_positions: int = 64
+    # attnrec's rating options (off in the paper): fixed user/item offsets under the rating MLP, and
+    # "own" = the rating keeps the weights of its best validation MSE rather than of the joint loss.
+    rating_baseline: bool = False
+    rating_checkpoint: str = "joint"
 
     def __post_init__(self) -> None:
         if min(self.emsize, self.n_heads, self.ffn, self.n_layers, self.max_words) < 1:
@@ -60,6 +66,8 @@ class PETERConfig:
             raise ValueError("max_positions must exceed max_words + 3")
         if min(self.text_weight, self.context_weight, self.rating_weight) < 0:
             raise ValueError("loss weights must be non-negative")
+        if self.rating_checkpoint not in ("joint", "own"):
+            raise ValueError(f"rating_checkpoint must be 'joint' or 'own', not {self.rating_checkpoint!r}")
 
 
 def peter_mask(total_len: int, peter: bool = True) -> torch.Tensor:
@@ -117,6 +125,8 @@ class PETER(nn.Module):
     """PETER: one transformer that predicts a rating and generates an explanation from IDs."""
 
     pos: torch.Tensor  # (max_positions, D) sinusoidal table, a non-persistent buffer
+    user_offset: torch.Tensor  # (n_users,) with rating_baseline
+    item_offset: torch.Tensor  # (n_items + 1,) with rating_baseline
 
     def __init__(self, config: PETERConfig, n_users: int, n_items: int, n_words: int = 20_004) -> None:
         super().__init__()
@@ -138,13 +148,31 @@ class PETER(nn.Module):
             if isinstance(lin, nn.Linear):
                 nn.init.uniform_(lin.weight, -0.1, 0.1)
                 nn.init.zeros_(lin.bias)
+        if c.rating_baseline:  # buffers: saved with the weights, never trained
+            self.register_buffer("user_offset", torch.zeros(n_users))
+            self.register_buffer("item_offset", torch.zeros(n_items + 1))
 
-    def init_rating(self, mean: float) -> None:
-        """Start the rating head's output at ``mean`` (the training mean) rather than 0."""
+    def init_rating(self, mean: float, user_offset: np.ndarray | None = None,
+                    item_offset: np.ndarray | None = None) -> None:
+        """Start the rating head's output at ``mean`` (the training mean) rather than 0.
+
+        With ``rating_baseline`` the fixed offsets ``user_offset`` ``(n_users,)`` and
+        ``item_offset`` ``(n_items + 1,)`` are added to every prediction.
+        """
         out = self.rating_mlp[-1]
         assert isinstance(out, nn.Linear)
         with torch.no_grad():
             out.bias.fill_(mean)
+            if self.config.rating_baseline and user_offset is not None and item_offset is not None:
+                self.user_offset.copy_(torch.as_tensor(user_offset, dtype=torch.float32))
+                self.item_offset.copy_(torch.as_tensor(item_offset, dtype=torch.float32))
+
+    def rate(self, h_user: torch.Tensor, user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
+        """Predicted ratings ``(B,)`` from the user position's hidden state ``(B, D)``."""
+        rating = self.rating_mlp(h_user).squeeze(-1)  # (B,)
+        if self.config.rating_baseline:
+            rating = rating + self.user_offset[user] + self.item_offset[item]  # (B,)
+        return rating
 
     def encode(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
                words: torch.Tensor) -> torch.Tensor:
@@ -167,12 +195,6 @@ class PETER(nn.Module):
             x = layer(x, allowed)  # allowed: (B, 1, S+T, S+T)
         return x
 
-    def heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Rating ``(B,)``, context log-probs ``(B, V)`` and next-word log-probs ``(B, T, V)``."""
-        rating = self.rating_mlp(h[:, 0]).squeeze(-1)  # (B,)
-        context = F.log_softmax(self.hidden2token(h[:, 1]), dim=-1)  # (B, V)
-        words = F.log_softmax(self.hidden2token(h[:, self.src_len :]), dim=-1)  # (B, T, V)
-        return rating, context, words
 
     # -- training -------------------------------------------------------------------------------
     def train_rows(self, train: EncodedReviews) -> int:
@@ -194,7 +216,7 @@ class PETER(nn.Module):
         """The three unweighted losses (scalars): ``text``, ``context``, ``rating``."""
         text = batch["text"]  # (B, L+2): <bos> w.. <eos> <pad>..
         h = self.encode(batch["user"], batch["item"], batch.get("feature"), text[:, :-1])  # (B, S+L+1, D)
-        rating = self.rating_mlp(h[:, 0]).squeeze(-1)  # (B,)
+        rating = self.rate(h[:, 0], batch["user"], batch["item"])  # (B,)
         target = text[:, 1:]  # (B, L+1) next words
         real = target != PAD_ID
         # Next-word NLL over real positions only (the same mean as NLL with ignore_index, less work).
@@ -214,9 +236,9 @@ class PETER(nn.Module):
     def predict(self, user: torch.Tensor, item: torch.Tensor,
                 feature: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Rating ``(B,)`` and context log-probs ``(B, V)`` (``<bos>`` as the only word)."""
-        h = self.encode(user, item, feature, torch.full_like(user, BOS_ID)[:, None])
-        rating, context, _ = self.heads(h)
-        return rating, context
+        h = self.encode(user, item, feature, torch.full_like(user, BOS_ID)[:, None])  # (B, S+1, D)
+        context = F.log_softmax(self.hidden2token(h[:, 1]), dim=-1)  # (B, V)
+        return self.rate(h[:, 0], user, item), context
 
     def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
                       prefix: torch.Tensor) -> torch.Tensor:
