@@ -11,7 +11,7 @@ import torch
 from attnrec.data.reviews import encode_reviews, from_records, random_split
 from attnrec.data.schema import DataError
 from attnrec.explainer import DAMPINGS, Explainer, damped_offsets
-from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, PETERConfig, peter_mask
+from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, UNK_ID, PETERConfig, peter_mask
 from attnrec.registry import get_spec, list_models
 
 TINY = {"emsize": 16, "n_heads": 2, "ffn": 32, "dropout": 0.0}
@@ -117,6 +117,21 @@ def test_generation_stops_at_eos(beam: int) -> None:
     assert model.generate(torch.tensor([0]), torch.tensor([1]), max_len=10, beam=beam) == [[4, 5]]
     assert model.calls == 3
     assert model.generate(torch.tensor([1]), torch.tensor([1]), max_len=2, beam=beam) == [[6, 7]]  # max length
+
+
+def test_special_words_are_never_generated() -> None:
+    torch.manual_seed(0)
+    model = PETER(PETERConfig(**TINY), 2, 2, 12).eval()
+    with torch.no_grad():  # make <unk> (then <pad>, <bos>) by far the likeliest next word everywhere
+        model.hidden2token.bias[UNK_ID] = 50.0
+        model.hidden2token.bias[PAD_ID] = model.hidden2token.bias[BOS_ID] = 40.0
+        model.hidden2token.bias[EOS_ID] = -50.0
+    u, i = torch.tensor([0, 1]), torch.tensor([1, 2])
+    logp = model.next_logprobs(u, i, None, torch.full((2, 1), BOS_ID))
+    assert torch.isinf(logp[:, [PAD_ID, BOS_ID, UNK_ID]]).all()
+    for beam in (1, 3):
+        for ids in model.generate(u, i, max_len=6, beam=beam):
+            assert len(ids) == 6 and not set(ids) & {PAD_ID, BOS_ID, UNK_ID}
 
 
 def test_beam_finds_a_better_sequence_than_greedy() -> None:

@@ -16,7 +16,7 @@ IDs see each other; words see the IDs (and the feature) and earlier words only. 
 
 The loss is ``text_weight * L_text + context_weight * L_context + rating_weight * L_rating``
 (paper 1.0 / 1.0 / 0.1). PETER+ (``use_feature=True``) inserts the record's feature word after
-the IDs. Generation is greedy (paper) or beam search and stops at ``<eos>``.
+the IDs. Generation is greedy (paper) or beam search, stops at ``<eos>`` and never emits ``<unk>``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from attnrec.data.reviews import EncodedReviews
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
 from attnrec.registry import register
 
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # attnrec.data.text.Vocabulary's special indices
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3  # attnrec.data.text.Vocabulary's special indices
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,8 @@ class PETER(nn.Module):
         """Log-probabilities ``(B, V)`` of the word after ``prefix`` ``(B, t)`` (which starts with ``<bos>``)."""
         h = self.encode(user, item, feature, prefix)
         logp = F.log_softmax(self.hidden2token(h[:, -1]), dim=-1)  # (B, V)
-        logp[:, PAD_ID] = logp[:, BOS_ID] = -torch.inf  # never generated
+        # <unk> is a valid training target (out-of-vocabulary words) but never a useful word to print
+        logp[:, PAD_ID] = logp[:, BOS_ID] = logp[:, UNK_ID] = -torch.inf  # never generated
         return logp
 
     @torch.no_grad()
