@@ -111,3 +111,35 @@ def test_time_budget_and_monitor_errors(ring: Interactions) -> None:
     with pytest.raises(KeyError, match="monitor"):
         train(_model(ring), split.train, lambda _: {"HR@10": 0.0}, TrainConfig(max_epochs=1), progress=False)
     assert np.isfinite(res.history[0]["loss"])
+
+
+def test_cosine_schedule_sets_each_epochs_learning_rate(ring: Interactions, monkeypatch: pytest.MonkeyPatch) -> None:
+    import attnrec.training.loop as loop
+
+    seen: list[float] = []
+    real = loop.make_optimizer
+
+    def spy(module: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+        opt = real(module, cfg)
+        step = opt.step
+
+        def recording_step(*args: object, **kwargs: object) -> object:
+            seen.append(opt.param_groups[0]["lr"])
+            return step(*args, **kwargs)
+
+        opt.step = recording_step  # type: ignore[method-assign]
+        return opt
+
+    monkeypatch.setattr(loop, "make_optimizer", spy)
+    split = leave_one_out(ring)
+    cfg = TrainConfig(max_epochs=4, patience=100, batch_size=100_000, lr=0.01, lr_schedule="cosine")
+    train(_model(ring), split.train, lambda _: {"NDCG@10": time.monotonic()}, cfg, progress=False)
+    # one batch per epoch: 0.01 * (1 + cos(pi * e / 4)) / 2 for e = 0..3
+    assert seen == pytest.approx([0.01, 0.01 * (1 + 2**-0.5) / 2, 0.005, 0.01 * (1 - 2**-0.5) / 2])
+
+
+def test_learning_rate_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="lr_schedule must be"):
+        TrainConfig(lr_schedule="step")
+    with pytest.raises(ValueError, match="choose one"):
+        TrainConfig(lr_schedule="cosine", lr_decay=0.5)

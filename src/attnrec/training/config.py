@@ -13,7 +13,8 @@ class TrainConfig:
     ``"max"`` for ranking metrics and ``"min"`` for losses/errors. When ``lr_decay`` < 1 the
     learning rate is multiplied by it after an evaluation without improvement, and training
     stops after ``max_lr_decays`` such drops (PETER's schedule); otherwise it stops after
-    ``patience`` evaluations without improvement.
+    ``patience`` evaluations without improvement. ``lr_schedule="cosine"`` anneals the learning
+    rate over ``max_epochs`` instead (a function of the epoch, so a resumed run follows it exactly).
 
     With a ``state_dir`` the loop saves its full state (model, optimizer, best weights, early
     stopping counters) at every epoch end, and also mid-epoch every ``checkpoint_every`` batches
@@ -34,6 +35,7 @@ class TrainConfig:
     grad_clip: float = 0.0  # 0 disables clipping
     lr_decay: float = 1.0
     max_lr_decays: int = 0
+    lr_schedule: str = "constant"  # or "cosine": epoch e trains at lr * (1 + cos(pi (e - 1) / max_epochs)) / 2
     monitor: str = "NDCG@10"
     mode: str = "max"
     seed: int = 0
@@ -48,6 +50,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "adamw", "sgd"):
             raise ValueError(f"optimizer must be adam, adamw or sgd, not {self.optimizer!r}")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ValueError(f"lr_schedule must be constant or cosine, not {self.lr_schedule!r}")
+        if self.lr_schedule == "cosine" and self.lr_decay < 1.0:
+            raise ValueError("lr_schedule='cosine' and lr_decay < 1 both set the learning rate; choose one")
         if self.mode not in ("max", "min"):
             raise ValueError("mode must be 'max' or 'min'")
         if self.amp not in ("none", "bf16", "fp16"):

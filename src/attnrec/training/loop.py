@@ -57,6 +57,11 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
+def cosine_lr(lr: float, epoch: int, max_epochs: int) -> float:
+    """The learning rate of 1-based ``epoch`` under cosine annealing from ``lr`` over ``max_epochs``."""
+    return lr * 0.5 * (1.0 + math.cos(math.pi * (epoch - 1) / max_epochs))
+
+
 def sparse_parameters(module: nn.Module) -> list[torch.Tensor]:
     """Weights of ``nn.Embedding(sparse=True)`` submodules: they get sparse (row-wise) gradients."""
     return [m.weight for m in module.modules() if isinstance(m, nn.Embedding) and m.sparse and m.weight.requires_grad]
@@ -199,6 +204,9 @@ def _train(
     t0 = time.perf_counter() - result.seconds
     stopped = "max_epochs"
     for epoch in range(start_epoch, cfg.max_epochs + 1):
+        if cfg.lr_schedule == "cosine":
+            for g in opt.param_groups:
+                g["lr"] = cosine_lr(cfg.lr, epoch, cfg.max_epochs)
         rng = np.random.default_rng([cfg.seed, epoch])
         torch.manual_seed(cfg.seed * 1_000_003 + epoch + 7919 * rank)
         skip = resume.batch if resume is not None and epoch == start_epoch else 0
