@@ -38,6 +38,7 @@ class BPRMFConfig:
     item_bias: bool = True  # learn a per-item bias b_i (popularity offset)
     init_std: float = 0.1  # factors start as N(0, init_std^2)
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's vector (0 = mean user)
+    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
         if min(self.dim, self.n_negatives) < 1:
@@ -72,9 +73,9 @@ class BPRMF(nn.Module):
         super().__init__()
         c = self.config = config
         self.n_users, self.n_items = n_users, n_items
-        self.user_emb = nn.Embedding(max(n_users, 1), c.dim)
-        self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0)
-        self.bias = nn.Embedding(n_items + 1, 1, padding_idx=0)
+        self.user_emb = nn.Embedding(max(n_users, 1), c.dim, sparse=c.sparse)
+        self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)
+        self.bias = nn.Embedding(n_items + 1, 1, padding_idx=0, sparse=c.sparse)
         nn.init.normal_(self.user_emb.weight, std=c.init_std)
         nn.init.normal_(self.item_emb.weight, std=c.init_std)
         nn.init.zeros_(self.bias.weight)

@@ -43,6 +43,7 @@ class FPMCConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # factors start as N(0, init_std^2)
     fold_in_steps: int = 30  # FPMC: Adam steps fitting an unknown user's vector (0 = mean user)
+    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
         if min(self.dim, self.n_prev, self.n_negatives) < 1:
@@ -84,12 +85,12 @@ class FPMC(nn.Module):
         super().__init__()
         c = self.config = config
         self.n_users, self.n_items = n_users, n_items
-        self.item_next = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # VIL: item as the next one
-        self.item_prev = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # VLI: item as the previous one
+        self.item_next = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)  # VIL: item as the next one
+        self.item_prev = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)  # VLI: item as the previous one
         tables = [self.item_next, self.item_prev]
         if self.personal:
-            self.user_emb = nn.Embedding(max(n_users, 1), c.dim)  # VUI
-            self.item_user = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # VIU
+            self.user_emb = nn.Embedding(max(n_users, 1), c.dim, sparse=c.sparse)  # VUI
+            self.item_user = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)  # VIU
             tables += [self.user_emb, self.item_user]
         for t in tables:
             nn.init.normal_(t.weight, std=c.init_std)

@@ -47,6 +47,7 @@ class NCFConfig:
     dropout: float = 0.0  # dropout after every MLP layer
     init_std: float = 0.01  # embeddings start as N(0, init_std^2), as in the paper's code
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's vectors (0 = mean user)
+    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
         if self.gmf_dim < 1 or self.n_negatives < 1:
@@ -85,10 +86,10 @@ class NCF(nn.Module):
         c = self.config = config
         self.n_users, self.n_items = n_users, n_items
         half = c.mlp_layers[0] // 2
-        self.user_gmf = nn.Embedding(max(n_users, 1), c.gmf_dim)
-        self.item_gmf = nn.Embedding(n_items + 1, c.gmf_dim, padding_idx=0)
-        self.user_mlp = nn.Embedding(max(n_users, 1), half)
-        self.item_mlp = nn.Embedding(n_items + 1, half, padding_idx=0)
+        self.user_gmf = nn.Embedding(max(n_users, 1), c.gmf_dim, sparse=c.sparse)
+        self.item_gmf = nn.Embedding(n_items + 1, c.gmf_dim, padding_idx=0, sparse=c.sparse)
+        self.user_mlp = nn.Embedding(max(n_users, 1), half, sparse=c.sparse)
+        self.item_mlp = nn.Embedding(n_items + 1, half, padding_idx=0, sparse=c.sparse)
         self.first = nn.Linear(c.mlp_layers[0], c.mlp_layers[1])  # over [p'; q']
         self.tower = nn.ModuleList(nn.Linear(a, b) for a, b in zip(c.mlp_layers[1:-1], c.mlp_layers[2:], strict=True))
         self.drop = nn.Dropout(c.dropout)

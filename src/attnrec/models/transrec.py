@@ -44,6 +44,7 @@ class TransRecConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # item points start as N(0, init_std^2); translations start at 0
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's offset (0 = global translation only)
+    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
         if min(self.dim, self.n_negatives) < 1:
@@ -80,9 +81,9 @@ class TransRec(nn.Module):
         super().__init__()
         c = self.config = config
         self.n_users, self.n_items = n_users, n_items
-        self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0)  # gamma
-        self.bias = nn.Embedding(n_items + 1, 1, padding_idx=0)  # beta
-        self.user_trans = nn.Embedding(max(n_users, 1), c.dim)  # t_u
+        self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)  # gamma
+        self.bias = nn.Embedding(n_items + 1, 1, padding_idx=0, sparse=c.sparse)  # beta
+        self.user_trans = nn.Embedding(max(n_users, 1), c.dim, sparse=c.sparse)  # t_u
         self.global_trans = nn.Parameter(torch.zeros(c.dim))  # t
         nn.init.normal_(self.item_emb.weight, std=c.init_std)
         nn.init.zeros_(self.bias.weight)

@@ -76,16 +76,17 @@ def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
     sparse = sparse_parameters(module)
     skip = {id(p) for p in sparse}
     params = [p for p in module.parameters() if p.requires_grad and id(p) not in skip]
-    if cfg.optimizer == "sgd":
-        dense: torch.optim.Optimizer = torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    else:
-        cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-        dense = cls(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
-    if not sparse:
-        return dense
-    rows: torch.optim.Optimizer = (torch.optim.SGD(sparse, lr=cfg.lr) if cfg.optimizer == "sgd"
-                                   else torch.optim.SparseAdam(sparse, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)))
-    return Optimizers([dense, rows])
+    parts: list[torch.optim.Optimizer] = []
+    if params or not sparse:  # a model of embedding tables only (BPR-MF, FPMC) has no dense part
+        if cfg.optimizer == "sgd":
+            parts.append(torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay))
+        else:
+            cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+            parts.append(cls(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay))
+    if sparse:
+        parts.append(torch.optim.SGD(sparse, lr=cfg.lr) if cfg.optimizer == "sgd"
+                     else torch.optim.SparseAdam(sparse, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)))
+    return parts[0] if len(parts) == 1 else Optimizers(parts)
 
 
 class Optimizers(torch.optim.Optimizer):
