@@ -3,41 +3,53 @@
     nice -n 10 .venv/bin/python benchmarks/peers.py                 # all three, one library at a time
     .venv/bin/python benchmarks/peers.py --only attnrec               # one library (recbole, rectools, attnrec)
     .venv/bin/python benchmarks/peers.py --table                      # rebuild peers.md from peers.json
+    .venv/bin/python benchmarks/peers.py --only rectools --data small.txt --max-epochs 2 --out /tmp/p.json
 
-Status: prepared, not yet run here (the installs and the trainings take hours of the 2 shared cores;
-the lead schedules them). The attnrec path has been smoke-tested on the demo data; the RecBole and
-RecTools workers follow those libraries' documented APIs (RecBole 1.2.1, RecTools 0.19) but have
-not been executed.
+Status: every path (install, export, training, evaluation, table) has been run end to end on a small
+generated file (300 users, 2 epochs, one thread); the full ML-1M comparison takes hours of the 2
+shared cores and is scheduled by the lead.
 
 What it does, one library at a time (never concurrently, so the timings do not disturb each other):
 
 1. Data: the papers' ML-1M file (``../shared/data/ml-1m/ml-1m.txt.gz``; one ``user item`` line per
    interaction in time order) is loaded by attnrec and split leave-one-out (last item test, the one
-   before validation, the test history includes it). The same sequences are written for the peers
-   under ``/tmp/attnrec-peers/data``: an atomic ``.inter`` file for RecBole (its own ``LS``
-   ``valid_and_test`` split on the ``timestamp`` = position order gives the same split) and, for
-   RecTools, the all-but-last interactions (``train.csv``) with the test targets (``test.json``).
+   before validation, the test history includes it; users with fewer than 3 interactions only train).
+   The same sequences are written for the peers under ``/tmp/attnrec-peers/data``: an atomic
+   ``.inter`` file for RecBole (``timestamp`` = position in the user's sequence; its ``LS``
+   ``valid_and_test`` split then gives the same split for every user with at least 4 interactions,
+   all of ML-1M's; a user with exactly 3 would be trained on its validation item there, and the
+   export counts them), the all-but-last interactions for RecTools (``train.csv``; its validation
+   mask takes the last of them for the evaluated users), and the test users and targets (``test.json``).
 2. Environments: each peer gets its own virtual environment under ``/tmp/attnrec-peers/<lib>-venv``
-   with the same torch version as attnrec's (``pip install torch==X``; the CPU wheel), then
+   with the same torch version as attnrec's (``pip install torch==X``, the CPU build), then
    ``recbole==1.2.1`` (with numpy < 2, scipy < 1.14 and pandas < 2.2, which that release predates)
-   or ``rectools[torch]==0.19.0``.
+   or ``rectools[torch]==0.19.0``. Both install and run with torch 2.13.0 as they are.
 3. Training, in a fresh process per library (peak RSS is that process's ``ru_maxrss``): SASRec with
    d=64, 2 blocks, 1 head, max length 200, dropout 0.2 on hidden states and attention
-   probabilities, point-wise FFN of width d with ReLU, full-softmax cross-entropy, Adam lr 1e-3,
-   batch 128, at most 200 epochs, validation every 2 epochs, stop after 5 evaluations without
-   improvement, seed 0, ``--threads`` torch threads. Validation selects on NDCG@10 under full
-   ranking for attnrec and RecBole; RecTools' trainer can only early-stop on its validation loss.
-4. Test: full ranking over all items with the user's history excluded, NDCG@10 and HR@10 (RecBole
-   computes them itself; RecTools' top-10 lists are scored here with the same formula as attnrec).
+   probabilities, point-wise FFN of width d with ReLU, full-softmax cross-entropy, Adam lr 1e-3 with
+   betas (0.9, 0.98) (RecBole's default 0.999 is replaced), batch 128, at most 200 epochs,
+   validation every 2 epochs, stop after 5 validations without improvement, the best validated
+   weights kept, seed 0, ``--threads`` torch threads.
+4. Evaluation, validation and test alike: full ranking over all items with the user's whole history
+   excluded (the target stays a candidate; ties count against it), NDCG@10 and HR@10, validation
+   selecting on NDCG@10. attnrec uses its own protocol. The peers' own evaluators cannot do this,
+   so this script scores their models itself with the same rule: RecBole's full-sort evaluation of
+   sequential models excludes nothing (its numbers under its own protocol are recorded as
+   ``test_own_protocol``), and RecTools' trainer validates only a loss (its ``val_loss`` is
+   recorded too). The RecTools test metrics come from its own ``recommend(filter_viewed=True)``
+   top-10 lists (history excluded by the library), checked against this script's scorer
+   (``test_check``).
 
 Known differences that no setting removes (recorded in the table's notes): RecBole's SASRec trains
 on every prefix of every sequence (one target per sample, so an "epoch" is ~165x more samples than
 a shifted-sequence epoch) and uses post-LayerNorm blocks; RecTools matches the authors' pre-LN
-shifted-sequence training. Seconds per epoch are therefore reported together with total wall
-time to the final model and the time at which validation NDCG@10 first reached 0.18.
+shifted-sequence training (on each user's last 201 items, as attnrec) but ranks only the items in
+its training windows (attnrec ranks every item of the data set). Seconds per epoch are therefore
+reported together with total wall time to the final model and the time at which validation NDCG@10
+first reached 0.18.
 
 Writes ``benchmarks/results/peers.json`` (one entry per library, updated after each) and a
-generated ``peers.md`` with the ratios to attnrec.
+generated ``peers.md`` beside it with the ratios to attnrec.
 """
 
 from __future__ import annotations
@@ -58,7 +70,8 @@ WORK = Path(os.environ.get("ATTNREC_PEERS_DIR", "/tmp/attnrec-peers"))
 ML1M = ROOT.parent / "shared" / "data" / "ml-1m" / "ml-1m.txt.gz"
 SETTINGS: dict[str, Any] = {
     "hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 200, "dropout": 0.2, "attn_dropout": 0.2,
-    "lr": 1e-3, "batch_size": 128, "max_epochs": 200, "eval_every": 2, "patience": 5, "seed": 0, "threads": 2,
+    "lr": 1e-3, "beta2": 0.98, "batch_size": 128, "max_epochs": 200, "eval_every": 2, "patience": 5, "seed": 0,
+    "threads": 2,
 }
 PACKAGES = {
     "recbole": ["recbole==1.2.1", "numpy<2", "scipy<1.14", "pandas<2.2"],
@@ -87,12 +100,14 @@ def export(data_spec: str) -> dict[str, Any]:
             s = seqs[u]
             for pos, i in enumerate(s):
                 inter.write(f"{users[u]}\t{items[i - 1]}\t{pos}\n")
-                if pos < len(s) - 1 or len(s) < 3:
+                if pos < len(s) - 1 or len(s) < 3:  # the test history (all but the last item) of evaluated users
                     train.write(f"{users[u]},{items[i - 1]},{pos}\n")
     test = {"users": [users[u] for u in split.test.users], "targets": [items[i - 1] for i in split.test.targets]}
     (d / "test.json").write_text(json.dumps(test))
+    lengths = seqs.lengths()
     return {"data": data.source.name, "sha256": data.source.sha256, "users": data.n_users, "items": data.n_items,
-            "interactions": len(data), "test_users": len(split.test), "split": split.describe()}
+            "interactions": len(data), "test_users": len(split.test), "split": split.describe(),
+            "users_with_3": int((lengths == 3).sum()), "users_below_3": int((lengths < 3).sum())}
 
 
 # -- environments ----------------------------------------------------------------------------------
@@ -138,6 +153,49 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _full_ranks(scores: Any, targets: Any, hist_rows: Any, hist_cols: Any, pad: Any) -> Any:
+    """attnrec's full-ranking rule (``attnrec.evaluation.protocol``), for the peers' scores.
+
+    ``scores`` is (B, n) over a library's internal item ids; ``pad`` the columns that are no item;
+    ``(hist_rows, hist_cols)`` the history entries to exclude. The target stays a candidate even
+    when it repeats a history item, and ties count against it. Returns 0-based ranks; a target the
+    library does not know (``targets < 0``) gets the largest int64 (a miss at every cut-off).
+    """
+    import torch
+
+    b = scores.shape[0]
+    rows = torch.arange(b)
+    known = targets >= 0
+    safe = torch.where(known, targets, torch.zeros_like(targets))
+    target_scores = scores[rows, safe].clone()
+    scores[:, pad] = -torch.inf
+    scores[hist_rows, hist_cols] = -torch.inf
+    scores[rows, safe] = -torch.inf
+    ranks = (scores >= target_scores[:, None]).sum(dim=1)
+    return torch.where(known, ranks, torch.full_like(ranks, torch.iinfo(ranks.dtype).max))
+
+
+def _ranking_metrics(ranks: Any, k: int = 10) -> dict[str, float]:
+    import numpy as np
+
+    r = np.asarray(ranks, dtype=np.float64)
+    hit = r < k
+    return {f"NDCG@{k}": float(np.where(hit, 1.0 / np.log2(r + 2.0), 0.0).mean()) if len(r) else float("nan"),
+            f"HR@{k}": float(hit.mean()) if len(r) else float("nan")}
+
+
+def _versions(*names: str) -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
 def _first_reaching(evals: list[dict[str, Any]], key: str = "NDCG@10") -> float | None:
     for e in evals:
         if e.get(key) is not None and e[key] >= TARGET_NDCG:
@@ -158,7 +216,8 @@ def worker_attnrec(s: dict[str, Any], data_spec: str) -> dict[str, Any]:
     split = leave_one_out(data)
     model = {k: s[k] for k in ("hidden", "n_layers", "n_heads", "max_len", "dropout", "attn_dropout")} | {"loss": "ce"}
     train = {"lr": s["lr"], "batch_size": s["batch_size"], "max_epochs": s["max_epochs"], "eval_every": s["eval_every"],
-             "patience": s["patience"], "seed": s["seed"], "threads": s["threads"], "device": "cpu"}
+             "patience": s["patience"], "seed": s["seed"], "threads": s["threads"], "device": "cpu",
+             "beta2": s.get("beta2", 0.98)}
     rec = Recommender("sasrec", model, train)
     t0 = time.perf_counter()
     rec.fit(data, split, valid_protocol=FULL, progress=False)
@@ -180,20 +239,21 @@ def worker_attnrec(s: dict[str, Any], data_spec: str) -> dict[str, Any]:
     return {"epoch_seconds": [h["train_seconds"] for h in tr.history], "epochs": tr.epochs, "best_epoch": tr.best_epoch,
             "valid_seconds_each": valid_each, "evals": evals, "fit_seconds": fit, "test_eval_seconds": eval_seconds,
             "test": {"NDCG@10": test["NDCG@10"], "HR@10": test["HR@10"]}, "stopped": tr.stopped,
-            "peak_rss_mb": _peak_mb(), "version": __import__("attnrec").__version__}
+            "peak_rss_mb": _peak_mb(), "version": __import__("attnrec").__version__,
+            "packages": _versions("torch", "numpy")}
 
 
 def worker_recbole(s: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
     import torch
 
     _load = torch.load
 
-    def load(*a: Any, **k: Any) -> Any:  # RecBole reloads its own checkpoint (a pickled config) at the end
+    def load(*a: Any, **k: Any) -> Any:  # RecBole's checkpoints hold its pickled Config
         k.setdefault("weights_only", False)
         return _load(*a, **k)
 
     torch.load = load  # type: ignore[assignment]
-    torch.set_num_threads(s["threads"])
     import recbole
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
@@ -211,7 +271,8 @@ def worker_recbole(s: dict[str, Any]) -> dict[str, Any]:
         "hidden_dropout_prob": s["dropout"], "attn_dropout_prob": s["attn_dropout"], "hidden_act": "relu",
         "layer_norm_eps": 1e-8, "initializer_range": 0.02, "loss_type": "CE", "train_neg_sample_args": None,
         "learning_rate": s["lr"], "train_batch_size": s["batch_size"], "epochs": s["max_epochs"],
-        "eval_step": s["eval_every"], "stopping_step": s["patience"],
+        # RecBole stops after stopping_step + 1 validations without improvement; attnrec after `patience`.
+        "eval_step": s["eval_every"], "stopping_step": s["patience"] - 1,
         "eval_args": {"split": {"LS": "valid_and_test"}, "order": "TO", "group_by": "user", "mode": "full"},
         "metrics": ["Hit", "NDCG"], "topk": [10], "valid_metric": "NDCG@10", "eval_batch_size": 256,
         "use_gpu": False, "device": "cpu", "seed": s["seed"], "reproducibility": True, "show_progress": False,
@@ -219,15 +280,60 @@ def worker_recbole(s: dict[str, Any]) -> dict[str, Any]:
     })
     init_seed(config["seed"], config["reproducibility"])
     init_logger(config)
+    torch.set_num_threads(s["threads"])
     t0 = time.perf_counter()
     dataset = create_dataset(config)
     train_data, valid_data, test_data = data_preparation(config, dataset)
     prep = time.perf_counter() - t0
-    model = SASRec(config, train_data.dataset).to(config["device"])
+
+    # Full histories in RecBole's internal ids (its evaluation inputs keep only the last max_len items).
+    uid, iid = dataset.uid_field, dataset.iid_field
+    ext: dict[str, list[str]] = {}
+    with open(WORK / "data" / "ml1m" / "ml1m.inter") as fh:
+        next(fh)
+        for line in fh:  # written in time order per user
+            u, i, _ = line.rstrip("\n").split("\t")
+            ext.setdefault(u, []).append(i)
+    seqs = {int(dataset.token2id(uid, u)): dataset.token2id(iid, its) for u, its in ext.items()}
+    test_json = json.loads((WORK / "data" / "test.json").read_text())
+    evaluated = set(int(x) for x in dataset.token2id(uid, [str(u) for u in test_json["users"]]))
+
+    model = SASRec(config, train_data._dataset).to(config["device"])
     trainer = Trainer(config, model)
+    # RecBole builds plain Adam (betas 0.9, 0.999); use the shared setting instead.
+    trainer.optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], betas=(0.9, s.get("beta2", 0.98)))
+
+    def rank_all(loader: Any, drop: int) -> np.ndarray:
+        """Ranks of the targets of ``loader`` (validation: drop=2, test: drop=1) under attnrec's rule."""
+        model.eval()
+        out = []
+        with torch.no_grad():
+            for batch in loader:
+                inter = batch[0]
+                users = inter[uid].numpy()
+                keep = np.fromiter((int(u) in evaluated for u in users), bool, len(users))
+                if not keep.any():
+                    continue
+                scores = model.full_sort_predict(inter.to(config["device"])).view(len(users), -1).float().cpu()
+                rows_kept = np.flatnonzero(keep)
+                scores = scores[torch.as_tensor(rows_kept)]
+                targets = inter[iid][torch.as_tensor(rows_kept)]
+                hist = [seqs[int(users[r])][:-drop] for r in rows_kept]
+                # The split must be attnrec's: target = item -drop, input = the last max_len items before it.
+                lists, lengths = inter[iid + config["LIST_SUFFIX"]].numpy(), inter[config["ITEM_LIST_LENGTH_FIELD"]].numpy()
+                for j, r in enumerate(rows_kept):
+                    h, n = hist[j], int(lengths[r])
+                    if int(targets[j]) != seqs[int(users[r])][-drop] or n != min(len(h), s["max_len"]) or not (
+                            lists[r, :n] == h[len(h) - n:]).all():
+                        raise AssertionError(f"RecBole's split differs from attnrec's for user {users[r]}")
+                hr = torch.as_tensor(np.repeat(np.arange(len(hist)), [len(h) for h in hist]))
+                hc = torch.as_tensor(np.concatenate(hist) if hist else np.zeros(0, np.int64), dtype=torch.long)
+                out.append(_full_ranks(scores, targets, hr, hc, [0]).numpy())
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+
     epochs: list[float] = []
     evals: list[dict[str, Any]] = []
-    train_epoch, valid_epoch = trainer._train_epoch, trainer._valid_epoch
+    train_epoch = trainer._train_epoch
     start = time.perf_counter()
 
     def timed_train(*a: Any, **k: Any) -> Any:
@@ -236,25 +342,44 @@ def worker_recbole(s: dict[str, Any]) -> dict[str, Any]:
         epochs.append(time.perf_counter() - t)
         return r
 
-    def timed_valid(*a: Any, **k: Any) -> Any:
+    def valid(valid_loader: Any, show_progress: bool = False) -> tuple[float, dict[str, float]]:
         t = time.perf_counter()
-        score, result = valid_epoch(*a, **k)
+        ranks = rank_all(valid_loader, drop=2)
+        m = _ranking_metrics(ranks)
         evals.append({"epoch": len(epochs), "seconds": time.perf_counter() - t, "at_seconds": time.perf_counter() - start,
-                      "NDCG@10": float(result["ndcg@10"]), "HR@10": float(result["hit@10"])})
-        return score, result
+                      "NDCG@10": m["NDCG@10"], "HR@10": m["HR@10"], "cases": len(ranks)})
+        return m["NDCG@10"], {"ndcg@10": m["NDCG@10"], "hit@10": m["HR@10"]}
 
-    trainer._train_epoch, trainer._valid_epoch = timed_train, timed_valid
+    trainer._train_epoch, trainer._valid_epoch = timed_train, valid
     trainer.fit(train_data, valid_data, saved=True, show_progress=False)
     fit = time.perf_counter() - start
+    if evals and os.path.exists(trainer.saved_model_file):  # the best validated weights, as attnrec keeps them
+        state = torch.load(trainer.saved_model_file, map_location="cpu")
+        model.load_state_dict(state["state_dict"])
+        model.load_other_parameter(state.get("other_parameter"))
+    # The restored weights must give the best validation score again (not timed).
+    recheck = _ranking_metrics(rank_all(valid_data, drop=2))["NDCG@10"] if evals else None
     t1 = time.perf_counter()
-    test = trainer.evaluate(test_data, load_best_model=True, show_progress=False)
+    test_ranks = rank_all(test_data, drop=1)
+    test = _ranking_metrics(test_ranks)
     eval_seconds = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    own = trainer.evaluate(test_data, load_best_model=False, show_progress=False)  # RecBole's protocol: no exclusion
+    own_seconds = time.perf_counter() - t2
     best = max(evals, key=lambda e: e["NDCG@10"]) if evals else {"epoch": len(epochs)}
+    note = "test metrics scored by peers.py (RecBole's full-sort evaluation does not exclude the history)"
+    short = sum(1 for u in evaluated if len(seqs[u]) == 3)
+    if short:
+        note += f"; {short} users with exactly 3 items are trained on their validation item and not validated"
     return {"epoch_seconds": epochs, "epochs": len(epochs), "best_epoch": best["epoch"], "evals": evals,
             "valid_seconds_each": sum(e["seconds"] for e in evals) / max(len(evals), 1), "prepare_seconds": prep,
-            "fit_seconds": fit, "test_eval_seconds": eval_seconds,
-            "test": {"NDCG@10": float(test["ndcg@10"]), "HR@10": float(test["hit@10"])},
-            "train_samples": len(train_data.dataset), "peak_rss_mb": _peak_mb(), "version": recbole.__version__}
+            "fit_seconds": fit, "test_eval_seconds": eval_seconds, "test": test, "test_cases": len(test_ranks),
+            "best_valid_recheck": recheck,
+            "test_own_protocol": {"NDCG@10": float(own["ndcg@10"]), "HR@10": float(own["hit@10"]),
+                                  "seconds": own_seconds, "protocol": "full ranking, history not excluded"},
+            "train_samples": len(train_data._dataset), "batches_per_epoch": len(train_data),
+            "peak_rss_mb": _peak_mb(), "version": recbole.__version__,
+            "packages": _versions("torch", "numpy", "scipy", "pandas"), "note": note}
 
 
 def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
@@ -265,7 +390,6 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
     import rectools
     import torch
     from pytorch_lightning import Callback, Trainer, seed_everything
-    from pytorch_lightning.callbacks import EarlyStopping
     from rectools import Columns
     from rectools.dataset import Dataset
     from rectools.models import SASRecModel
@@ -273,47 +397,103 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(s["threads"])
     seed_everything(s["seed"], workers=True)
+    if s.get("beta2", 0.98) != 0.98:
+        raise SystemExit("RecTools' SASRec fixes Adam's betas at (0.9, 0.98)")
     df = pd.read_csv(WORK / "data" / "train.csv", dtype={"user_id": str, "item_id": str})
     df = df.rename(columns={"user_id": Columns.User, "item_id": Columns.Item})
     df[Columns.Weight] = 1.0
     df[Columns.Datetime] = pd.to_datetime(df["position"], unit="s")
     dataset = Dataset.construct(df[[Columns.User, Columns.Item, Columns.Weight, Columns.Datetime]])
+    test = json.loads((WORK / "data" / "test.json").read_text())
+    test_users, test_targets = [str(u) for u in test["users"]], [str(i) for i in test["targets"]]
+    evaluated = set(test_users)
+    # train.csv holds each user's test history in time order: its last item is the validation target
+    # of an evaluated user, the items before it that user's validation history.
+    history = df.groupby(Columns.User, sort=False)[Columns.Item].agg(list).to_dict()
+    valid_hist = [history[u][:-1] for u in test_users]
+    valid_targets = [history[u][-1] for u in test_users]
 
     def val_mask(interactions: pd.DataFrame) -> np.ndarray:
-        """The last training interaction of every user is the validation target (attnrec's split)."""
+        """The last interaction of every evaluated user is its validation target (attnrec's split)."""
         order = interactions.sort_values(Columns.Datetime, ascending=False, kind="stable")
-        rank = order.groupby(Columns.User, sort=False).cumcount()
-        return (rank.reindex(interactions.index) == 0).to_numpy()
+        rank = order.groupby(Columns.User, sort=False).cumcount().reindex(interactions.index)
+        return ((rank == 0) & interactions[Columns.User].isin(evaluated)).to_numpy()
 
-    class Timer(Callback):  # type: ignore[misc]
+    def rank_all(module: Any, hists: list[list[str]], targets: list[str]) -> np.ndarray:
+        """Ranks of the targets under attnrec's rule, from RecTools' network (last position's logits)."""
+        prep = module.data_preparator
+        internal = prep.item_id_map.to_internal.to_dict()
+        extra = list(range(prep.n_item_extra_tokens))  # padding (and any other extra token) is no item
+        net, width = module.torch_model, s["max_len"]
+        out = []
+        with torch.no_grad():
+            item_embs = net.item_model.get_all_embeddings()
+            for lo in range(0, len(targets), 256):
+                x = np.zeros((min(256, len(targets) - lo), width), dtype=np.int64)
+                rows: list[int] = []
+                cols: list[int] = []
+                for r, h in enumerate(hists[lo:lo + 256]):
+                    ids = [internal[i] for i in h if i in internal]  # as recommend() drops unknown items
+                    if ids:
+                        x[r, -min(len(ids), width):] = ids[-width:]
+                    rows += [r] * len(ids)
+                    cols += ids
+                sess = net.encode_sessions({"x": torch.as_tensor(x)}, item_embs)[:, -1, :]
+                scores = net.similarity_module(sess, item_embs).float()
+                tg = torch.tensor([internal.get(t, -1) for t in targets[lo:lo + 256]], dtype=torch.long)
+                out.append(_full_ranks(scores, tg, torch.tensor(rows, dtype=torch.long),
+                                       torch.tensor(cols, dtype=torch.long), extra).numpy())
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    class Monitor(Callback):  # type: ignore[misc]
+        """Times epochs and validations, validates NDCG@10 under attnrec's protocol, keeps the best
+        weights and stops after ``patience`` validations without improvement (RecTools' trainer only
+        computes a validation loss, recorded too)."""
+
         def __init__(self) -> None:
             self.epochs: list[float] = []
             self.evals: list[dict[str, Any]] = []
+            self.best, self.bad, self.best_epoch = -math.inf, 0, 0
+            self.best_state: dict[str, Any] | None = None
+
+        def on_train_start(self, trainer: Any, module: Any) -> None:
             self.start = time.perf_counter()
 
         def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
-            self._t = time.perf_counter()
+            self._t = self._last = time.perf_counter()
+
+        def on_train_batch_end(self, trainer: Any, module: Any, *a: Any) -> None:
+            self._last = time.perf_counter()
 
         def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
-            self.epochs.append(time.perf_counter() - self._t)
+            self.epochs.append(self._last - self._t)  # training batches only; validation runs before this hook
 
-        def on_validation_epoch_start(self, trainer: Any, module: Any) -> None:
+        def on_validation_start(self, trainer: Any, module: Any) -> None:
             self._v = time.perf_counter()
 
-        def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+        def on_validation_end(self, trainer: Any, module: Any) -> None:
+            mode = module.training
+            module.eval()
+            m = _ranking_metrics(rank_all(module, valid_hist, valid_targets))
+            module.train(mode)
+            epoch = trainer.current_epoch + 1
             loss = trainer.callback_metrics.get("val_loss")
-            self.evals.append({"epoch": len(self.epochs), "seconds": time.perf_counter() - self._v,
-                               "at_seconds": time.perf_counter() - self.start,
-                               "val_loss": None if loss is None else float(loss)})
-
-    timer = Timer()
+            self.evals.append({"epoch": epoch, "seconds": time.perf_counter() - self._v,
+                               "at_seconds": time.perf_counter() - self.start, "NDCG@10": m["NDCG@10"],
+                               "HR@10": m["HR@10"], "val_loss": None if loss is None else float(loss)})
+            if m["NDCG@10"] > self.best:
+                self.best, self.bad, self.best_epoch = m["NDCG@10"], 0, epoch
+                self.best_state = {k: v.detach().clone() for k, v in module.torch_model.state_dict().items()}
+            else:
+                self.bad += 1
+                if self.bad >= s["patience"]:
+                    trainer.should_stop = True
 
     def get_trainer() -> Trainer:
         return Trainer(max_epochs=s["max_epochs"], deterministic=True, accelerator="cpu", devices=1,
                        enable_checkpointing=False, logger=False, enable_progress_bar=False,
                        enable_model_summary=False, check_val_every_n_epoch=s["eval_every"],
-                       num_sanity_val_steps=0,
-                       callbacks=[timer, EarlyStopping(monitor="val_loss", mode="min", patience=s["patience"])])
+                       num_sanity_val_steps=0, callbacks=[Monitor()])
 
     model = SASRecModel(n_blocks=s["n_layers"], n_heads=s["n_heads"], n_factors=s["hidden"],
                         dropout_rate=s["dropout"], session_max_len=s["max_len"], loss="softmax", lr=s["lr"],
@@ -323,24 +503,42 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     model.fit(dataset)
     fit = time.perf_counter() - t0
-    test = json.loads((WORK / "data" / "test.json").read_text())
+    assert model.fit_trainer is not None
+    # fit() trains a deep copy of the trainer, callbacks included.
+    mon = next(c for c in model.fit_trainer.callbacks if isinstance(c, Monitor))
+    if mon.best_state is not None:
+        model.torch_model.load_state_dict(mon.best_state)
+    model.torch_model.eval()
+    # The restored weights must give the best validation score again (not timed).
+    recheck = _ranking_metrics(rank_all(model.lightning_model, valid_hist, valid_targets))["NDCG@10"] if mon.evals else None
     t1 = time.perf_counter()
-    reco = model.recommend(users=test["users"], dataset=dataset, k=10, filter_viewed=True)
+    reco = model.recommend(users=test_users, dataset=dataset, k=10, filter_viewed=True)
     eval_seconds = time.perf_counter() - t1
     ranks = {(str(u), str(i)): int(r) for u, i, r in zip(reco[Columns.User], reco[Columns.Item], reco[Columns.Rank],
                                                          strict=True)}
     hr = ndcg = 0.0
-    for u, target in zip(test["users"], test["targets"], strict=True):
-        r = ranks.get((str(u), str(target)))
+    for u, target in zip(test_users, test_targets, strict=True):
+        r = ranks.get((u, target))  # 1-based
         if r is not None:
             hr += 1.0
             ndcg += 1.0 / math.log2(r + 1)
-    n = len(test["users"])
-    return {"epoch_seconds": timer.epochs, "epochs": len(timer.epochs), "evals": timer.evals,
-            "valid_seconds_each": sum(e["seconds"] for e in timer.evals) / max(len(timer.evals), 1),
+    n = len(test_users)
+    t2 = time.perf_counter()
+    check = _ranking_metrics(rank_all(model.lightning_model, [history[u] for u in test_users], test_targets))
+    check["seconds"] = time.perf_counter() - t2
+    prep = model.lightning_model.data_preparator
+    note = ("validation NDCG@10 (early stopping, best weights) scored by peers.py; RecTools' trainer only "
+            "validates a loss; ranks the items of its training windows only")
+    if s["attn_dropout"] != s["dropout"]:
+        note += f"; attention dropout is its single dropout rate {s['dropout']}"
+    return {"epoch_seconds": mon.epochs, "epochs": len(mon.epochs), "best_epoch": mon.best_epoch, "evals": mon.evals,
+            "valid_seconds_each": sum(e["seconds"] for e in mon.evals) / max(len(mon.evals), 1),
             "fit_seconds": fit, "test_eval_seconds": eval_seconds, "test": {"NDCG@10": ndcg / n, "HR@10": hr / n},
+            "test_cases": n, "test_check": check, "best_valid_recheck": recheck, "catalog_items": len(prep.item_id_map.external_ids)
+            - prep.n_item_extra_tokens, "batches_per_epoch": math.ceil(prep.train_dataset.user_id_map.size
+                                                                     / s["batch_size"]),
             "peak_rss_mb": _peak_mb(), "version": rectools.__version__,
-            "note": "early stopping on validation loss (RecTools' trainer has no NDCG validation)"}
+            "packages": _versions("torch", "numpy", "pandas", "pytorch-lightning"), "note": note}
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -376,9 +574,12 @@ def markdown(res: dict[str, Any]) -> str:
                      f"({r.get('best_epoch', '')}) | {r['test_eval_seconds']:.1f} | {r['total_wall_seconds']:.0f} | "
                      f"{wall:.2f} | {'-' if reach is None else f'{reach:.0f}'} | {r['peak_rss_mb']:.0f} | "
                      f"{r['test']['NDCG@10']:.4f} | {r['test']['HR@10']:.4f} |")
-    lines += ["", "Notes: RecBole trains on every prefix (one target per sample); RecTools early-stops on its "
-              "validation loss; attnrec and RecBole select on validation NDCG@10.",
-              *[f"- {lib}: {r['note']}" for lib, r in libs.items() if r.get("note")]]
+    lines += ["", "Notes: all three validate and test under the same protocol (full ranking, history excluded) and "
+              "keep the weights of the best validation NDCG@10; the peers' models are scored by peers.py where the "
+              "library cannot do it. RecBole trains on every prefix (one target per sample) with post-LN blocks.",
+              *[f"- {lib}: {r['note']}" for lib, r in libs.items() if r.get("note")],
+              *[f"- {lib} under its own protocol ({o['protocol']}): NDCG@10 {o['NDCG@10']:.4f}, HR@10 {o['HR@10']:.4f}"
+                for lib, r in libs.items() if (o := r.get("test_own_protocol"))]]
     return "\n".join(lines) + "\n"
 
 
@@ -391,8 +592,8 @@ def main(argv: list[str] | None = None) -> None:
 
         random.seed(torch_seed)
         fn = {"recbole": worker_recbole, "rectools": worker_rectools}.get(lib)
-        res = fn(settings) if fn else worker_attnrec(settings, settings["data"])
-        out.write_text(json.dumps(res, indent=2))
+        result = fn(settings) if fn else worker_attnrec(settings, settings["data"])
+        out.write_text(json.dumps(result, indent=2))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", choices=["recbole", "rectools", "attnrec"], action="append")

@@ -1,0 +1,41 @@
+"""benchmarks/peers.py scores the peer libraries' models itself; its rule must stay attnrec's."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnrec.data.schema import Sequences
+from attnrec.evaluation.metrics import ranking_metrics
+from attnrec.evaluation.protocol import _full_ranks
+
+_spec = importlib.util.spec_from_file_location("peers", Path(__file__).parents[2] / "benchmarks" / "peers.py")
+assert _spec is not None and _spec.loader is not None
+peers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(peers)
+
+
+def test_peer_ranking_rule_is_attnrecs() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        b, n = 9, 25
+        scores = torch.as_tensor(rng.integers(0, 5, (b, n + 1)).astype(np.float32))  # many ties
+        hists = [list(rng.choice(np.arange(1, n + 1), rng.integers(0, 8), replace=False)) for _ in range(b)]
+        targets = torch.as_tensor(rng.integers(1, n + 1, b))
+        ref = _full_ranks(scores.clone(), Sequences.from_lists(hists, n), targets, True).numpy()
+        rows = torch.as_tensor(np.repeat(np.arange(b), [len(h) for h in hists]), dtype=torch.long)
+        cols = torch.as_tensor(np.concatenate([np.asarray(h, dtype=np.int64) for h in hists]), dtype=torch.long)
+        got = peers._full_ranks(scores.clone(), targets, rows, cols, [0]).numpy()
+        np.testing.assert_array_equal(got, ref)
+        want = ranking_metrics(ref, (10,))
+        have = peers._ranking_metrics(got)
+        assert abs(have["NDCG@10"] - want["NDCG@10"]) < 1e-12 and abs(have["HR@10"] - want["HR@10"]) < 1e-12
+
+
+def test_unknown_target_is_a_miss() -> None:
+    scores = torch.zeros(2, 6)
+    ranks = peers._full_ranks(scores, torch.tensor([-1, 3]), torch.tensor([1]), torch.tensor([2]), [0])
+    assert ranks[0] == torch.iinfo(torch.int64).max and peers._ranking_metrics(ranks.numpy())["HR@10"] == 0.5
