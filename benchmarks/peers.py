@@ -333,6 +333,7 @@ def worker_recbole(s: dict[str, Any]) -> dict[str, Any]:
 
     epochs: list[float] = []
     evals: list[dict[str, Any]] = []
+    best: dict[str, Any] = {"NDCG@10": -1.0, "state": None}
     train_epoch = trainer._train_epoch
     start = time.perf_counter()
 
@@ -348,15 +349,16 @@ def worker_recbole(s: dict[str, Any]) -> dict[str, Any]:
         m = _ranking_metrics(ranks)
         evals.append({"epoch": len(epochs), "seconds": time.perf_counter() - t, "at_seconds": time.perf_counter() - start,
                       "NDCG@10": m["NDCG@10"], "HR@10": m["HR@10"], "cases": len(ranks)})
+        if best["state"] is None or m["NDCG@10"] > best["NDCG@10"]:  # attnrec's rule: strictly better
+            best.update({"NDCG@10": m["NDCG@10"], "state": {k: v.detach().clone() for k, v in model.state_dict().items()}})
         return m["NDCG@10"], {"ndcg@10": m["NDCG@10"], "hit@10": m["HR@10"]}
 
     trainer._train_epoch, trainer._valid_epoch = timed_train, valid
-    trainer.fit(train_data, valid_data, saved=True, show_progress=False)
+    # The best validated weights are kept in memory (as attnrec keeps them), not in RecBole's pickled file.
+    trainer.fit(train_data, valid_data, saved=False, show_progress=False)
     fit = time.perf_counter() - start
-    if evals and os.path.exists(trainer.saved_model_file):  # the best validated weights, as attnrec keeps them
-        state = torch.load(trainer.saved_model_file, map_location="cpu")
-        model.load_state_dict(state["state_dict"])
-        model.load_other_parameter(state.get("other_parameter"))
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
     # The restored weights must give the best validation score again (not timed).
     recheck = _ranking_metrics(rank_all(valid_data, drop=2))["NDCG@10"] if evals else None
     t1 = time.perf_counter()
