@@ -13,7 +13,8 @@ memory and the CPU seconds the server and the client used, and writes
 Models (checkpoints cached under ``runs/load-test/``):
 * SASRec and BERT4Rec (when registered) trained briefly on ML-1M (3,416 items; a time budget of
   ``--train-seconds``, so the quality is not the papers' - this measures serving speed);
-* SASRec with random weights over a synthetic 1,000,000-item catalog.
+* SASRec (and, with ``--models bert4rec-1m``, BERT4Rec) with random weights over a synthetic
+  1,000,000-item catalog.
 Requests mix known users (stored history) and ad-hoc histories with an unknown item in them.
 """
 
@@ -64,9 +65,9 @@ def train_ml1m(model: str, seconds: float) -> Path:
     return rec.save(out)
 
 
-def synthetic_1m(n_items: int = 1_000_000, n_users: int = 10_000, hidden: int = 64) -> Path:
-    """SASRec with random weights over an ``n_items`` catalog (latency only; the scores mean nothing)."""
-    out = CACHE / f"sasrec-synthetic-{n_items}"
+def synthetic_1m(arch: str = "sasrec", n_items: int = 1_000_000, n_users: int = 10_000, hidden: int = 64) -> Path:
+    """``arch`` with random weights over an ``n_items`` catalog (latency only; the scores mean nothing)."""
+    out = CACHE / f"{arch}-synthetic-{n_items}"
     if (out / "config.json").exists():
         return out
     import torch
@@ -75,7 +76,7 @@ def synthetic_1m(n_items: int = 1_000_000, n_users: int = 10_000, hidden: int = 
     from attnrec.recommender import Recommender
 
     rng = np.random.default_rng(0)
-    rec = Recommender("sasrec", {"hidden": hidden, "max_len": 50, "n_heads": 2})
+    rec = Recommender(arch, {"hidden": hidden, "max_len": 50, "n_heads": 2})
     lengths = rng.integers(5, 60, n_users)
     offsets = np.zeros(n_users + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -386,8 +387,8 @@ def main() -> None:
             t0 = time.time()
             models[name] = train_ml1m(arch, args.train_seconds)
             print(f"{name}: checkpoint {models[name]} ({time.time() - t0:.0f}s)", flush=True)
-        elif name == "sasrec-1m":
-            models[name] = synthetic_1m()
+        elif name.endswith("-1m"):
+            models[name] = synthetic_1m(name.removesuffix("-1m"))
         meta = json.loads((models[name] / "config.json").read_text())
         tr = meta.get("train_result") or {}
         ev = (meta.get("evaluations") or [{}])[-1].get("metrics", {})
