@@ -132,10 +132,8 @@ class Explainer:
             self.core = self.spec.cls(self.config, data.n_users, data.n_items, n_words=len(self.vocab_))
         self.rating_baseline_ = None
         if getattr(self.config, "rating_baseline", False):
-            self.rating_baseline_ = self._choose_offsets(data, train_data, data.take(split.valid))
-            mu, b_u, b_i = damped_offsets(train_data.user, train_data.item, train_data.rating, data.n_users,
-                                          data.n_items, self.rating_baseline_["damping"])
-            self.core.init_rating(mu, b_u, b_i)
+            self.rating_baseline_, offsets = self._choose_offsets(data, train_data, data.take(split.valid))
+            self.core.init_rating(*offsets)
         elif hasattr(self.core, "init_rating"):
             self.core.init_rating(float(np.mean(train_data.rating)))
         self.device = resolve_device(cfg.device)
@@ -155,14 +153,18 @@ class Explainer:
             self.rating_core_ = self._new_core(best.state)
         return self
 
-    def _choose_offsets(self, data: ReviewData, train_data: ReviewData, valid: ReviewData) -> dict[str, Any]:
-        scores = {}
+    def _choose_offsets(self, data: ReviewData, train_data: ReviewData,
+                        valid: ReviewData) -> tuple[dict[str, Any], tuple[float, np.ndarray, np.ndarray]]:
+        """The damping with the lowest validation RMSE, and its offsets ``(mu, b_u, b_i)``."""
+        best: tuple[float, float, tuple[float, np.ndarray, np.ndarray]] | None = None
         for damping in DAMPINGS:
             mu, b_u, b_i = damped_offsets(train_data.user, train_data.item, train_data.rating, data.n_users,
                                           data.n_items, damping)
-            scores[damping] = rmse(mu + b_u[valid.user] + b_i[valid.item], valid.rating, data.rating_range)
-        damping = min(scores, key=lambda d: scores[d])
-        return {"damping": damping, "valid_RMSE": scores[damping]}
+            score = rmse(mu + b_u[valid.user] + b_i[valid.item], valid.rating, data.rating_range)
+            if best is None or score < best[1]:
+                best = (damping, score, (mu, b_u, b_i))
+        assert best is not None
+        return {"damping": best[0], "valid_RMSE": best[1]}, best[2]
 
     def _new_core(self, state: dict[str, torch.Tensor]) -> Any:
         assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
@@ -258,8 +260,9 @@ class Explainer:
         ft = torch.tensor([fid], device=self.device)
         self.core.eval()
         with torch.no_grad():
-            _, context = self.core.predict(ut, it, ft)
-            rating = self._rating(ut, it, ft)
+            rating, context = self.core.predict(ut, it, ft)
+            if self.rating_core_ is not None:  # rating_checkpoint="own": the rating's own weights
+                rating = self._rating(ut, it, ft)
             ids = self.core.generate(ut, it, ft, max_len=max_len or self.max_len, beam=beam or self.beam)[0]
         top = context[0].topk(n_context + len(SPECIALS)).indices.tolist()
         words = [self.vocab_.words[j] for j in top if j >= len(SPECIALS)][:n_context]
