@@ -197,7 +197,8 @@ class Recommender:
 
         def validate(_: object) -> dict[str, float]:
             res = evaluate(self.score_histories, split.valid, valid_protocol, popularity=popularity,
-                           split=split.name, target="valid", batch_size=512)
+                           split=split.name, target="valid", batch_size=512,
+                           candidate_scorer=self.score_candidates)
             return res.metrics
 
         if self.spec.kind == "torch":
@@ -237,13 +238,31 @@ class Recommender:
                 return self.core.score(batch)
         return self.core.score(users, histories)
 
+    def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only, equal to the matching columns
+        of :meth:`score_histories`. Factorised models score just those items, so sampled-negative
+        evaluation over a large catalog costs ``C`` dot products per case, not the whole catalog."""
+        self._require_fitted()
+        core = self.core
+        if not (self.spec.kind == "torch" and hasattr(core, "query_vectors") and hasattr(core, "item_vectors")):
+            return self.score_histories(users, histories).gather(1, items.to(self.device))
+        batch = {k: v.to(self.device) for k, v in core.score_inputs(users, histories).items()}
+        core.eval()
+        with torch.no_grad():
+            query = core.query_vectors(batch)  # (B, D)
+            idx = items.to(query.device)  # (B, C)
+            scores = (core.item_vectors()[idx] @ query[:, :, None]).squeeze(-1)  # (B, C)
+            if hasattr(core, "item_bias"):
+                scores = scores + core.item_bias()[idx]
+        return scores
+
     def evaluate(
         self, cases: EvalSet, protocol: Protocol = FULL, *, split: str = "leave-one-out", target: str = "test"
     ) -> EvalResult:
         """Evaluate on ``cases`` under ``protocol``; the result is also kept with the model."""
         self._require_fitted()
         res = evaluate(self.score_histories, cases, protocol, popularity=self.popularity_, data=self.source_,
-                       split=split, target=target)
+                       split=split, target=target, candidate_scorer=self.score_candidates)
         self.evaluations_.append(res.to_dict())
         return res
 

@@ -76,6 +76,33 @@ def test_small_catalog_pads_and_ranks_against_what_exists() -> None:
     assert res.metrics["MRR"] == pytest.approx(1 / 3)  # items 3 and 4 both beat the target
 
 
+def test_candidate_scorer_gives_the_full_scorers_ranks() -> None:
+    # Coarse scores make ties common; a tiny catalog case pads its negatives with -1.
+    rng = np.random.default_rng(3)
+    n_items = 60
+    table = rng.integers(0, 5, size=(30, n_items + 1)).astype(np.float64)
+    hist = [list(rng.choice(np.arange(1, n_items + 1), 8, replace=False)) for _ in range(29)]
+    hist.append(list(range(1, n_items - 2)))  # 3 items left: target + 2 negatives
+    targets = [int(np.setdiff1d(np.arange(1, n_items + 1), h)[0]) for h in hist]
+    cases = _cases(hist, targets, n_items)
+    seen: list[torch.Tensor] = []
+
+    def candidates(users: np.ndarray, h: Sequences, items: torch.Tensor) -> torch.Tensor:
+        seen.append(items)
+        return torch.as_tensor(table[users], dtype=torch.float32).gather(1, items)
+
+    for sampler in ("uniform", "popularity"):
+        proto = Protocol(candidates="sampled", sampler=sampler, n_negatives=20, ks=(1, 5, 10))
+        pop = np.arange(n_items + 1, dtype=np.float64)
+        full = evaluate(_fixed_scorer(table), cases, proto, popularity=pop, batch_size=7)
+        cand = evaluate(_fixed_scorer(table), cases, proto, popularity=pop, batch_size=7,
+                        candidate_scorer=candidates)
+        assert cand.metrics == full.metrics
+        assert 0 < full.metrics["MRR"] < 1
+    assert all(items.shape[1] == 21 for items in seen)  # the target and 20 negatives, never the catalog
+    assert seen[0][:, 0].tolist() == targets[:7]
+
+
 def test_result_records_protocol_and_data() -> None:
     table = np.random.default_rng(0).random((3, 11))
     src = DataSource("x", "/p", "pairs", "ab" * 32)

@@ -2,6 +2,10 @@
 
 One evaluator serves validation and test. A scorer is any callable
 ``score(users, histories) -> Tensor[B, n_items + 1]`` (column 0 is padding and is ignored).
+Under sampled negatives an optional candidate scorer
+``score(users, histories, items) -> Tensor[B, C]`` scores only each case's target and negatives
+``items`` ``(B, C)``: the same ranks as the full scorer, without a score for every item of a
+large catalog.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from attnrec.data.split import EvalSet
 from attnrec.evaluation.metrics import ranking_metrics
 
 Scorer = Callable[[np.ndarray, Sequences], torch.Tensor]
+CandidateScorer = Callable[[np.ndarray, Sequences, torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -99,10 +104,13 @@ def evaluate(
     split: str = "",
     target: str = "test",
     batch_size: int = 256,
+    candidate_scorer: CandidateScorer | None = None,
 ) -> EvalResult:
     """Rank each case's target under ``protocol`` and compute HR/NDCG/MRR.
 
     ``popularity`` (length ``n_items + 1``) is required for popularity-sampled negatives.
+    ``candidate_scorer``, when given, scores only the target and the negatives under a sampled
+    protocol (``scorer`` still serves full ranking).
     """
     start = time.perf_counter()
     n = len(cases)
@@ -122,9 +130,16 @@ def evaluate(
         hi = min(lo + batch_size, n)
         rows = np.arange(lo, hi)
         hist = cases.histories.take(rows)
+        targets = torch.as_tensor(cases.targets[rows])
+        if negatives is not None and candidate_scorer is not None:
+            neg = torch.as_tensor(negatives[rows])  # (B, n_neg), -1 = fewer candidates than asked
+            items = torch.cat([targets[:, None], neg.clamp(min=0)], dim=1)  # (B, 1 + n_neg)
+            with torch.no_grad():
+                cand = candidate_scorer(cases.users[rows], hist, items).float().cpu()  # (B, 1 + n_neg)
+            ranks[lo:hi] = _negatives_ahead(cand[:, 0], cand[:, 1:], neg).numpy()
+            continue
         with torch.no_grad():
             scores = scorer(cases.users[rows], hist).float().cpu()  # (B, n_items + 1)
-        targets = torch.as_tensor(cases.targets[rows])
         if negatives is None:
             ranks[lo:hi] = _full_ranks(scores, hist, targets, protocol.exclude_seen).numpy()
         else:
@@ -148,11 +163,14 @@ def _full_ranks(scores: torch.Tensor, hist: Sequences, targets: torch.Tensor, ex
 
 def _sampled_ranks(scores: torch.Tensor, targets: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
     b = scores.shape[0]
-    target_scores = scores[torch.arange(b), targets][:, None]  # (B, 1)
-    neg_scores = scores.gather(1, negatives.clamp(min=0))  # (B, n_neg)
-    valid = negatives > 0
-    beats = ((neg_scores > target_scores) | (neg_scores == target_scores)) & valid
-    return beats.sum(dim=1)
+    target_scores = scores[torch.arange(b), targets]  # (B,)
+    return _negatives_ahead(target_scores, scores.gather(1, negatives.clamp(min=0)), negatives)
+
+
+def _negatives_ahead(target_scores: torch.Tensor, neg_scores: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+    """Real negatives (index > 0) scoring at least the target's ``(B,)``: ties count against it."""
+    ts = target_scores[:, None]  # (B, 1)
+    return (((neg_scores > ts) | (neg_scores == ts)) & (negatives > 0)).sum(dim=1)
 
 
 def sample_negatives(cases: EvalSet, n_neg: int, weights: np.ndarray, seed: int) -> np.ndarray:

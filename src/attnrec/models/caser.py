@@ -169,13 +169,26 @@ class Caser(nn.Module):
         return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
                 "history": last_items(histories, max(FOLD_IN_ITEMS, self.config.window))}
 
+    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, 2d)``: the window's vector and the user's (folded in when unknown), so that
+        ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
+        z = self.sequence_vector(batch["history"][:, -self.config.window :])  # (B, d)
+        d = self.config.dim
+        w_user = self.out_emb.weight[:, d:]  # (I+1, d)
+        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"], lambda v: v[0] @ w_user.T,
+                            self.config.fold_in_steps, base_fn=self._positions)  # (B, d)
+        return torch.cat([z, p], dim=1)  # (B, 2d)
+
+    def item_vectors(self) -> torch.Tensor:
+        """Output item vectors ``(n_items + 1, 2d)`` (row 0 is padding)."""
+        return self.out_emb.weight
+
+    def item_bias(self) -> torch.Tensor:
+        """Output item biases ``(n_items + 1,)``."""
+        return self.out_bias.weight.squeeze(-1)
+
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        z = self.sequence_vector(batch["history"][:, -self.config.window :])  # (B, d)
-        w, b = self.out_emb.weight, self.out_bias.weight.squeeze(-1)  # (I+1, 2d), (I+1,)
-        d = self.config.dim
-        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"], lambda v: v[0] @ w[:, d:].T,
-                            self.config.fold_in_steps, base_fn=self._positions)  # (B, d)
-        scores = z @ w[:, :d].T + b + p @ w[:, d:].T  # (B, I+1)
+        scores = self.query_vectors(batch) @ self.item_vectors().T + self.item_bias()  # (B, I+1)
         scores[:, 0] = -torch.inf
         return scores

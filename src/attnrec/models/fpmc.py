@@ -149,15 +149,26 @@ class FPMC(nn.Module):
         return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)), "history": hist,
                 "prev": hist[:, n - self.config.n_prev :]}
 
+    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, D)`` context of the last items, followed for FPMC by the user's vector (folded in
+        when unknown): ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
+        ctx = self.context(batch["prev"])  # (B, D)
+        if not self.personal:
+            return ctx
+        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
+                            lambda v: v[0] @ self.item_user.weight.T, self.config.fold_in_steps,
+                            base_fn=self._chain_positions)  # (B, D)
+        return torch.cat([ctx, p], dim=1)  # (B, 2D)
+
+    def item_vectors(self) -> torch.Tensor:
+        """``(n_items + 1, D)`` next-item factors, followed for FPMC by the user-item factors."""
+        if not self.personal:
+            return self.item_next.weight
+        return torch.cat([self.item_next.weight, self.item_user.weight], dim=1)  # (I+1, 2D)
+
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
-        ctx = self.context(batch["prev"])  # (B, D)
-        scores = ctx @ self.item_next.weight.T  # (B, I+1) the transition term
-        if self.personal:
-            (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
-                                lambda v: v[0] @ self.item_user.weight.T, self.config.fold_in_steps,
-                                base_fn=self._chain_positions)  # (B, D)
-            scores = scores + p @ self.item_user.weight.T  # (B, I+1)
+        scores = self.query_vectors(batch) @ self.item_vectors().T  # (B, I+1)
         scores[:, 0] = -torch.inf
         return scores
 
