@@ -39,3 +39,24 @@ def test_unknown_target_is_a_miss() -> None:
     scores = torch.zeros(2, 6)
     ranks = peers._full_ranks(scores, torch.tensor([-1, 3]), torch.tensor([1]), torch.tensor([2]), [0])
     assert ranks[0] == torch.iinfo(torch.int64).max and peers._ranking_metrics(ranks.numpy())["HR@10"] == 0.5
+
+
+def _result(epoch_seconds: list[float], partial: dict[str, float] | None, cap: float, reach: float | None) -> dict:
+    evals = [{"epoch": 1, "at_seconds": 50.0, "NDCG@10": 0.1}]
+    if reach is not None:
+        evals.append({"epoch": 2, "at_seconds": reach, "NDCG@10": 0.181})
+    return {"epoch_seconds": epoch_seconds, "partial_epoch": partial, "batches_per_epoch": 100, "time_cap": cap,
+            "epochs": len(epoch_seconds), "best_epoch": 1.5 if partial else 2, "evals": evals, "fit_seconds": 100.0,
+            "test_eval_seconds": 5.0, "peak_rss_mb": 1000.0, "test": {"NDCG@10": 0.1, "HR@10": 0.2}}
+
+
+def test_time_capped_peer_without_a_whole_epoch_gets_an_estimated_epoch_time() -> None:
+    slow = peers.summarise("recbole", _result([], {"seconds": 30.0, "batches": 10}, 30.0, None))
+    assert slow["seconds_per_epoch_estimated"] and slow["seconds_per_epoch"] == 300.0  # 3 s a batch x 100
+    fast = peers.summarise("attnrec", _result([20.0, 22.0], None, 30.0, 41.0))
+    assert not fast["seconds_per_epoch_estimated"] and fast["seconds_per_epoch"] == 21.0
+    assert fast["seconds_to_valid_ndcg_0.18"] == 41.0 and slow["seconds_to_valid_ndcg_0.18"] is None
+    md = peers.markdown({"libraries": {"recbole": slow, "attnrec": fast}})
+    row = next(line for line in md.splitlines() if line.startswith("| recbole"))
+    assert "300.0 (est.)" in row and "0 + 10/100 batches (1.50)" in row and "not within the 30 s cap" in row
+    assert "Time cap" in md
