@@ -240,15 +240,19 @@ class Recommender:
 
     def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only, equal to the matching columns
-        of :meth:`score_histories`. Factorised models score just those items, so sampled-negative
-        evaluation over a large catalog costs ``C`` dot products per case, not the whole catalog."""
+        of :meth:`score_histories`. Factorised models (``query_vectors``/``item_vectors``) and models
+        with ``score_items(batch, items)`` score just those items, so sampled-negative evaluation
+        over a large catalog costs ``C`` scores per case, not the whole catalog."""
         self._require_fitted()
         core = self.core
-        if not (self.spec.kind == "torch" and hasattr(core, "query_vectors") and hasattr(core, "item_vectors")):
+        factorised = hasattr(core, "query_vectors") and hasattr(core, "item_vectors")
+        if not (self.spec.kind == "torch" and (factorised or hasattr(core, "score_items"))):
             return self.score_histories(users, histories).gather(1, items.to(self.device))
         batch = {k: v.to(self.device) for k, v in core.score_inputs(users, histories).items()}
         core.eval()
         with torch.no_grad():
+            if not factorised:  # the model scores (user, item) pairs itself, e.g. NCF's MLP
+                return core.score_items(batch, items.to(self.device))
             query = core.query_vectors(batch)  # (B, D)
             idx = items.to(query.device)  # (B, C)
             scores = (core.item_vectors()[idx] @ query[:, :, None]).squeeze(-1)  # (B, C)

@@ -153,10 +153,18 @@ class NCF(nn.Module):
                  for lo in range(0, self.n_items + 1, chunk)]
         return torch.cat(parts, dim=1)  # (B, I+1)
 
+    def _users(self, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """GMF and MLP user vectors ``(B, Dg)``, ``(B, Dm)``, folded in for unknown users."""
+        return user_vectors([self.user_gmf, self.user_mlp], batch["user"], batch["history"],
+                            lambda v: self._all_items(v[0], v[1]), self.config.fold_in_steps)
+
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` (logits); column 0 (padding) is ``-inf``."""
-        pg, pm = user_vectors([self.user_gmf, self.user_mlp], batch["user"], batch["history"],
-                              lambda v: self._all_items(v[0], v[1]), self.config.fold_in_steps)
-        scores = self._all_items(pg, pm)  # (B, I+1)
+        scores = self._all_items(*self._users(batch))  # (B, I+1)
         scores[:, 0] = -torch.inf
         return scores
+
+    def score_items(self, batch: dict[str, torch.Tensor], items: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B, C)`` of the candidate ``items`` ``(B, C)`` only: the MLP runs on B x C pairs, not B x I."""
+        pg, pm = self._users(batch)
+        return self._logits(pg, pm, items)

@@ -143,14 +143,22 @@ class TransRec(nn.Module):
         return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
                 "history": last_items(histories, FOLD_IN_ITEMS)}
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+    def _query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The translated point ``(B, D)``: last item + global + the user's translation (folded in when unknown)."""
         origin = self.points(batch["history"][:, -1]) + self.global_trans  # (B, D)
         # Within one softmax over items, x = beta_i - |o + t_u - g_i|^2 differs from the t_u = 0 scores
         # only by 2 <t_u, g_i> (the other terms are the same for every item), so that is the user part.
         (t_u,) = user_vectors([self.user_trans], batch["user"], batch["history"],
                               lambda v: 2 * v[0] @ self.points().T, self.config.fold_in_steps,
                               base_fn=self._positions, prior="zero")  # (B, D)
-        scores = self._distance_scores(origin + t_u)  # (B, I+1)
+        return origin + t_u
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+        scores = self._distance_scores(self._query(batch))  # (B, I+1)
         scores[:, 0] = -torch.inf
         return scores
+
+    def score_items(self, batch: dict[str, torch.Tensor], items: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, C)`` of the candidate ``items`` ``(B, C)`` only."""
+        return self._distance_scores(self._query(batch), items)
