@@ -50,6 +50,7 @@ class ModelRun:
     stopped: str
     published: dict[str, float] | None = None
     error: str | None = None
+    settings: dict[str, Any] | None = None  # this row's own settings, when it was run apart from the table's
 
 
 @dataclass
@@ -83,6 +84,33 @@ class Comparison:
                "selection": protocol(d["selection"]) if d.get("selection") else None,
                "others": [cls.from_dict(o) for o in d.get("others", [])]}
         return cls(**kw)
+
+    def merge(self, newer: Comparison) -> Comparison:
+        """This table with ``newer``'s rows in place of (or after) the same models' rows.
+
+        Both must be the same data file, split, protocols and model selection, so that the rows
+        stay comparable; each merged row keeps the settings it was run with (time budget, date, ...)
+        where they differ from this table's. Tables under the other protocols are merged alike.
+        """
+        def key(c: Comparison) -> tuple[Any, ...]:
+            return (c.data.sha256, c.split, c.n_cases, c.protocol, c.selection or c.protocol)
+
+        if key(self) != key(newer) or [key(o) for o in self.others] != [key(o) for o in newer.others]:
+            raise ValueError(
+                "cannot merge comparisons of different data, split, protocols or model selection: "
+                f"{self.data.name} / {self.split} / {self.protocol.describe()} (+{len(self.others)} more) vs "
+                f"{newer.data.name} / {newer.split} / {newer.protocol.describe()} (+{len(newer.others)} more)")
+        own = {k: v for k, v in newer.settings.items() if self.settings.get(k) != v}
+        runs = list(self.runs)
+        for r in newer.runs:
+            r = dataclasses.replace(r, settings=(r.settings or own) or None)
+            at = next((i for i, old in enumerate(runs) if old.model == r.model), None)
+            if at is None:
+                runs.append(r)
+            else:
+                runs[at] = r
+        return dataclasses.replace(self, runs=runs, others=[o.merge(n) for o, n in zip(self.others, newer.others,
+                                                                                           strict=True)])
 
     def shortfalls(self, ratio: float = SHORTFALL) -> list[tuple[ModelRun, float]]:
         """Runs whose HR@10 is below ``ratio`` x the published HR@10, with their ratio to it."""
@@ -130,6 +158,11 @@ class Comparison:
             if r.published:
                 pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in METRICS]
                 lines.append("| &nbsp;&nbsp;published | " + " | ".join(pub) + " | | | |")
+        apart = [r for r in self.runs if r.settings]
+        if apart:
+            lines += ["", "Rows run apart from the table, with their own settings: " + "; ".join(
+                f"{LABELS.get(r.model, r.model)} ({', '.join(f'{k}={v}' for k, v in (r.settings or {}).items())})"
+                for r in apart) + "."]
         short = self.shortfalls()
         if short:
             lines += ["", f"More than {1 - SHORTFALL:.0%} below the published HR@10: " + "; ".join(

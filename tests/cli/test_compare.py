@@ -134,3 +134,33 @@ def test_render_rewrites_the_table_from_json_with_notes(tmp_path: Path) -> None:
     assert missing.exit_code != 0 and "run the comparison first" in missing.output
     no_data = runner.invoke(app, ["compare", "--out", str(out)])
     assert no_data.exit_code != 0 and "--data is required" in no_data.output
+
+
+def test_update_replaces_the_given_models_rows_and_records_their_settings(tmp_path: Path) -> None:
+    data = make_demo(n_users=80, n_items=40, seed=4, mean_length=12)
+    path = tmp_path / "pairs.txt"
+    seqs = data.sequences()
+    path.write_text("".join(f"{u + 1} {data.items.to_external([i])[0]}\n"
+                            for u in range(data.n_users) for i in seqs[u]))
+    out = tmp_path / "cmp"
+    common = ["compare", "--data", str(path), "--protocol", "sampled-popularity", "--also", "full",
+              "--device", "cpu", "--out", str(out)]
+    first = runner.invoke(app, [*common, "--models", "pop,fmc", "--max-epochs", "1"])
+    assert first.exit_code == 0, first.output
+    before = json.loads((out / "comparison.json").read_text())
+    again = runner.invoke(app, [*common, "--models", "fmc,bprmf", "--max-epochs", "2", "--update"])
+    assert again.exit_code == 0, again.output
+    after = json.loads((out / "comparison.json").read_text())
+    for table, old in ((after, before), (after["others"][0], before["others"][0])):
+        rows = {r["model"]: r for r in table["runs"]}
+        assert list(rows) == ["pop", "fmc", "bprmf"]  # order kept, new model appended
+        assert rows["pop"] == old["runs"][0]  # untouched
+        assert rows["fmc"]["epochs"] == 2 and rows["fmc"]["settings"] == {"max_epochs": 2}
+    assert after["settings"] == before["settings"]
+    md = (out / "comparison.md").read_text()
+    assert "Rows run apart from the table, with their own settings: FMC (max_epochs=2); BPR-MF (max_epochs=2)" in md
+    other = runner.invoke(app, [*common[:4], "sampled-uniform", *common[5:], "--models", "pop", "--update"])
+    assert other.exit_code != 0 and "cannot merge" in other.output
+    assert json.loads((out / "comparison.json").read_text()) == after  # a refused merge writes nothing
+    missing = runner.invoke(app, [*common[:-1], str(tmp_path / "none"), "--models", "pop", "--update"])
+    assert missing.exit_code != 0 and "--update: no" in missing.output

@@ -23,6 +23,7 @@ from attnrec.cli._common import (
 )
 from attnrec.cli.main import app
 from attnrec.compare import Comparison, compare, default_models
+from attnrec.evaluation.protocol import Protocol
 from attnrec.registry import get_spec
 
 
@@ -73,6 +74,10 @@ def compare_cmd(
     notes: Annotated[Path | None, typer.Option(
         "--notes", help="A markdown file of explanations (e.g. of a shortfall against the paper) to include.")]
     = None,
+    update: Annotated[bool, typer.Option(
+        "--update", help="Merge into the comparison.json already in --out: the given models' rows are replaced "
+        "(or added) and the others kept; each new row records its own settings (e.g. a larger --time-budget).")]
+    = False,
     render: Annotated[bool, typer.Option(
         "--render", help="Train nothing: rewrite comparison.md from the comparison.json in --out (with --notes).")]
     = False,
@@ -111,8 +116,29 @@ def compare_cmd(
     out.print(f"comparing {', '.join(names)} on {interactions.source.name} ({interactions.n_users:,} users, "
               f"{interactions.n_items:,} items); protocol: {proto.describe()}", soft_wrap=True)
 
+    base: Comparison | None = None
+    if update:
+        saved = out_dir / "comparison.json"
+        if not saved.is_file():
+            raise FileNotFoundError(f"--update: no {saved} to merge into; run the comparison without --update first")
+        base = Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8")))
+
+    if base is not None:  # refuse an incompatible merge before any training
+        def empty(p: Protocol, more: list[Comparison]) -> Comparison:
+            return Comparison(interactions.source, interactions.n_users, interactions.n_items, len(interactions),
+                              sp.name, p, len(sp.test), selection=proto, others=more)
+
+        base.merge(empty(proto, [empty(p, []) for p in others if p != proto]))
+
+    def merged(result: Comparison) -> Comparison:
+        if base is None:
+            return result
+        full = base.merge(result)
+        full.notes = text or base.notes
+        return full
+
     def written(result: Comparison) -> None:
-        md, _ = result.write(out_dir)
+        md, _ = merged(result).write(out_dir)
         run = result.runs[-1]
         status = run.error or "  ".join(f"{k} {run.metrics[k]:.4f}" for k in ("HR@10", "NDCG@10") if k in run.metrics)
         out.print(f"  {run.model}: {status}  ({run.train_seconds:.0f}s)  -> {md}", soft_wrap=True)
@@ -120,6 +146,7 @@ def compare_cmd(
     result = compare(interactions, names, protocol=proto, preset=None if preset == "none" else preset,
                      time_budget=time_budget, train=train, split=sp, progress=False, on_run=written, also=others,
                      notes=text)
+    result = merged(result)
     md, js = result.write(out_dir)
     out.print(result.to_markdown(), soft_wrap=True, markup=False)
     out.print(f"wrote {md} and {js}")
