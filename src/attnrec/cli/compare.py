@@ -133,8 +133,10 @@ def compare_cmd(
     def merged(result: Comparison) -> Comparison:
         if base is None:
             return result
-        full = base.merge(result)
-        full.notes = text or base.notes
+        # Read again at every write: another `--update` run may have merged its rows meanwhile.
+        latest = Comparison.from_dict(json.loads((out_dir / "comparison.json").read_text(encoding="utf-8")))
+        full = latest.merge(result)
+        full.notes = text or latest.notes
         return full
 
     def written(result: Comparison) -> None:
