@@ -82,12 +82,18 @@ def test_unknown_model_fails_before_training(small: Interactions) -> None:
         compare(small, ["pop", "nope"])
 
 
-def test_cli_writes_markdown_and_json(tmp_path: Path) -> None:
+def _pairs_file(tmp_path: Path) -> Path:
+    """A small demo log written as ``user item`` lines (the papers' format)."""
     data = make_demo(n_users=80, n_items=40, seed=4, mean_length=12)
     path = tmp_path / "pairs.txt"
     seqs = data.sequences()
     path.write_text("".join(f"{u + 1} {data.items.to_external([i])[0]}\n"
                             for u in range(data.n_users) for i in seqs[u]))
+    return path
+
+
+def test_cli_writes_markdown_and_json(tmp_path: Path) -> None:
+    path = _pairs_file(tmp_path)
     out = tmp_path / "cmp"
     res = runner.invoke(app, ["compare", "--data", str(path), "--models", "pop,fmc", "--protocol",
                               "sampled-popularity", "--also", "full", "--max-epochs", "1", "--device", "cpu", "--out", str(out)])
@@ -137,11 +143,7 @@ def test_render_rewrites_the_table_from_json_with_notes(tmp_path: Path) -> None:
 
 
 def test_update_replaces_the_given_models_rows_and_records_their_settings(tmp_path: Path) -> None:
-    data = make_demo(n_users=80, n_items=40, seed=4, mean_length=12)
-    path = tmp_path / "pairs.txt"
-    seqs = data.sequences()
-    path.write_text("".join(f"{u + 1} {data.items.to_external([i])[0]}\n"
-                            for u in range(data.n_users) for i in seqs[u]))
+    path = _pairs_file(tmp_path)
     out = tmp_path / "cmp"
     common = ["compare", "--data", str(path), "--protocol", "sampled-popularity", "--also", "full",
               "--device", "cpu", "--out", str(out)]
