@@ -116,25 +116,24 @@ def compare_cmd(
     out.print(f"comparing {', '.join(names)} on {interactions.source.name} ({interactions.n_users:,} users, "
               f"{interactions.n_items:,} items); protocol: {proto.describe()}", soft_wrap=True)
 
-    base: Comparison | None = None
+    saved = out_dir / "comparison.json"
     if update:
-        saved = out_dir / "comparison.json"
         if not saved.is_file():
             raise FileNotFoundError(f"--update: no {saved} to merge into; run the comparison without --update first")
-        base = Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8")))
 
-    if base is not None:  # refuse an incompatible merge before any training
         def empty(p: Protocol, more: list[Comparison]) -> Comparison:
             return Comparison(interactions.source, interactions.n_users, interactions.n_items, len(interactions),
                               sp.name, p, len(sp.test), selection=proto, others=more)
 
-        base.merge(empty(proto, [empty(p, []) for p in others if p != proto]))
+        # Refuse an incompatible merge before any training.
+        Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8"))).merge(
+            empty(proto, [empty(p, []) for p in others if p != proto]))
 
     def merged(result: Comparison) -> Comparison:
-        if base is None:
+        if not update:
             return result
         # Read again at every write: another `--update` run may have merged its rows meanwhile.
-        latest = Comparison.from_dict(json.loads((out_dir / "comparison.json").read_text(encoding="utf-8")))
+        latest = Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8")))
         full = latest.merge(result)
         full.notes = text or latest.notes
         return full
