@@ -23,7 +23,7 @@ from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions, Sequences
 from attnrec.data.split import EvalSet, Split, leave_one_out
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
-from attnrec.registry import ModelSpec, get_spec
+from attnrec.registry import ModelSpec, factorised, get_spec
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device, train
 
@@ -245,13 +245,13 @@ class Recommender:
         over a large catalog costs ``C`` scores per case, not the whole catalog."""
         self._require_fitted()
         core = self.core
-        factorised = hasattr(core, "query_vectors") and hasattr(core, "item_vectors")
-        if not (self.spec.kind == "torch" and (factorised or hasattr(core, "score_items"))):
+        by_vectors = factorised(core)
+        if not (self.spec.kind == "torch" and (by_vectors or hasattr(core, "score_items"))):
             return self.score_histories(users, histories).gather(1, items.to(self.device))
         batch = {k: v.to(self.device) for k, v in core.score_inputs(users, histories).items()}
         core.eval()
         with torch.no_grad():
-            if not factorised:  # the model scores (user, item) pairs itself, e.g. NCF's MLP
+            if not by_vectors:  # the model scores (user, item) pairs itself, e.g. NCF's MLP
                 return core.score_items(batch, items.to(self.device))
             query = core.query_vectors(batch)  # (B, D)
             idx = items.to(query.device)  # (B, C)
@@ -372,7 +372,7 @@ class Recommender:
             return Sequences(offsets, np.concatenate([rows[i].hist for i in g]), len(self.items_))  # type: ignore[arg-type]
 
         core = self.core
-        if self.spec.kind == "torch" and hasattr(core, "query_vectors") and hasattr(core, "item_vectors"):
+        if self.spec.kind == "torch" and factorised(core):
             if getattr(core, "training", False):  # eval() walks every submodule: only when needed
                 core.eval()
             parts = []

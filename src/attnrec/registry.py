@@ -9,6 +9,12 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+def factorised(core: Any) -> bool:
+    """Whether a model scores as ``query_vectors(batch) @ item_vectors().T`` (+ ``item_bias()``),
+    the contract that serving's top-k, ANN export and candidate-only evaluation build on."""
+    return hasattr(core, "query_vectors") and hasattr(core, "item_vectors")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """What attnrec needs to know about a model.

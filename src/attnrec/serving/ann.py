@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from attnrec.recommender import Recommendation, Recommender
+from attnrec.registry import factorised
 
 
 class Index(Protocol):
@@ -183,7 +184,7 @@ class ApproximateRecommender:
                  seed: int = 0, threads: int = 0) -> None:
         rec._require_fitted()
         core = rec.core
-        if not (hasattr(core, "query_vectors") and hasattr(core, "item_vectors")):
+        if not factorised(core):
             raise ValueError(f"{rec.name}: approximate retrieval needs a factorised model (query and item vectors)")
         with torch.inference_mode():
             vectors = core.item_vectors().float()[1:]  # row 0 is padding

@@ -23,6 +23,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.recommender import Recommender
+from attnrec.registry import factorised
 
 log = logging.getLogger("attnrec.serving")
 
@@ -39,11 +40,6 @@ class _Scoring(nn.Module):
         if self.output == "query":
             return self.core.query_vectors(batch)
         return self.core.score(batch)
-
-
-def factorised(core: Any) -> bool:
-    """Whether ``core`` scores as ``query_vectors(batch) @ item_vectors().T`` (+ ``item_bias()``)."""
-    return hasattr(core, "query_vectors") and hasattr(core, "item_vectors")
 
 
 def example_batch(rec: Recommender, n: int = 4) -> dict[str, torch.Tensor]:
