@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -60,3 +61,14 @@ def test_time_capped_peer_without_a_whole_epoch_gets_an_estimated_epoch_time() -
     row = next(line for line in md.splitlines() if line.startswith("| recbole"))
     assert "300.0 (est.)" in row and "0 + 10/100 batches (1.50)" in row and "not within the 30 s cap" in row
     assert "Time cap" in md
+    assert "## Notes" not in md
+
+
+def test_notes_file_is_rendered_under_the_table(tmp_path: Path) -> None:
+    res = {"libraries": {"attnrec": peers.summarise("attnrec", _result([20.0], None, 0.0, None))}}
+    notes = tmp_path / "notes.md"
+    notes.write_text("Pinned to CPU 0 while another job ran on CPU 1.\n")
+    (tmp_path / "peers.json").write_text(json.dumps(res))
+    peers.main(["--table", "--out", str(tmp_path / "peers.json"), "--notes", str(notes)])
+    md = (tmp_path / "peers.md").read_text()
+    assert md.index("| attnrec") < md.index("## Notes") < md.index("Pinned to CPU 0")
