@@ -71,7 +71,7 @@ class CaserConfig:
                       "time_budget": 600},
         },
         "beauty": {
-            "model": {"dim": 50, "window": 5, "targets": 1, "n_negatives": 3, "sparse": True},
+            "model": {"dim": 50, "window": 5, "targets": 3, "n_negatives": 3, "sparse": True},
             "train": {"lr": 3e-3, "batch_size": 512, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
                       "time_budget": 600},
         },
