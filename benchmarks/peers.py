@@ -5,10 +5,10 @@
     .venv/bin/python benchmarks/peers.py --table                      # rebuild peers.md from peers.json
     .venv/bin/python benchmarks/peers.py --only rectools --data small.txt --max-epochs 2 --out /tmp/p.json
     nice -n 10 .venv/bin/python benchmarks/peers.py --time-cap 2700   # each library trains at most 45 min
+    .venv/bin/python benchmarks/peers.py --table --notes benchmarks/results/peers-notes.md  # with the run's notes
 
-Status: every path (install, export, training, evaluation, table) has been run end to end on a small
-generated file (300 users, 2 epochs, one thread); the full ML-1M comparison takes hours of the 2
-shared cores and is scheduled by the lead.
+The committed ``peers.json`` is one run on ML-1M with ``--threads 1 --time-cap 2700`` (about 2.5 h
+with the installs); ``peers-notes.md`` says what else the machine was doing.
 
 What it does, one library at a time (never concurrently, so the timings do not disturb each other):
 
@@ -659,7 +659,7 @@ def markdown(res: dict[str, Any], notes: str = "") -> str:
               *[f"- {lib} under its own protocol ({o['protocol']}): NDCG@10 {o['NDCG@10']:.4f}, HR@10 {o['HR@10']:.4f}"
                 for lib, r in libs.items() if (o := r.get("test_own_protocol"))]]
     if notes.strip():
-        lines += ["", "## Notes", "", notes.strip()]
+        lines += ["", "## How the run went", "", notes.strip()]
     return "\n".join(lines) + "\n"
 
 

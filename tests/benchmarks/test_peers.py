@@ -61,7 +61,7 @@ def test_time_capped_peer_without_a_whole_epoch_gets_an_estimated_epoch_time() -
     row = next(line for line in md.splitlines() if line.startswith("| recbole"))
     assert "300.0 (est.)" in row and "0 + 10/100 batches (1.50)" in row and "not within the 30 s cap" in row
     assert "Time cap" in md
-    assert "## Notes" not in md
+    assert "## How the run went" not in md
 
 
 def test_notes_file_is_rendered_under_the_table(tmp_path: Path) -> None:
@@ -71,4 +71,4 @@ def test_notes_file_is_rendered_under_the_table(tmp_path: Path) -> None:
     (tmp_path / "peers.json").write_text(json.dumps(res))
     peers.main(["--table", "--out", str(tmp_path / "peers.json"), "--notes", str(notes)])
     md = (tmp_path / "peers.md").read_text()
-    assert md.index("| attnrec") < md.index("## Notes") < md.index("Pinned to CPU 0")
+    assert md.index("| attnrec") < md.index("## How the run went") < md.index("Pinned to CPU 0")
