@@ -612,6 +612,11 @@ def summarise(lib: str, r: dict[str, Any]) -> dict[str, Any]:
     return r
 
 
+def _time_cap(r: dict[str, Any]) -> float:
+    """The library's training cap in seconds (attnrec's worker reports it only in the run's settings)."""
+    return float(r.get("time_cap") or r.get("settings", {}).get("time_cap") or 0.0)
+
+
 def markdown(res: dict[str, Any], notes: str = "") -> str:
     """peers.md from the results in ``res``, with ``notes`` (markdown on how the run went) at the end."""
     libs = res.get("libraries", {})
@@ -633,7 +638,7 @@ def markdown(res: dict[str, Any], notes: str = "") -> str:
         ratio = r["seconds_per_epoch"] / base["seconds_per_epoch"] if base else float("nan")
         wall = r["total_wall_seconds"] / base["total_wall_seconds"] if base else float("nan")
         reach = r.get("seconds_to_valid_ndcg_0.18")
-        cap = r.get("time_cap") or 0
+        cap = _time_cap(r)
         never = f"not within the {cap:.0f} s cap" if cap else "never"
         est = " (est.)" if r.get("seconds_per_epoch_estimated") else ""
         part = r.get("partial_epoch")
@@ -644,7 +649,7 @@ def markdown(res: dict[str, Any], notes: str = "") -> str:
                      f"({best}) | {r['test_eval_seconds']:.1f} | {r['total_wall_seconds']:.0f} | "
                      f"{wall:.2f} | {never if reach is None else f'{reach:.0f}'} | {r['peak_rss_mb']:.0f} | "
                      f"{r['test']['NDCG@10']:.4f} | {r['test']['HR@10']:.4f} |")
-    caps = {r.get("time_cap") or 0 for r in libs.values()}
+    caps = {_time_cap(r) for r in libs.values()}
     lines += ["", "Notes: all three validate and test under the same protocol (full ranking, history excluded) and "
               "keep the weights of the best validation NDCG@10; the peers' models are scored by peers.py where the "
               "library cannot do it. RecBole trains on every prefix (one target per sample) with post-LN blocks.",
