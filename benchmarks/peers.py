@@ -246,7 +246,8 @@ def worker_attnrec(s: dict[str, Any], data_spec: str) -> dict[str, Any]:
     return {"epoch_seconds": [h["train_seconds"] for h in tr.history], "epochs": tr.epochs, "best_epoch": tr.best_epoch,
             "valid_seconds_each": valid_each, "evals": evals, "fit_seconds": fit, "test_eval_seconds": eval_seconds,
             "test": {"NDCG@10": test["NDCG@10"], "HR@10": test["HR@10"]}, "stopped": tr.stopped,
-            "peak_rss_mb": _peak_mb(), "version": __import__("attnrec").__version__,
+            "time_cap": float(s.get("time_cap") or 0.0), "peak_rss_mb": _peak_mb(),
+            "version": __import__("attnrec").__version__,
             "packages": _versions("torch", "numpy")}
 
 
@@ -613,7 +614,8 @@ def summarise(lib: str, r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _time_cap(r: dict[str, Any]) -> float:
-    """The library's training cap in seconds (attnrec's worker reports it only in the run's settings)."""
+    """The library's training cap in seconds. Every worker reports it now; attnrec's did not in the
+    committed 2026-11-23 run, whose entry falls back on the run's settings."""
     return float(r.get("time_cap") or r.get("settings", {}).get("time_cap") or 0.0)
 
 

@@ -55,7 +55,7 @@ def test_time_capped_peer_without_a_whole_epoch_gets_an_estimated_epoch_time() -
     slow = peers.summarise("recbole", _result([], {"seconds": 30.0, "batches": 10}, 30.0, None))
     assert slow["seconds_per_epoch_estimated"] and slow["seconds_per_epoch"] == 300.0  # 3 s a batch x 100
     fast = peers.summarise("attnrec", _result([20.0, 22.0], None, 30.0, 41.0))
-    del fast["time_cap"]  # attnrec's worker reports its cap only in the run's settings
+    del fast["time_cap"]  # a result written before attnrec's worker reported its cap
     fast["settings"] = {"time_cap": 30.0}
     assert not fast["seconds_per_epoch_estimated"] and fast["seconds_per_epoch"] == 21.0
     assert fast["seconds_to_valid_ndcg_0.18"] == 41.0 and slow["seconds_to_valid_ndcg_0.18"] is None
