@@ -2,10 +2,18 @@
 
     python benchmarks/run.py benchmarks/configs/ml-1m/sasrec-bce-paper.toml
     python benchmarks/run.py --table            # regenerate benchmarks/results/README.md
+    python benchmarks/run.py --state-dir /scratch/state CONFIG.toml   # resumable training
 
 A config has a ``[run]`` table (name, data, format, model, preset, split, valid_protocol,
 protocols, save) and optional ``[model]`` / ``[train]`` tables that override the preset. Data
 paths are relative to the repository root. Uses only attnrec's public API.
+
+With ``--state-dir`` the training state (model, optimizer, best weights, early stopping, RNG) is
+kept in ``<state-dir>/<run name>/`` after every epoch, and a run started again with the same
+state directory resumes exactly where it stopped: a killed run loses at most one epoch, and a
+run that ended on its ``time_budget`` continues when the config's budget is raised (the budget
+counts the training time of every session). The result file records the sessions in
+``train.history``, so the reported fit time is the sum of them.
 """
 
 from __future__ import annotations
@@ -69,8 +77,11 @@ def git_sha() -> str:
         return "unknown"
 
 
-def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False) -> Path:
-    """Train and evaluate one configuration; write ``<out_dir>/<name>.json``."""
+def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None) -> Path:
+    """Train and evaluate one configuration; write ``<out_dir>/<name>.json``.
+
+    ``state_dir``: keep a resumable training state in ``state_dir/<name>`` (see the module doc).
+    """
     with open(config_path, "rb") as fh:
         cfg = tomllib.load(fh)
     spec = cfg.get("run", {})
@@ -87,8 +98,14 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False) -> Path
     rec = attnrec.Recommender(spec["model"], cfg.get("model", {}), cfg.get("train", {}), preset=spec.get("preset"))
     valid_protocol = PROTOCOLS[spec.get("valid_protocol", "full")]
     t_fit = time.perf_counter()
-    rec.fit(data, split, valid_protocol=valid_protocol, progress=progress)
-    fit_seconds = time.perf_counter() - t_fit
+    run_state = state_dir / name if state_dir is not None else None
+    resumed = run_state is not None and (run_state / "train_state.json").exists()
+    if resumed:
+        logging.info("%s: resuming from the training state in %s", name, run_state)
+    rec.fit(data, split, valid_protocol=valid_protocol, progress=progress, state_dir=run_state)
+    tr = rec.train_result_
+    # A resumed fit's wall time covers one session only; the loop's own clock spans them all.
+    fit_seconds = tr.seconds if resumed and tr else time.perf_counter() - t_fit
     evaluations = {}
     for pname in spec.get("protocols", ["full"]):
         res = rec.evaluate(split.test, PROTOCOLS[pname], split=split.name, target="test")
@@ -97,7 +114,6 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False) -> Path
         if published:
             evaluations[pname]["published"] = {"paper": published}
         logging.info("%s %s: %s", name, pname, {k: round(v, 4) for k, v in res.metrics.items()})
-    tr = rec.train_result_
     result = {
         "name": name,
         "config_file": str(config_path.relative_to(ROOT)) if config_path.is_relative_to(ROOT) else str(config_path),
@@ -184,13 +200,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--table", action="store_true", help="regenerate benchmarks/results/README.md")
     parser.add_argument("--out", type=Path, default=RUNS, help="where result JSON files go")
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="keep a resumable training state in STATE_DIR/<run name>; resume from it if present")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for c in args.configs:
-        print(run(c.resolve(), args.out, args.progress))
+        print(run(c.resolve(), args.out, args.progress, args.state_dir))
     if args.table or args.configs:
         (RESULTS / "README.md").write_text(table(args.out))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

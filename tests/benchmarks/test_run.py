@@ -1,0 +1,66 @@
+"""benchmarks/run.py: a run resumed from its training state reports what one uninterrupted run would."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+_spec = importlib.util.spec_from_file_location("bench_run", Path(__file__).parents[2] / "benchmarks" / "run.py")
+assert _spec is not None and _spec.loader is not None
+bench_run = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_run)
+
+
+def _config(path: Path, data: Path, epochs: int) -> Path:
+    path.write_text(f"""
+[run]
+name = "ring"
+data = "{data}"
+model = "sasrec"
+protocols = ["full"]
+
+[model]
+hidden = 16
+max_len = 20
+n_heads = 1
+
+[train]
+max_epochs = {epochs}
+batch_size = 32
+eval_every = 1
+patience = 100
+threads = 1
+""")
+    return path
+
+
+def _log(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    lines = []
+    for u in range(1, 61):
+        start = int(rng.integers(1, 30))
+        lines += [f"{u} {(start + t) % 30 + 1}" for t in range(int(rng.integers(6, 15)))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_resumed_run_equals_uninterrupted_run(tmp_path: Path) -> None:
+    data = _log(tmp_path / "ring.txt")
+    whole = json.loads(bench_run.run(_config(tmp_path / "a.toml", data, 4), tmp_path / "whole").read_text())
+
+    state = tmp_path / "state"
+    first = json.loads(bench_run.run(_config(tmp_path / "b.toml", data, 2), tmp_path / "first", state_dir=state)
+                       .read_text())
+    assert first["train"]["epochs"] == 2 and (state / "ring" / "train_state.json").exists()
+    # The budget is raised and the same command is run again: it continues at epoch 3.
+    second = json.loads(bench_run.run(_config(tmp_path / "b.toml", data, 4), tmp_path / "second", state_dir=state)
+                        .read_text())
+    assert [h["epoch"] for h in second["train"]["history"]] == [1, 2, 3, 4]
+    # Epochs 1-2 come from the saved state (their timings too), not from training them again.
+    assert second["train"]["history"][:2] == first["train"]["history"]
+    assert [h["loss"] for h in second["train"]["history"]] == [h["loss"] for h in whole["train"]["history"]]
+    assert second["evaluations"]["full"]["metrics"] == whole["evaluations"]["full"]["metrics"]
+    assert second["fit_seconds"] == second["train"]["seconds"]  # both sessions, not only the last
