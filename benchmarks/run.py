@@ -25,7 +25,6 @@ import os
 import platform
 import resource
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any

@@ -82,7 +82,7 @@ def _git_sha() -> str:
 def run_study(
     study: str, spec: str, *, values: list[Any] | None = None, preset: str | None = None,
     max_epochs: int | None = None, time_budget: float = 0.0, users: int = 0, seed: int = 0,
-    out: Path = Path("."), extra: dict[str, Any] | None = None,
+    out: Path = Path("."), extra: dict[str, Any] | None = None, threads: int = 0,
 ) -> dict[str, Any]:
     """Train one BERT4Rec per value of the study's setting and write the table, plot and JSON."""
     st = STUDIES[study]
@@ -107,6 +107,8 @@ def run_study(
     if shortened:
         print(shortened, flush=True)
     train_base["seed"] = seed
+    if threads:  # torch's default takes every core, which oversubscribes a machine running other jobs
+        train_base["threads"] = threads
     split = leave_one_out(data)
     rows = []
     for v in chosen:
@@ -220,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--short", action="store_true", help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs per point")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other model settings")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch threads for training [default: torch's, all cores]")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
     a = p.parse_args(argv)
     extra = {k: _value(v) for k, v in (s.split("=", 1) for s in a.set)}
@@ -228,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         max_epochs = a.max_epochs or (SHORT_EPOCHS if a.short else None)
         print(f"== study {study} on {a.data}", flush=True)
         run_study(study, a.data, values=values, preset=a.preset, max_epochs=max_epochs, time_budget=a.time_budget,
-                  users=a.users, seed=a.seed, out=a.out, extra=extra)
+                  users=a.users, seed=a.seed, out=a.out, extra=extra, threads=a.threads)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,50 @@
+"""benchmarks/studies.py: each point trains the setting it names, and a shortened study says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_spec = importlib.util.spec_from_file_location("studies", Path(__file__).parents[2] / "benchmarks" / "studies.py")
+assert _spec is not None and _spec.loader is not None
+studies = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(studies)
+
+
+def _log(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    lines = []
+    for u in range(1, 81):
+        start = int(rng.integers(1, 40))
+        lines += [f"{u} {(start + t) % 40 + 1}" for t in range(int(rng.integers(8, 20)))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_hidden_study_trains_each_size_and_marks_the_shortening(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    data = _log(tmp_path / "ring.txt")
+    res = studies.run_study("hidden", str(data), values=[8, 16], preset="demo", max_epochs=2, users=60,
+                            out=tmp_path, threads=1)
+    rows = res["rows"]
+    assert [r["value"] for r in rows] == [8, 16]
+    assert rows[0]["n_parameters"] < rows[1]["n_parameters"]  # the setting reached the model
+    assert all(r["epochs"] <= 2 for r in rows) and res["train_config"]["threads"] == 1
+    stem = tmp_path / "hidden-ring-60users"
+    md = stem.with_suffix(".md").read_text()
+    assert "SHORTENED" in md and "values [8, 16]" in md and "at most 2 epochs" in md and "60 of 80 users" in md
+    assert json.loads(stem.with_suffix(".json").read_text())["shortened"] == res["shortened"]
+    assert stem.with_suffix(".png").stat().st_size > 0
+
+
+def test_unshortened_study_says_nothing(tmp_path: Path) -> None:
+    data = _log(tmp_path / "ring.txt")
+    res = studies.run_study("positions", str(data), preset="demo", out=tmp_path, threads=1,
+                            extra={"hidden": 8})
+    assert res["shortened"] == ""
+    assert [r["value"] for r in res["rows"]] == [True, False]
+    assert "SHORTENED" not in (tmp_path / "positions-ring.md").read_text()
