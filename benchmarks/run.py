@@ -36,7 +36,7 @@ import attnrec
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out, temporal_split
 from attnrec.evaluation.protocol import Protocol
-from attnrec.evaluation.published import published_metrics
+from attnrec.evaluation.published import BEAUTY_SHA256, ML_1M_SHA256, published_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -145,13 +145,81 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
 
 # Section 3 of published-results.md: full ranking, history excluded, leave-one-out, same file.
 FULL_RANKING_PUBLISHED = {
-    "b725f3acb3986fe3130bffd1e77a74d182a1f51799567a236dbd60270f95b0a2": [
+    ML_1M_SHA256: [
         "SASRec BCE HR@10 0.2500 / NDCG@10 0.1341; SASRec+ full CE 0.3152 / 0.1821; SASRec+ sampled CE "
         "(3000 negatives) 0.3159 / 0.1857 (Klenitskiy & Vasilev, RecSys 2023); RecTools SASRec 0.3058 / 0.1779; "
         "gSASRec 0.3003 / 0.1726; BERT4Rec best 0.2921 / 0.1618.",
     ],
+    BEAUTY_SHA256: [
+        "SASRec BCE HR@10 0.0246 / NDCG@10 0.0126; SASRec+ full CE 0.0533 / 0.0327; BERT4Rec 0.0338 / 0.0187 "
+        "(Klenitskiy & Vasilev, RecSys 2023); RecTools SASRec 0.0595 / 0.0359; RecTools BERT4Rec 0.0434 / 0.0242.",
+    ],
 }
 METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
+# The best published full-ranking HR@10 / NDCG@10 per model on the same files (published-results.md
+# section 3): the bar the side-by-side table holds each model to.
+FULL_RANKING_BEST = {
+    ML_1M_SHA256: {
+        "sasrec": ("SASRec+ sampled CE (Klenitskiy & Vasilev 2023)", 0.3159, 0.1857),
+        "bert4rec": ("RecTools BERT4Rec (bert4rec_repro fork table)", 0.2921, 0.1618),
+    },
+    BEAUTY_SHA256: {
+        "sasrec": ("RecTools SASRec (bert4rec_repro fork table)", 0.0595, 0.0359),
+        "bert4rec": ("RecTools BERT4Rec (same table)", 0.0434, 0.0242),
+    },
+}
+SIDE_BY_SIDE = ("bert4rec", "sasrec")
+
+
+def side_by_side(results: list[dict[str, Any]]) -> list[str]:
+    """BERT4Rec and SASRec per dataset: each model's run with the best validation score, on test.
+
+    Runs are chosen on validation (the monitored metric under full ranking), never on test, and
+    shown under full ranking and the BERT4Rec paper's popularity-sampled protocol, each beside the
+    published figures it is comparable with.
+    """
+    lines = ["## BERT4Rec and SASRec side by side", "",
+             "Per dataset and model, the run with the best validation NDCG@10 (full ranking); test figures. "
+             "Full: full ranking over all items, history excluded. Pop-sampled: 100 popularity-sampled negatives "
+             "(the BERT4Rec paper's protocol).", ""]
+    by_data: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        tr = r.get("train") or {}
+        if (r["model"] not in SIDE_BY_SIDE or tr.get("best_value") is None or "full" not in r["evaluations"]
+                or r.get("valid_protocol", "").split(",")[0] != "full ranking over all items"
+                or r["train_config"].get("monitor") != "NDCG@10"):
+            continue
+        best = by_data.setdefault(r["data"]["sha256"], {})
+        if r["model"] not in best or tr["best_value"] > best[r["model"]]["train"]["best_value"]:
+            best[r["model"]] = r
+    for sha, best in sorted(by_data.items(), key=lambda kv: next(iter(kv[1].values()))["data"]["name"]):
+        dname = next(iter(best.values()))["data"]["name"]
+        lines += [f"### {dname} (sha256 {sha[:12]}...)", "",
+                  "| model | run | valid NDCG@10 | full HR@10 | full NDCG@10 | pop-sampled HR@10 | pop-sampled NDCG@10"
+                  " | pop-sampled MRR | epochs | fit time |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for model in SIDE_BY_SIDE:
+            if model not in best:
+                continue
+            r = best[model]
+            full, pop = r["evaluations"]["full"]["metrics"], r["evaluations"].get("sampled-popularity", {})
+            pm = pop.get("metrics", {})
+            cells = [f"{full['HR@10']:.4f}", f"{full['NDCG@10']:.4f}"] + [
+                f"{pm[k]:.4f}" if k in pm else "" for k in ("HR@10", "NDCG@10", "MRR")]
+            tr = r["train"]
+            lines.append(f"| {model} | {r['name']} | {tr['best_value']:.4f} | " + " | ".join(cells)
+                         + f" | {tr['epochs']} (best {tr['best_epoch']}) | {r['fit_seconds'] / 60:.1f} min |")
+            paper = (pop.get("published") or {}).get("paper", {})
+            src, hr, ndcg = FULL_RANKING_BEST.get(sha, {}).get(model, ("", None, None))
+            if paper or hr is not None:
+                where = "; ".join(([f"full: {src}"] if src else []) + (["pop-sampled: BERT4Rec paper"] if paper else []))
+                lines.append(
+                    f"| {model}, published | {where} | | {'' if hr is None else f'{hr:.4f}'}"
+                    f" | {'' if ndcg is None else f'{ndcg:.4f}'} | "
+                    + " | ".join(f"{paper[k]:.4f}" if k in paper else "" for k in ("HR@10", "NDCG@10", "MRR"))
+                    + " | | |")
+        lines.append("")
+    return lines if by_data else []
 
 
 def table(runs_dir: Path = RUNS) -> str:
@@ -161,6 +229,7 @@ def table(runs_dir: Path = RUNS) -> str:
              "Generated by `python benchmarks/run.py --table` from `benchmarks/results/runs/*.json`; do not edit.",
              "Split: leave-one-out (last item test, second-to-last validation, test history includes it).",
              "Model selection (early stopping) uses the validation split only; numbers below are on test.", ""]
+    lines += side_by_side(results)
     groups: dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for r in results:
         for ev in r["evaluations"].values():

@@ -64,3 +64,26 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: Path) -> None:
     assert [h["loss"] for h in second["train"]["history"]] == [h["loss"] for h in whole["train"]["history"]]
     assert second["evaluations"]["full"]["metrics"] == whole["evaluations"]["full"]["metrics"]
     assert second["fit_seconds"] == second["train"]["seconds"]  # both sessions, not only the last
+
+
+def _result(name: str, model: str, valid: float, test: float) -> dict[str, object]:
+    full = {k: test for k in ("HR@10", "NDCG@10")}
+    return {"name": name, "model": model, "data": {"name": "ml-1m.txt.gz", "sha256": bench_run.ML_1M_SHA256},
+            "valid_protocol": "full ranking over all items, history excluded",
+            "train_config": {"monitor": "NDCG@10"}, "fit_seconds": 60.0,
+            "train": {"best_value": valid, "epochs": 3, "best_epoch": 2},
+            "evaluations": {"full": {"metrics": full}}}
+
+
+def test_side_by_side_picks_each_models_run_on_validation_not_test() -> None:
+    lines = bench_run.side_by_side([
+        _result("b-valid-best", "bert4rec", 0.15, 0.10),
+        _result("b-test-best", "bert4rec", 0.12, 0.20),  # better on test, worse on validation
+        _result("s-only", "sasrec", 0.18, 0.17),
+        _result("g", "gru4rec", 0.30, 0.30),  # not part of the comparison
+    ])
+    rows = [line for line in lines if line.startswith("| bert4rec |") or line.startswith("| sasrec |")]
+    assert [r.split(" | ")[1] for r in rows] == ["b-valid-best", "s-only"]
+    published = next(line for line in lines if line.startswith("| bert4rec, published"))
+    assert "0.2921" in published and "0.1618" in published  # the bar the issue sets under full ranking
+    assert not any("| g |" in line for line in lines)
