@@ -12,8 +12,8 @@ With ``--state-dir`` the training state (model, optimizer, best weights, early s
 kept in ``<state-dir>/<run name>/`` after every epoch, and a run started again with the same
 state directory resumes exactly where it stopped: a killed run loses at most one epoch, and a
 run that ended on its ``time_budget`` continues when the config's budget is raised (the budget
-counts the training time of every session). The result file records the sessions in
-``train.history``, so the reported fit time is the sum of them.
+counts the training time of every session). The result's ``train.history`` holds every epoch
+of every session, and its fit time is the training loop's clock summed over the sessions.
 """
 
 from __future__ import annotations
