@@ -4,6 +4,7 @@
     python benchmarks/studies.py mask      --data ml-1m   # mask proportion p in 0.1..0.9
     python benchmarks/studies.py maxlen    --data ml-1m   # maximum length N in 10..400
     python benchmarks/studies.py positions --data ml-1m   # with / without positional embeddings
+    python benchmarks/studies.py render --render benchmarks/results/studies/hidden-demo.json  # redraw
 
 Every point trains BERT4Rec from the data's preset (``ml-1m``, ``beauty`` or ``demo``; ``--preset``
 to choose) with one setting changed, selects the epoch on validation NDCG@10 (full ranking) and
@@ -129,6 +130,10 @@ def run_study(
         print(f"{st['key']}={v}: full NDCG@10 {full.metrics['NDCG@10']:.4f} HR@10 {full.metrics['HR@10']:.4f} | "
               f"pop-sampled NDCG@10 {sampled.metrics['NDCG@10']:.4f} HR@10 {sampled.metrics['HR@10']:.4f} | "
               f"{tr.epochs} epochs, {tr.seconds:.0f}s ({tr.stopped})", flush=True)
+    capped = budget_note(st["key"], rows, train_base)
+    if capped:
+        shortened = (shortened + "; " if shortened else "SHORTENED: ") + capped
+        print(shortened, flush=True)
     result = {
         "study": study, "setting": st["key"], "label": st["label"], "data": dataclasses.asdict(data.source),
         "split": split.name, "preset": preset, "model_config": model_base,
@@ -148,6 +153,26 @@ def run_study(
     for p in written:
         print(f"wrote {p}")
     return result
+
+
+def budget_note(key: str, rows: list[dict[str, Any]], train: dict[str, Any]) -> str:
+    """Which points the training time budget cut short (the preset's own budget can, too)."""
+    capped = [row["value"] for row in rows if str(row["stopped"]).startswith("time budget")]
+    if not capped:
+        return ""
+    return (f"{key} = {', '.join(map(str, capped))} stopped on the {train.get('time_budget', 0):.0f} s training "
+            "time budget, not on validation (not converged)")
+
+
+def render(path: Path) -> list[Path]:
+    """Rewrite a study's table and plot from its JSON file (and mark points the budget cut short)."""
+    r = json.loads(path.read_text())
+    note = budget_note(r["setting"], r["rows"], r["train_config"])
+    if note and note not in r["shortened"]:
+        r["shortened"] = (r["shortened"] + "; " if r["shortened"] else "SHORTENED: ") + note
+        path.write_text(json.dumps(r, indent=2, default=str) + "\n")
+    path.with_suffix(".md").write_text(markdown(r))
+    return [path, path.with_suffix(".md"), plot(r, path.with_suffix(".png"))]
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -212,7 +237,9 @@ def _value(text: str) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", choices=[*STUDIES, "all"])
+    p.add_argument("study", choices=[*STUDIES, "all", "render"], help="a study, all four, or render: rewrite the "
+                   "table and plot of the JSON result files given as --render FILE")
+    p.add_argument("--render", type=Path, action="append", default=[], metavar="FILE", help="study JSON to render")
     p.add_argument("--data", default="demo", help="demo, a named dataset (ml-1m, beauty) or a file")
     p.add_argument("--preset", help="BERT4Rec preset to start from [default: the data's]")
     p.add_argument("--values", help="comma-separated subset of the study's values (shortens it)")
@@ -225,6 +252,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads for training [default: torch's, all cores]")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
     a = p.parse_args(argv)
+    if a.study == "render":
+        for f in a.render:
+            print("wrote", *render(f))
+        return
     extra = {k: _value(v) for k, v in (s.split("=", 1) for s in a.set)}
     for study in STUDIES if a.study == "all" else [a.study]:
         values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)

@@ -48,3 +48,24 @@ def test_unshortened_study_says_nothing(tmp_path: Path) -> None:
     assert res["shortened"] == ""
     assert [r["value"] for r in res["rows"]] == [True, False]
     assert "SHORTENED" not in (tmp_path / "positions-ring.md").read_text()
+
+
+def test_point_cut_by_the_time_budget_is_marked(tmp_path: Path) -> None:
+    data = _log(tmp_path / "ring.txt")
+    res = studies.run_study("mask", str(data), values=[0.2], preset="demo", time_budget=1e-6, out=tmp_path,
+                            threads=1, extra={"hidden": 8})
+    assert res["rows"][0]["stopped"].startswith("time budget")
+    assert "mask_prob = 0.2 stopped on the 0 s training time budget" in res["shortened"]
+    assert "not converged" in (tmp_path / "mask-ring.md").read_text()
+
+
+def test_render_rewrites_table_from_json(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    data = _log(tmp_path / "ring.txt")
+    studies.run_study("positions", str(data), preset="demo", max_epochs=1, out=tmp_path, threads=1,
+                      extra={"hidden": 8})
+    md = tmp_path / "positions-ring.md"
+    before = md.read_text()
+    md.write_text("stale")
+    studies.main(["render", "--render", str(tmp_path / "positions-ring.json")])
+    assert md.read_text() == before
