@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from attnrec.data.build import from_columns
@@ -22,3 +24,14 @@ def ring_log(
             users.append(f"u{u}")
             items.append(f"i{(start + step) % n_items}")
     return from_columns(users, items, source=source or DataSource("ring", sha256="0" * 64), item_titles=item_titles)
+
+
+def write_cycle_pairs(path: Path, n_users: int, n_items: int, min_len: int, max_len: int) -> Path:
+    """A ``user item`` pair file of users walking a cycle of items (the next item is the current + 1)."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for u in range(1, n_users + 1):
+        start = int(rng.integers(1, n_items))
+        lines += [f"{u} {(start + t) % n_items + 1}" for t in range(int(rng.integers(min_len, max_len)))]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-import numpy as np
+from synthetic_logs import write_cycle_pairs
 
 _spec = importlib.util.spec_from_file_location("bench_run", Path(__file__).parents[2] / "benchmarks" / "run.py")
 assert _spec is not None and _spec.loader is not None
@@ -38,13 +38,7 @@ threads = 1
 
 
 def _log(path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    lines = []
-    for u in range(1, 61):
-        start = int(rng.integers(1, 30))
-        lines += [f"{u} {(start + t) % 30 + 1}" for t in range(int(rng.integers(6, 15)))]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_cycle_pairs(path, 60, 30, 6, 15)
 
 
 def test_resumed_run_equals_uninterrupted_run(tmp_path: Path) -> None:

@@ -6,8 +6,9 @@ import importlib.util
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from synthetic_logs import write_cycle_pairs
 
 _spec = importlib.util.spec_from_file_location("studies", Path(__file__).parents[2] / "benchmarks" / "studies.py")
 assert _spec is not None and _spec.loader is not None
@@ -16,13 +17,7 @@ _spec.loader.exec_module(studies)
 
 
 def _log(path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    lines = []
-    for u in range(1, 81):
-        start = int(rng.integers(1, 40))
-        lines += [f"{u} {(start + t) % 40 + 1}" for t in range(int(rng.integers(8, 20)))]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_cycle_pairs(path, 80, 40, 8, 20)
 
 
 def test_hidden_study_trains_each_size_and_marks_the_shortening(tmp_path: Path) -> None:
