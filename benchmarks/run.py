@@ -37,6 +37,7 @@ from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out, temporal_split
 from attnrec.evaluation.protocol import Protocol
 from attnrec.evaluation.published import BEAUTY_SHA256, ML_1M_SHA256, published_metrics
+from attnrec.training.loop import STATE_JSON
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -98,7 +99,7 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
     valid_protocol = PROTOCOLS[spec.get("valid_protocol", "full")]
     t_fit = time.perf_counter()
     run_state = state_dir / name if state_dir is not None else None
-    resumed = run_state is not None and (run_state / "train_state.json").exists()
+    resumed = run_state is not None and (run_state / STATE_JSON).exists()
     if resumed:
         logging.info("%s: resuming from the training state in %s", name, run_state)
     rec.fit(data, split, valid_protocol=valid_protocol, progress=progress, state_dir=run_state)
