@@ -36,7 +36,11 @@ import attnrec
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out, temporal_split
 from attnrec.evaluation.protocol import Protocol
-from attnrec.evaluation.published import BEAUTY_SHA256, ML_1M_SHA256, published_metrics
+from attnrec.evaluation.published import (
+    best_full_ranking,
+    full_ranking_figures,
+    published_metrics,
+)
 from attnrec.training.loop import STATE_JSON
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,30 +149,7 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
 
 
 # Section 3 of published-results.md: full ranking, history excluded, leave-one-out, same file.
-FULL_RANKING_PUBLISHED = {
-    ML_1M_SHA256: [
-        "SASRec BCE HR@10 0.2500 / NDCG@10 0.1341; SASRec+ full CE 0.3152 / 0.1821; SASRec+ sampled CE "
-        "(3000 negatives) 0.3159 / 0.1857 (Klenitskiy & Vasilev, RecSys 2023); RecTools SASRec 0.3058 / 0.1779; "
-        "gSASRec 0.3003 / 0.1726; BERT4Rec best 0.2921 / 0.1618.",
-    ],
-    BEAUTY_SHA256: [
-        "SASRec BCE HR@10 0.0246 / NDCG@10 0.0126; SASRec+ full CE 0.0533 / 0.0327; BERT4Rec 0.0338 / 0.0187 "
-        "(Klenitskiy & Vasilev, RecSys 2023); RecTools SASRec 0.0595 / 0.0359; RecTools BERT4Rec 0.0434 / 0.0242.",
-    ],
-}
 METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
-# The best published full-ranking HR@10 / NDCG@10 per model on the same files (published-results.md
-# section 3): the bar the side-by-side table holds each model to.
-FULL_RANKING_BEST = {
-    ML_1M_SHA256: {
-        "sasrec": ("SASRec+ sampled CE (Klenitskiy & Vasilev 2023)", 0.3159, 0.1857),
-        "bert4rec": ("RecTools BERT4Rec (bert4rec_repro fork table)", 0.2921, 0.1618),
-    },
-    BEAUTY_SHA256: {
-        "sasrec": ("RecTools SASRec (bert4rec_repro fork table)", 0.0595, 0.0359),
-        "bert4rec": ("RecTools BERT4Rec (same table)", 0.0434, 0.0242),
-    },
-}
 SIDE_BY_SIDE = ("bert4rec", "sasrec")
 
 
@@ -211,12 +192,12 @@ def side_by_side(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"| {model} | {r['name']} | {tr['best_value']:.4f} | " + " | ".join(cells)
                          + f" | {tr['epochs']} (best {tr['best_epoch']}) | {r['fit_seconds'] / 60:.1f} min |")
             paper = (pop.get("published") or {}).get("paper", {})
-            src, hr, ndcg = FULL_RANKING_BEST.get(sha, {}).get(model, ("", None, None))
-            if paper or hr is not None:
-                where = "; ".join(([f"full: {src}"] if src else []) + (["pop-sampled: BERT4Rec paper"] if paper else []))
+            fr = best_full_ranking(model, sha)
+            if paper or fr is not None:
+                where = "; ".join(([f"full: {fr.source}"] if fr else []) + (["pop-sampled: BERT4Rec paper"] if paper else []))
                 lines.append(
-                    f"| {model}, published | {where} | | {'' if hr is None else f'{hr:.4f}'}"
-                    f" | {'' if ndcg is None else f'{ndcg:.4f}'} | "
+                    f"| {model}, published | {where} | | {'' if fr is None else f'{fr.hr10:.4f}'}"
+                    f" | {'' if fr is None else f'{fr.ndcg10:.4f}'} | "
                     + " | ".join(f"{paper[k]:.4f}" if k in paper else "" for k in ("HR@10", "NDCG@10", "MRR"))
                     + " | | |")
         lines.append("")
@@ -251,8 +232,10 @@ def table(runs_dir: Path = RUNS) -> str:
             for src, pub in (ev.get("published") or {}).items():
                 lines.append(f"| published: {src} | {r['model']} | "
                              + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS) + " | | | | |")
-        for note in FULL_RANKING_PUBLISHED.get(rows[0][0]["data"]["sha256"], []) if "full ranking" in ptext else []:
-            lines.append(f"Published on this file under full ranking (not in the table's runs): {note}")
+        published = full_ranking_figures(rows[0][0]["data"]["sha256"]) if "full ranking" in ptext else []
+        if published:
+            lines.append("Published on this file under full ranking (HR@10 / NDCG@10; not in the table's runs): "
+                         + "; ".join(f.text() for f in published) + ".")
         lines.append("")
     lines += ["## Machines and versions", ""]
     for r in results:

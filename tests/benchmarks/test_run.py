@@ -6,6 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from attnrec.evaluation.published import ML_1M_SHA256
 from synthetic_logs import write_cycle_pairs
 
 _spec = importlib.util.spec_from_file_location("bench_run", Path(__file__).parents[2] / "benchmarks" / "run.py")
@@ -62,7 +63,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: Path) -> None:
 
 def _result(name: str, model: str, valid: float, test: float) -> dict[str, object]:
     full = {k: test for k in ("HR@10", "NDCG@10")}
-    return {"name": name, "model": model, "data": {"name": "ml-1m.txt.gz", "sha256": bench_run.ML_1M_SHA256},
+    return {"name": name, "model": model, "data": {"name": "ml-1m.txt.gz", "sha256": ML_1M_SHA256},
             "valid_protocol": "full ranking over all items, history excluded",
             "train_config": {"monitor": "NDCG@10"}, "fit_seconds": 60.0,
             "train": {"best_value": valid, "epochs": 3, "best_epoch": 2},

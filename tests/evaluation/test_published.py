@@ -10,6 +10,8 @@ from attnrec.evaluation.published import (
     BERT4REC_TABLE2,
     LABELS,
     ML_1M_SHA256,
+    best_full_ranking,
+    full_ranking_figures,
     published_metrics,
     published_table,
 )
@@ -47,3 +49,19 @@ def test_sasrec_paper_row_is_uniform_sampling_on_ml1m_only() -> None:
 
 def test_every_sequential_model_has_a_label() -> None:
     assert set(list_models("sequential")) <= set(LABELS)
+
+
+def test_full_ranking_figures_belong_to_their_file_and_model() -> None:
+    ml = full_ranking_figures(ML_1M_SHA256)
+    assert len(ml) == 8 and {f.dataset for f in ml} == {"ml-1m"}
+    assert [f.hr10 for f in full_ranking_figures(BEAUTY_SHA256, "bert4rec")] == [0.0338, 0.0434]
+    assert full_ranking_figures("0" * 64) == []  # another file: nothing is comparable
+
+
+def test_best_full_ranking_is_the_highest_ndcg_of_that_model() -> None:
+    best = best_full_ranking("sasrec", ML_1M_SHA256)
+    assert best is not None and (best.hr10, best.ndcg10) == (0.3159, 0.1857)  # SASRec+ sampled CE
+    beauty = best_full_ranking("bert4rec", BEAUTY_SHA256)
+    assert beauty is not None and (beauty.hr10, beauty.ndcg10) == (0.0434, 0.0242)
+    assert best_full_ranking("gru4rec", BEAUTY_SHA256) is None
+    assert best_full_ranking("bert4rec", "0" * 64) is None

@@ -10,6 +10,9 @@ Sources (transcribed from ``published-results.md`` of the project's shared refer
   BERT4Rec repository, leave-one-out, 100 negatives sampled by popularity (history excluded).
 * SASRec paper (Kang & McAuley, ICDM 2018): the same ``ml-1m.txt``, leave-one-out,
   100 negatives sampled uniformly (history excluded).
+* Full ranking on the same two files (:data:`FULL_RANKING`): Klenitskiy & Vasilev (RecSys 2023),
+  the RecTools table of the bert4rec_repro fork, Petrov & Macdonald (RecSys 2022 and 2023);
+  leave-one-out, all items ranked, history excluded. HR@10 and NDCG@10 only.
 """
 
 from __future__ import annotations
@@ -117,3 +120,54 @@ def published_metrics(
         return None
     label = LABELS.get(model, model)
     return table.results[DATASETS[data_sha256]].get(label)
+
+
+@dataclass(frozen=True)
+class FullRankingFigure:
+    """One published full-ranking HR@10 / NDCG@10 on a data file of :data:`DATASETS`."""
+
+    dataset: str  # a value of DATASETS
+    model: str  # the registered model it is a figure of
+    source: str  # model variant and paper
+    hr10: float
+    ndcg10: float
+    train_seconds: float | None = None  # as reported, on the authors' GPU
+
+    def text(self) -> str:
+        """``"<source> 0.3152 / 0.1821"`` (HR@10 / NDCG@10)."""
+        return f"{self.source} {self.hr10:.4f} / {self.ndcg10:.4f}"
+
+
+_KV, _RT, _PM = "Klenitskiy & Vasilev, RecSys 2023", "RecTools, bert4rec_repro fork table", "Petrov & Macdonald"
+FULL_RANKING = (
+    FullRankingFigure("ml-1m", "sasrec", f"SASRec, BCE 1 negative ({_KV})", 0.2500, 0.1341, 486),
+    FullRankingFigure("ml-1m", "sasrec", f"SASRec+ full CE ({_KV})", 0.3152, 0.1821, 540),
+    FullRankingFigure("ml-1m", "sasrec", f"SASRec+ sampled CE, 3000 negatives ({_KV})", 0.3159, 0.1857, 769),
+    FullRankingFigure("ml-1m", "bert4rec", f"BERT4Rec ({_KV})", 0.2843, 0.1537, 1409),
+    FullRankingFigure("ml-1m", "sasrec", f"SASRec, softmax loss ({_RT})", 0.3058, 0.1779),
+    FullRankingFigure("ml-1m", "bert4rec", f"BERT4Rec ({_RT})", 0.2921, 0.1618),
+    FullRankingFigure("ml-1m", "bert4rec", f"BERT4Rec original code ({_PM}, RecSys 2022)", 0.1518, 0.0806),
+    FullRankingFigure("ml-1m", "sasrec", f"gSASRec, gBCE 256 negatives ({_PM}, RecSys 2023)", 0.3003, 0.1726),
+    FullRankingFigure("beauty", "sasrec", f"SASRec, BCE ({_KV})", 0.0246, 0.0126, 521),
+    FullRankingFigure("beauty", "sasrec", f"SASRec+ full CE ({_KV})", 0.0533, 0.0327, 332),
+    FullRankingFigure("beauty", "bert4rec", f"BERT4Rec ({_KV})", 0.0338, 0.0187, 2325),
+    FullRankingFigure("beauty", "sasrec", f"SASRec ({_RT})", 0.0595, 0.0359),
+    FullRankingFigure("beauty", "bert4rec", f"BERT4Rec ({_RT})", 0.0434, 0.0242),
+)  # fmt: skip
+
+
+def full_ranking_figures(data_sha256: str, model: str | None = None) -> list[FullRankingFigure]:
+    """The published full-ranking figures on this data file (of ``model`` only, when given)."""
+    dataset = DATASETS.get(data_sha256)
+    return [f for f in FULL_RANKING if f.dataset == dataset and model in (None, f.model)]
+
+
+def best_full_ranking(model: str, data_sha256: str) -> FullRankingFigure | None:
+    """The best (by NDCG@10) published full-ranking figure of ``model`` on this file, or ``None``.
+
+    >>> best_full_ranking("bert4rec", ML_1M_SHA256).hr10
+    0.2921
+    >>> best_full_ranking("caser", ML_1M_SHA256) is None
+    True
+    """
+    return max(full_ranking_figures(data_sha256, model), key=lambda f: f.ndcg10, default=None)
