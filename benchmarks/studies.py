@@ -4,7 +4,7 @@
     python benchmarks/studies.py mask      --data ml-1m   # mask proportion p in 0.1..0.9
     python benchmarks/studies.py maxlen    --data ml-1m   # maximum length N in 10..400
     python benchmarks/studies.py positions --data ml-1m   # with / without positional embeddings
-    python benchmarks/studies.py render --render benchmarks/results/studies/hidden-demo.json  # redraw
+    python benchmarks/studies.py render benchmarks/results/studies/*-demo.json   # redraw
 
 Every point trains BERT4Rec from the data's preset (``ml-1m``, ``beauty`` or ``demo``; ``--preset``
 to choose) with one setting changed, selects the epoch on validation NDCG@10 (full ranking) and
@@ -238,8 +238,8 @@ def _value(text: str) -> Any:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", choices=[*STUDIES, "all", "render"], help="a study, all four, or render: rewrite the "
-                   "table and plot of the JSON result files given as --render FILE")
-    p.add_argument("--render", type=Path, action="append", default=[], metavar="FILE", help="study JSON to render")
+                   "table and plot of the study JSON files that follow")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="render only: study JSON files")
     p.add_argument("--data", default="demo", help="demo, a named dataset (ml-1m, beauty) or a file")
     p.add_argument("--preset", help="BERT4Rec preset to start from [default: the data's]")
     p.add_argument("--values", help="comma-separated subset of the study's values (shortens it)")
@@ -253,9 +253,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
     a = p.parse_args(argv)
     if a.study == "render":
-        for f in a.render:
+        if not a.files:
+            p.error("render needs the study JSON files to redraw")
+        for f in a.files:
             print("wrote", *render(f))
         return
+    if a.files:
+        p.error(f"unexpected arguments after {a.study!r}: {' '.join(map(str, a.files))} (only render takes files)")
     extra = {k: _value(v) for k, v in (s.split("=", 1) for s in a.set)}
     for study in STUDIES if a.study == "all" else [a.study]:
         values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)

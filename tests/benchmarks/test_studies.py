@@ -62,5 +62,14 @@ def test_render_rewrites_table_from_json(tmp_path: Path) -> None:
     md = tmp_path / "positions-ring.md"
     before = md.read_text()
     md.write_text("stale")
-    studies.main(["render", "--render", str(tmp_path / "positions-ring.json")])
+    studies.main(["render", str(tmp_path / "positions-ring.json")])
     assert md.read_text() == before
+
+
+def test_render_needs_files_and_studies_take_none(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        studies.main(["render"])
+    assert "render needs the study JSON files" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        studies.main(["mask", "stray.json"])
+    assert "only render takes files" in capsys.readouterr().err
