@@ -77,8 +77,8 @@ def machine() -> dict[str, Any]:
 def git_sha() -> str:
     try:
         return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without .git (a remote machine)
+        return os.environ.get("ATTNREC_GIT_SHA", "unknown")
 
 
 def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None) -> Path:

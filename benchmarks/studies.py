@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from attnrec.data import DataSource, from_columns
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
+from attnrec.training.config import TrainConfig
 
 STUDIES: dict[str, dict[str, Any]] = {
     "hidden": {"key": "hidden", "values": [16, 32, 64, 128, 256], "short": [16, 64],
@@ -76,8 +78,8 @@ def _git_sha() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without .git (a remote machine)
+        return os.environ.get("ATTNREC_GIT_SHA", "unknown")
 
 
 def run_study(
@@ -85,13 +87,20 @@ def run_study(
     max_epochs: int | None = None, time_budget: float = 0.0, users: int = 0, seed: int = 0,
     out: Path = Path("."), extra: dict[str, Any] | None = None, threads: int = 0,
 ) -> dict[str, Any]:
-    """Train one BERT4Rec per value of the study's setting and write the table, plot and JSON."""
+    """Train one BERT4Rec per value of the study's setting and write the table, plot and JSON.
+
+    ``extra`` overrides preset settings for every point: keys of :class:`TrainConfig` go to the
+    training settings, the rest to the model's.
+    """
     st = STUDIES[study]
     full_data = load_dataset(spec)
     preset = preset or default_preset(full_data, spec)
     data = sample_users(full_data, users, seed) if users else full_data
     base = get_spec("bert4rec").presets[preset]
-    model_base, train_base = dict(base["model"]) | dict(extra or {}), dict(base["train"])
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
+    extra = dict(extra or {})
+    model_base = dict(base["model"]) | {k: v for k, v in extra.items() if k not in train_keys}
+    train_base = dict(base["train"]) | {k: v for k, v in extra.items() if k in train_keys}
     chosen = list(values) if values is not None else list(st["values"])
     notes = []
     if chosen != st["values"]:
@@ -139,6 +148,7 @@ def run_study(
         "split": split.name, "preset": preset, "model_config": model_base,
         "train_config": train_base, "protocols": {"full": FULL.describe(), "sampled": PAPER_BERT4REC.describe()},
         "shortened": shortened, "rows": rows, "git": _git_sha(), "machine": platform.platform(),
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "torch_threads": torch.get_num_threads(), "python": sys.version.split()[0],
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -183,7 +193,8 @@ def markdown(r: dict[str, Any]) -> str:
     lines += [f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12] or 'n/a, a user sample'}), split {r['split']}; preset "
               f"`{r['preset']}` with `{r['setting']}` varied; epoch chosen on validation NDCG@10 (full ranking). "
               f"Test metrics. Full: {r['protocols']['full']}. Sampled: {r['protocols']['sampled']} (the paper's).",
-              f"Train settings: {json.dumps({k: v for k, v in r['train_config'].items()})}; git {r['git']}.", "",
+              f"Train settings: {json.dumps({k: v for k, v in r['train_config'].items()})}; git {r['git']}; "
+              f"trained on {r.get('device', 'cpu')}.", "",
               "| " + r["setting"] + " | " + " | ".join(f"{m} full" for m in METRICS) + " | "
               + " | ".join(f"{m} sampled" for m in METRICS) + " | epochs (best) | train s | stopped |",
               "|" + "---|" * (2 * len(METRICS) + 4)]
@@ -247,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training per point (shortens it)")
     p.add_argument("--users", type=int, default=0, help="train and test on a sample of this many users (shortens it)")
     p.add_argument("--short", action="store_true", help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs per point")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other model settings")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other settings for every point: model keys, or training keys (batch_size, lr, ...)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads for training [default: torch's, all cores]")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
