@@ -73,3 +73,15 @@ def test_render_needs_files_and_studies_take_none(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         studies.main(["mask", "stray.json"])
     assert "only render takes files" in capsys.readouterr().err
+
+
+def test_extra_settings_split_into_model_and_training_keys(tmp_path: Path) -> None:
+    data = _log(tmp_path / "ring.txt")
+    res = studies.run_study("positions", str(data), values=[True], preset="demo", max_epochs=1, out=tmp_path,
+                            threads=1, extra={"hidden": 8, "batch_size": 7, "dropout": 0.05})
+    assert res["train_config"]["batch_size"] == 7 and "batch_size" not in res["model_config"]
+    assert res["model_config"]["hidden"] == 8 and res["model_config"]["dropout"] == 0.05
+    assert res["device"] == "cpu" and "trained on cpu" in (tmp_path / "positions-ring.md").read_text()
+    with pytest.raises(ValueError, match="no_such_key"):
+        studies.run_study("positions", str(data), values=[True], preset="demo", max_epochs=1, out=tmp_path,
+                          threads=1, extra={"no_such_key": 1})
