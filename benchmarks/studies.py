@@ -13,7 +13,9 @@ popularity). Results go to ``<out>/<study>-<data>.{json,md,png}``.
 
 The full grids take hours on a CPU. ``--values``, ``--max-epochs`` and ``--time-budget`` (seconds
 of training per point) shorten a study, ``--short`` picks a small default; a shortened run says so
-on the console and in every file it writes. Only the public API of attnrec is used.
+on the console and in every file it writes. ``--set KEY=VALUE`` changes a model or training
+setting for every point, with the rules of ``attnrec train --set``. Only the public API of attnrec
+(and the CLI's override parser) is used.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 import torch
 
 from attnrec import Interactions, Recommender, get_spec
+from attnrec.cli._common import resolve_overrides
 from attnrec.data import DataSource, from_columns
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out
@@ -258,7 +261,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training per point (shortens it)")
     p.add_argument("--users", type=int, default=0, help="train and test on a sample of this many users (shortens it)")
     p.add_argument("--short", action="store_true", help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs per point")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other settings for every point: model keys, or training keys (batch_size, lr, ...)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other settings for every point, as attnrec train's --set: model.KEY, train.KEY "
+                   "or a key only one of the two has")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads for training [default: torch's, all cores]")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
@@ -271,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.files:
         p.error(f"unexpected arguments after {a.study!r}: {' '.join(map(str, a.files))} (only render takes files)")
-    extra = {k: _value(v) for k, v in (s.split("=", 1) for s in a.set)}
+    # The CLI's own rules: model.KEY / train.KEY, or a bare key that only one of the two configs has.
+    model_over, train_over = resolve_overrides(get_spec("bert4rec").config_cls, a.set)
+    extra = {k: _value(v) for k, v in (model_over | train_over).items()}
     for study in STUDIES if a.study == "all" else [a.study]:
         values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)
         max_epochs = a.max_epochs or (SHORT_EPOCHS if a.short else None)

@@ -85,3 +85,12 @@ def test_extra_settings_split_into_model_and_training_keys(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="no_such_key"):
         studies.run_study("positions", str(data), values=[True], preset="demo", max_epochs=1, out=tmp_path,
                           threads=1, extra={"no_such_key": 1})
+
+
+def test_set_follows_the_cli_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(studies, "run_study", lambda *a, **kw: seen.update(kw["extra"]))
+    studies.main(["positions", "--set", "train.batch_size=32", "--set", "dropout=0.3", "--set", "model.hidden=16"])
+    assert seen == {"batch_size": 32, "dropout": 0.3, "hidden": 16}
+    with pytest.raises(Exception, match="unknown key"):
+        studies.main(["positions", "--set", "bogus=1"])
