@@ -4,7 +4,8 @@
 
 FLOP count (analytic; a multiply-add is 2 FLOPs; matrix products only - layer norms, softmax,
 dropout and embedding look-ups are O(T d) per position and left out). Every training sequence is
-computed at its full padded width ``T`` (= ``max_len``); ``d`` is the width, ``L`` the blocks, ``f``
+computed at its batch's padded width ``T`` (``max_len``, or the batch's longest window with
+BERT4Rec's ``length_buckets``); ``d`` is the width, ``L`` the blocks, ``f``
 the FFN width (SASRec ``d``, BERT4Rec ``4d``), ``R`` the training rows of the epoch, ``N`` the
 predicted positions (SASRec: real next-item targets; BERT4Rec: masked positions, counted from the
 epoch's actual Cloze masking), ``I`` the catalog size, ``S`` the sampled negatives::
@@ -59,14 +60,15 @@ def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch
     spec = get_spec(model_name)
     cfg = config_from_dict(spec.config_cls, dict(model_config))
     model = spec.cls(cfg, train.n_users, train.n_items)
-    rows = positions = 0
-    for batch in model.train_batches(train, batch_size, np.random.default_rng([seed, epoch])):
-        rows += len(batch["seq"])
-        positions += int((batch["target" if "target" in batch else "labels"] > 0).sum())
-    t, d, layers = cfg.max_len, cfg.hidden, cfg.n_layers
+    d, layers = cfg.hidden, cfg.n_layers
     f = 4 * d if model_name == "bert4rec" else d
     items = train.n_items + 1
-    encoder = rows * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
+    rows = positions = encoder = 0
+    for batch in model.train_batches(train, batch_size, np.random.default_rng([seed, epoch])):
+        b, t = batch["seq"].shape  # t: the batch's padded width
+        rows += b
+        positions += int((batch["target" if "target" in batch else "labels"] > 0).sum())
+        encoder += b * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
     loss = getattr(cfg, "loss", "ce")
     if loss == "ce":
         out = 2 * positions * d * items

@@ -1,0 +1,27 @@
+"""benchmarks/flops.py: the epoch's FLOP count follows the widths the model really computes."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+from attnrec.data.schema import Sequences
+
+_spec = importlib.util.spec_from_file_location("flops", Path(__file__).parents[2] / "benchmarks" / "flops.py")
+assert _spec is not None and _spec.loader is not None
+flops = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(flops)
+
+
+def test_encoder_flops_count_each_batch_width() -> None:
+    rng = np.random.default_rng(0)
+    train = Sequences.from_lists([list(rng.integers(1, 41, n)) for n in rng.integers(1, 20, 200)], 40)
+    cfg = {"hidden": 8, "n_layers": 2, "n_heads": 2, "max_len": 20}
+    padded = flops.count_epoch("bert4rec", cfg, train, 16)
+    t, d = 20, 8
+    per_row = 2 * (8 * t * d * d + 4 * t * t * d + 4 * t * d * 4 * d)
+    assert padded["rows"] == 200 and padded["encoder_flops"] == 3 * 200 * per_row
+    bucketed = flops.count_epoch("bert4rec", cfg | {"length_buckets": 4}, train, 16)
+    assert bucketed["rows"] == 200 and bucketed["encoder_flops"] < 0.75 * padded["encoder_flops"]
