@@ -4,8 +4,8 @@
 
 FLOP count (analytic; a multiply-add is 2 FLOPs; matrix products only - layer norms, softmax,
 dropout and embedding look-ups are O(T d) per position and left out). Every training sequence is
-computed at its batch's padded width ``T`` (``max_len``, or the batch's longest window with
-BERT4Rec's ``length_buckets``); ``d`` is the width, ``L`` the blocks, ``f``
+computed at its padded width ``T`` (``max_len``; with BERT4Rec's ``length_chunks``, the width of
+its chunk); ``d`` is the width, ``L`` the blocks, ``f``
 the FFN width (SASRec ``d``, BERT4Rec ``4d``), ``R`` the training rows of the epoch, ``N`` the
 predicted positions (SASRec: real next-item targets; BERT4Rec: masked positions, counted from the
 epoch's actual Cloze masking), ``I`` the catalog size, ``S`` the sampled negatives::
@@ -65,10 +65,11 @@ def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch
     items = train.n_items + 1
     rows = positions = encoder = 0
     for batch in model.train_batches(train, batch_size, np.random.default_rng([seed, epoch])):
-        b, t = batch["seq"].shape  # t: the batch's padded width
-        rows += b
+        rows += len(batch["seq"])
         positions += int((batch["target" if "target" in batch else "labels"] > 0).sum())
-        encoder += b * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
+        chunks = model.chunks(batch["seq"]) if hasattr(model, "chunks") else [(batch["seq"], batch["seq"].shape[1])]
+        for part, t in chunks:  # t: the padded width the encoder computes
+            encoder += len(part) * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
     loss = getattr(cfg, "loss", "ce")
     if loss == "ce":
         out = 2 * positions * d * items

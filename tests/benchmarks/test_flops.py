@@ -23,5 +23,6 @@ def test_encoder_flops_count_each_batch_width() -> None:
     t, d = 20, 8
     per_row = 2 * (8 * t * d * d + 4 * t * t * d + 4 * t * d * 4 * d)
     assert padded["rows"] == 200 and padded["encoder_flops"] == 3 * 200 * per_row
-    bucketed = flops.count_epoch("bert4rec", cfg | {"length_buckets": 4}, train, 16)
-    assert bucketed["rows"] == 200 and bucketed["encoder_flops"] < 0.75 * padded["encoder_flops"]
+    chunked = flops.count_epoch("bert4rec", cfg | {"length_chunks": 4}, train, 16)
+    assert chunked["rows"] == 200 and chunked["encoder_flops"] < 0.75 * padded["encoder_flops"]
+    assert chunked["output_flops"] == padded["output_flops"]

@@ -139,35 +139,22 @@ def test_sliding_windows_cover_long_histories() -> None:
     assert list(win[0]) == list(range(16, 26)) and list(win[-1]) == [0] * 8 + [4, 5]
 
 
-def test_length_buckets_cover_every_window_once_and_trim_padding() -> None:
+def test_length_chunks_give_the_padded_batch_states_and_loss() -> None:
     rng = np.random.default_rng(3)
-    lists = [list(rng.integers(1, N_ITEMS + 1, n)) for n in rng.integers(1, 16, 300)]
-    seqs = Sequences.from_lists(lists, N_ITEMS)
-    model = small(max_len=12, sliding_step=6, length_buckets=4, mask_last_prob=1.0)  # labels = last item
-    windows = model.windows(seqs)
-    lengths = (windows > 0).sum(1)
-    seen, widths = [], []
-    for batch in model.train_batches(seqs, 16, np.random.default_rng(0)):
-        seq = batch["seq"].numpy()
-        real = (seq > 0).sum(1)  # [mask] tokens count: they stand for real items
-        assert seq.shape[1] == real.max(), "each batch is trimmed to its longest window"
-        widths.append(seq.shape[1])
-        seen += [tuple(row[row > 0][:-1]) + (lab[-1],) for row, lab in zip(seq, batch["labels"].numpy(), strict=True)]
-    assert sorted(seen) == sorted(tuple(w[w > 0]) for w in windows), "every window exactly once"
-    assert np.mean(widths) < 0.8 * 12 and lengths.min() < 12  # short histories skip most padding
-    plain = small(max_len=12, sliding_step=6)
-    assert all(b["seq"].shape[1] == 12 for b in plain.train_batches(seqs, 16, np.random.default_rng(0)))
-
-
-def test_trimmed_batch_has_the_padded_batch_loss() -> None:
-    seqs = Sequences.from_lists([[3, 4, 5, 6], [9, 2], [7, 1, 8]], N_ITEMS)
+    seqs = Sequences.from_lists([list(rng.integers(1, N_ITEMS + 1, n)) for n in rng.integers(1, 16, 40)], N_ITEMS)
     for over in ({"loss": "ce"}, {"loss": "sampled_ce", "n_negatives": 8}):
-        model = small(length_buckets=1, **over)
-        trimmed = next(model.train_batches(seqs, 8, np.random.default_rng(0)))
-        assert trimmed["seq"].shape[1] == 4
-        padded = {k: torch.nn.functional.pad(v, (8, 0)) if v.dim() == 2 else v for k, v in trimmed.items()}
+        padded, chunked = small(**over), small(length_chunks=4, **over)
+        batch = next(chunked.train_batches(seqs, 40, np.random.default_rng(0)))
+        parts = chunked.chunks(batch["seq"])
+        assert len(parts) == 4 and sorted(torch.cat([r for r, _ in parts]).tolist()) == list(range(40))
+        assert min(w for _, w in parts) < 12 and max(w for _, w in parts) == 12  # short rows skip the padding
+        sel = batch["labels"] > 0
         with torch.no_grad():
-            assert torch.allclose(model.loss(trimmed), model.loss(padded), atol=1e-6)
+            assert torch.allclose(chunked.encode_at(batch["seq"], sel), padded.encode(batch["seq"])[sel], atol=1e-5)
+            assert torch.allclose(chunked.loss(batch), padded.loss(batch), atol=1e-5)
+    chunked.train()
+    chunked.loss(batch).backward()
+    assert chunked.item_emb.weight.grad is not None and torch.isfinite(chunked.item_emb.weight.grad).all()
 
 
 def test_losses_are_finite_and_use_masked_positions() -> None:

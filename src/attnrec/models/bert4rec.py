@@ -41,7 +41,7 @@ class BERT4RecConfig:
     mask_last_prob: float = 0.1  # share of samples where only the last item is masked (test-like)
     use_80_10_10: bool = False  # BERT's rule for masked items: 80% [mask], 10% random item, 10% kept
     sliding_step: int = 0  # windows over histories longer than max_len start this far apart; 0 = last window only
-    length_buckets: int = 0  # > 0: batches of similar-length windows from pools of this many batches, trimmed
+    length_chunks: int = 0  # > 1: encode a training batch as this many trimmed chunks of similar-length rows
     loss: str = "ce"  # "ce" (full softmax) or "sampled_ce" (n_negatives shared negatives, log-Q corrected)
     n_negatives: int = 256
     sampler: str = "uniform"  # sampled_ce negatives: "uniform" or "popularity" (training counts)
@@ -60,8 +60,8 @@ class BERT4RecConfig:
             raise ValueError("hidden, n_layers, n_heads, max_len and n_negatives must be positive")
         if not (0.0 < self.mask_prob <= 1.0 and 0.0 <= self.mask_last_prob <= 1.0):
             raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
-        if self.sliding_step < 0 or self.length_buckets < 0:
-            raise ValueError("sliding_step and length_buckets must be >= 0")
+        if self.sliding_step < 0 or self.length_chunks < 0:
+            raise ValueError("sliding_step and length_chunks must be >= 0")
 
 
 class BERT4RecBlock(nn.Module):
@@ -232,28 +232,11 @@ class BERT4Rec(nn.Module):
             inp[masked] = self.mask_id
         return inp, labels
 
-    def batch_rows(self, lengths: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-        """Row indices of each batch of an epoch: every window exactly once, in random order.
-
-        With ``length_buckets = K`` the shuffled windows are cut into pools of K batches, each pool
-        is sorted by window length and split into batches, and the batches are shuffled: a batch
-        then holds windows of similar length and is trimmed to its longest, so short histories stop
-        paying for ``max_len`` positions of padding (the same loss, far less attention and FFN work).
-        """
-        order = rng.permutation(len(lengths))
-        if not self.config.length_buckets:
-            return np.array_split(order, max(1, -(-len(order) // batch_size)))
-        batches: list[np.ndarray] = []
-        for pool in np.array_split(order, max(1, -(-len(order) // (self.config.length_buckets * batch_size)))):
-            pool = pool[np.argsort(lengths[pool], kind="stable")]
-            batches += np.array_split(pool, max(1, -(-len(pool) // batch_size)))
-        return [batches[i] for i in rng.permutation(len(batches))]
-
     def train_batches(
         self, train: Sequences, batch_size: int, rng: np.random.Generator
     ) -> Iterator[dict[str, torch.Tensor]]:
         """Shuffled batches of windows with a fresh Cloze masking (and negatives) per call."""
-        c, t = self.config, self.config.max_len
+        c = self.config
         windows = self.windows(train)
         logq = None
         if c.loss == "sampled_ce":
@@ -262,11 +245,8 @@ class BERT4Rec(nn.Module):
             q[0] = 0.0
             q /= q.sum()
             logq, cdf = np.log(np.maximum(q, 1e-30)), np.cumsum(q)
-        for idx in self.batch_rows((windows > 0).sum(1), batch_size, rng):
-            w = windows[idx]  # (B, T)
-            if c.length_buckets:  # left padding: the last columns hold every item of the batch
-                w = w[:, t - int((w > 0).sum(1).max()) :]  # (B, T_batch); positions count from the end
-            inp, labels = self.cloze(w, rng)
+        for idx in np.array_split(rng.permutation(len(windows)), max(1, -(-len(windows) // batch_size))):
+            inp, labels = self.cloze(windows[idx], rng)
             batch = {"seq": torch.from_numpy(inp), "labels": torch.from_numpy(labels)}
             if logq is not None:
                 neg = np.searchsorted(cdf, rng.random(c.n_negatives) * cdf[-1], side="right").clip(1, self.n_items)
@@ -274,6 +254,37 @@ class BERT4Rec(nn.Module):
                 batch["neg_logq"] = torch.from_numpy(logq[neg].astype(np.float32))
                 batch["label_logq"] = torch.from_numpy(logq[labels].astype(np.float32))
             yield batch
+
+    def chunks(self, seq: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+        """``(rows, width)`` of the chunks :meth:`encode_at` encodes a batch ``seq`` ``(B, T)`` in.
+
+        With ``length_chunks = K > 1`` the rows, sorted by length, are cut into K chunks, each
+        trimmed to its longest row (left padding: the last columns hold every item); else one chunk.
+        """
+        n_real = (seq > 0).sum(1)  # (B,)
+        if self.config.length_chunks <= 1:
+            return [(torch.arange(len(seq), device=seq.device), seq.shape[1])]
+        parts = torch.tensor_split(torch.argsort(n_real), self.config.length_chunks)
+        return [(rows, int(n_real[rows].max())) for rows in parts if len(rows)]
+
+    def encode_at(self, seq: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``seq[sel]`` order.
+
+        Chunk by chunk (:meth:`chunks`): positions count from the end and padding keys are masked,
+        so a trimmed chunk gives the padded batch's states, with far less attention and FFN work
+        when most histories are much shorter than ``max_len``.
+        """
+        parts = self.chunks(seq)
+        if len(parts) == 1:
+            return self.encode(seq)[sel]
+        place = torch.zeros_like(seq)
+        place[sel] = torch.arange(int(sel.sum()), device=seq.device)  # (B, T) rank of each selected position
+        states, places = [], []
+        for rows, w in parts:
+            s = sel[rows, -w:]  # (b, w)
+            states.append(self.encode(seq[rows, -w:])[s])  # (n, D)
+            places.append(place[rows, -w:][s])
+        return torch.cat(states)[torch.argsort(torch.cat(places))]  # (N, D) back in seq[sel] order
 
     def loss_terms(self, batch: dict[str, torch.Tensor]) -> int:
         """How many terms :meth:`loss` averages over: the masked positions (DDP weights ranks by it)."""
@@ -283,7 +294,7 @@ class BERT4Rec(nn.Module):
         """Negative log-likelihood of the true items at masked positions only."""
         labels = batch["labels"]  # (B, T)
         sel = labels > 0
-        h = self.encode(batch["seq"])[sel]  # (N, D) masked positions only
+        h = self.encode_at(batch["seq"], sel)  # (N, D) masked positions only
         target = labels[sel]  # (N,)
         if self.config.loss == "ce":
             return F.cross_entropy(self.logits(h), target)
