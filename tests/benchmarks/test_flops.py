@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
+from bench_scripts import load
 
 from attnrec.data.schema import Sequences
 
-_spec = importlib.util.spec_from_file_location("flops", Path(__file__).parents[2] / "benchmarks" / "flops.py")
-assert _spec is not None and _spec.loader is not None
-flops = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(flops)
+flops = load("flops")
 
 
 def test_encoder_flops_count_each_batch_width() -> None:

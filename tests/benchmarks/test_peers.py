@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import torch
+from bench_scripts import load
 
 from attnrec.data.schema import Sequences
 from attnrec.evaluation.metrics import ranking_metrics
 from attnrec.evaluation.protocol import _full_ranks
 
-_spec = importlib.util.spec_from_file_location("peers", Path(__file__).parents[2] / "benchmarks" / "peers.py")
-assert _spec is not None and _spec.loader is not None
-peers = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(peers)
+peers = load("peers")
 
 
 def test_peer_ranking_rule_is_attnrecs() -> None:

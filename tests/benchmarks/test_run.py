@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from bench_scripts import load
 
 from attnrec.evaluation.published import ML_1M_SHA256
 from synthetic_logs import write_cycle_pairs
 
-_spec = importlib.util.spec_from_file_location("bench_run", Path(__file__).parents[2] / "benchmarks" / "run.py")
-assert _spec is not None and _spec.loader is not None
-bench_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_run)
+bench_run = load("run", "bench_run")
 
 
 def _config(path: Path, data: Path, epochs: int) -> Path:

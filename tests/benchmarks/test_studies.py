@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from bench_scripts import load
 
 from synthetic_logs import write_cycle_pairs
 
-_spec = importlib.util.spec_from_file_location("studies", Path(__file__).parents[2] / "benchmarks" / "studies.py")
-assert _spec is not None and _spec.loader is not None
-studies = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(studies)
+studies = load("studies")
 
 
 def _log(path: Path) -> Path:

@@ -1,0 +1,18 @@
+"""The scripts of benchmarks/ as modules for the tests (they are scripts, not a package)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+
+
+def load(script: str, name: str | None = None) -> ModuleType:
+    """Import ``benchmarks/<script>.py`` under ``name`` (default: the script's name)."""
+    spec = importlib.util.spec_from_file_location(name or script, BENCHMARKS / f"{script}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
