@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", nargs="*", type=Path, help="TOML run configs")
     parser.add_argument("--table", action="store_true", help="regenerate benchmarks/results/README.md")
-    parser.add_argument("--out", type=Path, default=RUNS, help="where result JSON files go")
+    parser.add_argument("--out", type=Path, default=RUNS,
+                        help="where result JSON files go; another folder than the default gets its own README.md table")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="keep a resumable training state in STATE_DIR/<run name>; resume from it if present")
@@ -258,8 +259,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for c in args.configs:
         print(run(c.resolve(), args.out, args.progress, args.state_dir))
-    if args.table or args.configs:
-        (RESULTS / "README.md").write_text(table(args.out))
+    if args.table or args.configs:  # the committed table is only ever made from the committed runs
+        readme = RESULTS / "README.md" if args.out.resolve() == RUNS.resolve() else args.out / "README.md"
+        readme.parent.mkdir(parents=True, exist_ok=True)
+        readme.write_text(table(args.out))
 
 
 if __name__ == "__main__":

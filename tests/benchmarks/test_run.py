@@ -80,3 +80,11 @@ def test_side_by_side_picks_each_models_run_on_validation_not_test() -> None:
     published = next(line for line in lines if line.startswith("| bert4rec, published"))
     assert "0.2921" in published and "0.1618" in published  # the bar the issue sets under full ranking
     assert not any("| g |" in line for line in lines)
+
+
+def test_results_elsewhere_never_rewrite_the_committed_table(tmp_path: Path) -> None:
+    committed = bench_run.RESULTS / "README.md"
+    before = committed.read_text() if committed.exists() else None
+    bench_run.main(["--table", "--out", str(tmp_path / "runs")])
+    assert (tmp_path / "runs" / "README.md").read_text().startswith("# Benchmark results")
+    assert (committed.read_text() if committed.exists() else None) == before
