@@ -261,9 +261,9 @@ class BERT4Rec(nn.Module):
         With ``length_chunks = K > 1`` the rows, sorted by length, are cut into K chunks, each
         trimmed to its longest row (left padding: the last columns hold every item); else one chunk.
         """
-        n_real = (seq > 0).sum(1)  # (B,)
         if self.config.length_chunks <= 1:
             return [(torch.arange(len(seq), device=seq.device), seq.shape[1])]
+        n_real = (seq > 0).sum(1)  # (B,)
         parts = torch.tensor_split(torch.argsort(n_real), self.config.length_chunks)
         return [(rows, int(n_real[rows].max())) for rows in parts if len(rows)]
 
@@ -274,9 +274,9 @@ class BERT4Rec(nn.Module):
         so a trimmed chunk gives the padded batch's states, with far less attention and FFN work
         when most histories are much shorter than ``max_len``.
         """
-        parts = self.chunks(seq)
-        if len(parts) == 1:
+        if self.config.length_chunks <= 1:  # the default: one padded batch, no bookkeeping
             return self.encode(seq)[sel]
+        parts = self.chunks(seq)
         place = torch.zeros_like(seq)
         place[sel] = torch.arange(int(sel.sum()), device=seq.device)  # (B, T) rank of each selected position
         states, places = [], []
