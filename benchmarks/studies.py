@@ -40,7 +40,6 @@ from attnrec.data import DataSource, from_columns
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
-from attnrec.training.config import TrainConfig
 
 STUDIES: dict[str, dict[str, Any]] = {
     "hidden": {"key": "hidden", "values": [16, 32, 64, 128, 256], "short": [16, 64],
@@ -89,21 +88,18 @@ def run_study(
     study: str, spec: str, *, values: list[Any] | None = None, preset: str | None = None,
     max_epochs: int | None = None, time_budget: float = 0.0, users: int = 0, seed: int = 0,
     out: Path = Path("."), extra: dict[str, Any] | None = None, threads: int = 0,
+    train_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train one BERT4Rec per value of the study's setting and write the table, plot and JSON.
 
-    ``extra`` overrides preset settings for every point: keys of :class:`TrainConfig` go to the
-    training settings, the rest to the model's.
+    ``extra`` and ``train_extra`` override the preset's model and training settings for every point.
     """
     st = STUDIES[study]
     full_data = load_dataset(spec)
     preset = preset or default_preset(full_data, spec)
     data = sample_users(full_data, users, seed) if users else full_data
     base = get_spec("bert4rec").presets[preset]
-    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
-    extra = dict(extra or {})
-    model_base = dict(base["model"]) | {k: v for k, v in extra.items() if k not in train_keys}
-    train_base = dict(base["train"]) | {k: v for k, v in extra.items() if k in train_keys}
+    model_base, train_base = dict(base["model"]) | dict(extra or {}), dict(base["train"]) | dict(train_extra or {})
     chosen = list(values) if values is not None else list(st["values"])
     notes = []
     if chosen != st["values"]:
@@ -277,13 +273,13 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"unexpected arguments after {a.study!r}: {' '.join(map(str, a.files))} (only render takes files)")
     # The CLI's own rules: model.KEY / train.KEY, or a bare key that only one of the two configs has.
     model_over, train_over = resolve_overrides(get_spec("bert4rec").config_cls, a.set)
-    extra = {k: _value(v) for k, v in (model_over | train_over).items()}
+    extra, train_extra = ({k: _value(v) for k, v in over.items()} for over in (model_over, train_over))
     for study in STUDIES if a.study == "all" else [a.study]:
         values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)
         max_epochs = a.max_epochs or (SHORT_EPOCHS if a.short else None)
         print(f"== study {study} on {a.data}", flush=True)
         run_study(study, a.data, values=values, preset=a.preset, max_epochs=max_epochs, time_budget=a.time_budget,
-                  users=a.users, seed=a.seed, out=a.out, extra=extra, threads=a.threads)
+                  users=a.users, seed=a.seed, out=a.out, extra=extra, threads=a.threads, train_extra=train_extra)
 
 
 if __name__ == "__main__":

@@ -72,10 +72,10 @@ def test_render_needs_files_and_studies_take_none(capsys: pytest.CaptureFixture[
     assert "only render takes files" in capsys.readouterr().err
 
 
-def test_extra_settings_split_into_model_and_training_keys(tmp_path: Path) -> None:
+def test_extra_model_and_training_settings_reach_their_configs(tmp_path: Path) -> None:
     data = _log(tmp_path / "ring.txt")
     res = studies.run_study("positions", str(data), values=[True], preset="demo", max_epochs=1, out=tmp_path,
-                            threads=1, extra={"hidden": 8, "batch_size": 7, "dropout": 0.05})
+                            threads=1, extra={"hidden": 8, "dropout": 0.05}, train_extra={"batch_size": 7})
     assert res["train_config"]["batch_size"] == 7 and "batch_size" not in res["model_config"]
     assert res["model_config"]["hidden"] == 8 and res["model_config"]["dropout"] == 0.05
     assert res["device"] == "cpu" and "trained on cpu" in (tmp_path / "positions-ring.md").read_text()
@@ -86,8 +86,10 @@ def test_extra_settings_split_into_model_and_training_keys(tmp_path: Path) -> No
 
 def test_set_follows_the_cli_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, object] = {}
-    monkeypatch.setattr(studies, "run_study", lambda *a, **kw: seen.update(kw["extra"]))
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(studies, "run_study", lambda *a, **kw: calls.append(kw) or seen.update(kw["extra"] | kw["train_extra"]))
     studies.main(["positions", "--set", "train.batch_size=32", "--set", "dropout=0.3", "--set", "model.hidden=16"])
     assert seen == {"batch_size": 32, "dropout": 0.3, "hidden": 16}
+    assert calls[0]["train_extra"] == {"batch_size": 32} and calls[0]["extra"] == {"dropout": 0.3, "hidden": 16}
     with pytest.raises(Exception, match="unknown key"):
         studies.main(["positions", "--set", "bogus=1"])
