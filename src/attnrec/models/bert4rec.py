@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward, softmax_cross_entropy
 from attnrec.registry import register
 
 
@@ -296,9 +296,9 @@ class BERT4Rec(nn.Module):
         sel = labels > 0
         h = self.encode_at(batch["seq"], sel)  # (N, D) masked positions only
         target = labels[sel]  # (N,)
-        if self.config.loss == "ce":
-            return F.cross_entropy(self.logits(h), target)
         z = self.project(h)  # (N, D)
+        if self.config.loss == "ce":  # chunked: never holds all (N, I+1) logits
+            return softmax_cross_entropy(z, self.item_vectors(), target, self.out_bias)
         neg, emb = batch["negative"], self.item_emb.weight  # (S,), (I+2, D)
         # Sampled softmax with log-Q correction: logit - log q(item) for the target and the negatives.
         pos_logit = (z * emb[target]).sum(-1, keepdim=True) + self.out_bias[target, None]  # (N, 1)
