@@ -161,7 +161,7 @@ def test_length_chunks_give_the_padded_batch_states_and_loss() -> None:
 def test_losses_are_finite_and_use_masked_positions() -> None:
     seqs = Sequences.from_lists([list(np.arange(1, 13)), [3, 4, 5, 6], [9, 2]], N_ITEMS)
     for over in ({"loss": "ce"}, {"loss": "sampled_ce", "sampler": "popularity", "n_negatives": 8},
-                 {"loss": "sampled_ce", "n_negatives": 8}):
+                 {"loss": "sampled_ce", "sampler": "mixed", "n_negatives": 8}, {"loss": "sampled_ce", "n_negatives": 8}):
         model = small(**over).train()
         batch = next(model.train_batches(seqs, 8, np.random.default_rng(0)))
         loss = model.loss(batch)

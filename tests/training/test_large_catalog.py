@@ -35,6 +35,7 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @pytest.mark.parametrize("negatives", [{"sampler": "popularity", "n_negatives": 20000},
+                                       {"sampler": "mixed", "n_negatives": 20000},
                                        {"n_negatives": 0, "in_batch_negatives": 20000},
                                        {"sampler": "popularity", "n_negatives": 10000, "in_batch_negatives": 10000}])
 def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(negatives: dict[str, object]) -> None:

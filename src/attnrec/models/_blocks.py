@@ -79,6 +79,30 @@ def draw_negatives(
     return neg
 
 
+SAMPLERS = ("uniform", "popularity", "mixed")
+
+
+def negative_proposal(train_items: np.ndarray, n_items: int, sampler: str) -> np.ndarray:
+    """Probabilities ``(n_items + 1,)`` of drawing each item as a sampled-softmax negative (0 for padding).
+
+    ``"uniform"``: every item alike. ``"popularity"``: in proportion to training count + 1.
+    ``"mixed"``: half of each, so popular items are drawn often (hard negatives) and every tail
+    item still ~``0.5 / n_items`` of the time (a popularity proposal almost never draws it, and its
+    logit is then only ever pushed up, as a target).
+    """
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, not {sampler!r}")
+    uniform = np.ones(n_items + 1)
+    uniform[0] = 0.0
+    uniform /= uniform.sum()
+    if sampler == "uniform":
+        return uniform
+    pop = np.bincount(train_items, minlength=n_items + 1).astype(np.float64) + 1.0
+    pop[0] = 0.0
+    pop /= pop.sum()
+    return pop if sampler == "popularity" else 0.5 * (pop + uniform)
+
+
 CE_CHUNK_ELEMENTS = 1 << 23  # logits the chunked cross-entropy holds at once (32 MiB in float32)
 
 

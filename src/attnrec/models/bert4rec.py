@@ -23,7 +23,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward, softmax_cross_entropy
+from attnrec.models._blocks import (
+    SAMPLERS,
+    MultiHeadAttention,
+    PointWiseFeedForward,
+    negative_proposal,
+    softmax_cross_entropy,
+)
 from attnrec.registry import register
 
 
@@ -44,7 +50,7 @@ class BERT4RecConfig:
     length_chunks: int = 0  # > 1: encode a training batch as this many trimmed chunks of similar-length rows
     loss: str = "ce"  # "ce" (full softmax) or "sampled_ce" (n_negatives shared negatives, log-Q corrected)
     n_negatives: int = 256
-    sampler: str = "uniform"  # sampled_ce negatives: "uniform" or "popularity" (training counts)
+    sampler: str = "uniform"  # sampled_ce negatives: "uniform", "popularity" (training counts) or "mixed" (half each)
     use_positions: bool = True  # False: no positional embedding (the paper's ablation)
     init: str = "xavier"  # linear layers: "xavier" (normal) or "bert" (truncated normal, init_std, the authors' code)
     init_std: float = 0.02  # embeddings (and linear layers with init="bert"): truncated normal, as BERT
@@ -54,8 +60,8 @@ class BERT4RecConfig:
             raise ValueError(f"loss must be ce or sampled_ce, not {self.loss!r}")
         if self.init not in ("xavier", "bert"):
             raise ValueError(f"init must be xavier or bert, not {self.init!r}")
-        if self.sampler not in ("uniform", "popularity"):
-            raise ValueError(f"sampler must be uniform or popularity, not {self.sampler!r}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
         if min(self.hidden, self.n_layers, self.n_heads, self.max_len, self.n_negatives) < 1:
             raise ValueError("hidden, n_layers, n_heads, max_len and n_negatives must be positive")
         if not (0.0 < self.mask_prob <= 1.0 and 0.0 <= self.mask_last_prob <= 1.0):
@@ -240,10 +246,7 @@ class BERT4Rec(nn.Module):
         windows = self.windows(train)
         logq = None
         if c.loss == "sampled_ce":
-            counts = np.bincount(train.items, minlength=self.n_items + 1).astype(np.float64)
-            q = counts + 1.0 if c.sampler == "popularity" else np.ones(self.n_items + 1)
-            q[0] = 0.0
-            q /= q.sum()
+            q = negative_proposal(train.items, self.n_items, c.sampler)
             logq, cdf = np.log(np.maximum(q, 1e-30)), np.cumsum(q)
         for idx in np.array_split(rng.permutation(len(windows)), max(1, -(-len(windows) // batch_size))):
             inp, labels = self.cloze(windows[idx], rng)

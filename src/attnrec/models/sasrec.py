@@ -9,7 +9,7 @@ and the item embedding reused as the output layer.
 Losses: ``bce`` (the paper: one unseen negative per position), ``ce`` (full softmax over the
 catalog, computed in chunks) and ``sampled_ce`` for catalogs too large for a full softmax: a
 softmax over the target and negatives shared by the whole batch, ``n_negatives`` drawn from the
-catalog (``sampler`` uniform or by training popularity) plus ``in_batch_negatives`` drawn from the
+catalog (``sampler`` uniform, by training popularity or half each) plus ``in_batch_negatives`` drawn from the
 batch's own targets. Every logit is corrected by ``-log E[k]``, the expected number of times item
 ``k`` appears among the sampled negatives (log-Q correction, mixed proposal), and sampled copies of
 a row's target are masked. The per-step memory is ``O(positions x negatives)``, whatever the
@@ -28,9 +28,11 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import (
+    SAMPLERS,
     MultiHeadAttention,
     PointWiseFeedForward,
     draw_negatives,
+    negative_proposal,
     softmax_cross_entropy,
 )
 from attnrec.registry import register
@@ -50,7 +52,7 @@ class SASRecConfig:
     attn_dropout: float | None = None
     loss: str = "bce"  # "bce" (paper: 1 negative per position), "ce" (full softmax), "sampled_ce"
     n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
-    sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform" or "popularity" (training count + 1)
+    sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
     # Sparse (row-wise) gradients for the item embedding, updated by lazy Adam (SparseAdam): with
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
@@ -60,8 +62,8 @@ class SASRecConfig:
     def __post_init__(self) -> None:
         if self.loss not in ("bce", "ce", "sampled_ce"):
             raise ValueError(f"loss must be bce, ce or sampled_ce, not {self.loss!r}")
-        if self.sampler not in ("uniform", "popularity"):
-            raise ValueError(f"sampler must be uniform or popularity, not {self.sampler!r}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
         if min(self.hidden, self.n_layers, self.n_heads, self.max_len) < 1:
             raise ValueError("hidden, n_layers, n_heads and max_len must be positive")
         if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
@@ -160,7 +162,7 @@ class SASRec(nn.Module):
         windows = train.padded(self.config.max_len + 1, users)  # (U, T+1)
         seen = train.user_item_keys() if self.config.loss == "bce" else None
         q = self.proposal(train) if self.config.loss == "sampled_ce" else None
-        cdf = np.cumsum(q) if q is not None and self.config.sampler == "popularity" else None
+        cdf = np.cumsum(q) if q is not None and self.config.sampler != "uniform" else None
         for idx in np.array_split(rng.permutation(len(users)), max(1, -(-len(users) // batch_size))):
             w = windows[idx]
             batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
@@ -173,12 +175,7 @@ class SASRec(nn.Module):
 
     def proposal(self, train: Sequences) -> np.ndarray:
         """Probabilities ``(n_items + 1,)`` of drawing each item as a catalog negative (0 for padding)."""
-        if self.config.sampler == "uniform":
-            q = np.ones(self.n_items + 1)
-        else:
-            q = np.bincount(train.items, minlength=self.n_items + 1).astype(np.float64) + 1.0
-        q[0] = 0.0
-        return q / q.sum()
+        return negative_proposal(train.items, self.n_items, self.config.sampler)
 
     def sampled_negatives(
         self, target: np.ndarray, q: np.ndarray, cdf: np.ndarray | None, rng: np.random.Generator
