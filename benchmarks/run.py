@@ -24,7 +24,6 @@ import logging
 import os
 import platform
 import resource
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from attnrec.evaluation.published import (
     published_metrics,
 )
 from attnrec.training.loop import STATE_JSON
+from provenance import git_sha  # benchmarks/provenance.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -72,13 +72,6 @@ def machine() -> dict[str, Any]:
         "torch": torch.__version__,
         "attnrec": attnrec.__version__,
     }
-
-
-def git_sha() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True).strip()
-    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without .git (a remote machine)
-        return os.environ.get("ATTNREC_GIT_SHA", "unknown")
 
 
 def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None) -> Path:

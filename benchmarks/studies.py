@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +38,7 @@ from attnrec.data import DataSource, from_columns
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
+from provenance import git_sha  # benchmarks/provenance.py, beside this script
 
 STUDIES: dict[str, dict[str, Any]] = {
     "hidden": {"key": "hidden", "values": [16, 32, 64, 128, 256], "short": [16, 64],
@@ -74,14 +73,6 @@ def default_preset(data: Interactions, spec: str) -> str:
         if name in presets:
             return name
     return "ml-1m"
-
-
-def _git_sha() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without .git (a remote machine)
-        return os.environ.get("ATTNREC_GIT_SHA", "unknown")
 
 
 def run_study(
@@ -146,7 +137,7 @@ def run_study(
         "study": study, "setting": st["key"], "label": st["label"], "data": dataclasses.asdict(data.source),
         "split": split.name, "preset": preset, "model_config": model_base,
         "train_config": train_base, "protocols": {"full": FULL.describe(), "sampled": PAPER_BERT4REC.describe()},
-        "shortened": shortened, "rows": rows, "git": _git_sha(), "machine": platform.platform(),
+        "shortened": shortened, "rows": rows, "git": git_sha(), "machine": platform.platform(),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "torch_threads": torch.get_num_threads(), "python": sys.version.split()[0],
     }

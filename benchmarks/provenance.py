@@ -1,0 +1,18 @@
+"""What every benchmark result records about the code that produced it (shared by the scripts)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_sha() -> str:
+    """The checked-out commit; ``ATTNREC_GIT_SHA`` in a copy of the tree without .git (a remote machine)."""
+    try:
+        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
+                                       stderr=subprocess.DEVNULL).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.environ.get("ATTNREC_GIT_SHA", "unknown")
