@@ -51,7 +51,8 @@ PROTOCOLS = {
     "sampled-uniform": Protocol(candidates="sampled", n_negatives=100, sampler="uniform"),
     "sampled-popularity": Protocol(candidates="sampled", n_negatives=100, sampler="popularity"),
 }
-RUN_KEYS = {"name", "data", "format", "model", "preset", "split", "valid_protocol", "protocols", "save", "notes"}
+RUN_KEYS = {"name", "data", "format", "model", "preset", "split", "valid_users", "valid_protocol", "protocols", "save",
+            "notes"}
 
 
 def machine() -> dict[str, Any]:
@@ -91,7 +92,10 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
         data_path = str((ROOT / data_path).resolve()) if not Path(data_path).is_absolute() else data_path
     t_start, sha = time.perf_counter(), git_sha()  # the code that runs, not HEAD at the end
     data = load_dataset(data_path, format=spec.get("format", "auto"))
-    split = temporal_split(data) if spec.get("split", "leave-one-out") == "temporal" else leave_one_out(data)
+    if spec.get("split", "leave-one-out") == "temporal":
+        split = temporal_split(data)
+    else:  # valid_users: validate on a sample of users, the rest train on their validation item too
+        split = leave_one_out(data, valid_users=int(spec.get("valid_users", 0)))
     rec = attnrec.Recommender(spec["model"], cfg.get("model", {}), cfg.get("train", {}), preset=spec.get("preset"))
     valid_protocol = PROTOCOLS[spec.get("valid_protocol", "full")]
     t_fit = time.perf_counter()
@@ -105,7 +109,7 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
     fit_seconds = tr.seconds if resumed and tr else time.perf_counter() - t_fit
     evaluations = {}
     for pname in spec.get("protocols", ["full"]):
-        res = rec.evaluate(split.test, PROTOCOLS[pname], split=split.name, target="test")
+        res = rec.evaluate(split.test, PROTOCOLS[pname], split=split.describe(), target="test")
         evaluations[pname] = res.to_dict()
         published = published_metrics(rec.name, data.source.sha256, PROTOCOLS[pname], split.name)
         if published:
@@ -146,6 +150,17 @@ METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
 SIDE_BY_SIDE = ("bert4rec", "sasrec")
 
 
+def split_note(split: str) -> str:
+    """A heading's note for a split other than the default leave-one-out."""
+    if split == "leave-one-out":
+        return ""
+    if split.startswith("leave-one-out (valid_users="):
+        n = split.split("valid_users=")[1].split(",")[0].rstrip(")")
+        return (f", split {split}: validation on {n} sampled users, every other user also trains on its "
+                "validation item (the BERT4Rec code's and the RecTools benchmark's protocol); same test cases")
+    return f", split {split}"
+
+
 def side_by_side(results: list[dict[str, Any]]) -> list[str]:
     """BERT4Rec and SASRec per dataset: each model's run with the best validation score, on test.
 
@@ -157,19 +172,21 @@ def side_by_side(results: list[dict[str, Any]]) -> list[str]:
              "Per dataset and model, the run with the best validation NDCG@10 (full ranking); test figures. "
              "Full: full ranking over all items, history excluded. Pop-sampled: 100 popularity-sampled negatives "
              "(the BERT4Rec paper's protocol).", ""]
-    by_data: dict[str, dict[str, dict[str, Any]]] = {}
+    by_data: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in results:
         tr = r.get("train") or {}
         if (r["model"] not in SIDE_BY_SIDE or tr.get("best_value") is None or "full" not in r["evaluations"]
                 or r.get("valid_protocol", "").split(",")[0] != "full ranking over all items"
                 or r["train_config"].get("monitor") != "NDCG@10"):
             continue
-        best = by_data.setdefault(r["data"]["sha256"], {})
+        # Validation scores of different splits are not comparable: each split has its own rows.
+        best = by_data.setdefault((r["data"]["sha256"], r.get("split", "leave-one-out")), {})
         if r["model"] not in best or tr["best_value"] > best[r["model"]]["train"]["best_value"]:
             best[r["model"]] = r
-    for sha, best in sorted(by_data.items(), key=lambda kv: next(iter(kv[1].values()))["data"]["name"]):
+    for (sha, split), best in sorted(by_data.items(), key=lambda kv: (next(iter(kv[1].values()))["data"]["name"],
+                                                                      kv[0][1])):
         dname = next(iter(best.values()))["data"]["name"]
-        lines += [f"### {dname} (sha256 {sha[:12]}...)", "",
+        lines += [f"### {dname} (sha256 {sha[:12]}...){split_note(split)}", "",
                   "| model | run | valid NDCG@10 | full HR@10 | full NDCG@10 | pop-sampled HR@10 | pop-sampled NDCG@10"
                   " | pop-sampled MRR | epochs | fit time |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
@@ -202,16 +219,18 @@ def table(runs_dir: Path = RUNS) -> str:
     results = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
     lines = ["# Benchmark results", "",
              "Generated by `python benchmarks/run.py --table` from `benchmarks/results/runs/*.json`; do not edit.",
-             "Split: leave-one-out (last item test, second-to-last validation, test history includes it).",
+             "Split: leave-one-out (last item test, second-to-last validation, test history includes it), unless a "
+             "heading names another.",
              "Model selection (early stopping) uses the validation split only; numbers below are on test.", ""]
     lines += side_by_side(results)
     groups: dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for r in results:
         for ev in r["evaluations"].values():
-            groups.setdefault((r["data"]["name"], ev["protocol_text"].split(" (seed")[0]), []).append((r, ev))
-    for (dname, ptext), rows in sorted(groups.items()):
+            key = (r["data"]["name"], ev["protocol_text"].split(" (seed")[0], r.get("split", "leave-one-out"))
+            groups.setdefault(key, []).append((r, ev))
+    for (dname, ptext, split), rows in sorted(groups.items()):
         sha = rows[0][0]["data"]["sha256"][:12]
-        lines += [f"## {dname} (sha256 {sha}...), {ptext}", "",
+        lines += [f"## {dname} (sha256 {sha}...), {ptext}{split_note(split)}", "",
                   "| run | model | " + " | ".join(METRICS) + " | epochs | s/epoch | fit time | peak RSS |",
                   "|---|---|" + "---|" * len(METRICS) + "---|---|---|---|"]
         for r, ev in rows:

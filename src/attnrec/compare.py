@@ -254,7 +254,7 @@ def compare(
                                 "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
     def table_for(p: Protocol) -> Comparison:
         published = published_table(data.source.sha256, p, split.name)
-        return Comparison(data.source, data.n_users, data.n_items, len(data), split.name, p, len(split.test),
+        return Comparison(data.source, data.n_users, data.n_items, len(data), split.describe(), p, len(split.test),
                           published_source=published.source if published else None, settings=settings,
                           selection=protocol)
 
@@ -272,7 +272,7 @@ def compare(
             rec = Recommender(name, preset=chosen, train=over)
             rec.fit(data, split, valid_protocol=protocol, progress=progress)
             seconds = time.perf_counter() - t0
-            tested = [(c, rec.evaluate(split.test, c.protocol, split=split.name)) for c in (result, *result.others)]
+            tested = [(c, rec.evaluate(split.test, c.protocol, split=split.describe())) for c in (result, *result.others)]
         except (RuntimeError, ValueError, FloatingPointError, MemoryError) as e:
             log.error("compare: %s failed: %s", name, e)
             for c in (result, *result.others):

@@ -197,7 +197,7 @@ class Recommender:
 
         def validate(_: object) -> dict[str, float]:
             res = evaluate(self.score_histories, split.valid, valid_protocol, popularity=popularity,
-                           split=split.name, target="valid", batch_size=512,
+                           split=split.describe(), target="valid", batch_size=512,
                            candidate_scorer=self.score_candidates)
             return res.metrics
 

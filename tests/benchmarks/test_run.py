@@ -59,9 +59,9 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: Path) -> None:
     assert second["fit_seconds"] == second["train"]["seconds"]  # both sessions, not only the last
 
 
-def _result(name: str, model: str, valid: float, test: float) -> dict[str, object]:
+def _result(name: str, model: str, valid: float, test: float, split: str = "leave-one-out") -> dict[str, object]:
     full = {k: test for k in ("HR@10", "NDCG@10")}
-    return {"name": name, "model": model, "data": {"name": "ml-1m.txt.gz", "sha256": ML_1M_SHA256},
+    return {"name": name, "model": model, "data": {"name": "ml-1m.txt.gz", "sha256": ML_1M_SHA256}, "split": split,
             "valid_protocol": "full ranking over all items, history excluded",
             "train_config": {"monitor": "NDCG@10"}, "fit_seconds": 60.0,
             "train": {"best_value": valid, "epochs": 3, "best_epoch": 2},
@@ -80,6 +80,27 @@ def test_side_by_side_picks_each_models_run_on_validation_not_test() -> None:
     published = next(line for line in lines if line.startswith("| bert4rec, published"))
     assert "0.2921" in published and "0.1618" in published  # the bar the issue sets under full ranking
     assert not any("| g |" in line for line in lines)
+
+
+def test_side_by_side_never_compares_validation_scores_across_splits() -> None:
+    sampled = "leave-one-out (valid_users=2048, seed=0)"
+    lines = bench_run.side_by_side([
+        _result("all-users", "bert4rec", 0.15, 0.10),
+        _result("sampled-users", "bert4rec", 0.30, 0.12, sampled),  # 2,048 other validation users
+    ])
+    headings = [line for line in lines if line.startswith("### ")]
+    assert len(headings) == 2 and "valid_users=2048" in headings[1] and "valid_users" not in headings[0]
+    rows = [line.split(" | ")[1] for line in lines if line.startswith("| bert4rec |")]
+    assert rows == ["all-users", "sampled-users"]  # one best run per split, not one overall
+
+
+def test_a_run_validated_on_sampled_users_records_its_split(tmp_path: Path) -> None:
+    data = _log(tmp_path / "ring.txt")
+    cfg = _config(tmp_path / "v.toml", data, 1)
+    cfg.write_text(cfg.read_text().replace('protocols = ["full"]', 'protocols = ["full"]\nvalid_users = 7'))
+    result = json.loads(bench_run.run(cfg, tmp_path / "out").read_text())
+    assert result["split"] == "leave-one-out (valid_users=7, seed=0)"
+    assert result["evaluations"]["full"]["split"] == result["split"]
 
 
 def test_results_elsewhere_never_rewrite_the_committed_table(tmp_path: Path) -> None:

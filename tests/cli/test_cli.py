@@ -118,6 +118,20 @@ def test_demo_data_with_temporal_split(tmp_path: Path) -> None:
     assert "valid on demo" in output and "split temporal" in output  # the split the model was tested on
 
 
+def test_validation_on_sampled_users_is_kept_by_evaluate(pairs: Path, tmp_path: Path) -> None:
+    out, ev = tmp_path / "v", tmp_path / "ev.json"
+    code, output = run("train", "--data", str(pairs), "--valid-users", "30", "--out", str(out), *TINY, "--no-baseline")
+    assert code == 0, output
+    assert "valid_users=30" in output and "30 validation" in output
+    code, output = run("evaluate", "--model", str(out), "--data", str(pairs), "--target", "valid", "--json", str(ev))
+    assert code == 0, output
+    assert "valid_users=30" in output  # re-split as in training, not on every user
+    split = leave_one_out(read_pairs(pairs), valid_users=30)
+    assert json.loads(ev.read_text())["results"][0]["metrics"] == pytest.approx(attnrec.load(out).evaluate(
+        split.valid, target="valid").metrics)
+    fails("train", "--data", "demo", "--split", "temporal", "--valid-users", "5", *TINY)
+
+
 def test_evaluate_matches_python_api(pairs: Path, model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "ev.json"
     code, output = run("evaluate", "--model", str(model_dir), "--data", str(pairs), "--protocol", "full",

@@ -45,6 +45,33 @@ def test_leave_one_out_no_leakage(demo) -> None:  # type: ignore[no-untyped-def]
     assert len(split.train.items) + len(split.valid) + len(split.test) == len(demo)
 
 
+def test_leave_one_out_with_a_validation_sample(demo) -> None:  # type: ignore[no-untyped-def]
+    split = leave_one_out(demo, valid_users=40, seed=5)
+    seqs, full_split = demo.sequences(), leave_one_out(demo)
+    assert split.params == {"valid_users": 40, "seed": 5} and "valid_users=40" in split.describe()
+    validated = set(split.valid.users.tolist())
+    assert len(validated) == len(split.valid) == 40
+    for r, u in enumerate(split.valid.users):
+        full = list(seqs[u])
+        assert list(split.train[u]) == full[:-2]  # the sampled users' validation item stays out of training
+        assert split.valid.targets[r] == full[-2] and list(split.valid.histories[r]) == full[:-2]
+    for u in set(range(demo.n_users)) - validated:
+        assert list(split.train[u]) == list(seqs[u])[:-1]  # everyone else trains on all but the test item
+    # The test cases are the leave-one-out ones, and the test targets never reach training.
+    assert np.array_equal(split.test.users, full_split.test.users)
+    assert np.array_equal(split.test.targets, full_split.test.targets)
+    keys = split.test.users * (demo.n_items + 1) + split.test.targets
+    assert not np.isin(keys, split.train.user_item_keys()).any()
+    assert len(split.train.items) + len(split.valid) + len(split.test) == len(demo)
+    # The sample is a pure function of the seed.
+    assert np.array_equal(leave_one_out(demo, valid_users=40, seed=5).valid.users, split.valid.users)
+    assert not np.array_equal(leave_one_out(demo, valid_users=40, seed=6).valid.users, split.valid.users)
+    assert leave_one_out(demo, valid_users=10_000).params["valid_users"] == 10_000
+    assert len(leave_one_out(demo, valid_users=10_000).valid) == len(full_split.valid)
+    with pytest.raises(DataError, match="valid_users"):
+        leave_one_out(demo, valid_users=-1)
+
+
 def test_leave_one_out_short_users_train_only() -> None:
     data = from_columns(["a", "b", "b", "c", "c", "c"], ["x", "x", "y", "x", "y", "z"])
     split = leave_one_out(data)

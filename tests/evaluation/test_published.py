@@ -37,6 +37,9 @@ def test_only_the_papers_protocol_and_file_match(sha: str) -> None:
                   Protocol("sampled", n_negatives=100, sampler="uniform")):
         assert published_metrics("fpmc", sha, other) is None
     assert published_metrics("fpmc", sha, PAPER_BERT4REC, split="temporal") is None
+    # A validation sample changes what is trained on, not the test cases: still the paper's protocol.
+    assert published_metrics("fpmc", sha, PAPER_BERT4REC, split="leave-one-out (valid_users=2048, seed=0)")
+    assert published_metrics("fpmc", sha, PAPER_BERT4REC, split="temporal (valid_cutoff=1.0)") is None
     assert published_metrics("fpmc", "0" * 64, PAPER_BERT4REC) is None
     assert published_metrics("transrec", sha, PAPER_BERT4REC) is None  # not in the table
 

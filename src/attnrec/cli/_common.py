@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any, TypeVar
@@ -106,15 +107,25 @@ def parse_columns(text: str | None) -> dict[str, str | int] | None:
     return out
 
 
+def parse_split(recorded: str) -> tuple[str, int, int]:
+    """``(name, valid_users, seed)`` of a recorded split, e.g. ``"leave-one-out (valid_users=2048, seed=0)"``."""
+    name, _, rest = recorded.partition(" (")
+    users, seed = re.search(r"valid_users=(\d+)", rest), re.search(r"seed=(\d+)", rest)
+    return name, int(users.group(1)) if users else 0, int(seed.group(1)) if seed else 0
+
+
 class SplitName(str, Enum):
     leave_one_out = "leave-one-out"
     temporal = "temporal"
 
 
-def make_split(data: Interactions, name: SplitName | str) -> Split:
+def make_split(data: Interactions, name: SplitName | str, valid_users: int = 0, seed: int = 0) -> Split:
+    """The named split; ``valid_users`` > 0 (leave-one-out only) validates on that many users drawn with ``seed``."""
     name = name.value if isinstance(name, SplitName) else name
+    if valid_users and name != "leave-one-out":
+        raise ValueError("--valid-users applies to the leave-one-out split only")
     if name == "leave-one-out":
-        return leave_one_out(data)
+        return leave_one_out(data, valid_users=valid_users, seed=seed)
     if name == "temporal":
         return temporal_split(data)
     raise ValueError(f"unknown split {name!r}; use leave-one-out or temporal")

@@ -65,6 +65,9 @@ def compare_cmd(
     max_epochs: Annotated[int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")] = None,
     split: Annotated[SplitName, typer.Option("--split", help="How test and validation cases are held out.")]
     = SplitName.leave_one_out,
+    valid_users: Annotated[int, typer.Option(
+        "--valid-users", min=0, help="leave-one-out: validate on this many users (seed 0); the others also train "
+        "on their second-to-last item. 0 = all users.")] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of training and of the sampled negatives.")] = 0,
     device: Annotated[str, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
     = "auto",
@@ -111,7 +114,7 @@ def compare_cmd(
     others = [make_protocol(p, negatives, seed) for p in dict.fromkeys(also or [])]
     with err.status(f"loading {data} ..."):
         interactions = load_data(data)
-    sp = make_split(interactions, split)
+    sp = make_split(interactions, split, valid_users)
     train = {"seed": seed, "device": device} | ({"max_epochs": max_epochs} if max_epochs else {})
     out.print(f"comparing {', '.join(names)} on {interactions.source.name} ({interactions.n_users:,} users, "
               f"{interactions.n_items:,} items); protocol: {proto.describe()}", soft_wrap=True)
@@ -123,7 +126,7 @@ def compare_cmd(
 
         def empty(p: Protocol, more: list[Comparison]) -> Comparison:
             return Comparison(interactions.source, interactions.n_users, interactions.n_items, len(interactions),
-                              sp.name, p, len(sp.test), selection=proto, others=more)
+                              sp.describe(), p, len(sp.test), selection=proto, others=more)
 
         # Refuse an incompatible merge before any training.
         Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8"))).merge(

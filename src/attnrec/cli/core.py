@@ -26,6 +26,7 @@ from attnrec.cli._common import (
     make_split,
     out,
     parse_ks,
+    parse_split,
     resolve_overrides,
     split_list,
     warn_line,
@@ -57,6 +58,9 @@ DataDirOpt = Annotated[str | None, typer.Option(
 SplitOpt = Annotated[SplitName, typer.Option(
     "--split", help="leave-one-out: last item is the test target, the one before it validation; "
     "temporal: global time cut-offs.")]
+ValidUsersOpt = Annotated[int, typer.Option(
+    "--valid-users", min=0, help="leave-one-out: validate on this many users (drawn with seed 0); every other "
+    "user also trains on its second-to-last item (the BERT4Rec code and RecTools benchmark protocol). 0 = all users.")]
 ColumnsOpt = Annotated[str | None, typer.Option(
     "--columns", help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
     "(names or 0-based positions; roles: user, item, timestamp, rating, event).")]
@@ -130,6 +134,7 @@ def train(
         "--set", help="Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
         "prefix model. or train. when a key is ambiguous).")] = None,
     split: SplitOpt = SplitName.leave_one_out,
+    valid_users: ValidUsersOpt = 0,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL")] = None,
     device: Annotated[str | None, typer.Option(
@@ -183,7 +188,7 @@ def train(
         raise ConfigError(f"--out {out_dir}: exists and is not a directory")
 
     interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
-    sp = make_split(interactions, split)
+    sp = make_split(interactions, split, valid_users)
     distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
     main_rank = distributed.is_main()
     if main_rank:
@@ -215,10 +220,10 @@ def train(
                        for p in dict.fromkeys(protocols or []) if p is not ProtocolName.full]
     rows: list[tuple[str, EvalResult]] = []
     for proto in test_protocols:
-        rows.append((model, rec.evaluate(sp.test, proto, split=sp.name, target="test")))
+        rows.append((model, rec.evaluate(sp.test, proto, split=sp.describe(), target="test")))
         if baseline:
             pop = evaluate(_popularity_scorer(sp.train), sp.test, proto, popularity=rec.popularity_,
-                           data=interactions.source, split=sp.name, target="test")
+                           data=interactions.source, split=sp.describe(), target="test")
             rows.append(("popularity", pop))
     rec.save(out_dir)
 
@@ -277,11 +282,13 @@ def _align_cases(rec: Recommender, data: Interactions, cases: EvalSet) -> tuple[
     return aligned, len(cases) - len(keep_rows)
 
 
-def _default_split(rec: Recommender) -> str:
+def _default_split(rec: Recommender) -> tuple[str, int, int]:
+    """``(name, valid_users, seed)`` of the split the model was tested on."""
     for ev in rec.evaluations_:
-        if ev.get("split") in ("leave-one-out", "temporal"):
-            return str(ev["split"])
-    return "leave-one-out"
+        recorded = parse_split(str(ev.get("split", "")))
+        if recorded[0] in ("leave-one-out", "temporal"):
+            return recorded
+    return "leave-one-out", 0, 0
 
 
 @app.command(name="evaluate", epilog="Example: attnrec evaluate --model runs/demo --data demo "
@@ -329,7 +336,7 @@ def evaluate_cmd(
                   "training-time results")
     elif not (want and got):
         warn_line("cannot verify that this is the data the model was trained on (no sha256 recorded)")
-    sp = make_split(interactions, split or _default_split(rec))
+    sp = make_split(interactions, split, 0) if split else make_split(interactions, *_default_split(rec))
     cases, dropped = _align_cases(rec, interactions, sp.test if target == "test" else sp.valid)
     if dropped:
         warn_line(f"{dropped} of {dropped + len(cases)} {target} cases left out: their user or target item "
@@ -339,7 +346,7 @@ def evaluate_cmd(
         proto = make_protocol(name, negatives, seed, cut_offs)
         proto = dataclasses.replace(proto, exclude_seen=not include_seen)
         results.append(evaluate(rec.score_histories, cases, proto, popularity=rec.popularity_,
-                                data=interactions.source, split=sp.name, target=target))
+                                data=interactions.source, split=sp.describe(), target=target))
     _print_results([(rec.name, r) for r in results], "model")
     if json_path is not None:
         payload = {"model_dir": str(model_dir), "model": rec.name, "data_sha256_matches": want == got,

@@ -40,13 +40,22 @@ class Split:
         return self.name + (f" ({extra})" if extra else "")
 
 
-def leave_one_out(data: Interactions) -> Split:
+def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Split:
     """The papers' split: last item of each user is the test target, the one before it validation.
 
     The test input history includes the validation item. Users with fewer than 3 interactions
     are kept for training only (as in the SASRec code), since they cannot give both a training
     item and two held-out items.
+
+    ``valid_users = 0`` (the SASRec code's practice): every evaluable user's second-to-last item is
+    a validation target and stays out of training. ``valid_users = N > 0`` (the protocol of the
+    BERT4Rec authors' code, which trains on every item but the test one, and of the RecTools
+    benchmark, which validates on 2,048 users): only ``N`` users drawn with ``seed`` keep it out
+    as their validation target; every other user trains on all items but the test one. The test
+    cases are the same either way.
     """
+    if valid_users < 0:
+        raise DataError(f"leave-one-out split: valid_users must be >= 0, not {valid_users}")
     seqs = data.sequences()
     if len(seqs.items) == 0:
         raise DataError("leave-one-out split: the interaction log is empty")
@@ -57,13 +66,18 @@ def leave_one_out(data: Interactions) -> Split:
             "leave-one-out split: no user has 3 or more interactions; each evaluated user needs a "
             "training item, a validation item and a test item"
         )
-    drop = np.where(lengths >= 3, 2, 0)
+    validated = evaluable
+    if 0 < valid_users < len(evaluable):
+        validated = np.sort(np.random.default_rng(seed).choice(evaluable, valid_users, replace=False))
+    drop = np.where(lengths >= 3, 1, 0)
+    drop[validated] = 2
     train = _drop_last(seqs, drop)
     all_but_last = _drop_last(seqs, np.where(lengths >= 3, 1, 0))
     ends = seqs.offsets[1:]
-    valid = EvalSet(evaluable, train.take(evaluable), seqs.items[ends[evaluable] - 2])
+    valid = EvalSet(validated, train.take(validated), seqs.items[ends[validated] - 2])
     test = EvalSet(evaluable, all_but_last.take(evaluable), seqs.items[ends[evaluable] - 1])
-    return Split("leave-one-out", train, valid, test, {})
+    params: dict[str, float] = {"valid_users": valid_users, "seed": seed} if valid_users else {}
+    return Split("leave-one-out", train, valid, test, params)
 
 
 def temporal_split(data: Interactions, valid_fraction: float = 0.1, test_fraction: float = 0.1) -> Split:

@@ -46,8 +46,12 @@ class PublishedTable:
     results: dict[str, dict[str, dict[str, float]]]  # dataset -> model label -> metric -> value
 
     def matches(self, protocol: Protocol, split: str) -> bool:
-        """Whether ``protocol`` on ``split`` measures what this table measured."""
-        if split != self.split or protocol.candidates != self.candidates:
+        """Whether ``protocol`` on ``split`` measures what this table measured.
+
+        ``split`` may carry parameters (``"leave-one-out (valid_users=2048, seed=0)"``): they change
+        which validation items are trained on, not the test cases, so the base name decides.
+        """
+        if split.split(" (")[0] != self.split or protocol.candidates != self.candidates:
             return False
         if self.candidates == "full":
             return protocol.exclude_seen
