@@ -150,15 +150,16 @@ METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
 SIDE_BY_SIDE = ("bert4rec", "sasrec")
 
 
-def split_note(split: str) -> str:
-    """A heading's note for a split other than the default leave-one-out."""
+def split_note(split: str, named: bool = True) -> str:
+    """A heading's note for a split other than the default leave-one-out (``named``: say which split)."""
     if split == "leave-one-out":
         return ""
+    name = f", split {split}" if named else ""
     if split.startswith("leave-one-out (valid_users="):
         n = split.split("valid_users=")[1].split(",")[0].rstrip(")")
-        return (f", split {split}: validation on {n} sampled users, every other user also trains on its "
+        return (f"{name}: validation on {n} sampled users, every other user also trains on its "
                 "validation item (the BERT4Rec code's and the RecTools benchmark's protocol); same test cases")
-    return f", split {split}"
+    return name
 
 
 def side_by_side(results: list[dict[str, Any]]) -> list[str]:
@@ -230,7 +231,7 @@ def table(runs_dir: Path = RUNS) -> str:
             groups.setdefault(key, []).append((r, ev))
     for (dname, ptext, split), rows in sorted(groups.items()):
         sha = rows[0][0]["data"]["sha256"][:12]
-        lines += [f"## {dname} (sha256 {sha}...), {ptext}{split_note(split)}", "",
+        lines += [f"## {dname} (sha256 {sha}...), {ptext}{split_note(split, named=False)}", "",
                   "| run | model | " + " | ".join(METRICS) + " | epochs | s/epoch | fit time | peak RSS |",
                   "|---|---|" + "---|" * len(METRICS) + "---|---|---|---|"]
         for r, ev in rows:
