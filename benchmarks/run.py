@@ -33,7 +33,7 @@ import torch
 
 import attnrec
 from attnrec.data.datasets import load_dataset
-from attnrec.data.split import leave_one_out, temporal_split
+from attnrec.data.split import leave_one_out, parse_split, temporal_split
 from attnrec.evaluation.protocol import Protocol
 from attnrec.evaluation.published import (
     best_full_ranking,
@@ -93,6 +93,8 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
     t_start, sha = time.perf_counter(), git_sha()  # the code that runs, not HEAD at the end
     data = load_dataset(data_path, format=spec.get("format", "auto"))
     if spec.get("split", "leave-one-out") == "temporal":
+        if spec.get("valid_users"):
+            raise SystemExit(f"{config_path}: valid_users applies to the leave-one-out split only")
         split = temporal_split(data)
     else:  # valid_users: validate on a sample of users, the rest train on their validation item too
         split = leave_one_out(data, valid_users=int(spec.get("valid_users", 0)))
@@ -155,9 +157,9 @@ def split_note(split: str, named: bool = True) -> str:
     if split == "leave-one-out":
         return ""
     name = f", split {split}" if named else ""
-    if split.startswith("leave-one-out (valid_users="):
-        n = split.split("valid_users=")[1].split(",")[0].rstrip(")")
-        return (f"{name}: validation on {n} sampled users, every other user also trains on its "
+    base, params = parse_split(split)
+    if base == "leave-one-out" and params.get("valid_users"):
+        return (f"{name}: validation on {params['valid_users']:.0f} sampled users, every other user also trains on its "
                 "validation item (the BERT4Rec code's and the RecTools benchmark's protocol); same test cases")
     return name
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnrec.data import from_columns, leave_one_out, make_demo, temporal_split
+from attnrec.data import from_columns, leave_one_out, make_demo, parse_split, temporal_split
 from attnrec.data.schema import DataError
 
 
@@ -70,6 +70,13 @@ def test_leave_one_out_with_a_validation_sample(demo) -> None:  # type: ignore[n
     assert len(leave_one_out(demo, valid_users=10_000).valid) == len(full_split.valid)
     with pytest.raises(DataError, match="valid_users"):
         leave_one_out(demo, valid_users=-1)
+
+
+def test_parse_split_inverts_describe(demo) -> None:  # type: ignore[no-untyped-def]
+    assert parse_split("leave-one-out") == ("leave-one-out", {})
+    assert parse_split("leave-one-out (valid_users=2048, seed=0)") == ("leave-one-out", {"valid_users": 2048, "seed": 0})
+    for split in (leave_one_out(demo, valid_users=40, seed=5), temporal_split(demo)):
+        assert parse_split(split.describe()) == (split.name, split.params)
 
 
 def test_leave_one_out_short_users_train_only() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
 from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any, TypeVar
@@ -105,13 +104,6 @@ def parse_columns(text: str | None) -> dict[str, str | int] | None:
         col = col.strip()
         out[role.strip()] = int(col) if col.isdigit() else col
     return out
-
-
-def parse_split(recorded: str) -> tuple[str, int, int]:
-    """``(name, valid_users, seed)`` of a recorded split, e.g. ``"leave-one-out (valid_users=2048, seed=0)"``."""
-    name, _, rest = recorded.partition(" (")
-    users, seed = re.search(r"valid_users=(\d+)", rest), re.search(r"seed=(\d+)", rest)
-    return name, int(users.group(1)) if users else 0, int(seed.group(1)) if seed else 0
 
 
 class SplitName(str, Enum):

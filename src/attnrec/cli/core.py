@@ -26,7 +26,6 @@ from attnrec.cli._common import (
     make_split,
     out,
     parse_ks,
-    parse_split,
     resolve_overrides,
     split_list,
     warn_line,
@@ -35,7 +34,7 @@ from attnrec.cli.main import app
 from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.describe import describe, format_description
 from attnrec.data.schema import Interactions, Sequences
-from attnrec.data.split import EvalSet
+from attnrec.data.split import EvalSet, parse_split
 from attnrec.evaluation.protocol import EvalResult, evaluate
 from attnrec.recommender import Recommendation, Recommender
 from attnrec.registry import get_spec, list_models
@@ -285,9 +284,9 @@ def _align_cases(rec: Recommender, data: Interactions, cases: EvalSet) -> tuple[
 def _default_split(rec: Recommender) -> tuple[str, int, int]:
     """``(name, valid_users, seed)`` of the split the model was tested on."""
     for ev in rec.evaluations_:
-        recorded = parse_split(str(ev.get("split", "")))
-        if recorded[0] in ("leave-one-out", "temporal"):
-            return recorded
+        name, params = parse_split(str(ev.get("split", "")))
+        if name in ("leave-one-out", "temporal"):
+            return name, int(params.get("valid_users", 0)), int(params.get("seed", 0))
     return "leave-one-out", 0, 0
 
 

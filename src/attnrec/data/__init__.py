@@ -3,10 +3,10 @@
 from attnrec.data.build import from_columns
 from attnrec.data.demo import make_demo
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions, Sequences
-from attnrec.data.split import EvalSet, Split, leave_one_out, temporal_split
+from attnrec.data.split import EvalSet, Split, leave_one_out, parse_split, temporal_split
 
 __all__ = ["from_columns", "DataError", "DataSource", "IdMap", "Interactions", "Sequences",
-           "EvalSet", "Split", "leave_one_out", "temporal_split"]
+           "EvalSet", "Split", "leave_one_out", "parse_split", "temporal_split"]
 __all__ += ["make_demo"]
 from attnrec.data.datasets import DATASETS, FORMATS, NamedDataset, detect_format, list_datasets, load_dataset  # noqa: E402
 from attnrec.data.describe import describe, format_description  # noqa: E402

@@ -36,8 +36,16 @@ class Split:
     params: dict[str, float]
 
     def describe(self) -> str:
+        """The split as results record it: ``name`` or ``name (key=value, ...)`` (see :func:`parse_split`)."""
         extra = ", ".join(f"{k}={v}" for k, v in self.params.items())
         return self.name + (f" ({extra})" if extra else "")
+
+
+def parse_split(described: str) -> tuple[str, dict[str, float]]:
+    """``(name, params)`` of a :meth:`Split.describe` string, e.g. ``"leave-one-out (valid_users=2048, seed=0)"``."""
+    name, _, rest = described.partition(" (")
+    pairs = (item.split("=", 1) for item in rest.rstrip(")").split(", ") if "=" in item)
+    return name, {k: float(v) for k, v in pairs}
 
 
 def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Split:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnrec.data.split import parse_split
 from attnrec.evaluation.protocol import Protocol
 
 # sha256 of the uncompressed data files the published tables used.
@@ -51,7 +52,7 @@ class PublishedTable:
         ``split`` may carry parameters (``"leave-one-out (valid_users=2048, seed=0)"``): they change
         which validation items are trained on, not the test cases, so the base name decides.
         """
-        if split.split(" (")[0] != self.split or protocol.candidates != self.candidates:
+        if parse_split(split)[0] != self.split or protocol.candidates != self.candidates:
             return False
         if self.candidates == "full":
             return protocol.exclude_seen
