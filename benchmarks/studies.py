@@ -183,8 +183,8 @@ def markdown(r: dict[str, Any]) -> str:
     lines += [f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12] or 'n/a, a user sample'}), split {r['split']}; preset "
               f"`{r['preset']}` with `{r['setting']}` varied; epoch chosen on validation NDCG@10 (full ranking). "
               f"Test metrics. Full: {r['protocols']['full']}. Sampled: {r['protocols']['sampled']} (the paper's).",
-              f"Train settings: {json.dumps({k: v for k, v in r['train_config'].items()})}; git {r['git']}; "
-              f"trained on {r.get('device', 'cpu')}.", "",
+              f"Train settings: {json.dumps({k: v for k, v in r['train_config'].items()})}; git {r['git']}"
+              + (f"; trained on {r['device']}." if "device" in r else "."), "",  # older studies did not record it
               "| " + r["setting"] + " | " + " | ".join(f"{m} full" for m in METRICS) + " | "
               + " | ".join(f"{m} sampled" for m in METRICS) + " | epochs (best) | train s | stopped |",
               "|" + "---|" * (2 * len(METRICS) + 4)]
