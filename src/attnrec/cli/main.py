@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import typer
 
+from attnrec import __version__
+
 app = typer.Typer(
     name="attnrec",
     help="Transformer-based recommendation: train, evaluate, recommend, explain and serve.",
@@ -14,6 +16,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"attnrec {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the installed attnrec version and exit."),
+) -> None:
+    """Transformer-based recommendation: train, evaluate, recommend, explain and serve."""
+
 
 # Command modules register themselves on `app`; keep one import per module.
 from attnrec.cli import compare as _compare  # noqa: E402,F401
