@@ -134,7 +134,8 @@ def test_approximate_recommender_matches_exact_with_full_probing(kind: str, ring
 def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(ring: Interactions, tmp_path: Path) -> None:
     from attnrec.data.split import leave_one_out
     from attnrec.training.config import TrainConfig
-    from attnrec.training.loop import Optimizers, make_optimizer, train
+    from attnrec.training.loop import train
+    from attnrec.training.optim import Optimizers, make_optimizer
 
     cfg = SASRecConfig(hidden=8, n_layers=1, max_len=10, dropout=0.1, loss="sampled_ce", sampler="popularity",
                        n_negatives=5, in_batch_negatives=3, sparse_embedding=True)
