@@ -102,10 +102,14 @@ def test_resume_continues_from_the_saved_state(pairs: Path, tmp_path: Path) -> N
     out = tmp_path / "m"
     assert run("train", "--data", str(pairs), "--out", str(out), *TINY)[0] == 0
     assert (out / "train_state" / "train_state.json").is_file()
+    first = json.loads((out / "config.json").read_text())["train_result"]
     code, output = run("train", "--data", str(pairs), "--out", str(out), *TINY, "--max-epochs", "2", "--resume")
     assert code == 0, output
-    history = json.loads((out / "config.json").read_text())["train_result"]["history"]
-    assert [h["epoch"] for h in history] == [1, 2]
+    resumed = json.loads((out / "config.json").read_text())["train_result"]
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2]
+    # Epoch 1 is the first run's, not a retrained one: a restart would time it anew (same seed, same loss).
+    assert resumed["history"][0] == first["history"][0]
+    assert resumed["history"][0]["train_seconds"] > 0
 
 
 def test_demo_data_with_temporal_split(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from attnrec import Recommender
 from attnrec.config import config_from_dict
 from attnrec.registry import get_spec
 from attnrec.training.config import TrainConfig
-from attnrec.training.loop import make_optimizer
+from attnrec.training.optim import make_optimizer
 
 # Models with user factors fold an unknown user's history in; the others read only the history.
 WITH_USER_FACTORS = ["bprmf", "ncf", "fpmc", "transrec", "caser"]

@@ -10,7 +10,8 @@ from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from attnrec.training.config import TrainConfig
-from attnrec.training.loop import _LossOf, train
+from attnrec.training.loop import train
+from attnrec.training.step import LossOf
 
 
 def _model(ring: Interactions, loss: str) -> SASRec:
@@ -36,8 +37,8 @@ def test_training_step_traces_with_dynamo(ring: Interactions, loss: str) -> None
     """What ``compile=True`` wraps on CUDA, traced here with the eager backend (no kernel compilation)."""
     split = leave_one_out(ring)
     m = _model(ring, loss)
-    compiled = torch.compile(_LossOf(m), dynamic=True, backend="eager")
+    compiled = torch.compile(LossOf(m), dynamic=True, backend="eager")
     for batch in list(m.train_batches(split.train, 32, np.random.default_rng(0)))[:2]:
-        a, e = compiled(batch), _LossOf(m)(batch)
+        a, e = compiled(batch), LossOf(m)(batch)
         a.backward()
         assert torch.allclose(a, e)

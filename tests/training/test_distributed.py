@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from attnrec.training import distributed
-from attnrec.training.loop import loss_terms
+from attnrec.training.step import loss_terms
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 # Tolerance of a 2-process run against one process (same seed, same global batch, no dropout).

@@ -134,7 +134,8 @@ def test_approximate_recommender_matches_exact_with_full_probing(kind: str, ring
 def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(ring: Interactions, tmp_path: Path) -> None:
     from attnrec.data.split import leave_one_out
     from attnrec.training.config import TrainConfig
-    from attnrec.training.loop import Optimizers, make_optimizer, train
+    from attnrec.training.loop import train
+    from attnrec.training.optim import Optimizers, make_optimizer
 
     cfg = SASRecConfig(hidden=8, n_layers=1, max_len=10, dropout=0.1, loss="sampled_ce", sampler="popularity",
                        n_negatives=5, in_batch_negatives=3, sparse_embedding=True)
@@ -164,7 +165,7 @@ def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(ring: 
             def crashing(b: dict[str, torch.Tensor]) -> torch.Tensor:
                 calls[0] += 1
                 if calls[0] > crash_after:
-                    raise Crash
+                    raise Crash(f"crash at loss evaluation {calls[0]}")
                 return original(b)
 
             model.loss = crashing  # type: ignore[method-assign]
@@ -173,7 +174,7 @@ def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(ring: 
         return model.state_dict()
 
     reference = run(None)
-    with pytest.raises(Crash):
+    with pytest.raises(Crash, match="crash at loss evaluation 9"):
         run(tmp_path, crash_after=8)  # 5 batches per epoch: crash in epoch 2 after a save at batch 2
     resumed = run(tmp_path)
     for k, v in reference.items():

@@ -46,10 +46,10 @@ def test_min_mode_and_lr_decay_stop(ring: Interactions) -> None:
     assert res.best_epoch == 1 and res.epochs == 3 and "lowered 2 times" in res.stopped
 
 
-def _final_state(ring: Interactions, epochs: int, state_dir: Path | None) -> dict[str, torch.Tensor]:
+def _final_state(ring: Interactions, epochs: int, state_dir: Path | None, seed: int = 3) -> dict[str, torch.Tensor]:
     split = leave_one_out(ring)
-    m = _model(ring)
-    cfg = TrainConfig(max_epochs=epochs, patience=100, batch_size=64, seed=3)
+    m = _model(ring)  # the same initial weights whatever the training seed
+    cfg = TrainConfig(max_epochs=epochs, patience=100, batch_size=64, seed=seed)
     # Always improving, so the final weights are those of the last epoch in both runs.
     train(m, split.train, lambda _: {"NDCG@10": time.monotonic()}, cfg, state_dir=state_dir, progress=False)
     return m.state_dict()
@@ -66,7 +66,11 @@ def test_resume_continues_exactly(ring: Interactions, tmp_path: Path) -> None:
 def test_same_seed_same_weights_other_seed_differs(ring: Interactions) -> None:
     a = _final_state(ring, 2, None)
     b = _final_state(ring, 2, None)
+    other = _final_state(ring, 2, None, seed=4)
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # Another seed shuffles (and drops out) differently from the same start: the training seed is used.
+    changed = [k for k in a if not torch.equal(a[k], other[k])]
+    assert "item_emb.weight" in changed and len(changed) > len(a) // 2, changed
 
 
 def _state_file(state_dir: Path) -> Path:

@@ -32,11 +32,12 @@ class CrashingSASRec(SASRec):
     """Raises after ``crash_after`` loss evaluations: a crash in the middle of an epoch."""
 
     crash_after = 10**9
+    calls = 0
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        self.calls = getattr(self, "calls", 0) + 1
+        self.calls += 1
         if self.calls > self.crash_after:
-            raise Crash
+            raise Crash(f"crash at loss evaluation {self.calls}")
         return super().loss(batch)
 
 
@@ -56,7 +57,7 @@ def _run(ring: Interactions, state_dir: Path | None, crash_after: int | None = N
 def test_mid_epoch_resume_is_exact(ring: Interactions, tmp_path: Path) -> None:
     ref_state, ref_history = _run(ring, None)
     # 150 users / 16 = 10 batches per epoch: crash in epoch 2 after 14 batches, 3 after the last save.
-    with pytest.raises(Crash):
+    with pytest.raises(Crash, match="crash at loss evaluation 18"):
         _run(ring, tmp_path, crash_after=17)
     meta = json.loads((tmp_path / "train_state.json").read_text())
     assert (meta["epoch"], meta["batch"]) == (1, 6)
@@ -68,14 +69,14 @@ def test_mid_epoch_resume_is_exact(ring: Interactions, tmp_path: Path) -> None:
 
 
 def test_resume_refuses_a_different_data_stream(ring: Interactions, tmp_path: Path) -> None:
-    with pytest.raises(Crash):
+    with pytest.raises(Crash, match="crash at loss evaluation 15"):
         _run(ring, tmp_path, crash_after=14)
     with pytest.raises(CheckpointError, match="different training data, batch size"):
         _run(ring, tmp_path, seed=5)
 
 
 def test_time_based_checkpoints(ring: Interactions, tmp_path: Path) -> None:
-    with pytest.raises(Crash):
+    with pytest.raises(Crash, match="crash at loss evaluation 16"):
         _run(ring, tmp_path, crash_after=15, checkpoint_every=0, checkpoint_seconds=1e-9)
     meta = json.loads((tmp_path / "train_state.json").read_text())
     assert (meta["epoch"], meta["batch"]) == (1, 5)  # saved after every batch

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 from datetime import timedelta
-from typing import Any
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
+
+T = TypeVar("T")
 
 
 def env_world_size() -> int:
@@ -89,7 +91,7 @@ def barrier() -> None:
         dist.barrier()
 
 
-def broadcast_object(obj: Any, src: int = 0) -> Any:
+def broadcast_object(obj: T, src: int = 0) -> T:
     """``obj`` from rank ``src`` on every rank (pickled through the process group)."""
     if not is_initialized() or world_size() == 1:
         return obj

@@ -1,0 +1,99 @@
+"""One optimisation step of the training loop, on one process or on this rank's share of a global batch."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+
+from attnrec.models.contracts import Batch, SharedBatch, Trainable, WeightedLoss
+from attnrec.training import distributed
+from attnrec.training.config import TrainConfig
+
+log = logging.getLogger("attnrec.training")
+
+
+class LossOf(nn.Module):
+    """``forward(batch)`` = the model's loss, so DistributedDataParallel and torch.compile can wrap it.
+
+    ``scale`` weights a rank's loss by its share of the global batch; an ``empty`` shard (a last
+    batch with fewer rows than ranks) contributes a zero loss that still reaches every parameter,
+    as DDP's gradient all-reduce expects.
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        if not isinstance(module, Trainable):
+            raise TypeError(f"{type(module).__name__} cannot be trained by the loop: it has no "
+                            "train_rows/train_batches/loss (attnrec.models.contracts.Trainable)")
+        self.module = module  # a submodule, so DDP and torch.compile see its parameters
+
+    def forward(self, batch: Batch, scale: float = 1.0, empty: bool = False) -> torch.Tensor:
+        """The (scaled) loss of ``batch``; a zero touching every parameter when ``empty``."""
+        if empty:
+            return sum((p.sum() * 0.0 for p in self.module.parameters() if p.requires_grad),
+                       torch.zeros((), device=next(self.module.parameters()).device))
+        loss = self.module.loss(batch)  # scalar
+        return loss if scale == 1.0 else loss * scale
+
+
+def loss_terms(model: object, batch: Batch) -> int:
+    """How many terms the model's (mean) loss averages over: its :class:`WeightedLoss` count, else the rows."""
+    return int(model.loss_terms(batch)) if isinstance(model, WeightedLoss) else distributed.batch_rows(batch)
+
+
+def shared_keys(model: object) -> frozenset[str]:
+    """Batch entries drawn once per batch (:class:`SharedBatch`), kept whole on every rank."""
+    return frozenset(model.shared_batch_keys) if isinstance(model, SharedBatch) else frozenset()
+
+
+class Stepper:
+    """One optimisation step on this rank's share of a global batch."""
+
+    def __init__(self, module: nn.Module, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> None:
+        self.module, self.cfg, self.device, self.rank, self.world = module, cfg, device, rank, world
+        self.shared = shared_keys(module)
+        runner: nn.Module = LossOf(module)
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            runner = DistributedDataParallel(runner, device_ids=[device.index] if device.type == "cuda" else None)
+        if cfg.compile:
+            if device.type == "cuda":
+                runner = torch.compile(runner, dynamic=True)  # type: ignore[assignment]
+            else:
+                log.info("compile=True ignored on %s (CUDA only)", device)
+        self.runner = runner
+
+    def step(
+        self, batch: Batch, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+        amp_dtype: torch.dtype | None, epoch: int, due: bool,
+    ) -> tuple[float, bool]:
+        """Returns the global batch's mean loss and whether a mid-epoch save is due (rank 0 decides)."""
+        scale, empty = 1.0, False
+        if self.world > 1:
+            terms = loss_terms(self.module, batch)
+            batch = distributed.shard_batch(batch, self.rank, self.world, self.shared)
+            empty = distributed.batch_rows(batch) == 0
+            scale = 0.0 if empty else self.world * loss_terms(self.module, batch) / max(terms, 1)
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+        with torch.autocast(self.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            loss = self.runner(batch, scale, empty)  # scalar
+        if self.world > 1:  # the global loss (and rank 0's save decision) on every rank, before backward
+            stats = torch.stack([loss.detach().float() / self.world,
+                                 torch.tensor(float(due and self.rank == 0), device=loss.device)])  # (2,)
+            distributed.all_reduce_sum(stats)
+            value, due = stats[0], bool(stats[1].item() > 0)
+        else:
+            value = loss.detach()
+        if not torch.isfinite(value):
+            raise FloatingPointError(f"epoch {epoch}: loss became {value.item()}; lower the learning rate")
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if self.cfg.grad_clip > 0:
+            scaler.unscale_(opt)
+            nn.utils.clip_grad_norm_(self.module.parameters(), self.cfg.grad_clip)
+        scaler.step(opt)
+        scaler.update()
+        return float(value.item()), due
