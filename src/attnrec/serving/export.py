@@ -86,6 +86,40 @@ def example_batch(rec: Recommender, n: int = 4) -> dict[str, torch.Tensor]:
     return {k: v.cpu() for k, v in rec.core.score_inputs(users, seqs).items()}
 
 
+def _dynamic_shapes(batch: Batch, names: list[str], window: int,
+                    dynamic_length: bool) -> dict[str, tuple[dict[int, object], ...]]:
+    """torch.export's dynamic dimensions: the batch always, the sequence length when ``dynamic_length``
+    (up to the longer of the example and the model's ``window``)."""
+    batch_dim = torch.export.Dim("batch", min=1, max=65536)
+    out: dict[str, dict[int, object]] = {}
+    for k in names:
+        dims: dict[int, object] = {0: batch_dim}
+        if dynamic_length and batch[k].dim() == 2:
+            longest = max(int(batch[k].shape[1]), window)
+            dims[1] = torch.export.Dim(f"{k}_length", min=1, max=max(2, longest))
+        out[k] = dims
+    return {"inputs": tuple(out[k] for k in names)}
+
+
+def _write_onnx(name: str, module: _Scoring, batch: Batch, path: Path, window: int, opset: int) -> bool:
+    """Export ``module`` to ``path`` with a dynamic sequence length, else a fixed one; whether it is dynamic."""
+    names = module.names
+    args = tuple(batch[k] for k in names)
+    last: Exception | None = None
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        for dynamic_length in (True, False):
+            try:
+                torch.onnx.export(module, args, str(path), dynamo=True, input_names=names,
+                                  output_names=[module.output], opset_version=opset, verbose=False,
+                                  dynamic_shapes=_dynamic_shapes(batch, names, window, dynamic_length))
+                return dynamic_length
+            except Exception as e:  # noqa: BLE001 - retried with a fixed sequence length
+                last = e
+                log.info("ONNX export with dynamic length failed (%s); trying a fixed length", e)
+    raise RuntimeError(f"ONNX export of {name} failed: {last}") from last
+
+
 def export_onnx(rec: Recommender, path: str | Path, output: str = "auto", opset: int = 18) -> Path:
     """Write ``rec``'s scoring path to ``path`` (``.onnx``) and ``path.json`` (inputs, output kind).
 
@@ -106,36 +140,11 @@ def export_onnx(rec: Recommender, path: str | Path, output: str = "auto", opset:
     p.parent.mkdir(parents=True, exist_ok=True)
     batch = example_batch(rec)
     names = sorted(batch)
-    module = _Scoring(core.cpu().eval(), names, output)
-    args = tuple(batch[k] for k in names)
-    batch_dim = torch.export.Dim("batch", min=1, max=65536)
     window = int(rec.config.max_len) if isinstance(rec.config, _Windowed) else 0
-
-    def shapes(dynamic_length: bool) -> dict[str, tuple[dict[int, object], ...]]:
-        out: dict[str, dict[int, object]] = {}
-        for k in names:
-            dims: dict[int, object] = {0: batch_dim}
-            if dynamic_length and batch[k].dim() == 2:
-                longest = max(int(batch[k].shape[1]), window)
-                dims[1] = torch.export.Dim(f"{k}_length", min=1, max=max(2, longest))
-            out[k] = dims
-        return {"inputs": tuple(out[k] for k in names)}
-
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        last: Exception | None = None
-        for dynamic_length in (True, False):
-            try:
-                torch.onnx.export(module, args, str(p), dynamo=True, input_names=names,
-                                  output_names=[output], dynamic_shapes=shapes(dynamic_length), opset_version=opset,
-                                  verbose=False)
-                break
-            except Exception as e:  # noqa: BLE001 - retried with a fixed sequence length
-                last = e
-                log.info("ONNX export with dynamic length failed (%s); trying a fixed length", e)
-        else:
-            raise RuntimeError(f"ONNX export of {rec.name} failed: {last}") from last
-    rec.core.to(rec.device)
+    try:
+        dynamic_length = _write_onnx(rec.name, _Scoring(core.cpu().eval(), names, output), batch, p, window, opset)
+    finally:
+        rec.core.to(rec.device)  # exported on the CPU; the recommender keeps its device
     info = {"model": rec.name, "output": output, "inputs": {k: list(batch[k].shape) for k in names},
             "dynamic_length": dynamic_length, "opset": opset}
     Path(str(p) + ".json").write_text(json.dumps(info, indent=2))
