@@ -21,7 +21,7 @@ from attnrec.serving.errors import ApiError
 from attnrec.serving.export import OnnxCore
 from attnrec.serving.schemas import ModelInfo
 
-RecommendArgs = dict[str, Any]
+RecommendArgs = dict[str, object]
 """The keyword arguments of one recommendation request (``RecommendRequest`` without ``model``)."""
 
 
@@ -29,7 +29,7 @@ RecommendArgs = dict[str, Any]
 class RecommendsMany(Protocol):
     """Answers ``/v1/recommend``: a batch of recommendation requests at once."""
 
-    def recommend_many(self, requests: Sequence[Mapping[str, Any]]) -> list[Recommendation]: ...
+    def recommend_many(self, requests: Sequence[Mapping[str, object]]) -> list[Recommendation]: ...
 
 
 @runtime_checkable
