@@ -19,7 +19,8 @@ with warnings.catch_warnings():
 
 from attnrec.data.schema import DataError
 from attnrec.recommender import Recommender
-from attnrec.serving.app import MicroBatcher, ServingConfig, create_app
+from attnrec.serving.app import ServingConfig, create_app
+from attnrec.serving.batcher import MicroBatcher
 
 
 class FakeExplainer:
@@ -182,16 +183,16 @@ def test_directory_models_load_in_background(sasrec_dir: Path, sasrec: Recommend
 
 
 def test_model_still_loading_is_503(sasrec_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import attnrec.serving.app as app_module
+    import attnrec.serving.lifecycle as lifecycle
 
     release = threading.Event()
-    real_load = app_module.load_model
+    real_load = lifecycle.load
 
     def slow_load(path: Any, device: str = "cpu") -> Any:
         release.wait(30)
         return real_load(path, device)
 
-    monkeypatch.setattr(app_module, "load_model", slow_load)
+    monkeypatch.setattr(lifecycle, "load", slow_load)
     with TestClient(create_app({"disk": sasrec_dir})) as c:
         assert c.get("/healthz").status_code == 200
         _error(c.post("/v1/recommend", json={"user": "u4"}), 503, "model_loading")

@@ -33,7 +33,8 @@ def sasrec_onnx(sasrec: Recommender, tmp_path_factory: pytest.TempPathFactory) -
 
 def _batches(rec: Recommender) -> list[dict[str, torch.Tensor]]:
     """Histories of length 1, mixed lengths, and the longest ones (the exported length is dynamic)."""
-    n = rec.core.n_items if hasattr(rec.core, "n_items") else len(rec.items_)  # type: ignore[arg-type]
+    assert rec.items_ is not None
+    n = len(rec.items_)
     rng = np.random.default_rng(1)
     out = []
     for lens in ([1], [3, 7, 1], [40, 2, 19, 5, 33]):

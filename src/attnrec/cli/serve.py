@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -63,7 +63,9 @@ def serve(
     import torch
     import uvicorn
 
-    from attnrec.serving.app import ServingConfig, create_app, load_model
+    from attnrec.recommender import load
+    from attnrec.serving.app import ServingConfig, create_app
+    from attnrec.serving.registry import Served
 
     if backend not in ("torch", "onnx"):
         raise ValueError(f"--backend must be torch or onnx, not {backend!r}")
@@ -72,7 +74,7 @@ def serve(
     cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
                         backend=backend, device=device, inline=inline)
     dirs = parse_model_specs(model)
-    models: dict[str, Any] = dict(dirs) if lazy else {name: load_model(d, device) for name, d in dirs.items()}
+    models: dict[str, Path | Served] = dict(dirs) if lazy else {name: load(d, device) for name, d in dirs.items()}
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
     err.print(f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
               f"(backend {backend}, max batch {max_batch}); API docs at /docs")

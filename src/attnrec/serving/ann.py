@@ -19,8 +19,9 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from attnrec.models.contracts import Factorised, ItemBiased
 from attnrec.recommender import Recommendation, Recommender
-from attnrec.registry import factorised
+from attnrec.serving.export import OnnxCore
 
 
 class Index(Protocol):
@@ -183,14 +184,14 @@ class ApproximateRecommender:
     def __init__(self, rec: Recommender, kind: str = "auto", nlist: int | None = None, nprobe: int = 16,
                  seed: int = 0, threads: int = 0) -> None:
         rec._require_fitted()
-        core = rec.core
-        if not factorised(core):
+        core = rec.core.torch_core if isinstance(rec.core, OnnxCore) else rec.core  # vectors stay in torch
+        if not isinstance(core, Factorised):
             raise ValueError(f"{rec.name}: approximate retrieval needs a factorised model (query and item vectors)")
         with torch.inference_mode():
-            vectors = core.item_vectors().float()[1:]  # row 0 is padding
-            if hasattr(core, "item_bias"):
-                vectors = torch.cat([vectors, core.item_bias().float()[1:, None]], 1)
-        self.rec, self.nprobe, self.has_bias = rec, nprobe, hasattr(core, "item_bias")
+            vectors = core.item_vectors().float()[1:]  # (I, D); row 0 is padding
+            if isinstance(core, ItemBiased):
+                vectors = torch.cat([vectors, core.item_bias().float()[1:, None]], 1)  # (I, D + 1)
+        self.rec, self.nprobe, self.has_bias = rec, nprobe, isinstance(core, ItemBiased)
         self.index = build_index(vectors, torch.arange(1, len(vectors) + 1), kind, nlist, seed, threads)
 
     def recommend(self, user: object | None = None, history: list[object] | None = None, k: int = 10,

@@ -14,32 +14,66 @@ import json
 import logging
 import tempfile
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
+from attnrec.models.contracts import Batch, Factorised, ItemBiased, Scorer
 from attnrec.recommender import Recommender
-from attnrec.registry import factorised
 
 log = logging.getLogger("attnrec.serving")
+
+
+class _NodeArg(Protocol):
+    name: str
+
+
+class OrtSession(Protocol):
+    """The part of ``onnxruntime.InferenceSession`` used here (onnxruntime ships no type hints)."""
+
+    def get_inputs(self) -> Sequence[_NodeArg]: ...
+
+    def get_outputs(self) -> Sequence[_NodeArg]: ...
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
+@runtime_checkable
+class _Windowed(Protocol):
+    """A model config with a longest sequence length (the exported length may range up to it)."""
+
+    max_len: int
+
+
+def torch_core(core: object) -> nn.Module:
+    """The torch module behind a recommender's ``core`` (the wrapped one when it runs on ONNX)."""
+    inner = core.torch_core if isinstance(core, OnnxCore) else core
+    if not isinstance(inner, nn.Module):
+        raise ValueError(f"{type(inner).__name__} is not a torch model")
+    return inner
 
 
 class _Scoring(nn.Module):
     """Positional tensors in, the query vectors or the full scores out (what ONNX sees)."""
 
-    def __init__(self, core: Any, names: list[str], output: str) -> None:
+    def __init__(self, core: nn.Module, names: list[str], output: str) -> None:
         super().__init__()
         self.core, self.names, self.output = core, names, output
+        if output == "query":
+            assert isinstance(core, Factorised)  # export_onnx checked it
+            self.head: Callable[[Batch], torch.Tensor] = core.query_vectors
+        else:
+            assert isinstance(core, Scorer)
+            self.head = core.score
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         batch = dict(zip(self.names, inputs, strict=True))
-        if self.output == "query":
-            return self.core.query_vectors(batch)
-        return self.core.score(batch)
+        return self.head(batch)  # (B, D) query vectors or (B, I + 1) scores
 
 
 def example_batch(rec: Recommender, n: int = 4) -> dict[str, torch.Tensor]:
@@ -52,6 +86,40 @@ def example_batch(rec: Recommender, n: int = 4) -> dict[str, torch.Tensor]:
     return {k: v.cpu() for k, v in rec.core.score_inputs(users, seqs).items()}
 
 
+def _dynamic_shapes(batch: Batch, names: list[str], window: int,
+                    dynamic_length: bool) -> dict[str, tuple[dict[int, object], ...]]:
+    """torch.export's dynamic dimensions: the batch always, the sequence length when ``dynamic_length``
+    (up to the longer of the example and the model's ``window``)."""
+    batch_dim = torch.export.Dim("batch", min=1, max=65536)
+    out: dict[str, dict[int, object]] = {}
+    for k in names:
+        dims: dict[int, object] = {0: batch_dim}
+        if dynamic_length and batch[k].dim() == 2:
+            longest = max(int(batch[k].shape[1]), window)
+            dims[1] = torch.export.Dim(f"{k}_length", min=1, max=max(2, longest))
+        out[k] = dims
+    return {"inputs": tuple(out[k] for k in names)}
+
+
+def _write_onnx(name: str, module: _Scoring, batch: Batch, path: Path, window: int, opset: int) -> bool:
+    """Export ``module`` to ``path`` with a dynamic sequence length, else a fixed one; whether it is dynamic."""
+    names = module.names
+    args = tuple(batch[k] for k in names)
+    last: Exception | None = None
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        for dynamic_length in (True, False):
+            try:
+                torch.onnx.export(module, args, str(path), dynamo=True, input_names=names,
+                                  output_names=[module.output], opset_version=opset, verbose=False,
+                                  dynamic_shapes=_dynamic_shapes(batch, names, window, dynamic_length))
+                return dynamic_length
+            except Exception as e:  # noqa: BLE001 - retried with a fixed sequence length
+                last = e
+                log.info("ONNX export with dynamic length failed (%s); trying a fixed length", e)
+    raise RuntimeError(f"ONNX export of {name} failed: {last}") from last
+
+
 def export_onnx(rec: Recommender, path: str | Path, output: str = "auto", opset: int = 18) -> Path:
     """Write ``rec``'s scoring path to ``path`` (``.onnx``) and ``path.json`` (inputs, output kind).
 
@@ -61,53 +129,29 @@ def export_onnx(rec: Recommender, path: str | Path, output: str = "auto", opset:
     rec._require_fitted()
     if rec.spec.kind != "torch":
         raise ValueError(f"{rec.name} is not a torch model; only neural models can be exported to ONNX")
-    core = getattr(rec.core, "torch_core", rec.core)
+    core = torch_core(rec.core)
     if output == "auto":
-        output = "query" if factorised(core) else "scores"
+        output = "query" if isinstance(core, Factorised) else "scores"
     if output not in ("query", "scores"):
         raise ValueError(f"output must be auto, query or scores, not {output!r}")
-    if output == "query" and not factorised(core):
+    if output == "query" and not isinstance(core, Factorised):
         raise ValueError(f"{rec.name} has no query_vectors/item_vectors; export output='scores'")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     batch = example_batch(rec)
     names = sorted(batch)
-    module = _Scoring(core.cpu().eval(), names, output)
-    args = tuple(batch[k] for k in names)
-    batch_dim = torch.export.Dim("batch", min=1, max=65536)
-
-    def shapes(dynamic_length: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k in names:
-            dims: dict[int, Any] = {0: batch_dim}
-            if dynamic_length and batch[k].dim() == 2:
-                longest = max(int(batch[k].shape[1]), int(getattr(getattr(core, "config", None), "max_len", 0)))
-                dims[1] = torch.export.Dim(f"{k}_length", min=1, max=max(2, longest))
-            out[k] = dims
-        return {"inputs": tuple(out[k] for k in names)}
-
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        last: Exception | None = None
-        for dynamic_length in (True, False):
-            try:
-                torch.onnx.export(module, args, str(p), dynamo=True, input_names=names,
-                                  output_names=[output], dynamic_shapes=shapes(dynamic_length), opset_version=opset,
-                                  verbose=False)
-                break
-            except Exception as e:  # noqa: BLE001 - retried with a fixed sequence length
-                last = e
-                log.info("ONNX export with dynamic length failed (%s); trying a fixed length", e)
-        else:
-            raise RuntimeError(f"ONNX export of {rec.name} failed: {last}") from last
-    rec.core.to(rec.device)
+    window = int(rec.config.max_len) if isinstance(rec.config, _Windowed) else 0
+    try:
+        dynamic_length = _write_onnx(rec.name, _Scoring(core.cpu().eval(), names, output), batch, p, window, opset)
+    finally:
+        rec.core.to(rec.device)  # exported on the CPU; the recommender keeps its device
     info = {"model": rec.name, "output": output, "inputs": {k: list(batch[k].shape) for k in names},
             "dynamic_length": dynamic_length, "opset": opset}
     Path(str(p) + ".json").write_text(json.dumps(info, indent=2))
     return p
 
 
-def session(path: str | Path, threads: int = 0) -> Any:
+def session(path: str | Path, threads: int = 0) -> OrtSession:
     """An onnxruntime CPU session (``threads`` intra-op threads; 0: torch's current setting)."""
     import onnxruntime as ort
 
@@ -115,46 +159,55 @@ def session(path: str | Path, threads: int = 0) -> Any:
     opts.intra_op_num_threads = threads or torch.get_num_threads()
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    sess: OrtSession = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return sess
 
 
 class OnnxCore:
     """Stands in for a torch model's core: the exported path runs in onnxruntime, the rest in torch.
 
-    Attributes it does not define (``score_inputs``, ``item_vectors``, ``state_dict``, ...) come
-    from the wrapped torch module, so a :class:`Recommender` uses it unchanged.
+    Attributes it does not define (``item_vectors``, ``state_dict``, ...) are delegated to the
+    wrapped torch module, so a :class:`Recommender` uses it unchanged.
     """
 
-    def __init__(self, torch_core: Any, sess: Any, output: str, fixed_length: int | None = None) -> None:
+    def __init__(self, torch_core: nn.Module, sess: OrtSession, output: str, fixed_length: int | None = None) -> None:
+        if not isinstance(torch_core, Scorer):
+            raise TypeError(f"{type(torch_core).__name__} does not score a catalog; it cannot run on ONNX")
         self.torch_core, self.session, self.output = torch_core, sess, output
+        self.scorer: Scorer = torch_core
+        self.vectors: Factorised | None = torch_core if isinstance(torch_core, Factorised) else None
+        self.bias: ItemBiased | None = torch_core if isinstance(torch_core, ItemBiased) else None
         self.input_names = [i.name for i in sess.get_inputs()]
         self.fixed_length = fixed_length
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # delegation to the torch module (only for names not defined here)
         return getattr(self.__dict__["torch_core"], name)
 
     def eval(self) -> OnnxCore:
         return self
 
-    def to(self, *args: Any, **kwargs: Any) -> OnnxCore:
+    def to(self, *args: object, **kwargs: object) -> OnnxCore:
         return self
 
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
-        batch = self.torch_core.score_inputs(users, histories)
+        batch = self.scorer.score_inputs(users, histories)
         if self.fixed_length is not None and "seq" in batch and batch["seq"].shape[1] != self.fixed_length:
             batch["seq"] = torch.from_numpy(histories.padded(self.fixed_length))
         return batch
 
     def run(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The exported path's output: ``(B, D)`` query vectors or ``(B, I + 1)`` scores."""
         feeds = {k: batch[k].cpu().numpy() for k in self.input_names}
         return torch.from_numpy(self.session.run(None, feeds)[0])
 
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``(B, I + 1)``, column 0 (padding) ``-inf``, as the torch module's ``score``."""
         if self.output == "scores":
             return self.run(batch)
-        s = self.run(batch) @ self.torch_core.item_vectors().T
-        if hasattr(self.torch_core, "item_bias"):
-            s = s + self.torch_core.item_bias()
+        assert self.vectors is not None  # the query output is exported for factorised models only
+        s = self.run(batch) @ self.vectors.item_vectors().T  # (B, I + 1)
+        if self.bias is not None:
+            s = s + self.bias.item_bias()
         s[:, 0] = -torch.inf
         return s
 
@@ -179,14 +232,16 @@ def use_onnx(rec: Recommender, path: str | Path | None = None, threads: int = 0)
     sess = session(p, threads)
     fixed = None if info.get("dynamic_length", True) else int(info["inputs"].get("seq", [0, 0])[1])
     cls = OnnxQueryCore if info["output"] == "query" else OnnxCore
-    rec.core = cls(rec.core, sess, info["output"], fixed)
+    rec.core = cls(torch_core(rec.core), sess, info["output"], fixed)
     rec._cache.clear()
     return rec
 
 
-def parity(rec: Recommender, sess: Any, batch: dict[str, torch.Tensor] | None = None) -> float:
+def parity(rec: Recommender, sess: OrtSession, batch: dict[str, torch.Tensor] | None = None) -> float:
     """Largest absolute difference between PyTorch's and onnxruntime's scores on ``batch``."""
-    core = getattr(rec.core, "torch_core", rec.core)
+    core = torch_core(rec.core)
+    if not isinstance(core, Scorer):
+        raise ValueError(f"{rec.name} does not score a catalog")
     batch = batch or example_batch(rec)
     info_out = sess.get_outputs()[0].name
     with torch.no_grad():
@@ -200,4 +255,5 @@ def parity(rec: Recommender, sess: Any, batch: dict[str, torch.Tensor] | None = 
     return float((want[finite] - got[finite]).abs().max())
 
 
-__all__ = ["OnnxCore", "OnnxQueryCore", "example_batch", "export_onnx", "factorised", "parity", "session", "use_onnx"]
+__all__ = ["OnnxCore", "OnnxQueryCore", "OrtSession", "example_batch", "export_onnx", "parity", "session",
+           "torch_core", "use_onnx"]

@@ -1,0 +1,146 @@
+"""An app's running state and its life: the model worker thread, loading, warm-up and batchers.
+
+Nothing lives at module level: every model, queue and thread belongs to the :class:`ServingState`
+of one app, so several apps (and tests) can coexist in one process. Model work runs on one worker
+thread per app (torch uses its own intra-op threads), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from fastapi import FastAPI, Request
+
+from attnrec.recommender import Recommendation, Recommender, load
+from attnrec.serving.batcher import MicroBatcher
+from attnrec.serving.config import ServingConfig
+from attnrec.serving.errors import ApiError
+from attnrec.serving.export import use_onnx
+from attnrec.serving.registry import (
+    RecommendArgs,
+    RecommendsMany,
+    ServedModel,
+    backend_of,
+    pick,
+    served_capabilities,
+)
+
+log = logging.getLogger("attnrec.serving")
+R = TypeVar("R")
+
+
+@dataclass
+class ServingState:
+    """Everything one app owns: its settings, its table of models and (while running) its worker thread."""
+
+    config: ServingConfig
+    models: dict[str, ServedModel]
+    workers: list[ThreadPoolExecutor] = field(default_factory=list)  # the running lifespan's (an app can restart)
+
+    def worker(self) -> ThreadPoolExecutor:
+        """The model thread; 503 when the app's lifespan has not started."""
+        if not self.workers:
+            raise ApiError(503, "not_started", "the app is not running (its lifespan has not started)")
+        return self.workers[-1]
+
+    async def on_worker(self, fn: Callable[[], R]) -> R:
+        """``fn()`` run on the model thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.worker(), fn)
+
+    def pick(self, name: str | None, capability: str) -> ServedModel:
+        """See :func:`attnrec.serving.registry.pick`."""
+        return pick(self.models, name, capability)
+
+
+def serving_state(request: Request) -> ServingState:
+    """The state of the app serving ``request`` (a FastAPI dependency)."""
+    state = request.app.state.serving
+    assert isinstance(state, ServingState)
+    return state
+
+
+def _recommend_many(e: ServedModel) -> Callable[[list[RecommendArgs]], list[Recommendation]]:
+    def run(requests: list[RecommendArgs]) -> list[Recommendation]:
+        if not isinstance(e.obj, RecommendsMany):  # the routes only batch for models that can recommend
+            raise TypeError(f"model {e.name!r} cannot recommend")
+        return e.obj.recommend_many(requests)
+
+    return run
+
+
+def _warm_up(rec: Recommender) -> None:
+    """One request by user and one by history, so the first real request pays no lazy set-up."""
+    assert rec.items_ is not None
+    rec.recommend_many([{"user": rec.users_.to_list()[0] if rec.users_ else None, "k": 1}])
+    rec.recommend(history=[str(rec.items_.external[0])], k=1)
+
+
+def prepare(e: ServedModel, cfg: ServingConfig) -> None:
+    """Runs on the worker thread: load, switch backend, warm up."""
+    if e.obj is None:
+        e.obj = load(e.source, cfg.device)
+    if cfg.backend == "onnx" and isinstance(e.obj, Recommender):
+        use_onnx(e.obj)
+    e.backend = backend_of(e.obj)
+    if cfg.warmup and isinstance(e.obj, Recommender):
+        _warm_up(e.obj)
+    e.capabilities = served_capabilities(e.obj)
+
+
+async def load_all(state: ServingState, todo: list[ServedModel]) -> None:
+    """Prepare ``todo`` one by one on the worker thread; a failure is recorded, not raised."""
+    loop = asyncio.get_running_loop()
+    for e in todo:
+        try:
+            t0 = time.perf_counter()
+            await loop.run_in_executor(state.worker(), prepare, e, state.config)
+            e.status = "ready"
+            log.info("model %s ready in %.1fs (%s)", e.name, time.perf_counter() - t0, e.source)
+        except Exception as exc:  # noqa: BLE001 - reported by /readyz and /v1/models
+            e.status, e.error = "failed", f"{type(exc).__name__}: {exc}"
+            log.error("model %s failed to load: %s", e.name, e.error)
+
+
+def _start_batchers(state: ServingState, executor: ThreadPoolExecutor) -> None:
+    cfg = state.config
+    for e in state.models.values():
+        batcher: MicroBatcher[RecommendArgs, Recommendation] = MicroBatcher(
+            _recommend_many(e), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000)
+        batcher.start()
+        e.batcher = batcher
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Start the worker thread and batchers, load the models; stop them all on shutdown."""
+    state = app.state.serving
+    assert isinstance(state, ServingState)
+    state.workers.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnrec-model"))
+    executor = state.workers[-1]
+    _start_batchers(state, executor)
+    # Objects passed in are prepared (backend, warm-up) before serving starts; directories load
+    # in the background so that /healthz answers at once and /readyz says when they are ready.
+    await load_all(state, [e for e in state.models.values() if e.obj is not None])
+    loader = asyncio.get_running_loop().create_task(
+        load_all(state, [e for e in state.models.values() if e.obj is None]))
+    try:
+        yield
+    finally:
+        loader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loader
+        for e in state.models.values():
+            if e.batcher is not None:
+                await e.batcher.stop()
+        executor.shutdown(wait=False, cancel_futures=True)
+        state.workers.clear()
+
+
+__all__ = ["ServingState", "lifespan", "load_all", "prepare", "serving_state"]

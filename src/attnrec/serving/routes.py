@@ -1,0 +1,145 @@
+"""The endpoints: recommend, similar items, explain, and the status pages.
+
+Each endpoint gets its app's :class:`~attnrec.serving.lifecycle.ServingState` as a dependency,
+picks a model that can answer, checks the server's limits and answers in the schemas of
+:mod:`attnrec.serving.schemas`; every failure is an :class:`~attnrec.serving.errors.ApiError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from attnrec.data.schema import DataError
+from attnrec.recommender import Recommendation
+from attnrec.serving.config import ServingConfig
+from attnrec.serving.errors import ApiError
+from attnrec.serving.lifecycle import ServingState, serving_state
+from attnrec.serving.registry import Explains, FindsSimilar
+from attnrec.serving.schemas import (
+    ErrorResponse,
+    ExplainRequest,
+    ExplainResponse,
+    ModelsResponse,
+    RecommendRequest,
+    RecommendResponse,
+    ScoredItem,
+    SimilarItemsRequest,
+    SimilarItemsResponse,
+    Status,
+)
+
+router = APIRouter()
+State = Annotated[ServingState, Depends(serving_state)]
+
+
+def _json(model: BaseModel) -> Response:
+    """A response from a pydantic model, serialised once (FastAPI would validate it again)."""
+    return Response(model.model_dump_json(), media_type="application/json")
+
+
+def _items(rec: Recommendation) -> list[ScoredItem]:
+    titles = rec.titles or [None] * len(rec.items)
+    return [ScoredItem(item=i, score=s, title=t) for i, s, t in zip(rec.items, rec.scores, titles, strict=True)]
+
+
+def _jsonable(x: object) -> object:
+    """An explanation as JSON: dataclasses and pydantic models as dicts, text as ``{"text": ...}``."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return asdict(x)
+    if isinstance(x, BaseModel):
+        return x.model_dump()
+    if isinstance(x, str):
+        return {"text": x}
+    return x
+
+
+def _check_k(k: int, cfg: ServingConfig) -> None:
+    if k > cfg.max_k:
+        raise ApiError(422, "limit_exceeded", f"k={k} exceeds this server's max_k={cfg.max_k}",
+                       [{"loc": "k", "message": f"must be at most {cfg.max_k}"}])
+
+
+def _check_lists(req: RecommendRequest, cfg: ServingConfig) -> None:
+    lists = (("history", req.history, cfg.max_history), ("include", req.include, cfg.max_list),
+             ("exclude", req.exclude, cfg.max_list))
+    for key, values, limit in lists:
+        n = len(values or ())
+        if n > limit:
+            raise ApiError(422, "limit_exceeded", f"{key} has {n} items; this server accepts at most {limit}",
+                           [{"loc": key, "message": f"at most {limit} items"}])
+
+
+@router.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"])
+async def recommend(req: RecommendRequest, state: State) -> Response:
+    """Top-k items for a user or a history. Unknown history items are reported in `unknown_items`;
+    an unknown user is answered from the history or by popularity, and `fallback` says so."""
+    e = state.pick(req.model, "recommend")
+    _check_k(req.k, state.config)
+    _check_lists(req, state.config)
+    assert e.batcher is not None  # every model has one while the app runs
+    rec = await e.batcher.submit(req.model_dump(exclude={"model"}))
+    return _json(RecommendResponse(model=e.name, user=rec.user, items=_items(rec),
+                                   unknown_items=rec.unknown_items, fallback=rec.fallback, method=rec.method))
+
+
+@router.post("/v1/similar-items", response_model=SimilarItemsResponse, tags=["recommend"])
+async def similar_items(req: SimilarItemsRequest, state: State) -> Response:
+    """Items most similar to `item`: cosine of the model's item vectors, else of co-occurrence."""
+    e = state.pick(req.model, "similar-items")
+    _check_k(req.k, state.config)
+    model = e.obj
+    assert isinstance(model, FindsSimilar)  # pick() checked the capability
+    try:
+        rec = await state.on_worker(lambda: model.similar_items(req.item, req.k))
+    except KeyError as exc:
+        raise ApiError(404, "unknown_item", f"unknown item {req.item!r} in model {e.name!r}",
+                       [{"loc": "item", "message": str(exc.args[0]) if exc.args else "unknown"}]) from None
+    return _json(SimilarItemsResponse(model=e.name, item=req.item, items=_items(rec), method=rec.method))
+
+
+@router.post("/v1/explain", response_model=ExplainResponse, tags=["explain"],
+             responses={501: {"model": ErrorResponse, "description": "no explanation model is loaded"}})
+async def explain(req: ExplainRequest, state: State) -> ExplainResponse:
+    """Why `user` might like `item`, from an explanation model (PETER)."""
+    e = state.pick(req.model, "explain")
+    model = e.obj
+    assert isinstance(model, Explains)  # pick() checked the capability
+    try:
+        out = await state.on_worker(lambda: model.explain(req.user, req.item, feature=req.feature))
+    except KeyError as exc:
+        raise ApiError(404, "unknown_id", str(exc.args[0]) if exc.args else "unknown user or item") from None
+    except ValueError as exc:  # DataError included: unknown IDs are 404, anything else 422
+        if isinstance(exc, DataError) and str(exc).startswith("unknown"):
+            raise ApiError(404, "unknown_id", str(exc)) from None
+        raise ApiError(422, "invalid_request", str(exc)) from None
+    return ExplainResponse(model=e.name, user=req.user, item=req.item, explanation=_jsonable(out))
+
+
+@router.get("/v1/models", response_model=ModelsResponse, tags=["status"])
+async def list_loaded(state: State) -> ModelsResponse:
+    """What is loaded: model, dataset, and the protocols and metrics it was evaluated with."""
+    return ModelsResponse(models=[e.info() for e in state.models.values()], limits=state.config.limits())
+
+
+@router.get("/healthz", response_model=Status, tags=["status"])
+async def healthz() -> Status:
+    """The process is up (it may still be loading models)."""
+    return Status(status="ok")
+
+
+@router.get("/readyz", response_model=Status, tags=["status"],
+            responses={503: {"model": Status, "description": "a model is loading or failed"}})
+async def readyz(state: State) -> Status | JSONResponse:
+    """Every model is loaded and warmed up."""
+    states = {e.name: e.status for e in state.models.values()}
+    if all(s == "ready" for s in states.values()):
+        return Status(status="ready", models=states)
+    return JSONResponse(Status(status="not ready", models=states).model_dump(), status_code=503)
+
+
+__all__ = ["router"]
