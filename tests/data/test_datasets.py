@@ -15,10 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnrec.data import datasets as ds_mod
 from attnrec.data import describe, format_description, from_columns, load_dataset, make_demo
-from attnrec.data.datasets import DATASETS, FORMATS, detect_format, list_datasets
+from attnrec.data import download as download_mod
+from attnrec.data.catalog import DATASETS, list_datasets
+from attnrec.data.formats import FORMATS, READERS
 from attnrec.data.schema import DataError, DataSource
+from attnrec.data.sniff import detect_format
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -33,7 +35,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def no_network(*args: object, **kwargs: object) -> None:
         raise urllib.error.URLError("network disabled in tests")
 
-    monkeypatch.setattr(ds_mod.urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(download_mod.urllib.request, "urlopen", no_network)
 
 
 def write(path: Path, text: str, gz: bool = False) -> Path:
@@ -147,12 +149,12 @@ def test_registry_is_honest() -> None:
     for d in DATASETS.values():
         assert d.url.startswith(("https://", "http://")) and d.filename and d.preprocessing
         assert d.sha256 is None or len(d.sha256) == 64
-        assert d.reader in ds_mod._READERS
+        assert d.reader in READERS
 
 
 def test_offline_message_says_what_and_where(tmp_path: Path) -> None:
     root = tmp_path / "data"
-    with pytest.raises(DataError) as err:
+    with pytest.raises(DataError, match=r"dataset 'ml-1m' is not available locally") as err:
         load_dataset("ml-1m", data_dir=root, download=False)
     msg = str(err.value)
     assert "https://files.grouplens.org/datasets/movielens/ml-1m.zip" in msg
@@ -227,7 +229,7 @@ def test_download_verifies_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert url == DATASETS["ml-1m"].url
         return io.BytesIO(payload)
 
-    monkeypatch.setattr(ds_mod.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(download_mod.urllib.request, "urlopen", fake_urlopen)
     wrong = dataclasses.replace(DATASETS["ml-1m"], sha256="0" * 64)
     monkeypatch.setitem(DATASETS, "ml-1m", wrong)
     with pytest.raises(DataError, match="does not match the expected"):

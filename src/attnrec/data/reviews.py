@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrec.data.io import content_sha256, iter_lines, open_text
+from attnrec.data.files import content_sha256, iter_lines, open_text
 from attnrec.data.schema import DataError, DataSource, IdMap
 from attnrec.data.text import (
     HeuristicExtractor,

@@ -6,7 +6,7 @@ int32 codes by incremental ID maps (vectorised for integer IDs, one dictionary l
 string per batch for text IDs) and written into preallocated arrays; timestamps and ratings are
 converted batch by batch. Only the encoded columns (4 + 4 + 8 bytes per row, plus 8 per rating)
 and the ID maps live in memory, so a log of 20M rows needs a few hundred MB whatever the size of
-its raw IDs. The result equals :func:`attnrec.data.io.read_table` on the same file: same ID maps
+its raw IDs. The result equals :func:`attnrec.data.readers.table.read_table` on the same file: same ID maps
 (order of first appearance), same ordering (user, then time, ties in file order), same
 ``min_rating`` / ``k_core`` filtering.
 """
@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from attnrec.data.io import _numeric_column, _time_column, resolve_columns
+from attnrec.data.build import k_core_mask
+from attnrec.data.readers.columns import numeric_column, resolve_columns, time_column
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
 
 BATCH_ROWS = 1 << 20
@@ -93,13 +94,14 @@ class IdEncoder:
             raise DataError("an ID column mixes text and numbers across batches")
         enc = pc.dictionary_encode(arr)
         values = pc.utf8_trim_whitespace(enc.dictionary).to_pylist()  # distinct, first-appearance order
-        idx = enc.indices.to_numpy(zero_copy_only=False)
+        idx: np.ndarray = enc.indices.to_numpy(zero_copy_only=False)
         if "" in values:
             raise MissingValue(int(np.flatnonzero(idx == values.index(""))[0]))
         index = self._index
         codes_u = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
         self.n = len(index)
-        return codes_u[idx]
+        codes: np.ndarray = codes_u[idx]
+        return codes
 
     def external(self) -> np.ndarray:
         """External IDs (str, object array) in code order."""
@@ -145,7 +147,7 @@ def read_parquet_stream(
     """Read a Parquet interaction log (a file or a directory of files) in batches of ``batch_rows``.
 
     ``columns`` maps roles (user, item, timestamp, rating, event) to column names as in
-    :func:`attnrec.data.io.read_table`, which this function matches row for row; it holds only the
+    :func:`attnrec.data.readers.table.read_table`, which this function matches row for row; it holds only the
     encoded columns in memory, never the raw table. Errors (missing values, bad numbers) name the
     row (1-based, across files in name order).
     """
@@ -183,13 +185,13 @@ def read_parquet_stream(
             keep: np.ndarray | None = None
             rating = None
             if "rating" in cols:
-                rating = _numeric_column(_series(cols["rating"]), _nulls(cols["rating"]), p, labels["rating"],
+                rating = numeric_column(_series(cols["rating"]), _nulls(cols["rating"]), p, labels["rating"],
                                          "rating", line_of)
                 if min_rating is not None:
                     keep = rating >= min_rating
             time = None
             if "timestamp" in cols:
-                time = _time_column(_series(cols["timestamp"]), _nulls(cols["timestamp"]), p, labels["timestamp"],
+                time = time_column(_series(cols["timestamp"]), _nulls(cols["timestamp"]), p, labels["timestamp"],
                                     line_of)
             if keep is not None and not keep.all():
                 sel = pa.array(keep)
@@ -219,7 +221,7 @@ def read_parquet_stream(
     pa.default_memory_pool().release_unused()
     user_ext, item_ext = users.external(), items.external()
     if k_core > 1:
-        mask = _k_core_mask(user, item, users.n, items.n, k_core)
+        mask = k_core_mask(user, item, users.n, items.n, k_core)
         if not mask.any():
             raise DataError(f"{k_core}-core filtering removed every interaction")
         if not mask.all():  # all kept: the codes are already in first-appearance order
@@ -259,7 +261,8 @@ def _series(arr: pa.Array) -> pd.Series:
 
 
 def _nulls(arr: pa.Array) -> np.ndarray:
-    return arr.is_null().to_numpy(zero_copy_only=False)
+    nulls: np.ndarray = arr.is_null().to_numpy(zero_copy_only=False)
+    return nulls
 
 
 def _checked(enc: IdEncoder, arr: pa.Array, what: str, row0: int, p: Path, keep: np.ndarray | None) -> np.ndarray:
@@ -272,15 +275,6 @@ def _checked(enc: IdEncoder, arr: pa.Array, what: str, row0: int, p: Path, keep:
         raise DataError(f"{p}: {what}: {e}") from None
 
 
-def _k_core_mask(user: np.ndarray, item: np.ndarray, n_users: int, n_items: int, k: int) -> np.ndarray:
-    mask = np.ones(len(user), dtype=bool)
-    while True:
-        uc = np.bincount(user[mask], minlength=n_users)
-        ic = np.bincount(item[mask], minlength=n_items)
-        new = mask & (uc[user] >= k) & (ic[item] >= k)
-        if new.sum() == mask.sum():
-            return new
-        mask = new
 
 
 def _renumber(codes: np.ndarray, ext: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,22 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attnrec.data.io import (
-    content_sha256,
-    read_amazon_json,
-    read_id_mapping,
-    read_ml20m,
-    read_ml100k,
-    read_movielens_dat,
-    read_otto_jsonl,
-    read_pairs,
-    read_steam_json,
-    read_table,
-    read_titles,
-    read_user_lines,
-    with_titles,
-)
+from attnrec.data.files import content_sha256
+from attnrec.data.readers.jsonlines import read_amazon_json, read_otto_jsonl, read_steam_json
+from attnrec.data.readers.lines import read_pairs, read_user_lines
+from attnrec.data.readers.movielens import read_ml20m, read_ml100k, read_movielens_dat
+from attnrec.data.readers.table import read_table
 from attnrec.data.schema import DataError, Interactions
+from attnrec.data.titles import read_id_mapping, read_titles, with_titles
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
