@@ -48,7 +48,7 @@ def train_ml1m(model: str, seconds: float) -> Path:
         return out
     import torch
 
-    from attnrec.data.io import read_pairs
+    from attnrec.data.readers.lines import read_pairs
     from attnrec.data.split import leave_one_out
     from attnrec.evaluation.protocol import FULL
     from attnrec.recommender import Recommender

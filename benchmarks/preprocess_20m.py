@@ -87,7 +87,7 @@ def worker(path: Path, how: str, k_core: int) -> dict[str, Any]:
 
         data = read_parquet_stream(path, k_core=k_core)
     else:
-        from attnrec.data.io import read_table
+        from attnrec.data.readers.table import read_table
 
         data = read_table(path, k_core=k_core)
     t_read, c_read = time.perf_counter() - t0, time.process_time() - c0

@@ -19,7 +19,7 @@ import attnrec
 from attnrec.cli._common import resolve_overrides
 from attnrec.cli.main import app
 from attnrec.config import ConfigError
-from attnrec.data.io import read_pairs
+from attnrec.data.readers.lines import read_pairs
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import Protocol
 from attnrec.models.sasrec import SASRecConfig

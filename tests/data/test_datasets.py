@@ -15,10 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnrec.data import datasets as ds_mod
 from attnrec.data import describe, format_description, from_columns, load_dataset, make_demo
-from attnrec.data.datasets import DATASETS, FORMATS, detect_format, list_datasets
+from attnrec.data import download as download_mod
+from attnrec.data.catalog import DATASETS, list_datasets
+from attnrec.data.formats import FORMATS, READERS
 from attnrec.data.schema import DataError, DataSource
+from attnrec.data.sniff import detect_format
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -33,7 +35,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def no_network(*args: object, **kwargs: object) -> None:
         raise urllib.error.URLError("network disabled in tests")
 
-    monkeypatch.setattr(ds_mod.urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(download_mod.urllib.request, "urlopen", no_network)
 
 
 def write(path: Path, text: str, gz: bool = False) -> Path:
@@ -55,33 +57,35 @@ def test_demo_spec() -> None:
 # Files and formats
 # ---------------------------------------------------------------------------------------------
 
+# name: (content, detected format, first user, that user's items in time order, interactions)
 FILES = {
-    "pairs.txt": ("1 10\n1 11\n2 10\n", "pairs"),
-    "users.txt": ("u1 a b c\nu2 d e\n", "user-lines"),
-    "ratings.dat": ("1::10::5::3\n1::11::3::1\n", "movielens-dat"),
-    "u.data": ("1\t10\t5\t3\n1\t11\t3\t1\n", "ml100k"),
-    "other.tsv.txt": ("1\t10\t5\t3\n1\t11\t3\t1\n", "ml100k"),
-    "ratings.csv": ("userId,movieId,rating,timestamp\n1,10,5,3\n1,11,3,1\n", "ml20m"),
-    "log.csv": ("user_id,item_id,timestamp\n1,10,3\n1,11,1\n", "csv"),
-    "ratings_Beauty.csv": ("1,10,5.0,1365811200\n1,11,3.0,1365811100\n", "amazon-ratings-csv"),
-    "log.tsv": ("user_id\titem_id\n1\t10\n1\t11\n", "tsv"),
-    "log.txt": ("user;item\n1;10\n1;11\n", "csv"),
-    "reviews.json": ('{"reviewerID": "1", "asin": "10", "overall": 5, "unixReviewTime": 3}\n', "amazon-json"),
-    "reviews_old.txt": ("{'reviewerID': '1', 'asin': '10', 'overall': 5, 'unixReviewTime': 3}\n", "amazon-json"),
-    "steam.json": ("{'username': 'u', 'product_id': '10', 'date': '2017-01-02'}\n", "steam-json"),
-    "otto.jsonl": ('{"session": 1, "events": [{"aid": 10, "ts": 3000, "type": "clicks"}]}\n', "otto-jsonl"),
-}
+    "pairs.txt": ("1 10\n1 11\n2 10\n", "pairs", "1", ["10", "11"], 3),
+    "users.txt": ("u1 a b c\nu2 d e\n", "user-lines", "u1", ["a", "b", "c"], 5),
+    "ratings.dat": ("1::10::5::3\n1::11::3::1\n", "movielens-dat", "1", ["11", "10"], 2),
+    "u.data": ("1\t10\t5\t3\n1\t11\t3\t1\n", "ml100k", "1", ["11", "10"], 2),
+    "other.tsv.txt": ("1\t10\t5\t3\n1\t11\t3\t1\n", "ml100k", "1", ["11", "10"], 2),
+    "ratings.csv": ("userId,movieId,rating,timestamp\n1,10,5,3\n1,11,3,1\n", "ml20m", "1", ["11", "10"], 2),
+    "log.csv": ("user_id,item_id,timestamp\n1,10,3\n1,11,1\n", "csv", "1", ["11", "10"], 2),
+    "ratings_Beauty.csv": ("1,10,5.0,1365811200\n1,11,3.0,1365811100\n", "amazon-ratings-csv", "1", ["11", "10"], 2),
+    "log.tsv": ("user_id\titem_id\n1\t10\n1\t11\n", "tsv", "1", ["10", "11"], 2),
+    "log.txt": ("user;item\n1;10\n1;11\n", "csv", "1", ["10", "11"], 2),
+    "reviews.json": ('{"reviewerID": "1", "asin": "10", "overall": 5, "unixReviewTime": 3}\n', "amazon-json", "1", ["10"], 1),
+    "reviews_old.txt": ("{'reviewerID': '1', 'asin': '10', 'overall': 5, 'unixReviewTime': 3}\n", "amazon-json", "1", ["10"], 1),
+    "steam.json": ("{'username': 'u', 'product_id': '10', 'date': '2017-01-02'}\n", "steam-json", "u", ["10"], 1),
+    "otto.jsonl": ('{"session": 1, "events": [{"aid": 10, "ts": 3000, "type": "clicks"}]}\n', "otto-jsonl", "1", ["10"], 1),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
 @pytest.mark.parametrize("gz", [False, True])
 def test_detect_and_load_every_format(tmp_path: Path, name: str, gz: bool) -> None:
-    text, fmt = FILES[name]
+    text, fmt, first_user, first_items, n = FILES[name]
     p = write(tmp_path / (name + (".gz" if gz else "")), text, gz)
     assert detect_format(p) == fmt
     data = load_dataset(str(p))
-    assert len(data) >= 1 and data.n_users >= 1
-    assert data.users.to_list()[0] in {"1", "u1", "u"}
+    assert len(data) == n and data.source.format == fmt
+    assert data.users.to_list()[0] == first_user
+    assert data.items.to_external(data.sequences()[0]) == first_items
     assert load_dataset(p, format=fmt).source.sha256 == data.source.sha256
 
 
@@ -147,12 +151,12 @@ def test_registry_is_honest() -> None:
     for d in DATASETS.values():
         assert d.url.startswith(("https://", "http://")) and d.filename and d.preprocessing
         assert d.sha256 is None or len(d.sha256) == 64
-        assert d.reader in ds_mod._READERS
+        assert d.reader in READERS
 
 
 def test_offline_message_says_what_and_where(tmp_path: Path) -> None:
     root = tmp_path / "data"
-    with pytest.raises(DataError) as err:
+    with pytest.raises(DataError, match=r"dataset 'ml-1m' is not available locally") as err:
         load_dataset("ml-1m", data_dir=root, download=False)
     msg = str(err.value)
     assert "https://files.grouplens.org/datasets/movielens/ml-1m.zip" in msg
@@ -227,7 +231,7 @@ def test_download_verifies_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert url == DATASETS["ml-1m"].url
         return io.BytesIO(payload)
 
-    monkeypatch.setattr(ds_mod.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(download_mod.urllib.request, "urlopen", fake_urlopen)
     wrong = dataclasses.replace(DATASETS["ml-1m"], sha256="0" * 64)
     monkeypatch.setitem(DATASETS, "ml-1m", wrong)
     with pytest.raises(DataError, match="does not match the expected"):

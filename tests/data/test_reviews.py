@@ -95,9 +95,9 @@ def test_read_peter_reports_missing_fields(tmp_path: Path) -> None:
 
 def test_review_data_is_immutable() -> None:
     data = from_records(RECORDS)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="read-only"):
         data.rating[0] = 1.0
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="cannot assign to field 'user'"):
         data.user = np.zeros(4)  # type: ignore[misc]
 
 

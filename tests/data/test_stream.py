@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from attnrec.data.io import read_table
+from attnrec.data.readers.table import read_table
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.stream import IdEncoder, parquet_rows, read_parquet_stream
 

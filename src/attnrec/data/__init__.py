@@ -1,31 +1,25 @@
-"""Data: containers, readers, splits."""
+"""Data: containers, readers, named datasets, splits."""
 
 from attnrec.data.build import from_columns
+from attnrec.data.catalog import DATASETS, NamedDataset, list_datasets
+from attnrec.data.datasets import load_dataset
 from attnrec.data.demo import make_demo
+from attnrec.data.describe import describe, format_description
+from attnrec.data.formats import FORMATS
+from attnrec.data.readers.jsonlines import read_amazon_json, read_json_lines, read_otto_jsonl, read_steam_json
+from attnrec.data.readers.lines import read_pairs, read_user_lines
+from attnrec.data.readers.movielens import read_ml20m, read_ml100k, read_movielens_dat
+from attnrec.data.readers.table import read_table
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions, Sequences
+from attnrec.data.sniff import detect_format
 from attnrec.data.split import EvalSet, Split, leave_one_out, parse_split, temporal_split
+from attnrec.data.titles import read_titles, with_titles
 
-__all__ = ["from_columns", "DataError", "DataSource", "IdMap", "Interactions", "Sequences",
-           "EvalSet", "Split", "leave_one_out", "parse_split", "temporal_split"]
-__all__ += ["make_demo"]
-from attnrec.data.datasets import DATASETS, FORMATS, NamedDataset, detect_format, list_datasets, load_dataset  # noqa: E402
-from attnrec.data.describe import describe, format_description  # noqa: E402
-from attnrec.data.io import (  # noqa: E402
-    read_amazon_json,
-    read_json_lines,
-    read_ml20m,
-    read_ml100k,
-    read_movielens_dat,
-    read_otto_jsonl,
-    read_pairs,
-    read_steam_json,
-    read_table,
-    read_titles,
-    read_user_lines,
-    with_titles,
-)
-
-__all__ += ["DATASETS", "FORMATS", "NamedDataset", "detect_format", "list_datasets", "load_dataset",
-            "describe", "format_description", "read_amazon_json", "read_json_lines", "read_ml20m",
-            "read_ml100k", "read_movielens_dat", "read_otto_jsonl", "read_pairs", "read_steam_json",
-            "read_table", "read_titles", "read_user_lines", "with_titles"]
+__all__ = [
+    "from_columns", "DataError", "DataSource", "IdMap", "Interactions", "Sequences",
+    "EvalSet", "Split", "leave_one_out", "parse_split", "temporal_split", "make_demo",
+    "DATASETS", "FORMATS", "NamedDataset", "detect_format", "list_datasets", "load_dataset",
+    "describe", "format_description", "read_amazon_json", "read_json_lines", "read_ml20m",
+    "read_ml100k", "read_movielens_dat", "read_otto_jsonl", "read_pairs", "read_steam_json",
+    "read_table", "read_titles", "read_user_lines", "with_titles",
+]  # fmt: skip

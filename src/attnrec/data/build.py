@@ -82,13 +82,22 @@ def _codes_in_first_appearance_order(values: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _k_core_mask(u: np.ndarray, it: np.ndarray, k: int) -> np.ndarray:
-    uc = pd.factorize(u)[0]
-    ic = pd.factorize(it)[0]
-    mask = np.ones(len(u), dtype=bool)
+    uc: np.ndarray = pd.factorize(u)[0]
+    ic: np.ndarray = pd.factorize(it)[0]
+    return k_core_mask(uc, ic, int(uc.max()) + 1, int(ic.max()) + 1, k)
+
+
+def k_core_mask(user: np.ndarray, item: np.ndarray, n_users: int, n_items: int, k: int) -> np.ndarray:
+    """Rows kept by the ``k``-core of a log given as user and item codes (``0..n-1``).
+
+    Dropping a user can push an item below ``k`` and back, so the counts are redone until no
+    row is dropped.
+    """
+    mask = np.ones(len(user), dtype=bool)
     while True:
-        ucount = np.bincount(uc[mask], minlength=uc.max() + 1)
-        icount = np.bincount(ic[mask], minlength=ic.max() + 1)
-        new = mask & (ucount[uc] >= k) & (icount[ic] >= k)
+        uc = np.bincount(user[mask], minlength=n_users)
+        ic = np.bincount(item[mask], minlength=n_items)
+        new: np.ndarray = mask & (uc[user] >= k) & (ic[item] >= k)
         if new.sum() == mask.sum():
             return new
         mask = new

@@ -239,7 +239,7 @@ def _user_sequence(
     base_taste = rng.dirichlet(np.full(n_genres, 0.3)) * 0.8 + genre_prior * 0.2
     taste = base_taste
     taste_l = taste.tolist()
-    next_l, genre_l, follow_l = world.next_list, world.genre_list, world.follow_first_list
+    next_l, genre_l = world.next_list, world.genre_list
     # Genres with no items can never be drawn.
     has_items = np.array([len(g) > 0 for g in world.genre_items], dtype=np.float64)
     taste_cdf = list(accumulate((taste * has_items).tolist()))
@@ -257,35 +257,11 @@ def _user_sequence(
             taste = 0.3 * taste + 0.7 * fresh
             taste_cdf = list(accumulate((taste * has_items).tolist()))
             taste_l = taste.tolist()
-        nxt = -1
-        if cur >= 0:
-            cont = next_l[cur]
-            if cont >= 0 and r_move < p_series and cont not in seen:
-                nxt = cont
-            elif cont < 0 and r_move < p_follow:
-                first = follow_l[cur]
-                if first not in seen:
-                    nxt = first
-            if nxt < 0 and pending and r_resume < p_resume:
-                cand = pending.pop()  # resume the most recently abandoned series
-                if cand not in seen:
-                    nxt = cand
+        nxt = _series_step(world, cur, seen, pending, r_move, r_resume, params) if cur >= 0 else -1
         if nxt < 0:
-            # Stay in the genre or jump by taste; a few popularity-weighted tries, then any unseen.
-            if cur >= 0 and r_genre < p_genre:
-                g = genre_l[cur]
-            else:
-                g = _pick(taste_cdf, r_genre)
-            for attempt in range(8):
-                r = r_pick if attempt == 0 else float(rng.random())
-                if attempt == 4:  # the genre may be exhausted: fall back to the taste
-                    g = _pick(taste_cdf, float(rng.random()))
-                cand = world.genre_items[g][_pick(world.genre_cdf[g], r)]
-                if cand not in seen:
-                    nxt = cand
-                    break
-            if nxt < 0:
-                nxt = _first_unseen(world, rng, seen)
+            # Stay in the genre or jump by taste.
+            g = genre_l[cur] if cur >= 0 and r_genre < p_genre else _pick(taste_cdf, r_genre)
+            nxt = _genre_step(world, rng, seen, g, r_pick, taste_cdf)
         if cur >= 0:
             cont = next_l[cur]
             if cont >= 0 and nxt != cont and cont not in seen:
@@ -297,6 +273,43 @@ def _user_sequence(
         ratings.append(float(min(5, max(1, round(3.2 + 0.6 * math.log(affinity + 1e-3) + noise[t])))))
         cur = nxt
     return out, ratings
+
+
+def _series_step(
+    world: _World, cur: int, seen: set[int], pending: list[int], r_move: float, r_resume: float,
+    params: tuple[float, float, float, float, float],
+) -> int:  # fmt: skip
+    """After item ``cur``: its series' next part, the follow-up series' first part, or the most
+    recently abandoned series; -1 when none is drawn (or it was seen). Uses no extra randomness."""
+    p_series, p_follow, p_resume, _, _ = params
+    nxt = -1
+    cont = world.next_list[cur]
+    if cont >= 0 and r_move < p_series and cont not in seen:
+        nxt = cont
+    elif cont < 0 and r_move < p_follow:
+        first = world.follow_first_list[cur]
+        if first not in seen:
+            nxt = first
+    if nxt < 0 and pending and r_resume < p_resume:
+        cand = pending.pop()  # resume the most recently abandoned series
+        if cand not in seen:
+            nxt = cand
+    return nxt
+
+
+def _genre_step(
+    world: _World, rng: np.random.Generator, seen: set[int], g: int, r_pick: float, taste_cdf: list[float]
+) -> int:
+    """An unseen item of genre ``g`` by popularity: a few tries (the first with ``r_pick``), then
+    the taste picks another genre, then any unseen item."""
+    for attempt in range(8):
+        r = r_pick if attempt == 0 else float(rng.random())
+        if attempt == 4:  # the genre may be exhausted: fall back to the taste
+            g = _pick(taste_cdf, float(rng.random()))
+        cand = world.genre_items[g][_pick(world.genre_cdf[g], r)]
+        if cand not in seen:
+            return cand
+    return _first_unseen(world, rng, seen)
 
 
 def _first_unseen(world: _World, rng: np.random.Generator, seen: set[int]) -> int:

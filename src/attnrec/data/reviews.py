@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from attnrec.data.io import content_sha256, iter_lines, open_text
-from attnrec.data.schema import DataError, DataSource, IdMap
+from attnrec.data.files import content_sha256, iter_lines, open_text
+from attnrec.data.schema import DataError, DataSource, IdMap, UserItemLog
 from attnrec.data.text import (
     HeuristicExtractor,
     RawReview,
@@ -47,7 +47,7 @@ _PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True)
-class ReviewData:
+class ReviewData(UserItemLog):
     """Explanation records, column-wise and read-only.
 
     ``user`` (``0..n_users-1``) and ``item`` (``1..n_items``) are internal indices into
@@ -76,17 +76,6 @@ class ReviewData:
             arr = np.array(getattr(self, name), dtype=dtype)
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
-
-    def __len__(self) -> int:
-        return len(self.user)
-
-    @property
-    def n_users(self) -> int:
-        return len(self.users)
-
-    @property
-    def n_items(self) -> int:
-        return len(self.items)
 
     def take(self, rows: np.ndarray | Sequence[int]) -> ReviewData:
         """The records ``rows`` (same ID maps)."""

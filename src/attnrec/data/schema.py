@@ -108,8 +108,31 @@ class DataSource:
     sha256: str = ""
 
 
+class UserItemLog:
+    """Sizes shared by the logs that index users and items through an :class:`IdMap` each.
+
+    A plain base (not a dataclass): the subclasses declare ``user``, ``users`` and ``items``
+    as their own fields.
+    """
+
+    user: np.ndarray
+    users: IdMap
+    items: IdMap
+
+    @property
+    def n_users(self) -> int:
+        return len(self.users)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    def __len__(self) -> int:
+        return len(self.user)
+
+
 @dataclass(frozen=True)
-class Interactions:
+class Interactions(UserItemLog):
     """An interaction log in internal indices, sorted by user then time (stable).
 
     ``user``/``item`` are int64 arrays of equal length; ``timestamp`` and ``rating`` are
@@ -126,17 +149,6 @@ class Interactions:
     event: np.ndarray | None = None
     item_titles: dict[str, str] | None = None
     source: DataSource = DataSource("unnamed")
-
-    @property
-    def n_users(self) -> int:
-        return len(self.users)
-
-    @property
-    def n_items(self) -> int:
-        return len(self.items)
-
-    def __len__(self) -> int:
-        return len(self.user)
 
     def sequences(self) -> Sequences:
         """Per-user item sequences (the log is already in chronological order)."""

@@ -6,7 +6,7 @@ int32 codes by incremental ID maps (vectorised for integer IDs, one dictionary l
 string per batch for text IDs) and written into preallocated arrays; timestamps and ratings are
 converted batch by batch. Only the encoded columns (4 + 4 + 8 bytes per row, plus 8 per rating)
 and the ID maps live in memory, so a log of 20M rows needs a few hundred MB whatever the size of
-its raw IDs. The result equals :func:`attnrec.data.io.read_table` on the same file: same ID maps
+its raw IDs. The result equals :func:`attnrec.data.readers.table.read_table` on the same file: same ID maps
 (order of first appearance), same ordering (user, then time, ties in file order), same
 ``min_rating`` / ``k_core`` filtering.
 """
@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from attnrec.data.io import _numeric_column, _time_column, resolve_columns
+from attnrec.data.build import k_core_mask
+from attnrec.data.readers.columns import numeric_column, resolve_columns, time_column
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
 
 BATCH_ROWS = 1 << 20
@@ -93,13 +94,14 @@ class IdEncoder:
             raise DataError("an ID column mixes text and numbers across batches")
         enc = pc.dictionary_encode(arr)
         values = pc.utf8_trim_whitespace(enc.dictionary).to_pylist()  # distinct, first-appearance order
-        idx = enc.indices.to_numpy(zero_copy_only=False)
+        idx: np.ndarray = enc.indices.to_numpy(zero_copy_only=False)
         if "" in values:
             raise MissingValue(int(np.flatnonzero(idx == values.index(""))[0]))
         index = self._index
         codes_u = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
         self.n = len(index)
-        return codes_u[idx]
+        codes: np.ndarray = codes_u[idx]
+        return codes
 
     def external(self) -> np.ndarray:
         """External IDs (str, object array) in code order."""
@@ -145,9 +147,9 @@ def read_parquet_stream(
     """Read a Parquet interaction log (a file or a directory of files) in batches of ``batch_rows``.
 
     ``columns`` maps roles (user, item, timestamp, rating, event) to column names as in
-    :func:`attnrec.data.io.read_table`, which this function matches row for row; it holds only the
-    encoded columns in memory, never the raw table. Errors (missing values, bad numbers) name the
-    row (1-based, across files in name order).
+    :func:`attnrec.data.readers.table.read_table`, which this function matches row for row; it
+    holds only the encoded columns in memory, never the raw table. Errors (missing values, bad
+    numbers) name the row (1-based, across files in name order).
     """
     p = Path(path)
     files = _files(p)
@@ -161,97 +163,111 @@ def read_parquet_stream(
     roles = resolve_columns(dataset.schema.names, columns, p)
     if min_rating is not None and "rating" not in roles:
         raise DataError("min_rating was given but the data has no rating column")
-    users, items, events = IdEncoder(), IdEncoder(), IdEncoder()
-    user = np.empty(n_rows, dtype=np.int32)
-    item = np.empty(n_rows, dtype=np.int32)
-    ts = np.empty(n_rows, dtype=np.float64) if "timestamp" in roles else None
-    rt = np.empty(n_rows, dtype=np.float64) if "rating" in roles else None
-    ev = np.empty(n_rows, dtype=np.int32) if "event" in roles else None
-    labels = {role: roles[role] for role in roles}
-    filled, row0 = 0, 0
-    scanner = dataset.scanner(columns=[str(c) for c in labels.values()], batch_size=batch_rows, use_threads=False)
+    buf = _Buffers(n_rows, roles, p)
+    row0 = 0
+    scanner = dataset.scanner(columns=[str(c) for c in roles.values()], batch_size=batch_rows, use_threads=False)
     try:
         for batch in scanner.to_batches():
-            m = batch.num_rows
-            if m == 0:
-                continue
-            cols = {role: batch.column(str(label)) for role, label in labels.items()}
-
-            def line_of(row: int, _r0: int = row0) -> str:
-                return f"row {_r0 + row + 1}"
-
-            keep: np.ndarray | None = None
-            rating = None
-            if "rating" in cols:
-                rating = _numeric_column(_series(cols["rating"]), _nulls(cols["rating"]), p, labels["rating"],
-                                         "rating", line_of)
-                if min_rating is not None:
-                    keep = rating >= min_rating
-            time = None
-            if "timestamp" in cols:
-                time = _time_column(_series(cols["timestamp"]), _nulls(cols["timestamp"]), p, labels["timestamp"],
-                                    line_of)
-            if keep is not None and not keep.all():
-                sel = pa.array(keep)
-                cols = {role: pc.filter(c, sel) for role, c in cols.items()}
-                rating = rating[keep] if rating is not None else None
-                time = time[keep] if time is not None else None
-            k = len(cols["user"])
-            sl = slice(filled, filled + k)
-            user[sl] = _checked(users, cols["user"], f"user (column {labels['user']!r})", row0, p, keep)
-            item[sl] = _checked(items, cols["item"], f"item (column {labels['item']!r})", row0, p, keep)
-            if ev is not None:
-                ev[sl] = _checked(events, cols["event"], f"event (column {labels['event']!r})", row0, p, keep)
-            if ts is not None and time is not None:
-                ts[sl] = time
-            if rt is not None and rating is not None:
-                rt[sl] = rating
-            filled += k
-            row0 += m
+            if batch.num_rows > 0:
+                buf.add({role: batch.column(str(label)) for role, label in roles.items()}, row0, min_rating)
+                row0 += batch.num_rows
     except pa.ArrowInvalid as e:
         raise DataError(f"{p}: cannot be read as Parquet ({e})") from e
-    if filled == 0:
+    if buf.filled == 0:
         raise DataError(f"{p}: no interactions (empty file or everything filtered out)")
-    user, item = user[:filled], item[:filled]
-    ts = None if ts is None else ts[:filled]
-    rt = None if rt is None else rt[:filled]
-    ev = None if ev is None else ev[:filled]
     pa.default_memory_pool().release_unused()
-    user_ext, item_ext = users.external(), items.external()
-    if k_core > 1:
-        mask = _k_core_mask(user, item, users.n, items.n, k_core)
-        if not mask.any():
-            raise DataError(f"{k_core}-core filtering removed every interaction")
-        if not mask.all():  # all kept: the codes are already in first-appearance order
-            user, user_ext = _renumber(user[mask], user_ext)
-            item, item_ext = _renumber(item[mask], item_ext)
-            ts = None if ts is None else ts[mask]
-            rt = None if rt is None else rt[mask]
-            ev = None if ev is None else ev[mask]
-        del mask
-    # User, then time; ties keep file order (both sorts are stable). Each column is gathered in
-    # turn and its buffer dropped, so at most one extra column is alive at a time.
-    order = np.lexsort((ts, user)) if ts is not None else np.argsort(user, kind="stable")
-    user_out = user[order].astype(np.int64)
-    del user
-    item_out = item[order].astype(np.int64)
-    item_out += 1
-    del item
-    ts_out = None if ts is None else ts[order]
-    del ts
-    rt_out = None if rt is None else rt[order]
-    del rt
-    ev_out = None if ev is None else events.external()[ev[order]]
-    return Interactions(
-        user=user_out,
-        item=item_out,
-        users=IdMap(user_ext, 0),
-        items=IdMap(item_ext, 1),
-        timestamp=ts_out,
-        rating=rt_out,
-        event=ev_out,
-        source=DataSource(name or p.name, str(p), "parquet", _sha256(files)),
-    )
+    return buf.to_interactions(k_core, DataSource(name or p.name, str(p), "parquet", _sha256(files)))
+
+
+class _Buffers:
+    """The encoded columns of the whole log, preallocated and filled batch by batch.
+
+    Timestamp, rating and event columns exist only when the file maps those roles.
+    """
+
+    def __init__(self, n_rows: int, roles: dict[str, object], p: Path) -> None:
+        self.labels = roles
+        self.p = p
+        self.users, self.items, self.events = IdEncoder(), IdEncoder(), IdEncoder()
+        self.user = np.empty(n_rows, dtype=np.int32)
+        self.item = np.empty(n_rows, dtype=np.int32)
+        self.ts = np.empty(n_rows, dtype=np.float64) if "timestamp" in roles else None
+        self.rt = np.empty(n_rows, dtype=np.float64) if "rating" in roles else None
+        self.ev = np.empty(n_rows, dtype=np.int32) if "event" in roles else None
+        self.filled = 0
+
+    def add(self, cols: dict[str, pa.Array], row0: int, min_rating: float | None) -> None:
+        """Convert, filter by ``min_rating`` and encode one batch whose first row is ``row0``."""
+
+        def line_of(row: int) -> str:
+            return f"row {row0 + row + 1}"
+
+        labels, p = self.labels, self.p
+        keep: np.ndarray | None = None
+        rating = time = None
+        if "rating" in cols:
+            rating = numeric_column(_series(cols["rating"]), _nulls(cols["rating"]), p, labels["rating"],
+                                    "rating", line_of)  # fmt: skip
+            if min_rating is not None:
+                keep = rating >= min_rating
+        if "timestamp" in cols:
+            time = time_column(_series(cols["timestamp"]), _nulls(cols["timestamp"]), p, labels["timestamp"],
+                               line_of)  # fmt: skip
+        if keep is not None and not keep.all():
+            sel = pa.array(keep)
+            cols = {role: pc.filter(c, sel) for role, c in cols.items()}
+            rating = rating[keep] if rating is not None else None
+            time = time[keep] if time is not None else None
+        sl = slice(self.filled, self.filled + len(cols["user"]))
+        self.user[sl] = _checked(self.users, cols["user"], f"user (column {labels['user']!r})", row0, p, keep)
+        self.item[sl] = _checked(self.items, cols["item"], f"item (column {labels['item']!r})", row0, p, keep)
+        if self.ev is not None:
+            self.ev[sl] = _checked(self.events, cols["event"], f"event (column {labels['event']!r})", row0, p, keep)
+        if self.ts is not None and time is not None:
+            self.ts[sl] = time
+        if self.rt is not None and rating is not None:
+            self.rt[sl] = rating
+        self.filled = sl.stop
+
+    def to_interactions(self, k_core: int, source: DataSource) -> Interactions:
+        """The filled rows, ``k_core``-filtered, sorted by user then time, as a log.
+
+        The buffers are handed over (not copied) and dropped column by column, so at most one
+        extra column is alive at a time; the object is spent afterwards.
+        """
+        n = self.filled
+        user, item = self.user[:n], self.item[:n]
+        ts = None if self.ts is None else self.ts[:n]
+        rt = None if self.rt is None else self.rt[:n]
+        ev = None if self.ev is None else self.ev[:n]
+        del self.user, self.item, self.ts, self.rt, self.ev
+        user_ext, item_ext = self.users.external(), self.items.external()
+        if k_core > 1:
+            mask = k_core_mask(user, item, self.users.n, self.items.n, k_core)
+            if not mask.any():
+                raise DataError(f"{k_core}-core filtering removed every interaction")
+            if not mask.all():  # all kept: the codes are already in first-appearance order
+                user, user_ext = _renumber(user[mask], user_ext)
+                item, item_ext = _renumber(item[mask], item_ext)
+                ts = None if ts is None else ts[mask]
+                rt = None if rt is None else rt[mask]
+                ev = None if ev is None else ev[mask]
+            del mask
+        # User, then time; ties keep file order (both sorts are stable). Each column is gathered in
+        # turn and its buffer dropped.
+        order = np.lexsort((ts, user)) if ts is not None else np.argsort(user, kind="stable")
+        user_out = user[order].astype(np.int64)
+        del user
+        item_out = item[order].astype(np.int64)
+        item_out += 1
+        del item
+        ts_out = None if ts is None else ts[order]
+        del ts
+        rt_out = None if rt is None else rt[order]
+        del rt
+        ev_out = None if ev is None else self.events.external()[ev[order]]
+        return Interactions(user=user_out, item=item_out, users=IdMap(user_ext, 0), items=IdMap(item_ext, 1),
+                            timestamp=ts_out, rating=rt_out, event=ev_out, source=source)  # fmt: skip
 
 
 def _series(arr: pa.Array) -> pd.Series:
@@ -259,7 +275,8 @@ def _series(arr: pa.Array) -> pd.Series:
 
 
 def _nulls(arr: pa.Array) -> np.ndarray:
-    return arr.is_null().to_numpy(zero_copy_only=False)
+    nulls: np.ndarray = arr.is_null().to_numpy(zero_copy_only=False)
+    return nulls
 
 
 def _checked(enc: IdEncoder, arr: pa.Array, what: str, row0: int, p: Path, keep: np.ndarray | None) -> np.ndarray:
@@ -270,17 +287,6 @@ def _checked(enc: IdEncoder, arr: pa.Array, what: str, row0: int, p: Path, keep:
         raise DataError(f"{p}: row {row0 + row + 1}: missing {what}") from None
     except DataError as e:
         raise DataError(f"{p}: {what}: {e}") from None
-
-
-def _k_core_mask(user: np.ndarray, item: np.ndarray, n_users: int, n_items: int, k: int) -> np.ndarray:
-    mask = np.ones(len(user), dtype=bool)
-    while True:
-        uc = np.bincount(user[mask], minlength=n_users)
-        ic = np.bincount(item[mask], minlength=n_items)
-        new = mask & (uc[user] >= k) & (ic[item] >= k)
-        if new.sum() == mask.sum():
-            return new
-        mask = new
 
 
 def _renumber(codes: np.ndarray, ext: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

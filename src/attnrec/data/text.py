@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -99,6 +99,11 @@ class Vocabulary:
 
     words: tuple[str, ...]
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    # The indices of SPECIALS, fixed for every vocabulary (class constants, not fields).
+    pad: ClassVar[int] = 0
+    bos: ClassVar[int] = 1
+    eos: ClassVar[int] = 2
+    unk: ClassVar[int] = 3
 
     def __post_init__(self) -> None:
         if self.words[: len(SPECIALS)] != SPECIALS:
@@ -122,24 +127,8 @@ class Vocabulary:
     def __contains__(self, word: object) -> bool:
         return word in self._index
 
-    @property
-    def pad(self) -> int:
-        return 0
-
-    @property
-    def bos(self) -> int:
-        return 1
-
-    @property
-    def eos(self) -> int:
-        return 2
-
-    @property
-    def unk(self) -> int:
-        return 3
-
     def index(self, word: str) -> int:
-        return self._index.get(word, 3)
+        return self._index.get(word, self.unk)
 
     def encode(self, tokens: Sequence[str]) -> list[int]:
         return [self._index.get(w, 3) for w in tokens]

@@ -1,0 +1,181 @@
+"""CSV, TSV and Parquet interaction tables, with columns found by name or position."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnrec.data.build import from_columns
+from attnrec.data.files import base_name, is_gzip, iter_lines, require_file, require_nonempty
+from attnrec.data.readers.columns import id_strings, numeric_column, resolve_columns, time_column
+from attnrec.data.readers.fields import file_source
+from attnrec.data.schema import DataError, Interactions
+
+
+def table_format(path: str | Path) -> str:
+    """``"parquet"``, ``"tsv"`` or ``"csv"`` from the extension (``.gz`` ignored); ``"table"`` otherwise."""
+    name = base_name(path)
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith((".tsv", ".tab")):
+        return "tsv"
+    if name.endswith(".csv"):
+        return "csv"
+    return "table"
+
+
+def _sniff_sep(path: str | Path) -> str:
+    for _, line in iter_lines(path):
+        for sep in ("\t", ",", ";", "|"):
+            if sep in line:
+                return sep
+        return r"\s+"
+    raise DataError(f"{path}: the file is empty (no interactions)")
+
+
+def read_table(
+    path: str | Path,
+    columns: Mapping[str, str | int] | None = None,
+    sep: str | None = None,
+    *,
+    header: bool = True,
+    name: str | None = None,
+    min_rating: float | None = None,
+    k_core: int = 0,
+    format: str | None = None,
+) -> Interactions:
+    """Read a CSV, TSV or Parquet interaction table (gzip-compressed text is fine).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file. Parquet is recognised by its ``.parquet``/``.pq`` extension; text files use
+        ``sep`` or, when it is None, ``,`` for ``.csv``, tab for ``.tsv`` and a sniffed
+        separator (tab, comma, semicolon, pipe, whitespace) otherwise.
+    columns : mapping, optional
+        ``{"user": ..., "item": ..., "timestamp": ..., "rating": ..., "event": ...}``: the file's
+        column name (or 0-based position) for each role. Unmapped roles are found by common
+        names (``user_id``, ``userId``, ``movieId``, ``asin``, ``timestamp``, ``rating`` ...);
+        user and item are required, the others optional.
+    header : bool
+        Whether a text file starts with a header line; without one, map roles by position
+        (default ``user`` = 0, ``item`` = 1).
+    min_rating, k_core
+        Passed to :func:`attnrec.data.build.from_columns`.
+
+    Timestamps may be numbers (unix time) or date strings. Missing or malformed values give a
+    :class:`DataError` naming the file and line.
+    """
+    p = Path(path)
+    fmt = table_format(p)
+    if fmt == "parquet":
+        _require_nonempty_binary(p)
+        df = _read_parquet(p)
+        roles = resolve_columns(list(df.columns), columns, p)
+        line_of: Callable[[int], str] = lambda row: f"row {row + 1}"  # noqa: E731
+    else:
+        require_nonempty(p)
+        if sep is None:
+            sep = {"csv": ",", "tsv": "\t"}.get(fmt) or _sniff_sep(p)
+        if not header:
+            columns = dict(columns or {"user": 0, "item": 1})
+            bad = {r: c for r, c in columns.items() if not isinstance(c, int)}
+            if bad:
+                raise DataError(f"{p}: without a header, map columns by position (0, 1, ...), not {bad}")
+        roles, df = _read_text_table(p, columns, sep, header)
+        first = 2 if header else 1
+        line_of = lambda row: f"line {_line_of_row(p, row, first)}"  # noqa: E731
+    cols = _role_columns(df, roles, p, line_of)
+    fmt_name = format or (fmt if fmt != "table" else "csv")
+    return from_columns(
+        cols["user"], cols["item"], cols.get("timestamp"), cols.get("rating"), cols.get("event"),
+        source=file_source(p, fmt_name, name), min_rating=min_rating, k_core=k_core,
+    )  # fmt: skip
+
+
+def _role_columns(
+    df: pd.DataFrame, roles: Mapping[str, object], p: Path, line_of: Callable[[int], str]
+) -> dict[str, np.ndarray]:
+    """Each role's column converted: IDs and events as text, ratings as numbers, times as seconds."""
+    cols: dict[str, np.ndarray] = {}
+    for role, label in roles.items():
+        values = df[label]
+        missing = values.isna().to_numpy()
+        if role in ("user", "item", "event"):
+            ids = id_strings(values) if not missing.any() else None
+            if ids is not None:
+                missing = ids == ""
+            if ids is None or missing.any():
+                row = int(np.flatnonzero(missing)[0])
+                raise DataError(f"{p}: {line_of(row)}: missing {role} (column {label!r})")
+            cols[role] = ids
+        elif role == "rating":
+            cols[role] = numeric_column(values, missing, p, label, role, line_of)
+        else:
+            cols[role] = time_column(values, missing, p, label, line_of)
+    return cols
+
+
+def _require_nonempty_binary(p: Path) -> None:
+    """A binary file has no lines to look at: an empty one has zero bytes."""
+    if require_file(p).stat().st_size == 0:
+        raise DataError(f"{p}: the file is empty (no interactions)")
+
+
+def _read_parquet(p: Path) -> pd.DataFrame:
+    try:
+        df = pd.read_parquet(p)
+    except Exception as e:  # pyarrow raises several exception types for corrupt files
+        raise DataError(f"{p}: cannot be read as Parquet ({e})") from e
+    if len(df) == 0:
+        raise DataError(f"{p}: the file is empty (no interactions)")
+    return df
+
+
+def _read_text_table(
+    p: Path, columns: Mapping[str, str | int] | None, sep: str, header: bool
+) -> tuple[dict[str, object], pd.DataFrame]:
+    compression = "gzip" if is_gzip(p) else None
+    header_row = 0 if header else None
+    try:
+        head = pd.read_csv(p, nrows=5 if not header else 0, sep=sep, compression=compression, header=header_row)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{p}: the file is empty (no interactions)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise DataError(f"{p}: cannot be read as a table ({e})") from e
+    roles = resolve_columns(list(head.columns), columns, p)
+    ids = [roles[r] for r in ("user", "item", "event") if r in roles]
+    try:
+        # No usecols: with it pandas silently accepts rows with extra fields.
+        df = pd.read_csv(p, dtype={c: object for c in ids}, sep=sep, compression=compression, header=header_row)
+    except pd.errors.ParserError as e:
+        raise DataError(_parser_error(p, str(e))) from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"{p}: not valid utf-8 text ({e.reason})") from None
+    except ValueError as e:
+        raise DataError(f"{p}: cannot be read as a table ({e})") from e
+    if len(df) == 0:
+        raise DataError(f"{p}: the file has a header but no rows (no interactions)")
+    return roles, df
+
+
+def _parser_error(p: Path, msg: str) -> str:
+    m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", msg)
+    if m:
+        return f"{p}:{m.group(2)}: expected {m.group(1)} fields, saw {m.group(3)}"
+    return f"{p}: malformed table ({msg.strip()})"
+
+
+def _line_of_row(p: Path, row: int, first: int) -> int:
+    """1-based line number of data row ``row`` (0-based), skipping blank lines as pandas does."""
+    target = row + first - 1  # 0-based index among non-blank lines
+    for k, (n, _) in enumerate(iter_lines(p)):
+        if k == target:
+            return n
+    return row + first
+
+
