@@ -84,7 +84,7 @@ def step_worker(n_items: int, loss: str, steps: int, batch: int, threads: int) -
 
     from attnrec.models.sasrec import SASRec, SASRecConfig
     from attnrec.training.config import TrainConfig
-    from attnrec.training.loop import make_optimizer
+    from attnrec.training.optim import make_optimizer
 
     torch.set_num_threads(threads)
     rss_start = _rss()

@@ -14,8 +14,8 @@ popularity). Results go to ``<out>/<study>-<data>.{json,md,png}``.
 The full grids take hours on a CPU. ``--values``, ``--max-epochs`` and ``--time-budget`` (seconds
 of training per point) shorten a study, ``--short`` picks a small default; a shortened run says so
 on the console and in every file it writes. ``--set KEY=VALUE`` changes a model or training
-setting for every point, with the rules of ``attnrec train --set``. Only the public API of attnrec
-(and the CLI's override parser) is used.
+setting for every point, with the rules of ``attnrec train --set``. Every point trains through
+attnrec's one experiment runner and its table comes from the one renderer (:mod:`attnrec.experiments`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnrec import Interactions, Recommender, get_spec
-from attnrec.cli._common import resolve_overrides
+from attnrec import Interactions, get_spec
+from attnrec.config import resolve_overrides
 from attnrec.data import DataSource, from_columns
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
+from attnrec.experiments.runner import RunRequest, count_parameters, run_one
+from attnrec.experiments.tables import study_markdown
+from attnrec.training.config import TrainConfig
 from provenance import git_sha  # benchmarks/provenance.py, beside this script
 
 STUDIES: dict[str, dict[str, Any]] = {
@@ -51,7 +54,6 @@ STUDIES: dict[str, dict[str, Any]] = {
                   "label": "positional embedding", "log": False},
 }
 SHORT_EPOCHS = 10  # an epoch cap, not a time budget: points stay comparable on a shared machine
-METRICS = ("HR@10", "NDCG@10", "MRR")
 
 
 def sample_users(data: Interactions, n: int, seed: int = 0) -> Interactions:
@@ -116,15 +118,14 @@ def run_study(
         if study == "maxlen" and model_base.get("sliding_step"):  # keep the authors' step / N ratio
             cfg["sliding_step"] = max(1, round(v * model_base["sliding_step"] / model_base.get("max_len", 200)))
         t0 = time.perf_counter()
-        rec = Recommender("bert4rec", cfg, train=train_base).fit(data, split, progress=False)
-        tr = rec.train_result_
+        outcome = run_one(RunRequest("bert4rec", None, cfg, train_base, FULL, (FULL, PAPER_BERT4REC)), data, split)
+        tr = outcome.recommender.train_result_
         assert tr is not None
-        full = rec.evaluate(split.test, FULL)
-        sampled = rec.evaluate(split.test, PAPER_BERT4REC)
+        full, sampled = outcome.results
         row = {"value": v, "full": full.metrics, "sampled": sampled.metrics, "epochs": tr.epochs,
                "best_epoch": tr.best_epoch, "train_seconds": round(tr.seconds, 1), "stopped": tr.stopped,
                "wall_seconds": round(time.perf_counter() - t0, 1),
-               "n_parameters": sum(p.numel() for p in rec.core.parameters())}
+               "n_parameters": count_parameters(outcome.recommender)}
         rows.append(row)
         print(f"{st['key']}={v}: full NDCG@10 {full.metrics['NDCG@10']:.4f} HR@10 {full.metrics['HR@10']:.4f} | "
               f"pop-sampled NDCG@10 {sampled.metrics['NDCG@10']:.4f} HR@10 {sampled.metrics['HR@10']:.4f} | "
@@ -144,7 +145,7 @@ def run_study(
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"{study}-{data.source.name.split('.')[0]}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    stem.with_suffix(".md").write_text(markdown(result))
+    stem.with_suffix(".md").write_text(study_markdown(result))
     written = [stem.with_suffix(".json"), stem.with_suffix(".md")]
     try:
         written.append(plot(result, stem.with_suffix(".png")))
@@ -171,28 +172,8 @@ def render(path: Path) -> list[Path]:
     if note and note not in r["shortened"]:
         r["shortened"] = (r["shortened"] + "; " if r["shortened"] else "SHORTENED: ") + note
         path.write_text(json.dumps(r, indent=2, default=str) + "\n")
-    path.with_suffix(".md").write_text(markdown(r))
+    path.with_suffix(".md").write_text(study_markdown(r))
     return [path, path.with_suffix(".md"), plot(r, path.with_suffix(".png"))]
-
-
-def markdown(r: dict[str, Any]) -> str:
-    d = r["data"]
-    lines = [f"# BERT4Rec study: {r['label']} on {d['name']}", ""]
-    if r["shortened"]:
-        lines += [f"**{r['shortened']}.** Not the paper's full budget: read trends, not final numbers.", ""]
-    lines += [f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12] or 'n/a, a user sample'}), split {r['split']}; preset "
-              f"`{r['preset']}` with `{r['setting']}` varied; epoch chosen on validation NDCG@10 (full ranking). "
-              f"Test metrics. Full: {r['protocols']['full']}. Sampled: {r['protocols']['sampled']} (the paper's).",
-              f"Train settings: {json.dumps({k: v for k, v in r['train_config'].items()})}; git {r['git']}"
-              + (f"; trained on {r['device']}." if "device" in r else "."), "",  # older studies did not record it
-              "| " + r["setting"] + " | " + " | ".join(f"{m} full" for m in METRICS) + " | "
-              + " | ".join(f"{m} sampled" for m in METRICS) + " | epochs (best) | train s | stopped |",
-              "|" + "---|" * (2 * len(METRICS) + 4)]
-    for row in r["rows"]:
-        cells = [f"{row['full'][m]:.4f}" for m in METRICS] + [f"{row['sampled'][m]:.4f}" for m in METRICS]
-        lines.append(f"| {row['value']} | " + " | ".join(cells)
-                     + f" | {row['epochs']} ({row['best_epoch']}) | {row['train_seconds']} | {row['stopped']} |")
-    return "\n".join(lines) + "\n"
 
 
 def plot(r: dict[str, Any], path: Path) -> Path:
@@ -263,8 +244,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.files:
         p.error(f"unexpected arguments after {a.study!r}: {' '.join(map(str, a.files))} (only render takes files)")
     # The CLI's own rules: model.KEY / train.KEY, or a bare key that only one of the two configs has.
-    model_over, train_over = resolve_overrides(get_spec("bert4rec").config_cls, a.set)
-    extra, train_extra = ({k: _value(v) for k, v in over.items()} for over in (model_over, train_over))
+    over = resolve_overrides({"model": get_spec("bert4rec").config_cls, "train": TrainConfig}, a.set)
+    extra, train_extra = ({k: _value(v) for k, v in over[section].items()} for section in ("model", "train"))
     for study in STUDIES if a.study == "all" else [a.study]:
         values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)
         max_epochs = a.max_epochs or (SHORT_EPOCHS if a.short else None)

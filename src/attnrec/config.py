@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -68,6 +69,38 @@ def load_toml(path: str | Path, sections: tuple[str, ...]) -> dict[str, dict[str
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; valid: {', '.join(sections)}")
     return {s: dict(data.get(s, {})) for s in sections}
+
+
+def resolve_overrides(
+    sections: Mapping[str, type], pairs: list[str], toml_path: str | Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Settings per section from a TOML file (one table per section) and ``key=value`` overrides.
+
+    ``sections`` names the config dataclass of each section, e.g. ``{"model": SASRecConfig,
+    "train": TrainConfig}``. Keys may be prefixed ``<section>.``; an unprefixed key is accepted
+    when exactly one section has it. Unknown keys are errors that list every valid key. Overrides
+    win over the file. The values stay as written (strings from ``pairs``): the config classes
+    convert them (:func:`config_from_dict`).
+    """
+    keys = {name: {f.name for f in dataclasses.fields(cls)} for name, cls in sections.items()}
+    found: dict[str, dict[str, Any]] = {name: {} for name in sections}
+    if toml_path is not None:
+        found |= load_toml(toml_path, tuple(sections))
+    valid = ", ".join(f"{name}.{k}" for name in sections for k in sorted(keys[name]))
+    for key, value in parse_overrides(pairs).items():
+        section, _, name = key.rpartition(".")
+        owners = [s for s in sections if name in keys[s]] if not section else [section]
+        if section and section not in sections:
+            raise ConfigError(f"--set {key}: unknown key; valid keys: {valid}")
+        if section and name not in keys[section]:
+            raise ConfigError(f"--set {key}: unknown {section} key {name!r}; valid keys: {valid}")
+        if not owners:
+            raise ConfigError(f"--set {key}: unknown key; valid keys: {valid}")
+        if len(owners) > 1:
+            raise ConfigError(f"--set {key}: ambiguous, both configs have it; write "
+                              + " or ".join(f"{s}.{name}" for s in owners))
+        found[owners[0]][name] = value
+    return found
 
 
 def _coerce(owner: str, key: str, val: Any, hint: Any) -> Any:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from bench_scripts import BENCHMARKS, load
 
-from attnrec.compare import Comparison
+from attnrec.experiments.comparison import Comparison
+from attnrec.experiments.tables import study_markdown
 
 RESULTS = BENCHMARKS / "results"
 
@@ -48,4 +49,4 @@ def test_comparison_tables(data: str) -> None:
 
 @pytest.mark.parametrize("path", sorted((RESULTS / "studies").glob("*.json")), ids=lambda p: p.stem)
 def test_study_tables(path: Path) -> None:
-    assert load("studies").markdown(_json(path)) == path.with_suffix(".md").read_text()
+    assert study_markdown(_json(path)) == path.with_suffix(".md").read_text()

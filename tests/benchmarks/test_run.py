@@ -8,6 +8,7 @@ from pathlib import Path
 from bench_scripts import load
 
 from attnrec.evaluation.published import ML_1M_SHA256
+from attnrec.experiments.tables import side_by_side
 from synthetic_logs import write_cycle_pairs
 
 bench_run = load("run", "bench_run")
@@ -69,7 +70,7 @@ def _result(name: str, model: str, valid: float, test: float, split: str = "leav
 
 
 def test_side_by_side_picks_each_models_run_on_validation_not_test() -> None:
-    lines = bench_run.side_by_side([
+    lines = side_by_side([
         _result("b-valid-best", "bert4rec", 0.15, 0.10),
         _result("b-test-best", "bert4rec", 0.12, 0.20),  # better on test, worse on validation
         _result("s-only", "sasrec", 0.18, 0.17),
@@ -84,7 +85,7 @@ def test_side_by_side_picks_each_models_run_on_validation_not_test() -> None:
 
 def test_side_by_side_never_compares_validation_scores_across_splits() -> None:
     sampled = "leave-one-out (valid_users=2048, seed=0)"
-    lines = bench_run.side_by_side([
+    lines = side_by_side([
         _result("all-users", "bert4rec", 0.15, 0.10),
         _result("sampled-users", "bert4rec", 0.30, 0.12, sampled),  # 2,048 other validation users
     ])

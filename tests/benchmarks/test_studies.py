@@ -64,10 +64,10 @@ def test_render_rewrites_table_from_json(tmp_path: Path) -> None:
 
 
 def test_render_needs_files_and_studies_take_none(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="2"):  # argparse's usage error
         studies.main(["render"])
     assert "render needs the study JSON files" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="2"):
         studies.main(["mask", "stray.json"])
     assert "only render takes files" in capsys.readouterr().err
 

@@ -16,13 +16,13 @@ import pytest
 from typer.testing import CliRunner
 
 import attnrec
-from attnrec.cli._common import resolve_overrides
 from attnrec.cli.main import app
-from attnrec.config import ConfigError
+from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.readers.lines import read_pairs
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import Protocol
 from attnrec.models.sasrec import SASRecConfig
+from attnrec.training.config import TrainConfig
 
 runner = CliRunner()
 TINY = ["--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1", "--set", "max_epochs=1",
@@ -335,9 +335,12 @@ def test_bad_evaluate_options(pairs: Path, model_dir: Path) -> None:
 
 
 def test_resolve_overrides_prefixes_and_ambiguity() -> None:
-    model, train = resolve_overrides(SASRecConfig, ["hidden=4", "train.lr=0.1", "model.dropout=0"])
-    assert model == {"hidden": "4", "dropout": "0"} and train == {"lr": "0.1"}
+    sections = {"model": SASRecConfig, "train": TrainConfig}
+    over = resolve_overrides(sections, ["hidden=4", "train.lr=0.1", "model.dropout=0"])
+    assert over == {"model": {"hidden": "4", "dropout": "0"}, "train": {"lr": "0.1"}}
     with pytest.raises(ConfigError, match="valid keys"):
-        resolve_overrides(SASRecConfig, ["nothing=1"])
+        resolve_overrides(sections, ["nothing=1"])
     with pytest.raises(ConfigError, match="unknown train key"):
-        resolve_overrides(SASRecConfig, ["train.hidden=1"])
+        resolve_overrides(sections, ["train.hidden=1"])
+    with pytest.raises(ConfigError, match="ambiguous, both configs have it; write model.seed or train.seed"):
+        resolve_overrides({"model": TrainConfig, "train": TrainConfig}, ["seed=1"])

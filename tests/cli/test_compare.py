@@ -1,4 +1,4 @@
-"""``attnrec compare`` and :func:`attnrec.compare.compare`: one table, published figures only where comparable."""
+"""``attnrec compare`` and :func:`attnrec.experiments.comparison.compare`: one table, published figures only where comparable."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from attnrec.cli.main import app
-from attnrec.compare import compare, default_models, resolve_preset
 from attnrec.data.demo import make_demo
 from attnrec.data.schema import DataSource, Interactions
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
 from attnrec.evaluation.published import BERT4REC_TABLE2, ML_1M_SHA256
+from attnrec.experiments.comparison import compare, default_models, resolve_preset
 from attnrec.registry import list_models
 
 runner = CliRunner()

@@ -1,29 +1,30 @@
-"""Pieces shared by the command modules: consoles, the error wrapper, data loading, protocols, overrides.
+"""Pieces shared by the command modules: consoles, logging, the error wrapper, data loading, option choices.
 
 Every command is wrapped in :func:`cli_errors`, so bad input ends with one red line on stderr and
-exit code 2, never a traceback (set ``ATTNREC_DEBUG=1`` to see the traceback anyway).
+exit code 2, never a traceback (set ``ATTNREC_DEBUG=1`` to see the traceback anyway). The choices
+of ``--protocol`` and ``--split`` are the library's own declarations
+(:data:`attnrec.evaluation.protocol.PROTOCOLS`, :data:`attnrec.data.split.SPLITS`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import logging
 import os
-from collections.abc import Callable, Iterable
-from enum import Enum
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.text import Text
 
 from attnrec.checkpoint import CheckpointError
-from attnrec.config import ConfigError, load_toml, parse_overrides
+from attnrec.config import ConfigError
 from attnrec.data.datasets import load_dataset
 from attnrec.data.schema import DataError, Interactions
-from attnrec.data.split import Split, leave_one_out, temporal_split
-from attnrec.evaluation.protocol import Protocol
-from attnrec.training.config import TrainConfig
+from attnrec.data.split import SPLITS
+from attnrec.evaluation.protocol import PROTOCOLS
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -73,6 +74,19 @@ def cli_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class _CliLogHandler(RichHandler):
+    """The CLI's log handler on stderr (a class of its own, so it is added once however often asked)."""
+
+
+def log_to_stderr(verbose: bool) -> None:
+    """attnrec's log lines (e.g. per epoch) on stderr when ``verbose``, else warnings only."""
+    logger = logging.getLogger("attnrec")
+    if not any(isinstance(h, _CliLogHandler) for h in logger.handlers):
+        logger.addHandler(_CliLogHandler(console=err, show_path=False, show_level=False, show_time=False,
+                                         markup=False))
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
 def split_list(values: Iterable[str] | None) -> list[str]:
     """``["a,b", "c"]`` -> ``["a", "b", "c"]``: repeatable options that also accept commas."""
     return [v.strip() for val in values or [] for v in val.split(",") if v.strip()]
@@ -92,6 +106,32 @@ def load_data(
                         k_core=k_core, data_dir=data_dir, titles=titles)
 
 
+DataOpt = Annotated[str, typer.Option(
+    "--data", "-d", help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, beauty, "
+    "steam) or a file path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).")]
+FormatOpt = Annotated[str, typer.Option(
+    "--format", "-f", help="File format of --data; 'auto' guesses from the name and content.")]
+MinRatingOpt = Annotated[float | None, typer.Option(
+    "--min-rating", help="Keep only interactions rated at least this (implicit feedback from ratings).")]
+KCoreOpt = Annotated[int, typer.Option(
+    "--k-core", min=0, help="Repeatedly drop users and items with fewer interactions than this (0 = off).")]
+DataDirOpt = Annotated[str | None, typer.Option(
+    "--data-dir", help="Where named datasets are looked for and downloaded to.", show_default="$ATTNREC_DATA or ~/.cache/attnrec")]
+ColumnsOpt = Annotated[str | None, typer.Option(
+    "--columns", help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
+    "(names or 0-based positions; roles: user, item, timestamp, rating, event).")]
+TitlesOpt = Annotated[str | None, typer.Option(
+    "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines).")]
+
+
+def data_from_options(spec: str, fmt: str, min_rating: float | None, k_core: int, data_dir: str | None,
+                      columns: str | None, titles: str | None) -> Interactions:
+    """:func:`load_data` from the shared data options, with a spinner on stderr while it reads."""
+    with err.status(f"loading {spec} ..."):
+        return load_data(spec, fmt, min_rating=min_rating, k_core=k_core, data_dir=data_dir,
+                         columns=columns, titles=titles)
+
+
 def parse_columns(text: str | None) -> dict[str, str | int] | None:
     """``"user=uid,item=2"`` -> ``{"user": "uid", "item": 2}``."""
     if not text:
@@ -106,38 +146,21 @@ def parse_columns(text: str | None) -> dict[str, str | int] | None:
     return out
 
 
-class SplitName(str, Enum):
-    leave_one_out = "leave-one-out"
-    temporal = "temporal"
+# -- option choices --------------------------------------------------------------------------------
+def _choice(names: Sequence[str]) -> Callable[[str], str]:
+    """A typer ``parser`` that accepts exactly ``names`` (click reports anything else as a usage error)."""
+    def parse(value: str) -> str:
+        if value not in names:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}")
+        return value
+
+    return parse
 
 
-def make_split(data: Interactions, name: SplitName | str, valid_users: int = 0, seed: int = 0) -> Split:
-    """The named split; ``valid_users`` > 0 (leave-one-out only) validates on that many users drawn with ``seed``."""
-    name = name.value if isinstance(name, SplitName) else name
-    if valid_users and name != "leave-one-out":
-        raise ValueError("--valid-users applies to the leave-one-out split only")
-    if name == "leave-one-out":
-        return leave_one_out(data, valid_users=valid_users, seed=seed)
-    if name == "temporal":
-        return temporal_split(data)
-    raise ValueError(f"unknown split {name!r}; use leave-one-out or temporal")
-
-
-# -- protocols -------------------------------------------------------------------------------------
-class ProtocolName(str, Enum):
-    full = "full"
-    sampled_uniform = "sampled-uniform"
-    sampled_popularity = "sampled-popularity"
-
-
-def make_protocol(name: ProtocolName | str, negatives: int = 100, seed: int = 0,
-                  ks: tuple[int, ...] = (1, 5, 10)) -> Protocol:
-    name = name.value if isinstance(name, ProtocolName) else name
-    if name == "full":
-        return Protocol("full", seed=seed, ks=ks)
-    if name in ("sampled-uniform", "sampled-popularity"):
-        return Protocol("sampled", n_negatives=negatives, sampler=name.split("-")[1], seed=seed, ks=ks)
-    raise ValueError(f"unknown protocol {name!r}; use full, sampled-uniform or sampled-popularity")
+parse_protocol_name = _choice(tuple(PROTOCOLS))
+parse_split_name = _choice(SPLITS)
+PROTOCOL_METAVAR = "[" + "|".join(PROTOCOLS) + "]"
+SPLIT_METAVAR = "[" + "|".join(SPLITS) + "]"
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -148,39 +171,3 @@ def parse_ks(text: str) -> tuple[int, ...]:
     if not ks or ks[0] < 1:
         raise ValueError(f"--ks must be comma-separated positive integers, not {text!r}")
     return ks
-
-
-# -- configuration ---------------------------------------------------------------------------------
-def resolve_overrides(
-    model_config_cls: type, pairs: list[str], toml_path: str | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Model and train settings from a TOML file (``[model]``/``[train]``) and ``key=value`` overrides.
-
-    Keys may be prefixed ``model.`` or ``train.``; an unprefixed key is accepted when exactly one of
-    the two configs has it. Unknown keys are errors that list every valid key. Overrides win over
-    the file.
-    """
-    model_keys = {f.name for f in dataclasses.fields(model_config_cls)}
-    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
-    model_over: dict[str, Any] = {}
-    train_over: dict[str, Any] = {}
-    if toml_path is not None:
-        tables = load_toml(toml_path, ("model", "train"))
-        model_over.update(tables["model"])
-        train_over.update(tables["train"])
-    valid = ", ".join([f"model.{k}" for k in sorted(model_keys)] + [f"train.{k}" for k in sorted(train_keys)])
-    for key, value in parse_overrides(pairs).items():
-        section, _, name = key.rpartition(".")
-        if section == "model" or (not section and name in model_keys and name not in train_keys):
-            if name not in model_keys:
-                raise ConfigError(f"--set {key}: unknown model key {name!r}; valid keys: {valid}")
-            model_over[name] = value
-        elif section == "train" or (not section and name in train_keys and name not in model_keys):
-            if name not in train_keys:
-                raise ConfigError(f"--set {key}: unknown train key {name!r}; valid keys: {valid}")
-            train_over[name] = value
-        elif not section and name in model_keys and name in train_keys:
-            raise ConfigError(f"--set {key}: ambiguous, both configs have it; write model.{name} or train.{name}")
-        else:
-            raise ConfigError(f"--set {key}: unknown key; valid keys: {valid}")
-    return model_over, train_over

@@ -1,39 +1,29 @@
-"""``attnrec compare``: the papers' comparison tables on any dataset (a thin layer over :func:`attnrec.compare.compare`)."""
+"""``attnrec compare``: the papers' comparison tables on any dataset (a thin layer over :func:`attnrec.experiments.comparison.compare`)."""
 
 from __future__ import annotations
 
-import json
-import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.logging import RichHandler
 
 from attnrec.cli._common import (
-    ProtocolName,
-    SplitName,
+    PROTOCOL_METAVAR,
+    SPLIT_METAVAR,
     cli_errors,
     err,
     load_data,
-    make_protocol,
-    make_split,
+    log_to_stderr,
     out,
+    parse_protocol_name,
+    parse_split_name,
     split_list,
 )
 from attnrec.cli.main import app
-from attnrec.compare import Comparison, compare, default_models
-from attnrec.evaluation.protocol import Protocol
+from attnrec.data.split import DEFAULT_SPLIT, make_split
+from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, protocol_by_name
+from attnrec.experiments.comparison import Comparison, compare, default_models, empty_comparison
 from attnrec.registry import get_spec
-
-
-def _log_to_stderr(verbose: bool) -> None:
-    logger = logging.getLogger("attnrec")
-    if not any(getattr(h, "_attnrec_cli", False) for h in logger.handlers):
-        handler = RichHandler(console=err, show_path=False, show_level=False, show_time=False, markup=False)
-        handler._attnrec_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 @app.command(
@@ -48,14 +38,14 @@ def compare_cmd(
     models: Annotated[list[str] | None, typer.Option(
         "--models", "-m", help="Models to compare, comma-separated or repeated (default: every sequential model).")]
     = None,
-    protocol: Annotated[ProtocolName, typer.Option(
-        "--protocol", help="Test (and validation) protocol: full ranking or 100 sampled negatives.")]
-    = ProtocolName.full,
-    also: Annotated[list[ProtocolName] | None, typer.Option(
-        "--also", help="Also test the same fitted models under this protocol (repeatable); one more table each.")]
-    = None,
+    protocol: Annotated[str, typer.Option(
+        "--protocol", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR,
+        help="Test (and validation) protocol: full ranking or --negatives sampled negatives.")] = "full",
+    also: Annotated[list[str] | None, typer.Option(
+        "--also", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR,
+        help="Also test the same fitted models under this protocol (repeatable); one more table each.")] = None,
     negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
-    = 100,
+    = DEFAULT_NEGATIVES,
     preset: Annotated[str, typer.Option(
         "--preset", "-p", help="Preset for every model: 'auto' (named after the dataset: ml-1m, beauty, demo), "
         "'none' (defaults) or a preset name.")] = "auto",
@@ -63,8 +53,9 @@ def compare_cmd(
         "--time-budget", min=0, help="Seconds of training per model, 0 = no limit (default: the preset's).")]
     = None,
     max_epochs: Annotated[int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")] = None,
-    split: Annotated[SplitName, typer.Option("--split", help="How test and validation cases are held out.")]
-    = SplitName.leave_one_out,
+    split: Annotated[str, typer.Option(
+        "--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help="How test and validation cases are held out.")]
+    = DEFAULT_SPLIT,
     valid_users: Annotated[int, typer.Option(
         "--valid-users", min=0, help="leave-one-out: validate on this many users (seed 0); the others also train "
         "on their second-to-last item. 0 = all users.")] = 0,
@@ -94,13 +85,13 @@ def compare_cmd(
     (by sha256), the split and the protocol are the paper's: ml-1m.txt or beauty.txt,
     leave-one-out, --protocol sampled-popularity with 100 negatives.
     """
-    _log_to_stderr(verbose)
+    log_to_stderr(verbose)
     text = notes.read_text(encoding="utf-8") if notes else ""
     if render:
         saved = out_dir / "comparison.json"
         if not saved.is_file():
             raise FileNotFoundError(f"--render: no {saved}; run the comparison first")
-        result = Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8")))
+        result = Comparison.read(saved)
         result.notes = text or result.notes
         md, _ = result.write(out_dir)
         out.print(f"wrote {md}")
@@ -110,8 +101,8 @@ def compare_cmd(
     names = split_list(models) or default_models()
     for name in names:
         get_spec(name)
-    proto = make_protocol(protocol, negatives, seed)
-    others = [make_protocol(p, negatives, seed) for p in dict.fromkeys(also or [])]
+    proto = protocol_by_name(protocol, negatives, seed)
+    others = [protocol_by_name(p, negatives, seed) for p in dict.fromkeys(also or [])]
     with err.status(f"loading {data} ..."):
         interactions = load_data(data)
     sp = make_split(interactions, split, valid_users)
@@ -123,20 +114,16 @@ def compare_cmd(
     if update:
         if not saved.is_file():
             raise FileNotFoundError(f"--update: no {saved} to merge into; run the comparison without --update first")
-
-        def empty(p: Protocol, more: list[Comparison]) -> Comparison:
-            return Comparison(interactions.source, interactions.n_users, interactions.n_items, len(interactions),
-                              sp.describe(), p, len(sp.test), selection=proto, others=more)
-
         # Refuse an incompatible merge before any training.
-        Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8"))).merge(
-            empty(proto, [empty(p, []) for p in others if p != proto]))
+        planned = empty_comparison(interactions, sp, proto, proto)
+        planned.others = [empty_comparison(interactions, sp, p, proto) for p in others if p != proto]
+        Comparison.read(saved).merge(planned)
 
     def merged(result: Comparison) -> Comparison:
         if not update:
             return result
         # Read again at every write: another `--update` run may have merged its rows meanwhile.
-        latest = Comparison.from_dict(json.loads(saved.read_text(encoding="utf-8")))
+        latest = Comparison.read(saved)
         full = latest.merge(result)
         full.notes = text or latest.notes
         return full

@@ -1,89 +1,59 @@
-"""``attnrec train / evaluate / recommend / data / models``: thin commands over the public API."""
+"""``attnrec train / evaluate / recommend``: thin commands over the public API."""
 
 import dataclasses
 import json
-import logging
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import numpy as np
-import torch
 import typer
-from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import (
-    ProtocolName,
-    SplitName,
+    PROTOCOL_METAVAR,
+    SPLIT_METAVAR,
+    ColumnsOpt,
+    DataDirOpt,
+    DataOpt,
+    FormatOpt,
+    KCoreOpt,
+    MinRatingOpt,
+    TitlesOpt,
     cli_errors,
+    data_from_options,
     err,
-    load_data,
-    make_protocol,
-    make_split,
+    log_to_stderr,
     out,
     parse_ks,
-    resolve_overrides,
+    parse_protocol_name,
+    parse_split_name,
     split_list,
     warn_line,
 )
 from attnrec.cli.main import app
-from attnrec.config import ConfigError, config_to_dict
-from attnrec.data.describe import describe, format_description
-from attnrec.data.schema import Interactions, Sequences
-from attnrec.data.split import EvalSet, parse_split
-from attnrec.evaluation.protocol import EvalResult, evaluate
+from attnrec.config import ConfigError, resolve_overrides
+from attnrec.data.split import DEFAULT_SPLIT, SPLITS, make_split, parse_split
+from attnrec.evaluation.alignment import align_cases
+from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate, protocol_by_name
 from attnrec.recommender import Recommendation, Recommender
-from attnrec.registry import get_spec, list_models
+from attnrec.registry import get_spec
 from attnrec.training import distributed
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
 
-# -- shared option types ---------------------------------------------------------------------------
-DataOpt = Annotated[str, typer.Option(
-    "--data", "-d", help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, beauty, "
-    "steam) or a file path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).")]
-FormatOpt = Annotated[str, typer.Option(
-    "--format", "-f", help="File format of --data; 'auto' guesses from the name and content.")]
-MinRatingOpt = Annotated[float | None, typer.Option(
-    "--min-rating", help="Keep only interactions rated at least this (implicit feedback from ratings).")]
-KCoreOpt = Annotated[int, typer.Option(
-    "--k-core", min=0, help="Repeatedly drop users and items with fewer interactions than this (0 = off).")]
-DataDirOpt = Annotated[str | None, typer.Option(
-    "--data-dir", help="Where named datasets are looked for and downloaded to.", show_default="$ATTNREC_DATA or ~/.cache/attnrec")]
-SplitOpt = Annotated[SplitName, typer.Option(
-    "--split", help="leave-one-out: last item is the test target, the one before it validation; "
-    "temporal: global time cut-offs.")]
+# -- option types of these commands ----------------------------------------------------------------
+SplitOpt = Annotated[str, typer.Option(
+    "--split", parser=parse_split_name, metavar=SPLIT_METAVAR,
+    help="leave-one-out: last item is the test target, the one before it validation; temporal: global time cut-offs.")]
 ValidUsersOpt = Annotated[int, typer.Option(
     "--valid-users", min=0, help="leave-one-out: validate on this many users (drawn with seed 0); every other "
     "user also trains on its second-to-last item (the BERT4Rec code and RecTools benchmark protocol). 0 = all users.")]
-ColumnsOpt = Annotated[str | None, typer.Option(
-    "--columns", help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
-    "(names or 0-based positions; roles: user, item, timestamp, rating, event).")]
-TitlesOpt = Annotated[str | None, typer.Option(
-    "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines).")]
 ModelDirOpt = Annotated[Path, typer.Option(
     "--model", "-m", help="A model directory written by 'attnrec train'.")]
-
-
-def _data(spec: str, fmt: str, min_rating: float | None, k_core: int, data_dir: str | None,
-          columns: str | None, titles: str | None) -> Interactions:
-    with err.status(f"loading {spec} ..."):
-        return load_data(spec, fmt, min_rating=min_rating, k_core=k_core, data_dir=data_dir,
-                         columns=columns, titles=titles)
-
-
-def _setup_logging(verbose: bool) -> None:
-    """Per-epoch log lines from the training loop on stderr (one handler, however often called)."""
-    logger = logging.getLogger("attnrec")
-    if not any(getattr(h, "_attnrec_cli", False) for h in logger.handlers):
-        handler = RichHandler(console=err, show_path=False, show_level=False, show_time=False, markup=False)
-        handler._attnrec_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+NegativesOpt = Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
 
 
 def _metrics_table(rows: list[tuple[str, EvalResult]], title: str) -> Table:
@@ -109,15 +79,6 @@ def _print_results(rows: list[tuple[str, EvalResult]], title: str) -> None:
         out.print(f"[dim]protocol:[/dim] {escape(desc)}", soft_wrap=True)
 
 
-def _popularity_scorer(train: Sequences) -> Any:
-    counts = torch.as_tensor(np.bincount(train.items, minlength=train.n_items + 1), dtype=torch.float32)
-
-    def score(users: np.ndarray, histories: Sequences) -> torch.Tensor:
-        return counts.expand(len(users), -1).clone()
-
-    return score
-
-
 # -- train -----------------------------------------------------------------------------------------
 @app.command(epilog="Example: attnrec train --data demo --model sasrec --preset demo --out runs/demo")
 @cli_errors
@@ -132,7 +93,7 @@ def train(
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", help="Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
         "prefix model. or train. when a key is ambiguous).")] = None,
-    split: SplitOpt = SplitName.leave_one_out,
+    split: SplitOpt = DEFAULT_SPLIT,
     valid_users: ValidUsersOpt = 0,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL")] = None,
@@ -144,10 +105,10 @@ def train(
     = None,
     time_budget: Annotated[float | None, typer.Option(
         "--time-budget", min=0, help="Stop training after this many seconds (0 = no limit).")] = None,
-    protocols: Annotated[list[ProtocolName] | None, typer.Option(
-        "--protocol", help="Test protocol(s) besides full ranking (repeatable).")] = None,
-    negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
-    = 100,
+    protocols: Annotated[list[str] | None, typer.Option(
+        "--protocol", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR,
+        help="Test protocol(s) besides full ranking (repeatable).")] = None,
+    negatives: NegativesOpt = DEFAULT_NEGATIVES,
     baseline: Annotated[bool, typer.Option(
         "--baseline/--no-baseline", help="Also score a popularity ranking (training counts) for comparison.")]
     = True,
@@ -175,8 +136,8 @@ def train(
     if nproc > 1 and distributed.env_world_size() == 1:
         raise typer.Exit(_launch_torchrun(nproc))
     spec = get_spec(model)
-    model_over, train_over = resolve_overrides(spec.config_cls, overrides or [],
-                                               str(config) if config is not None else None)
+    settings = resolve_overrides({"model": spec.config_cls, "train": TrainConfig}, overrides or [], config)
+    model_over, train_over = settings["model"], settings["train"]
     for key, value in (("device", device), ("seed", seed), ("max_epochs", max_epochs),
                        ("time_budget", time_budget)):
         if value is not None:
@@ -186,7 +147,7 @@ def train(
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: exists and is not a directory")
 
-    interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
+    interactions = data_from_options(data, fmt, min_rating, k_core, data_dir, columns, titles)
     sp = make_split(interactions, split, valid_users)
     distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
     main_rank = distributed.is_main()
@@ -203,7 +164,7 @@ def train(
     elif resume and not (state_dir / "train_state.json").exists() and main_rank:
         warn_line(f"--resume: no training state in {state_dir}; starting from scratch")
     distributed.barrier()  # no rank looks for a training state before rank 0 has cleared it
-    _setup_logging(not quiet and main_rank)
+    log_to_stderr(not quiet and main_rank)
     show_progress = out.is_terminal if progress is None else progress
     try:
         rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=show_progress)
@@ -214,16 +175,14 @@ def train(
     if not main_rank:
         return  # rank 0 tests, reports and saves
 
-    test_protocols = [make_protocol("full", negatives, rec.train_config.seed)]
-    test_protocols += [make_protocol(p, negatives, rec.train_config.seed)
-                       for p in dict.fromkeys(protocols or []) if p is not ProtocolName.full]
+    names = ["full", *(p for p in dict.fromkeys(protocols or []) if p != "full")]
+    # The baseline row is the registered POP model fitted on the same split.
+    pop = Recommender("pop").fit(interactions, sp, progress=False) if baseline else None
     rows: list[tuple[str, EvalResult]] = []
-    for proto in test_protocols:
+    for proto in (protocol_by_name(p, negatives, rec.train_config.seed) for p in names):
         rows.append((model, rec.evaluate(sp.test, proto, split=sp.describe(), target="test")))
-        if baseline:
-            pop = evaluate(_popularity_scorer(sp.train), sp.test, proto, popularity=rec.popularity_,
-                           data=interactions.source, split=sp.describe(), target="test")
-            rows.append(("popularity", pop))
+        if pop is not None:
+            rows.append(("popularity", pop.evaluate(sp.test, proto, split=sp.describe(), target="test")))
     rec.save(out_dir)
 
     tr = rec.train_result_
@@ -256,38 +215,13 @@ def _launch_torchrun(nproc: int) -> int:
 
 
 # -- evaluate --------------------------------------------------------------------------------------
-def _align_cases(rec: Recommender, data: Interactions, cases: EvalSet) -> tuple[EvalSet, int]:
-    """Cases of ``data`` in the checkpoint's internal indices; cases it cannot express are dropped.
-
-    History items the model does not know are removed; cases whose user or target is unknown to the
-    model are dropped (their count is returned).
-    """
-    assert rec.items_ is not None and rec.users_ is not None
-    if rec.items_.to_list() == data.items.to_list() and rec.users_.to_list() == data.users.to_list():
-        return cases, 0
-    item_map = np.zeros(data.n_items + 1, dtype=np.int64)
-    item_map[1:] = [rec.items_.get(i) or 0 for i in data.items.to_list()]
-    user_map = np.array([-1 if (u := rec.users_.get(x)) is None else u for x in data.users.to_list()],
-                        dtype=np.int64)
-    users, targets = user_map[cases.users], item_map[cases.targets]
-    keep_rows = np.flatnonzero((users >= 0) & (targets > 0))
-    hist = cases.histories.take(keep_rows)
-    items = item_map[hist.items]
-    rows = np.repeat(np.arange(len(keep_rows)), hist.lengths())
-    known = items > 0
-    offsets = np.zeros(len(keep_rows) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows[known], minlength=len(keep_rows)), out=offsets[1:])
-    aligned = EvalSet(users[keep_rows], Sequences(offsets, items[known], len(rec.items_)), targets[keep_rows])
-    return aligned, len(cases) - len(keep_rows)
-
-
 def _default_split(rec: Recommender) -> tuple[str, int, int]:
     """``(name, valid_users, seed)`` of the split the model was tested on."""
     for ev in rec.evaluations_:
         name, params = parse_split(str(ev.get("split", "")))
-        if name in ("leave-one-out", "temporal"):
+        if name in SPLITS:
             return name, int(params.get("valid_users", 0)), int(params.get("seed", 0))
-    return "leave-one-out", 0, 0
+    return DEFAULT_SPLIT, 0, 0
 
 
 @app.command(name="evaluate", epilog="Example: attnrec evaluate --model runs/demo --data demo "
@@ -296,14 +230,15 @@ def _default_split(rec: Recommender) -> tuple[str, int, int]:
 def evaluate_cmd(
     model_dir: ModelDirOpt,
     data: DataOpt,
-    protocols: Annotated[list[ProtocolName] | None, typer.Option(
-        "--protocol", help="Ranking protocol (repeatable).", show_default="full")] = None,
-    negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
-    = 100,
+    protocols: Annotated[list[str] | None, typer.Option(
+        "--protocol", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR, help="Ranking protocol (repeatable).",
+        show_default="full")] = None,
+    negatives: NegativesOpt = DEFAULT_NEGATIVES,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled negatives.")] = 0,
     ks: Annotated[str, typer.Option("--ks", help="Cut-offs K of HR@K and NDCG@K, comma-separated.")] = "1,5,10",
-    split: Annotated[SplitName | None, typer.Option(
-        "--split", help="How to re-split the data.", show_default="the split the model was tested on")] = None,
+    split: Annotated[str | None, typer.Option(
+        "--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help="How to re-split the data.",
+        show_default="the split the model was tested on")] = None,
     target: Annotated[str, typer.Option("--target", help="Which held-out split to score: test or valid.")]
     = "test",
     include_seen: Annotated[bool, typer.Option(
@@ -327,7 +262,7 @@ def evaluate_cmd(
         raise ValueError(f"--target must be test or valid, not {target!r}")
     cut_offs = parse_ks(ks)
     rec = Recommender.load(model_dir, device=device)
-    interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
+    interactions = data_from_options(data, fmt, min_rating, k_core, data_dir, columns, titles)
     want, got = rec.source_.sha256, interactions.source.sha256
     if want and got and want != got:
         warn_line(f"DATA MISMATCH: {interactions.source.name} has sha256 {got[:12]}, but the model was trained "
@@ -336,13 +271,15 @@ def evaluate_cmd(
     elif not (want and got):
         warn_line("cannot verify that this is the data the model was trained on (no sha256 recorded)")
     sp = make_split(interactions, split, 0) if split else make_split(interactions, *_default_split(rec))
-    cases, dropped = _align_cases(rec, interactions, sp.test if target == "test" else sp.valid)
+    assert rec.users_ is not None and rec.items_ is not None  # set by load()
+    cases, dropped = align_cases(sp.test if target == "test" else sp.valid, interactions.users, interactions.items,
+                                 rec.users_, rec.items_)
     if dropped:
         warn_line(f"{dropped} of {dropped + len(cases)} {target} cases left out: their user or target item "
                   "is unknown to the model")
     results = []
-    for name in dict.fromkeys(protocols or [ProtocolName.full]):
-        proto = make_protocol(name, negatives, seed, cut_offs)
+    for name in dict.fromkeys(protocols or ["full"]):
+        proto = protocol_by_name(name, negatives, seed, cut_offs)
         proto = dataclasses.replace(proto, exclude_seen=not include_seen)
         results.append(evaluate(rec.score_histories, cases, proto, popularity=rec.popularity_,
                                 data=interactions.source, split=sp.describe(), target=target))
@@ -415,57 +352,4 @@ def recommend(
         title = r.titles[i] if i < len(r.titles) else None
         cells = [str(i + 1), item] + ([title or ""] if any(t for t in r.titles) else []) + [f"{score:.4f}"]
         table.add_row(*cells)
-    out.print(table)
-
-
-# -- data ------------------------------------------------------------------------------------------
-@app.command(name="data", epilog="Example: attnrec data --data demo")
-@cli_errors
-def data_cmd(
-    data: DataOpt,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
-    fmt: FormatOpt = "auto",
-    min_rating: MinRatingOpt = None,
-    k_core: KCoreOpt = 0,
-    data_dir: DataDirOpt = None,
-    columns: ColumnsOpt = None,
-    titles: TitlesOpt = None,
-) -> None:
-    """Describe a dataset: users, items, interactions, sequence lengths, sha256."""
-    interactions = _data(data, fmt, min_rating, k_core, data_dir, columns, titles)
-    desc = describe(interactions)
-    if as_json:
-        typer.echo(json.dumps(desc, indent=2, default=str))
-    else:
-        out.print(format_description(desc), soft_wrap=True, markup=False, highlight=False)
-
-
-# -- models ----------------------------------------------------------------------------------------
-@app.command(epilog="Example: attnrec models sasrec")
-@cli_errors
-def models(
-    name: Annotated[str | None, typer.Argument(help="Show one model's settings and presets.")] = None,
-) -> None:
-    """List the registered models and their presets, or one model's settings."""
-    if name is None:
-        table = Table(title="registered models", title_justify="left")
-        for col in ("model", "kind", "task", "presets", "description"):
-            table.add_column(col)
-        for m in list_models():
-            spec = get_spec(m)
-            table.add_row(m, spec.kind, spec.task, ", ".join(spec.presets) or "-", spec.description)
-        out.print(table)
-        return
-    spec = get_spec(name)
-    out.print(f"[bold]{spec.name}[/bold]: {spec.description}", soft_wrap=True)
-    table = Table(title="settings (--set model.KEY=VALUE / --set train.KEY=VALUE)", title_justify="left")
-    table.add_column("key")
-    table.add_column("default", justify="right")
-    for preset in spec.presets:
-        table.add_column(f"preset {preset}", justify="right")
-    for section, cls in (("model", spec.config_cls), ("train", TrainConfig)):
-        defaults = config_to_dict(cls())
-        for key, value in defaults.items():
-            cells = [str(spec.presets[p].get(section, {}).get(key, "")) for p in spec.presets]
-            table.add_row(f"{section}.{key}", str(value), *cells)
     out.print(table)

@@ -8,6 +8,10 @@ import numpy as np
 
 from attnrec.data.schema import DataError, Interactions, Sequences
 
+SPLITS: tuple[str, ...] = ("leave-one-out", "temporal")
+"""The named splits, as the CLI's ``--split`` and the benchmark configs spell them (see :func:`make_split`)."""
+DEFAULT_SPLIT = "leave-one-out"
+
 
 @dataclass(frozen=True)
 class EvalSet:
@@ -86,6 +90,20 @@ def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Sp
     test = EvalSet(evaluable, all_but_last.take(evaluable), seqs.items[ends[evaluable] - 1])
     params: dict[str, float] = {"valid_users": valid_users, "seed": seed} if valid_users else {}
     return Split("leave-one-out", train, valid, test, params)
+
+
+def make_split(data: Interactions, name: str = DEFAULT_SPLIT, valid_users: int = 0, seed: int = 0) -> Split:
+    """The split named ``name`` (one of :data:`SPLITS`).
+
+    ``valid_users`` > 0 (leave-one-out only) validates on that many users drawn with ``seed``.
+    """
+    if name not in SPLITS:
+        raise ValueError(f"unknown split {name!r}; use {' or '.join(SPLITS)}")
+    if valid_users and name != "leave-one-out":
+        raise ValueError(f"valid_users (--valid-users) applies to the leave-one-out split only, not {name}")
+    if name == "temporal":
+        return temporal_split(data)
+    return leave_one_out(data, valid_users=valid_users, seed=seed)
 
 
 def temporal_split(data: Interactions, valid_fraction: float = 0.1, test_fraction: float = 0.1) -> Split:

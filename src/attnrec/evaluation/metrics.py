@@ -20,6 +20,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
+"""The cut-offs ``K`` of HR@K and NDCG@K unless a protocol names others."""
+
+METRICS: tuple[str, ...] = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
+"""The metrics of every results table, in column order: what :func:`ranking_metrics` gives for :data:`DEFAULT_KS`."""
+
 
 def hit_rate(ranks: np.ndarray, k: int) -> float:
     """HR@k: share of cases whose target is among the top ``k``."""
@@ -47,7 +53,7 @@ def mrr(ranks: np.ndarray, k: int | None = None) -> float:
     return float(np.mean(rr))
 
 
-def ranking_metrics(ranks: np.ndarray, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+def ranking_metrics(ranks: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
     """HR@k and NDCG@k for every k (NDCG@1 equals HR@1 and is left out) plus MRR."""
     out: dict[str, float] = {}
     for k in ks:

@@ -10,6 +10,7 @@ large catalog.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,10 +21,12 @@ import torch
 
 from attnrec.data.schema import DataError, DataSource, Sequences
 from attnrec.data.split import EvalSet
-from attnrec.evaluation.metrics import ranking_metrics
+from attnrec.evaluation.metrics import DEFAULT_KS, ranking_metrics
 
 Scorer = Callable[[np.ndarray, Sequences], torch.Tensor]
 CandidateScorer = Callable[[np.ndarray, Sequences, torch.Tensor], torch.Tensor]
+
+DEFAULT_NEGATIVES = 100  # negatives per case of the papers' sampled protocols
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,11 @@ class Protocol:
     """
 
     candidates: str = "full"
-    n_negatives: int = 100
+    n_negatives: int = DEFAULT_NEGATIVES
     sampler: str = "uniform"
     exclude_seen: bool = True
     seed: int = 0
-    ks: tuple[int, ...] = (1, 5, 10)
+    ks: tuple[int, ...] = DEFAULT_KS
 
     def __post_init__(self) -> None:
         if self.candidates not in ("full", "sampled"):
@@ -62,9 +65,31 @@ class Protocol:
         return f"{cand}, {seen}"
 
 
-PAPER_SASREC = Protocol(candidates="sampled", n_negatives=100, sampler="uniform")
-PAPER_BERT4REC = Protocol(candidates="sampled", n_negatives=100, sampler="popularity")
-FULL = Protocol()
+PROTOCOLS: dict[str, Protocol] = {
+    "full": Protocol(),
+    "sampled-uniform": Protocol(candidates="sampled", n_negatives=DEFAULT_NEGATIVES, sampler="uniform"),
+    "sampled-popularity": Protocol(candidates="sampled", n_negatives=DEFAULT_NEGATIVES, sampler="popularity"),
+}
+"""The named protocols, as the CLI's ``--protocol`` and the benchmark configs spell them."""
+FULL = PROTOCOLS["full"]
+PAPER_SASREC = PROTOCOLS["sampled-uniform"]  # the SASRec paper's protocol
+PAPER_BERT4REC = PROTOCOLS["sampled-popularity"]  # the BERT4Rec paper's protocol
+
+
+def protocol_by_name(
+    name: str, negatives: int = DEFAULT_NEGATIVES, seed: int = 0, ks: Sequence[int] = DEFAULT_KS
+) -> Protocol:
+    """The named protocol of :data:`PROTOCOLS` with ``negatives`` (sampled ones only), ``seed`` and ``ks``.
+
+    >>> protocol_by_name("sampled-popularity", 10).describe()
+    '10 popularity-sampled negatives (seed 0), history excluded'
+    """
+    base = PROTOCOLS.get(name)
+    if base is None:
+        raise ValueError(f"unknown protocol {name!r}; use {', '.join(PROTOCOLS)}")
+    # Full ranking keeps the default count, so its recorded protocol does not depend on --negatives.
+    n_negatives = negatives if base.candidates == "sampled" else base.n_negatives
+    return dataclasses.replace(base, n_negatives=n_negatives, seed=seed, ks=tuple(ks))
 
 
 @dataclass(frozen=True)

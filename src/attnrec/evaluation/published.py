@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnrec.data.split import parse_split
+from attnrec.evaluation.metrics import METRICS
 from attnrec.evaluation.protocol import Protocol
 
 # sha256 of the uncompressed data files the published tables used.
@@ -59,13 +60,12 @@ class PublishedTable:
         return protocol.n_negatives == self.n_negatives and protocol.sampler == self.sampler
 
 
-_METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
 _MODELS = ("POP", "BPR-MF", "NCF", "FPMC", "GRU4Rec", "GRU4Rec+", "Caser", "SASRec", "BERT4Rec")
 
 
 def _table(rows: dict[str, tuple[float, ...]]) -> dict[str, dict[str, float]]:
     """``{metric: values in _MODELS order}`` -> ``{model: {metric: value}}``."""
-    return {m: {k: rows[k][j] for k in _METRICS} for j, m in enumerate(_MODELS)}
+    return {m: {k: rows[k][j] for k in METRICS} for j, m in enumerate(_MODELS)}
 
 
 BERT4REC_TABLE2 = PublishedTable(

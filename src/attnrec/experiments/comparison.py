@@ -1,10 +1,11 @@
 """Train several models on one dataset under one protocol and tabulate them side by side.
 
-:func:`compare` is what ``attnrec compare`` runs: every model is fitted through the
-:class:`~attnrec.Recommender` on the same split, selected on the validation cases under the same
-protocol as the test, and tested once. The :class:`Comparison` it returns renders as markdown and
-JSON; the published figures (:mod:`attnrec.evaluation.published`) are put beside ours only where
-the data file's sha256, the split and the protocol are the ones the paper used.
+:func:`compare` is what ``attnrec compare`` runs: every model is fitted by the one runner
+(:func:`~attnrec.experiments.runner.run_one`) on the same split, selected on the validation cases
+under the same protocol as the test, and tested once. The :class:`Comparison` it returns renders
+as markdown (:func:`~attnrec.experiments.tables.comparison_markdown`) and JSON; the published
+figures (:mod:`attnrec.evaluation.published`) are put beside ours only where the data file's
+sha256, the split and the protocol are the ones the paper used.
 """
 
 from __future__ import annotations
@@ -26,14 +27,12 @@ from attnrec import __version__
 from attnrec.data.schema import DataSource, Interactions
 from attnrec.data.split import Split, leave_one_out
 from attnrec.evaluation.protocol import FULL, Protocol
-from attnrec.evaluation.published import DATASETS, LABELS, published_metrics, published_table
-from attnrec.recommender import Recommender
+from attnrec.evaluation.published import DATASETS, published_table
+from attnrec.experiments.runner import RunRequest, count_parameters, run_one
+from attnrec.experiments.tables import SHORTFALL, comparison_markdown
 from attnrec.registry import get_spec, list_models
 
-SHORTFALL = 0.9  # a baseline under 90% of its paper's HR@10 is flagged and needs an explanation
-
 log = logging.getLogger("attnrec.compare")
-METRICS = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
 
 
 @dataclass
@@ -85,6 +84,11 @@ class Comparison:
                "others": [cls.from_dict(o) for o in d.get("others", [])]}
         return cls(**kw)
 
+    @classmethod
+    def read(cls, path: str | Path) -> Comparison:
+        """A comparison from its ``comparison.json``."""
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
     def merge(self, newer: Comparison) -> Comparison:
         """This table with ``newer``'s rows in place of (or after) the same models' rows.
 
@@ -92,7 +96,7 @@ class Comparison:
         stay comparable; each merged row keeps the settings it was run with (time budget, date, ...)
         where they differ from this table's. Tables under the other protocols are merged alike.
         """
-        def key(c: Comparison) -> tuple[Any, ...]:
+        def key(c: Comparison) -> tuple[object, ...]:
             return (c.data.sha256, c.split, c.n_cases, c.protocol, c.selection or c.protocol)
 
         if key(self) != key(newer) or [key(o) for o in self.others] != [key(o) for o in newer.others]:
@@ -127,52 +131,8 @@ class Comparison:
         return d
 
     def to_markdown(self, level: int = 1) -> str:
-        """A table of ours (and, under them, the comparable published figures) plus the setup.
-
-        Tables of the same models under the other protocols follow, one section each.
-        """
-        sha = self.data.sha256 or "n/a"
-        selection = ("the same protocol" if self.selection is None or self.selection == self.protocol
-                     else self.selection.describe())
-        lines = [
-            f"{'#' * level} Model comparison on {self.data.name}: {self.protocol.describe()}",
-            "",
-            f"- data: `{self.data.path or self.data.name}` (sha256 `{sha}`), {self.n_users:,} users, "
-            f"{self.n_items:,} items, {self.n_interactions:,} interactions",
-            f"- split: {self.split}; test cases: {self.n_cases:,}",
-            f"- protocol: {self.protocol.describe()}; model selection on the validation cases under {selection}",
-            f"- published figures: {self.published_source or 'none comparable (different data file or protocol)'}",
-            f"- settings: {', '.join(f'{k}={v}' for k, v in self.settings.items())}",
-            "",
-            "| model | " + " | ".join(METRICS) + " | train time (s) | parameters | epochs (best) |",
-            "|---|" + "---|" * (len(METRICS) + 3),
-        ]
-        for r in self.runs:
-            name = LABELS.get(r.model, r.model) + (f" ({r.preset})" if r.preset else "")
-            if r.error:
-                lines.append(f"| {name} | " + " | ".join("-" for _ in METRICS) + f" | failed: {r.error} | | |")
-                continue
-            cells = [f"{r.metrics[m]:.4f}" if m in r.metrics else "-" for m in METRICS]
-            lines.append(f"| {name} | " + " | ".join(cells)
-                         + f" | {r.train_seconds:.0f} | {r.n_params:,} | {r.epochs} ({r.best_epoch}) |")
-            if r.published:
-                pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in METRICS]
-                lines.append("| &nbsp;&nbsp;published | " + " | ".join(pub) + " | | | |")
-        apart = [r for r in self.runs if r.settings]
-        if apart:
-            lines += ["", "Rows run apart from the table, with their own settings: " + "; ".join(
-                f"{LABELS.get(r.model, r.model)} ({', '.join(f'{k}={v}' for k, v in (r.settings or {}).items())})"
-                for r in apart) + "."]
-        short = self.shortfalls()
-        if short:
-            lines += ["", f"More than {1 - SHORTFALL:.0%} below the published HR@10: " + "; ".join(
-                f"{LABELS.get(r.model, r.model)} {r.metrics['HR@10']:.4f} = {q:.0%} of {r.published['HR@10']:.4f}"  # type: ignore[index]
-                for r, q in short) + (" (see the notes)." if self.notes else " (no explanation given yet).")]
-        if self.notes:
-            lines += ["", f"{'#' * (level + 1)} Notes", "", self.notes.strip()]
-        for other in self.others:
-            lines += ["", other.to_markdown(level + 1).rstrip("\n")]
-        return "\n".join(lines) + "\n"
+        """The table as markdown (:func:`~attnrec.experiments.tables.comparison_markdown`)."""
+        return comparison_markdown(self, level)
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
         """Write ``comparison.md`` and ``comparison.json`` into ``out_dir``; returns both paths."""
@@ -209,13 +169,13 @@ def resolve_preset(model: str, data: Interactions, preset: str | None = "auto") 
     return preset if preset in presets else None
 
 
-def count_parameters(rec: Recommender) -> int:
-    """Trainable parameters of a fitted model (estimators report their own, or 0)."""
-    core = rec.core
-    if isinstance(core, torch.nn.Module):
-        return sum(p.numel() for p in core.parameters() if p.requires_grad)
-    counter = getattr(core, "num_parameters", None)
-    return int(counter()) if callable(counter) else 0
+def empty_comparison(data: Interactions, split: Split, protocol: Protocol, selection: Protocol,
+                     settings: dict[str, Any] | None = None) -> Comparison:
+    """A table without rows for ``data`` on ``split`` under ``protocol``, with its comparable published source."""
+    published = published_table(data.source.sha256, protocol, split.name)
+    return Comparison(data.source, data.n_users, data.n_items, len(data), split.describe(), protocol, len(split.test),
+                      published_source=published.source if published else None, settings=dict(settings or {}),
+                      selection=selection)
 
 
 def compare(
@@ -252,39 +212,29 @@ def compare(
                                 "attnrec": __version__, "torch": torch.__version__, "machine": platform.machine(),
                                 "cpu_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
                                 "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
-    def table_for(p: Protocol) -> Comparison:
-        published = published_table(data.source.sha256, p, split.name)
-        return Comparison(data.source, data.n_users, data.n_items, len(data), split.describe(), p, len(split.test),
-                          published_source=published.source if published else None, settings=settings,
-                          selection=protocol)
-
-    result = table_for(protocol)
+    result = empty_comparison(data, split, protocol, protocol, settings)
     result.notes = notes
-    result.others = [table_for(p) for p in also if p != protocol]
+    result.others = [empty_comparison(data, split, p, protocol, settings) for p in also if p != protocol]
+    tables = (result, *result.others)
     for name in names:
         chosen = resolve_preset(name, data, preset)
-        over = dict(train or {})
-        if time_budget is not None:
-            over["time_budget"] = time_budget
+        over = dict(train or {}) | ({"time_budget": time_budget} if time_budget is not None else {})
         log.info("compare: fitting %s (preset %s)", name, chosen)
         t0 = time.perf_counter()
+        request = RunRequest(name, chosen, {}, over, protocol, [c.protocol for c in tables])
         try:
-            rec = Recommender(name, preset=chosen, train=over)
-            rec.fit(data, split, valid_protocol=protocol, progress=progress)
-            seconds = time.perf_counter() - t0
-            tested = [(c, rec.evaluate(split.test, c.protocol, split=split.describe())) for c in (result, *result.others)]
+            outcome = run_one(request, data, split, progress=progress)
         except (RuntimeError, ValueError, FloatingPointError, MemoryError) as e:
             log.error("compare: %s failed: %s", name, e)
-            for c in (result, *result.others):
+            for c in tables:
                 c.runs.append(ModelRun(name, chosen, {}, time.perf_counter() - t0, 0, 0, 0, "failed",
                                        error=f"{type(e).__name__}: {e}"))
         else:
-            tr, n_params = rec.train_result_, count_parameters(rec)
-            for c, res in tested:
+            tr, n_params = outcome.recommender.train_result_, count_parameters(outcome.recommender)
+            for c, res, published in zip(tables, outcome.results, outcome.published, strict=True):
                 c.runs.append(ModelRun(
-                    name, chosen, res.metrics, seconds, n_params, tr.epochs if tr else 0,
-                    tr.best_epoch if tr else 0, tr.stopped if tr else "",
-                    published_metrics(name, data.source.sha256, c.protocol, split.name)))
+                    name, chosen, res.metrics, outcome.fit_seconds, n_params, tr.epochs if tr else 0,
+                    tr.best_epoch if tr else 0, tr.stopped if tr else "", published))
         if on_run is not None:
             on_run(result)
     return result

@@ -1,0 +1,78 @@
+"""``attnrec data / models``: what a dataset holds and which models (with which settings) exist."""
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from attnrec.cli._common import (
+    ColumnsOpt,
+    DataDirOpt,
+    DataOpt,
+    FormatOpt,
+    KCoreOpt,
+    MinRatingOpt,
+    TitlesOpt,
+    cli_errors,
+    data_from_options,
+    out,
+)
+from attnrec.cli.main import app
+from attnrec.config import config_to_dict
+from attnrec.data.describe import describe, format_description
+from attnrec.registry import get_spec, list_models
+from attnrec.training.config import TrainConfig
+
+
+# -- data ------------------------------------------------------------------------------------------
+@app.command(name="data", epilog="Example: attnrec data --data demo")
+@cli_errors
+def data_cmd(
+    data: DataOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
+    fmt: FormatOpt = "auto",
+    min_rating: MinRatingOpt = None,
+    k_core: KCoreOpt = 0,
+    data_dir: DataDirOpt = None,
+    columns: ColumnsOpt = None,
+    titles: TitlesOpt = None,
+) -> None:
+    """Describe a dataset: users, items, interactions, sequence lengths, sha256."""
+    interactions = data_from_options(data, fmt, min_rating, k_core, data_dir, columns, titles)
+    desc = describe(interactions)
+    if as_json:
+        typer.echo(json.dumps(desc, indent=2, default=str))
+    else:
+        out.print(format_description(desc), soft_wrap=True, markup=False, highlight=False)
+
+
+# -- models ----------------------------------------------------------------------------------------
+@app.command(epilog="Example: attnrec models sasrec")
+@cli_errors
+def models(
+    name: Annotated[str | None, typer.Argument(help="Show one model's settings and presets.")] = None,
+) -> None:
+    """List the registered models and their presets, or one model's settings."""
+    if name is None:
+        table = Table(title="registered models", title_justify="left")
+        for col in ("model", "kind", "task", "presets", "description"):
+            table.add_column(col)
+        for m in list_models():
+            spec = get_spec(m)
+            table.add_row(m, spec.kind, spec.task, ", ".join(spec.presets) or "-", spec.description)
+        out.print(table)
+        return
+    spec = get_spec(name)
+    out.print(f"[bold]{spec.name}[/bold]: {spec.description}", soft_wrap=True)
+    table = Table(title="settings (--set model.KEY=VALUE / --set train.KEY=VALUE)", title_justify="left")
+    table.add_column("key")
+    table.add_column("default", justify="right")
+    for preset in spec.presets:
+        table.add_column(f"preset {preset}", justify="right")
+    for section, cls in (("model", spec.config_cls), ("train", TrainConfig)):
+        defaults = config_to_dict(cls())
+        for key, value in defaults.items():
+            cells = [str(spec.presets[p].get(section, {}).get(key, "")) for p in spec.presets]
+            table.add_row(f"{section}.{key}", str(value), *cells)
+    out.print(table)

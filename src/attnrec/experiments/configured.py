@@ -1,0 +1,133 @@
+"""The benchmark config runner: one TOML run config in, one JSON result record out.
+
+A config has a ``[run]`` table (:class:`RunConfig`: name, data, format, model, preset, split,
+valid_users, valid_protocol, protocols, save, notes) and optional ``[model]`` / ``[train]``
+tables that override the preset. :func:`run_configured` trains and tests it through the one
+runner (:func:`~attnrec.experiments.runner.run_one`) and writes ``<out_dir>/<name>.json``; the
+tables of :mod:`attnrec.experiments.tables` are rendered from those records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnrec.config import ConfigError, config_to_dict, load_toml
+from attnrec.data.datasets import load_dataset
+from attnrec.data.split import DEFAULT_SPLIT, SPLITS, make_split
+from attnrec.evaluation.protocol import protocol_by_name
+from attnrec.experiments.runner import RunRequest, machine_info, run_one
+from attnrec.training.state import STATE_JSON
+
+log = logging.getLogger("attnrec.experiments")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One benchmark run: the ``[run]`` table of a config file plus its ``[model]`` and ``[train]`` tables."""
+
+    name: str
+    data: str  # "demo...", a path (relative to the repository root) or an absolute path
+    model: str
+    format: str = "auto"
+    preset: str | None = None
+    split: str = DEFAULT_SPLIT
+    valid_users: int = 0  # leave-one-out: validate on this many sampled users, the others train on theirs
+    valid_protocol: str = "full"
+    protocols: tuple[str, ...] = ("full",)
+    save: bool = False  # also save the fitted model under <root>/runs/<name>
+    notes: str = ""
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    train_settings: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None  # the config file it was read from
+
+    def __post_init__(self) -> None:
+        where = f"{self.path}: " if self.path else ""
+        if self.split not in SPLITS:
+            raise ConfigError(f"{where}unknown split {self.split!r}; use {' or '.join(SPLITS)}")
+        if self.valid_users and self.split != "leave-one-out":
+            raise ConfigError(f"{where}valid_users applies to the leave-one-out split only")
+        for name in (self.valid_protocol, *self.protocols):
+            protocol_by_name(name)  # an unknown protocol fails before any data is read
+
+    @classmethod
+    def from_toml(cls, path: Path) -> RunConfig:
+        """Read a run config; unknown tables or ``[run]`` keys are errors that list the valid ones."""
+        tables = load_toml(path, ("run", "model", "train"))
+        run = tables["run"]
+        known = {f.name for f in dataclasses.fields(cls)} - {"model_settings", "train_settings", "path"}
+        unknown = set(run) - known
+        if unknown:
+            raise ConfigError(f"{path}: unknown [run] keys {sorted(unknown)}; valid: {sorted(known)}")
+        missing = [k for k in ("data", "model") if k not in run]
+        if missing:
+            raise ConfigError(f"{path}: [run] needs {' and '.join(missing)}")
+        values = run | {"name": run.get("name", path.stem), "protocols": tuple(run.get("protocols", ("full",)))}
+        return cls(**values, model_settings=tables["model"], train_settings=tables["train"], path=path)
+
+
+def run_configured(
+    cfg: RunConfig, *, root: Path, out_dir: Path, git_sha: str, progress: bool = False,
+    state_dir: Path | None = None,
+) -> Path:
+    """Train and test ``cfg``; write the result record ``<out_dir>/<name>.json`` and return its path.
+
+    Relative data paths and the config file's recorded path are relative to ``root`` (the
+    repository); ``git_sha`` names the code that runs. ``state_dir``: keep a resumable training
+    state in ``state_dir/<name>``; a run started again with it resumes where it stopped, its fit
+    time the training loop's clock summed over the sessions.
+    """
+    t_start = time.perf_counter()
+    data_path = cfg.data
+    if not data_path.startswith("demo") and not Path(data_path).is_absolute():
+        data_path = str((root / data_path).resolve())
+    data = load_dataset(data_path, format=cfg.format)
+    split = make_split(data, cfg.split, cfg.valid_users)
+    request = RunRequest(cfg.model, cfg.preset, cfg.model_settings, cfg.train_settings,
+                         protocol_by_name(cfg.valid_protocol), [protocol_by_name(p) for p in cfg.protocols])
+    run_state = state_dir / cfg.name if state_dir is not None else None
+    if run_state is not None and (run_state / STATE_JSON).exists():
+        log.info("%s: resuming from the training state in %s", cfg.name, run_state)
+    outcome = run_one(request, data, split, progress=progress, state_dir=run_state)
+    rec, tr = outcome.recommender, outcome.recommender.train_result_
+    evaluations: dict[str, dict[str, Any]] = {}
+    for name, res, published in zip(cfg.protocols, outcome.results, outcome.published, strict=True):
+        evaluations[name] = res.to_dict()
+        if published:
+            evaluations[name]["published"] = {"paper": published}
+        log.info("%s %s: %s", cfg.name, name, {k: round(v, 4) for k, v in res.metrics.items()})
+    config_file = cfg.path.relative_to(root) if cfg.path and cfg.path.is_relative_to(root) else cfg.path
+    result = {
+        "name": cfg.name,
+        "config_file": str(config_file),
+        "model": rec.name,
+        "preset": cfg.preset,
+        "model_config": config_to_dict(rec.config),
+        "train_config": config_to_dict(rec.train_config),
+        "data": {"name": data.source.name, "path": cfg.data, "sha256": data.source.sha256,
+                 "users": data.n_users, "items": data.n_items, "interactions": len(data)},
+        "split": split.describe(),
+        "valid_protocol": request.valid_protocol.describe(),
+        "evaluations": evaluations,
+        "train": tr.to_dict() if tr else None,
+        "fit_seconds": outcome.fit_seconds,
+        "wall_seconds": time.perf_counter() - t_start,
+        "seconds_per_epoch": tr.seconds_per_epoch if tr else None,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "machine": machine_info(),
+        "git_sha": git_sha,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "notes": cfg.notes,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{cfg.name}.json"
+    out.write_text(json.dumps(result, indent=2, default=float) + "\n")
+    if cfg.save:
+        rec.save(root / "runs" / cfg.name)
+    return out

@@ -1,0 +1,100 @@
+"""The one runner: fit one configured model on a split, test it under each protocol, time it.
+
+``attnrec compare``, the benchmark config runner and the BERT4Rec studies all train through
+:func:`run_one`, so a model is fitted, selected on validation, tested and matched with the
+published figures the same way wherever its numbers come from.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnrec import __version__
+from attnrec.data.schema import Interactions
+from attnrec.data.split import Split
+from attnrec.evaluation.protocol import FULL, EvalResult, Protocol
+from attnrec.evaluation.published import published_metrics
+from attnrec.recommender import Recommender
+from attnrec.training.state import STATE_JSON
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One model to fit: its settings over a preset, the validation protocol and the test protocols."""
+
+    model: str
+    preset: str | None = None
+    model_settings: Mapping[str, Any] = field(default_factory=dict)
+    train_settings: Mapping[str, Any] = field(default_factory=dict)
+    valid_protocol: Protocol = FULL  # model selection (early stopping) on the validation cases
+    tests: Sequence[Protocol] = (FULL,)  # each is scored once on the test cases, after training
+
+
+@dataclass
+class RunOutcome:
+    """A fitted model with its test results, in the order of :attr:`RunRequest.tests`."""
+
+    recommender: Recommender
+    results: list[EvalResult]
+    published: list[dict[str, float] | None]  # the paper's figures comparable with each result, or None
+    fit_seconds: float  # fit() including validation; over every session when resumed from a saved state
+    resumed: bool  # whether training continued from a saved training state
+
+
+def run_one(
+    request: RunRequest, data: Interactions, split: Split, *, progress: bool = False,
+    state_dir: Path | None = None,
+) -> RunOutcome:
+    """Fit ``request.model`` on ``split.train``, select it on ``split.valid``, test it on ``split.test``.
+
+    ``state_dir`` keeps a resumable training state (see :func:`attnrec.training.loop.train`); a run
+    started again with the same directory continues where it stopped.
+    """
+    rec = Recommender(request.model, dict(request.model_settings), dict(request.train_settings),
+                      preset=request.preset)
+    resumed = state_dir is not None and (state_dir / STATE_JSON).exists()
+    t0 = time.perf_counter()
+    rec.fit(data, split, valid_protocol=request.valid_protocol, progress=progress, state_dir=state_dir)
+    tr = rec.train_result_
+    # A resumed fit's wall time covers one session only; the loop's own clock spans them all.
+    fit_seconds = tr.seconds if resumed and tr else time.perf_counter() - t0
+    results = [rec.evaluate(split.test, p, split=split.describe(), target="test") for p in request.tests]
+    published = [published_metrics(rec.name, data.source.sha256, p, split.name) for p in request.tests]
+    return RunOutcome(rec, results, published, fit_seconds, resumed)
+
+
+def count_parameters(rec: Recommender) -> int:
+    """Trainable parameters of a fitted model (0 for estimators such as POP, whose counts are not learned)."""
+    core = rec.core
+    if isinstance(core, torch.nn.Module):
+        return sum(p.numel() for p in core.parameters() if p.requires_grad)
+    return 0
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine and versions a result was measured with."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "attnrec": __version__,
+    }
