@@ -33,7 +33,7 @@ import torch
 from attnrec.data.reviews import ReviewData, ReviewSplit, encode_reviews, random_split, read_raw_reviews
 from attnrec.data.text import Vocabulary
 from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
-from attnrec.explainer import Explainer
+from attnrec.recommend import Explainer
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_COLS = ["BLEU-1", "BLEU-4", "ROUGE-1-F", "ROUGE-2-F", "ROUGE-L-F", "USR", "FMR", "FCR", "DIV"]

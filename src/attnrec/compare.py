@@ -27,7 +27,7 @@ from attnrec.data.schema import DataSource, Interactions
 from attnrec.data.split import Split, leave_one_out
 from attnrec.evaluation.protocol import FULL, Protocol
 from attnrec.evaluation.published import DATASETS, LABELS, published_metrics, published_table
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 from attnrec.registry import get_spec, list_models
 
 SHORTFALL = 0.9  # a baseline under 90% of its paper's HR@10 is flagged and needs an explanation

@@ -18,7 +18,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from attnrec.data.schema import DataError
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 from attnrec.serving.app import MicroBatcher, ServingConfig, create_app
 
 

@@ -36,7 +36,7 @@ from attnrec.data.describe import describe, format_description
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import EvalSet, parse_split
 from attnrec.evaluation.protocol import EvalResult, evaluate
-from attnrec.recommender import Recommendation, Recommender
+from attnrec.recommend import Recommendation, Recommender
 from attnrec.registry import get_spec, list_models
 from attnrec.training import distributed
 from attnrec.training.config import TrainConfig

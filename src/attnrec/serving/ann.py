@@ -19,8 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from attnrec.recommender import Recommendation, Recommender
-from attnrec.registry import factorised
+from attnrec.models.contracts import Factorised
+from attnrec.recommend import Recommendation, Recommender
 
 
 class Index(Protocol):
@@ -184,7 +184,7 @@ class ApproximateRecommender:
                  seed: int = 0, threads: int = 0) -> None:
         rec._require_fitted()
         core = rec.core
-        if not factorised(core):
+        if not isinstance(core, Factorised):
             raise ValueError(f"{rec.name}: approximate retrieval needs a factorised model (query and item vectors)")
         with torch.inference_mode():
             vectors = core.item_vectors().float()[1:]  # row 0 is padding

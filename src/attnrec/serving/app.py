@@ -30,7 +30,7 @@ from attnrec import __version__
 from attnrec.checkpoint import read_json
 from attnrec.config import config_to_dict
 from attnrec.data.schema import DataError
-from attnrec.recommender import Recommendation, Recommender
+from attnrec.recommend import Recommendation, Recommender
 from attnrec.registry import get_spec
 from attnrec.serving.schemas import (
     ErrorResponse,
@@ -100,7 +100,7 @@ def load_model(path: str | Path, device: str = "cpu") -> Any:
     meta = read_json(d / "config.json")
     if meta.get("task") == "explain" or get_spec(str(meta.get("model"))).task == "explain":
         try:
-            from attnrec.explainer import Explainer  # type: ignore[import-not-found,unused-ignore]
+            from attnrec.recommend.explainer import Explainer  # type: ignore[import-not-found,unused-ignore]
         except ImportError as e:  # pragma: no cover - depends on the explainer being installed
             raise RuntimeError(f"{d}: a {meta.get('model')} checkpoint needs attnrec.explainer ({e})") from e
         return Explainer.load(d, device)

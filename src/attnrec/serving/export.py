@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 from attnrec.registry import factorised
 
 log = logging.getLogger("attnrec.serving")
