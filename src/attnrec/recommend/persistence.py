@@ -154,8 +154,8 @@ def open_model_dir(path: str | Path, task: str | None = None) -> SavedModel:
         raise CheckpointError(f"{d}: unsupported checkpoint format {meta.get('format_version')!r}")
     found = str(meta.get("task", SEQUENTIAL))
     if task is not None and found != task:
-        raise CheckpointError(f"{d}: a {found}-task checkpoint ({meta.get('model')}), not {task}; "
-                              "load it with attnrec.load")
+        raise CheckpointError(f"{d}: a checkpoint of the {found} task ({meta.get('model')}), not of the {task} "
+                              "task; load it with attnrec.load")
     return SavedModel(d, meta, found)
 
 
