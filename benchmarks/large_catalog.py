@@ -159,7 +159,7 @@ def retrieval(n_items: int, n_users: int, n_requests: int, nprobes: list[int], t
     from attnrec import Recommender
     from attnrec.data.schema import DataSource, IdMap, Interactions
     from attnrec.data.split import EvalSet, Split, leave_one_out
-    from attnrec.recommender import topk_chunked
+    from attnrec.recommend import topk_chunked
     from attnrec.serving.ann import ApproximateRecommender, build_index, faiss_available, recall_at_k
 
     torch.set_num_threads(threads)

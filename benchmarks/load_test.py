@@ -51,7 +51,7 @@ def train_ml1m(model: str, seconds: float) -> Path:
     from attnrec.data.readers.lines import read_pairs
     from attnrec.data.split import leave_one_out
     from attnrec.evaluation.protocol import FULL
-    from attnrec.recommender import Recommender
+    from attnrec.recommend import Recommender
 
     torch.set_num_threads(2)
     data = read_pairs(ML1M, name="ml-1m")
@@ -73,7 +73,7 @@ def synthetic_1m(arch: str = "sasrec", n_items: int = 1_000_000, n_users: int = 
     import torch
 
     from attnrec.data.schema import DataSource, IdMap, Sequences
-    from attnrec.recommender import Recommender
+    from attnrec.recommend import Recommender
 
     rng = np.random.default_rng(0)
     rec = Recommender(arch, {"hidden": hidden, "max_len": 50, "n_heads": 2})

@@ -35,8 +35,8 @@ from torch import nn
 from attnrec.data.reviews import ReviewData, ReviewSplit, encode_reviews, random_split, read_raw_reviews
 from attnrec.data.text import Vocabulary
 from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
-from attnrec.explainer import Explainer
 from attnrec.models.contracts import Batch
+from attnrec.recommend import Explainer
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
 

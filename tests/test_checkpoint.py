@@ -47,3 +47,40 @@ def test_damaged_checkpoints_give_clear_errors(ring: Interactions, tmp_path: Pat
     w.write_bytes(w.read_bytes()[:10])
     with pytest.raises(CheckpointError):
         Recommender.load(d2)
+
+
+def test_one_load_dispatches_on_the_task_and_each_class_refuses_the_other(ring: Interactions, tmp_path: Path) -> None:
+    import json
+
+    import attnrec
+    from attnrec.recommend import Explainer
+
+    rec = Recommender("pop").fit(ring, progress=False)
+    d = rec.save(tmp_path / "m")
+    meta = json.loads((d / "config.json").read_text())
+    assert "task" not in meta, "sequential directories keep the pre-package format (no task key)"
+    assert meta["weights_sha256"] and meta["arrays_sha256"]
+    loaded = attnrec.load(d, device="cpu")
+    assert isinstance(loaded, Recommender)
+    assert loaded.recommend(user="u3", k=5).items == rec.recommend(user="u3", k=5).items
+    with pytest.raises(CheckpointError, match="checkpoint of the sequential task"):
+        Explainer.load(d)
+    (d / "config.json").write_text(json.dumps(meta | {"task": "explain"}))
+    with pytest.raises(CheckpointError, match="checkpoint of the explain task"):
+        Recommender.load(d)
+    (d / "config.json").write_text(json.dumps(meta | {"format_version": 99}))
+    with pytest.raises(CheckpointError, match="unsupported checkpoint format 99"):
+        attnrec.load(d)
+
+
+def test_capabilities_are_asked_once_per_core(ring: Interactions) -> None:
+    pop = Recommender("pop")
+    with pytest.raises(RuntimeError, match="call fit"):
+        pop.capabilities  # noqa: B018
+    pop.fit(ring, progress=False)
+    assert pop.capabilities.closed_form and not pop.capabilities.factorised
+    assert pop.train_result_ is not None and pop.train_result_.stopped == "fitted"
+    sas = Recommender("sasrec", {"hidden": 8, "n_layers": 1, "max_len": 10}, {"max_epochs": 1}).fit(ring, progress=False)
+    assert sas.capabilities.factorised and sas.capabilities.attention and not sas.capabilities.closed_form
+    sas.core = pop.core  # a new core: its capabilities replace the old ones
+    assert sas.capabilities.closed_form and not sas.capabilities.factorised

@@ -20,7 +20,7 @@ def test_most_frequent_item_first() -> None:
     items = ["c", "a", "c", "b", "d"] + ["a", "c", "a", "c", "b"]
     train = from_columns(users, items).sequences()
     model = Pop(PopConfig(), n_users=2, n_items=4).fit(train, np.random.default_rng(0))
-    scores = model.score(np.array([0, 1]), train)
+    scores = model.score(model.score_inputs(np.array([0, 1]), train))
     assert scores.shape == (2, 5) and torch.isneginf(scores[:, 0]).all()
     assert torch.equal(scores[0], scores[1]), "POP is not personalised"
     # internal indices follow first appearance: c=1, a=2, b=3, d=4
@@ -44,8 +44,10 @@ def test_state_round_trip_and_shape_check() -> None:
     model = Pop(PopConfig(), 2, 3).fit(train, np.random.default_rng(0))
     other = Pop(PopConfig(), 2, 3)
     other.load_state_dict(model.state_dict())
-    assert torch.equal(other.score(np.array([0]), train), model.score(np.array([0]), train))
-    with pytest.raises(RuntimeError, match="do not fit"):
+    batch = model.score_inputs(np.array([0]), train)
+    assert torch.equal(other.score(batch), model.score(batch))
+    assert model.state_dict()["counts"].dtype == torch.float64, "saved directories hold float64 counts"
+    with pytest.raises(RuntimeError, match="size mismatch for counts"):
         Pop(PopConfig(), 2, 5).load_state_dict(model.state_dict())
     with pytest.raises(ValueError, match="items"):
         Pop(PopConfig(), 2, 5).fit(train, np.random.default_rng(0))

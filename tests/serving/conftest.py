@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnrec.data.schema import DataSource, Interactions
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 from synthetic_logs import ring_log
 
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))

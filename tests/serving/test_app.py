@@ -18,13 +18,13 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from attnrec.data.schema import DataError
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
 from attnrec.serving.batcher import MicroBatcher
 
 
 class FakeExplainer:
-    """Stands in for attnrec.explainer.Explainer (same explain signature, DataError for unknown IDs)."""
+    """Stands in for attnrec.recommend.Explainer (same explain signature, DataError for unknown IDs)."""
 
     def explain(self, user: object, item: object, feature: str | None = None) -> dict[str, Any]:
         if str(user) != "u1":

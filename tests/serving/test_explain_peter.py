@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 
-explainer = pytest.importorskip("attnrec.explainer")
+explainer = pytest.importorskip("attnrec.recommend.explainer")
 reviews = pytest.importorskip("attnrec.data.reviews")
 
 with warnings.catch_warnings():

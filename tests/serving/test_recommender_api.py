@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnrec.data.schema import Sequences
-from attnrec.recommender import Recommender, topk_chunked
+from attnrec.recommend import Recommender, topk_chunked
 
 
 def test_recommend_many_equals_recommend_one_by_one(sasrec: Recommender) -> None:

@@ -13,7 +13,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.app import create_app
 from attnrec.serving.batcher import MicroBatcher

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 
 
 def free_port() -> int:

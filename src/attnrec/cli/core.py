@@ -38,7 +38,7 @@ from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.split import DEFAULT_SPLIT, SPLITS, make_split, parse_split
 from attnrec.evaluation.alignment import align_cases
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate, protocol_by_name
-from attnrec.recommender import Recommendation, Recommender
+from attnrec.recommend import Recommendation, Recommender
 from attnrec.registry import get_spec
 from attnrec.training import distributed
 from attnrec.training.config import TrainConfig

@@ -20,7 +20,7 @@ from attnrec.cli._common import cli_errors, out, warn_line
 from attnrec.cli.main import app
 from attnrec.config import parse_overrides
 from attnrec.data.reviews import ReviewData, ReviewSplit, load_review_data, random_split, read_index_dir
-from attnrec.explainer import Explainer
+from attnrec.recommend import Explainer
 
 DataOpt = Annotated[Path, typer.Option(
     "--data", "-d", help="Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "

@@ -13,13 +13,9 @@ from rich.table import Table
 
 from attnrec.cli._common import cli_errors, err, load_data, out, split_list, warn_line
 from attnrec.cli.main import app
-from attnrec.evaluation.attention import (
-    attention_summary,
-    explain_recommendation,
-    histories_from_data,
-    plot_attention,
-)
-from attnrec.recommender import Recommender
+from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
+from attnrec.recommend import Recommender
+from attnrec.recommend.insight import explain_recommendation
 
 ModelDir = Annotated[Path, typer.Option("--model", "-m", help="A SASRec or BERT4Rec model directory.")]
 
@@ -43,11 +39,12 @@ def attention(
     Writes attention.json (the last --window positions and offsets), attention.npz (full matrices) and, unless --no-plot, attention_heatmap.png (query x key position, 0 = the predicting position) and attention_offsets.png (attention mass by key offset).
     """
     rec = Recommender.load(model_dir, device=device)
-    hist, names = None, None
+    assert rec.histories_ is not None and rec.users_ is not None and rec.items_ is not None
+    hist, names = rec.histories_, rec.users_.to_list()
     if data is not None:
-        interactions = load_data(data)
-        hist, names = histories_from_data(rec, interactions)
-    summary = attention_summary(rec, hist, n_users=users, seed=seed, user_ids=names)
+        hist, names = histories_from_data(rec.items_, load_data(data))
+    summary = attention_summary(rec.core, hist, names, name=rec.name, max_len=rec.max_len or 0, device=rec.device,
+                                n_users=users, seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "attention.json").write_text(json.dumps(summary.to_dict(window), indent=1) + "\n")
     np.savez_compressed(out_dir / "attention.npz", absolute=summary.absolute, relative=summary.relative,

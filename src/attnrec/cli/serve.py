@@ -63,7 +63,7 @@ def serve(
     import torch
     import uvicorn
 
-    from attnrec.recommender import load
+    from attnrec.recommend import load
     from attnrec.serving.app import ServingConfig, create_app
     from attnrec.serving.registry import Served
 

@@ -1,4 +1,4 @@
-"""Attention insight for the self-attention models (SASRec, BERT4Rec).
+"""Attention insight for the self-attention models (SASRec, BERT4Rec), computed from a model.
 
 * :func:`attention_summary` averages a fitted model's attention weights over a set of users,
   per layer and head: by absolute position (the SASRec paper's heat-maps: query position x key
@@ -6,28 +6,48 @@
   (key position - query position).
 * :func:`plot_attention` draws those heat-maps and offset profiles to PNG (matplotlib is an
   optional dependency, imported only here: ``pip install attnrec[plot]``).
-* :func:`explain_recommendation` shows, for one recommendation, which history items the
-  predicting position attended to most (last layer, mean over heads, plus attention rollout
-  through all layers).
+* :func:`history_attention` shows, for one history, which items the predicting position attended
+  to most (last layer, mean over heads, plus attention rollout through all layers);
+  :func:`attnrec.recommend.insight.explain_recommendation` pairs it with a recommendation.
 
-The model must provide ``attention_weights(seq) -> list[Tensor[B, H, T, T]]`` and take
-``score_inputs(users, histories)["seq"]`` as its input. Positions are left-padded, so column
-``T - 1`` is the predicting position: SASRec's newest item, BERT4Rec's appended [mask].
+Everything here takes the model itself (an :class:`AttentionModel`: ``attention_weights(seq)``
+plus ``score_inputs(users, histories)["seq"]`` as its input) with internal-index histories and ID
+maps, never the user-level recommender. Positions are left-padded, so column ``T - 1`` is the
+predicting position: SASRec's newest item, BERT4Rec's appended [mask] (a token above the item
+range).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable  # Any: JSON-ready dicts
 
 import numpy as np
 import torch
 
-from attnrec.data.schema import Interactions, Sequences
+from attnrec.data.schema import IdMap, Interactions, Sequences
+from attnrec.models.contracts import AttentionInspectable, Scorer
 
-if TYPE_CHECKING:  # evaluation sits below the recommender layer: types only
-    from attnrec.recommender import Recommendation, Recommender
+MASK_PREDICTS = "[mask] after the history"
+NEWEST_PREDICTS = "the most recent history item"
+
+
+@runtime_checkable
+class AttentionModel(Scorer, AttentionInspectable, Protocol):
+    """What attention insight reads: the model's own inputs and its per-layer attention maps."""
+
+    def eval(self) -> object:
+        """Inference mode (dropout off)."""
+        ...
+
+
+def as_attention_model(model: object, name: str) -> AttentionModel:
+    """``model`` as an :class:`AttentionModel`; a clear :class:`ValueError` when it has no attention to show."""
+    if not isinstance(model, AttentionModel):
+        raise ValueError(f"{name}: the model has no attention weights to show")
+    return model
 
 
 @dataclass
@@ -57,7 +77,7 @@ class AttentionSummary:
 
     def recent_share(self, k: int = 5) -> np.ndarray:
         """``(L, H)`` share of the predicting position's attention on the last ``k`` positions."""
-        return self.absolute[:, :, -1, -k:].sum(-1)
+        return np.asarray(self.absolute[:, :, -1, -k:].sum(-1))
 
     def to_dict(self, window: int = 20) -> dict[str, Any]:
         """JSON-ready summary restricted to the last ``window`` positions and offsets ``|d| < window``."""
@@ -75,48 +95,54 @@ class AttentionSummary:
         }  # fmt: skip
 
 
-def _model_input(rec: Recommender, users: np.ndarray, histories: Sequences) -> torch.Tensor:
-    core = rec.core
-    if not hasattr(core, "attention_weights"):
-        raise TypeError(f"{rec.name}: the model has no attention weights to show")
-    return core.score_inputs(users, histories)["seq"].to(rec.device)
+def _model_input(model: AttentionModel, users: np.ndarray, histories: Sequences,
+                 device: torch.device) -> torch.Tensor:
+    return model.score_inputs(users, histories)["seq"].to(device)  # (B, T)
+
+
+def _predicting(seq: torch.Tensor, n_items: int) -> str:
+    """What sits at the predicting position ``T - 1`` of ``seq`` ``(B, T)``: a [mask] is above the item range."""
+    return MASK_PREDICTS if bool((seq[:, -1] > n_items).any()) else NEWEST_PREDICTS
 
 
 def attention_summary(
-    rec: Recommender,
-    histories: Sequences | None = None,
+    model: object,
+    histories: Sequences,
+    user_ids: Sequence[str],
     *,
+    name: str,
+    max_len: int,
+    device: torch.device | None = None,
     n_users: int = 1000,
     seed: int = 0,
-    user_ids: list[str] | None = None,
     batch_size: int = 256,
 ) -> AttentionSummary:
-    """Average attention of ``rec`` over ``n_users`` users drawn with ``seed`` (or all if fewer).
+    """Average attention of ``model`` over ``n_users`` users drawn with ``seed`` (or all if fewer).
 
-    ``histories`` are internal-index sequences (default: the histories stored with the model);
-    ``user_ids`` name their rows (default: the model's user IDs).
+    ``histories`` are internal-index sequences whose rows ``user_ids`` name; ``max_len`` is the
+    model's window (the summary's ``T``); ``name`` labels the summary; inputs go to ``device``.
     """
-    rec._require_fitted()
-    hist = rec.histories_ if histories is None else histories
-    assert hist is not None and rec.users_ is not None
-    names = user_ids if user_ids is not None else rec.users_.to_list()
-    candidates = np.flatnonzero(hist.lengths() > 0)
+    att = as_attention_model(model, name)
+    device = device or torch.device("cpu")
+    candidates = np.flatnonzero(histories.lengths() > 0)
     if len(candidates) == 0:
         raise ValueError("no user with a non-empty history")
     rng = np.random.default_rng([seed, 31])
     chosen = np.sort(rng.choice(candidates, min(n_users, len(candidates)), replace=False))
     # Batches may be padded to their own longest history; positions are right-aligned, so a batch of
     # width w fills the last w rows and columns of the full (max_len) accumulators.
-    t_full = int(rec.core.config.max_len)
+    t_full = int(max_len)
     abs_sum: torch.Tensor | None = None
     counts = torch.zeros(t_full)
-    rec.core.eval()
+    predicting = NEWEST_PREDICTS
+    att.eval()
     with torch.no_grad():
         for lo in range(0, len(chosen), batch_size):
             rows = chosen[lo : lo + batch_size]
-            seq = _model_input(rec, rows, hist.take(rows))  # (B, W)
+            seq = _model_input(att, rows, histories.take(rows), device)  # (B, W)
+            predicting = _predicting(seq, histories.n_items)
             real = (seq > 0).float()  # (B, W), [mask] counts as real
-            w = torch.stack(rec.core.attention_weights(seq), 1).float()  # (B, L, H, W, W)
+            w = torch.stack(att.attention_weights(seq), 1).float()  # (B, L, H, W, W)
             w = (w * real[:, None, None, :, None]).sum(0).cpu()  # (L, H, W, W), real queries only
             if abs_sum is None:
                 abs_sum = torch.zeros(*w.shape[:2], t_full, t_full)
@@ -131,19 +157,17 @@ def attention_summary(
     rel = torch.zeros(n_layers, n_heads, 2 * t - 1, dtype=abs_sum.dtype)
     rel.index_add_(2, d, abs_sum.reshape(n_layers, n_heads, t * t))
     relative = (rel / counts.sum().clamp(min=1)).numpy()
-    predicting = "[mask] after the history" if rec.name == "bert4rec" else "the most recent history item"
-    return AttentionSummary(rec.name, len(chosen), absolute, relative, counts.numpy().astype(np.int64),
-                            predicting, [names[i] for i in chosen])
+    return AttentionSummary(name, len(chosen), absolute, relative, counts.numpy().astype(np.int64),
+                            predicting, [user_ids[i] for i in chosen])
 
 
-def histories_from_data(rec: Recommender, data: Interactions) -> tuple[Sequences, list[str]]:
-    """The sequences of ``data`` in ``rec``'s item indices (items the model does not know are dropped)."""
-    rec._require_fitted()
-    assert rec.items_ is not None
+def histories_from_data(items: IdMap, data: Interactions) -> tuple[Sequences, list[str]]:
+    """The sequences of ``data`` in the internal indices of ``items`` (a model's item map; items it
+    does not know are dropped), and ``data``'s user IDs naming their rows."""
     ext = data.items.to_list()
     to_model = np.zeros(data.n_items + 1, dtype=np.int64)
     for i, e in enumerate(ext, start=1):
-        to_model[i] = rec.items_.get(e) or 0
+        to_model[i] = items.get(e) or 0
     seqs = data.sequences()
     mapped = to_model[seqs.items]
     keep = mapped > 0
@@ -151,7 +175,7 @@ def histories_from_data(rec: Recommender, data: Interactions) -> tuple[Sequences
     lengths = np.bincount(owner[keep], minlength=seqs.n_users)
     offsets = np.zeros(seqs.n_users + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return Sequences(offsets, mapped[keep], len(rec.items_)), data.users.to_list()
+    return Sequences(offsets, mapped[keep], len(items)), data.users.to_list()
 
 
 def plot_attention(summary: AttentionSummary, out: str | Path, window: int = 15) -> list[Path]:
@@ -221,73 +245,59 @@ class AttendedItem:
 
 
 @dataclass
-class RecExplanation:
-    """A recommendation and the history items that drove it, most attended first."""
+class HistoryAttention:
+    """The history items of one input ranked by the attention the predicting position put on them."""
 
-    model: str
-    user: str | None
-    recommendation: Recommendation
     predicting: str
-    attended: list[AttendedItem]
+    attended: list[AttendedItem]  # most attended first
     self_weight: float  # last-layer attention of the predicting [mask] on itself (0 for SASRec)
     history_length: int
     window: int  # history items the model saw (the most recent ones)
 
-    def to_dict(self) -> dict[str, Any]:
-        r = self.recommendation
-        return {"model": self.model, "user": self.user, "predicting_position": self.predicting,
-                "history_length": self.history_length, "items_seen_by_model": self.window,
-                "recommended": [{"item": i, "title": t, "score": s} for i, t, s in zip(r.items, r.titles, r.scores, strict=True)],
-                "attended": [a.__dict__ for a in self.attended], "self_weight": self.self_weight}
 
-
-def explain_recommendation(
-    rec: Recommender,
-    user: object | None = None,
-    history: list[object] | None = None,
+def history_attention(
+    model: object,
+    history: np.ndarray,
+    items: IdMap,
+    titles: Mapping[str, str],
     *,
-    k: int = 10,
-    top: int = 10,
-) -> RecExplanation:
-    """Recommend for ``user`` (or an ad-hoc ``history`` of external item IDs) and rank the history
-    items by the attention the predicting position put on them.
+    name: str,
+    user: int = 0,
+    device: torch.device | None = None,
+) -> HistoryAttention:
+    """Rank the items of ``history`` (internal indices, oldest first) by the attention the predicting
+    position put on them; ``user`` is the internal user index fed to the model.
 
-    Attention belongs to the predicting position, so the ranking is shared by the whole top-``k``
-    list. ``rollout`` multiplies the head-averaged attention of all layers (each mixed half and
-    half with the identity for the residual connection), following Abnar & Zuidema (2020).
+    ``rollout`` multiplies the head-averaged attention of all layers (each mixed half and half with
+    the identity for the residual connection), following Abnar & Zuidema (2020).
     """
-    rec._require_fitted()
-    assert rec.items_ is not None and rec.users_ is not None and rec.histories_ is not None
-    r = rec.recommend(user=user, history=history, k=k)
-    uid = 0
-    if history is not None:
-        hist = rec.items_.split_known(history)[0]
-    else:
-        idx = rec.users_.get(user)
-        if idx is None:
-            raise KeyError(f"unknown user {user!r}")
-        uid, hist = idx, rec.histories_[idx]
-    if len(hist) == 0:
+    att = as_attention_model(model, name)
+    if len(history) == 0:
         raise ValueError("the history has no known items; there is no attention to show")
-    seqs = Sequences(np.array([0, len(hist)]), np.asarray(hist, dtype=np.int64), len(rec.items_))
-    rec.core.eval()
+    n_items = len(items)
+    seqs = Sequences(np.array([0, len(history)]), np.asarray(history, dtype=np.int64), n_items)
+    att.eval()
     with torch.no_grad():
-        seq = _model_input(rec, np.array([uid]), seqs)  # (1, T)
-        maps = [a[0].float().mean(0).cpu() for a in rec.core.attention_weights(seq)]  # L x (T, T)
+        seq = _model_input(att, np.array([user]), seqs, device or torch.device("cpu"))  # (1, T)
+        maps = [a[0].float().mean(0).cpu() for a in att.attention_weights(seq)]  # L x (T, T)
     t = seq.shape[1]
     roll = torch.eye(t)
     for a in maps:
         a = 0.5 * a + 0.5 * torch.eye(t)
         roll = (a / a.sum(-1, keepdim=True)) @ roll
     tokens = seq[0].cpu().numpy()
-    cols = np.flatnonzero((tokens > 0) & (tokens <= len(rec.items_)))  # history items in the window
+    cols = np.flatnonzero((tokens > 0) & (tokens <= n_items))  # history items in the window
     attended = []
     for n, j in enumerate(cols):
-        ext = rec.items_.to_external([int(tokens[j])])[0]
-        attended.append(AttendedItem(ext, rec.titles_.get(ext), len(cols) - 1 - n, float(maps[-1][t - 1, j]),
+        ext = items.to_external([int(tokens[j])])[0]
+        attended.append(AttendedItem(ext, titles.get(ext), len(cols) - 1 - n, float(maps[-1][t - 1, j]),
                                      float(roll[t - 1, j]), [round(float(a[t - 1, j]), 6) for a in maps]))
     attended.sort(key=lambda a: -a.weight)
-    self_w = float(maps[-1][t - 1, t - 1]) if tokens[t - 1] > len(rec.items_) else 0.0
-    predicting = "[mask] after the history" if rec.name == "bert4rec" else "the most recent history item"
-    return RecExplanation(rec.name, None if user is None else str(user), r, predicting, attended[:top], self_w,
-                          len(hist), len(cols))
+    self_w = float(maps[-1][t - 1, t - 1]) if tokens[t - 1] > n_items else 0.0
+    return HistoryAttention(_predicting(seq, n_items), attended, self_w, len(history), len(cols))
+
+
+__all__ = [
+    "AttendedItem", "AttentionModel", "AttentionSummary", "HistoryAttention", "as_attention_model",
+    "attention_summary", "histories_from_data", "history_attention", "plot_attention",
+]

@@ -22,7 +22,7 @@ from attnrec.data.schema import Interactions
 from attnrec.data.split import Split
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol
 from attnrec.evaluation.published import published_metrics
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 from attnrec.training.state import STATE_JSON
 
 

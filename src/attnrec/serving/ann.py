@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from attnrec.models.contracts import Factorised, ItemBiased
-from attnrec.recommender import Recommendation, Recommender
+from attnrec.recommend import Recommendation, Recommender
 from attnrec.serving.export import OnnxCore
 
 

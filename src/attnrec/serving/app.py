@@ -39,7 +39,7 @@ def create_app(models: Mapping[str, str | Path | Served], config: ServingConfig 
     """A FastAPI app serving ``models`` (name -> checkpoint directory or loaded model object).
 
     Directories are loaded in the background when the app starts (``/readyz`` answers 503 until
-    they are ready); loaded objects (a :class:`~attnrec.recommender.Recommender`, an explainer)
+    they are ready); loaded objects (a :class:`~attnrec.recommend.Recommender`, an explainer)
     are ready at once.
     """
     if not models:

@@ -24,7 +24,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, Scorer
-from attnrec.recommender import Recommender
+from attnrec.recommend import Recommender
 
 log = logging.getLogger("attnrec.serving")
 

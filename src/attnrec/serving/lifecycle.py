@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from fastapi import FastAPI, Request
 
-from attnrec.recommender import Recommendation, Recommender, load
+from attnrec.recommend import Recommendation, Recommender, load
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError

@@ -1,8 +1,8 @@
 """The table of served models: what each entry is, what it can do, and how it describes itself.
 
 A served object declares what it can do by the methods it implements; the three protocols below
-are the service's contract with it (a :class:`~attnrec.recommender.Recommender`, an
-:class:`~attnrec.serving.ann.ApproximateRecommender`, an :class:`~attnrec.explainer.Explainer`,
+are the service's contract with it (a :class:`~attnrec.recommend.Recommender`, an
+:class:`~attnrec.serving.ann.ApproximateRecommender`, an :class:`~attnrec.recommend.Explainer`,
 or any object with the same methods). :data:`CAPABILITIES` maps each endpoint's capability name
 to its protocol; it is the one place that decides which endpoint an object can answer.
 """
@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from attnrec.config import config_to_dict
-from attnrec.explainer import Explainer
-from attnrec.recommender import Recommendation, Recommender
+from attnrec.recommend import Explainer, Recommendation, Recommender
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.errors import ApiError
 from attnrec.serving.export import OnnxCore

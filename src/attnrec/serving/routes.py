@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from attnrec.data.schema import DataError
-from attnrec.recommender import Recommendation
+from attnrec.recommend import Recommendation
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state

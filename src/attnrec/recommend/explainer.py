@@ -2,9 +2,13 @@
 
 :class:`Explainer` drives any registered ``task="explain"`` model (PETER, PETER+) on
 :class:`~attnrec.data.reviews.ReviewData`, through the one training loop. A saved explainer is a
-self-contained directory: ``config.json`` (model/train/decoding settings, data provenance,
-training record, evaluations), ``weights.safetensors``, ``vocab.json``, ``id_maps.json`` and
-``features.json``; loading never unpickles.
+self-contained model directory written by the one persistence path
+(:mod:`attnrec.recommend.persistence`): ``config.json`` (model/train/decoding settings, data
+provenance, training record, evaluations; ``"task": "explain"``), ``weights.safetensors``,
+``vocab.json``, ``id_maps.json`` and ``features.json``; loading never unpickles.
+
+Explain-task models are PETER's family (:class:`~attnrec.models.peter.PETER`, PETER+): the core is
+typed as that class, so its rating head, decoding and settings need no probing.
 """
 
 from __future__ import annotations
@@ -13,24 +17,26 @@ import dataclasses
 import math
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any  # settings dicts, JSON records and explanation answers
 
 import numpy as np
 import torch
+from torch import nn
 
-from attnrec import __version__
-from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
+from attnrec.checkpoint import load_tensors, read_json, save_tensors, write_json
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.reviews import EncodedReviews, ReviewData, ReviewSplit, encode_reviews
 from attnrec.data.schema import DataError, DataSource, IdMap
 from attnrec.data.text import SPECIALS, Vocabulary
 from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
+from attnrec.models.peter import PETER, PETERConfig
+from attnrec.recommend.persistence import EXPLAIN, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.registry import ModelSpec, get_spec
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device, train
 
-FORMAT_VERSION = 1
 _TRAIN_BASE = {"monitor": "loss", "mode": "min"}
 DAMPINGS = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0)
 
@@ -71,11 +77,11 @@ class Explainer:
         Decoding defaults: ``beam=1`` is greedy (paper); ``max_len`` defaults to ``max_words``.
     """
 
-    def __init__(self, model: str = "peter", config: dict[str, Any] | None = None,
-                 train: dict[str, Any] | TrainConfig | None = None, preset: str | None = "paper",
+    def __init__(self, model: str = "peter", config: Mapping[str, Any] | None = None,
+                 train: Mapping[str, Any] | TrainConfig | None = None, preset: str | None = "paper",
                  max_vocab: int = 20_000, beam: int = 1, max_len: int | None = None) -> None:
         self.spec: ModelSpec = get_spec(model)
-        if self.spec.task != "explain":
+        if self.spec.task != EXPLAIN or not issubclass(self.spec.cls, PETER):
             raise ConfigError(f"{model} is a {self.spec.task} model; Explainer needs an explain-task model")
         model_over: dict[str, Any] = {}
         train_over: dict[str, Any] = dict(_TRAIN_BASE)
@@ -84,12 +90,12 @@ class Explainer:
                 raise ConfigError(f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets)}")
             model_over = dict(self.spec.presets[preset].get("model", {}))
             train_over |= dict(self.spec.presets[preset].get("train", {}))
-        self.config: Any = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))
+        self.config: PETERConfig = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))
         self.train_config = train if isinstance(train, TrainConfig) else config_from_dict(
             TrainConfig, train_over | dict(train or {}))
         self.preset, self.max_vocab, self.beam = preset, max_vocab, beam
         self.max_len = max_len or self.config.max_words
-        self.core: Any = None
+        self._core: PETER | None = None
         self.vocab_: Vocabulary | None = None
         self.users_: IdMap | None = None
         self.items_: IdMap | None = None
@@ -99,10 +105,17 @@ class Explainer:
         self.source_ = DataSource("unnamed")
         self.split_name_ = ""
         self.train_result_: TrainResult | None = None
-        self.rating_core_: Any = None  # rating_checkpoint="own": the weights of the best validation rating
+        self.rating_core_: PETER | None = None  # rating_checkpoint="own": the weights of the best validation rating
         self.rating_baseline_: dict[str, Any] | None = None  # rating_baseline: the chosen damping
         self.evaluations_: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
+
+    @property
+    def core(self) -> PETER:
+        """The fitted model (raises :class:`RuntimeError` before :meth:`fit` or :meth:`load`)."""
+        if self._core is None or self.vocab_ is None:
+            raise RuntimeError(f"{self.spec.name}: call fit() or Explainer.load() first")
+        return self._core
 
     # -- fitting ---------------------------------------------------------------------------------
     def fit(self, data: ReviewData, split: ReviewSplit, *, state_dir: str | Path | None = None,
@@ -129,25 +142,26 @@ class Explainer:
         cfg = self.train_config
         with torch.random.fork_rng():
             torch.manual_seed(cfg.seed)
-            self.core = self.spec.cls(self.config, data.n_users, data.n_items, n_words=len(self.vocab_))
+            core = self._build(data.n_users, data.n_items, len(self.vocab_))
+        self._core = core
         self.rating_baseline_ = None
-        if getattr(self.config, "rating_baseline", False):
+        if self.config.rating_baseline:
             self.rating_baseline_, offsets = self._choose_offsets(data, train_data, data.take(split.valid))
-            self.core.init_rating(*offsets)
-        elif hasattr(self.core, "init_rating"):
-            self.core.init_rating(float(np.mean(train_data.rating)))
+            core.init_rating(*offsets)
+        else:
+            core.init_rating(float(np.mean(train_data.rating)))
         self.device = resolve_device(cfg.device)
         sd = Path(state_dir) if state_dir is not None else None
-        own = getattr(self.config, "rating_checkpoint", "joint") == "own"
+        own = self.config.rating_checkpoint == "own"
         best = _RatingSnapshot(sd / "rating_best.safetensors" if sd is not None else None)
 
-        def validate(module: Any) -> dict[str, float]:
-            parts = self._mean_losses(module, enc_valid)
+        def validate(_: nn.Module) -> dict[str, float]:  # the loop validates the module it trains: core
+            parts = self._mean_losses(core, enc_valid)
             if own:
-                best.offer(parts["rating"], module)
+                best.offer(parts["rating"], core)
             return parts | {"loss": parts["text"] + parts["rating"]}
 
-        self.train_result_ = train(self.core, enc_train, validate, cfg, state_dir=sd, progress=progress)
+        self.train_result_ = train(core, enc_train, validate, cfg, state_dir=sd, progress=progress)
         self.rating_core_ = None
         if own and best.state is not None:
             self.rating_core_ = self._new_core(best.state)
@@ -166,9 +180,14 @@ class Explainer:
         assert best is not None
         return {"damping": best[0], "valid_RMSE": best[1]}, best[2]
 
-    def _new_core(self, state: dict[str, torch.Tensor]) -> Any:
+    def _build(self, n_users: int, n_items: int, n_words: int) -> PETER:
+        core = self.spec.cls(self.config, n_users, n_items, n_words=n_words)
+        assert isinstance(core, PETER)  # checked on the class in __init__
+        return core
+
+    def _new_core(self, state: dict[str, torch.Tensor]) -> PETER:
         assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
-        core = self.spec.cls(self.config, len(self.users_), len(self.items_), n_words=len(self.vocab_))
+        core = self._build(len(self.users_), len(self.items_), len(self.vocab_))
         core.load_state_dict(state)
         return core.to(self.device).eval()
 
@@ -177,7 +196,7 @@ class Explainer:
         core.eval()
         return core.predict(user, item, feature)[0]
 
-    def _mean_losses(self, module: Any, enc: EncodedReviews, batch_size: int = 512) -> dict[str, float]:
+    def _mean_losses(self, module: PETER, enc: EncodedReviews, batch_size: int = 512) -> dict[str, float]:
         sums: dict[str, float] = {}
         n = 0
         for start in range(0, len(enc), batch_size):
@@ -189,8 +208,7 @@ class Explainer:
         return {k: v / max(n, 1) for k, v in sums.items()}
 
     def _require_fitted(self) -> None:
-        if self.core is None or self.vocab_ is None:
-            raise RuntimeError(f"{self.spec.name}: call fit() or Explainer.load() first")
+        self.core  # noqa: B018  (raises when not fitted)
 
     # -- prediction and evaluation -----------------------------------------------------------------
     def predict(self, data: ReviewData, rows: np.ndarray | None = None, *, beam: int | None = None,
@@ -273,69 +291,50 @@ class Explainer:
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write a self-contained checkpoint directory."""
-        self._require_fitted()
+        """Write a self-contained model directory (see :mod:`attnrec.recommend.persistence`)."""
+        core = self.core
         assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
-        d = Path(path)
-        d.mkdir(parents=True, exist_ok=True)
-        write_json(d / "vocab.json", list(self.vocab_.words))
-        write_json(d / "id_maps.json", {"users": self.users_.to_list(), "items": self.items_.to_list()})
-        write_json(d / "features.json", {"features": list(self.features_), "item_feature": self.item_feature_})
-        meta = {"format_version": FORMAT_VERSION, "task": "explain", "attnrec_version": __version__,
-                "model": self.spec.name, "preset": self.preset, "model_config": config_to_dict(self.config),
-                "train_config": config_to_dict(self.train_config), "max_vocab": self.max_vocab,
-                "decode": {"beam": self.beam, "max_len": self.max_len}, "n_users": len(self.users_),
-                "n_items": len(self.items_), "n_words": len(self.vocab_), "rating_range": list(self.rating_range_),
-                "data": dataclasses.asdict(self.source_), "split": self.split_name_,
-                "train_result": self.train_result_.to_dict() if self.train_result_ else None,
-                "evaluations": self.evaluations_, "rating_baseline": self.rating_baseline_,
-                "weights_sha256": save_tensors(d / "weights.safetensors", self.core.state_dict())}
+        record = ModelRecord(self.spec.name, self.preset, config_to_dict(self.config),
+                             config_to_dict(self.train_config), self.users_, self.items_, self.source_,
+                             self.train_result_, self.evaluations_)
+        tensors = {"weights": core.state_dict()}
         if self.rating_core_ is not None:
-            meta["rating_weights_sha256"] = save_tensors(d / "rating_weights.safetensors",
-                                                         self.rating_core_.state_dict())
-        write_json(d / "config.json", meta)
-        return d
+            tensors["rating_weights"] = self.rating_core_.state_dict()
+        files = {"vocab": list(self.vocab_.words),
+                 "features": {"features": list(self.features_), "item_feature": self.item_feature_}}
+        meta = {"max_vocab": self.max_vocab, "decode": {"beam": self.beam, "max_len": self.max_len},
+                "n_words": len(self.vocab_), "rating_range": list(self.rating_range_), "split": self.split_name_,
+                "rating_baseline": self.rating_baseline_}
+        return save_model_dir(path, record, tensors, files, meta, task=EXPLAIN)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> Explainer:
         """Load a directory written by :meth:`save`. Never unpickles."""
-        d = Path(path)
-        if not d.is_dir():
-            raise CheckpointError(f"{d}: not a directory; expected an attnrec explainer checkpoint")
-        meta = read_json(d / "config.json")
-        if meta.get("task") != "explain" or meta.get("format_version") != FORMAT_VERSION:
-            raise CheckpointError(f"{d}: not an attnrec explainer checkpoint (format {meta.get('format_version')!r})")
-        ex = cls(meta["model"], meta["model_config"], meta["train_config"], preset=None,
+        return cls.from_saved(open_model_dir(path, EXPLAIN), device)
+
+    @classmethod
+    def from_saved(cls, saved: SavedModel, device: str = "auto") -> Explainer:
+        """The explainer of an opened model directory (see :func:`~attnrec.recommend.load`)."""
+        meta, record = saved.meta, saved.record
+        ex = cls(record.model, record.model_config, record.train_config, preset=None,
                  max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"])
-        ex.preset = meta.get("preset")
-        ex.vocab_ = Vocabulary(tuple(read_json(d / "vocab.json")))
-        maps = read_json(d / "id_maps.json")
-        ex.users_ = IdMap(np.array(maps["users"], dtype=object), 0)
-        ex.items_ = IdMap(np.array(maps["items"], dtype=object), 1)
-        feats = read_json(d / "features.json")
+        ex.preset = record.preset
+        ex.vocab_ = Vocabulary(tuple(saved.json("vocab")))
+        ex.users_, ex.items_ = record.users, record.items
+        feats = saved.json("features")
         ex.features_, ex.item_feature_ = tuple(feats["features"]), dict(feats["item_feature"])
         ex.rating_range_ = (float(meta["rating_range"][0]), float(meta["rating_range"][1]))
-        ex.source_, ex.split_name_ = DataSource(**meta["data"]), meta.get("split", "")
-        ex.evaluations_ = list(meta.get("evaluations") or [])
-        tr = meta.get("train_result")
-        if tr:
-            tr.pop("seconds_per_epoch", None)
-            ex.train_result_ = TrainResult(**tr)
-        ex.core = ex.spec.cls(ex.config, meta["n_users"], meta["n_items"], n_words=meta["n_words"])
-        weights = load_tensors(d / "weights.safetensors", meta.get("weights_sha256"))
-        try:
-            ex.core.load_state_dict(weights)
-        except (RuntimeError, KeyError) as e:
-            raise CheckpointError(f"{d}: weights do not match the model config ({e})") from e
+        ex.source_, ex.split_name_ = record.source, meta.get("split", "")
+        ex.evaluations_, ex.train_result_ = record.evaluations, record.train_result
+        core = ex._build(meta["n_users"], meta["n_items"], meta["n_words"])
+        saved.load_into(core)
         ex.device = resolve_device(device)
-        ex.core.to(ex.device).eval()
+        ex._core = core.to(ex.device).eval()
         ex.rating_baseline_ = meta.get("rating_baseline")
-        if meta.get("rating_weights_sha256"):
-            rating_weights = load_tensors(d / "rating_weights.safetensors", meta["rating_weights_sha256"])
-            try:
-                ex.rating_core_ = ex._new_core(rating_weights)
-            except (RuntimeError, KeyError) as e:
-                raise CheckpointError(f"{d}: rating weights do not match the model config ({e})") from e
+        if saved.has_tensors("rating_weights"):
+            rating_core = ex._build(meta["n_users"], meta["n_items"], meta["n_words"])
+            saved.load_into(rating_core, "rating_weights")
+            ex.rating_core_ = rating_core.to(ex.device).eval()
         return ex
 
 
@@ -357,9 +356,4 @@ class _RatingSnapshot:
                 write_json(self.path.with_suffix(".json"), {"mse": mse})
 
 
-def load_explainer(path: str | Path, device: str = "auto") -> Explainer:
-    """Load a saved explainer directory; see :meth:`Explainer.load`."""
-    return Explainer.load(path, device)
-
-
-__all__ = ["Explainer", "load_explainer"]
+__all__ = ["DAMPINGS", "Explainer", "damped_offsets"]

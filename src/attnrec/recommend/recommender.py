@@ -1,0 +1,374 @@
+"""The user-level contract: fit on an interaction log, recommend with external IDs, save and load.
+
+Every registered sequential model is driven through :class:`Recommender`; the CLI, the HTTP
+service and the benchmarks depend only on this class. What the model can do (factorised
+scoring, an item bias, candidate scoring) is asked once, when its core is set
+(:class:`~attnrec.recommend.core.CoreView`); request parsing, the top-k engine, similar items and
+the directory format live in the sibling modules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any  # settings dicts and request values are caller input
+
+import numpy as np
+import torch
+
+from attnrec.config import ConfigError, config_from_dict, config_to_dict
+from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
+from attnrec.data.split import EvalSet, Split, leave_one_out
+from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
+from attnrec.models.contracts import Capabilities
+from attnrec.recommend import similar
+from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core
+from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
+from attnrec.recommend.requests import Prepared, prepare
+from attnrec.recommend.topk import Recommendation, RowScores, answer
+from attnrec.registry import ModelSpec, get_spec
+from attnrec.training.config import TrainConfig
+from attnrec.training.loop import TrainResult, resolve_device
+
+
+class Recommender:
+    """A registered model plus its ID maps, item metadata and training record.
+
+    Parameters
+    ----------
+    model : str
+        Registered model name (see :func:`attnrec.list_models`).
+    config : dict or dataclass, optional
+        Model settings over the defaults (or over ``preset``); unknown keys are errors.
+    train : dict or TrainConfig, optional
+        Training-loop settings (neural models).
+    preset : str, optional
+        Named preset of the model (e.g. ``"paper"``).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        config: Mapping[str, Any] | object | None = None,
+        train: Mapping[str, Any] | TrainConfig | None = None,
+        preset: str | None = None,
+    ) -> None:
+        self.spec: ModelSpec = get_spec(model)
+        if self.spec.task != SEQUENTIAL:
+            raise ConfigError(f"{model} is a {self.spec.task}-task model; use attnrec.recommend.Explainer")
+        model_over: dict[str, Any] = {}
+        train_over: dict[str, Any] = {}
+        if preset is not None:
+            if preset not in self.spec.presets:
+                raise ConfigError(f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets) or 'none'}")
+            model_over = dict(self.spec.presets[preset].get("model", {}))
+            train_over = dict(self.spec.presets[preset].get("train", {}))
+        if dataclasses.is_dataclass(config) and not isinstance(config, type):
+            self.config: object = config
+        elif config is None or isinstance(config, Mapping):
+            self.config = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))
+        else:
+            raise ConfigError(f"{model}: config must be a dict or a settings dataclass, not {type(config).__name__}")
+        if isinstance(train, TrainConfig):
+            self.train_config = train
+        else:
+            self.train_config = config_from_dict(TrainConfig, train_over | dict(train or {}))
+        self.preset = preset
+        self._view: CoreView | None = None
+        self.users_: IdMap | None = None
+        self.items_: IdMap | None = None
+        self.histories_: Sequences | None = None
+        self.popularity_: np.ndarray | None = None
+        self.titles_: dict[str, str] = {}
+        self.source_: DataSource = DataSource("unnamed")
+        self.train_result_: TrainResult | None = None
+        self.evaluations_: list[dict[str, Any]] = []
+        self.device = torch.device("cpu")
+        self._cache = similar.Derived()  # derived serving data (popularity tensor, norms, inverted index)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def core(self) -> ModelCore:
+        """The fitted model (raises :class:`RuntimeError` before :meth:`fit` or :meth:`load`)."""
+        return self._fitted_view().core
+
+    @core.setter
+    def core(self, core: ModelCore) -> None:
+        # The one place a core is set: its capabilities are asked here, once, and derived data dropped.
+        self._view = CoreView.of(core)
+        self._cache = similar.Derived()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the fitted model can do (see :mod:`attnrec.models.contracts`)."""
+        return self._fitted_view().caps
+
+    @property
+    def max_len(self) -> int | None:
+        """The longest history the model reads (its ``max_len`` setting), or ``None`` when it has none."""
+        value = config_to_dict(self.config).get("max_len")
+        return None if value is None else int(value)
+
+    # -- fitting ---------------------------------------------------------------------------------
+    def fit(
+        self,
+        data: Interactions,
+        split: Split | None = None,
+        *,
+        valid_protocol: Protocol = FULL,
+        state_dir: str | Path | None = None,
+        progress: bool = True,
+    ) -> Recommender:
+        """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``."""
+        split = split or leave_one_out(data)
+        self._set_data(data)
+        cfg = self.train_config
+        self.core = build_core(self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed)
+        popularity = self.popularity_
+
+        def validate() -> dict[str, float]:
+            res = evaluate(self.score_histories, split.valid, valid_protocol, popularity=popularity,
+                           split=split.describe(), target="valid", batch_size=512,
+                           candidate_scorer=self.score_candidates)
+            return res.metrics
+
+        self.device = resolve_device(cfg.device)
+        sd = Path(state_dir) if state_dir is not None else None
+        self.train_result_ = fit_core(self.core, split.train, validate, cfg, self.device, state_dir=sd,
+                                      progress=progress)
+        self._cache.clear()  # the weights changed
+        return self
+
+    def _set_data(self, data: Interactions) -> None:
+        self.users_, self.items_ = data.users, data.items
+        self.histories_ = data.sequences()
+        self.popularity_ = data.item_popularity()
+        self.titles_ = dict(data.item_titles or {})
+        self.source_ = data.source
+        self._cache.clear()
+
+    def _fitted_view(self) -> CoreView:
+        if self._view is None or self.items_ is None:
+            raise RuntimeError(f"{self.name}: call fit() or Recommender.load() first")
+        return self._view
+
+    def _require_fitted(self) -> None:
+        self._fitted_view()
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def _batch(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device) for k, v in self.core.score_inputs(users, histories).items()}
+
+    def score_histories(self, users: np.ndarray, histories: Sequences) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding)."""
+        core = self.core
+        batch = self._batch(users, histories)
+        core.eval()
+        with torch.no_grad():
+            return core.score(batch)
+
+    def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only, equal to the matching columns
+        of :meth:`score_histories`. Factorised models and candidate scorers score just those items,
+        so sampled-negative evaluation over a large catalog costs ``C`` scores per case, not the
+        whole catalog."""
+        view = self._fitted_view()
+        if view.factorised is None and view.candidates is None:
+            return self.score_histories(users, histories).gather(1, items.to(self.device))
+        batch = self._batch(users, histories)
+        view.core.eval()
+        with torch.no_grad():
+            if view.factorised is None:  # the model scores (user, item) pairs itself, e.g. NCF's MLP
+                assert view.candidates is not None
+                return view.candidates.score_items(batch, items.to(self.device))
+            query = view.factorised.query_vectors(batch)  # (B, D)
+            idx = items.to(query.device)  # (B, C)
+            scores = (view.factorised.item_vectors()[idx] @ query[:, :, None]).squeeze(-1)  # (B, C)
+            if view.item_bias is not None:
+                scores = scores + view.item_bias.item_bias()[idx]  # (B, C)
+        return scores
+
+    def evaluate(
+        self, cases: EvalSet, protocol: Protocol = FULL, *, split: str = "leave-one-out", target: str = "test"
+    ) -> EvalResult:
+        """Evaluate on ``cases`` under ``protocol``; the result is also kept with the model."""
+        self._require_fitted()
+        res = evaluate(self.score_histories, cases, protocol, popularity=self.popularity_, data=self.source_,
+                       split=split, target=target, candidate_scorer=self.score_candidates)
+        self.evaluations_.append(res.to_dict())
+        return res
+
+    # -- recommending ----------------------------------------------------------------------------
+    def recommend(
+        self,
+        user: object | None = None,
+        history: list[object] | None = None,
+        k: int = 10,
+        exclude_seen: bool = True,
+        include: list[object] | None = None,
+        exclude: list[object] | None = None,
+    ) -> Recommendation:
+        """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
+
+        Unknown items in ``history`` are ignored and listed in ``unknown_items``. An unknown user
+        with a history is scored from the history; an unknown user without one, or a history of
+        only unknown items, gets the most popular items (``fallback`` says so in both cases).
+        ``include`` restricts the candidates; ``exclude`` removes items.
+        """
+        return self.recommend_many([{"user": user, "history": history, "k": k, "exclude_seen": exclude_seen,
+                                     "include": include, "exclude": exclude}])[0]
+
+    def recommend_many(self, requests: Sequence[Mapping[str, Any]]) -> list[Recommendation]:
+        """Answer several :meth:`recommend` requests (dicts of its keyword arguments) in one batch.
+
+        The histories are encoded together and the catalog is scored in chunks with a running
+        top-k, so a batch costs one forward pass and no per-item Python work; the answers equal
+        those of :meth:`recommend` one by one (up to float rounding of the batched matrix product).
+        """
+        self._require_fitted()
+        assert self.items_ is not None and self.popularity_ is not None
+        prepared = [self._prepare(r) for r in requests]
+        out: list[Recommendation | None] = [None] * len(prepared)
+        model_rows = [i for i, p in enumerate(prepared) if len(p.hist)]
+        pop_rows = [i for i, p in enumerate(prepared) if not len(p.hist)]
+        with torch.inference_mode():
+            if model_rows:
+                rows = [prepared[i] for i in model_rows]
+                answers = answer(rows, self._model_scores(rows), "model", self.items_, self.titles_)
+                for i, rec in zip(model_rows, answers, strict=True):
+                    out[i] = rec
+            if pop_rows:
+                rows = [prepared[i] for i in pop_rows]
+                pop = similar.popularity_tensor(self._cache, self.popularity_).unsqueeze(0).expand(len(rows), -1)
+                for i, rec in zip(pop_rows, answer(rows, RowScores(full=pop), "popularity", self.items_,
+                                                   self.titles_), strict=True):
+                    out[i] = rec
+        return [r for r in out if r is not None]
+
+    def _prepare(self, request: Mapping[str, Any]) -> Prepared:
+        """``request`` resolved against this model's ID maps and stored histories."""
+        assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
+        return prepare(request, self.users_, self.items_, self.histories_)
+
+    def _model_scores(self, rows: list[Prepared]) -> RowScores:
+        """Scores of non-empty histories: factorised (query and item vectors) when the model allows.
+
+        Rows are encoded in groups of similar length (powers of two, up to the model's ``max_len``)
+        so that a short ad-hoc history batched with long stored ones is not padded to their length.
+        """
+        assert self.items_ is not None
+        n_items = len(self.items_)
+        view = self._fitted_view()
+        users = np.array([p.uid for p in rows], dtype=np.int64)
+        lengths = np.array([len(p.hist) for p in rows], dtype=np.int64)
+        bucket = np.ceil(np.log2(np.minimum(lengths, self.max_len or lengths.max()))).astype(np.int64)
+        groups = [np.flatnonzero(bucket == b) for b in np.unique(bucket)]
+
+        def seqs_of(g: np.ndarray) -> Sequences:
+            offsets = np.zeros(len(g) + 1, dtype=np.int64)
+            np.cumsum(lengths[g], out=offsets[1:])
+            return Sequences(offsets, np.concatenate([rows[i].hist for i in g]), n_items)
+
+        if view.factorised is not None:
+            if view.core.training:  # eval() walks every submodule: only when needed
+                view.core.eval()
+            parts = [view.factorised.query_vectors(self._batch(users[g], seqs_of(g))).float() for g in groups]
+            query = parts[0]  # (B, D)
+            if len(groups) > 1:
+                query = torch.empty(len(rows), parts[0].shape[1], device=parts[0].device)
+                for g, q in zip(groups, parts, strict=True):
+                    query[torch.as_tensor(g, device=q.device)] = q
+            bias = view.item_bias.item_bias().float() if view.item_bias is not None else None
+            return RowScores(query=query, vectors=view.factorised.item_vectors().float(), bias=bias)
+        if len(groups) == 1:
+            return RowScores(full=self.score_histories(users, seqs_of(groups[0])))
+        full: torch.Tensor | None = None
+        for g in groups:
+            part = self.score_histories(users[g], seqs_of(g))  # (len(g), I + 1)
+            if full is None:
+                full = torch.empty(len(rows), part.shape[1], dtype=part.dtype, device=part.device)
+            full[torch.as_tensor(g, device=part.device)] = part
+        return RowScores(full=full)
+
+    # -- item-to-item ----------------------------------------------------------------------------
+    def similar_items(self, item: object, k: int = 10) -> Recommendation:
+        """The ``k`` items most similar to ``item`` (an external ID), most similar first.
+
+        Cosine similarity of the model's item vectors when it is factorised
+        (``method="embedding-cosine"``), otherwise cosine of co-occurrence in the stored user
+        histories (``method="co-occurrence"``: items never seen with ``item`` are not returned).
+        Raises :class:`KeyError` for an unknown item.
+        """
+        view = self._fitted_view()
+        assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        idx = self.items_.get(item)
+        if idx is None:
+            raise KeyError(f"unknown item {str(item)!r}")
+        banned = torch.tensor([idx], dtype=torch.long)
+        with torch.inference_mode():
+            if view.factorised is not None:
+                method = "embedding-cosine"
+                v, ix = similar.by_embedding(view.factorised, idx, k, banned, self._cache)
+            else:
+                method = "co-occurrence"
+                pop = similar.popularity_tensor(self._cache, self.popularity_)
+                v, ix = similar.by_cooccurrence(self.histories_, pop, idx, k, banned, self._cache)
+        v, ix = v[0].cpu(), ix[0].cpu()
+        ok = torch.isfinite(v)
+        items = self.items_.to_external(ix[ok].numpy())
+        return Recommendation(items, v[ok].tolist(), [self.titles_.get(i) for i in items], method=method)
+
+    # -- persistence -----------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write a self-contained model directory (no training data needed to load it)."""
+        core = self.core
+        assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
+        record = ModelRecord(self.name, self.preset, config_to_dict(self.config), config_to_dict(self.train_config),
+                             self.users_, self.items_, self.source_, self.train_result_, self.evaluations_)
+        arrays = {"popularity": torch.as_tensor(self.popularity_),
+                  "history_offsets": torch.as_tensor(self.histories_.offsets),
+                  "history_items": torch.as_tensor(self.histories_.items.astype(np.int32))}
+        return save_model_dir(path, record, {"weights": core.state_dict(), "arrays": arrays},
+                              {"titles": self.titles_}, {})
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto") -> Recommender:
+        """Load a model directory written by :meth:`save`. Never unpickles."""
+        return cls.from_saved(open_model_dir(path, SEQUENTIAL), device)
+
+    @classmethod
+    def from_saved(cls, saved: SavedModel, device: str = "auto") -> Recommender:
+        """The recommender of an opened model directory (see :func:`~attnrec.recommend.load`)."""
+        record = saved.record
+        rec = cls(record.model, record.model_config, record.train_config)
+        rec.preset = record.preset
+        rec.users_, rec.items_ = record.users, record.items
+        rec.titles_ = dict(saved.json("titles", default={}))
+        arrays = saved.tensors("arrays")
+        rec.popularity_ = arrays["popularity"].numpy()
+        rec.histories_ = Sequences(arrays["history_offsets"].numpy(),
+                                   arrays["history_items"].numpy().astype(np.int64), len(rec.items_))
+        rec.source_, rec.evaluations_, rec.train_result_ = record.source, record.evaluations, record.train_result
+        core = build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"])
+        saved.load_into(core)
+        rec.device = resolve_device(device)
+        core.to(rec.device)
+        core.eval()
+        rec.core = core
+        return rec
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """A JSON-ready description: model, config, data and the evaluations it carries."""
+        return {"model": self.name, "preset": self.preset, "config": config_to_dict(self.config),
+                "data": dataclasses.asdict(self.source_), "evaluations": self.evaluations_,
+                "n_items": len(self.items_) if self.items_ else 0}
+
+
+__all__ = ["Recommendation", "Recommender"]

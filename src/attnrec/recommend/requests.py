@@ -1,0 +1,80 @@
+"""Turning a recommendation request (external IDs, options) into internal indices.
+
+A request is a mapping of :meth:`~attnrec.recommend.Recommender.recommend`'s keyword arguments.
+:func:`prepare` resolves it against the model's ID maps and stored histories once, so that the
+scoring and top-k code works on integer arrays only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any  # request values are caller input of any type
+
+import numpy as np
+
+from attnrec.data.schema import IdMap, Sequences
+
+RECOMMEND_KEYS = frozenset({"user", "history", "k", "exclude_seen", "include", "exclude"})
+UNKNOWN_USER = -1  # no known user: models with user embeddings fold the history in (models/_baselines.py)
+
+
+@dataclass
+class Prepared:
+    """One recommendation request resolved to internal indices."""
+
+    uid: int  # internal user index, or UNKNOWN_USER
+    hist: np.ndarray  # (T,) internal item indices, oldest first; empty: answered by popularity
+    k: int
+    banned: np.ndarray  # sorted unique internal indices never to return
+    allowed: np.ndarray | None  # the only candidates (``include``), or None for the whole catalog
+    user: str | None
+    unknown: list[str]  # history items the model does not know
+    fallback: str | None  # why the answer is not fully personalised, when it is not
+
+
+def prepare(request: Mapping[str, Any], users: IdMap, items: IdMap, histories: Sequences) -> Prepared:
+    """Resolve ``request`` against the ID maps and the stored ``histories`` (one row per known user).
+
+    Raises :class:`TypeError` for unknown keys and :class:`ValueError` for ``k < 1`` or a request
+    with neither a user nor a history.
+    """
+    bad = set(request) - RECOMMEND_KEYS
+    if bad:
+        raise TypeError(f"unknown recommend arguments: {sorted(bad)}; known: {sorted(RECOMMEND_KEYS)}")
+    user, history = request.get("user"), request.get("history")
+    k = int(request.get("k", 10))
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    fallback: str | None = None
+    unknown: list[str] = []
+    uid = UNKNOWN_USER
+    if history is not None:
+        hist, unknown = items.split_known(history)
+        if user is not None:
+            known = users.get(user)
+            if known is not None:
+                uid = int(known)
+            else:
+                fallback = f"unknown user {user!r}: scored from the given history"
+    elif user is not None:
+        idx = users.get(user)
+        if idx is None:
+            hist, fallback = np.zeros(0, dtype=np.int64), f"unknown user {user!r}: most popular items"
+        else:
+            uid, hist = idx, histories[idx]
+    else:
+        raise ValueError("give a user or a history")
+    if len(hist) == 0 and (fallback is None or history is not None):
+        fallback = "no known items in the history: most popular items"
+    banned = [hist] if request.get("exclude_seen", True) else []
+    if request.get("exclude"):
+        banned.append(items.split_known(request["exclude"])[0])
+    allowed = None
+    if request.get("include") is not None:
+        allowed = np.unique(items.split_known(request["include"])[0])
+    ban = np.unique(np.concatenate(banned)) if banned else np.zeros(0, dtype=np.int64)
+    return Prepared(uid, hist, k, ban, allowed, None if user is None else str(user), unknown, fallback)
+
+
+__all__ = ["Prepared", "RECOMMEND_KEYS", "UNKNOWN_USER", "prepare"]
