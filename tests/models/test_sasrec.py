@@ -7,7 +7,8 @@ from attnrec import Recommender
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
-from attnrec.models._blocks import draw_negatives, softmax_cross_entropy
+from attnrec.models.losses import softmax_cross_entropy
+from attnrec.models.negatives import draw_negatives
 from attnrec.models.sasrec import SASRec, SASRecConfig
 
 SMALL = {"hidden": 16, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1}
