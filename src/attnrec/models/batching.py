@@ -55,6 +55,18 @@ def prefix_windows(history: torch.Tensor, n: int) -> torch.Tensor:
     return padded.unfold(1, n, 1)[:, : history.shape[1]]  # (R, T, n)
 
 
+def next_item_rows(train: Sequences) -> int:
+    """Training rows of a next-item model: one window per user with at least two items."""
+    return int((train.lengths() >= 2).sum())
+
+
+def next_item_windows(train: Sequences, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """The users ``(U,)`` with at least two items and their last ``max_len + 1`` items ``(U, max_len + 1)``,
+    left-padded: inputs ``[:, :-1]``, next-item targets ``[:, 1:]``."""
+    users = np.flatnonzero(train.lengths() >= 2)
+    return users, train.padded(max_len + 1, users)
+
+
 def negative_batches(
     train: Sequences, users: np.ndarray, n_items: int, n_negatives: int, batch_size: int, rng: np.random.Generator
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:

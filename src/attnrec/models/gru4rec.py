@@ -31,7 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import item_counts
-from attnrec.models.batching import batches
+from attnrec.models.batching import batches, next_item_rows, next_item_windows
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.losses import softmax_cross_entropy
 from attnrec.models.scoring import factorised_scores
@@ -136,13 +136,12 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
 
     # -- training: next item at every position ----------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
-        return int((train.lengths() >= 2).sum())
+        return next_item_rows(train)
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled (input, next-item target) windows; sampled losses also get shared negatives."""
         c = self.config
-        users = np.flatnonzero(train.lengths() >= 2)
-        windows = train.padded(c.max_len + 1, users)  # (U, T+1)
+        users, windows = next_item_windows(train, c.max_len)  # (U,), (U, T+1)
         weights = None
         if c.loss != "ce":
             weights = item_counts(train).astype(np.float64) ** c.sample_alpha  # (I+1,)

@@ -28,7 +28,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import batches
+from attnrec.models.batching import batches, next_item_rows, next_item_windows
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -166,13 +166,12 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
 
     # -- training: shifted next-item targets -------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
-        return int((train.lengths() >= 2).sum())
+        return next_item_rows(train)
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of (input, next-item target) windows; negatives redrawn every call."""
         c = self.config
-        users = np.flatnonzero(train.lengths() >= 2)
-        windows = train.padded(c.max_len + 1, users)  # (U, T+1)
+        users, windows = next_item_windows(train, c.max_len)  # (U,), (U, T+1)
         seen = train.user_item_keys() if c.loss == "bce" else None
         shared = None
         if c.loss == "sampled_ce":
