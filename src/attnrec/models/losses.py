@@ -7,12 +7,22 @@ go in; these functions are the arithmetic it calls by name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
 CE_CHUNK_ELEMENTS = 1 << 23  # logits the chunked cross-entropy holds at once (32 MiB in float32)
+
+
+class _Context(Protocol):
+    """The part of torch's autograd context the chunked cross-entropy uses between forward and backward."""
+
+    saved_tensors: tuple[torch.Tensor, ...]
+    chunk: int  # rows per chunk
+    low: bool  # the matmuls ran in bfloat16 (autocast)
+
+    def save_for_backward(self, *tensors: torch.Tensor | None) -> None: ...
 
 
 class _ChunkedSoftmaxCE(torch.autograd.Function):
@@ -25,8 +35,8 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # ctx: torch's context object, typed Any by torch itself; it carries chunk and low
-        ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor
+    def forward(
+        ctx: _Context, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor
     ) -> torch.Tensor:
         low = torch.is_autocast_enabled(h.device.type)
         chunk = max(1, min(256 if low else 512, CE_CHUNK_ELEMENTS // max(weight.shape[0], 1)))
@@ -47,7 +57,7 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
         return (lse - target_logit).mean()
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: _Context, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         h, weight, bias, target, lse = ctx.saved_tensors
         w = weight.to(torch.bfloat16) if ctx.low else weight.float()
         n, scale = h.shape[0], grad / h.shape[0]
