@@ -11,6 +11,7 @@ from attnrec.data.schema import Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, evaluate
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig, sliding_windows
+from attnrec.models.scoring import factorised_scores
 
 N_ITEMS = 30
 
@@ -52,6 +53,19 @@ def test_padding_is_never_attended() -> None:
     assert torch.allclose(before, after, atol=1e-6)
     for w in weights:  # (1, H, T, T): no real query puts weight on a padding key
         assert w[0][:, real][:, :, ~real].abs().max() == 0
+
+
+def test_attention_weights_come_from_the_forward_pass_that_encodes() -> None:
+    model = small()
+    seq = torch.cat([left_padded([3, 7, 1, 9]), left_padded([5, 6, 2, 8, 4, 11, 12, 13])])
+    with torch.no_grad():
+        states, maps = model.run(seq, need_weights=True)
+        plain = model.encode(seq)
+    assert torch.equal(states, plain), "asking for the weights must not change the forward pass"
+    assert len(maps) == 2 and all(w.shape == (2, 2, 12, 12) for w in maps)
+    for w in maps:
+        assert torch.allclose(w.sum(-1), torch.ones(2, 2, 12))
+    assert maps[0][0, :, -1, -4:].min() > 0, "the newest item attends to all real items, earlier and later"
 
 
 def test_mask_and_padding_are_never_recommended() -> None:
@@ -158,29 +172,68 @@ def test_length_chunks_give_the_padded_batch_states_and_loss() -> None:
         assert a.grad is not None and b.grad is not None and torch.allclose(a.grad, b.grad, atol=1e-5), name
 
 
-def test_losses_are_finite_and_use_masked_positions() -> None:
-    seqs = Sequences.from_lists([list(np.arange(1, 13)), [3, 4, 5, 6], [9, 2]], N_ITEMS)
-    for over in ({"loss": "ce"}, {"loss": "sampled_ce", "sampler": "popularity", "n_negatives": 8},
-                 {"loss": "sampled_ce", "sampler": "mixed", "n_negatives": 8}, {"loss": "sampled_ce", "n_negatives": 8}):
-        model = small(**over).train()
-        batch = next(model.train_batches(seqs, 8, np.random.default_rng(0)))
-        loss = model.loss(batch)
-        assert torch.isfinite(loss)
-        loss.backward()
-        assert model.item_emb.weight.grad is not None
+def _skewed(n_users: int = 64, seed: int = 0) -> Sequences:
+    """Histories over a Zipf-popular catalog, so that a popularity proposal is far from uniform."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
+    return Sequences.from_lists([list(rng.choice(np.arange(1, N_ITEMS + 1), int(rng.integers(4, 12)), p=p / p.sum()))
+                                 for _ in range(n_users)], N_ITEMS)
+
+
+def test_full_softmax_loss_is_the_cross_entropy_of_the_scores_at_masked_positions() -> None:
     model = small()
-    batch = next(model.train_batches(seqs, 8, np.random.default_rng(0)))
+    batch = next(model.train_batches(_skewed(), 16, np.random.default_rng(0)))
     sel = batch["labels"] > 0
+    with torch.no_grad():  # the scoring path of score(), applied to every masked position
+        logits = factorised_scores(model.project(model.encode(batch["seq"])[sel]), model.item_vectors(),
+                                   model.item_bias())
+        want = torch.nn.functional.cross_entropy(logits, batch["labels"][sel])
+        torch.testing.assert_close(model.loss(batch), want)
+
+
+def test_sampled_softmax_with_every_item_as_a_negative_is_the_full_softmax() -> None:
+    full, sampled = small(loss="ce"), small(loss="sampled_ce", n_negatives=8)
+    sampled.load_state_dict(full.state_dict())
+    batch = next(full.train_batches(_skewed(), 16, np.random.default_rng(0)))
+    # Uniform draws carry no correction; with the whole catalog drawn once, the target's own copy
+    # (an accidental hit) must be masked, or the target would count twice.
+    every = batch | {"negative": torch.arange(1, N_ITEMS + 1)}
     with torch.no_grad():
-        manual = torch.nn.functional.cross_entropy(model.logits(model.encode(batch["seq"])[sel]), batch["labels"][sel])
-        assert torch.allclose(model.loss(batch), manual)
+        torch.testing.assert_close(sampled.loss(every), full.loss(batch))
+
+
+@pytest.mark.parametrize("sampler", ["popularity", "mixed"])
+def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(sampler: str) -> None:
+    full = small(loss="ce")
+    with torch.no_grad():
+        full.item_emb.weight.mul_(20.0)  # a peaked softmax: a biased proposal matters
+    sampled = small(loss="sampled_ce", sampler=sampler, n_negatives=4000)
+    sampled.load_state_dict(full.state_dict())
+    batch = next(sampled.train_batches(_skewed(), 64, np.random.default_rng(1)))
+    assert batch["target_logq"].shape == batch["labels"].shape and batch["neg_logq"].shape == (4000,)
+
+    def grad(model: BERT4Rec, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        model.zero_grad()
+        model.loss(b).backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
+        return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+
+    g_full, g_corrected = grad(full, batch), grad(sampled, batch)
+    g_uncorrected = grad(sampled, {k: v for k, v in batch.items() if k not in ("neg_logq", "target_logq")})
+    err_corrected, err_uncorrected = 1 - cos(g_corrected, g_full), 1 - cos(g_uncorrected, g_full)
+    assert err_corrected < 0.01
+    assert err_uncorrected > 10 * err_corrected  # the correction, not the many draws, removes the bias
 
 
 def test_config_validation() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="loss must be ce or sampled_ce, not 'bce'"):
         BERT4RecConfig(loss="bce")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"mask_prob must be in \(0, 1\]"):
         BERT4RecConfig(mask_prob=0.0)
+    with pytest.raises(ValueError, match="sampler must be one of"):
+        BERT4RecConfig(sampler="zipf")
 
 
 # -- through the Recommender -------------------------------------------------------------------------

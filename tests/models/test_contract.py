@@ -1,4 +1,4 @@
-"""Contract tests run for every registered sequential model (discovered from the registry)."""
+"""Contract tests run for every registered model (discovered from the registry), and what each declares it can do."""
 
 from pathlib import Path
 
@@ -10,6 +10,8 @@ from attnrec import Recommender, list_models
 from attnrec.config import config_from_dict, config_to_dict
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
+from attnrec.models.contracts import capabilities
+from attnrec.registry import get_spec
 
 FAST_TRAIN = {"max_epochs": 2, "batch_size": 64, "patience": 5}
 
@@ -51,13 +53,17 @@ def test_save_load_identical_scores(fitted: Recommender, ring: Interactions, tmp
     assert torch.allclose(a, b, atol=1e-6, equal_nan=True)
 
 
-def test_same_seed_same_scores(fitted: Recommender, ring: Interactions) -> None:
-    again = _fit(fitted.name, ring)
+def test_same_seed_same_scores_other_seed_other_scores(fitted: Recommender, ring: Interactions) -> None:
+    if not capabilities(fitted.core).trainable:
+        pytest.skip("a closed-form fit (counting) uses no seed: nothing here could fail")
     split = leave_one_out(ring)
     rows = np.arange(10)
-    a = fitted.score_histories(split.test.users[rows], split.test.histories.take(rows))
-    b = again.score_histories(split.test.users[rows], split.test.histories.take(rows))
+    users, hist = split.test.users[rows], split.test.histories.take(rows)
+    a = fitted.score_histories(users, hist)
+    b = _fit(fitted.name, ring).score_histories(users, hist)
+    c = _fit(fitted.name, ring, seed=1).score_histories(users, hist)
     assert torch.allclose(a, b, atol=1e-6, equal_nan=True)
+    assert not torch.allclose(a, c, atol=1e-6, equal_nan=True), "the seed must reach initialisation and sampling"
 
 
 def test_config_round_trip(fitted: Recommender) -> None:
@@ -81,3 +87,36 @@ def test_candidate_scores_are_the_matching_columns_of_the_full_scores(fitted: Re
     fast = fitted.evaluate(split.test, proto).metrics
     slow = evaluate(fitted.score_histories, split.test, proto).metrics
     assert fast == pytest.approx(slow, abs=0.01) and 0 < fast["NDCG@10"] <= 1
+
+
+# What each model declares it can do (the protocols its class line subclasses). A model that loses or
+# gains a capability changes what serving, evaluation and attention insight do with it: update here.
+SEQUENTIAL = {"trainable", "scores_catalog"}
+FACTORISED = SEQUENTIAL | {"factorised"}
+TRANSFORMER = {"attention", "weighted_loss", "shared_batch"}
+EXPECTED_CAPABILITIES = {
+    "sasrec": FACTORISED | TRANSFORMER,
+    "bert4rec": FACTORISED | {"item_bias"} | TRANSFORMER,
+    "gru4rec": FACTORISED | {"item_bias"},
+    "gru4rec-plus": FACTORISED | {"item_bias"},
+    "caser": FACTORISED | {"item_bias"},
+    "bprmf": FACTORISED | {"item_bias"},
+    "fpmc": FACTORISED,
+    "fmc": FACTORISED,
+    "ncf": SEQUENTIAL | {"candidate_scoring"},
+    "transrec": SEQUENTIAL | {"candidate_scoring"},
+    "peter": {"trainable"},  # the explain task: Trainable[EncodedReviews], no catalog scores
+    "pop": {"closed_form", "scores_catalog"},  # fitted by counting, not by the training loop
+}
+SMALL_CONFIG = {"peter": {"emsize": 16, "n_heads": 2, "ffn": 16}}
+
+
+def test_every_registered_model_has_a_capability_row() -> None:
+    assert set(EXPECTED_CAPABILITIES) == set(list_models())
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_CAPABILITIES))
+def test_capabilities_match_the_table(name: str) -> None:
+    spec = get_spec(name)
+    model = spec.cls(spec.config_cls(**SMALL_CONFIG.get(name, {})), 3, 10)
+    assert set(capabilities(model).names()) == EXPECTED_CAPABILITIES[name]

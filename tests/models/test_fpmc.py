@@ -12,7 +12,7 @@ from baseline_kit import (
     successor_accuracy,
 )
 
-from attnrec.models._baselines import positions
+from attnrec.models.batching import positions
 from attnrec.models.fpmc import FMC, FPMC, FPMCConfig
 
 

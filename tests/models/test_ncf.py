@@ -45,5 +45,5 @@ def test_batches_have_one_positive_then_unseen_negatives() -> None:
 def test_config_is_validated() -> None:
     with pytest.raises(ValueError, match="mlp_layers"):
         NCFConfig(mlp_layers=(7, 4))
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="mlp_layers needs >= 2 positive widths"):
         Recommender("ncf", config={"mlp_layers": "8"})

@@ -10,7 +10,8 @@ import torch
 
 from attnrec.data.reviews import encode_reviews, from_records, random_split
 from attnrec.data.schema import DataError
-from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, UNK_ID, PETERConfig, peter_mask
+from attnrec.models.masks import peter_mask
+from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, UNK_ID, PETERConfig
 from attnrec.recommend.explainer import DAMPINGS, Explainer, damped_offsets
 from attnrec.registry import get_spec, list_models
 

@@ -7,7 +7,8 @@ from attnrec import Recommender
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
-from attnrec.models._blocks import draw_negatives, softmax_cross_entropy
+from attnrec.models.losses import softmax_cross_entropy
+from attnrec.models.negatives import draw_negatives
 from attnrec.models.sasrec import SASRec, SASRecConfig
 
 SMALL = {"hidden": 16, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1}
@@ -28,6 +29,32 @@ def test_causal_future_items_do_not_change_past_outputs() -> None:
         a, b = m.encode(seq), m.encode(changed)
     assert torch.allclose(a[0, : t + 1], b[0, : t + 1], atol=1e-6)
     assert not torch.allclose(a[0, t + 1], b[0, t + 1], atol=1e-4)
+
+
+def test_attention_weights_come_from_the_forward_pass_that_encodes() -> None:
+    m = _model()
+    seq = torch.tensor([[0, 0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6], [0] * 9 + [4, 5, 6]])
+    with torch.no_grad():
+        states, maps = m.run(seq, need_weights=True)
+        plain = m.encode(seq)
+    assert torch.equal(states, plain), "asking for the weights must not change the forward pass"
+    assert len(maps) == 2 and maps[0].shape == (2, 2, 12, 12)
+    real = seq > 0
+    for w in maps:  # (B, H, T, T) probabilities: causal, never on a padding key
+        assert torch.allclose(w.sum(-1), torch.ones(2, 2, 12))
+        assert w.triu(1).abs().max() == 0
+        assert w[0][:, real[0]][:, :, ~real[0]].abs().max() == 0
+    # The first layer by hand: softmax(q k^T / sqrt(d_h)) of the normalised queries and the raw keys.
+    block = m.blocks[0]
+    with torch.no_grad():
+        pos = m.pos_emb(torch.arange(12))
+        x = (m.item_emb(seq) * 16**0.5 + pos) * real[..., None]
+        q = block.ln_attn(x)
+        qh = block.attn.q(q).view(2, 12, 2, 8).transpose(1, 2)
+        kh = block.attn.k(x).view(2, 12, 2, 8).transpose(1, 2)
+        allowed = torch.ones(12, 12, dtype=torch.bool).tril() & real[:, None, None, :] | torch.eye(12, dtype=torch.bool)
+        want = (qh @ kh.transpose(-1, -2) / 8**0.5).masked_fill(~allowed, -torch.inf).softmax(-1)
+    torch.testing.assert_close(maps[0], want)
 
 
 def test_padding_is_never_attended_nor_scored() -> None:
@@ -104,7 +131,9 @@ def test_learns_sequential_structure_beyond_popularity(ring: Interactions) -> No
 
 
 def test_config_rejects_bad_values() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="loss must be bce, ce or sampled_ce, not 'hinge'"):
         SASRecConfig(loss="hinge")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="hidden size 10 is not divisible by 3 heads"):
         SASRec(SASRecConfig(hidden=10, n_heads=3), 1, 5)
+    with pytest.raises(ValueError, match="^hidden, n_layers, n_heads and max_len must be positive$"):
+        SASRecConfig(max_len=0)

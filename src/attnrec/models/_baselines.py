@@ -1,4 +1,4 @@
-"""Pieces the classic baselines share: training positions, item counts and the fold-in of unknown users.
+"""The fold-in of unknown users that the user-factor baselines share, and their item counts.
 
 User-embedding models (BPR-MF, NCF, FPMC, TransRec, Caser) learn one vector per training user.
 For an ad-hoc history of a user the model has never seen, the :class:`~attnrec.Recommender`
@@ -19,8 +19,11 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
+from attnrec.models.batching import last_items
+from attnrec.models.contracts import Batch
 
 UNKNOWN_USER = -1
+FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitted to
 
 FOLD_IN_ELEMENTS = 1 << 23  # history positions x items scored at once while folding users in
 # user_fn(user_vectors) -> the user-dependent scores (R, n_items + 1) of R user vectors
@@ -29,50 +32,15 @@ UserFn = Callable[[list[torch.Tensor]], torch.Tensor]
 BaseFn = Callable[[torch.Tensor], torch.Tensor]
 
 
-def positions(
-    train: Sequences, n_prev: int, n_next: int = 1, min_prev: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every training position as ``(user, previous items, next items)``.
-
-    Row ``r`` describes position ``p`` of a user's sequence: ``prev[r]`` holds the ``n_prev``
-    items before ``p`` (oldest first, left-padded with 0), ``nxt[r]`` the ``n_next`` items from
-    ``p`` on (right-padded with 0 past the end). Positions with fewer than ``min_prev`` earlier
-    items are dropped. Returns ``users (N,)``, ``prev (N, n_prev)`` and ``nxt (N, n_next)``.
-    """
-    lengths = train.lengths()
-    users = np.repeat(np.arange(train.n_users, dtype=np.int64), lengths)  # (M,)
-    starts = np.repeat(train.offsets[:-1], lengths)  # (M,) first index of the row's user
-    ends = np.repeat(train.offsets[1:], lengths)  # (M,) one past the user's last index
-    idx = np.arange(len(train.items), dtype=np.int64)  # (M,)
-    keep = idx - starts >= min_prev
-    users, starts, ends, idx = users[keep], starts[keep], ends[keep], idx[keep]
-    last = max(len(train.items) - 1, 0)
-    prev_idx = idx[:, None] + np.arange(-n_prev, 0)[None, :]  # (N, n_prev)
-    prev = np.where(prev_idx >= starts[:, None], train.items[prev_idx.clip(0, last)], 0)
-    next_idx = idx[:, None] + np.arange(n_next)[None, :]  # (N, n_next)
-    nxt = np.where(next_idx < ends[:, None], train.items[next_idx.clip(0, last)], 0)
-    return users, prev.astype(np.int64), nxt.astype(np.int64)
-
-
 def item_counts(train: Sequences) -> np.ndarray:
     """Training interactions per item index, length ``n_items + 1`` (padding counts 0)."""
     return np.bincount(train.items, minlength=train.n_items + 1).astype(np.int64)
 
 
-def batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """A seeded shuffle of ``range(n)`` cut into batches of at most ``batch_size`` rows."""
-    return np.array_split(rng.permutation(n), max(1, -(-n // batch_size)))
-
-
-def last_items(histories: Sequences, n: int) -> torch.Tensor:
-    """The ``n`` most recent items of each history, left-padded with 0: ``(B, n)`` int64."""
-    return torch.from_numpy(histories.padded(n))
-
-
-def prefix_windows(history: torch.Tensor, n: int) -> torch.Tensor:
-    """``(R, T, n)``: for each position ``t`` of ``history`` ``(R, T)`` the ``n`` items before it (left-padded)."""
-    padded = torch.nn.functional.pad(history, (n, 0))  # (R, n + T)
-    return padded.unfold(1, n, 1)[:, : history.shape[1]]  # (R, T, n)
+def user_inputs(users: np.ndarray, histories: Sequences, n: int = FOLD_IN_ITEMS) -> Batch:
+    """Score inputs of a user-factor model: user indices ``(B,)`` (``-1`` = unknown) and the last ``n``
+    history items ``(B, n)``, left-padded, from which an unknown user's vectors are folded in."""
+    return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)), "history": last_items(histories, n)}
 
 
 def fold_in(

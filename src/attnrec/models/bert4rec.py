@@ -23,13 +23,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import (
-    SAMPLERS,
-    MultiHeadAttention,
-    PointWiseFeedForward,
-    negative_proposal,
-    softmax_cross_entropy,
+from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models.batching import batches
+from attnrec.models.contracts import (
+    AttentionInspectable,
+    Batch,
+    Factorised,
+    ItemBiased,
+    SequentialModel,
+    SharedBatch,
+    WeightedLoss,
 )
+from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
+from attnrec.models.masks import bidirectional_mask
+from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
+from attnrec.models.scoring import factorised_scores
+from attnrec.models.validation import require_positive
 from attnrec.registry import register
 
 
@@ -62,8 +71,8 @@ class BERT4RecConfig:
             raise ValueError(f"init must be xavier or bert, not {self.init!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        if min(self.hidden, self.n_layers, self.n_heads, self.max_len, self.n_negatives) < 1:
-            raise ValueError("hidden, n_layers, n_heads, max_len and n_negatives must be positive")
+        require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len,
+                         n_negatives=self.n_negatives)
         if not (0.0 < self.mask_prob <= 1.0 and 0.0 <= self.mask_last_prob <= 1.0):
             raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
         if self.sliding_step < 0 or self.length_chunks < 0:
@@ -81,16 +90,13 @@ class BERT4RecBlock(nn.Module):
         self.ln_ffn = nn.LayerNorm(c.hidden, eps=1e-12)
         self.drop = nn.Dropout(c.dropout)
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        x = self.ln_attn(x + self.drop(self.attn(x, x, allowed)))  # (B, T, D)
-        return self.ln_ffn(x + self.drop(self.ffn(x)))  # (B, T, D)
-
-
-def bidirectional_mask(seq: torch.Tensor) -> torch.Tensor:
-    """``(B, 1, T, T)``: every query sees every real (non-padding) key; padding queries also see themselves."""
-    t = seq.shape[1]
-    real_key = (seq > 0)[:, None, None, :]  # (B, 1, 1, T)
-    return real_key | torch.eye(t, dtype=torch.bool, device=seq.device)  # (B, 1, T, T)
+    def forward(
+        self, x: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The layer's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities."""
+        a, weights = self.attn(x, x, allowed, need_weights)  # (B, T, D), (B, H, T, T) or None
+        x = self.ln_attn(x + self.drop(a))  # (B, T, D)
+        return self.ln_ffn(x + self.drop(self.ffn(x))), weights  # (B, T, D)
 
 
 def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -143,10 +149,12 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
         },
     },
 )
-class BERT4Rec(nn.Module):
+class BERT4Rec(
+    nn.Module, SequentialModel, Factorised, ItemBiased, AttentionInspectable, WeightedLoss, SharedBatch
+):
     """BERT4Rec: bidirectional self-attention trained on the Cloze (masked item) task."""
 
-    shared_batch_keys = frozenset({"negative", "neg_logq"})  # drawn once per batch: DDP ranks keep them whole
+    shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
     def __init__(self, config: BERT4RecConfig, n_users: int, n_items: int) -> None:
         super().__init__()
@@ -179,23 +187,32 @@ class BERT4Rec(nn.Module):
         if self.pos_emb is not None:
             t = seq.shape[1]
             x = x + self.pos_emb(torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device))
-        return self.emb_drop(self.ln_emb(x))
+        out: torch.Tensor = self.emb_drop(self.ln_emb(x))  # (B, T, D)
+        return out
+
+    def run(self, seq: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The one forward pass: hidden states ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``
+        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``)."""
+        x = self.embed(seq)  # (B, T, D)
+        allowed = bidirectional_mask(seq)  # (B, 1, T, T): every real position, before and after
+        maps = []
+        for block in self.blocks:
+            x, weights = block(x, allowed, need_weights)
+            if weights is not None:
+                maps.append(weights)
+        return x, maps
 
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, D)``; every position attends to all non-padding positions."""
-        x, allowed = self.embed(seq), bidirectional_mask(seq)
-        for block in self.blocks:
-            x = block(x, allowed)
-        return x
+        return self.run(seq)[0]
+
+    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
+        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
+        return self.run(seq, need_weights=True)[1]
 
     def project(self, h: torch.Tensor) -> torch.Tensor:
         """The output transform ``LN(GELU(h W^P + b^P))`` of hidden states ``(N, D)``."""
-        return self.ln_proj(F.gelu(self.proj(h)))
-
-    def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """Item logits ``(N, n_items + 1)`` of hidden states ``(N, D)``; column 0 is ``-inf``."""
-        out = self.project(h) @ self.item_vectors().T + self.out_bias  # (N, I+1), no [mask] column
-        out[:, 0] = -torch.inf
+        out: torch.Tensor = self.ln_proj(F.gelu(self.proj(h)))
         return out
 
     # -- training: the Cloze task ------------------------------------------------------------
@@ -238,24 +255,18 @@ class BERT4Rec(nn.Module):
             inp[masked] = self.mask_id
         return inp, labels
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of windows with a fresh Cloze masking (and negatives) per call."""
         c = self.config
         windows = self.windows(train)
-        logq = None
+        shared = None
         if c.loss == "sampled_ce":
-            q = negative_proposal(train.items, self.n_items, c.sampler)
-            logq, cdf = np.log(np.maximum(q, 1e-30)), np.cumsum(q)
-        for idx in np.array_split(rng.permutation(len(windows)), max(1, -(-len(windows) // batch_size))):
+            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives)
+        for idx in batches(len(windows), batch_size, rng):
             inp, labels = self.cloze(windows[idx], rng)
             batch = {"seq": torch.from_numpy(inp), "labels": torch.from_numpy(labels)}
-            if logq is not None:
-                neg = np.searchsorted(cdf, rng.random(c.n_negatives) * cdf[-1], side="right").clip(1, self.n_items)
-                batch["negative"] = torch.from_numpy(neg)
-                batch["neg_logq"] = torch.from_numpy(logq[neg].astype(np.float32))
-                batch["label_logq"] = torch.from_numpy(logq[labels].astype(np.float32))
+            if shared is not None:  # negatives shared by the batch, with their log-Q corrections
+                batch |= shared.draw(labels, rng)
             yield batch
 
     def chunks(self, seq: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
@@ -289,11 +300,11 @@ class BERT4Rec(nn.Module):
             places.append(place[rows, -w:][s])
         return torch.cat(states)[torch.argsort(torch.cat(places))]  # (N, D) back in seq[sel] order
 
-    def loss_terms(self, batch: dict[str, torch.Tensor]) -> int:
+    def loss_terms(self, batch: Batch) -> int:
         """How many terms :meth:`loss` averages over: the masked positions (DDP weights ranks by it)."""
         return int((batch["labels"] > 0).sum())
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Negative log-likelihood of the true items at masked positions only."""
         labels = batch["labels"]  # (B, T)
         sel = labels > 0
@@ -303,16 +314,15 @@ class BERT4Rec(nn.Module):
         if self.config.loss == "ce":  # chunked: never holds all (N, I+1) logits
             return softmax_cross_entropy(z, self.item_vectors(), target, self.out_bias)
         neg, emb = batch["negative"], self.item_emb.weight  # (S,), (I+2, D)
-        # Sampled softmax with log-Q correction: logit - log q(item) for the target and the negatives.
-        pos_logit = (z * emb[target]).sum(-1, keepdim=True) + self.out_bias[target, None]  # (N, 1)
-        pos_logit = pos_logit - batch["label_logq"][sel][:, None]
-        neg_logit = z @ emb[neg].T + self.out_bias[neg] - batch["neg_logq"][None, :]  # (N, S)
-        neg_logit = neg_logit.masked_fill(neg[None, :] == target[:, None], -torch.inf)  # accidental hits
-        logits = torch.cat([pos_logit, neg_logit], dim=1)  # (N, 1+S)
-        return F.cross_entropy(logits, torch.zeros(len(target), dtype=torch.long, device=logits.device))
+        pos_logit = (z * emb[target]).sum(-1) + self.out_bias[target]  # (N,)
+        neg_logit = z @ emb[neg].T + self.out_bias[neg]  # (N, S)
+        corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
+        return sampled_softmax_cross_entropy(pos_logit, neg_logit, target, neg,
+                                             batch["target_logq"][sel] if corrected else None,
+                                             batch["neg_logq"] if corrected else None)
 
     # -- inference: [mask] appended after the history ----------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``.
 
         ``W`` is the batch's longest history (at most ``max_len - 1``): positions count from the
@@ -323,7 +333,7 @@ class BERT4Rec(nn.Module):
         mask = np.full((len(seq), 1), self.mask_id, dtype=np.int64)
         return {"seq": torch.from_numpy(np.concatenate([seq, mask], axis=1))}
 
-    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)``: ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
         return self.project(self.encode(batch["seq"])[:, -1, :])
 
@@ -335,18 +345,6 @@ class BERT4Rec(nn.Module):
         """The output bias ``b^O`` ``(n_items + 1,)``."""
         return self.out_bias
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` of the item behind the final [mask]; column 0 is ``-inf``."""
-        scores = self.query_vectors(batch) @ self.item_vectors().T + self.out_bias  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
-
-    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` (eval mode, for visualisation)."""
-        x, allowed, out = self.embed(seq), bidirectional_mask(seq), []
-        for block in self.blocks:
-            assert isinstance(block, BERT4RecBlock)
-            out.append(block.attn.weights(x, x, allowed))
-            x = block(x, allowed)
-        return out
-
+        return factorised_scores(self.query_vectors(batch), self.item_vectors(), self.item_bias())  # (B, I+1)

@@ -17,15 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import batches, last_items, user_vectors
-from attnrec.models._blocks import draw_negatives
+from attnrec.models._baselines import user_inputs, user_vectors
+from attnrec.models.batching import negative_batches
+from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
+from attnrec.models.losses import bpr_loss
+from attnrec.models.scoring import factorised_scores
+from attnrec.models.validation import require_factor_settings, require_positive
 from attnrec.registry import register
-
-FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitted to
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,8 @@ class BPRMFConfig:
     sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
-        if min(self.dim, self.n_negatives) < 1:
-            raise ValueError("dim and n_negatives must be positive")
-        if self.reg < 0 or self.init_std <= 0 or self.fold_in_steps < 0:
-            raise ValueError("reg and fold_in_steps must be >= 0 and init_std > 0")
+        require_positive(dim=self.dim, n_negatives=self.n_negatives)
+        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
 
 
 @register(
@@ -67,7 +66,7 @@ class BPRMFConfig:
         },
     },
 )
-class BPRMF(nn.Module):
+class BPRMF(nn.Module, SequentialModel, Factorised, ItemBiased):
     """BPR-MF: user and item factors ranked by a pairwise (BPR) loss, not sequential."""
 
     def __init__(self, config: BPRMFConfig, n_users: int, n_items: int) -> None:
@@ -88,43 +87,38 @@ class BPRMF(nn.Module):
     def train_rows(self, train: Sequences) -> int:
         return len(train.items)
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every training interaction once per epoch, shuffled, with fresh unseen negatives."""
         users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
-        seen = train.user_item_keys()
-        for idx in batches(len(users), batch_size, rng):
-            u = users[idx]  # (B,)
-            neg = draw_negatives(u, (len(u), self.config.n_negatives), self.n_items, seen, rng)  # (B, K)
+        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
             yield {
-                "user": torch.from_numpy(u),
-                "positive": torch.from_numpy(train.items[idx]),
-                "negative": torch.from_numpy(neg),
+                "user": torch.from_numpy(users[idx]),  # (B,)
+                "positive": torch.from_numpy(train.items[idx]),  # (B,)
+                "negative": torch.from_numpy(neg),  # (B, K)
             }
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Mean BPR loss ``-log sigmoid(x_ui - x_uj)`` plus the L2 penalty of the triple."""
         p = self.user_emb(batch["user"])  # (B, D)
         q_pos = self.item_emb(batch["positive"])  # (B, D)
         q_neg = self.item_emb(batch["negative"])  # (B, K, D)
         x_pos = (p * q_pos).sum(-1) + self.bias(batch["positive"]).squeeze(-1)  # (B,)
         x_neg = (p[:, None, :] * q_neg).sum(-1) + self.bias(batch["negative"]).squeeze(-1)  # (B, K)
-        bpr = -F.logsigmoid(x_pos[:, None] - x_neg).mean()
+        bpr = bpr_loss(x_pos, x_neg)
         l2 = (p.pow(2).sum(-1) + q_pos.pow(2).sum(-1) + q_neg.pow(2).sum(-1).mean(-1)).mean()
-        return bpr + self.config.reg * l2
+        loss: torch.Tensor = bpr + self.config.reg * l2
+        return loss
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         """User indices (``-1`` = unknown) and the recent history, used only to fold unknown users in."""
-        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
-                "history": last_items(histories, FOLD_IN_ITEMS)}
+        return user_inputs(users, histories)
 
     def _scores(self, p: torch.Tensor) -> torch.Tensor:
-        """``x_ui`` for user vectors ``p`` ``(B, D)`` against every item: ``(B, I+1)``."""
+        """``x_ui`` for user vectors ``p`` ``(B, D)`` against every item (padding included): ``(B, I+1)``."""
         return p @ self.item_emb.weight.T + self.bias.weight.T  # (B, I+1)
 
-    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def query_vectors(self, batch: Batch) -> torch.Tensor:
         """User vectors ``(B, D)`` (folded in for unknown users): ``score == query @ item_vectors().T + item_bias()``."""
         (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
                             lambda v: self._scores(v[0]), self.config.fold_in_steps)  # (B, D)
@@ -138,8 +132,6 @@ class BPRMF(nn.Module):
         """Item biases ``(n_items + 1,)``."""
         return self.bias.weight.squeeze(-1)
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
-        scores = self._scores(self.query_vectors(batch))  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
+    def score(self, batch: Batch) -> torch.Tensor:
+        """Scores ``x_ui`` ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
+        return factorised_scores(self.query_vectors(batch), self.item_vectors(), self.item_bias())  # (B, I+1)

@@ -28,11 +28,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import batches, last_items, positions, prefix_windows, user_vectors
-from attnrec.models._blocks import draw_negatives
+from attnrec.models._baselines import FOLD_IN_ITEMS, user_inputs, user_vectors
+from attnrec.models.batching import negative_batches, positions, prefix_windows
+from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
+from attnrec.models.scoring import factorised_scores
+from attnrec.models.validation import require_positive
 from attnrec.registry import register
-
-FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitted to
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,7 @@ class CaserConfig:
     sparse: bool = False
 
     def __post_init__(self) -> None:
-        if min(self.dim, self.window, self.targets, self.n_negatives) < 1:
-            raise ValueError("dim, window, targets and n_negatives must be positive")
+        require_positive(dim=self.dim, window=self.window, targets=self.targets, n_negatives=self.n_negatives)
         if self.n_vertical < 0 or self.n_horizontal < 0 or self.n_vertical + self.n_horizontal == 0:
             raise ValueError("n_vertical and n_horizontal must be >= 0 and not both 0")
         if not 0 <= self.dropout < 1 or self.fold_in_steps < 0:
@@ -81,7 +81,7 @@ class CaserConfig:
         },
     },
 )
-class Caser(nn.Module):
+class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
     """Caser: horizontal and vertical convolutions over the last L items plus a user embedding."""
 
     def __init__(self, config: CaserConfig, n_users: int, n_items: int) -> None:
@@ -131,20 +131,15 @@ class Caser(nn.Module):
     def train_rows(self, train: Sequences) -> int:
         return int(np.maximum(train.lengths() - 1, 0).sum())
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every position with an earlier item once per epoch: its window, next T items and negatives."""
         c = self.config
         users, window, nxt = positions(train, c.window, c.targets, min_prev=1)  # (N,), (N, L), (N, T)
-        seen = train.user_item_keys()
-        for idx in batches(len(users), batch_size, rng):
-            u = users[idx]  # (B,)
-            neg = draw_negatives(u, (len(u), c.n_negatives), self.n_items, seen, rng)  # (B, K)
-            yield {"user": torch.from_numpy(u), "window": torch.from_numpy(window[idx]),
-                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}
+        for idx, neg in negative_batches(train, users, self.n_items, c.n_negatives, batch_size, rng):
+            yield {"user": torch.from_numpy(users[idx]), "window": torch.from_numpy(window[idx]),
+                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}  # neg: (B, K)
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Binary cross-entropy over the real next items (positives) and the sampled negatives."""
         x = torch.cat([self.sequence_vector(batch["window"]), self.user_emb(batch["user"])], dim=1)  # (B, 2d)
         pos, neg = batch["positive"], batch["negative"]  # (B, T), (B, K)
@@ -153,7 +148,8 @@ class Caser(nn.Module):
         real = (pos > 0).to(y_pos.dtype)  # (B, T) targets past the end of a sequence are padding
         pos_loss = (F.binary_cross_entropy_with_logits(y_pos, torch.ones_like(y_pos), reduction="none") * real).sum()
         neg_loss = F.binary_cross_entropy_with_logits(y_neg, torch.zeros_like(y_neg), reduction="sum")
-        return (pos_loss + neg_loss) / (real.sum() + y_neg.numel())
+        loss: torch.Tensor = (pos_loss + neg_loss) / (real.sum() + y_neg.numel())
+        return loss
 
     def _positions(self, history: torch.Tensor) -> torch.Tensor:
         """User-free scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the L items before it."""
@@ -164,12 +160,11 @@ class Caser(nn.Module):
         return scores.view(r, t, -1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         """User indices (``-1`` = unknown) and the recent history (its last L items are the window)."""
-        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
-                "history": last_items(histories, max(FOLD_IN_ITEMS, self.config.window))}
+        return user_inputs(users, histories, max(FOLD_IN_ITEMS, self.config.window))
 
-    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, 2d)``: the window's vector and the user's (folded in when unknown), so that
         ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
         z = self.sequence_vector(batch["history"][:, -self.config.window :])  # (B, d)
@@ -187,8 +182,6 @@ class Caser(nn.Module):
         """Output item biases ``(n_items + 1,)``."""
         return self.out_bias.weight.squeeze(-1)
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        scores = self.query_vectors(batch) @ self.item_vectors().T + self.item_bias()  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
+        return factorised_scores(self.query_vectors(batch), self.item_vectors(), self.item_bias())  # (B, I+1)

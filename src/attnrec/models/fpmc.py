@@ -22,15 +22,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import batches, last_items, positions, prefix_windows, user_vectors
-from attnrec.models._blocks import draw_negatives
+from attnrec.models._baselines import FOLD_IN_ITEMS, user_vectors
+from attnrec.models.batching import last_items, negative_batches, positions, prefix_windows
+from attnrec.models.contracts import Batch, Factorised, SequentialModel
+from attnrec.models.losses import bpr_loss
+from attnrec.models.scoring import factorised_scores
+from attnrec.models.validation import require_factor_settings, require_positive
 from attnrec.registry import register
-
-FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitted to
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,8 @@ class FPMCConfig:
     sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
-        if min(self.dim, self.n_prev, self.n_negatives) < 1:
-            raise ValueError("dim, n_prev and n_negatives must be positive")
-        if self.reg < 0 or self.init_std <= 0 or self.fold_in_steps < 0:
-            raise ValueError("reg and fold_in_steps must be >= 0 and init_std > 0")
+        require_positive(dim=self.dim, n_prev=self.n_prev, n_negatives=self.n_negatives)
+        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
 
 
 def _presets(personal: bool) -> dict[str, dict[str, dict[str, object]]]:
@@ -76,7 +75,7 @@ def _presets(personal: bool) -> dict[str, dict[str, dict[str, object]]]:
 
 
 @register("fpmc", config=FPMCConfig, kind="torch", presets=_presets(True))
-class FPMC(nn.Module):
+class FPMC(nn.Module, SequentialModel, Factorised):
     """FPMC: matrix factorisation plus a factorised first-order Markov chain over the last item."""
 
     personal = True  # FMC sets False: no user factors at all
@@ -101,25 +100,21 @@ class FPMC(nn.Module):
     def context(self, prev: torch.Tensor) -> torch.Tensor:
         """Mean VLI factor of the previous items ``prev`` ``(B, n_prev)`` (0 = padding): ``(B, D)``."""
         real = (prev > 0).to(self.item_prev.weight.dtype).unsqueeze(-1)  # (B, P, 1)
-        return (self.item_prev(prev) * real).sum(1) / real.sum(1).clamp(min=1.0)  # (B, D)
+        total: torch.Tensor = (self.item_prev(prev) * real).sum(1)  # (B, D)
+        return total / real.sum(1).clamp(min=1.0)  # (B, D)
 
     # -- training: S-BPR over transitions ---------------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
         return int(np.maximum(train.lengths() - 1, 0).sum())
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every transition ``prev -> next`` once per epoch, shuffled, with fresh unseen negatives."""
         users, prev, nxt = positions(train, self.config.n_prev, 1, min_prev=1)  # (N,), (N, P), (N, 1)
-        seen = train.user_item_keys()
-        for idx in batches(len(users), batch_size, rng):
-            u = users[idx]  # (B,)
-            neg = draw_negatives(u, (len(u), self.config.n_negatives), self.n_items, seen, rng)  # (B, K)
-            yield {"user": torch.from_numpy(u), "prev": torch.from_numpy(prev[idx]),
-                   "positive": torch.from_numpy(nxt[idx, 0]), "negative": torch.from_numpy(neg)}
+        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
+            yield {"user": torch.from_numpy(users[idx]), "prev": torch.from_numpy(prev[idx]),
+                   "positive": torch.from_numpy(nxt[idx, 0]), "negative": torch.from_numpy(neg)}  # neg: (B, K)
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Mean S-BPR loss plus the L2 penalty of each triple's factors."""
         pos, neg = batch["positive"], batch["negative"]  # (B,), (B, K)
         ctx = self.context(batch["prev"])  # (B, D)
@@ -133,7 +128,8 @@ class FPMC(nn.Module):
             x_pos = x_pos + (p * r_pos).sum(-1)
             x_neg = x_neg + (p[:, None, :] * r_neg).sum(-1)
             l2 = l2 + p.pow(2).sum(-1) + r_pos.pow(2).sum(-1) + r_neg.pow(2).sum(-1).mean(-1)
-        return -F.logsigmoid(x_pos[:, None] - x_neg).mean() + self.config.reg * l2.mean()
+        loss: torch.Tensor = bpr_loss(x_pos, x_neg) + self.config.reg * l2.mean()
+        return loss
 
     def _chain_positions(self, history: torch.Tensor) -> torch.Tensor:
         """Transition scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the items before it."""
@@ -142,14 +138,14 @@ class FPMC(nn.Module):
         return (ctx @ self.item_next.weight.T).view(r, t, -1)  # (R, T, I+1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         """User indices (``-1`` = unknown), the last ``n_prev`` items, and the recent history for fold-in."""
         n = max(self.config.n_prev, FOLD_IN_ITEMS if self.personal else 0)
         hist = last_items(histories, n)  # (B, n)
         return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)), "history": hist,
                 "prev": hist[:, n - self.config.n_prev :]}
 
-    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` context of the last items, followed for FPMC by the user's vector (folded in
         when unknown): ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
         ctx = self.context(batch["prev"])  # (B, D)
@@ -166,11 +162,9 @@ class FPMC(nn.Module):
             return self.item_next.weight
         return torch.cat([self.item_next.weight, self.item_user.weight], dim=1)  # (I+1, 2D)
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
-        scores = self.query_vectors(batch) @ self.item_vectors().T  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
+        return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
 
 
 @register("fmc", config=FPMCConfig, kind="torch", presets=_presets(False))

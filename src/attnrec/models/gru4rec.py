@@ -30,8 +30,12 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import batches, item_counts
-from attnrec.models._blocks import softmax_cross_entropy
+from attnrec.models._baselines import item_counts
+from attnrec.models.batching import batches, next_item_rows, next_item_windows
+from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
+from attnrec.models.losses import softmax_cross_entropy
+from attnrec.models.scoring import factorised_scores
+from attnrec.models.validation import require_positive
 from attnrec.registry import register
 
 LOSSES = ("ce", "bpr-max", "top1-max")
@@ -54,8 +58,8 @@ class GRU4RecConfig:
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
-        if min(self.hidden, self.emb_dim, self.n_layers, self.max_len, self.n_negatives) < 1:
-            raise ValueError("hidden, emb_dim, n_layers, max_len and n_negatives must be positive")
+        require_positive(hidden=self.hidden, emb_dim=self.emb_dim, n_layers=self.n_layers, max_len=self.max_len,
+                         n_negatives=self.n_negatives)
         if not 0 <= self.dropout < 1 or self.sample_alpha < 0 or self.bpreg < 0:
             raise ValueError("dropout must be in [0, 1); sample_alpha and bpreg must be >= 0")
 
@@ -96,7 +100,7 @@ def _presets(plus: bool) -> dict[str, dict[str, dict[str, object]]]:
 
 
 @register("gru4rec", config=GRU4RecConfig, kind="torch", presets=_presets(False))
-class GRU4Rec(nn.Module):
+class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
     """GRU4Rec: a GRU over the item history trained with full cross-entropy on the next item."""
 
     def __init__(self, config: GRU4RecConfig, n_users: int, n_items: int) -> None:
@@ -127,19 +131,17 @@ class GRU4Rec(nn.Module):
         out, _ = self.gru(packed)
         h, _ = pad_packed_sequence(out, batch_first=True, total_length=t)  # (B, T, H), zeros after the end
         back = ((cols - shift) % t)[..., None].expand(-1, -1, h.shape[-1])  # (B, T, H)
-        return self.drop(h.gather(1, back))  # (B, T, H) left-padded again
+        states: torch.Tensor = self.drop(h.gather(1, back))  # (B, T, H) left-padded again
+        return states
 
     # -- training: next item at every position ----------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
-        return int((train.lengths() >= 2).sum())
+        return next_item_rows(train)
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled (input, next-item target) windows; sampled losses also get shared negatives."""
         c = self.config
-        users = np.flatnonzero(train.lengths() >= 2)
-        windows = train.padded(c.max_len + 1, users)  # (U, T+1)
+        users, windows = next_item_windows(train, c.max_len)  # (U,), (U, T+1)
         weights = None
         if c.loss != "ce":
             weights = item_counts(train).astype(np.float64) ** c.sample_alpha  # (I+1,)
@@ -152,7 +154,7 @@ class GRU4Rec(nn.Module):
                 batch["negative"] = torch.from_numpy(rng.choice(len(weights), size=c.n_negatives, p=weights))
             yield batch
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Mean next-item loss over positions whose input and target are both real items."""
         seq, target = batch["seq"], batch["target"]  # (B, T), (B, T)
         real = (seq > 0) & (target > 0)
@@ -167,14 +169,16 @@ class GRU4Rec(nn.Module):
         s = r_neg.masked_fill(hit, -torch.inf).softmax(-1)  # (N, S) softmax weights of the negatives
         if self.config.loss == "bpr-max":
             gain = (s * torch.sigmoid(r_pos - r_neg)).sum(-1)  # (N,)
-            return (-torch.log(gain + 1e-24) + self.config.bpreg * (s * r_neg.pow(2)).sum(-1)).mean()
-        return (s * (torch.sigmoid(r_neg - r_pos) + torch.sigmoid(r_neg.pow(2)))).sum(-1).mean()
+            loss: torch.Tensor = (-torch.log(gain + 1e-24) + self.config.bpreg * (s * r_neg.pow(2)).sum(-1)).mean()
+        else:  # top1-max
+            loss = (s * (torch.sigmoid(r_neg - r_pos) + torch.sigmoid(r_neg.pow(2)))).sum(-1).mean()
+        return loss
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         return {"seq": torch.from_numpy(histories.padded(self.config.max_len))}
 
-    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def query_vectors(self, batch: Batch) -> torch.Tensor:
         """The state after the newest item ``(B, H)``: ``score == query @ item_vectors().T + item_bias()``."""
         return self.encode(batch["seq"])[:, -1, :]
 
@@ -186,12 +190,10 @@ class GRU4Rec(nn.Module):
         """Output biases ``b_y`` ``(n_items + 1,)``."""
         return self.out_bias
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
         h = self.query_vectors(batch)  # (B, H) the state after the newest item
-        scores = h @ self.out_emb.weight.T + self.out_bias  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
+        return factorised_scores(h, self.item_vectors(), self.item_bias())  # (B, I+1)
 
 
 @register("gru4rec-plus", config=GRU4RecPlusConfig, kind="torch", presets=_presets(True))

@@ -29,11 +29,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import batches, last_items, user_vectors
-from attnrec.models._blocks import draw_negatives
+from attnrec.models._baselines import user_inputs, user_vectors
+from attnrec.models.batching import negative_batches
+from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
+from attnrec.models.scoring import mask_padding
+from attnrec.models.validation import require_positive
 from attnrec.registry import register
 
-FOLD_IN_ITEMS = 200  # most recent history items folded-in user vectors are fitted to
 CHUNK_ELEMENTS = 1 << 22  # (user, item, hidden) activations computed at once when scoring
 
 
@@ -50,8 +52,7 @@ class NCFConfig:
     sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
-        if self.gmf_dim < 1 or self.n_negatives < 1:
-            raise ValueError("gmf_dim and n_negatives must be positive")
+        require_positive(gmf_dim=self.gmf_dim, n_negatives=self.n_negatives)
         if len(self.mlp_layers) < 2 or min(self.mlp_layers) < 1 or self.mlp_layers[0] % 2:
             raise ValueError("mlp_layers needs >= 2 positive widths, the first one even")
         if not 0 <= self.dropout < 1 or self.init_std <= 0 or self.fold_in_steps < 0:
@@ -78,7 +79,7 @@ class NCFConfig:
         },
     },
 )
-class NCF(nn.Module):
+class NCF(nn.Module, SequentialModel, CandidateScorer):
     """NCF (NeuMF): a GMF tower and an MLP tower over user and item embeddings, log loss."""
 
     def __init__(self, config: NCFConfig, n_users: int, n_items: int) -> None:
@@ -112,25 +113,21 @@ class NCF(nn.Module):
         h = self.drop(F.relu(h))
         for lin in self.tower:
             h = self.drop(F.relu(lin(h)))  # (B, K, H_l)
-        return self.out(torch.cat([gmf, h], dim=-1)).squeeze(-1)  # (B, K)
+        logits: torch.Tensor = self.out(torch.cat([gmf, h], dim=-1)).squeeze(-1)  # (B, K)
+        return logits
 
     # -- training: pointwise log loss with sampled negatives ------------------------------------
     def train_rows(self, train: Sequences) -> int:
         return len(train.items)
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every training interaction once per epoch with ``n_negatives`` fresh unseen items."""
         users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
-        seen = train.user_item_keys()
-        for idx in batches(len(users), batch_size, rng):
-            u = users[idx]  # (B,)
-            neg = draw_negatives(u, (len(u), self.config.n_negatives), self.n_items, seen, rng)  # (B, K)
+        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
             items = np.concatenate([train.items[idx, None], neg], axis=1)  # (B, 1+K), positive first
-            yield {"user": torch.from_numpy(u), "items": torch.from_numpy(items)}
+            yield {"user": torch.from_numpy(users[idx]), "items": torch.from_numpy(items)}
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Binary cross-entropy over the positive (column 0) and the negatives (the other columns)."""
         u = batch["user"]  # (B,)
         logits = self._logits(self.user_gmf(u), self.user_mlp(u), batch["items"])  # (B, 1+K)
@@ -139,10 +136,9 @@ class NCF(nn.Module):
         return F.binary_cross_entropy_with_logits(logits, labels)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         """User indices (``-1`` = unknown) and the recent history, used only to fold unknown users in."""
-        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
-                "history": last_items(histories, FOLD_IN_ITEMS)}
+        return user_inputs(users, histories)
 
     def _all_items(self, pg: torch.Tensor, pm: torch.Tensor) -> torch.Tensor:
         """Logits of user vectors ``(B, Dg)``, ``(B, Dm)`` against every item, chunked: ``(B, I+1)``."""
@@ -153,18 +149,16 @@ class NCF(nn.Module):
                  for lo in range(0, self.n_items + 1, chunk)]
         return torch.cat(parts, dim=1)  # (B, I+1)
 
-    def _users(self, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    def _users(self, batch: Batch) -> list[torch.Tensor]:
         """GMF and MLP user vectors ``(B, Dg)``, ``(B, Dm)``, folded in for unknown users."""
         return user_vectors([self.user_gmf, self.user_mlp], batch["user"], batch["history"],
                             lambda v: self._all_items(v[0], v[1]), self.config.fold_in_steps)
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` (logits); column 0 (padding) is ``-inf``."""
-        scores = self._all_items(*self._users(batch))  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
+        return mask_padding(self._all_items(*self._users(batch)))  # (B, I+1)
 
-    def score_items(self, batch: dict[str, torch.Tensor], items: torch.Tensor) -> torch.Tensor:
+    def score_items(self, batch: Batch, items: torch.Tensor) -> torch.Tensor:
         """Logits ``(B, C)`` of the candidate ``items`` ``(B, C)`` only: the MLP runs on B x C pairs, not B x I."""
         pg, pm = self._users(batch)
         return self._logits(pg, pm, items)

@@ -32,6 +32,9 @@ from torch import nn
 
 from attnrec.data.reviews import EncodedReviews
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models.contracts import Batch, Trainable
+from attnrec.models.masks import peter_mask
+from attnrec.models.validation import require_positive
 from attnrec.registry import register
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3  # attnrec.data.text.Vocabulary's special indices
@@ -60,22 +63,14 @@ class PETERConfig:
     rating_checkpoint: str = "joint"
 
     def __post_init__(self) -> None:
-        if min(self.emsize, self.n_heads, self.ffn, self.n_layers, self.max_words) < 1:
-            raise ValueError("emsize, n_heads, ffn, n_layers and max_words must be positive")
+        require_positive(emsize=self.emsize, n_heads=self.n_heads, ffn=self.ffn, n_layers=self.n_layers,
+                         max_words=self.max_words)
         if self.max_positions < self.max_words + 4:
             raise ValueError("max_positions must exceed max_words + 3")
         if min(self.text_weight, self.context_weight, self.rating_weight) < 0:
             raise ValueError("loss weights must be non-negative")
         if self.rating_checkpoint not in ("joint", "own"):
             raise ValueError(f"rating_checkpoint must be 'joint' or 'own', not {self.rating_checkpoint!r}")
-
-
-def peter_mask(total_len: int, peter: bool = True) -> torch.Tensor:
-    """``(T, T)`` bool, True where query t may attend to key s: causal, plus user (0) -> item (1)."""
-    allowed = torch.ones(total_len, total_len, dtype=torch.bool).tril()
-    if peter and total_len > 1:
-        allowed[0, 1] = True
-    return allowed
 
 
 def sinusoidal_positions(n: int, d: int) -> torch.Tensor:
@@ -100,8 +95,11 @@ class PETERLayer(nn.Module):
         self.ln_ffn = nn.LayerNorm(c.emsize)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        x = self.ln_attn(x + self.drop(self.attn(x, x, allowed)))  # (B, T, D)
-        return self.ln_ffn(x + self.ffn(x))  # (B, T, D)
+        """``(B, T, D)`` -> ``(B, T, D)`` under the mask ``allowed`` ``(B, 1, T, T)``."""
+        a, _ = self.attn(x, x, allowed)  # (B, T, D)
+        x = self.ln_attn(x + self.drop(a))  # (B, T, D)
+        out: torch.Tensor = self.ln_ffn(x + self.ffn(x))  # (B, T, D)
+        return out
 
 
 @register(
@@ -121,7 +119,7 @@ class PETERLayer(nn.Module):
                                         "monitor": "loss", "mode": "min"}},
     },
 )
-class PETER(nn.Module):
+class PETER(nn.Module, Trainable[EncodedReviews]):
     """PETER: one transformer that predicts a rating and generates an explanation from IDs."""
 
     pos: torch.Tensor  # (max_positions, D) sinusoidal table, a non-persistent buffer
@@ -169,7 +167,7 @@ class PETER(nn.Module):
 
     def rate(self, h_user: torch.Tensor, user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
         """Predicted ratings ``(B,)`` from the user position's hidden state ``(B, D)``."""
-        rating = self.rating_mlp(h_user).squeeze(-1)  # (B,)
+        rating: torch.Tensor = self.rating_mlp(h_user).squeeze(-1)  # (B,)
         if self.config.rating_baseline:
             rating = rating + self.user_offset[user] + self.item_offset[item]  # (B,)
         return rating
@@ -190,29 +188,30 @@ class PETER(nn.Module):
         x = self.emb_drop(x + self.pos[:total])
         ids_real = torch.ones(len(words), self.src_len, dtype=torch.bool, device=words.device)
         real_key = torch.cat([ids_real, words != PAD_ID], 1)  # (B, S+T)
+        # (B, 1, S+T, S+T): the PETER mask, and never a padding word as a key
         allowed = peter_mask(total, self.config.peter_mask).to(x.device)[None, None] & real_key[:, None, None, :]
         for layer in self.layers:
             x = layer(x, allowed)  # allowed: (B, 1, S+T, S+T)
-        return x
-
+        out: torch.Tensor = x  # (B, S+T, D)
+        return out
 
     # -- training -------------------------------------------------------------------------------
     def train_rows(self, train: EncodedReviews) -> int:
         return len(train)
 
     def train_batches(self, train: EncodedReviews, batch_size: int,
-                      rng: np.random.Generator) -> Iterator[dict[str, torch.Tensor]]:
+                      rng: np.random.Generator) -> Iterator[Batch]:
         order = rng.permutation(len(train))
         for start in range(0, len(order), batch_size):
             yield self.batch(train, order[start : start + batch_size])
 
-    def batch(self, data: EncodedReviews, rows: np.ndarray) -> dict[str, torch.Tensor]:
+    def batch(self, data: EncodedReviews, rows: np.ndarray) -> Batch:
         ctx = data.context if self.config.context_stopwords else data.context_content
         return {"user": torch.from_numpy(data.user[rows]), "item": torch.from_numpy(data.item[rows]),
                 "feature": torch.from_numpy(data.feature[rows]), "rating": torch.from_numpy(data.rating[rows]),
                 "text": torch.from_numpy(data.text[rows]), "context": torch.from_numpy(ctx[rows])}
 
-    def losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         """The three unweighted losses (scalars): ``text``, ``context``, ``rating``."""
         text = batch["text"]  # (B, L+2): <bos> w.. <eos> <pad>..
         h = self.encode(batch["user"], batch["item"], batch.get("feature"), text[:, :-1])  # (B, S+L+1, D)
@@ -228,7 +227,7 @@ class PETER(nn.Module):
         r_loss = F.mse_loss(rating, batch["rating"].to(rating.dtype))
         return {"text": t_loss, "context": c_loss, "rating": r_loss}
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         c, parts = self.config, self.losses(batch)
         return c.text_weight * parts["text"] + c.context_weight * parts["context"] + c.rating_weight * parts["rating"]
 
@@ -276,7 +275,10 @@ class PETER(nn.Module):
     def _beam(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, max_len: int,
               k: int, alpha: float) -> list[list[int]]:
         b, dev = len(user), user.device
-        rep = lambda t: t.repeat_interleave(k, 0)  # noqa: E731  (B,) -> (B*K,)
+
+        def rep(t: torch.Tensor) -> torch.Tensor:
+            return t.repeat_interleave(k, 0)  # (B,) -> (B*K,)
+
         u, i, f = rep(user), rep(item), None if feature is None else rep(feature)
         seq = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=dev)
         score = torch.full((b, k), -torch.inf, device=dev)

@@ -27,14 +27,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import (
-    SAMPLERS,
-    MultiHeadAttention,
-    PointWiseFeedForward,
-    draw_negatives,
-    negative_proposal,
-    softmax_cross_entropy,
+from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models.batching import batches, next_item_rows, next_item_windows
+from attnrec.models.contracts import (
+    AttentionInspectable,
+    Batch,
+    Factorised,
+    SequentialModel,
+    SharedBatch,
+    WeightedLoss,
 )
+from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
+from attnrec.models.masks import causal_mask
+from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives, draw_negatives
+from attnrec.models.scoring import factorised_scores
+from attnrec.models.validation import require_positive
 from attnrec.registry import register
 
 
@@ -64,8 +71,7 @@ class SASRecConfig:
             raise ValueError(f"loss must be bce, ce or sampled_ce, not {self.loss!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        if min(self.hidden, self.n_layers, self.n_heads, self.max_len) < 1:
-            raise ValueError("hidden, n_layers, n_heads and max_len must be positive")
+        require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len)
         if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
             raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
         if self.sparse_embedding and self.loss == "ce":
@@ -73,6 +79,8 @@ class SASRecConfig:
 
 
 class SASRecBlock(nn.Module):
+    """Pre-LN block of the authors' code: only the attention queries are normalised, padding rows zeroed."""
+
     def __init__(self, c: SASRecConfig) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(c.hidden, eps=1e-8)
@@ -81,20 +89,15 @@ class SASRecBlock(nn.Module):
         self.ln_ffn = nn.LayerNorm(c.hidden, eps=1e-8)
         self.ffn = PointWiseFeedForward(c.hidden, c.hidden, c.dropout, "relu")
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The block's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities."""
         q = self.ln_attn(x)  # (B, T, D)
-        x = q + self.drop(self.attn(q, x, allowed))  # the residual adds the normalised queries
+        a, weights = self.attn(q, x, allowed, need_weights)  # (B, T, D), (B, H, T, T) or None
+        x = q + self.drop(a)  # the residual adds the normalised queries
         y = self.ln_ffn(x)
-        return (y + self.ffn(y)) * keep  # (B, T, D), padding rows zeroed
-
-
-def causal_mask(seq: torch.Tensor) -> torch.Tensor:
-    """``(B, 1, T, T)``: query t sees real keys s <= t; padding queries see only themselves."""
-    t = seq.shape[1]
-    causal = torch.ones(t, t, dtype=torch.bool, device=seq.device).tril()  # (T, T)
-    real_key = (seq > 0)[:, None, None, :]  # (B, 1, 1, T)
-    eye = torch.eye(t, dtype=torch.bool, device=seq.device)
-    return (causal & real_key) | eye  # (B, 1, T, T)
+        return (y + self.ffn(y)) * keep, weights  # (B, T, D), padding rows zeroed
 
 
 @register(
@@ -114,11 +117,10 @@ def causal_mask(seq: torch.Tensor) -> torch.Tensor:
         },
     },
 )
-class SASRec(nn.Module):
+class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, WeightedLoss, SharedBatch):
     """SASRec: causal self-attention over the item sequence, next-item objective."""
 
-    # Batch entries drawn once per batch (not per row): kept whole on every rank under DDP.
-    shared_batch_keys = frozenset({"negative", "neg_logq"})
+    shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
     def __init__(self, config: SASRecConfig, n_users: int, n_items: int) -> None:
         super().__init__()
@@ -137,88 +139,58 @@ class SASRec(nn.Module):
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
 
-    def encode(self, seq: torch.Tensor) -> torch.Tensor:
-        """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
+    def run(self, seq: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The one forward pass: hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``
+        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``)."""
         t = seq.shape[1]
         keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1)
         # Positions count from the window's start, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
         x = self.item_emb(seq) * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
         x = self.emb_drop(x) * keep
-        allowed = causal_mask(seq)
+        allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only
+        maps = []
         for block in self.blocks:
-            x = block(x, allowed, keep)
-        return self.ln_out(x)  # (B, T, D)
+            x, weights = block(x, allowed, keep, need_weights)
+            if weights is not None:
+                maps.append(weights)
+        return self.ln_out(x), maps  # (B, T, D)
+
+    def encode(self, seq: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
+        return self.run(seq)[0]
+
+    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
+        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
+        return self.run(seq, need_weights=True)[1]
 
     # -- training: shifted next-item targets -------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
-        return int((train.lengths() >= 2).sum())
+        return next_item_rows(train)
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of (input, next-item target) windows; negatives redrawn every call."""
-        users = np.flatnonzero(train.lengths() >= 2)
-        windows = train.padded(self.config.max_len + 1, users)  # (U, T+1)
-        seen = train.user_item_keys() if self.config.loss == "bce" else None
-        q = self.proposal(train) if self.config.loss == "sampled_ce" else None
-        cdf = np.cumsum(q) if q is not None and self.config.sampler != "uniform" else None
-        for idx in np.array_split(rng.permutation(len(users)), max(1, -(-len(users) // batch_size))):
-            w = windows[idx]
+        c = self.config
+        users, windows = next_item_windows(train, c.max_len)  # (U,), (U, T+1)
+        seen = train.user_item_keys() if c.loss == "bce" else None
+        shared = None
+        if c.loss == "sampled_ce":
+            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives)
+        for idx in batches(len(users), batch_size, rng):
+            w = windows[idx]  # (B, T+1)
             batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
             if seen is not None:  # one negative per position, never an item the user has seen
                 neg = draw_negatives(users[idx], w[:, 1:].shape, self.n_items, seen, rng)
                 batch["negative"] = torch.from_numpy(neg)
-            elif q is not None:
-                batch |= self.sampled_negatives(w[:, 1:], q, cdf, rng)
+            elif shared is not None:  # negatives shared by the batch, with their log-Q corrections
+                batch |= shared.draw(w[:, 1:], rng)
             yield batch
 
-    def proposal(self, train: Sequences) -> np.ndarray:
-        """Probabilities ``(n_items + 1,)`` of drawing each item as a catalog negative (0 for padding)."""
-        return negative_proposal(train.items, self.n_items, self.config.sampler)
-
-    def sampled_negatives(
-        self, target: np.ndarray, q: np.ndarray, cdf: np.ndarray | None, rng: np.random.Generator
-    ) -> dict[str, torch.Tensor]:
-        """Negatives shared by a batch and their log-Q corrections; ``target`` is the ``(B, T)`` target matrix.
-
-        Returns ``negative`` ``(S,)`` and, unless the correction is a constant (uniform catalog
-        negatives only), ``neg_logq`` ``(S,)`` and ``target_logq`` ``(B, T)``: the log of the expected
-        count of each item among the ``S`` draws, ``n_negatives * q(k) + in_batch_negatives * c_k / N``
-        where ``c_k`` counts ``k`` among the batch's ``N`` real targets.
-        """
-        c = self.config
-        parts = []
-        if c.n_negatives:
-            if cdf is None:
-                parts.append(rng.integers(1, self.n_items + 1, c.n_negatives))
-            else:
-                parts.append(np.searchsorted(cdf, rng.random(c.n_negatives) * cdf[-1], side="right").clip(1, self.n_items))
-        flat = target[target > 0]  # (N,) real targets
-        if c.in_batch_negatives:
-            parts.append(flat[rng.integers(0, len(flat), c.in_batch_negatives)])
-        neg = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        out = {"negative": torch.from_numpy(neg)}
-        if cdf is None and not c.in_batch_negatives:
-            return out  # uniform catalog negatives only: -log E[k] is the same for every item
-        uniq, counts = np.unique(flat, return_counts=True)
-
-        def log_expected(items: np.ndarray) -> np.ndarray:
-            e = c.n_negatives * q[items]
-            if c.in_batch_negatives:
-                pos = np.searchsorted(uniq, items).clip(0, len(uniq) - 1)
-                e = e + c.in_batch_negatives * np.where(uniq[pos] == items, counts[pos], 0) / len(flat)
-            return np.log(np.maximum(e, 1e-30)).astype(np.float32)
-
-        out["neg_logq"] = torch.from_numpy(log_expected(neg))
-        out["target_logq"] = torch.from_numpy(np.where(target > 0, log_expected(target), 0.0).astype(np.float32))
-        return out
-
-    def loss_terms(self, batch: dict[str, torch.Tensor]) -> int:
+    def loss_terms(self, batch: Batch) -> int:
         """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
         return int((batch["target"] > 0).sum())
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Next-item loss over real (non-padding) positions only."""
         target = batch["target"]  # (B, T)
         real = target > 0
@@ -235,14 +207,12 @@ class SASRec(nn.Module):
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
         neg = batch["negative"]  # (S,) negatives shared by the batch
-        pos_logit = (h * self._rows(pos)).sum(-1, keepdim=True)  # (N, 1)
+        pos_logit = (h * self._rows(pos)).sum(-1)  # (N,)
         neg_logit = h @ self._rows(neg).T  # (N, S)
-        if "neg_logq" in batch:  # log-Q correction: logit - log E[count among the draws]
-            pos_logit = pos_logit - batch["target_logq"][real][:, None]
-            neg_logit = neg_logit - batch["neg_logq"][None, :]
-        neg_logit = neg_logit.masked_fill(neg[None, :] == pos[:, None], -torch.inf)  # accidental hits
-        logits = torch.cat([pos_logit, neg_logit], dim=1)  # (N, 1+S)
-        return F.cross_entropy(logits, torch.zeros(len(pos), dtype=torch.long, device=logits.device))
+        corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
+        return sampled_softmax_cross_entropy(pos_logit, neg_logit, pos, neg,
+                                             batch["target_logq"][real] if corrected else None,
+                                             batch["neg_logq"] if corrected else None)
 
     def _rows(self, idx: torch.Tensor) -> torch.Tensor:
         """Item embedding rows; with ``sparse_embedding`` their gradient is sparse too."""
@@ -251,13 +221,13 @@ class SASRec(nn.Module):
         return self.item_emb.weight[idx]
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         # Padded to the batch's longest history, not max_len: positions count from the window's end
         # and padding keys are masked, so the scores are the same and short histories cost less.
         width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))
         return {"seq": torch.from_numpy(histories.padded(width))}
 
-    def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
         return self.encode(batch["seq"])[:, -1, :]
 
@@ -265,23 +235,6 @@ class SASRec(nn.Module):
         """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding)."""
         return self.item_emb.weight
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        h = self.query_vectors(batch)  # (B, D)
-        scores = h @ self.item_emb.weight.T  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
-
-    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` (eval mode, for visualisation)."""
-        t = seq.shape[1]
-        keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)
-        pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
-        x = (self.item_emb(seq) * self.config.hidden**0.5 + self.pos_emb(pos)) * keep
-        allowed, out = causal_mask(seq), []
-        for block in self.blocks:
-            assert isinstance(block, SASRecBlock)
-            q = block.ln_attn(x)
-            out.append(block.attn.weights(q, x, allowed))
-            x = block(x, allowed, keep)
-        return out
+        return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)

@@ -24,15 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import batches, last_items, positions, prefix_windows, user_vectors
-from attnrec.models._blocks import draw_negatives
+from attnrec.models._baselines import user_inputs, user_vectors
+from attnrec.models.batching import negative_batches, positions, prefix_windows
+from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
+from attnrec.models.losses import bpr_loss
+from attnrec.models.scoring import mask_padding
+from attnrec.models.validation import require_factor_settings, require_positive
 from attnrec.registry import register
-
-FOLD_IN_ITEMS = 200  # most recent history items a folded-in user translation is fitted to
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,8 @@ class TransRecConfig:
     sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
 
     def __post_init__(self) -> None:
-        if min(self.dim, self.n_negatives) < 1:
-            raise ValueError("dim and n_negatives must be positive")
-        if self.reg < 0 or self.init_std <= 0 or self.fold_in_steps < 0:
-            raise ValueError("reg and fold_in_steps must be >= 0 and init_std > 0")
+        require_positive(dim=self.dim, n_negatives=self.n_negatives)
+        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
 
 
 @register(
@@ -74,7 +73,7 @@ class TransRecConfig:
         },
     },
 )
-class TransRec(nn.Module):
+class TransRec(nn.Module, SequentialModel, CandidateScorer):
     """TransRec: users are translations from the previous item to the next in a shared item space."""
 
     def __init__(self, config: TransRecConfig, n_users: int, n_items: int) -> None:
@@ -94,7 +93,8 @@ class TransRec(nn.Module):
     def points(self, items: torch.Tensor | None = None) -> torch.Tensor:
         """Item points projected into the unit ball: ``(*items.shape, D)``, or ``(I+1, D)`` for all."""
         g = self.item_emb.weight if items is None else self.item_emb(items)
-        return g / g.norm(dim=-1, keepdim=True).clamp(min=1.0)
+        inside: torch.Tensor = g / g.norm(dim=-1, keepdim=True).clamp(min=1.0)  # (..., D), norm <= 1
+        return inside
 
     def _distance_scores(self, query: torch.Tensor, items: torch.Tensor | None = None) -> torch.Tensor:
         """``beta_i - |query - gamma_i|^2``: ``(B, I+1)`` for all items, or ``(B, K)`` for ``items`` (B, K)."""
@@ -102,26 +102,22 @@ class TransRec(nn.Module):
             g, beta = self.points(), self.bias.weight.squeeze(-1)  # (I+1, D), (I+1,)
             d2 = query.pow(2).sum(-1, keepdim=True) - 2 * query @ g.T + g.pow(2).sum(-1)  # (B, I+1)
             return beta - d2
-        g, beta = self.points(items), self.bias(items).squeeze(-1)  # (B, K, D), (B, K)
-        return beta - (query[:, None, :] - g).pow(2).sum(-1)  # (B, K)
+        g = self.points(items)  # (B, K, D)
+        near: torch.Tensor = self.bias(items).squeeze(-1) - (query[:, None, :] - g).pow(2).sum(-1)  # (B, K)
+        return near
 
     # -- training: S-BPR over transitions ---------------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
         return int(np.maximum(train.lengths() - 1, 0).sum())
 
-    def train_batches(
-        self, train: Sequences, batch_size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every transition ``prev -> next`` once per epoch, shuffled, with fresh unseen negatives."""
         users, prev, nxt = positions(train, 1, 1, min_prev=1)  # (N,), (N, 1), (N, 1)
-        seen = train.user_item_keys()
-        for idx in batches(len(users), batch_size, rng):
-            u = users[idx]  # (B,)
-            neg = draw_negatives(u, (len(u), self.config.n_negatives), self.n_items, seen, rng)  # (B, K)
-            yield {"user": torch.from_numpy(u), "prev": torch.from_numpy(prev[idx, 0]),
-                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}
+        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
+            yield {"user": torch.from_numpy(users[idx]), "prev": torch.from_numpy(prev[idx, 0]),
+                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}  # neg: (B, K)
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: Batch) -> torch.Tensor:
         """Mean S-BPR loss plus L2 on the biases and personal translations the batch touches."""
         t_u = self.user_trans(batch["user"])  # (B, D)
         query = self.points(batch["prev"]) + self.global_trans + t_u  # (B, D)
@@ -129,7 +125,8 @@ class TransRec(nn.Module):
         x_neg = self._distance_scores(query, batch["negative"])  # (B, K)
         bias = self.bias(batch["positive"]).pow(2).sum((1, 2)) + self.bias(batch["negative"]).pow(2).mean((1, 2))
         l2 = t_u.pow(2).sum(-1) + bias  # (B,)
-        return -F.logsigmoid(x_pos - x_neg).mean() + self.config.reg * l2.mean()
+        loss: torch.Tensor = bpr_loss(x_pos[:, 0], x_neg) + self.config.reg * l2.mean()
+        return loss
 
     def _positions(self, history: torch.Tensor) -> torch.Tensor:
         """Scores ``(R, T, I+1)`` with ``t_u = 0`` of every position of ``history`` ``(R, T)`` given the item before it."""
@@ -138,12 +135,11 @@ class TransRec(nn.Module):
         return self._distance_scores(origin.reshape(r * t, -1)).view(r, t, -1)  # (R, T, I+1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
+    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
         """User indices (``-1`` = unknown) and the recent history (its last item is the query's origin)."""
-        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
-                "history": last_items(histories, FOLD_IN_ITEMS)}
+        return user_inputs(users, histories)
 
-    def _query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _query(self, batch: Batch) -> torch.Tensor:
         """The translated point ``(B, D)``: last item + global + the user's translation (folded in when unknown)."""
         origin = self.points(batch["history"][:, -1]) + self.global_trans  # (B, D)
         # Within one softmax over items, x = beta_i - |o + t_u - g_i|^2 differs from the t_u = 0 scores
@@ -153,12 +149,10 @@ class TransRec(nn.Module):
                               base_fn=self._positions, prior="zero")  # (B, D)
         return origin + t_u
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)``; column 0 (padding) is ``-inf``."""
-        scores = self._distance_scores(self._query(batch))  # (B, I+1)
-        scores[:, 0] = -torch.inf
-        return scores
+        return mask_padding(self._distance_scores(self._query(batch)))  # (B, I+1)
 
-    def score_items(self, batch: dict[str, torch.Tensor], items: torch.Tensor) -> torch.Tensor:
+    def score_items(self, batch: Batch, items: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, C)`` of the candidate ``items`` ``(B, C)`` only."""
         return self._distance_scores(self._query(batch), items)

@@ -1,9 +1,9 @@
-"""Shared model helpers: the sampled-softmax proposal distributions, computed by hand."""
+"""Negative sampling: the sampled-softmax proposal distributions, computed by hand."""
 
 import numpy as np
 import pytest
 
-from attnrec.models._blocks import negative_proposal
+from attnrec.models.negatives import negative_proposal
 
 
 def test_negative_proposals_by_hand() -> None:

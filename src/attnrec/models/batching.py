@@ -1,0 +1,80 @@
+"""Training rows and batches the models share: shuffled batches, next-item positions, history windows.
+
+Everything here is drawn from the epoch's seeded generator, so an epoch is a function of its seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from attnrec.data.schema import Sequences
+from attnrec.models.negatives import draw_negatives
+
+
+def positions(
+    train: Sequences, n_prev: int, n_next: int = 1, min_prev: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every training position as ``(user, previous items, next items)``.
+
+    Row ``r`` describes position ``p`` of a user's sequence: ``prev[r]`` holds the ``n_prev``
+    items before ``p`` (oldest first, left-padded with 0), ``nxt[r]`` the ``n_next`` items from
+    ``p`` on (right-padded with 0 past the end). Positions with fewer than ``min_prev`` earlier
+    items are dropped. Returns ``users (N,)``, ``prev (N, n_prev)`` and ``nxt (N, n_next)``.
+    """
+    lengths = train.lengths()
+    users = np.repeat(np.arange(train.n_users, dtype=np.int64), lengths)  # (M,)
+    starts = np.repeat(train.offsets[:-1], lengths)  # (M,) first index of the row's user
+    ends = np.repeat(train.offsets[1:], lengths)  # (M,) one past the user's last index
+    idx = np.arange(len(train.items), dtype=np.int64)  # (M,)
+    keep = idx - starts >= min_prev
+    users, starts, ends, idx = users[keep], starts[keep], ends[keep], idx[keep]
+    last = max(len(train.items) - 1, 0)
+    prev_idx = idx[:, None] + np.arange(-n_prev, 0)[None, :]  # (N, n_prev)
+    prev = np.where(prev_idx >= starts[:, None], train.items[prev_idx.clip(0, last)], 0)
+    next_idx = idx[:, None] + np.arange(n_next)[None, :]  # (N, n_next)
+    nxt = np.where(next_idx < ends[:, None], train.items[next_idx.clip(0, last)], 0)
+    return users, prev.astype(np.int64), nxt.astype(np.int64)
+
+
+def batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """A seeded shuffle of ``range(n)`` cut into batches of at most ``batch_size`` rows."""
+    return np.array_split(rng.permutation(n), max(1, -(-n // batch_size)))
+
+
+def last_items(histories: Sequences, n: int) -> torch.Tensor:
+    """The ``n`` most recent items of each history, left-padded with 0: ``(B, n)`` int64."""
+    return torch.from_numpy(histories.padded(n))
+
+
+def prefix_windows(history: torch.Tensor, n: int) -> torch.Tensor:
+    """``(R, T, n)``: for each position ``t`` of ``history`` ``(R, T)`` the ``n`` items before it (left-padded)."""
+    padded = torch.nn.functional.pad(history, (n, 0))  # (R, n + T)
+    return padded.unfold(1, n, 1)[:, : history.shape[1]]  # (R, T, n)
+
+
+def next_item_rows(train: Sequences) -> int:
+    """Training rows of a next-item model: one window per user with at least two items."""
+    return int((train.lengths() >= 2).sum())
+
+
+def next_item_windows(train: Sequences, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """The users ``(U,)`` with at least two items and their last ``max_len + 1`` items ``(U, max_len + 1)``,
+    left-padded: inputs ``[:, :-1]``, next-item targets ``[:, 1:]``."""
+    users = np.flatnonzero(train.lengths() >= 2)
+    return users, train.padded(max_len + 1, users)
+
+
+def negative_batches(
+    train: Sequences, users: np.ndarray, n_items: int, n_negatives: int, batch_size: int, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """One epoch over training rows whose users are ``users`` ``(N,)``: ``(rows (B,), negatives (B, K))``.
+
+    Rows are shuffled; each gets ``n_negatives`` fresh items in ``1..n_items`` its user never
+    interacted with in ``train`` (:func:`attnrec.models.negatives.draw_negatives`).
+    """
+    seen = train.user_item_keys()
+    for idx in batches(len(users), batch_size, rng):
+        yield idx, draw_negatives(users[idx], (len(idx), n_negatives), n_items, seen, rng)

@@ -1,0 +1,125 @@
+"""Training objectives the models share: full softmax (chunked), sampled softmax with log-Q correction, BPR.
+
+Each model file still spells out its own objective in ``loss``: which positions count, which logits
+go in; these functions are the arithmetic it calls by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+CE_CHUNK_ELEMENTS = 1 << 23  # logits the chunked cross-entropy holds at once (32 MiB in float32)
+
+
+class _Context(Protocol):
+    """The part of torch's autograd context the chunked cross-entropy uses between forward and backward."""
+
+    saved_tensors: tuple[torch.Tensor, ...]
+    chunk: int  # rows per chunk
+    low: bool  # the matmuls ran in bfloat16 (autocast)
+
+    def save_for_backward(self, *tensors: torch.Tensor | None) -> None: ...
+
+
+class _ChunkedSoftmaxCE(torch.autograd.Function):
+    """Mean cross-entropy of ``h @ weight.T + bias`` without materialising the ``(N, I)`` logits.
+
+    Rows are processed in chunks that fit in cache (fewer rows per chunk for large catalogs, so a
+    chunk never holds more than ``CE_CHUNK_ELEMENTS`` logits); the backward pass recomputes each
+    chunk's logits. Column 0 (padding) is excluded from the softmax. Under autocast the matmuls run in
+    bfloat16 with float32 accumulation of the log-sum-exp and the gradients.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: _Context, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor
+    ) -> torch.Tensor:
+        low = torch.is_autocast_enabled(h.device.type)
+        chunk = max(1, min(256 if low else 512, CE_CHUNK_ELEMENTS // max(weight.shape[0], 1)))
+        w = weight.to(torch.bfloat16) if low else weight.float()
+        n = h.shape[0]
+        lse = torch.empty(n, dtype=torch.float32, device=h.device)
+        target_logit = (h.float() * weight[target].float()).sum(-1)  # (N,)
+        if bias is not None:
+            target_logit = target_logit + bias[target].float()
+        for s in range(0, n, chunk):
+            logits = (h[s : s + chunk].to(w.dtype) @ w.T).float()  # (C, I)
+            if bias is not None:
+                logits += bias.float()
+            logits[:, 0] = -torch.inf
+            lse[s : s + chunk] = torch.logsumexp(logits, dim=1)
+        ctx.save_for_backward(h, weight, bias, target, lse)
+        ctx.chunk, ctx.low = chunk, low
+        return (lse - target_logit).mean()
+
+    @staticmethod
+    def backward(ctx: _Context, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        h, weight, bias, target, lse = ctx.saved_tensors
+        w = weight.to(torch.bfloat16) if ctx.low else weight.float()
+        n, scale = h.shape[0], grad / h.shape[0]
+        grad_h = torch.empty_like(h)
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
+        grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=h.device) if bias is not None else None
+        for s in range(0, n, ctx.chunk):
+            hc = h[s : s + ctx.chunk]
+            logits = (hc.to(w.dtype) @ w.T).float()  # (C, I)
+            if bias is not None:
+                logits += bias.float()
+            p = logits.sub_(lse[s : s + ctx.chunk, None]).exp_()  # softmax, (C, I)
+            p[:, 0] = 0.0
+            p[torch.arange(len(hc), device=h.device), target[s : s + ctx.chunk]] -= 1.0
+            p.mul_(scale)
+            if grad_b is not None:
+                grad_b += p.sum(0)
+            pc = p.to(w.dtype)
+            grad_h[s : s + ctx.chunk] = (pc @ w).to(h.dtype)  # (C, D)
+            grad_w += (pc.T @ hc.to(w.dtype)).float()  # (I, D)
+        return grad_h, grad_w.to(weight.dtype), None if grad_b is None else grad_b.to(bias.dtype), None
+
+
+_chunked_softmax_ce: Callable[..., torch.Tensor] = _ChunkedSoftmaxCE.apply  # torch leaves apply untyped
+
+
+def softmax_cross_entropy(
+    h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Full-catalog cross-entropy of hidden states ``h`` (N, D) against item embeddings ``weight`` (I, D).
+
+    Memory is bounded by the chunk size, not by ``N x I``; column 0 is padding and never a class.
+    """
+    return _chunked_softmax_ce(h, weight, bias, target)
+
+
+def sampled_softmax_cross_entropy(
+    pos_logit: torch.Tensor,
+    neg_logit: torch.Tensor,
+    target: torch.Tensor,
+    negative: torch.Tensor,
+    target_logq: torch.Tensor | None = None,
+    neg_logq: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Mean cross-entropy of a softmax over each row's target and the negatives the batch shares.
+
+    ``pos_logit`` ``(N,)`` are the targets' logits, ``neg_logit`` ``(N, S)`` those of the shared
+    ``negative`` items ``(S,)``; ``target`` ``(N,)`` are the target items. With ``target_logq``
+    ``(N,)`` and ``neg_logq`` ``(S,)`` (log expected counts among the draws, from
+    :class:`attnrec.models.negatives.SharedNegatives`) every logit is corrected by ``-log E[k]``
+    (log-Q correction), which makes the sampled softmax's gradient an estimate of the full
+    softmax's. A negative equal to the row's target (an accidental hit) is masked out.
+    """
+    pos = pos_logit[:, None]  # (N, 1)
+    if target_logq is not None and neg_logq is not None:
+        pos = pos - target_logq[:, None]
+        neg_logit = neg_logit - neg_logq[None, :]
+    neg_logit = neg_logit.masked_fill(negative[None, :] == target[:, None], -torch.inf)  # (N, S) accidental hits
+    logits = torch.cat([pos, neg_logit], dim=1)  # (N, 1+S), the target in column 0
+    return F.cross_entropy(logits, torch.zeros(len(target), dtype=torch.long, device=logits.device))
+
+
+def bpr_loss(x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:
+    """Mean Bayesian personalised ranking loss ``-log sigmoid(x_pos - x_neg)`` of ``(B,)`` against ``(B, K)``."""
+    return -F.logsigmoid(x_pos[:, None] - x_neg).mean()

@@ -1,0 +1,121 @@
+"""Negative items for training: unseen items per row, and negatives shared by a batch for a sampled softmax.
+
+Everything here builds batches (NumPy, drawn from the epoch's seeded generator); the losses that use
+the negatives live in :mod:`attnrec.models.losses`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+SAMPLERS = ("uniform", "popularity", "mixed")
+
+# Batch entries of a sampled softmax drawn once per batch (not per row): a model using
+# SharedNegatives declares them as its ``shared_batch_keys``, so DDP ranks keep them whole.
+SHARED_KEYS = frozenset({"negative", "neg_logq"})
+
+
+def draw_negatives(
+    users: np.ndarray, shape: tuple[int, ...], n_items: int, seen_keys: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Uniform random items in ``1..n_items`` that the row's user never interacted with.
+
+    ``users`` has one entry per row of ``shape``; ``seen_keys`` are the sorted
+    ``user * (n_items + 1) + item`` keys of the training data. Collisions are redrawn until
+    none remain (bounded only for the degenerate user who has seen the whole catalog).
+    """
+    neg = rng.integers(1, n_items + 1, size=shape)
+    u = np.broadcast_to(users.reshape((-1,) + (1,) * (len(shape) - 1)), shape)
+    for _ in range(200):
+        keys = u * (n_items + 1) + neg
+        pos = np.searchsorted(seen_keys, keys).clip(0, len(seen_keys) - 1)
+        bad = seen_keys[pos] == keys
+        if not bad.any():
+            break
+        neg[bad] = rng.integers(1, n_items + 1, size=int(bad.sum()))
+    return neg
+
+
+def negative_proposal(train_items: np.ndarray, n_items: int, sampler: str) -> np.ndarray:
+    """Probabilities ``(n_items + 1,)`` of drawing each item as a sampled-softmax negative (0 for padding).
+
+    ``"uniform"``: every item alike. ``"popularity"``: in proportion to training count + 1.
+    ``"mixed"``: half of each, so popular items are drawn often (hard negatives) and every tail
+    item still ~``0.5 / n_items`` of the time (a popularity proposal almost never draws it, and its
+    logit is then only ever pushed up, as a target).
+    """
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, not {sampler!r}")
+    uniform = np.ones(n_items + 1)
+    uniform[0] = 0.0
+    uniform /= uniform.sum()
+    if sampler == "uniform":
+        return uniform
+    pop = np.bincount(train_items, minlength=n_items + 1).astype(np.float64) + 1.0
+    pop[0] = 0.0
+    pop /= pop.sum()
+    return pop if sampler == "popularity" else 0.5 * (pop + uniform)
+
+
+@dataclass(frozen=True)
+class SharedNegatives:
+    """Draws the negatives a batch shares in a sampled softmax, with their log-Q corrections.
+
+    ``n_negatives`` come from the catalog under the proposal ``q`` (:func:`negative_proposal`) and
+    ``in_batch`` from the batch's own real targets. The correction of item ``k`` is the log of its
+    expected count among the draws, ``log E[k] = log(n_negatives * q(k) + in_batch * c_k / N)``
+    where ``c_k`` counts ``k`` among the batch's ``N`` real targets (see
+    :func:`attnrec.models.losses.sampled_softmax_cross_entropy`).
+    """
+
+    n_items: int
+    n_negatives: int
+    in_batch: int
+    q: np.ndarray  # (n_items + 1,) the catalog proposal
+    cdf: np.ndarray | None  # (n_items + 1,) its cumulative sum; None for uniform draws (a constant correction)
+
+    @classmethod
+    def build(
+        cls, train_items: np.ndarray, n_items: int, sampler: str, n_negatives: int, in_batch: int = 0
+    ) -> SharedNegatives:
+        """The sampler of one epoch: ``q`` from the training items ``train_items`` and ``sampler``."""
+        q = negative_proposal(train_items, n_items, sampler)
+        return cls(n_items, n_negatives, in_batch, q, None if sampler == "uniform" else np.cumsum(q))
+
+    def draw(self, target: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+        """Negatives for a batch whose targets are ``target`` (any shape, 0 = no target).
+
+        Returns ``negative`` ``(S,)`` and, unless the correction is a constant (uniform catalog
+        negatives only), ``neg_logq`` ``(S,)`` and ``target_logq`` (``target``'s shape, 0 where
+        ``target`` is 0).
+        """
+        parts = []
+        if self.n_negatives:
+            if self.cdf is None:
+                parts.append(rng.integers(1, self.n_items + 1, self.n_negatives))
+            else:  # inverse-CDF draws from q
+                u = rng.random(self.n_negatives) * self.cdf[-1]  # (n_negatives,)
+                parts.append(np.searchsorted(self.cdf, u, side="right").clip(1, self.n_items))
+        flat = target[target > 0]  # (N,) real targets
+        if self.in_batch:
+            parts.append(flat[rng.integers(0, len(flat), self.in_batch)])
+        neg = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        out = {"negative": torch.from_numpy(neg)}
+        if self.cdf is None and not self.in_batch:
+            return out  # uniform catalog negatives only: -log E[k] is the same for every item
+        uniq, counts = np.unique(flat, return_counts=True)
+
+        def log_expected(items: np.ndarray) -> np.ndarray:
+            e = self.n_negatives * self.q[items]
+            if self.in_batch:
+                pos = np.searchsorted(uniq, items).clip(0, len(uniq) - 1)
+                e = e + self.in_batch * np.where(uniq[pos] == items, counts[pos], 0) / len(flat)
+            logq: np.ndarray = np.log(np.maximum(e, 1e-30)).astype(np.float32)
+            return logq
+
+        out["neg_logq"] = torch.from_numpy(log_expected(neg))
+        out["target_logq"] = torch.from_numpy(np.where(target > 0, log_expected(target), 0.0).astype(np.float32))
+        return out

@@ -1,0 +1,23 @@
+"""Config checks the model configs share, each with the one-line message a user sees."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def _names(values: Mapping[str, object]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    keys = list(values)
+    return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
+
+
+def require_positive(**values: int) -> None:
+    """Raise ``ValueError("a, b and c must be positive")`` unless every value is >= 1."""
+    if min(values.values()) < 1:
+        raise ValueError(f"{_names(values)} must be positive")
+
+
+def require_factor_settings(reg: float, init_std: float, fold_in_steps: int) -> None:
+    """The L2 weight, initial spread and fold-in steps of a factor model (BPR-MF, FPMC, TransRec)."""
+    if reg < 0 or init_std <= 0 or fold_in_steps < 0:
+        raise ValueError("reg and fold_in_steps must be >= 0 and init_std > 0")
