@@ -166,9 +166,13 @@ def session(path: str | Path, threads: int = 0) -> OrtSession:
 class OnnxCore:
     """Stands in for a torch model's core: the exported path runs in onnxruntime, the rest in torch.
 
-    Attributes it does not define (``item_vectors``, ``state_dict``, ...) are delegated to the
-    wrapped torch module, so a :class:`Recommender` uses it unchanged.
+    It implements the :class:`~attnrec.recommend.core.ModelCore` contract explicitly: weights
+    (``state_dict``) stay those of the wrapped torch module, and the optional capabilities are
+    declared by the subclasses (:class:`OnnxQueryCore`, :class:`OnnxBiasedQueryCore`), never
+    forwarded implicitly.
     """
+
+    training = False  # inference only: dropout and the like are baked into the exported graph
 
     def __init__(self, torch_core: nn.Module, sess: OrtSession, output: str, fixed_length: int | None = None) -> None:
         if not isinstance(torch_core, Scorer):
@@ -180,14 +184,21 @@ class OnnxCore:
         self.input_names = [i.name for i in sess.get_inputs()]
         self.fixed_length = fixed_length
 
-    def __getattr__(self, name: str) -> Any:  # delegation to the torch module (only for names not defined here)
-        return getattr(self.__dict__["torch_core"], name)
-
     def eval(self) -> OnnxCore:
         return self
 
     def to(self, *args: object, **kwargs: object) -> OnnxCore:
         return self
+
+    def cpu(self) -> OnnxCore:
+        return self
+
+    def state_dict(self) -> Mapping[str, torch.Tensor]:
+        """The wrapped torch module's weights (what a saved model directory holds)."""
+        return self.torch_core.state_dict()
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> object:
+        return self.torch_core.load_state_dict(state_dict, strict)
 
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
         batch = self.scorer.score_inputs(users, histories)
@@ -212,11 +223,32 @@ class OnnxCore:
         return s
 
 
-class OnnxQueryCore(OnnxCore):
+class OnnxQueryCore(OnnxCore, Factorised):
     """:class:`OnnxCore` of a factorised model: the encoder in onnxruntime, the item table in torch."""
 
     def query_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.run(batch)
+
+    def item_vectors(self) -> torch.Tensor:
+        assert self.vectors is not None
+        return self.vectors.item_vectors()
+
+
+class OnnxBiasedQueryCore(OnnxQueryCore, ItemBiased):
+    """:class:`OnnxQueryCore` of a factorised model with per-item biases."""
+
+    def item_bias(self) -> torch.Tensor:
+        assert self.bias is not None
+        return self.bias.item_bias()
+
+
+def onnx_core(torch_module: nn.Module, sess: OrtSession, output: str, fixed_length: int | None = None) -> OnnxCore:
+    """The ONNX stand-in with exactly the capabilities of ``torch_module`` that the export keeps."""
+    if output != "query":
+        return OnnxCore(torch_module, sess, output, fixed_length)
+    if isinstance(torch_module, ItemBiased):
+        return OnnxBiasedQueryCore(torch_module, sess, output, fixed_length)
+    return OnnxQueryCore(torch_module, sess, output, fixed_length)
 
 
 def use_onnx(rec: Recommender, path: str | Path | None = None, threads: int = 0) -> Recommender:
@@ -231,8 +263,7 @@ def use_onnx(rec: Recommender, path: str | Path | None = None, threads: int = 0)
     info = json.loads(Path(str(p) + ".json").read_text())
     sess = session(p, threads)
     fixed = None if info.get("dynamic_length", True) else int(info["inputs"].get("seq", [0, 0])[1])
-    cls = OnnxQueryCore if info["output"] == "query" else OnnxCore
-    rec.core = cls(torch_core(rec.core), sess, info["output"], fixed)
+    rec.core = onnx_core(torch_core(rec.core), sess, info["output"], fixed)
     rec._cache.clear()
     return rec
 
@@ -247,13 +278,12 @@ def parity(rec: Recommender, sess: OrtSession, batch: dict[str, torch.Tensor] | 
     with torch.no_grad():
         core.eval()
         want = core.score({k: v.to(rec.device) for k, v in batch.items()}).float().cpu()
-        onnx_core = (OnnxQueryCore if info_out == "query" else OnnxCore)(core, sess, info_out)
-        got = onnx_core.score(batch).float().cpu()
+        got = onnx_core(core, sess, info_out).score(batch).float().cpu()
     finite = torch.isfinite(want)
     if not torch.equal(finite, torch.isfinite(got)):
         return float("inf")
     return float((want[finite] - got[finite]).abs().max())
 
 
-__all__ = ["OnnxCore", "OnnxQueryCore", "OrtSession", "example_batch", "export_onnx", "parity", "session",
+__all__ = ["OnnxBiasedQueryCore", "OnnxCore", "OnnxQueryCore", "onnx_core", "OrtSession", "example_batch", "export_onnx", "parity", "session",
            "torch_core", "use_onnx"]
