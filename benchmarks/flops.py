@@ -55,7 +55,7 @@ def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch
                 epoch: int = 1) -> dict[str, float]:
     """Rows, predicted positions and FLOPs of one training epoch (see the module docstring)."""
     from attnrec.config import config_from_dict
-    from attnrec.registry import get_spec
+    from attnrec.models.registry import get_spec
 
     spec = get_spec(model_name)
     cfg = config_from_dict(spec.config_cls, dict(model_config))

@@ -372,7 +372,7 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     import torch
 
-    from attnrec.registry import list_models
+    from attnrec.models.registry import list_models
 
     levels = [int(x) for x in args.levels.split(",")]
     wanted = args.models.split(",")

@@ -15,7 +15,7 @@ from attnrec.data.schema import DataSource, Interactions
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
 from attnrec.evaluation.published import BERT4REC_TABLE2, ML_1M_SHA256
 from attnrec.experiments.comparison import compare, default_models, resolve_preset
-from attnrec.registry import list_models
+from attnrec.models.registry import list_models
 
 runner = CliRunner()
 QUICK = {"max_epochs": 2, "threads": 1}

@@ -15,7 +15,7 @@ from attnrec.evaluation.published import (
     published_metrics,
     published_table,
 )
-from attnrec.registry import list_models
+from attnrec.models.registry import list_models
 
 
 def test_table2_values_as_published() -> None:

@@ -23,7 +23,7 @@ from baseline_kit import (
 
 from attnrec import Recommender
 from attnrec.config import config_from_dict
-from attnrec.registry import get_spec
+from attnrec.models.registry import get_spec
 from attnrec.training.config import TrainConfig
 from attnrec.training.optim import make_optimizer
 

@@ -11,7 +11,7 @@ from attnrec.config import config_from_dict, config_to_dict
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.contracts import capabilities
-from attnrec.registry import get_spec
+from attnrec.models.registry import get_spec
 
 FAST_TRAIN = {"max_epochs": 2, "batch_size": 64, "patience": 5}
 

@@ -12,8 +12,8 @@ from attnrec.data.reviews import encode_reviews, from_records, random_split
 from attnrec.data.schema import DataError
 from attnrec.models.masks import peter_mask
 from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, UNK_ID, PETERConfig
+from attnrec.models.registry import get_spec, list_models
 from attnrec.recommend.explainer import DAMPINGS, Explainer, damped_offsets
-from attnrec.registry import get_spec, list_models
 
 TINY = {"emsize": 16, "n_heads": 2, "ffn": 32, "dropout": 0.0}
 

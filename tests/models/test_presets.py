@@ -12,7 +12,7 @@ from attnrec.config import config_from_dict
 from attnrec.data.demo import make_demo
 from attnrec.data.schema import Interactions
 from attnrec.data.split import Split, leave_one_out
-from attnrec.registry import get_spec
+from attnrec.models.registry import get_spec
 from attnrec.training.config import TrainConfig
 
 MODELS = list_models("sequential")

@@ -15,8 +15,8 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 from attnrec.data.schema import Interactions, Sequences  # noqa: E402
+from attnrec.models.registry import list_models  # noqa: E402
 from attnrec.recommend import Recommender  # noqa: E402
-from attnrec.registry import list_models  # noqa: E402
 from attnrec.serving.export import OnnxCore, export_onnx, parity, session, use_onnx  # noqa: E402
 
 with warnings.catch_warnings():

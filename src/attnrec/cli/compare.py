@@ -23,7 +23,7 @@ from attnrec.cli.main import app
 from attnrec.data.split import DEFAULT_SPLIT, make_split
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, protocol_by_name
 from attnrec.experiments.comparison import Comparison, compare, default_models, empty_comparison
-from attnrec.registry import get_spec
+from attnrec.models.registry import get_spec
 
 
 @app.command(

@@ -38,8 +38,8 @@ from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.split import DEFAULT_SPLIT, SPLITS, make_split, parse_split
 from attnrec.evaluation.alignment import align_cases
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate, protocol_by_name
+from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommendation, Recommender
-from attnrec.registry import get_spec
 from attnrec.training import distributed
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
@@ -167,7 +167,7 @@ def train(
     log_to_stderr(not quiet and main_rank)
     show_progress = out.is_terminal if progress is None else progress
     try:
-        rec.fit(interactions, sp, state_dir=state_dir if spec.kind == "torch" else None, progress=show_progress)
+        rec.fit(interactions, sp, state_dir=state_dir, progress=show_progress)  # closed-form fits keep no state
     except BaseException:
         distributed.cleanup(sync=False)
         raise

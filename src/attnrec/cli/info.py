@@ -21,7 +21,7 @@ from attnrec.cli._common import (
 from attnrec.cli.main import app
 from attnrec.config import config_to_dict
 from attnrec.data.describe import describe, format_description
-from attnrec.registry import get_spec, list_models
+from attnrec.models.registry import get_spec, list_models
 from attnrec.training.config import TrainConfig
 
 

@@ -30,7 +30,7 @@ from attnrec.evaluation.protocol import FULL, Protocol
 from attnrec.evaluation.published import DATASETS, published_table
 from attnrec.experiments.runner import RunRequest, count_parameters, run_one
 from attnrec.experiments.tables import SHORTFALL, comparison_markdown
-from attnrec.registry import get_spec, list_models
+from attnrec.models.registry import get_spec, list_models
 
 log = logging.getLogger("attnrec.compare")
 

@@ -37,9 +37,9 @@ from attnrec.models.contracts import (
 from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
 from attnrec.models.masks import bidirectional_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
+from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
-from attnrec.registry import register
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,6 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
 @register(
     "bert4rec",
     config=BERT4RecConfig,
-    kind="torch",
     presets={
         # The authors' run scripts: hidden 64, 2 layers, 2 heads; ML-1M max_len 200, p 0.2, dropout
         # 0.2, sliding step 0.5 * max_len; Beauty max_len 50, p 0.6, hidden dropout 0.5, step 0.1 *

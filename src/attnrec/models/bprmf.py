@@ -24,9 +24,9 @@ from attnrec.models._baselines import user_inputs, user_vectors
 from attnrec.models.batching import negative_batches
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.losses import bpr_loss
+from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_factor_settings, require_positive
-from attnrec.registry import register
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,6 @@ class BPRMFConfig:
 @register(
     "bprmf",
     config=BPRMFConfig,
-    kind="torch",
     presets={
         "ml-1m": {
             "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},

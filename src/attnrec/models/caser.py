@@ -31,9 +31,9 @@ from attnrec.data.schema import Sequences
 from attnrec.models._baselines import FOLD_IN_ITEMS, user_inputs, user_vectors
 from attnrec.models.batching import negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
+from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
-from attnrec.registry import register
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,6 @@ class CaserConfig:
 @register(
     "caser",
     config=CaserConfig,
-    kind="torch",
     presets={
         "ml-1m": {  # ~29 s of one CPU core per epoch
             "model": {"dim": 50, "window": 5, "targets": 3, "n_negatives": 3},

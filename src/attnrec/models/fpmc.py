@@ -29,9 +29,9 @@ from attnrec.models._baselines import FOLD_IN_ITEMS, user_vectors
 from attnrec.models.batching import last_items, negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, Factorised, SequentialModel
 from attnrec.models.losses import bpr_loss
+from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_factor_settings, require_positive
-from attnrec.registry import register
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def _presets(personal: bool) -> dict[str, dict[str, dict[str, object]]]:
     }
 
 
-@register("fpmc", config=FPMCConfig, kind="torch", presets=_presets(True))
+@register("fpmc", config=FPMCConfig, presets=_presets(True))
 class FPMC(nn.Module, SequentialModel, Factorised):
     """FPMC: matrix factorisation plus a factorised first-order Markov chain over the last item."""
 
@@ -167,7 +167,7 @@ class FPMC(nn.Module, SequentialModel, Factorised):
         return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
 
 
-@register("fmc", config=FPMCConfig, kind="torch", presets=_presets(False))
+@register("fmc", config=FPMCConfig, presets=_presets(False))
 class FMC(FPMC):
     """FMC: a factorised first-order Markov chain over the last item, shared by all users."""
 

@@ -34,9 +34,9 @@ from attnrec.models._baselines import item_counts
 from attnrec.models.batching import batches, next_item_rows, next_item_windows
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.losses import softmax_cross_entropy
+from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
-from attnrec.registry import register
 
 LOSSES = ("ce", "bpr-max", "top1-max")
 
@@ -99,7 +99,7 @@ def _presets(plus: bool) -> dict[str, dict[str, dict[str, object]]]:
     }
 
 
-@register("gru4rec", config=GRU4RecConfig, kind="torch", presets=_presets(False))
+@register("gru4rec", config=GRU4RecConfig, presets=_presets(False))
 class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
     """GRU4Rec: a GRU over the item history trained with full cross-entropy on the next item."""
 
@@ -196,6 +196,6 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
         return factorised_scores(h, self.item_vectors(), self.item_bias())  # (B, I+1)
 
 
-@register("gru4rec-plus", config=GRU4RecPlusConfig, kind="torch", presets=_presets(True))
+@register("gru4rec-plus", config=GRU4RecPlusConfig, presets=_presets(True))
 class GRU4RecPlus(GRU4Rec):
     """GRU4Rec+: GRU4Rec trained on sampled negatives with the BPR-max (or TOP1-max) loss."""

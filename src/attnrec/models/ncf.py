@@ -32,9 +32,9 @@ from attnrec.data.schema import Sequences
 from attnrec.models._baselines import user_inputs, user_vectors
 from attnrec.models.batching import negative_batches
 from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
+from attnrec.models.registry import register
 from attnrec.models.scoring import mask_padding
 from attnrec.models.validation import require_positive
-from attnrec.registry import register
 
 CHUNK_ELEMENTS = 1 << 22  # (user, item, hidden) activations computed at once when scoring
 
@@ -62,7 +62,6 @@ class NCFConfig:
 @register(
     "ncf",
     config=NCFConfig,
-    kind="torch",
     presets={
         "ml-1m": {  # ~15 s of one CPU core per epoch, ~2 s per full-ranking validation
             "model": {"gmf_dim": 32, "mlp_layers": (64, 32, 16), "n_negatives": 4},

@@ -34,8 +34,8 @@ from attnrec.data.reviews import EncodedReviews
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.contracts import Batch, Trainable
 from attnrec.models.masks import peter_mask
+from attnrec.models.registry import register
 from attnrec.models.validation import require_positive
-from attnrec.registry import register
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3  # attnrec.data.text.Vocabulary's special indices
 
@@ -105,7 +105,6 @@ class PETERLayer(nn.Module):
 @register(
     "peter",
     config=PETERConfig,
-    kind="torch",
     task="explain",
     presets={
         "paper": {"model": {}, "train": {"optimizer": "sgd", "lr": 1.0, "grad_clip": 1.0, "batch_size": 128,

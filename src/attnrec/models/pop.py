@@ -19,7 +19,7 @@ from torch import nn
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import item_counts
 from attnrec.models.contracts import Batch, ClosedForm
-from attnrec.registry import register
+from attnrec.models.registry import register
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,6 @@ class PopConfig:
 @register(
     "pop",
     config=PopConfig,
-    kind="estimator",
     presets={"ml-1m": {}, "beauty": {}, "demo": {}},
 )
 class Pop(nn.Module, ClosedForm):

@@ -40,9 +40,9 @@ from attnrec.models.contracts import (
 from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives, draw_negatives
+from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
-from attnrec.registry import register
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,6 @@ class SASRecBlock(nn.Module):
 @register(
     "sasrec",
     config=SASRecConfig,
-    kind="torch",
     presets={
         "paper": {"model": {}, "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200}},
         "ml-1m-ce": {

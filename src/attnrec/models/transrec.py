@@ -31,9 +31,9 @@ from attnrec.models._baselines import user_inputs, user_vectors
 from attnrec.models.batching import negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
 from attnrec.models.losses import bpr_loss
+from attnrec.models.registry import register
 from attnrec.models.scoring import mask_padding
 from attnrec.models.validation import require_factor_settings, require_positive
-from attnrec.registry import register
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,6 @@ class TransRecConfig:
 @register(
     "transrec",
     config=TransRecConfig,
-    kind="torch",
     presets={
         "ml-1m": {  # ~15 s of one CPU core per epoch
             "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},

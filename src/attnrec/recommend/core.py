@@ -32,7 +32,7 @@ from attnrec.models.contracts import (
     Trainable,
     capabilities,
 )
-from attnrec.registry import ModelSpec
+from attnrec.models.registry import ModelSpec
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, train
 

@@ -32,8 +32,8 @@ from attnrec.data.schema import DataError, DataSource, IdMap
 from attnrec.data.text import SPECIALS, Vocabulary
 from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
 from attnrec.models.peter import PETER, PETERConfig
+from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend.persistence import EXPLAIN, ModelRecord, SavedModel, open_model_dir, save_model_dir
-from attnrec.registry import ModelSpec, get_spec
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device, train
 

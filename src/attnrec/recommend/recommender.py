@@ -22,12 +22,12 @@ from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
 from attnrec.data.split import EvalSet, Split, leave_one_out
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
 from attnrec.models.contracts import Capabilities
+from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
 from attnrec.recommend.topk import Recommendation, RowScores, answer
-from attnrec.registry import ModelSpec, get_spec
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device
 

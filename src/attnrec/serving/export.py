@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models.contracts import Batch, Factorised, ItemBiased, Scorer
+from attnrec.models.contracts import Batch, ClosedForm, Factorised, ItemBiased, Scorer
 from attnrec.recommend import Recommender
 
 log = logging.getLogger("attnrec.serving")
@@ -127,9 +127,9 @@ def export_onnx(rec: Recommender, path: str | Path, output: str = "auto", opset:
     Batch size is dynamic; so is the sequence length when the model allows it.
     """
     rec._require_fitted()
-    if rec.spec.kind != "torch":
-        raise ValueError(f"{rec.name} is not a torch model; only neural models can be exported to ONNX")
     core = torch_core(rec.core)
+    if isinstance(core, ClosedForm):  # counts, not a network: nothing for onnxruntime to speed up
+        raise ValueError(f"{rec.name} is not a torch model; only neural models can be exported to ONNX")
     if output == "auto":
         output = "query" if isinstance(core, Factorised) else "scores"
     if output not in ("query", "scores"):

@@ -1,4 +1,9 @@
-"""The explicit model registry that feeds the CLI, benchmarks, serving and tests."""
+"""The explicit model registry that feeds the CLI, benchmarks, serving and tests.
+
+Each model file registers its class with :func:`register`; importing :mod:`attnrec.models`
+registers them all. What a model can *do* is not recorded here: it follows from the contracts its
+class implements (:mod:`attnrec.models.contracts`).
+"""
 
 from __future__ import annotations
 
@@ -6,32 +11,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from attnrec.models.contracts import ClosedForm
+
 T = TypeVar("T")
-
-
-def factorised(core: Any) -> bool:
-    """Whether a model scores as ``query_vectors(batch) @ item_vectors().T`` (+ ``item_bias()``),
-    the contract that serving's top-k, ANN export and candidate-only evaluation build on."""
-    return hasattr(core, "query_vectors") and hasattr(core, "item_vectors")
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """What attnrec needs to know about a model.
 
-    ``kind`` is ``"torch"`` for neural models (an ``nn.Module`` built as ``cls(config, n_users,
-    n_items)`` with ``train_batches``, ``loss``, ``score_inputs`` and ``score``) or ``"estimator"``
-    for models that fit themselves (``fit``/``score``/``state``). ``presets`` maps a preset name to
+    ``cls`` is built as ``cls(config, n_users, n_items)`` and implements the required contract of
+    its ``task`` (:class:`~attnrec.models.contracts.SequentialModel`, or
+    :class:`~attnrec.models.contracts.ClosedForm` for models fitted by counting; ``Trainable`` on
+    reviews for the ``explain`` task). ``presets`` maps a preset name to
     ``{"model": {...}, "train": {...}}`` overrides of the defaults.
     """
 
     name: str
     cls: type
     config_cls: type
-    kind: str
     task: str = "sequential"
     description: str = ""
     presets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """``"estimator"`` for closed-form models, ``"torch"`` for models trained by the training loop."""
+        return "estimator" if issubclass(self.cls, ClosedForm) else "torch"
 
 
 MODELS: dict[str, ModelSpec] = {}
@@ -41,7 +47,6 @@ def register(
     name: str,
     *,
     config: type,
-    kind: str,
     task: str = "sequential",
     presets: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> Callable[[type[T]], type[T]]:
@@ -51,7 +56,7 @@ def register(
         if name in MODELS:
             raise ValueError(f"model {name!r} registered twice")
         doc = (cls.__doc__ or "").strip().splitlines()
-        MODELS[name] = ModelSpec(name, cls, config, kind, task, doc[0] if doc else "", presets or {})
+        MODELS[name] = ModelSpec(name, cls, config, task, doc[0] if doc else "", presets or {})
         return cls
 
     return deco
