@@ -8,14 +8,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.attnrec-installed
 RUN    ?= runs/demo
 
-.PHONY: demo test install lint typecheck clean
+.PHONY: demo test install lint typecheck layers clean
 
 demo: $(STAMP)
 	$(BIN)/attnrec train --data demo --model sasrec --preset demo --out $(RUN)
 	$(BIN)/attnrec recommend --model $(RUN) --user 1 -k 5
 	$(BIN)/attnrec recommend --model $(RUN) --history "428,421,398,no-such-item" -k 5
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck layers
 	$(BIN)/pytest
 
 lint: $(STAMP)
@@ -23,6 +23,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# the one-way layer contract of src/attnrec (pyproject.toml, [tool.importlinter])
+layers: $(STAMP)
+	$(BIN)/lint-imports
 
 install: $(STAMP)
 

@@ -42,7 +42,9 @@ def config_from_dict(cls: type[C], values: dict[str, Any], *, base: C | None = N
 
 def config_to_dict(cfg: object) -> dict[str, Any]:
     """Plain JSON-ready dict of a config dataclass."""
-    return dataclasses.asdict(cfg)  # type: ignore[call-overload]
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(f"{type(cfg).__name__} is not a config dataclass instance")
+    return dataclasses.asdict(cfg)
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:
@@ -118,24 +120,32 @@ def _coerce(owner: str, key: str, val: Any, hint: Any) -> Any:
         elem = args[0] if args else str
         seq = [_coerce(owner, key, v, elem) for v in val]
         return tuple(seq) if origin is tuple else seq
+    convert = _SCALARS.get(hint)
+    if convert is None:
+        return val
     try:
-        if hint is bool:
-            if isinstance(val, str):
-                low = val.lower()
-                if low in ("1", "true", "yes", "on"):
-                    return True
-                if low in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError(val)
-            return bool(val)
-        if hint is int:
-            if isinstance(val, float) and not val.is_integer():
-                raise ValueError(val)
-            return int(val)
-        if hint is float:
-            return float(val)
-        if hint is str:
-            return str(val)
+        return convert(val)
     except (TypeError, ValueError):
-        raise ConfigError(f"{owner}.{key}: {val!r} is not a valid {getattr(hint, '__name__', hint)}") from None
-    return val
+        name = hint.__name__ if isinstance(hint, type) else str(hint)
+        raise ConfigError(f"{owner}.{key}: {val!r} is not a valid {name}") from None
+
+
+def _to_bool(val: Any) -> bool:
+    if not isinstance(val, str):
+        return bool(val)
+    low = val.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(val)
+
+
+def _to_int(val: Any) -> int:
+    if isinstance(val, float) and not val.is_integer():  # 2.5 is not an int setting; 2.0 is
+        raise ValueError(val)
+    return int(val)
+
+
+# The scalar types a config field may have, each with its one conversion from TOML or --set text.
+_SCALARS: dict[object, typing.Callable[[Any], Any]] = {bool: _to_bool, int: _to_int, float: float, str: str}

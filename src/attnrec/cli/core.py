@@ -79,6 +79,17 @@ def _print_results(rows: list[tuple[str, EvalResult]], title: str) -> None:
         out.print(f"[dim]protocol:[/dim] {escape(desc)}", soft_wrap=True)
 
 
+def _training_state_dir(out_dir: Path, resume: bool, main_rank: bool) -> Path:
+    """``OUT/train_state``: cleared for a fresh run, kept (or reported missing) for ``--resume``."""
+    state_dir = out_dir / "train_state"
+    if state_dir.exists() and not resume and main_rank:
+        shutil.rmtree(state_dir)
+    elif resume and not (state_dir / "train_state.json").exists() and main_rank:
+        warn_line(f"--resume: no training state in {state_dir}; starting from scratch")
+    distributed.barrier()  # no rank looks for a training state before rank 0 has cleared it
+    return state_dir
+
+
 # -- train -----------------------------------------------------------------------------------------
 @app.command(epilog="Example: attnrec train --data demo --model sasrec --preset demo --out runs/demo")
 @cli_errors
@@ -158,12 +169,7 @@ def train(
                   f"interactions; split {sp.describe()}, {len(sp.valid):,} validation / {len(sp.test):,} test users",
                   soft_wrap=True)
 
-    state_dir = out_dir / "train_state"
-    if state_dir.exists() and not resume and main_rank:
-        shutil.rmtree(state_dir)
-    elif resume and not (state_dir / "train_state.json").exists() and main_rank:
-        warn_line(f"--resume: no training state in {state_dir}; starting from scratch")
-    distributed.barrier()  # no rank looks for a training state before rank 0 has cleared it
+    state_dir = _training_state_dir(out_dir, resume, main_rank)
     log_to_stderr(not quiet and main_rank)
     show_progress = out.is_terminal if progress is None else progress
     try:

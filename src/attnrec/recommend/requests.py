@@ -46,25 +46,7 @@ def prepare(request: Mapping[str, Any], users: IdMap, items: IdMap, histories: S
     k = int(request.get("k", 10))
     if k < 1:
         raise ValueError("k must be at least 1")
-    fallback: str | None = None
-    unknown: list[str] = []
-    uid = UNKNOWN_USER
-    if history is not None:
-        hist, unknown = items.split_known(history)
-        if user is not None:
-            known = users.get(user)
-            if known is not None:
-                uid = int(known)
-            else:
-                fallback = f"unknown user {user!r}: scored from the given history"
-    elif user is not None:
-        idx = users.get(user)
-        if idx is None:
-            hist, fallback = np.zeros(0, dtype=np.int64), f"unknown user {user!r}: most popular items"
-        else:
-            uid, hist = idx, histories[idx]
-    else:
-        raise ValueError("give a user or a history")
+    uid, hist, unknown, fallback = _who(user, history, users, items, histories)
     if len(hist) == 0 and (fallback is None or history is not None):
         fallback = "no known items in the history: most popular items"
     banned = [hist] if request.get("exclude_seen", True) else []
@@ -75,6 +57,30 @@ def prepare(request: Mapping[str, Any], users: IdMap, items: IdMap, histories: S
         allowed = np.unique(items.split_known(request["include"])[0])
     ban = np.unique(np.concatenate(banned)) if banned else np.zeros(0, dtype=np.int64)
     return Prepared(uid, hist, k, ban, allowed, None if user is None else str(user), unknown, fallback)
+
+
+def _who(
+    user: object, history: list[object] | None, users: IdMap, items: IdMap, histories: Sequences
+) -> tuple[int, np.ndarray, list[str], str | None]:
+    """``(user index, history, unknown history items, fallback note)`` of a request's user and history.
+
+    A given history is what is scored (a known user only contributes its index); without one, a
+    known user's stored history is used, and an unknown user gets an empty one (popularity).
+    """
+    if history is not None:
+        hist, unknown = items.split_known(history)
+        if user is None:
+            return UNKNOWN_USER, hist, unknown, None
+        known = users.get(user)
+        if known is None:
+            return UNKNOWN_USER, hist, unknown, f"unknown user {user!r}: scored from the given history"
+        return int(known), hist, unknown, None
+    if user is None:
+        raise ValueError("give a user or a history")
+    idx = users.get(user)
+    if idx is None:
+        return UNKNOWN_USER, np.zeros(0, dtype=np.int64), [], f"unknown user {user!r}: most popular items"
+    return int(idx), histories[idx], [], None
 
 
 __all__ = ["Prepared", "RECOMMEND_KEYS", "UNKNOWN_USER", "prepare"]
