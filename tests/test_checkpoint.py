@@ -45,7 +45,7 @@ def test_damaged_checkpoints_give_clear_errors(ring: Interactions, tmp_path: Pat
     d2 = rec.save(tmp_path / "m2")
     w = d2 / "weights.safetensors"
     w.write_bytes(w.read_bytes()[:10])
-    with pytest.raises(CheckpointError):
+    with pytest.raises(CheckpointError, match="checksum mismatch; the file is truncated or corrupted"):
         Recommender.load(d2)
 
 

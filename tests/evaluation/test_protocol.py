@@ -116,9 +116,9 @@ def test_result_records_protocol_and_data() -> None:
 
 
 def test_bad_protocols_and_empty_cases() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="candidates must be 'full' or 'sampled'"):
         Protocol(candidates="some")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs item popularity counts"):
         evaluate(_fixed_scorer(np.ones((1, 3))), _cases([[1]], [2], 2), Protocol(candidates="sampled", sampler="popularity"))
-    with pytest.raises(DataError):
+    with pytest.raises(DataError, match="no test cases"):
         evaluate(_fixed_scorer(np.ones((1, 3))), _cases([], [], 2), Protocol())
