@@ -1,6 +1,6 @@
 # attnrec: `make demo` trains SASRec on the built-in demo data; `make test` runs the checks.
 # Both create .venv and install the package (editable, with the dev extras) the first time, and
-# again only when pyproject.toml changes.
+# again only when pyproject.toml or constraints.txt changes.
 
 PYTHON ?= python3
 VENV   := .venv

@@ -22,13 +22,13 @@ import platform
 import subprocess
 import sys
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 import torch
 from torch import nn
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-
-import tomllib
 
 C = TypeVar("C")
 

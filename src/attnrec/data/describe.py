@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,7 @@ def _distribution(lengths: np.ndarray) -> dict[str, float]:
 def _iso(t: float) -> str:
     """Unix seconds as a UTC ISO date-time; other scales (not plausible dates) as the number."""
     if -62_135_596_800 <= t <= 253_402_300_799:  # years 1..9999
-        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     return f"{t:g}"
 
 

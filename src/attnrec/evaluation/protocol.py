@@ -23,8 +23,8 @@ from attnrec.data.schema import DataError, DataSource, Sequences
 from attnrec.data.split import EvalSet
 from attnrec.evaluation.metrics import DEFAULT_KS, ranking_metrics
 
-Scorer = Callable[[np.ndarray, Sequences], torch.Tensor]
-CandidateScorer = Callable[[np.ndarray, Sequences, torch.Tensor], torch.Tensor]
+ScoreFn = Callable[[np.ndarray, Sequences], torch.Tensor]  # (users, histories) -> (B, I + 1) scores
+CandidateScoreFn = Callable[[np.ndarray, Sequences, torch.Tensor], torch.Tensor]  # ... items (B, C) -> (B, C)
 
 DEFAULT_NEGATIVES = 100  # negatives per case of the papers' sampled protocols
 
@@ -120,7 +120,7 @@ class EvalResult:
 
 
 def evaluate(
-    scorer: Scorer,
+    scorer: ScoreFn,
     cases: EvalSet,
     protocol: Protocol,
     *,
@@ -129,7 +129,7 @@ def evaluate(
     split: str = "",
     target: str = "test",
     batch_size: int = 256,
-    candidate_scorer: CandidateScorer | None = None,
+    candidate_scorer: CandidateScoreFn | None = None,
 ) -> EvalResult:
     """Rank each case's target under ``protocol`` and compute HR/NDCG/MRR.
 

@@ -17,7 +17,7 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +211,7 @@ def compare(
     settings: dict[str, Any] = {"preset": preset, "time_budget": time_budget, **(train or {}),
                                 "attnrec": __version__, "torch": torch.__version__, "machine": platform.machine(),
                                 "cpu_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
-                                "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+                                "date": datetime.now(UTC).strftime("%Y-%m-%d")}
     result = empty_comparison(data, split, protocol, protocol, settings)
     result.notes = notes
     result.others = [empty_comparison(data, split, p, protocol, settings) for p in also if p != protocol]

@@ -44,7 +44,7 @@ class ModelCore(Scorer, Protocol):
     """What the user-level layer calls on a core: the catalog scorer plus the module methods it uses.
 
     Every registered sequential model is an ``nn.Module`` and matches this; so does serving's ONNX
-    stand-in (which forwards what it does not run itself to the torch module it wraps).
+    stand-in (:class:`~attnrec.serving.export.OnnxCore`, which implements it explicitly).
     """
 
     training: bool

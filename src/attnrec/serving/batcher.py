@@ -62,7 +62,7 @@ class MicroBatcher(Generic[T, R]):
                 break
             try:
                 batch.append(await asyncio.wait_for(self.queue.get(), left))
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 break
         return [(x, f) for x, f in batch if not f.done()]  # cancelled requests are dropped
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +52,7 @@ def seconds(value: object, path: str | Path, line: int) -> float:
         except ValueError:
             raise DataError(f"{path}:{line}: timestamp {text[:40]!r} is neither a number nor a date") from None
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
+        stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
 
 
