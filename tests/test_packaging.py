@@ -48,12 +48,17 @@ def test_wheel_installs_and_runs_outside_the_source_tree(wheel: Path, tmp_path: 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(target)}
     probe = ("import attnrec, attnrec.data.text as t; from importlib import resources; "
              "print(attnrec.__file__); print(len(t.stop_words()) > 100); "
-             "print(sorted(p.name for p in resources.files('attnrec.data').joinpath('resources').iterdir()))")
+             "print(sorted(p.name for p in resources.files('attnrec.data').joinpath('resources').iterdir())); "
+             "print(sorted(p.name for p in resources.files('attnrec.evaluation').joinpath('resources').iterdir())); "
+             "import attnrec.data.catalog as c, attnrec.evaluation.published as p; "
+             "print(len(c.DATASETS), len(p.TABLES), len(p.FULL_RANKING))")
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[0].startswith(str(target)), out  # the installed copy, not the source tree
     assert out[1] == "True"
-    assert out[2] == "['opinion_en.txt', 'stopwords_en.txt']"
+    assert out[2] == "['datasets.toml', 'opinion_en.txt', 'stopwords_en.txt']"
+    assert out[3] == "['published.toml']"
+    assert out[4] == "5 2 13"  # the dataset catalogue and the published figures load from the installed data
     version = subprocess.run([sys.executable, "-m", "attnrec", "--version"], env=env, cwd=tmp_path,
                              capture_output=True, text=True, check=True).stdout.strip()
     assert version == f"attnrec {attnrec.__version__}"

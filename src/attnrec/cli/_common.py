@@ -9,10 +9,12 @@ of ``--protocol`` and ``--split`` are the library's own declarations
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Annotated, Any, TypeVar
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 from rich.console import Console
@@ -30,6 +32,7 @@ out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 # What a user can get wrong; anything else is a bug and keeps its traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -109,27 +112,75 @@ def load_data(
 DataOpt = Annotated[str, typer.Option(
     "--data", "-d", help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, beauty, "
     "steam) or a file path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).")]
-FormatOpt = Annotated[str, typer.Option(
-    "--format", "-f", help="File format of --data; 'auto' guesses from the name and content.")]
-MinRatingOpt = Annotated[float | None, typer.Option(
-    "--min-rating", help="Keep only interactions rated at least this (implicit feedback from ratings).")]
-KCoreOpt = Annotated[int, typer.Option(
-    "--k-core", min=0, help="Repeatedly drop users and items with fewer interactions than this (0 = off).")]
-DataDirOpt = Annotated[str | None, typer.Option(
-    "--data-dir", help="Where named datasets are looked for and downloaded to.", show_default="$ATTNREC_DATA or ~/.cache/attnrec")]
-ColumnsOpt = Annotated[str | None, typer.Option(
-    "--columns", help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
-    "(names or 0-based positions; roles: user, item, timestamp, rating, event).")]
-TitlesOpt = Annotated[str | None, typer.Option(
-    "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines).")]
 
 
-def data_from_options(spec: str, fmt: str, min_rating: float | None, k_core: int, data_dir: str | None,
-                      columns: str | None, titles: str | None) -> Interactions:
-    """:func:`load_data` from the shared data options, with a spinner on stderr while it reads."""
-    with err.status(f"loading {spec} ..."):
-        return load_data(spec, fmt, min_rating=min_rating, k_core=k_core, data_dir=data_dir,
-                         columns=columns, titles=titles)
+@dataclass(frozen=True)
+class DataOptions:
+    """How ``--data`` is read: the options every data-reading command shares (see :func:`option_groups`)."""
+
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", help="File format of --data; 'auto' guesses from the name and content.")] = "auto"
+    min_rating: Annotated[float | None, typer.Option(
+        "--min-rating", help="Keep only interactions rated at least this (implicit feedback from ratings).")] = None
+    k_core: Annotated[int, typer.Option(
+        "--k-core", min=0, help="Repeatedly drop users and items with fewer interactions than this (0 = off).")] = 0
+    data_dir: Annotated[str | None, typer.Option(
+        "--data-dir", help="Where named datasets are looked for and downloaded to.",
+        show_default="$ATTNREC_DATA or ~/.cache/attnrec")] = None
+    columns: Annotated[str | None, typer.Option(
+        "--columns", help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
+        "(names or 0-based positions; roles: user, item, timestamp, rating, event).")] = None
+    titles: Annotated[str | None, typer.Option(
+        "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines).")] = None
+
+    def load(self, spec: str) -> Interactions:
+        """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads."""
+        with err.status(f"loading {spec} ..."):
+            return load_data(spec, self.fmt, min_rating=self.min_rating, k_core=self.k_core,
+                             data_dir=self.data_dir, columns=self.columns, titles=self.titles)
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """Whom to recommend for: a known user or an ad-hoc history, and how many items."""
+
+    user: Annotated[str | None, typer.Option("--user", "-u", help="External ID of a known user.")] = None
+    history: Annotated[str | None, typer.Option(
+        "--history", help="Ad-hoc history: comma-separated external item IDs, oldest first.")] = None
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Number of items to recommend.")] = 10
+
+    def history_items(self) -> list[object] | None:
+        """``--history "12, 40,7"`` -> ``["12", "40", "7"]``; ``None`` without ``--history``."""
+        return [*split_list([self.history])] if self.history is not None else None
+
+
+def option_groups(func: Callable[..., T]) -> Callable[..., T]:
+    """Let a command take a group of options (:class:`DataOptions`, :class:`QueryOptions`) as one parameter.
+
+    A parameter annotated with such a frozen dataclass is shown to typer as the dataclass's fields,
+    in its place (typer reads ``inspect.signature``); the command receives them packed into one object.
+    """
+    sig = inspect.signature(func, eval_str=True)
+    groups: dict[str, tuple[type[Any], list[inspect.Parameter]]] = {}
+    params: list[inspect.Parameter] = []  # all keyword-only: typer passes every option by name
+    for p in sig.parameters.values():
+        if isinstance(p.annotation, type) and is_dataclass(p.annotation):
+            hints = get_type_hints(p.annotation, include_extras=True)
+            options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                         annotation=hints[f.name]) for f in fields(p.annotation)]
+            groups[p.name] = (p.annotation, options)
+            params += options
+        else:
+            params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> T:
+        for name, (cls, options) in groups.items():
+            kwargs[name] = cls(**{o.name: kwargs.pop(o.name) for o in options})
+        return func(**kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    return wrapper
 
 
 def parse_columns(text: str | None) -> dict[str, str | int] | None:

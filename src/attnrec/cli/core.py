@@ -15,17 +15,13 @@ from rich.table import Table
 from attnrec.cli._common import (
     PROTOCOL_METAVAR,
     SPLIT_METAVAR,
-    ColumnsOpt,
-    DataDirOpt,
     DataOpt,
-    FormatOpt,
-    KCoreOpt,
-    MinRatingOpt,
-    TitlesOpt,
+    DataOptions,
+    QueryOptions,
     cli_errors,
-    data_from_options,
     err,
     log_to_stderr,
+    option_groups,
     out,
     parse_ks,
     parse_protocol_name,
@@ -93,6 +89,7 @@ def _training_state_dir(out_dir: Path, resume: bool, main_rank: bool) -> Path:
 # -- train -----------------------------------------------------------------------------------------
 @app.command(epilog="Example: attnrec train --data demo --model sasrec --preset demo --out runs/demo")
 @cli_errors
+@option_groups
 def train(
     data: DataOpt,
     model: Annotated[str, typer.Option("--model", "-m", help="Registered model name (see 'attnrec models').")]
@@ -128,12 +125,7 @@ def train(
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="Show a progress bar per epoch.", show_default="when in a terminal")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
-    fmt: FormatOpt = "auto",
-    min_rating: MinRatingOpt = None,
-    k_core: KCoreOpt = 0,
-    data_dir: DataDirOpt = None,
-    columns: ColumnsOpt = None,
-    titles: TitlesOpt = None,
+    reading: DataOptions = DataOptions(),
     nproc: Annotated[int, typer.Option(
         "--nproc", min=1, help="Train with N processes on this machine (DistributedDataParallel via torchrun; "
         "gloo on CPU, NCCL on GPUs). For several machines run torchrun yourself: see docs/scaling.md.")] = 1,
@@ -158,7 +150,7 @@ def train(
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: exists and is not a directory")
 
-    interactions = data_from_options(data, fmt, min_rating, k_core, data_dir, columns, titles)
+    interactions = reading.load(data)
     sp = make_split(interactions, split, valid_users)
     distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
     main_rank = distributed.is_main()
@@ -233,6 +225,7 @@ def _default_split(rec: Recommender) -> tuple[str, int, int]:
 @app.command(name="evaluate", epilog="Example: attnrec evaluate --model runs/demo --data demo "
              "--protocol full --protocol sampled-popularity")
 @cli_errors
+@option_groups
 def evaluate_cmd(
     model_dir: ModelDirOpt,
     data: DataOpt,
@@ -252,12 +245,7 @@ def evaluate_cmd(
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the results to this JSON file.")]
     = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
-    fmt: FormatOpt = "auto",
-    min_rating: MinRatingOpt = None,
-    k_core: KCoreOpt = 0,
-    data_dir: DataDirOpt = None,
-    columns: ColumnsOpt = None,
-    titles: TitlesOpt = None,
+    reading: DataOptions = DataOptions(),
 ) -> None:
     """Score a saved model on a dataset under one or more protocols and print the protocol with the numbers.
 
@@ -268,7 +256,7 @@ def evaluate_cmd(
         raise ValueError(f"--target must be test or valid, not {target!r}")
     cut_offs = parse_ks(ks)
     rec = Recommender.load(model_dir, device=device)
-    interactions = data_from_options(data, fmt, min_rating, k_core, data_dir, columns, titles)
+    interactions = reading.load(data)
     want, got = rec.source_.sha256, interactions.source.sha256
     if want and got and want != got:
         warn_line(f"DATA MISMATCH: {interactions.source.name} has sha256 {got[:12]}, but the model was trained "
@@ -306,12 +294,10 @@ def _recommendation_json(r: Recommendation) -> str:
 @app.command(epilog='Examples: attnrec recommend --model runs/demo --user 1 -k 5\n\n'
              'attnrec recommend --model runs/demo --history "12,40,7"')
 @cli_errors
+@option_groups
 def recommend(
     model_dir: ModelDirOpt,
-    user: Annotated[str | None, typer.Option("--user", "-u", help="External ID of a known user.")] = None,
-    history: Annotated[str | None, typer.Option(
-        "--history", help="Ad-hoc history: comma-separated external item IDs, oldest first.")] = None,
-    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Number of items to recommend.")] = 10,
+    query: QueryOptions = QueryOptions(),
     include_seen: Annotated[bool, typer.Option(
         "--include-seen", help="Allow items already in the history.")] = False,
     exclude: Annotated[list[str] | None, typer.Option(
@@ -326,13 +312,14 @@ def recommend(
     Unknown items in --history are reported and ignored. A user the model does not know (and no
     history) gets the most popular items, and the output says so.
     """
-    if user is None and history is None:
+    if query.user is None and query.history is None:
         raise ValueError("give --user USER or --history 'ITEM,ITEM,...'")
     rec = Recommender.load(model_dir, device=device)
-    hist: list[object] | None = [*split_list([history])] if history is not None else None
+    hist = query.history_items()
     allowed: list[object] | None = [*split_list(include)] if include else None
     banned: list[object] | None = [*split_list(exclude)] if exclude else None
-    r = rec.recommend(user=user, history=hist, k=k, exclude_seen=not include_seen, include=allowed, exclude=banned)
+    r = rec.recommend(user=query.user, history=hist, k=query.k, exclude_seen=not include_seen, include=allowed,
+                      exclude=banned)
     if as_json:
         typer.echo(_recommendation_json(r))
         return
@@ -345,7 +332,7 @@ def recommend(
         shown = [f"{i} ({rec.titles_[i]})" if i in rec.titles_ else i for i in known[-10:]]
         more = f" (last 10 of {len(known)})" if len(known) > 10 else ""
         out.print(f"history{more}: {', '.join(shown) or '-'}", soft_wrap=True, markup=False, highlight=False)
-    who = f"user {user}" if history is None else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
+    who = f"user {query.user}" if hist is None else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
     seen = "seen items included" if include_seen else "seen items excluded"
     out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
     table = Table()

@@ -7,15 +7,10 @@ import typer
 from rich.table import Table
 
 from attnrec.cli._common import (
-    ColumnsOpt,
-    DataDirOpt,
     DataOpt,
-    FormatOpt,
-    KCoreOpt,
-    MinRatingOpt,
-    TitlesOpt,
+    DataOptions,
     cli_errors,
-    data_from_options,
+    option_groups,
     out,
 )
 from attnrec.cli.main import app
@@ -28,18 +23,14 @@ from attnrec.training.config import TrainConfig
 # -- data ------------------------------------------------------------------------------------------
 @app.command(name="data", epilog="Example: attnrec data --data demo")
 @cli_errors
+@option_groups
 def data_cmd(
     data: DataOpt,
     as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
-    fmt: FormatOpt = "auto",
-    min_rating: MinRatingOpt = None,
-    k_core: KCoreOpt = 0,
-    data_dir: DataDirOpt = None,
-    columns: ColumnsOpt = None,
-    titles: TitlesOpt = None,
+    reading: DataOptions = DataOptions(),
 ) -> None:
     """Describe a dataset: users, items, interactions, sequence lengths, sha256."""
-    interactions = data_from_options(data, fmt, min_rating, k_core, data_dir, columns, titles)
+    interactions = reading.load(data)
     desc = describe(interactions)
     if as_json:
         typer.echo(json.dumps(desc, indent=2, default=str))

@@ -11,7 +11,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from attnrec.cli._common import cli_errors, err, load_data, out, split_list, warn_line
+from attnrec.cli._common import (
+    QueryOptions,
+    cli_errors,
+    err,
+    load_data,
+    option_groups,
+    out,
+    warn_line,
+)
 from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
 from attnrec.recommend import Recommender
@@ -78,12 +86,10 @@ def attention(
 @app.command(name="explain-rec", epilog="Examples: attnrec explain-rec --model runs/demo --user 1\n\n"
              'attnrec explain-rec --model runs/demo --history "12,40,7"')
 @cli_errors
+@option_groups
 def explain_rec(
     model_dir: ModelDir,
-    user: Annotated[str | None, typer.Option("--user", "-u", help="External ID of a known user.")] = None,
-    history: Annotated[str | None, typer.Option(
-        "--history", help="Ad-hoc history: comma-separated external item IDs, oldest first.")] = None,
-    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Number of items to recommend.")] = 10,
+    query: QueryOptions = QueryOptions(),
     top: Annotated[int, typer.Option("--top", min=1, help="How many attended history items to list.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
@@ -92,11 +98,10 @@ def explain_rec(
 
     'attention' is the last layer's weight from the predicting position (mean over heads); 'rollout' follows the attention through all layers. Both are shared by the whole list.
     """
-    if (user is None) == (history is None):
+    if (query.user is None) == (query.history is None):
         raise ValueError("give exactly one of --user USER or --history 'ITEM,ITEM,...'")
     rec = Recommender.load(model_dir, device=device)
-    hist: list[object] | None = [*split_list([history])] if history is not None else None
-    ex = explain_recommendation(rec, user=user, history=hist, k=k, top=top)
+    ex = explain_recommendation(rec, user=query.user, history=query.history_items(), k=query.k, top=top)
     if as_json:
         typer.echo(json.dumps(ex.to_dict(), indent=2, ensure_ascii=False))
         return

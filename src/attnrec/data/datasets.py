@@ -14,6 +14,7 @@ raw download: it is the file their published numbers were computed on.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from attnrec.data.catalog import DATASETS, canonical_name, list_datasets
@@ -24,6 +25,17 @@ from attnrec.data.readers.table import read_table, table_format
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.sniff import detect_format
 from attnrec.data.titles import map_titles, read_id_mapping, read_titles, with_titles
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How :func:`read_file` reads one interaction file: its format, table columns and the filters
+    applied to it (each as the keyword of the same name of :func:`load_dataset` documents it)."""
+
+    format: str = "auto"
+    columns: Mapping[str, str | int] | None = None
+    min_rating: float | None = None
+    k_core: int = 0
 
 
 def load_dataset(
@@ -81,7 +93,7 @@ def load_dataset(
             raise DataError(
                 f"{text!r} is neither an existing file nor a named dataset ({', '.join(list_datasets())})"
             )
-        data = read_file(path, format=format, columns=columns, min_rating=min_rating, k_core=k_core)
+        data = read_file(path, ReadOptions(format=format, columns=columns, min_rating=min_rating, k_core=k_core))
     if titles is not None:
         table = read_titles(titles) if isinstance(titles, (str, Path)) else dict(titles)
         if title_mapping is not None:
@@ -91,28 +103,21 @@ def load_dataset(
     return data
 
 
-def read_file(
-    path: str | Path,
-    *,
-    format: str = "auto",
-    columns: Mapping[str, str | int] | None = None,
-    min_rating: float | None = None,
-    k_core: int = 0,
-    name: str | None = None,
-) -> Interactions:
+def read_file(path: str | Path, options: ReadOptions = ReadOptions(), *, name: str | None = None) -> Interactions:
     """Read one interaction file in the given (or detected) format."""
-    fmt = detect_format(path) if format == "auto" else format
+    fmt = detect_format(path) if options.format == "auto" else options.format
     if fmt not in FORMATS:
-        raise DataError(f"unknown format {format!r}; use one of: auto, {', '.join(FORMATS)}")
-    if columns is not None and fmt not in TABLE_FORMATS:
+        raise DataError(f"unknown format {options.format!r}; use one of: auto, {', '.join(FORMATS)}")
+    if options.columns is not None and fmt not in TABLE_FORMATS:
         raise DataError(f"columns=... applies to csv, tsv and parquet tables, not to the {fmt!r} format")
     if fmt in TABLE_FORMATS:
         # A .csv/.tsv name fixes the separator; other names (data.txt read as csv) are sniffed.
         sep = "\t" if fmt == "tsv" else ("," if fmt == "csv" and table_format(path) == "csv" else None)
-        return read_table(path, columns, sep, name=name, min_rating=min_rating, k_core=k_core, format=fmt)
-    if fmt in UNRATED_FORMATS and min_rating is not None:
+        return read_table(path, options.columns, sep, name=name, min_rating=options.min_rating,
+                          k_core=options.k_core, format=fmt)
+    if fmt in UNRATED_FORMATS and options.min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")
-    return READERS[fmt](path, name=name, min_rating=min_rating, k_core=k_core)
+    return READERS[fmt](path, name=name, min_rating=options.min_rating, k_core=options.k_core)
 
 
-__all__ = ["load_dataset", "read_file"]
+__all__ = ["ReadOptions", "load_dataset", "read_file"]

@@ -30,7 +30,9 @@ from __future__ import annotations
 import hashlib
 import math
 from bisect import bisect_right
+from dataclasses import astuple, dataclass, fields, replace
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
 
@@ -47,23 +49,50 @@ _START = 1_577_836_800  # 2020-01-01T00:00:00Z
 _SPAN = 3 * 365 * 86_400  # users start within three years
 
 
+@dataclass(frozen=True)
+class DemoKnobs:
+    """The knobs of the simulated world (see the module docstring), with the demo's defaults.
+
+    Attributes
+    ----------
+    n_genres : int
+        Number of latent genres (at most ``len(GENRES)``).
+    mean_length, min_length, max_length : float, int, int
+        Sequence lengths are log-normal with about this mean, clipped to the bounds (and to half
+        the catalogue).
+    p_series, p_follow, p_resume, p_genre, p_drift : float
+        Probabilities of continuing a series, starting the follow-up of a finished series,
+        resuming the most recently abandoned series, staying in the current genre, and of a taste
+        drift at each step.
+    zipf : float
+        Exponent of the Zipf-like series popularity (larger: a longer head).
+    """
+
+    n_genres: int = 16
+    mean_length: float = 50.0
+    min_length: int = 5
+    max_length: int = 200
+    p_series: float = 0.35
+    p_follow: float = 0.25
+    p_resume: float = 0.4
+    p_genre: float = 0.4
+    p_drift: float = 0.05
+    zipf: float = 1.1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.n_genres <= len(GENRES):
+            raise DataError(f"demo dataset: n_genres must be in 1..{len(GENRES)}")
+        if self.min_length < 1 or self.max_length < self.min_length:
+            raise DataError("demo dataset: need 1 <= min_length <= max_length")
+        for f in fields(self):
+            p = getattr(self, f.name)
+            if f.name.startswith("p_") and not 0.0 <= p <= 1.0:
+                raise DataError(f"demo dataset: {f.name} must be a probability, got {p}")
+
+
 def make_demo(
-    n_users: int = 2000,
-    n_items: int = 500,
-    seed: int = 0,
-    *,
-    n_genres: int = 16,
-    mean_length: float = 50.0,
-    min_length: int = 5,
-    max_length: int = 200,
-    p_series: float = 0.35,
-    p_follow: float = 0.25,
-    p_resume: float = 0.4,
-    p_genre: float = 0.4,
-    p_drift: float = 0.05,
-    zipf: float = 1.1,
-    min_rating: float | None = None,
-    k_core: int = 0,
+    n_users: int = 2000, n_items: int = 500, seed: int = 0, *, min_rating: float | None = None, k_core: int = 0,
+    **overrides: Any,
 ) -> Interactions:
     """Generate the demo interaction log (deterministic in all arguments).
 
@@ -73,18 +102,10 @@ def make_demo(
         Size of the log. Every item gets a readable title such as ``"Sci-Fi #12, part 2"``.
     seed : int
         The only source of randomness; the same arguments give byte-identical data.
-    n_genres : int
-        Number of latent genres (at most ``len(GENRES)``).
-    mean_length, min_length, max_length : float, int, int
-        Sequence lengths are log-normal with about this mean, clipped to the bounds (and to half
-        the catalogue).
-    p_series, p_follow, p_genre, p_drift : float
-        Probabilities of continuing a series, starting the follow-up of a finished series,
-        staying in the current genre, and of a taste drift at each step.
-    zipf : float
-        Exponent of the Zipf-like series popularity (larger: a longer head).
     min_rating, k_core : optional
         Passed to :func:`attnrec.data.build.from_columns`.
+    **overrides
+        Fields of :class:`DemoKnobs` to change from their defaults (``mean_length=15``, ``p_series=0.5``, ...).
 
     Returns
     -------
@@ -96,24 +117,18 @@ def make_demo(
     """
     if n_users < 1 or n_items < 2:
         raise DataError("demo dataset: need n_users >= 1 and n_items >= 2")
-    if not 1 <= n_genres <= len(GENRES):
-        raise DataError(f"demo dataset: n_genres must be in 1..{len(GENRES)}")
-    if min_length < 1 or max_length < min_length:
-        raise DataError("demo dataset: need 1 <= min_length <= max_length")
-    for name, p in (("p_series", p_series), ("p_follow", p_follow), ("p_resume", p_resume), ("p_genre", p_genre), ("p_drift", p_drift)):
-        if not 0.0 <= p <= 1.0:
-            raise DataError(f"demo dataset: {name} must be a probability, got {p}")
+    knobs = DemoKnobs(**overrides)
 
     rng = np.random.default_rng([seed, 7001])
-    world = _World(n_items, n_genres, zipf, rng)
-    max_length = min(max_length, max(n_items // 2, 1))  # nobody consumes most of the catalogue
-    min_length = min(min_length, max_length)
+    world = _World(n_items, knobs.n_genres, knobs.zipf, rng)
+    max_length = min(knobs.max_length, max(n_items // 2, 1))  # nobody consumes most of the catalogue
+    knobs = replace(knobs, max_length=max_length, min_length=min(knobs.min_length, max_length))
 
     # Log-normal lengths with the requested mean (sigma 0.8), then clipped.
     sigma = 0.8
-    mu = math.log(max(mean_length - min_length, 1.0)) - sigma**2 / 2
+    mu = math.log(max(knobs.mean_length - knobs.min_length, 1.0)) - sigma**2 / 2
     lengths = np.clip(
-        min_length + np.round(rng.lognormal(mu, sigma, n_users)), min_length, max_length
+        knobs.min_length + np.round(rng.lognormal(mu, sigma, n_users)), knobs.min_length, knobs.max_length
     ).astype(np.int64)
     total = int(lengths.sum())
     user_col = np.repeat(np.arange(1, n_users + 1), lengths)
@@ -122,14 +137,13 @@ def make_demo(
     rating_col = np.empty(total, dtype=np.float64)
 
     # Genre popularity prior: some genres are simply more watched.
-    genre_prior = 1.0 / np.arange(1, n_genres + 1) ** 0.7
+    genre_prior = 1.0 / np.arange(1, knobs.n_genres + 1) ** 0.7
     genre_prior = rng.permutation(genre_prior / genre_prior.sum())
-    params = (p_series, p_follow, p_resume, p_genre, p_drift)
     pos = 0
     for u in range(n_users):
         urng = np.random.default_rng([seed, 7002, u])
         n = int(lengths[u])
-        items, ratings = _user_sequence(world, urng, n, genre_prior, params)
+        items, ratings = _user_sequence(world, urng, n, genre_prior, knobs)
         item_col[pos : pos + n] = items
         rating_col[pos : pos + n] = ratings
         time_col[pos : pos + n] = _timestamps(urng, n)
@@ -142,8 +156,8 @@ def make_demo(
     sha = hashlib.sha256()
     for arr in (user_col.astype(np.int64), ext_items.astype(np.int64), time_col, rating_col):
         sha.update(np.ascontiguousarray(arr).tobytes())
-    knobs = (n_genres, mean_length, min_length, max_length, p_series, p_follow, p_resume, p_genre, p_drift, zipf)
-    query = f"n_users={n_users}&n_items={n_items}&seed={seed}&knobs={hashlib.sha1(repr(knobs).encode()).hexdigest()[:8]}"
+    digest = hashlib.sha1(repr(astuple(knobs)).encode()).hexdigest()[:8]  # of the knobs as clipped above
+    query = f"n_users={n_users}&n_items={n_items}&seed={seed}&knobs={digest}"
     source = DataSource("demo", f"builtin:demo?{query}", "demo", sha.hexdigest())
     return from_columns(
         user_col, ext_items, time_col, rating_col,
@@ -232,9 +246,9 @@ def _user_sequence(
     rng: np.random.Generator,
     n: int,
     genre_prior: np.ndarray,
-    params: tuple[float, float, float, float, float],
+    knobs: DemoKnobs,
 ) -> tuple[list[int], list[float]]:
-    p_series, p_follow, p_resume, p_genre, p_drift = params
+    p_genre, p_drift = knobs.p_genre, knobs.p_drift
     n_genres = len(genre_prior)
     base_taste = rng.dirichlet(np.full(n_genres, 0.3)) * 0.8 + genre_prior * 0.2
     taste = base_taste
@@ -257,7 +271,7 @@ def _user_sequence(
             taste = 0.3 * taste + 0.7 * fresh
             taste_cdf = list(accumulate((taste * has_items).tolist()))
             taste_l = taste.tolist()
-        nxt = _series_step(world, cur, seen, pending, r_move, r_resume, params) if cur >= 0 else -1
+        nxt = _series_step(world, cur, seen, pending, r_move, r_resume, knobs) if cur >= 0 else -1
         if nxt < 0:
             # Stay in the genre or jump by taste.
             g = genre_l[cur] if cur >= 0 and r_genre < p_genre else _pick(taste_cdf, r_genre)
@@ -276,21 +290,19 @@ def _user_sequence(
 
 
 def _series_step(
-    world: _World, cur: int, seen: set[int], pending: list[int], r_move: float, r_resume: float,
-    params: tuple[float, float, float, float, float],
+    world: _World, cur: int, seen: set[int], pending: list[int], r_move: float, r_resume: float, knobs: DemoKnobs,
 ) -> int:  # fmt: skip
     """After item ``cur``: its series' next part, the follow-up series' first part, or the most
     recently abandoned series; -1 when none is drawn (or it was seen). Uses no extra randomness."""
-    p_series, p_follow, p_resume, _, _ = params
     nxt = -1
     cont = world.next_list[cur]
-    if cont >= 0 and r_move < p_series and cont not in seen:
+    if cont >= 0 and r_move < knobs.p_series and cont not in seen:
         nxt = cont
-    elif cont < 0 and r_move < p_follow:
+    elif cont < 0 and r_move < knobs.p_follow:
         first = world.follow_first_list[cur]
         if first not in seen:
             nxt = first
-    if nxt < 0 and pending and r_resume < p_resume:
+    if nxt < 0 and pending and r_resume < knobs.p_resume:
         cand = pending.pop()  # resume the most recently abandoned series
         if cand not in seen:
             nxt = cand
