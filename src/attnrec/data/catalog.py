@@ -7,11 +7,10 @@ it. :mod:`attnrec.data.named` finds, downloads and loads the datasets.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
-
-import tomllib
 
 #: Environment variable naming a folder searched for named datasets (before ``~/.cache/attnrec``).
 ENV_DATA = "ATTNREC_DATA"

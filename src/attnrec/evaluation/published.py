@@ -18,11 +18,10 @@ from ``published-results.md`` of the project's shared reference folder):
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-
-import tomllib
 
 from attnrec.data.split import parse_split
 from attnrec.evaluation.metrics import METRICS
