@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
 
 from attnrec import __version__
 from attnrec.serving.admin import router as admin_router
 from attnrec.serving.auth import ApiKeyAuth, KeyRing
 from attnrec.serving.config import ServingConfig
+from attnrec.serving.cors import Cors
 from attnrec.serving.errors import install_error_handling
 from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.metrics import RequestMetrics
@@ -69,10 +69,9 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
     cfg = state.config
     if cfg.api_keys:
         app.add_middleware(ApiKeyAuth, keys=KeyRing(cfg.api_keys), protect_metrics=cfg.protect_metrics)
-    app.add_middleware(RequestMetrics, metrics=state.metrics, routes=app.router.routes)
+    app.add_middleware(RequestMetrics, metrics=state.metrics, routes=[*router.routes, *admin_router.routes])
     if cfg.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(cfg.cors_origins), allow_methods=["GET", "HEAD", "POST"],
-                           allow_headers=["Authorization", "X-API-Key", "Content-Type"])
+        app.add_middleware(Cors, origins=cfg.cors_origins)
 
 
 def create_app(models: Mapping[str, Model], config: ServingConfig | None = None) -> FastAPI:
@@ -86,6 +85,7 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     if not models:
         raise ValueError("create_app needs at least one model")
     state = ServingState(config or ServingConfig(), _table(models))
+    state.metrics.track(list(state.models))
     app = FastAPI(
         title="attnrec",
         version=__version__,

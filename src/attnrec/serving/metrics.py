@@ -43,6 +43,12 @@ class ServiceMetrics:
         self.reload_failures = Counter("attnrec_model_reload_failures", "Refused hot reloads (the previous model "
                                        "kept serving), by model.", ["model"], registry=r)
 
+    def track(self, names: list[str]) -> None:
+        """Export the reload counters of the models ``names`` at 0 (so that rates work from the start)."""
+        for name in names:
+            self.reloads.labels(name)
+            self.reload_failures.labels(name)
+
     def model_loaded(self, name: str, seconds: float, at: float) -> None:
         """Record a (re)load of ``name`` that took ``seconds`` and finished at Unix time ``at``."""
         self.load_seconds.labels(name).set(seconds)
@@ -61,8 +67,15 @@ class ServiceMetrics:
         return generate_latest(self.registry)
 
 
-def endpoint_of(routes: list[BaseRoute], scope: Scope) -> str:
-    """The template of the route ``scope`` goes to (also when only its method is wrong), else ``unmatched``."""
+def endpoint_of(scope: Scope, routes: list[BaseRoute]) -> str:
+    """The template of the route ``scope`` went to (also when only its method was wrong), else ``unmatched``.
+
+    The router records the route in the scope; requests answered before routing (401, 413) are
+    matched against ``routes``.
+    """
+    route = scope.get("route")
+    if isinstance(route, Route):
+        return route.path
     for route in routes:
         match, _ = route.matches(scope)
         if match != Match.NONE and isinstance(route, Route):
@@ -74,14 +87,13 @@ class RequestMetrics:
     """Pure ASGI middleware counting every HTTP request (401s, 404s and 413s included) and timing it."""
 
     def __init__(self, app: ASGIApp, metrics: ServiceMetrics, routes: list[BaseRoute]) -> None:
-        self.app, self.metrics, self.routes = app, metrics, routes  # routes: the app's live list
+        self.app, self.metrics, self.routes = app, metrics, routes  # for requests answered before routing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        endpoint = endpoint_of(self.routes, scope)
         method = scope["method"] if scope["method"] in METHODS else "other"  # clients choose it: bounded
         status = 500  # what the server error handler answers when the app raises before answering
 
@@ -94,6 +106,7 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, sending)
         finally:
+            endpoint = endpoint_of(scope, self.routes)
             self.metrics.requests.labels(endpoint, method, str(status)).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - t0)
 
