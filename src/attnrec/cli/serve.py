@@ -77,7 +77,6 @@ def serve(
     import torch
     import uvicorn
 
-    from attnrec.recommend import load
     from attnrec.serving.app import FromDirectory, Model, ServingConfig, create_app
     from attnrec.serving.auth import collect_keys
 
@@ -91,7 +90,7 @@ def serve(
                   cors_origins=tuple(cors_origin or ()), unauthenticated_admin=unauthenticated_admin,
                   reload_on_sighup=True)
     dirs = parse_model_specs(model)
-    models: dict[str, Model] = dict(dirs) if lazy else {n: FromDirectory(d, load(d, device)) for n, d in dirs.items()}
+    models: dict[str, Model] = dict(dirs) if lazy else {n: FromDirectory.read(d, device) for n, d in dirs.items()}
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
     err.print(f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
               f"(backend {backend}, max batch {max_batch}); API docs at /docs")

@@ -42,7 +42,7 @@ def _table(models: Mapping[str, Model]) -> dict[str, ServedModel]:
         if isinstance(m, (str, Path)):
             table[name] = ServedModel(name, Path(m))
         elif isinstance(m, FromDirectory):
-            table[name] = ServedModel(name, Path(m.directory), m.obj)
+            table[name] = ServedModel(name, Path(m.directory), m.obj, m.load_seconds)
         else:
             table[name] = ServedModel(name, None, m)
     return table

@@ -9,6 +9,7 @@ to its protocol; it is the one place that decides which endpoint an object can a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from attnrec.config import config_to_dict
-from attnrec.recommend import Explainer, Recommendation, Recommender
+from attnrec.recommend import Explainer, Recommendation, Recommender, load
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.errors import ApiError
 from attnrec.serving.export import OnnxCore
@@ -65,10 +66,18 @@ def backend_of(obj: object) -> str:
 
 @dataclass(frozen=True)
 class FromDirectory:
-    """A model already loaded from ``directory``: served at once, reloadable from there."""
+    """A model already loaded from ``directory`` (in ``load_seconds``): served at once, reloadable from there."""
 
     directory: Path
     obj: Served
+    load_seconds: float = 0.0
+
+    @classmethod
+    def read(cls, directory: str | Path, device: str = "cpu") -> FromDirectory:
+        """Load ``directory`` now (errors raise here, before any server starts), timing it."""
+        t0 = time.perf_counter()
+        obj = load(directory, device)
+        return cls(Path(directory), obj, time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,7 @@ class ServedModel:
     name: str
     directory: Path | None  # where it is (re)loaded from; None for an object passed in as such
     given: Served | None = None  # an object passed in, prepared at start-up
+    given_seconds: float = 0.0  # how long loading ``given`` took before it was passed in
     loaded: Loaded | None = None  # None until loaded
     status: str = "loading"  # loading, ready or failed
     error: str | None = None

@@ -70,7 +70,7 @@ async def reload_model(state: ServingState, name: str, path: str | Path | None =
             message = f"reload of model {name!r} from {directory} refused, {keeps}: {type(exc).__name__}: {exc}"
             log.error("%s", message)
             raise ApiError(422, "reload_failed", message) from None
-        e.loaded, e.given, e.directory = new, new.obj, directory  # the swap: one assignment serves the new model
+        e.loaded, e.given, e.given_seconds, e.directory = new, new.obj, new.load_seconds, directory  # the swap: one assignment serves the new model
         e.status, e.error = "ready", None
     state.metrics.reload_done(name, ok=True)
     state.metrics.model_loaded(name, new.load_seconds, new.loaded_at)
