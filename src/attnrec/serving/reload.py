@@ -85,8 +85,11 @@ async def reload_all(state: ServingState) -> None:
         if e.directory is None:
             log.warning("SIGHUP: model %s was passed in as an object; nothing to reload it from", e.name)
             continue
-        with contextlib.suppress(ApiError):  # reload_model logged why
+        try:
             await reload_model(state, e.name)
+        except ApiError as exc:
+            if exc.code != "reload_failed":  # a refused load was logged by reload_model
+                log.warning("SIGHUP: model %s not reloaded: %s", e.name, exc.message)
 
 
 @contextlib.asynccontextmanager
