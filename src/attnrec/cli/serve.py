@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -39,6 +40,19 @@ def serve(
     model: Annotated[list[str], typer.Option(
         "--model", "-m", help="A saved model directory, or NAME=DIR; repeat to serve several models. The first "
         "is the default for requests that name no model.")],
+    api_key: Annotated[list[str] | None, typer.Option(
+        "--api-key", help="Require this API key (Authorization: Bearer KEY or X-API-Key: KEY; at least 16 "
+        "characters); repeat for several. Also read from $ATTNREC_API_KEYS (comma-separated). No key: open.")] = None,
+    api_keys_file: Annotated[Path | None, typer.Option(
+        help="A file of API keys, one per line ('#' starts a comment line).")] = None,
+    protect_metrics: Annotated[bool, typer.Option(help="/metrics needs an API key too (health checks stay "
+                                                       "open).")] = False,
+    unauthenticated_admin: Annotated[bool, typer.Option(
+        help="Allow POST /v1/admin/reload without API keys (otherwise it needs one, and is refused when no key "
+        "is configured).")] = False,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="Allow browser requests from this origin (e.g. https://shop.example); "
+        "repeatable. None by default.")] = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     backend: Annotated[str, typer.Option(help="Scoring backend: torch, or onnx (exported at start-up; "
@@ -63,9 +77,8 @@ def serve(
     import torch
     import uvicorn
 
-    from attnrec.recommend import load
-    from attnrec.serving.app import ServingConfig, create_app
-    from attnrec.serving.registry import Served
+    from attnrec.serving.app import FromDirectory, Model, ServingConfig, create_app
+    from attnrec.serving.auth import collect_keys
 
     if backend not in ("torch", "onnx"):
         raise ValueError(f"--backend must be torch or onnx, not {backend!r}")
@@ -73,10 +86,16 @@ def serve(
         torch.set_num_threads(threads)
     cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
                         backend=backend, device=device, inline=inline)
+    cfg = replace(cfg, api_keys=collect_keys(api_key or [], api_keys_file), protect_metrics=protect_metrics,
+                  cors_origins=tuple(cors_origin or ()), unauthenticated_admin=unauthenticated_admin,
+                  reload_on_sighup=True)
     dirs = parse_model_specs(model)
-    models: dict[str, Path | Served] = dict(dirs) if lazy else {name: load(d, device) for name, d in dirs.items()}
+    models: dict[str, Model] = dict(dirs) if lazy else {n: FromDirectory.read(d, device) for n, d in dirs.items()}
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
     err.print(f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
               f"(backend {backend}, max batch {max_batch}); API docs at /docs")
+    if not cfg.api_keys:
+        err.print("no API key configured: every endpoint is open (see --api-key); admin endpoints are "
+                  + ("open too (--unauthenticated-admin)" if unauthenticated_admin else "refused"))
     uvicorn.run(create_app(models, cfg), host=host, port=port, log_level=log_level, access_log=access_log,
                 loop=loop, http=http)

@@ -3,63 +3,107 @@
 This module only assembles the parts: the table of models (:mod:`~attnrec.serving.registry`),
 their life on a worker thread (:mod:`~attnrec.serving.lifecycle`), the micro-batcher
 (:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.errors`) and the
-endpoints (:mod:`~attnrec.serving.routes`). Concurrent ``/v1/recommend`` requests for one model
+endpoints (:mod:`~attnrec.serving.routes`), plus the operator's parts: API keys
+(:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.metrics`) and hot reload
+(:mod:`~attnrec.serving.reload`, :mod:`~attnrec.serving.admin`). Concurrent ``/v1/recommend`` requests for one model
 are micro-batched: a queue gathers the requests that arrive while the worker is busy (and, with
 ``max_wait_ms > 0``, for up to that long) and scores them with one ``recommend_many`` call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from fastapi import FastAPI
 
 from attnrec import __version__
+from attnrec.serving.admin import router as admin_router
+from attnrec.serving.auth import ApiKeyAuth, KeyRing
 from attnrec.serving.config import ServingConfig
+from attnrec.serving.cors import Cors
 from attnrec.serving.errors import install_error_handling
 from attnrec.serving.lifecycle import ServingState, lifespan
-from attnrec.serving.registry import Served, ServedModel
+from attnrec.serving.metrics import RequestMetrics
+from attnrec.serving.registry import FromDirectory, Served, ServedModel
+from attnrec.serving.reload import sighup_reloads
 from attnrec.serving.routes import router
 from attnrec.serving.schemas import ErrorResponse
 
+Model = str | Path | Served | FromDirectory
+"""What ``create_app`` serves: a checkpoint directory, a loaded object, or an object loaded from a directory."""
 
-def _table(models: Mapping[str, str | Path | Served]) -> dict[str, ServedModel]:
+
+def _table(models: Mapping[str, Model]) -> dict[str, ServedModel]:
     """One entry per model: directories to load later, objects ready to prepare."""
     table: dict[str, ServedModel] = {}
     for name, m in models.items():
         if isinstance(m, (str, Path)):
-            table[name] = ServedModel(name, str(m))
+            table[name] = ServedModel(name, Path(m))
+        elif isinstance(m, FromDirectory):
+            table[name] = ServedModel(name, Path(m.directory), m.obj, m.load_seconds)
         else:
-            table[name] = ServedModel(name, f"<{type(m).__name__} object>", m)
+            table[name] = ServedModel(name, None, m)
     return table
 
 
-def create_app(models: Mapping[str, str | Path | Served], config: ServingConfig | None = None) -> FastAPI:
-    """A FastAPI app serving ``models`` (name -> checkpoint directory or loaded model object).
+def _lifespan(app: FastAPI) -> contextlib.AbstractAsyncContextManager[None]:
+    """The models' lifespan, with SIGHUP reloading while it runs when the config asks for it."""
+    state = app.state.serving
+
+    @contextlib.asynccontextmanager
+    async def run() -> AsyncIterator[None]:
+        async with lifespan(app):
+            if state.config.reload_on_sighup:
+                async with sighup_reloads(state):
+                    yield
+            else:
+                yield
+
+    return run()
+
+
+def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
+    """From the outside in: CORS (answers preflights), request metrics, API keys."""
+    cfg = state.config
+    if cfg.api_keys:
+        app.add_middleware(ApiKeyAuth, keys=KeyRing(cfg.api_keys), protect_metrics=cfg.protect_metrics)
+    app.add_middleware(RequestMetrics, metrics=state.metrics, routes=[*router.routes, *admin_router.routes])
+    if cfg.cors_origins:
+        app.add_middleware(Cors, origins=cfg.cors_origins)
+
+
+def create_app(models: Mapping[str, Model], config: ServingConfig | None = None) -> FastAPI:
+    """A FastAPI app serving ``models`` (name -> checkpoint directory, loaded model object, or
+    :class:`~attnrec.serving.registry.FromDirectory`).
 
     Directories are loaded in the background when the app starts (``/readyz`` answers 503 until
     they are ready); loaded objects (a :class:`~attnrec.recommend.Recommender`, an explainer)
-    are ready at once.
+    are ready at once. Models with a directory can be hot-reloaded (``POST /v1/admin/reload``).
     """
     if not models:
         raise ValueError("create_app needs at least one model")
     state = ServingState(config or ServingConfig(), _table(models))
+    state.metrics.track(list(state.models))
     app = FastAPI(
         title="attnrec",
         version=__version__,
         description="Recommendations, similar items and explanations from attnrec models. "
                     "Errors are JSON: `{\"error\": {status, code, message, details}}`.",
-        lifespan=lifespan,
-        responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
-                   503: {"model": ErrorResponse}},
+        lifespan=_lifespan,
+        responses={400: {"model": ErrorResponse}, 401: {"model": ErrorResponse,
+                                                        "description": "the server needs an API key"},
+                   404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
     )
     app.state.serving = state
     app.state.entries = state.models  # the table, for inspection (tests read the batchers' counts)
     app.state.config = state.config
     install_error_handling(app, state.config.max_body_bytes)
+    _install_operator_middleware(app, state)
     app.include_router(router)
+    app.include_router(admin_router)
     return app
 
 
-__all__ = ["ServingConfig", "create_app"]
+__all__ = ["FromDirectory", "Model", "ServingConfig", "create_app"]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+
+MIN_KEY_LENGTH = 16
+ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s?#]+")
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,13 @@ class ServingConfig:
     inline: bool = False  # score recommend batches on the event-loop thread instead of the worker thread
     device: str = "cpu"
     warmup: bool = True
+    # Operator settings (docs/serving.md): API keys (none: the service is open), whether /metrics
+    # needs a key too, CORS origins, admin endpoints without a key, SIGHUP reloading every model.
+    api_keys: frozenset[str] = field(default=frozenset(), repr=False)
+    protect_metrics: bool = False
+    cors_origins: tuple[str, ...] = ()
+    unauthenticated_admin: bool = False
+    reload_on_sighup: bool = False
 
     def __post_init__(self) -> None:
         if min(self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch) < 1:
@@ -32,6 +43,11 @@ class ServingConfig:
             raise ValueError("max_wait_ms must be >= 0")
         if self.backend not in ("torch", "onnx"):
             raise ValueError(f"backend must be 'torch' or 'onnx', not {self.backend!r}")
+        for key in self.api_keys:
+            check_api_key(key)
+        for origin in self.cors_origins:
+            if origin != "*" and not ORIGIN.fullmatch(origin):
+                raise ValueError(f"CORS origin {origin!r}: expected scheme://host[:port] (no path), or *")
 
     def limits(self) -> dict[str, int | float | bool]:
         """The limits ``GET /v1/models`` reports."""
@@ -40,4 +56,17 @@ class ServingConfig:
                 "inline": self.inline}
 
 
-__all__ = ["ServingConfig"]
+def check_api_key(key: str) -> str:
+    """``key`` when it can be an API key (at least 16 printable ASCII characters, no spaces), else ValueError.
+
+    The message never repeats the key (it may be a real one with a typo).
+    """
+    if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
+        raise ValueError("an API key must be printable ASCII without spaces")
+    if len(key) < MIN_KEY_LENGTH:
+        raise ValueError(f"an API key must have at least {MIN_KEY_LENGTH} characters (this one has {len(key)}); "
+                         "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    return key
+
+
+__all__ = ["MIN_KEY_LENGTH", "ServingConfig", "check_api_key"]

@@ -14,18 +14,24 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from fastapi import FastAPI, Request
 
+from attnrec import __version__
+from attnrec.checkpoint import CheckpointError, read_json
 from attnrec.recommend import Recommendation, Recommender, load
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.export import use_onnx
+from attnrec.serving.metrics import ServiceMetrics
 from attnrec.serving.registry import (
+    Loaded,
     RecommendArgs,
     RecommendsMany,
+    Served,
     ServedModel,
     backend_of,
     pick,
@@ -38,11 +44,14 @@ R = TypeVar("R")
 
 @dataclass
 class ServingState:
-    """Everything one app owns: its settings, its table of models and (while running) its worker thread."""
+    """Everything one app owns: its settings, its table of models, its metrics and (while running)
+    its worker thread."""
 
     config: ServingConfig
     models: dict[str, ServedModel]
+    metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
     workers: list[ThreadPoolExecutor] = field(default_factory=list)  # the running lifespan's (an app can restart)
+    reloading: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time (new per lifespan)
 
     def worker(self) -> ThreadPoolExecutor:
         """The model thread; 503 when the app's lifespan has not started."""
@@ -66,11 +75,13 @@ def serving_state(request: Request) -> ServingState:
     return state
 
 
-def _recommend_many(e: ServedModel) -> Callable[[list[RecommendArgs]], list[Recommendation]]:
+def _recommend_many(e: ServedModel, metrics: ServiceMetrics) -> Callable[[list[RecommendArgs]], list[Recommendation]]:
     def run(requests: list[RecommendArgs]) -> list[Recommendation]:
-        if not isinstance(e.obj, RecommendsMany):  # the routes only batch for models that can recommend
+        obj = e.obj  # read once: a reload during this batch does not change the model that answers it
+        if not isinstance(obj, RecommendsMany):  # the routes only batch for models that can recommend
             raise TypeError(f"model {e.name!r} cannot recommend")
-        return e.obj.recommend_many(requests)
+        metrics.batch(e.name, len(requests))
+        return obj.recommend_many(requests)
 
     return run
 
@@ -82,16 +93,32 @@ def _warm_up(rec: Recommender) -> None:
     rec.recommend(history=[str(rec.items_.external[0])], k=1)
 
 
-def prepare(e: ServedModel, cfg: ServingConfig) -> None:
-    """Runs on the worker thread: load, switch backend, warm up."""
-    if e.obj is None:
-        e.obj = load(e.source, cfg.device)
-    if cfg.backend == "onnx" and isinstance(e.obj, Recommender):
-        use_onnx(e.obj)
-    e.backend = backend_of(e.obj)
-    if cfg.warmup and isinstance(e.obj, Recommender):
-        _warm_up(e.obj)
-    e.capabilities = served_capabilities(e.obj)
+def _versions(directory: Path | None) -> dict[str, object]:
+    """The attnrec version that saved ``directory`` and its format (this process's version for objects)."""
+    if directory is None:
+        return {"attnrec": __version__, "format": None}
+    try:
+        meta = read_json(directory / "config.json")
+    except CheckpointError:  # replaced since it was loaded: the versions are unknown, the model is not
+        return {"attnrec": None, "format": None}
+    return {"attnrec": meta.get("attnrec_version"), "format": meta.get("format_version")}
+
+
+def prepare(given: Served | None, directory: Path | None, cfg: ServingConfig, given_seconds: float = 0.0) -> Loaded:
+    """Load (unless ``given``, loaded in ``given_seconds``), switch backend, warm up; runs off the event loop."""
+    t0 = time.perf_counter() - given_seconds
+    if given is not None:
+        obj = given
+    elif directory is not None:
+        obj = load(directory, cfg.device)
+    else:
+        raise ValueError("a served model needs an object or a directory")
+    if cfg.backend == "onnx" and isinstance(obj, Recommender):
+        use_onnx(obj)
+    if cfg.warmup and isinstance(obj, Recommender):
+        _warm_up(obj)
+    return Loaded(obj, backend_of(obj), served_capabilities(obj), time.time(), time.perf_counter() - t0,
+                  _versions(directory))
 
 
 async def load_all(state: ServingState, todo: list[ServedModel]) -> None:
@@ -99,10 +126,11 @@ async def load_all(state: ServingState, todo: list[ServedModel]) -> None:
     loop = asyncio.get_running_loop()
     for e in todo:
         try:
-            t0 = time.perf_counter()
-            await loop.run_in_executor(state.worker(), prepare, e, state.config)
-            e.status = "ready"
-            log.info("model %s ready in %.1fs (%s)", e.name, time.perf_counter() - t0, e.source)
+            e.loaded = await loop.run_in_executor(state.worker(), prepare, e.given, e.directory, state.config,
+                                                  e.given_seconds)
+            e.status, e.error = "ready", None
+            state.metrics.model_loaded(e.name, e.loaded.load_seconds, e.loaded.loaded_at)
+            log.info("model %s ready in %.1fs (%s)", e.name, e.loaded.load_seconds, e.source)
         except Exception as exc:  # noqa: BLE001 - reported by /readyz and /v1/models
             e.status, e.error = "failed", f"{type(exc).__name__}: {exc}"
             log.error("model %s failed to load: %s", e.name, e.error)
@@ -112,7 +140,7 @@ def _start_batchers(state: ServingState, executor: ThreadPoolExecutor) -> None:
     cfg = state.config
     for e in state.models.values():
         batcher: MicroBatcher[RecommendArgs, Recommendation] = MicroBatcher(
-            _recommend_many(e), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000)
+            _recommend_many(e, state.metrics), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000)
         batcher.start()
         e.batcher = batcher
 
@@ -123,13 +151,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state = app.state.serving
     assert isinstance(state, ServingState)
     state.workers.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnrec-model"))
+    state.reloading = asyncio.Lock()  # bound to this lifespan's event loop
     executor = state.workers[-1]
     _start_batchers(state, executor)
     # Objects passed in are prepared (backend, warm-up) before serving starts; directories load
     # in the background so that /healthz answers at once and /readyz says when they are ready.
-    await load_all(state, [e for e in state.models.values() if e.obj is not None])
+    await load_all(state, [e for e in state.models.values() if e.given is not None])
     loader = asyncio.get_running_loop().create_task(
-        load_all(state, [e for e in state.models.values() if e.obj is None]))
+        load_all(state, [e for e in state.models.values() if e.given is None]))
     try:
         yield
     finally:

@@ -9,12 +9,15 @@ to its protocol; it is the one place that decides which endpoint an object can a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from attnrec.config import config_to_dict
-from attnrec.recommend import Explainer, Recommendation, Recommender
+from attnrec.recommend import Explainer, Recommendation, Recommender, load
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.errors import ApiError
 from attnrec.serving.export import OnnxCore
@@ -61,26 +64,85 @@ def backend_of(obj: object) -> str:
     return "onnx" if isinstance(obj, Recommender) and isinstance(obj.core, OnnxCore) else "torch"
 
 
+@dataclass(frozen=True)
+class FromDirectory:
+    """A model already loaded from ``directory`` (in ``load_seconds``): served at once, reloadable from there."""
+
+    directory: Path
+    obj: Served
+    load_seconds: float = 0.0
+
+    @classmethod
+    def read(cls, directory: str | Path, device: str = "cpu") -> FromDirectory:
+        """Load ``directory`` now (errors raise here, before any server starts), timing it."""
+        t0 = time.perf_counter()
+        obj = load(directory, device)
+        return cls(Path(directory), obj, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One loaded version of a served model; a hot reload swaps the whole record at once."""
+
+    obj: Served
+    backend: str
+    capabilities: list[str]
+    loaded_at: float  # Unix time
+    load_seconds: float
+    versions: dict[str, object]  # attnrec version and model-directory format it was saved with
+
+
 @dataclass
 class ServedModel:
-    """One row of the table: a name, where it comes from, and its state."""
+    """One row of the table: a name, where it comes from, and its state.
+
+    ``loaded`` is replaced in one assignment by a reload, so a request (or a micro-batch) that read
+    it keeps a consistent model, backend and capabilities until it is answered.
+    """
 
     name: str
-    source: str  # the checkpoint directory, or a description of the object passed in
-    obj: Served | None = None  # None until loaded
+    directory: Path | None  # where it is (re)loaded from; None for an object passed in as such
+    given: Served | None = None  # an object passed in, prepared at start-up
+    given_seconds: float = 0.0  # how long loading ``given`` took before it was passed in
+    loaded: Loaded | None = None  # None until loaded
     status: str = "loading"  # loading, ready or failed
     error: str | None = None
-    backend: str = "torch"
     batcher: MicroBatcher[RecommendArgs, Recommendation] | None = None
-    capabilities: list[str] = field(default_factory=list)
+
+    @property
+    def obj(self) -> Served | None:
+        """The served object (None until loaded)."""
+        return None if self.loaded is None else self.loaded.obj
+
+    @property
+    def capabilities(self) -> list[str]:
+        """What the loaded object can do (none until loaded)."""
+        return [] if self.loaded is None else self.loaded.capabilities
+
+    @property
+    def source(self) -> str:
+        """Where it comes from, for log lines (never for answers: it may be a local path)."""
+        return str(self.directory) if self.directory is not None else f"<{type(self.given).__name__} object>"
 
     def info(self) -> ModelInfo:
-        """The public description of this entry (``GET /v1/models``)."""
-        info = ModelInfo(name=self.name, status=self.status, error=self.error, backend=self.backend,
-                         capabilities=self.capabilities)
-        if self.status == "ready":
-            describe(info, self.obj)
+        """The public description of this entry (``GET /v1/models``): no local paths."""
+        loaded = self.loaded
+        info = ModelInfo(name=self.name, status=self.status, error=self.public_error(),
+                         backend=loaded.backend if loaded else None, capabilities=self.capabilities)
+        if loaded is not None:
+            info.loaded_at = datetime.fromtimestamp(loaded.loaded_at, timezone.utc).isoformat(timespec="seconds")
+            info.versions = dict(loaded.versions)
+            describe(info, loaded.obj)
         return info
+
+    def public_error(self) -> str | None:
+        """The load error with the model directory written as ``<model dir>``."""
+        if self.error is None or self.directory is None:
+            return self.error
+        out = self.error
+        for p in sorted({str(self.directory.resolve()), str(self.directory)}, key=len, reverse=True):
+            out = out.replace(p, "<model dir>")
+        return out
 
 
 def pick(models: Mapping[str, ServedModel], name: str | None, capability: str) -> ServedModel:
@@ -118,22 +180,41 @@ def _training(obj: Recommender | Explainer) -> dict[str, Any] | None:
     return None if tr is None else {k: v for k, v in tr.to_dict().items() if k != "history"}
 
 
+def _public_source(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A data source without its local ``path`` (name, format and sha256 stay)."""
+    return {k: v for k, v in data.items() if k != "path"}
+
+
+def _public_evaluations(evaluations: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    out = []
+    for ev in evaluations or []:
+        ev = dict(ev)
+        if isinstance(ev.get("data"), Mapping):
+            ev["data"] = _public_source(ev["data"])
+        out.append(ev)
+    return out
+
+
 def describe(info: ModelInfo, obj: object) -> None:
-    """Fill ``info`` from a recommender's ``meta`` or an explainer's attributes (other objects: nothing)."""
+    """Fill ``info`` from a recommender's ``meta`` or an explainer's attributes (other objects: nothing).
+
+    Data sources are reported by name, format and sha256, never by their local path.
+    """
     if isinstance(obj, Recommender):
         meta = obj.meta
-        info.model, info.task, info.preset = meta["model"], obj.spec.task, meta["preset"]
-        info.config, info.n_items, info.dataset = meta["config"], meta["n_items"], meta["data"]
-        info.evaluations = list(meta["evaluations"] or [])
+        info.model, info.kind, info.task, info.preset = meta["model"], obj.spec.kind, obj.spec.task, meta["preset"]
+        info.config, info.n_items, info.dataset = meta["config"], meta["n_items"], _public_source(meta["data"])
+        info.evaluations = _public_evaluations(meta["evaluations"])
         info.training = _training(obj)
     elif isinstance(obj, Explainer):
-        info.model, info.task, info.preset = obj.spec.name, obj.spec.task, obj.preset
+        info.model, info.kind, info.task, info.preset = obj.spec.name, obj.spec.kind, obj.spec.task, obj.preset
         info.config = config_to_dict(obj.config)
         info.n_items = len(obj.items_) if obj.items_ is not None else None
-        info.dataset = asdict(obj.source_)
-        info.evaluations = list(obj.evaluations_ or [])
+        info.dataset = _public_source(asdict(obj.source_))
+        info.evaluations = _public_evaluations(obj.evaluations_)
         info.training = _training(obj)
 
 
-__all__ = ["CAPABILITIES", "Explains", "FindsSimilar", "RecommendArgs", "RecommendsMany", "Served", "ServedModel",
+__all__ = ["CAPABILITIES", "Explains", "FindsSimilar", "FromDirectory", "Loaded", "RecommendArgs", "RecommendsMany",
+           "Served", "ServedModel",
            "backend_of", "describe", "pick", "served_capabilities"]

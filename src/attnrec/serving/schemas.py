@@ -111,12 +111,17 @@ class ModelInfo(BaseModel):
     status: str = Field(description="`ready`, `loading` or `failed`.")
     error: str | None = None
     model: str | None = None
+    kind: str | None = Field(default=None, description="`torch` (trained by the training loop) or `estimator` (closed form).")
     task: str | None = None
     preset: str | None = None
     backend: str | None = None
+    loaded_at: str | None = Field(default=None, description="When the served version was loaded (ISO 8601, UTC).")
+    versions: dict[str, Any] | None = Field(
+        default=None, description="`attnrec`: the version that saved the model directory; `format`: its format version.")
     capabilities: list[str] = Field(default_factory=list)
     n_items: int | None = None
-    dataset: dict[str, Any] | None = None
+    dataset: dict[str, Any] | None = Field(default=None, description="Name, format and sha256 of the training data "
+                                                 "(never its local path).")
     config: dict[str, Any] | None = None
     evaluations: list[dict[str, Any]] = Field(
         default_factory=list, description="Every evaluation stored with the model: protocol, split, metrics.")

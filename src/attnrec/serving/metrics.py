@@ -1,0 +1,114 @@
+"""``/metrics`` in the Prometheus text format (prometheus-client), one registry per app.
+
+Every app owns a :class:`ServiceMetrics` with its own ``CollectorRegistry`` (never the process-wide
+default), so several apps in one process (tests) count separately. Requests are counted by
+endpoint, meaning the route template (``/v1/recommend``), never the raw path, so that clients cannot
+grow the label set: paths that match no route count as ``unmatched``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+UNMATCHED = "unmatched"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class ServiceMetrics:
+    """The metrics of one app: requests, latency, micro-batch sizes, model loads and reloads."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("attnrec_http_requests", "HTTP requests answered, by endpoint (route template), "
+                                "method and status.", ["endpoint", "method", "status"], registry=r)
+        self.latency = Histogram("attnrec_http_request_duration_seconds", "Time from a request's arrival to the "
+                                 "end of its answer, by endpoint.", ["endpoint"], buckets=LATENCY_BUCKETS,
+                                 registry=r)
+        self.batch_size = Histogram("attnrec_batch_size", "Recommendation requests scored together in one "
+                                    "recommend_many call, by model.", ["model"], buckets=BATCH_BUCKETS, registry=r)
+        self.load_seconds = Gauge("attnrec_model_load_seconds", "Seconds the last (re)load of a model took "
+                                  "(reading, backend switch, warm-up).", ["model"], registry=r)
+        self.loaded_at = Gauge("attnrec_model_loaded_timestamp_seconds", "Unix time the served version of a "
+                               "model was loaded.", ["model"], registry=r)
+        self.reloads = Counter("attnrec_model_reloads", "Successful hot reloads, by model.", ["model"], registry=r)
+        self.reload_failures = Counter("attnrec_model_reload_failures", "Refused hot reloads (the previous model "
+                                       "kept serving), by model.", ["model"], registry=r)
+
+    def track(self, names: list[str]) -> None:
+        """Export the reload counters of the models ``names`` at 0 (so that rates work from the start)."""
+        for name in names:
+            self.reloads.labels(name)
+            self.reload_failures.labels(name)
+
+    def model_loaded(self, name: str, seconds: float, at: float) -> None:
+        """Record a (re)load of ``name`` that took ``seconds`` and finished at Unix time ``at``."""
+        self.load_seconds.labels(name).set(seconds)
+        self.loaded_at.labels(name).set(at)
+
+    def reload_done(self, name: str, ok: bool) -> None:
+        """Count one reload of ``name``, successful or refused."""
+        (self.reloads if ok else self.reload_failures).labels(name).inc()
+
+    def batch(self, name: str, size: int) -> None:
+        """Record one ``recommend_many`` call of ``size`` requests on model ``name``."""
+        self.batch_size.labels(name).observe(size)
+
+    def text(self) -> bytes:
+        """The exposition (Prometheus text format, :data:`CONTENT_TYPE`)."""
+        return generate_latest(self.registry)
+
+
+def endpoint_of(scope: Scope, routes: list[BaseRoute]) -> str:
+    """The template of the route ``scope`` went to (also when only its method was wrong), else ``unmatched``.
+
+    The router records the route in the scope; requests answered before routing (401, 413) are
+    matched against ``routes``.
+    """
+    route = scope.get("route")
+    if isinstance(route, Route):
+        return route.path
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match != Match.NONE and isinstance(route, Route):
+            return route.path
+    return UNMATCHED
+
+
+class RequestMetrics:
+    """Pure ASGI middleware counting every HTTP request (401s, 404s and 413s included) and timing it."""
+
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics, routes: list[BaseRoute]) -> None:
+        self.app, self.metrics, self.routes = app, metrics, routes  # for requests answered before routing
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        method = scope["method"] if scope["method"] in METHODS else "other"  # clients choose it: bounded
+        status = 500  # what the server error handler answers when the app raises before answering
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            endpoint = endpoint_of(scope, self.routes)
+            self.metrics.requests.labels(endpoint, method, str(status)).inc()
+            self.metrics.latency.labels(endpoint).observe(time.perf_counter() - t0)
+
+
+__all__ = ["CONTENT_TYPE", "RequestMetrics", "ServiceMetrics", "UNMATCHED", "endpoint_of"]
