@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,7 @@ def dirs(sasrec_dir: Path, tmp_path: Path) -> dict[str, Path]:
 
 def test_models_never_show_local_paths(dirs: dict[str, Path], sasrec_dir: Path, tmp_path: Path,
                                        tmp_path_factory: pytest.TempPathFactory) -> None:
-    started = datetime.now(timezone.utc).replace(microsecond=0)
+    started = datetime.now(UTC).replace(microsecond=0)
     key = "models-test-key-0123456789"
     app = create_app({"disk": dirs["disk"], "broken": dirs["broken"],
                       "preloaded": FromDirectory(sasrec_dir, Recommender.load(sasrec_dir))},
@@ -59,7 +59,7 @@ def test_models_never_show_local_paths(dirs: dict[str, Path], sasrec_dir: Path, 
         assert all(ev["data"] == disk["dataset"] for ev in disk["evaluations"]) and disk["evaluations"]
         assert disk["versions"] == {"attnrec": __version__, "format": FORMAT_VERSION}
         loaded = datetime.fromisoformat(disk["loaded_at"])
-        assert started - timedelta(seconds=1) <= loaded <= datetime.now(timezone.utc) + timedelta(seconds=1)
+        assert started - timedelta(seconds=1) <= loaded <= datetime.now(UTC) + timedelta(seconds=1)
         assert models["preloaded"]["versions"]["format"] == FORMAT_VERSION
         broken = models["broken"]
         assert broken["status"] == "failed" and "corrupted JSON" in broken["error"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -130,7 +130,7 @@ class ServedModel:
         info = ModelInfo(name=self.name, status=self.status, error=self.public_error(),
                          backend=loaded.backend if loaded else None, capabilities=self.capabilities)
         if loaded is not None:
-            info.loaded_at = datetime.fromtimestamp(loaded.loaded_at, timezone.utc).isoformat(timespec="seconds")
+            info.loaded_at = datetime.fromtimestamp(loaded.loaded_at, UTC).isoformat(timespec="seconds")
             info.versions = dict(loaded.versions)
             describe(info, loaded.obj)
         return info
