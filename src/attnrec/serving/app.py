@@ -57,7 +57,7 @@ def create_app(models: Mapping[str, str | Path | Served], config: ServingConfig 
     app.state.serving = state
     app.state.entries = state.models  # the table, for inspection (tests read the batchers' counts)
     app.state.config = state.config
-    install_error_handling(app, state.config.max_body_bytes)
+    install_error_handling(app, state.config.max_body_bytes, state.config.body_timeout_s)
     app.include_router(router)
     return app
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from attnrec.data.schema import DataError
 from attnrec.recommend import Recommendation
+from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
@@ -33,7 +34,13 @@ from attnrec.serving.schemas import (
     Status,
 )
 
-router = APIRouter()
+# Every route parses JSON strictly (422 for any malformed body) and may answer with these errors.
+router = APIRouter(route_class=JsonRoute, responses={
+    405: {"model": ErrorResponse, "description": "wrong HTTP method"},
+    408: {"model": ErrorResponse, "description": "the request body did not arrive in time"},
+    413: {"model": ErrorResponse, "description": "the request body is over the server's limit"},
+    422: {"model": ErrorResponse, "description": "malformed JSON, wrong types, bad IDs, limits exceeded"},
+    500: {"model": ErrorResponse, "description": "a failure of the service itself"}})
 State = Annotated[ServingState, Depends(serving_state)]
 
 
@@ -140,6 +147,20 @@ async def readyz(state: State) -> Status | JSONResponse:
     if all(s == "ready" for s in states.values()):
         return Status(status="ready", models=states)
     return JSONResponse(Status(status="not ready", models=states).model_dump(), status_code=503)
+
+
+@router.head("/healthz", tags=["status"], response_class=Response, responses={200: {"description": "up"}})
+async def healthz_head() -> Response:
+    """`GET /healthz` without a body (for load balancers that probe with HEAD)."""
+    return Response(status_code=200)
+
+
+@router.head("/readyz", tags=["status"], response_class=Response,
+             responses={200: {"description": "ready"}, 503: {"description": "a model is loading or failed"}})
+async def readyz_head(state: State) -> Response:
+    """`GET /readyz` without a body: 200 when every model is ready, else 503."""
+    ready = all(e.status == "ready" for e in state.models.values())
+    return Response(status_code=200 if ready else 503)
 
 
 __all__ = ["router"]
