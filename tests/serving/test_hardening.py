@@ -93,8 +93,8 @@ def test_ordinary_unicode_ids_still_work(client: TestClient, sasrec: Recommender
     assert r.status_code == 200, r.text
     assert r.json()["user"] == "Zoë 😀" and r.json()["unknown_items"] == ["Ø"]
     assert [x["item"] for x in r.json()["items"]] == sasrec.recommend(history=["i1"], k=3).items
-    r = client.post("/v1/recommend", json={"user": "x" * MAX_ID_CHARS, "k": 2})
-    assert r.status_code == 200 and r.json()["user"] == "x" * MAX_ID_CHARS
+    r = client.post("/v1/recommend", json={"user": "x" * MAX_ID_CHARS, "k": 2.0})  # 2.0 is 2 in JSON Schema
+    assert r.status_code == 200 and r.json()["user"] == "x" * MAX_ID_CHARS and len(r.json()["items"]) == 2
 
 
 @pytest.mark.parametrize("req,loc,message", [
@@ -112,7 +112,7 @@ def test_length_limits_are_422(client: TestClient, req: dict[str, Any], loc: str
 @pytest.mark.parametrize("req,loc", [
     ({"user": "u1", "k": True}, "k"),  # was accepted as k=1
     ({"user": "u1", "k": "3"}, "k"),
-    ({"user": "u1", "k": 2.0}, "k"),
+    ({"user": "u1", "k": 2.5}, "k"),
     ({"user": "u1", "exclude_seen": "false"}, "exclude_seen"),
     ({"user": "u1", "exclude_seen": 0}, "exclude_seen"),
     ({"history": [True]}, "history"),
@@ -252,3 +252,27 @@ def test_config_limits_within_the_schema_caps() -> None:
         ServingConfig(max_history=MAX_IDS + 1)
     with pytest.raises(ValueError, match="body_timeout_s > 0"):
         ServingConfig(body_timeout_s=0)
+
+
+def test_405_names_the_allowed_methods(client: TestClient) -> None:
+    """RFC 9110: a 405 carries Allow (the JSON handler used to drop it; found by the fuzz test)."""
+    r = client.delete("/v1/recommend")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+    assert r.headers["allow"] == "POST"
+
+
+def test_openapi_states_the_server_limits(sasrec: Recommender) -> None:
+    """The schema clients (and the fuzz test) read says what the server accepts: max k, list lengths,
+    ID text, and that a `user` or a `history` is needed."""
+    cfg = ServingConfig(max_k=7, max_history=30, max_list=40, gc_freeze=False)
+    spec = create_app({"sas": sasrec}, cfg).openapi()
+    body = spec["components"]["schemas"]["RecommendRequest"]
+    assert body["properties"]["k"]["maximum"] == 7
+    assert body["properties"]["history"]["anyOf"][0]["maxItems"] == 30
+    assert body["properties"]["exclude"]["anyOf"][0]["maxItems"] == 40
+    assert body["properties"]["user"]["anyOf"][0]["maxLength"] == MAX_ID_CHARS
+    assert [b["required"] for b in body["anyOf"]] == [["user"], ["history"]]
+    assert spec["components"]["schemas"]["SimilarItemsRequest"]["properties"]["k"]["maximum"] == 7
+    error = {"$ref": "#/components/schemas/ErrorResponse"}
+    for status in ("405", "413", "422"):
+        assert spec["paths"]["/v1/recommend"]["post"]["responses"][status]["content"]["application/json"]["schema"] == error

@@ -20,7 +20,7 @@ from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import install_error_handling
 from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.registry import Served, ServedModel
-from attnrec.serving.routes import router
+from attnrec.serving.routes import document_limits, router
 from attnrec.serving.schemas import ErrorResponse
 
 
@@ -59,6 +59,7 @@ def create_app(models: Mapping[str, str | Path | Served], config: ServingConfig 
     app.state.config = state.config
     install_error_handling(app, state.config.max_body_bytes, state.config.body_timeout_s)
     app.include_router(router)
+    app.openapi_schema = document_limits(app.openapi(), state.config)  # FastAPI serves this cached document
     return app
 
 

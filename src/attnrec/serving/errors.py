@@ -31,7 +31,7 @@ def _clean(text: str, limit: int = 300) -> str:
 
 
 def error_json(status: int, code: str, message: str, details: list[dict[str, str]] | None = None,
-               headers: dict[str, str] | None = None) -> JSONResponse:
+               headers: Mapping[str, str] | None = None) -> JSONResponse:
     """The JSON error response every failure of the service is answered with."""
     clean = [{k: _clean(v) for k, v in d.items()} for d in details or []]
     body = {"error": {"status": status, "code": code, "message": _clean(message, 2000), "details": clean}}
@@ -159,7 +159,7 @@ async def _invalid(_: Request, exc: Exception) -> JSONResponse:
 async def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return error_json(exc.status_code, code, str(exc.detail))
+    return error_json(exc.status_code, code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow header
 
 
 async def _bug(_: Request, exc: Exception) -> JSONResponse:

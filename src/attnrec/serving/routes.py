@@ -8,7 +8,7 @@ picks a model that can answer, checks the server's limits and answers in the sch
 from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
@@ -79,6 +79,21 @@ def _check_lists(req: RecommendRequest, cfg: ServingConfig) -> None:
         if n > limit:
             raise ApiError(422, "limit_exceeded", f"{key} has {n} items; this server accepts at most {limit}",
                            [{"loc": key, "message": f"at most {limit} items"}])
+
+
+def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
+    """``spec`` (the app's OpenAPI document) stating this server's limits on ``k`` and the ID lists."""
+    bodies = spec.get("components", {}).get("schemas", {})
+    limits = {"RecommendRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history),
+                                   "include": ("maxItems", cfg.max_list), "exclude": ("maxItems", cfg.max_list)},
+              "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)}}
+    for body, fields in limits.items():
+        for name, (key, value) in fields.items():
+            prop = bodies[body]["properties"][name]
+            for branch in prop.get("anyOf", [prop]):  # Optional lists: [list, null]
+                if branch.get("type") in ("integer", "array"):
+                    branch[key] = value
+    return spec
 
 
 @router.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"])
@@ -163,4 +178,4 @@ async def readyz_head(state: State) -> Response:
     return Response(status_code=200 if ready else 503)
 
 
-__all__ = ["router"]
+__all__ = ["document_limits", "router"]

@@ -3,7 +3,7 @@
 Item and user IDs are external IDs: JSON strings or integers (``42`` and ``"42"`` are the same ID).
 Requests are validated strictly: unknown fields are rejected (a misspelt option is an error rather
 than silently ignored), every field has exactly its JSON type (``"k": true`` or ``"k": "3"`` is
-not an integer), and IDs, model names and features are text of at most :data:`MAX_ID_CHARS`
+not an integer; ``3.0`` is 3, as in JSON Schema), and IDs, model names and features are text of at most :data:`MAX_ID_CHARS`
 characters without control characters or lone UTF-16 surrogates; ID lists hold at most
 :data:`MAX_IDS` items. The server's own, lower limits (``max_k``, ``max_history``, ``max_list``)
 are checked by the routes.
@@ -46,6 +46,12 @@ def _as_str_list(v: Any) -> Any:
     return v
 
 
+def _whole(v: Any) -> Any:
+    """An integral JSON number written with a fraction (``5.0``) is that integer, as in JSON Schema;
+    ``5.5``, ``true`` and ``"5"`` stay what they are, and strict validation refuses them."""
+    return int(v) if type(v) is float and v.is_integer() else v
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -65,6 +71,7 @@ class RecommendRequest(_Strict):
 
     _ids = field_validator("user", mode="before")(_as_str)
     _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
+    _k = field_validator("k", mode="before")(_whole)
 
     @model_validator(mode="after")
     def _user_or_history(self) -> RecommendRequest:
@@ -73,6 +80,7 @@ class RecommendRequest(_Strict):
         return self
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
         "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]}]})
 
 
@@ -99,6 +107,7 @@ class SimilarItemsRequest(_Strict):
     k: int = Field(10, ge=1)
 
     _ids = field_validator("item", mode="before")(_as_str)
+    _k = field_validator("k", mode="before")(_whole)
 
 
 class SimilarItemsResponse(BaseModel):

@@ -4,9 +4,9 @@ uvicorn closes an idle keep-alive connection after ``timeout_keep_alive`` second
 response has been sent, and any byte the client sends cancels that timer: a connection that is
 opened and then sends nothing, or half a request line, stays open for good (the issue's 100
 half-open connections were all still open after 15 s). :func:`http_protocol` returns uvicorn's
-protocol class with one more deadline: from the moment a connection is ready for a request (when
-it is opened, and after each response) the request's headers must be complete within
-``header_timeout`` seconds, else the connection is closed. Once the headers are in, the body has
+protocol class with one more deadline: a request's headers must be complete within
+``header_timeout`` seconds of the connection opening, or of the first bytes of a request that
+follows a response, else the connection is closed. Once the headers are in, the body has
 its own deadline (:class:`attnrec.serving.errors.BodyLimit`), and the app takes as long as it takes.
 """
 
@@ -25,37 +25,45 @@ class _HeaderDeadline:
     transport: asyncio.Transport
     cycle: Any  # the protocol's current request-response cycle (None before the first request)
     _deadline: asyncio.TimerHandle | None = None
+    _waiting_after: Any = None  # the cycle that was current when the clock started
 
-    def _arm_deadline(self) -> None:
-        """Start the clock for the next request's headers, unless a request is already in progress."""
-        self._drop_deadline()
+    def _watch_headers(self) -> None:
+        """Start the clock for the next request's headers if they are not complete and it is not running."""
         cycle = self.cycle
-        if cycle is None or cycle.response_complete:
-            self._deadline = self.loop.call_later(self.header_timeout, self._expire, cycle)
+        if cycle is not None and not cycle.response_complete:
+            return  # a request is in progress: its headers are complete
+        if self._deadline is not None and self._waiting_after is cycle:
+            return  # already counting for this request
+        self._drop_deadline()
+        self._waiting_after = cycle
+        self._deadline = self.loop.call_later(self.header_timeout, self._expire)
 
     def _drop_deadline(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
-    def _expire(self, waiting_after: Any) -> None:
+    def _expire(self) -> None:
         """Close the connection if no request has started since the clock was started."""
         self._deadline = None
-        if self.cycle is waiting_after and not self.transport.is_closing():
+        if self.cycle is self._waiting_after and not self.transport.is_closing():
             self.transport.close()
 
 
+# The clock starts when a connection opens, and when bytes of a new request arrive after a response
+# (until then uvicorn's keep-alive timer governs the idle connection); a request whose headers are
+# complete in the same packet (the usual case) starts no timer at all.
 def _httptools(header_timeout: float) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class HttpToolsWithDeadline(_HeaderDeadline, HttpToolsProtocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._arm_deadline()
+            self._watch_headers()
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm_deadline()
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._watch_headers()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._drop_deadline()
@@ -71,11 +79,11 @@ def _h11(header_timeout: float) -> type[asyncio.Protocol]:
     class H11WithDeadline(_HeaderDeadline, H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._arm_deadline()
+            self._watch_headers()
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm_deadline()
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._watch_headers()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._drop_deadline()
