@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from attnrec.recommend import Recommender
 
+HEADER_TIMEOUT, KEEP_ALIVE = 2.0, 2  # seconds; short, so that the connection tests are quick
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -28,7 +30,8 @@ def server(sasrec_dir: Path) -> Iterator[str]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnrec", "serve", "--model", f"sas={sasrec_dir}", "--model", str(sasrec_dir),
-         "--host", "127.0.0.1", "--port", str(port), "--threads", "1", "--log-level", "warning"],
+         "--host", "127.0.0.1", "--port", str(port), "--threads", "1", "--log-level", "warning",
+         "--timeout-headers", str(HEADER_TIMEOUT), "--timeout-keep-alive", str(KEEP_ALIVE)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -85,3 +88,98 @@ def test_cli_rejects_bad_model_dirs(tmp_path: Path, sasrec_dir: Path) -> None:
                       (["--model", str(sasrec_dir), "--backend", "tf"], "--backend must be")):
         r = runner.invoke(app, ["serve", *args])
         assert r.exit_code == 2 and msg in r.output, r.output
+
+
+def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> float | None:
+    """Seconds until the server closed ``sock`` (None: still open after ``seconds``); sends ``trickle``
+    one byte every 0.2 s meanwhile (a client that keeps sending but never finishes its headers)."""
+    t0 = time.monotonic()
+    sock.settimeout(0.2)
+    sent = 0
+    while time.monotonic() - t0 < seconds:
+        try:
+            if sock.recv(65536) == b"":
+                return time.monotonic() - t0
+        except TimeoutError:
+            pass
+        except ConnectionError:
+            return time.monotonic() - t0
+        if sent < len(trickle):
+            try:
+                sock.sendall(trickle[sent:sent + 1])
+            except ConnectionError:
+                return time.monotonic() - t0
+            sent += 1
+    return None
+
+
+def test_half_open_connections_are_closed(server: str) -> None:
+    """Connections that never finish their request headers used to stay open for good."""
+    host, port = server.removeprefix("http://").split(":")
+    partial = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+    socks = [socket.create_connection((host, int(port))) for _ in range(20)]
+    try:
+        for s in socks[10:]:
+            s.sendall(partial)  # half a request
+        slow = socket.create_connection((host, int(port)))
+        socks.append(slow)
+        limit = HEADER_TIMEOUT + 6
+        assert _closed_within(slow, limit, trickle=partial * 20) is not None  # a byte every 0.2 s is not enough
+        for s in socks[:-1]:
+            assert _closed_within(s, limit) is not None
+    finally:
+        for s in socks:
+            s.close()
+    assert httpx.get(f"{server}/healthz", timeout=10).status_code == 200  # the server itself is fine
+
+
+def test_idle_keep_alive_connection_is_closed(server: str) -> None:
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(10)
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        took = _closed_within(s, KEEP_ALIVE + 6)
+        assert took is not None and took >= KEEP_ALIVE * 0.5
+
+
+def test_chunked_body_over_the_limit_is_413_on_a_real_server(server: str) -> None:
+    """A body sent with Transfer-Encoding: chunked was read whole whatever its size (the limit only
+    looked at Content-Length); now the server answers 413 once 1 MiB has arrived and closes."""
+    host, port = server.removeprefix("http://").split(":")
+    chunk = b"x" * 65536
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"POST /v1/recommend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n" + b'a\r\n{"user": "\r\n')
+        s.settimeout(10)
+        sent = 0
+        try:
+            for _ in range(24):  # 1.5 MiB, over the default 1 MiB limit
+                s.sendall(b"10000\r\n" + chunk + b"\r\n")
+                sent += len(chunk)
+        except ConnectionError:
+            pass
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+                part = s.recv(65536)
+                if not part:
+                    break
+                answer += part
+        except ConnectionError:
+            pass
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert b"connection: close" in head.lower()
+    assert json.loads(body)["error"]["code"] == "body_too_large"
+
+
+def test_bad_requests_on_a_real_server(server: str) -> None:
+    with httpx.Client(base_url=server, timeout=10) as c:
+        for path in ("/healthz", "/readyz"):
+            r = c.head(path)
+            assert r.status_code == 200 and r.content == b""
+        for body in (b'{"user": "\\ud800"}', b'{"history": ["\\udc00", "424"]}', b'{"user": "u1", "k": true}',
+                     b'{"user": "\xff"}', b'{"user": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"):
+            r = c.post("/v1/recommend", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", (body[:40], r.text)

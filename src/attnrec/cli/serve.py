@@ -72,6 +72,14 @@ def serve(
     http: Annotated[str, typer.Option(help="uvicorn HTTP parser: auto (httptools when installed), h11, httptools.")] = "auto",
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+    timeout_keep_alive: Annotated[int, typer.Option(help="Close a keep-alive connection idle this many seconds "
+                                                         "after a response.")] = 5,
+    timeout_headers: Annotated[float, typer.Option(help="Close a connection whose request headers are not complete "
+                                                        "this many seconds after it opened or was last answered.")] = 10.0,
+    timeout_body: Annotated[float, typer.Option(help="Answer 408 to a request whose body has not arrived within "
+                                                     "this many seconds.")] = 30.0,
+    gc_freeze: Annotated[bool, typer.Option(help="Freeze the loaded models out of the garbage collector's sight "
+                                                 "(gc.freeze), against collection pauses in the tail latency.")] = True,
 ) -> None:
     """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
     import torch
@@ -79,13 +87,18 @@ def serve(
 
     from attnrec.serving.app import FromDirectory, Model, ServingConfig, create_app
     from attnrec.serving.auth import collect_keys
+    from attnrec.serving.transport import http_protocol
 
     if backend not in ("torch", "onnx"):
         raise ValueError(f"--backend must be torch or onnx, not {backend!r}")
     if threads:
         torch.set_num_threads(threads)
+    if timeout_keep_alive < 1:
+        raise ValueError(f"--timeout-keep-alive must be at least 1 second, not {timeout_keep_alive}")
+    protocol = http_protocol(http, timeout_headers)
     cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                        backend=backend, device=device, inline=inline)
+                        backend=backend, device=device, inline=inline, body_timeout_s=timeout_body,
+                        gc_freeze=gc_freeze)
     cfg = replace(cfg, api_keys=collect_keys(api_key or [], api_keys_file), protect_metrics=protect_metrics,
                   cors_origins=tuple(cors_origin or ()), unauthenticated_admin=unauthenticated_admin,
                   reload_on_sighup=True)
@@ -98,4 +111,4 @@ def serve(
         err.print("no API key configured: every endpoint is open (see --api-key); admin endpoints are "
                   + ("open too (--unauthenticated-admin)" if unauthenticated_admin else "refused"))
     uvicorn.run(create_app(models, cfg), host=host, port=port, log_level=log_level, access_log=access_log,
-                loop=loop, http=http)
+                loop=loop, http=protocol, timeout_keep_alive=timeout_keep_alive)

@@ -28,7 +28,7 @@ from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.metrics import RequestMetrics
 from attnrec.serving.registry import FromDirectory, Served, ServedModel
 from attnrec.serving.reload import sighup_reloads
-from attnrec.serving.routes import router
+from attnrec.serving.routes import document_limits, router
 from attnrec.serving.schemas import ErrorResponse
 
 Model = str | Path | Served | FromDirectory
@@ -99,10 +99,11 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     app.state.serving = state
     app.state.entries = state.models  # the table, for inspection (tests read the batchers' counts)
     app.state.config = state.config
-    install_error_handling(app, state.config.max_body_bytes)
+    install_error_handling(app, state.config.max_body_bytes, state.config.body_timeout_s)
     _install_operator_middleware(app, state)
     app.include_router(router)
     app.include_router(admin_router)
+    app.openapi_schema = document_limits(app.openapi(), state.config)  # FastAPI serves this cached document
     return app
 
 

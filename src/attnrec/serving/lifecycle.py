@@ -26,6 +26,7 @@ from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.export import use_onnx
+from attnrec.serving.heap import freeze_heap
 from attnrec.serving.metrics import ServiceMetrics
 from attnrec.serving.registry import (
     Loaded,
@@ -134,6 +135,8 @@ async def load_all(state: ServingState, todo: list[ServedModel]) -> None:
         except Exception as exc:  # noqa: BLE001 - reported by /readyz and /v1/models
             e.status, e.error = "failed", f"{type(exc).__name__}: {exc}"
             log.error("model %s failed to load: %s", e.name, e.error)
+    if todo and state.config.gc_freeze:
+        freeze_heap()  # the loaded models out of the cyclic collector's sight (see attnrec.serving.heap)
 
 
 def _start_batchers(state: ServingState, executor: ThreadPoolExecutor) -> None:

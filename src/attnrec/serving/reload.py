@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from attnrec.serving.errors import ApiError
+from attnrec.serving.heap import freeze_heap
 from attnrec.serving.lifecycle import ServingState, prepare
 from attnrec.serving.registry import Loaded, ServedModel
 
@@ -72,6 +73,8 @@ async def reload_model(state: ServingState, name: str, path: str | Path | None =
             raise ApiError(422, "reload_failed", message) from None
         e.loaded, e.given, e.given_seconds, e.directory = new, new.obj, new.load_seconds, directory  # the swap: one assignment serves the new model
         e.status, e.error = "ready", None
+        if state.config.gc_freeze:  # the new model out of the collector's sight; the old one's cycles freed
+            freeze_heap()
     state.metrics.reload_done(name, ok=True)
     state.metrics.model_loaded(name, new.load_seconds, new.loaded_at)
     log.info("model %s reloaded from %s in %.1fs", name, directory, new.load_seconds)

@@ -8,7 +8,7 @@ picks a model that can answer, checks the server's limits and answers in the sch
 from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from attnrec.data.schema import DataError
 from attnrec.recommend import Recommendation
+from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
@@ -33,7 +34,13 @@ from attnrec.serving.schemas import (
     Status,
 )
 
-router = APIRouter()
+# Every route parses JSON strictly (422 for any malformed body) and may answer with these errors.
+router = APIRouter(route_class=JsonRoute, responses={
+    405: {"model": ErrorResponse, "description": "wrong HTTP method"},
+    408: {"model": ErrorResponse, "description": "the request body did not arrive in time"},
+    413: {"model": ErrorResponse, "description": "the request body is over the server's limit"},
+    422: {"model": ErrorResponse, "description": "malformed JSON, wrong types, bad IDs, limits exceeded"},
+    500: {"model": ErrorResponse, "description": "a failure of the service itself"}})
 State = Annotated[ServingState, Depends(serving_state)]
 
 
@@ -72,6 +79,21 @@ def _check_lists(req: RecommendRequest, cfg: ServingConfig) -> None:
         if n > limit:
             raise ApiError(422, "limit_exceeded", f"{key} has {n} items; this server accepts at most {limit}",
                            [{"loc": key, "message": f"at most {limit} items"}])
+
+
+def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
+    """``spec`` (the app's OpenAPI document) stating this server's limits on ``k`` and the ID lists."""
+    bodies = spec.get("components", {}).get("schemas", {})
+    limits = {"RecommendRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history),
+                                   "include": ("maxItems", cfg.max_list), "exclude": ("maxItems", cfg.max_list)},
+              "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)}}
+    for body, fields in limits.items():
+        for name, (key, value) in fields.items():
+            prop = bodies[body]["properties"][name]
+            for branch in prop.get("anyOf", [prop]):  # Optional lists: [list, null]
+                if branch.get("type") in ("integer", "array"):
+                    branch[key] = value
+    return spec
 
 
 @router.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"])
@@ -142,4 +164,18 @@ async def readyz(state: State) -> Status | JSONResponse:
     return JSONResponse(Status(status="not ready", models=states).model_dump(), status_code=503)
 
 
-__all__ = ["router"]
+@router.head("/healthz", tags=["status"], response_class=Response, responses={200: {"description": "up"}})
+async def healthz_head() -> Response:
+    """`GET /healthz` without a body (for load balancers that probe with HEAD)."""
+    return Response(status_code=200)
+
+
+@router.head("/readyz", tags=["status"], response_class=Response,
+             responses={200: {"description": "ready"}, 503: {"description": "a model is loading or failed"}})
+async def readyz_head(state: State) -> Response:
+    """`GET /readyz` without a body: 200 when every model is ready, else 503."""
+    ready = all(e.status == "ready" for e in state.models.values())
+    return Response(status_code=200 if ready else 503)
+
+
+__all__ = ["document_limits", "router"]

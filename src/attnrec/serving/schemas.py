@@ -1,16 +1,35 @@
 """Request and response bodies of the HTTP service (pydantic v2); they make the OpenAPI page.
 
 Item and user IDs are external IDs: JSON strings or integers (``42`` and ``"42"`` are the same ID).
-Unknown fields are rejected, so a misspelt option is an error rather than silently ignored.
+Requests are validated strictly: unknown fields are rejected (a misspelt option is an error rather
+than silently ignored), every field has exactly its JSON type (``"k": true`` or ``"k": "3"`` is
+not an integer; ``3.0`` is 3, as in JSON Schema), and IDs, model names and features are text of at most :data:`MAX_ID_CHARS`
+characters without control characters or lone UTF-16 surrogates; ID lists hold at most
+:data:`MAX_IDS` items. The server's own, lower limits (``max_k``, ``max_history``, ``max_list``)
+are checked by the routes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-ExternalId = str | int
+MAX_ID_CHARS = 256  # longest ID, model name or feature a request may send
+MAX_IDS = 10_000  # longest history / include / exclude list a request may send (before the server's limits)
+NO_CONTROL = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"  # JSON Schema (ECMA 262) and Rust regex alike
+
+_TEXT_SCHEMA: dict[str, Any] = {"type": "string", "maxLength": MAX_ID_CHARS, "pattern": NO_CONTROL}
+Text = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS, pattern=NO_CONTROL)]
+Id = Annotated[Text, WithJsonSchema({"anyOf": [_TEXT_SCHEMA, {"type": "integer"}]})]
 
 
 def _as_str(v: Any) -> Any:
@@ -21,29 +40,38 @@ def _as_str(v: Any) -> Any:
 
 def _as_str_list(v: Any) -> Any:
     if isinstance(v, list):
-        return [_as_str(x) for x in v]
+        if len(v) > MAX_IDS:  # before converting: no work for oversized lists
+            raise ValueError(f"at most {MAX_IDS} items")
+        return [x if type(x) is str else _as_str(x) for x in v]
     return v
 
 
+def _whole(v: Any) -> Any:
+    """An integral JSON number written with a fraction (``5.0``) is that integer, as in JSON Schema;
+    ``5.5``, ``true`` and ``"5"`` stay what they are, and strict validation refuses them."""
+    return int(v) if type(v) is float and v.is_integer() else v
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class RecommendRequest(_Strict):
     """Top-k items for a known user, or for an ad-hoc history of item IDs (oldest first)."""
 
-    model: str | None = Field(None, description="Loaded model name (GET /v1/models); default: the first one.")
-    user: str | None = Field(None, description="External user ID. Unknown users fall back (see `fallback`).")
-    history: list[str] | None = Field(
-        None, description="External item IDs, oldest first. Overrides the stored history of `user`; "
-        "unknown items are ignored and returned in `unknown_items`.")
+    model: Text | None = Field(None, description="Loaded model name (GET /v1/models); default: the first one.")
+    user: Id | None = Field(None, description="External user ID. Unknown users fall back (see `fallback`).")
+    history: list[Id] | None = Field(
+        None, max_length=MAX_IDS, description="External item IDs, oldest first. Overrides the stored history of "
+        "`user`; unknown items are ignored and returned in `unknown_items`.")
     k: int = Field(10, ge=1, description="How many items to return (at most the server's max_k).")
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
-    include: list[str] | None = Field(None, description="Only recommend among these items.")
-    exclude: list[str] | None = Field(None, description="Never recommend these items.")
+    include: list[Id] | None = Field(None, max_length=MAX_IDS, description="Only recommend among these items.")
+    exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
 
     _ids = field_validator("user", mode="before")(_as_str)
     _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
+    _k = field_validator("k", mode="before")(_whole)
 
     @model_validator(mode="after")
     def _user_or_history(self) -> RecommendRequest:
@@ -51,7 +79,8 @@ class RecommendRequest(_Strict):
             raise ValueError("give a `user` or a `history` (or both)")
         return self
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
         "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]}]})
 
 
@@ -73,11 +102,12 @@ class RecommendResponse(BaseModel):
 class SimilarItemsRequest(_Strict):
     """Items most similar to one item."""
 
-    model: str | None = None
-    item: str
+    model: Text | None = None
+    item: Id
     k: int = Field(10, ge=1)
 
     _ids = field_validator("item", mode="before")(_as_str)
+    _k = field_validator("k", mode="before")(_whole)
 
 
 class SimilarItemsResponse(BaseModel):
@@ -90,10 +120,10 @@ class SimilarItemsResponse(BaseModel):
 class ExplainRequest(_Strict):
     """A natural-language explanation of why ``user`` might like ``item`` (explanation models only)."""
 
-    model: str | None = None
-    user: str
-    item: str
-    feature: str | None = Field(None, description="Optional feature word the explanation should be about.")
+    model: Text | None = None
+    user: Id
+    item: Id
+    feature: Text | None = Field(None, description="Optional feature word the explanation should be about.")
 
     _ids = field_validator("user", "item", mode="before")(_as_str)
 
