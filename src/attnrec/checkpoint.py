@@ -155,8 +155,8 @@ def read_verified(directory: Path) -> dict[str, bytes] | None:
             raise CheckpointError(f"{f}: cannot be read ({e.strerror or e})") from None
         if len(data) != size:
             raise CheckpointError(f"{f}: {len(data)} bytes where {MANIFEST} says {size}; the file is truncated "
-                                  "or was edited")
+                                  "or corrupted (or was edited)")
         if hashlib.sha256(data).hexdigest() != sha:
-            raise CheckpointError(f"{f}: checksum differs from {MANIFEST}; the file was edited or is corrupted")
+            raise CheckpointError(f"{f}: checksum differs from {MANIFEST}; the file is corrupted or was edited")
         out[name] = data
     return out

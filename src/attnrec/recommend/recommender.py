@@ -26,8 +26,8 @@ from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
-from attnrec.recommend.structure import check_arrays, check_titles
 from attnrec.recommend.requests import Prepared, prepare
+from attnrec.recommend.structure import check_arrays, check_titles
 from attnrec.recommend.topk import Recommendation, RowScores, answer
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device

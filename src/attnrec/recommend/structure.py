@@ -24,6 +24,9 @@ _CONFIG_KEYS: dict[str, tuple[type, ...]] = {
 }
 
 
+_JSON_TYPE = {str: "string", dict: "object", int: "integer"}
+
+
 def one_line(e: BaseException) -> str:
     """``e``'s message on one line (torch's state-dict errors span several)."""
     return "; ".join(part.strip() for part in str(e).splitlines() if part.strip()) or type(e).__name__
@@ -34,7 +37,7 @@ def check_config(meta: Mapping[str, Any], path: Path) -> None:
     for key, types in _CONFIG_KEYS.items():
         value = meta.get(key)
         if not isinstance(value, types) or isinstance(value, bool):
-            raise CheckpointError(f"{path}: {key!r} is missing or not a {types[0].__name__}")
+            raise CheckpointError(f"{path}: {key!r} is missing or not of JSON type {_JSON_TYPE[types[0]]}")
     if meta["n_users"] < 0 or meta["n_items"] < 0:
         raise CheckpointError(f"{path}: negative n_users or n_items")
     if not isinstance(meta.get("train_result"), (dict, type(None))):
