@@ -22,7 +22,7 @@ from attnrec.data.formats import FORMATS, READERS, TABLE_FORMATS, UNRATED_FORMAT
 from attnrec.data.named import load_named
 from attnrec.data.readers.table import read_table, table_format
 from attnrec.data.schema import DataError, Interactions
-from attnrec.data.sniff import detect_format
+from attnrec.data.sniff import TEXT_ID_FORMATS, check_integer_ids, detect_format
 from attnrec.data.titles import map_titles, read_id_mapping, read_titles, with_titles
 
 
@@ -112,7 +112,10 @@ def read_file(
         return read_table(path, columns, sep, name=name, min_rating=min_rating, k_core=k_core, format=fmt)
     if fmt in UNRATED_FORMATS and min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")
-    return READERS[fmt](path, name=name, min_rating=min_rating, k_core=k_core)
+    data = READERS[fmt](path, name=name, min_rating=min_rating, k_core=k_core)
+    if format == "auto" and fmt in TEXT_ID_FORMATS:
+        check_integer_ids(path, fmt, data)  # the integer IDs the detection saw hold on every line
+    return data
 
 
 __all__ = ["load_dataset", "read_file"]
