@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnrec.checkpoint import load_tensors, read_json, save_tensors, write_json
+from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.reviews import EncodedReviews, ReviewData, ReviewSplit, encode_reviews
 from attnrec.data.schema import DataError, DataSource, IdMap
@@ -320,7 +320,10 @@ class Explainer:
         ex = cls(record.model, record.model_config, record.train_config, preset=None,
                  max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"])
         ex.preset = record.preset
-        ex.vocab_ = Vocabulary(tuple(check_vocab(saved.json("vocab"), meta.get("n_words"), saved.path / "vocab.json")))
+        try:
+            ex.vocab_ = Vocabulary(tuple(check_vocab(saved.json("vocab"), meta.get("n_words"), saved.path / "vocab.json")))
+        except ValueError as e:  # not the special tokens first
+            raise CheckpointError(f"{saved.path / 'vocab.json'}: {e}") from None
         ex.users_, ex.items_ = record.users, record.items
         words, item_feature = check_features(saved.json("features"), saved.path / "features.json")
         ex.features_, ex.item_feature_ = tuple(words), item_feature
