@@ -31,13 +31,16 @@ def test_saved_model_loads_with_identical_scores_and_no_training_data(ring: Inte
     assert a.items == b.items and a.scores == pytest.approx(b.scores, abs=1e-6)
     assert loaded.train_config == rec.train_config and loaded.config == rec.config
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
-        "arrays.safetensors", "config.json", "id_maps.json", "titles.json", "weights.safetensors"]
+        "arrays.safetensors", "config.json", "id_maps.json", "manifest.json", "titles.json", "weights.safetensors"]
 
 
 def test_damaged_checkpoints_give_clear_errors(ring: Interactions, tmp_path: Path) -> None:
     rec = Recommender("pop").fit(ring, progress=False)
     d = rec.save(tmp_path / "m")
     (d / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="config.json: 9 bytes where manifest.json says"):
+        Recommender.load(d)
+    (d / "manifest.json").unlink()  # a directory saved before manifests: the JSON itself is checked
     with pytest.raises(CheckpointError, match="corrupted JSON"):
         Recommender.load(d)
     with pytest.raises(CheckpointError, match="not a directory"):
@@ -45,6 +48,9 @@ def test_damaged_checkpoints_give_clear_errors(ring: Interactions, tmp_path: Pat
     d2 = rec.save(tmp_path / "m2")
     w = d2 / "weights.safetensors"
     w.write_bytes(w.read_bytes()[:10])
+    with pytest.raises(CheckpointError, match="weights.safetensors: 10 bytes where manifest.json says"):
+        Recommender.load(d2)
+    (d2 / "manifest.json").unlink()  # without a manifest, config.json's checksum of the weights still holds
     with pytest.raises(CheckpointError, match="checksum mismatch; the file is truncated or corrupted"):
         Recommender.load(d2)
 
@@ -65,6 +71,7 @@ def test_one_load_dispatches_on_the_task_and_each_class_refuses_the_other(ring: 
     assert loaded.recommend(user="u3", k=5).items == rec.recommend(user="u3", k=5).items
     with pytest.raises(CheckpointError, match="checkpoint of the sequential task"):
         Explainer.load(d)
+    (d / "manifest.json").unlink()  # config.json is edited below: checked without the manifest's checksums
     (d / "config.json").write_text(json.dumps(meta | {"task": "explain"}))
     with pytest.raises(CheckpointError, match="checkpoint of the explain task"):
         Recommender.load(d)

@@ -73,3 +73,27 @@ def test_attnrec_load_dispatches_on_the_checkpoint_task(peter_dir: Path) -> None
     direct = explainer.Explainer.load(peter_dir)
     a, b = loaded.explain("u1", "i1"), direct.explain("u1", "i1")
     assert a == b
+
+
+def test_explainer_directory_has_a_manifest_and_damage_is_refused(peter_dir: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    import attnrec
+    from attnrec.checkpoint import CheckpointError
+
+    listed = json.loads((peter_dir / "manifest.json").read_text())["files"]
+    assert sorted(listed) == ["config.json", "features.json", "id_maps.json", "vocab.json", "weights.safetensors"]
+    d = tmp_path / "p"
+    shutil.copytree(peter_dir, d)
+    vocab = (d / "vocab.json").read_text()
+    (d / "vocab.json").write_text(json.dumps(json.loads(vocab)[::-1]))
+    with pytest.raises(CheckpointError, match=r"vocab\.json: .* manifest\.json"):
+        attnrec.load(d)
+    (d / "manifest.json").unlink()  # without the manifest, the structure is still checked
+    with pytest.raises(CheckpointError, match=r"vocab\.json: a vocabulary starts with"):
+        attnrec.load(d)
+    (d / "vocab.json").write_text(vocab)
+    (d / "features.json").write_text('{"features": "strings"}')
+    with pytest.raises(CheckpointError, match=r"features\.json: expected 'features' \(a list of words\)"):
+        attnrec.load(d)

@@ -23,7 +23,7 @@ from attnrec.data.formats import FORMATS, READERS, TABLE_FORMATS, UNRATED_FORMAT
 from attnrec.data.named import load_named
 from attnrec.data.readers.table import read_table, table_format
 from attnrec.data.schema import DataError, Interactions
-from attnrec.data.sniff import detect_format
+from attnrec.data.sniff import TEXT_ID_FORMATS, check_integer_ids, detect_format
 from attnrec.data.titles import map_titles, read_id_mapping, read_titles, with_titles
 
 
@@ -117,7 +117,10 @@ def read_file(path: str | Path, options: ReadOptions = ReadOptions(), *, name: s
                           k_core=options.k_core, format=fmt)
     if fmt in UNRATED_FORMATS and options.min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")
-    return READERS[fmt](path, name=name, min_rating=options.min_rating, k_core=options.k_core)
+    data = READERS[fmt](path, name=name, min_rating=options.min_rating, k_core=options.k_core)
+    if options.format == "auto" and fmt in TEXT_ID_FORMATS:
+        check_integer_ids(path, fmt, data)  # the integer IDs the detection saw hold on every line
+    return data
 
 
 __all__ = ["ReadOptions", "load_dataset", "read_file"]

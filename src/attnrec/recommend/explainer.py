@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnrec.checkpoint import load_tensors, read_json, save_tensors, write_json
+from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.reviews import EncodedReviews, ReviewData, ReviewSplit, encode_reviews
 from attnrec.data.schema import DataError, DataSource, IdMap
@@ -34,6 +34,7 @@ from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
 from attnrec.models.peter import PETER, PETERConfig
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend.persistence import EXPLAIN, ModelRecord, SavedModel, open_model_dir, save_model_dir
+from attnrec.recommend.structure import check_features, check_vocab
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device, train
 
@@ -319,21 +320,23 @@ class Explainer:
         ex = cls(record.model, record.model_config, record.train_config, preset=None,
                  max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"])
         ex.preset = record.preset
-        ex.vocab_ = Vocabulary(tuple(saved.json("vocab")))
+        try:
+            ex.vocab_ = Vocabulary(tuple(check_vocab(saved.json("vocab"), meta.get("n_words"), saved.path / "vocab.json")))
+        except ValueError as e:  # not the special tokens first
+            raise CheckpointError(f"{saved.path / 'vocab.json'}: {e}") from None
         ex.users_, ex.items_ = record.users, record.items
-        feats = saved.json("features")
-        ex.features_, ex.item_feature_ = tuple(feats["features"]), dict(feats["item_feature"])
+        words, item_feature = check_features(saved.json("features"), saved.path / "features.json")
+        ex.features_, ex.item_feature_ = tuple(words), item_feature
         ex.rating_range_ = (float(meta["rating_range"][0]), float(meta["rating_range"][1]))
         ex.source_, ex.split_name_ = record.source, meta.get("split", "")
         ex.evaluations_, ex.train_result_ = record.evaluations, record.train_result
-        core = ex._build(meta["n_users"], meta["n_items"], meta["n_words"])
-        saved.load_into(core)
+        core = saved.build(lambda: ex._build(meta["n_users"], meta["n_items"], meta["n_words"]))
         ex.device = resolve_device(device)
         ex._core = core.to(ex.device).eval()
         ex.rating_baseline_ = meta.get("rating_baseline")
         if saved.has_tensors("rating_weights"):
-            rating_core = ex._build(meta["n_users"], meta["n_items"], meta["n_words"])
-            saved.load_into(rating_core, "rating_weights")
+            rating_core = saved.build(lambda: ex._build(meta["n_users"], meta["n_items"], meta["n_words"]),
+                                      "rating_weights")
             ex.rating_core_ = rating_core.to(ex.device).eval()
         return ex
 

@@ -5,42 +5,69 @@ Every saved model (a :class:`~attnrec.recommend.Recommender` or an
 
 * ``config.json``: format version, the attnrec version, model name, preset, model and training
   settings, catalogue sizes, data provenance, training record, evaluations, task-specific keys
-  and the sha256 of every tensor file (``<name>_sha256``); written last, so it marks a complete
-  directory. Explain-task directories say ``"task": "explain"``; sequential ones have no task key.
+  and the sha256 of every tensor file (``<name>_sha256``). Explain-task directories say
+  ``"task": "explain"``; sequential ones have no task key.
 * ``id_maps.json``: the external user and item IDs in internal-index order;
 * ``<name>.safetensors``: ``weights`` (the model's state dict) and task-specific tensors
   (``arrays`` of a recommender, ``rating_weights`` of an explainer);
-* task-specific JSON files (``titles``; ``vocab``, ``features``).
+* task-specific JSON files (``titles``; ``vocab``, ``features``);
+* ``manifest.json``, written last: the sha256 and size of each file above
+  (:func:`~attnrec.checkpoint.write_manifest`).
 
-Loading never unpickles: tensors come from safetensors (checksummed), everything else from JSON.
+Opening a directory reads every file its manifest lists and checks each against it before
+anything is parsed; then the files' structure is checked (:mod:`attnrec.recommend.structure`).
+A directory saved before manifests existed loads with a warning (nothing is written into it)
+and its structure checks and the tensor checksums in ``config.json`` still apply. Loading never
+unpickles: tensors come from safetensors, everything else from JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol  # Any: JSON values
+from typing import Any, Protocol, TypeVar  # Any: JSON values
 
 import numpy as np
 import torch
 
 from attnrec import __version__
-from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
-from attnrec.data.schema import DataSource, IdMap
+from attnrec.checkpoint import (
+    MANIFEST,
+    CheckpointError,
+    load_tensor_bytes,
+    load_tensors,
+    parse_json,
+    read_json,
+    read_verified,
+    save_tensors,
+    write_json,
+    write_manifest,
+)
+from attnrec.data.schema import DataError, DataSource, IdMap
+from attnrec.recommend.structure import check_config, check_id_maps, one_line
 from attnrec.training.loop import TrainResult
 
 FORMAT_VERSION = 1
 SEQUENTIAL, EXPLAIN = "sequential", "explain"
+log = logging.getLogger("attnrec.recommend")
 
 
 class Loadable(Protocol):
-    """Anything that restores a state dict (every model is an ``nn.Module``)."""
+    """Anything that gives and restores a state dict (every model is an ``nn.Module``)."""
+
+    def state_dict(self) -> Mapping[str, torch.Tensor]:
+        """The model's tensors."""
+        ...
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> object:
         """Restore the tensors; raises on missing keys or shapes that do not fit."""
         ...
+
+
+L = TypeVar("L", bound=Loadable)
 
 
 @dataclass
@@ -86,77 +113,131 @@ def save_model_dir(
     }
     if task != SEQUENTIAL:  # directories of the sequential task predate the key: keep them byte-stable
         config["task"] = task
+    names = ["config.json", "id_maps.json"]
     for name, state in tensors.items():
         config[f"{name}_sha256"] = save_tensors(d / f"{name}.safetensors", dict(state))
+        names.append(f"{name}.safetensors")
     write_json(d / "id_maps.json", {"users": record.users.to_list(), "items": record.items.to_list()})
     for name, obj in files.items():
         write_json(d / f"{name}.json", obj)
-    write_json(d / "config.json", config | dict(meta))  # last: its presence marks a complete directory
+        names.append(f"{name}.json")
+    write_json(d / "config.json", config | dict(meta))
+    write_manifest(d, names)  # last: it vouches for a complete directory
     return d
 
 
 @dataclass
 class SavedModel:
-    """A model directory opened for reading: its ``config.json``, record and lazily read files."""
+    """A model directory opened for reading: its ``config.json``, record and files.
+
+    ``files`` holds the bytes of every file of the manifest, already verified against it; it is
+    ``None`` for a directory without a manifest, whose files are read when asked for.
+    """
 
     path: Path
     meta: dict[str, Any]  # config.json
     task: str
+    files: dict[str, bytes] | None = None
 
     @property
     def record(self) -> ModelRecord:
-        """The task-independent content of the directory."""
-        maps = self.json("id_maps")
+        """The task-independent content of the directory, its ID maps checked against ``config.json``."""
+        users, items = check_id_maps(self.json("id_maps"), self.meta["n_users"], self.meta["n_items"],
+                                     self.path / "id_maps.json")
         tr = self.meta.get("train_result")
         if tr:
             tr = dict(tr)
             tr.pop("seconds_per_epoch", None)  # derived, written for readers of the JSON
-        return ModelRecord(
-            self.meta["model"], self.meta.get("preset"), self.meta["model_config"], self.meta["train_config"],
-            IdMap(np.array(maps["users"], dtype=object), 0), IdMap(np.array(maps["items"], dtype=object), 1),
-            DataSource(**self.meta["data"]), TrainResult(**tr) if tr else None,
-            list(self.meta.get("evaluations") or []))
+        try:
+            return ModelRecord(
+                self.meta["model"], self.meta.get("preset"), self.meta["model_config"], self.meta["train_config"],
+                IdMap(np.array(users, dtype=object), 0), IdMap(np.array(items, dtype=object), 1),
+                DataSource(**self.meta["data"]), TrainResult(**tr) if tr else None,
+                list(self.meta.get("evaluations") or []))
+        except (TypeError, DataError) as e:  # unknown keys in 'data' or 'train_result'
+            raise CheckpointError(f"{self.path / 'config.json'}: {one_line(e)}") from None
 
     def json(self, name: str, default: object = None) -> Any:
         """The content of ``<name>.json``; ``default`` when given and the file is absent."""
-        f = self.path / f"{name}.json"
-        if default is not None and not f.exists():
+        fname = f"{name}.json"
+        f = self.path / fname
+        if self.files is None:
+            if default is not None and not f.exists():
+                return default
+            return read_json(f)
+        if fname in self.files:
+            return parse_json(self.files[fname], f)
+        if default is not None:
             return default
-        return read_json(f)
+        raise CheckpointError(f"{f}: not listed in {MANIFEST}; the directory is incomplete")
 
     def has_tensors(self, name: str) -> bool:
         """Whether the directory holds ``<name>.safetensors`` (its checksum is in ``config.json``)."""
         return bool(self.meta.get(f"{name}_sha256"))
 
     def tensors(self, name: str) -> dict[str, torch.Tensor]:
-        """``<name>.safetensors``, verified against its checksum in ``config.json``."""
-        return load_tensors(self.path / f"{name}.safetensors", self.meta.get(f"{name}_sha256"))
+        """``<name>.safetensors``, verified against its checksum (the manifest's, else ``config.json``'s)."""
+        fname = f"{name}.safetensors"
+        f = self.path / fname
+        if self.files is None:
+            return load_tensors(f, self.meta.get(f"{name}_sha256"))
+        if fname not in self.files:
+            raise CheckpointError(f"{f}: not listed in {MANIFEST}; the directory is incomplete")
+        return load_tensor_bytes(self.files[fname], f)
 
-    def load_into(self, core: Loadable, name: str = "weights") -> None:
-        """Load ``<name>.safetensors`` into ``core``; a clear error when they do not fit its config."""
+    def build(self, make: Callable[[], L], name: str = "weights") -> L:
+        """``make()`` with ``<name>.safetensors`` loaded; a clear error when they do not fit its config.
+
+        ``make`` runs first on the meta device (no memory): the tensors' names and shapes are
+        compared there, so an edited ``config.json`` asking for a huge model is refused at once
+        instead of being allocated.
+        """
         state = self.tensors(name)
+        what = name.replace("_", " ")
+        try:
+            with torch.random.fork_rng(devices=[]), torch.device("meta"):  # the caller's RNG as before
+                shell = make()
+        except (ValueError, TypeError, KeyError, AssertionError, RuntimeError) as e:  # e.g. a config value of the wrong type
+            raise CheckpointError(f"{self.path / 'config.json'}: cannot build the model ({one_line(e)})") from None
+        want = {k: tuple(v.shape) for k, v in shell.state_dict().items()}
+        got = {k: tuple(v.shape) for k, v in state.items()}
+        if want != got:
+            key = next(iter(sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))))
+            raise CheckpointError(f"{self.path}: {what} do not match config.json ({key}: "
+                                  f"{got.get(key, 'missing')} stored, {want.get(key, 'none')} expected)")
+        core = make()
         try:
             core.load_state_dict(state)
         except (RuntimeError, KeyError) as e:
-            what = name.replace("_", " ")
-            raise CheckpointError(f"{self.path}: {what} do not match the model config ({e})") from e
+            raise CheckpointError(f"{self.path}: {what} do not match the model config ({one_line(e)})") from None
+        return core
 
 
 def open_model_dir(path: str | Path, task: str | None = None) -> SavedModel:
-    """Open the model directory ``path``, checking its format and, when given, its ``task``."""
+    """Open the model directory ``path``: verify its files against its manifest (a warning when it
+    has none), then check ``config.json``'s format, its structure and, when given, its ``task``."""
     d = Path(path)
     if not d.is_dir():
         raise CheckpointError(f"{d}: not a directory; expected an attnrec checkpoint directory")
-    meta = read_json(d / "config.json")
+    files = read_verified(d)
+    if files is None:
+        if not (d / "config.json").exists():
+            raise CheckpointError(f"{d}: no {MANIFEST} and no config.json; not an attnrec checkpoint directory")
+        log.warning("%s: no %s (saved before model directories had one), so its files are not verified "
+                    "as a whole; save the model again to add one", d, MANIFEST)
+    saved = SavedModel(d, {}, SEQUENTIAL, files)
+    meta = saved.json("config")
     if not isinstance(meta, dict):
         raise CheckpointError(f"{d / 'config.json'}: not a JSON object; not an attnrec checkpoint directory")
     if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{d}: unsupported checkpoint format {meta.get('format_version')!r}")
+        raise CheckpointError(f"{d}: unsupported checkpoint format {repr(meta.get('format_version'))[:40]}")
+    check_config(meta, d / "config.json")
     found = str(meta.get("task", SEQUENTIAL))
     if task is not None and found != task:
         raise CheckpointError(f"{d}: a checkpoint of the {found} task ({meta.get('model')}), not of the {task} "
                               "task; load it with attnrec.load")
-    return SavedModel(d, meta, found)
+    saved.meta, saved.task = meta, found
+    return saved
 
 
 __all__ = ["EXPLAIN", "FORMAT_VERSION", "ModelRecord", "SEQUENTIAL", "SavedModel", "open_model_dir",

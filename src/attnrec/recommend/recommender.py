@@ -27,6 +27,7 @@ from attnrec.recommend import similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
+from attnrec.recommend.structure import check_arrays, check_titles
 from attnrec.recommend.topk import Recommendation, RowScores, answer
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device
@@ -349,14 +350,14 @@ class Recommender:
         rec = cls(record.model, record.model_config, record.train_config)
         rec.preset = record.preset
         rec.users_, rec.items_ = record.users, record.items
-        rec.titles_ = dict(saved.json("titles", default={}))
+        rec.titles_ = check_titles(saved.json("titles", default={}), saved.path / "titles.json")
         arrays = saved.tensors("arrays")
+        check_arrays(arrays, len(rec.users_), len(rec.items_), saved.path / "arrays.safetensors")
         rec.popularity_ = arrays["popularity"].numpy()
         rec.histories_ = Sequences(arrays["history_offsets"].numpy(),
                                    arrays["history_items"].numpy().astype(np.int64), len(rec.items_))
         rec.source_, rec.evaluations_, rec.train_result_ = record.source, record.evaluations, record.train_result
-        core = build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"])
-        saved.load_into(core)
+        core = saved.build(lambda: build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"]))
         rec.device = resolve_device(device)
         core.to(rec.device)
         core.eval()
