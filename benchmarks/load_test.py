@@ -335,6 +335,8 @@ def markdown(report: dict[str, Any]) -> str:
         batching = "off" if s.get("max_batch", 32) == 1 else f"≤{s.get('max_batch', 32)}, wait {s.get('max_wait_ms', 0)} ms"
         if s.get("inline"):
             batching += ", inline"
+        if s.get("gc_freeze") is False:
+            batching += ", heap not frozen"
         lines.append(f"| {r['model']} | {r['n_items']:,} | {s.get('backend', 'torch')} | {batching} | {r['concurrency']} "
                      f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.0f} | {r['errors']} "
                      f"| {r['server_rss_mib']:.0f} | {r['server_cpu_ms_per_request']:.2f} "
@@ -354,8 +356,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads in the server")
     ap.add_argument("--train-seconds", type=float, default=120)
     ap.add_argument("--models", default="sasrec-ml1m,bert4rec-ml1m,sasrec-1m")
-    ap.add_argument("--study", default="full", choices=["full", "batching", "default", "inline"],
-                    help="full: batching and backend comparison on SASRec ML-1M plus every model with the default")
+    ap.add_argument("--study", default="full", choices=["full", "batching", "default", "inline", "gc"],
+                    help="full: batching and backend comparison on SASRec ML-1M plus every model with the default; "
+                    "gc: every model with the default (heap frozen after loading) and with --no-gc-freeze")
     ap.add_argument("--quick", action="store_true", help="200 requests, SASRec ML-1M only")
     ap.add_argument("--client", default="raw", choices=["raw", "httpx"],
                     help="load generator: hand-written keep-alive HTTP/1.1 (light) or an httpx pool")
@@ -407,6 +410,8 @@ def main() -> None:
         if args.study == "full":
             plan += [("sasrec-ml1m", {**default, "backend": "onnx"}), ("sasrec-ml1m", {**default, "inline": True})]
     plan += [(name, default) for name in models]
+    if args.study == "gc":  # the tail-latency fix: the same servers without gc.freeze() after loading
+        plan += [(name, {**default, "gc_freeze": False}) for name in models]
     if args.study in ("full", "batching") and "sasrec-1m" in models:
         plan += [("sasrec-1m", {"max_batch": 1})]
     rows: list[dict[str, Any]] = []
