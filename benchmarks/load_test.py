@@ -356,6 +356,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads in the server")
     ap.add_argument("--train-seconds", type=float, default=120)
     ap.add_argument("--models", default="sasrec-ml1m,bert4rec-ml1m,sasrec-1m")
+    ap.add_argument("--max-batch", type=int, default=32, help="the servers' micro-batch size (--max-batch of serve)")
     ap.add_argument("--study", default="full", choices=["full", "batching", "default", "inline", "gc"],
                     help="full: batching and backend comparison on SASRec ML-1M plus every model with the default; "
                     "gc: every model with the default (heap frozen after loading) and with --no-gc-freeze")
@@ -403,7 +404,7 @@ def main() -> None:
 
     if args.prepare_only:
         return
-    default = {"max_batch": 32, "max_wait_ms": 0.0}
+    default = {"max_batch": args.max_batch, "max_wait_ms": 0.0}
     plan: list[tuple[str, dict[str, Any]]] = []
     if args.study in ("full", "batching") and "sasrec-ml1m" in models:
         plan += [("sasrec-ml1m", {"max_batch": 1}), ("sasrec-ml1m", {"max_batch": 32, "max_wait_ms": 2.0})]
