@@ -23,24 +23,26 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The attention output ``(B, T, D)`` and, with ``need_weights``, its probabilities ``(B, H, T, T)``.
+        """The attention output ``(B, Tq, D)`` and, with ``need_weights``, its probabilities ``(B, H, Tq, T)``.
 
-        ``allowed``: bool ``(B, 1, T, T)`` or ``(T, T)``, True where query t may attend to key s
+        ``x_q`` ``(B, Tq, D)`` holds the queries and ``x_kv`` ``(B, T, D)`` the keys and values
+        (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: bool
+        ``(B, 1, Tq, T)`` or ``(Tq, T)``, True where query t may attend to key s
         (:mod:`attnrec.models.masks`). The probabilities are the dropout-free ones, for inspection;
         the output always comes from the fused kernel, so asking for them changes nothing else.
         """
-        b, t, d = x_q.shape
-        h = self.n_heads
-        q = self.q(x_q).view(b, t, h, d // h).transpose(1, 2)  # (B, H, T, D/H)
+        b, tq, d = x_q.shape
+        t, h = x_kv.shape[1], self.n_heads
+        q = self.q(x_q).view(b, tq, h, d // h).transpose(1, 2)  # (B, H, Tq, D/H)
         k = self.k(x_kv).view(b, t, h, d // h).transpose(1, 2)  # (B, H, T, D/H)
         v = self.v(x_kv).view(b, t, h, d // h).transpose(1, 2)  # (B, H, T, D/H)
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)  # (B, H, T, D/H)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)  # (B, H, Tq, D/H)
         weights = None
         if need_weights:
-            logits = q @ k.transpose(-1, -2) / (d // h) ** 0.5  # (B, H, T, T)
-            weights = logits.masked_fill(~allowed, -torch.inf).softmax(-1)  # (B, H, T, T)
-        return self.out(y.transpose(1, 2).reshape(b, t, d)), weights  # (B, T, D)
+            logits = q @ k.transpose(-1, -2) / (d // h) ** 0.5  # (B, H, Tq, T)
+            weights = logits.masked_fill(~allowed, -torch.inf).softmax(-1)  # (B, H, Tq, T)
+        return self.out(y.transpose(1, 2).reshape(b, tq, d)), weights  # (B, Tq, D)
 
 
 class PointWiseFeedForward(nn.Module):

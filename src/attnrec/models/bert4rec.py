@@ -91,12 +91,17 @@ class BERT4RecBlock(nn.Module):
         self.drop = nn.Dropout(c.dropout)
 
     def forward(
-        self, x: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False
+        self, x: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False, last: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The layer's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities."""
-        a, weights = self.attn(x, x, allowed, need_weights)  # (B, T, D), (B, H, T, T) or None
-        x = self.ln_attn(x + self.drop(a))  # (B, T, D)
-        return self.ln_ffn(x + self.drop(self.ffn(x))), weights  # (B, T, D)
+        """The layer's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities.
+
+        ``last > 0``: the output of the last ``last`` positions only ``(B, last, D)`` (they attend to
+        every position as before; nothing is computed for the others).
+        """
+        xq = x[:, -last:] if last else x  # (B, Tq, D)
+        a, weights = self.attn(xq, x, allowed[..., -last:, :] if last else allowed, need_weights)  # (B, Tq, D)
+        xq = self.ln_attn(xq + self.drop(a))  # (B, Tq, D)
+        return self.ln_ffn(xq + self.drop(self.ffn(xq))), weights  # (B, Tq, D)
 
 
 def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -189,17 +194,24 @@ class BERT4Rec(
         out: torch.Tensor = self.emb_drop(self.ln_emb(x))  # (B, T, D)
         return out
 
-    def run(self, seq: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def run(
+        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``
-        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``)."""
+        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
+
+        ``last_only``: the final [mask] position's state ``(B, 1, D)`` only; the final layer then
+        computes that one query (the earlier layers still need every position), which is what
+        scoring needs and about half the work of a two-layer model.
+        """
         x = self.embed(seq)  # (B, T, D)
         allowed = bidirectional_mask(seq)  # (B, 1, T, T): every real position, before and after
         maps = []
-        for block in self.blocks:
-            x, weights = block(x, allowed, need_weights)
+        for i, block in enumerate(self.blocks):
+            x, weights = block(x, allowed, need_weights, last=1 if last_only and i == len(self.blocks) - 1 else 0)
             if weights is not None:
                 maps.append(weights)
-        return x, maps
+        return x, maps  # (B, T, D), or (B, 1, D) with last_only
 
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, D)``; every position attends to all non-padding positions."""
@@ -334,7 +346,7 @@ class BERT4Rec(
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)``: ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
-        return self.project(self.encode(batch["seq"])[:, -1, :])
+        return self.project(self.run(batch["seq"], last_only=True)[0][:, -1, :])
 
     def item_vectors(self) -> torch.Tensor:
         """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out."""

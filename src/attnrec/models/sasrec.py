@@ -90,14 +90,20 @@ class SASRecBlock(nn.Module):
         self.ffn = PointWiseFeedForward(c.hidden, c.hidden, c.dropout, "relu")
 
     def forward(
-        self, x: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor, need_weights: bool = False
+        self, x: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor, need_weights: bool = False,
+        last: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The block's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities."""
-        q = self.ln_attn(x)  # (B, T, D)
-        a, weights = self.attn(q, x, allowed, need_weights)  # (B, T, D), (B, H, T, T) or None
-        x = q + self.drop(a)  # the residual adds the normalised queries
-        y = self.ln_ffn(x)
-        return (y + self.ffn(y)) * keep, weights  # (B, T, D), padding rows zeroed
+        """The block's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities.
+
+        ``last > 0``: the output of the last ``last`` positions only ``(B, last, D)``; they attend to
+        every position as before, but nothing is computed for the others (inference of the newest state).
+        """
+        xq = x[:, -last:] if last else x  # (B, Tq, D) the positions whose output is wanted
+        q = self.ln_attn(xq)  # (B, Tq, D)
+        a, weights = self.attn(q, x, allowed[..., -last:, :] if last else allowed, need_weights)  # (B, Tq, D)
+        xq = q + self.drop(a)  # the residual adds the normalised queries
+        y = self.ln_ffn(xq)
+        return (y + self.ffn(y)) * (keep[:, -last:] if last else keep), weights  # (B, Tq, D), padding rows zeroed
 
 
 @register(
@@ -138,9 +144,16 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
 
-    def run(self, seq: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def run(
+        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``
-        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``)."""
+        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
+
+        ``last_only``: the newest position's state ``(B, 1, D)`` only; the final block then computes
+        that one query (the earlier blocks still need every position as keys), which is what
+        scoring needs and about half the work of a two-block model.
+        """
         t = seq.shape[1]
         keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1)
         # Positions count from the window's start, so the newest item always has position max_len-1.
@@ -149,11 +162,11 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
         x = self.emb_drop(x) * keep
         allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only
         maps = []
-        for block in self.blocks:
-            x, weights = block(x, allowed, keep, need_weights)
+        for i, block in enumerate(self.blocks):
+            x, weights = block(x, allowed, keep, need_weights, last=1 if last_only and i == len(self.blocks) - 1 else 0)
             if weights is not None:
                 maps.append(weights)
-        return self.ln_out(x), maps  # (B, T, D)
+        return self.ln_out(x), maps  # (B, T, D), or (B, 1, D) with last_only
 
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
@@ -228,7 +241,7 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.encode(batch["seq"])[:, -1, :]
+        return self.run(batch["seq"], last_only=True)[0][:, -1, :]
 
     def item_vectors(self) -> torch.Tensor:
         """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding)."""
