@@ -50,47 +50,30 @@ class _HeaderDeadline:
             self.transport.close()
 
 
-# The clock starts when a connection opens, and when bytes of a new request arrive after a response
-# (until then uvicorn's keep-alive timer governs the idle connection); a request whose headers are
-# complete in the same packet (the usual case) starts no timer at all.
-def _httptools(header_timeout: float) -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+class _WithDeadline(_HeaderDeadline):
+    """The protocol hooks that run the deadline; placed before a uvicorn protocol in the class bases.
 
-    class HttpToolsWithDeadline(_HeaderDeadline, HttpToolsProtocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._watch_headers()
+    The clock starts when a connection opens, and when bytes of a new request arrive after a
+    response (until then uvicorn's keep-alive timer governs the idle connection); a request whose
+    headers are complete in the same packet (the usual case) starts no timer at all.
+    """
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            self._watch_headers()
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._watch_headers()
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._drop_deadline()
-            super().connection_lost(exc)
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # type: ignore[misc]
+        self._watch_headers()
 
-    HttpToolsWithDeadline.header_timeout = header_timeout
-    return HttpToolsWithDeadline
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._drop_deadline()
+        super().connection_lost(exc)  # type: ignore[misc]
 
 
-def _h11(header_timeout: float) -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class H11WithDeadline(_HeaderDeadline, H11Protocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._watch_headers()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            self._watch_headers()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._drop_deadline()
-            super().connection_lost(exc)
-
-    H11WithDeadline.header_timeout = header_timeout
-    return H11WithDeadline
+def _with_deadline(base: type[asyncio.Protocol], header_timeout: float) -> type[asyncio.Protocol]:
+    """``base`` (a uvicorn HTTP protocol class) with the header deadline of ``header_timeout`` seconds."""
+    return type(f"{base.__name__}WithDeadline", (_WithDeadline, base), {"header_timeout": header_timeout})
 
 
 def http_protocol(http: str, header_timeout: float) -> type[asyncio.Protocol]:
@@ -101,9 +84,13 @@ def http_protocol(http: str, header_timeout: float) -> type[asyncio.Protocol]:
     if http == "auto":
         http = "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
     if http == "httptools":
-        return _httptools(header_timeout)
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        return _with_deadline(HttpToolsProtocol, header_timeout)
     if http == "h11":
-        return _h11(header_timeout)
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        return _with_deadline(H11Protocol, header_timeout)
     raise ValueError(f"--http must be auto, h11 or httptools, not {http!r}")
 
 
