@@ -33,8 +33,10 @@ from attnrec.models.contracts import (
     capabilities,
 )
 from attnrec.models.registry import ModelSpec
+from attnrec.training.callbacks import EpochCallback, run_callbacks
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, train
+from attnrec.training.result import EpochRecord
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; annotations are not evaluated at run time
     from typing import Self
@@ -116,6 +118,7 @@ def fit_core(
     *,
     state_dir: Path | None = None,
     progress: bool = True,
+    callbacks: tuple[EpochCallback, ...] = (),
 ) -> TrainResult:
     """Fit ``core`` on ``train_data``: in closed form if it is :class:`ClosedForm`, else by the training loop.
 
@@ -128,10 +131,12 @@ def fit_core(
         core.fit(train_data, np.random.default_rng(cfg.seed))
         metrics = validate()
         seconds = time.perf_counter() - t0
-        return TrainResult(1, metrics.get(cfg.monitor, math.nan), metrics, 1, seconds, "fitted",
-                           [{"epoch": 1, "train_seconds": seconds, "valid": metrics}])
+        record: EpochRecord = {"epoch": 1, "train_seconds": seconds, "valid": metrics}
+        run_callbacks(callbacks, record)  # one "epoch": nothing left to stop
+        return TrainResult(1, metrics.get(cfg.monitor, math.nan), metrics, 1, seconds, "fitted", [record])
     if isinstance(core, nn.Module) and isinstance(core, Trainable):
-        return train(core, train_data, lambda _: validate(), cfg, state_dir=state_dir, progress=progress)
+        return train(core, train_data, lambda _: validate(), cfg, state_dir=state_dir, progress=progress,
+                     callbacks=callbacks)
     raise ConfigError(f"{type(core).__name__}: neither closed-form nor trainable; see attnrec.models.contracts")
 
 

@@ -29,6 +29,7 @@ from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, o
 from attnrec.recommend.requests import Prepared, prepare
 from attnrec.recommend.structure import check_arrays, check_titles
 from attnrec.recommend.topk import Recommendation, RowScores, answer
+from attnrec.training.callbacks import EpochCallback
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device
 
@@ -123,8 +124,12 @@ class Recommender:
         valid_protocol: Protocol = FULL,
         state_dir: str | Path | None = None,
         progress: bool = True,
+        callbacks: Sequence[EpochCallback] = (),
     ) -> Recommender:
-        """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``."""
+        """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``.
+
+        ``callbacks`` see every epoch's record (:mod:`attnrec.training.callbacks`: tracking, pruning).
+        """
         split = split or leave_one_out(data)
         self._set_data(data)
         cfg = self.train_config
@@ -140,7 +145,7 @@ class Recommender:
         self.device = resolve_device(cfg.device)
         sd = Path(state_dir) if state_dir is not None else None
         self.train_result_ = fit_core(self.core, split.train, validate, cfg, self.device, state_dir=sd,
-                                      progress=progress)
+                                      progress=progress, callbacks=tuple(callbacks))
         self._cache.clear()  # the weights changed
         return self
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -22,6 +22,7 @@ from torch import nn
 from attnrec.checkpoint import CheckpointError
 from attnrec.models.contracts import Trainable
 from attnrec.training import distributed
+from attnrec.training.callbacks import EpochCallback, run_callbacks
 from attnrec.training.config import TrainConfig
 from attnrec.training.optim import cosine_lr, make_optimizer, scale_lr, set_lr, sparse_parameters
 from attnrec.training.result import EpochRecord, TrainResult
@@ -55,6 +56,7 @@ def train(
     *,
     state_dir: Path | None = None,
     progress: bool = True,
+    callbacks: Sequence[EpochCallback] = (),
 ) -> TrainResult:
     """Train ``module`` (an ``nn.Module`` that is :class:`~attnrec.models.contracts.Trainable`) and keep the best weights.
 
@@ -70,8 +72,11 @@ def train(
     terms (:class:`~attnrec.models.contracts.WeightedLoss` when the model is one, else rows), so the
     averaged gradient is that of the one-process batch. Rank 0 validates and writes the state; the
     metrics and the stop decision are broadcast. On return the module holds the best validation weights.
+
+    ``callbacks`` (:mod:`attnrec.training.callbacks`) see every finished epoch's record on the main
+    rank and may stop the run after it (e.g. experiment tracking, pruning a tuning trial).
     """
-    loop = _Loop(module, train_data, validate, cfg, state_dir, progress)
+    loop = _Loop(module, train_data, validate, cfg, state_dir, progress, tuple(callbacks))
     owns_group = distributed.init(loop.device)
     try:
         result = loop.run()
@@ -88,11 +93,11 @@ class _Loop(Generic[T]):
     """One call of :func:`train`: the settings, the model and the state the epochs share."""
 
     def __init__(self, module: Trainable[T], train_data: T, validate: Validate, cfg: TrainConfig,
-                 state_dir: Path | None, progress: bool) -> None:
+                 state_dir: Path | None, progress: bool, callbacks: tuple[EpochCallback, ...] = ()) -> None:
         if not isinstance(module, nn.Module):
             raise TypeError(f"train() needs a torch nn.Module, not {type(module).__name__}")
         self.module, self.train_data, self.validate, self.cfg = module, train_data, validate, cfg
-        self.state_dir, self.progress = state_dir, progress
+        self.state_dir, self.progress, self.callbacks = state_dir, progress, callbacks
         self.device = resolve_device(cfg.device)
 
     def run(self) -> TrainResult:
@@ -133,7 +138,8 @@ class _Loop(Generic[T]):
                 at_end = TrainState(epoch=epoch, bad=self.state.bad, decays=self.state.decays, best=self.state.best,
                                     result=result)
                 save_state(self.state_dir, module, self.opt, self.scaler, at_end)
-            reason = self._stop_reason(out_of_time)
+            asked = run_callbacks(self.callbacks, record) if self.main else ""
+            reason = str(distributed.broadcast_object(asked)) or self._stop_reason(out_of_time)
             if reason:
                 stopped = reason
                 break
