@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -24,6 +21,8 @@ import pytest
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette asks for httpx2 instead of httpx
     from fastapi.testclient import TestClient
+
+from real_server import running_server
 
 from attnrec.recommend import Recommendation, Recommender
 from attnrec.serving.app import FromDirectory, ServingConfig, create_app
@@ -200,35 +199,12 @@ def test_a_failed_model_can_be_fixed_by_a_reload(sasrec_dir: Path, broken_dir: P
         assert items(c.post("/v1/recommend", json=REQ).json()) == sasrec.recommend(**REQ).items  # type: ignore[arg-type]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="SIGHUP is POSIX only")
 def test_sighup_reloads_a_real_server(sasrec_dir: Path, pop_dir: Path, tmp_path: Path) -> None:
     served = tmp_path / "served"
     shutil.copytree(sasrec_dir, served)
-    port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1", ATTNREC_API_KEYS=KEY)
-    proc = subprocess.Popen([sys.executable, "-m", "attnrec", "serve", "--model", f"m={served}", "--port", str(port),
-                             "--threads", "1", "--log-level", "warning"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not become ready in 180 s"
-            time.sleep(0.1)
+    args = ["--model", f"m={served}"]
+    with running_server(args, env={"ATTNREC_API_KEYS": KEY}) as (url, proc):
         with httpx.Client(base_url=url, headers=AUTH, timeout=30) as c:
             assert items(c.post("/v1/recommend", json=REQ).json()) == want(sasrec_dir)
             assert httpx.post(f"{url}/v1/recommend", json=REQ).status_code == 401  # the key from the environment
@@ -244,10 +220,3 @@ def test_sighup_reloads_a_real_server(sasrec_dir: Path, pop_dir: Path, tmp_path:
             assert items(c.post("/v1/recommend", json=REQ).json()) == want(pop_dir)
             assert c.get("/v1/models").json()["models"][0]["model"] == "pop"
             assert proc.poll() is None  # SIGHUP did not end the server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -3,58 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from real_server import running_server
 
 from attnrec.recommend import Recommender
 
 HEADER_TIMEOUT, KEEP_ALIVE = 2.0, 2  # seconds; short, so that the connection tests are quick
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(sasrec_dir: Path) -> Iterator[str]:
-    port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "attnrec", "serve", "--model", f"sas={sasrec_dir}", "--model", str(sasrec_dir),
-         "--host", "127.0.0.1", "--port", str(port), "--threads", "1", "--log-level", "warning",
-         "--timeout-headers", str(HEADER_TIMEOUT), "--timeout-keep-alive", str(KEEP_ALIVE)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180  # imports alone can take ~50 s on a loaded 2-core machine
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"server exited with {proc.returncode}: {proc.stdout.read()}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("server did not become ready in 180 s")
-            time.sleep(0.1)
+    args = ["--model", f"sas={sasrec_dir}", "--model", str(sasrec_dir),
+            "--timeout-headers", str(HEADER_TIMEOUT), "--timeout-keep-alive", str(KEEP_ALIVE)]
+    with running_server(args) as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_real_server_answers_equal_python_api(server: str, sasrec_dir: Path) -> None:
