@@ -12,6 +12,7 @@ from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, evaluate
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig, sliding_windows
 from attnrec.models.scoring import factorised_scores
+from grad_checks import cosine, flat_grad
 
 N_ITEMS = 30
 
@@ -212,17 +213,9 @@ def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(
     batch = next(sampled.train_batches(_skewed(), 64, np.random.default_rng(1)))
     assert batch["target_logq"].shape == batch["labels"].shape and batch["neg_logq"].shape == (4000,)
 
-    def grad(model: BERT4Rec, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        model.zero_grad()
-        model.loss(b).backward()
-        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-
-    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
-        return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
-
-    g_full, g_corrected = grad(full, batch), grad(sampled, batch)
-    g_uncorrected = grad(sampled, {k: v for k, v in batch.items() if k not in ("neg_logq", "target_logq")})
-    err_corrected, err_uncorrected = 1 - cos(g_corrected, g_full), 1 - cos(g_uncorrected, g_full)
+    g_full, g_corrected = flat_grad(full, batch), flat_grad(sampled, batch)
+    g_uncorrected = flat_grad(sampled, {k: v for k, v in batch.items() if k not in ("neg_logq", "target_logq")})
+    err_corrected, err_uncorrected = 1 - cosine(g_corrected, g_full), 1 - cosine(g_uncorrected, g_full)
     assert err_corrected < 0.01
     assert err_uncorrected > 10 * err_corrected  # the correction, not the many draws, removes the bias
 

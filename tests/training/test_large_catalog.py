@@ -13,6 +13,7 @@ from attnrec.data.schema import Interactions, Sequences
 from attnrec.models.negatives import negative_proposal
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from attnrec.serving.ann import ApproximateRecommender, IVFIndex, build_index, faiss_available, recall_at_k
+from grad_checks import cosine, flat_grad
 
 N_ITEMS = 300
 
@@ -23,16 +24,6 @@ def _skewed_train(seed: int = 0) -> Sequences:
     p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
     seqs = [rng.choice(np.arange(1, N_ITEMS + 1), size=int(rng.integers(5, 20)), p=p / p.sum()) for _ in range(64)]
     return Sequences.from_lists([s.tolist() for s in seqs], N_ITEMS)
-
-
-def _grad(m: SASRec, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    m.zero_grad()
-    m.loss(batch).backward()
-    return torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])
-
-
-def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
 
 
 @pytest.mark.parametrize("negatives", [{"sampler": "popularity", "n_negatives": 20000},
@@ -50,11 +41,11 @@ def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(
     train = _skewed_train()
     batch = next(iter(sampled.train_batches(train, 64, np.random.default_rng(1))))
     assert batch["negative"].shape == (20000,) and batch["target_logq"].shape == batch["target"].shape
-    g_full, g_corrected = _grad(full, batch), _grad(sampled, batch)
+    g_full, g_corrected = flat_grad(full, batch), flat_grad(sampled, batch)
     uncorrected = {k: v for k, v in batch.items() if k not in ("neg_logq", "target_logq")}
-    g_uncorrected = _grad(sampled, uncorrected)
-    assert _cos(g_corrected, g_full) > 0.95  # measured 0.974 (in-batch only) to 0.999
-    assert _cos(g_corrected, g_full) > _cos(g_uncorrected, g_full) + 0.05
+    g_uncorrected = flat_grad(sampled, uncorrected)
+    assert cosine(g_corrected, g_full) > 0.95  # measured 0.974 (in-batch only) to 0.999
+    assert cosine(g_corrected, g_full) > cosine(g_uncorrected, g_full) + 0.05
 
 
 def test_in_batch_negatives_are_the_batch_targets_with_their_expected_counts() -> None:
