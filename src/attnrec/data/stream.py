@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from attnrec.data.build import k_core_mask
+from attnrec.data.files import content_sha256
 from attnrec.data.readers.columns import numeric_column, resolve_columns, time_column
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
 
@@ -126,13 +127,10 @@ def _files(path: Path) -> list[Path]:
 
 
 def _sha256(files: list[Path]) -> str:
+    """One file's content hash (Parquet is never gzip: the bytes as stored), or the hash of the files' hashes."""
     if len(files) == 1:
-        h = hashlib.sha256()
-        with open(files[0], "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
-    return hashlib.sha256("".join(_sha256([f]) for f in files).encode()).hexdigest()
+        return content_sha256(files[0])
+    return hashlib.sha256("".join(content_sha256(f) for f in files).encode()).hexdigest()
 
 
 def read_parquet_stream(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import torch
 from torch import nn
@@ -54,6 +55,8 @@ class Stepper:
     def __init__(self, module: nn.Module, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> None:
         self.module, self.cfg, self.device, self.rank, self.world = module, cfg, device, rank, world
         self.shared = shared_keys(module)
+        # asked once: a Protocol isinstance check is slow for a per-step question
+        self.weighted: WeightedLoss | None = module if isinstance(module, WeightedLoss) else None
         runner: nn.Module = LossOf(module)
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -73,10 +76,10 @@ class Stepper:
         """Returns the global batch's mean loss and whether a mid-epoch save is due (rank 0 decides)."""
         scale, empty = 1.0, False
         if self.world > 1:
-            terms = loss_terms(self.module, batch)
+            terms = self._terms(batch)
             batch = distributed.shard_batch(batch, self.rank, self.world, self.shared)
             empty = distributed.batch_rows(batch) == 0
-            scale = 0.0 if empty else self.world * loss_terms(self.module, batch) / max(terms, 1)
+            scale = 0.0 if empty else self.world * self._terms(batch) / max(terms, 1)
         batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         with torch.autocast(self.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             loss = self.runner(batch, scale, empty)  # scalar
@@ -87,8 +90,9 @@ class Stepper:
             value, due = stats[0], bool(stats[1].item() > 0)
         else:
             value = loss.detach()
-        if not torch.isfinite(value):
-            raise FloatingPointError(f"epoch {epoch}: loss became {value.item()}; lower the learning rate")
+        loss_value = float(value.item())  # the one host sync of the step
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(f"epoch {epoch}: loss became {loss_value}; lower the learning rate")
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         if self.cfg.grad_clip > 0:
@@ -96,4 +100,8 @@ class Stepper:
             nn.utils.clip_grad_norm_(self.module.parameters(), self.cfg.grad_clip)
         scaler.step(opt)
         scaler.update()
-        return float(value.item()), due
+        return loss_value, due
+
+    def _terms(self, batch: Batch) -> int:
+        """How many terms the loss averages over in ``batch`` (see :func:`loss_terms`)."""
+        return int(self.weighted.loss_terms(batch)) if self.weighted is not None else distributed.batch_rows(batch)
