@@ -178,6 +178,7 @@ def test_directory_models_load_in_background(sasrec_dir: Path, sasrec: Recommend
         assert [x["item"] for x in body["items"]] == sasrec.recommend(user="u4", k=5).items
         err = _error(c.post("/v1/recommend", json={"model": "broken", "user": "u4"}), 503, "model_failed")
         assert "corrupted JSON" in err["message"]
+        assert str(tmp_path) not in err["message"] and "<model dir>" in err["message"]  # no local paths
         models = {m["name"]: m for m in c.get("/v1/models").json()["models"]}
         assert models["broken"]["status"] == "failed" and models["disk"]["model"] == "sasrec"
 

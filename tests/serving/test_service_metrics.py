@@ -112,3 +112,34 @@ def test_reload_counters_start_at_zero_per_model(sasrec: Recommender, name: str)
         m = scrape(c)
         assert (name, (("model", "sas"),)) in m and (name, (("model", "other"),)) in m
         assert value(m, name, model="sas") == 0
+
+
+def test_a_client_gone_before_the_answer_is_not_a_server_error(sasrec_dir: Path) -> None:
+    """A body cut off by the client (no answer sent) is counted as ``disconnected``, never as a 500."""
+    import asyncio
+
+    app = create_app({"sas": sasrec_dir})
+
+    async def run() -> list[dict[str, object]]:
+        sent: list[dict[str, object]] = []
+        messages = iter([{"type": "http.request", "body": b'{"user": ', "more_body": True},
+                         {"type": "http.disconnect"}])
+
+        async def receive() -> dict[str, object]:
+            return next(messages)
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/recommend", "raw_path": b"/v1/recommend",
+                 "query_string": b"", "http_version": "1.1",
+                 "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+                 "scheme": "http", "server": ("t", 80), "client": ("c", 1), "root_path": "", "app": app}
+        await app(scope, receive, send)  # type: ignore[arg-type]
+        return sent
+
+    with TestClient(app) as c:  # the lifespan loads the model
+        assert asyncio.run(run()) == []
+        text = c.get("/metrics").text
+    assert 'endpoint="/v1/recommend",method="POST",status="disconnected"' in text
+    assert 'status="500"' not in text

@@ -16,10 +16,12 @@ old model's pages in the allocator's arenas and the process's resident memory st
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import gc
 import logging
 import time
+from collections.abc import Callable
+from typing import cast
 
 log = logging.getLogger("attnrec.serving")
 
@@ -38,14 +40,18 @@ def freeze_heap() -> int:
 
 def _trim_malloc() -> None:
     """Return free heap pages to the system where the C library can (glibc); elsewhere nothing."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once (in the process's own symbols: no ldconfig subprocess)."""
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        return cast(Callable[[int], int], ctypes.CDLL(None).malloc_trim)
     except (OSError, AttributeError):  # not glibc (musl, macOS): no malloc_trim
-        return
-    trim(0)
+        return None
 
 
 __all__ = ["freeze_heap"]

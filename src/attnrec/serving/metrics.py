@@ -95,7 +95,7 @@ class RequestMetrics:
             return
         t0 = time.perf_counter()
         method = scope["method"] if scope["method"] in METHODS else "other"  # clients choose it: bounded
-        status = 500  # what the server error handler answers when the app raises before answering
+        status: int | None = None  # none sent: the client went away before an answer (e.g. mid-body)
 
         async def sending(message: Message) -> None:
             nonlocal status
@@ -105,9 +105,12 @@ class RequestMetrics:
 
         try:
             await self.app(scope, receive, sending)
+        except BaseException:
+            status = status or 500  # what the server error handler answers when the app raises before answering
+            raise
         finally:
             endpoint = endpoint_of(scope, self.routes)
-            self.metrics.requests.labels(endpoint, method, str(status)).inc()
+            self.metrics.requests.labels(endpoint, method, "disconnected" if status is None else str(status)).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - t0)
 
 

@@ -165,7 +165,7 @@ def pick(models: Mapping[str, ServedModel], name: str | None, capability: str) -
     if e.status == "loading":
         raise ApiError(503, "model_loading", f"model {e.name!r} is still loading; retry shortly")
     if e.status == "failed":
-        raise ApiError(503, "model_failed", f"model {e.name!r} failed to load: {e.error}")
+        raise ApiError(503, "model_failed", f"model {e.name!r} failed to load: {e.public_error()}")  # no local paths
     if capability not in e.capabilities:
         if capability == "explain":
             raise ApiError(501, "no_explainer", f"model {e.name!r} ({type(e.obj).__name__}) cannot explain; "
