@@ -96,6 +96,8 @@ def test_sasrec_short_padding_gives_the_same_scores(sasrec: Recommender) -> None
 class _NoVectors:
     """A scoring core without item vectors (forces the co-occurrence fallback)."""
 
+    training = False  # the ModelCore contract: an inference-only stand-in
+
     def __init__(self, core: Any) -> None:
         self._core = core
 

@@ -276,7 +276,8 @@ def evaluate_cmd(
         proto = protocol_by_name(name, negatives, seed, cut_offs)
         proto = dataclasses.replace(proto, exclude_seen=not include_seen)
         results.append(evaluate(rec.score_histories, cases, proto, popularity=rec.popularity_,
-                                data=interactions.source, split=sp.describe(), target=target))
+                                data=interactions.source, split=sp.describe(), target=target,
+                                candidate_scorer=rec.score_candidates))  # sampled: score just the candidates
     _print_results([(rec.name, r) for r in results], "model")
     if json_path is not None:
         payload = {"model_dir": str(model_dir), "model": rec.name, "data_sha256_matches": want == got,

@@ -77,6 +77,9 @@ class Recommender:
         else:
             self.train_config = config_from_dict(TrainConfig, train_over | dict(train or {}))
         self.preset = preset
+        # read once: the settings never change after construction, and scoring asks per request batch
+        max_len = config_to_dict(self.config).get("max_len")
+        self._max_len = None if max_len is None else int(max_len)
         self._view: CoreView | None = None
         self.users_: IdMap | None = None
         self.items_: IdMap | None = None
@@ -112,8 +115,7 @@ class Recommender:
     @property
     def max_len(self) -> int | None:
         """The longest history the model reads (its ``max_len`` setting), or ``None`` when it has none."""
-        value = config_to_dict(self.config).get("max_len")
-        return None if value is None else int(value)
+        return self._max_len
 
     # -- fitting ---------------------------------------------------------------------------------
     def fit(
@@ -162,6 +164,13 @@ class Recommender:
             raise RuntimeError(f"{self.name}: call fit() or Recommender.load() first")
         return self._view
 
+    def _inference_view(self) -> CoreView:
+        """The fitted core in inference mode (``eval()`` walks every submodule: called only when needed)."""
+        view = self._fitted_view()
+        if view.core.training:
+            view.core.eval()
+        return view
+
     def _require_fitted(self) -> None:
         self._fitted_view()
 
@@ -171,9 +180,8 @@ class Recommender:
 
     def score_histories(self, users: np.ndarray, histories: Sequences) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding)."""
-        core = self.core
+        core = self._inference_view().core
         batch = self._batch(users, histories)
-        core.eval()
         with torch.no_grad():
             return core.score(batch)
 
@@ -182,11 +190,10 @@ class Recommender:
         of :meth:`score_histories`. Factorised models and candidate scorers score just those items,
         so sampled-negative evaluation over a large catalog costs ``C`` scores per case, not the
         whole catalog."""
-        view = self._fitted_view()
+        view = self._inference_view()
         if view.factorised is None and view.candidates is None:
             return self.score_histories(users, histories).gather(1, items.to(self.device))
         batch = self._batch(users, histories)
-        view.core.eval()
         with torch.no_grad():
             if view.factorised is None:  # the model scores (user, item) pairs itself, e.g. NCF's MLP
                 assert view.candidates is not None
@@ -268,7 +275,7 @@ class Recommender:
         """
         assert self.items_ is not None
         n_items = len(self.items_)
-        view = self._fitted_view()
+        view = self._inference_view()
         users = np.array([p.uid for p in rows], dtype=np.int64)
         lengths = np.array([len(p.hist) for p in rows], dtype=np.int64)
         bucket = np.ceil(np.log2(np.minimum(lengths, self.max_len or lengths.max()))).astype(np.int64)
@@ -280,8 +287,6 @@ class Recommender:
             return Sequences(offsets, np.concatenate([rows[i].hist for i in g]), n_items)
 
         if view.factorised is not None:
-            if view.core.training:  # eval() walks every submodule: only when needed
-                view.core.eval()
             parts = [view.factorised.query_vectors(self._batch(users[g], seqs_of(g))).float() for g in groups]
             query = parts[0]  # (B, D)
             if len(groups) > 1:
