@@ -11,6 +11,7 @@ from typing import Any  # JSON-ready dicts
 
 from attnrec.evaluation.attention import AttendedItem, history_attention
 from attnrec.recommend.recommender import Recommender
+from attnrec.recommend.requests import UNKNOWN_USER, prepare
 from attnrec.recommend.topk import Recommendation
 
 
@@ -49,16 +50,13 @@ def explain_recommendation(
     Attention belongs to the predicting position, so the ranking is shared by the whole top-``k``
     list (see :func:`~attnrec.evaluation.attention.history_attention` for the rollout).
     """
-    r = rec.recommend(user=user, history=history, k=k)
     assert rec.items_ is not None and rec.users_ is not None and rec.histories_ is not None
-    uid = 0  # an ad-hoc history is fed as user 0 (the attention models ignore the user)
-    if history is not None:
-        hist = rec.items_.split_known(history)[0]
-    else:
-        idx = rec.users_.get(user)
-        if idx is None:
-            raise KeyError(f"unknown user {user!r}")
-        uid, hist = idx, rec.histories_[idx]
+    # the request as recommend() resolves it (same user index and history), checked before any scoring
+    p = prepare({"user": user, "history": history}, rec.users_, rec.items_, rec.histories_)
+    if history is None and p.uid == UNKNOWN_USER:
+        raise KeyError(f"unknown user {user!r}")
+    r = rec.recommend(user=user, history=history, k=k)
+    uid, hist = max(p.uid, 0), p.hist  # an ad-hoc history is fed as user 0 (the attention models ignore it)
     att = history_attention(rec.core, hist, rec.items_, rec.titles_, name=rec.name, user=uid, device=rec.device)
     return RecExplanation(rec.name, None if user is None else str(user), r, att.predicting, att.attended[:top],
                           att.self_weight, att.history_length, att.window)
