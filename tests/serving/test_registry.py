@@ -63,6 +63,26 @@ def test_batcher_retries_a_batch_answered_with_the_wrong_count() -> None:
     assert asyncio.run(main()) == [0, 2, 4, 6, 8, 10]
 
 
+def test_batch_sizes_are_reported_once_per_gathered_batch_even_when_it_is_retried() -> None:
+    def fails_together(xs: list[int]) -> list[int]:
+        if len(xs) > 1:
+            raise RuntimeError("one bad request in the batch")
+        return xs
+
+    sizes: list[int] = []
+
+    async def main() -> list[int]:
+        b: MicroBatcher[int, int] = MicroBatcher(fails_together, None, max_batch=8, max_wait=0.01,
+                                                 on_batch=sizes.append)
+        b.start()
+        out = await asyncio.wait_for(asyncio.gather(*(b.submit(x) for x in range(6))), 10)
+        await b.stop()
+        return list(out)
+
+    assert asyncio.run(main()) == list(range(6))  # every item answered by its one-by-one retry
+    assert sum(sizes) == 6 and len(sizes) < 6  # the gathered batches, not the retries' batches of 1
+
+
 @pytest.mark.parametrize("bad,match", [({"max_k": 0}, "must be positive"), ({"max_wait_ms": -1}, "must be >= 0"),
                                        ({"backend": "tf"}, "backend must be 'torch' or 'onnx'")])
 def test_serving_config_rejects_bad_settings(bad: dict[str, Any], match: str) -> None:

@@ -23,8 +23,9 @@ class MicroBatcher(Generic[T, R]):
     """
 
     def __init__(self, fn: Callable[[list[T]], list[R]], executor: ThreadPoolExecutor | None, max_batch: int,
-                 max_wait: float) -> None:
+                 max_wait: float, on_batch: Callable[[int], None] | None = None) -> None:
         self.fn, self.executor, self.max_batch, self.max_wait = fn, executor, max_batch, max_wait
+        self.on_batch = on_batch  # told each gathered batch's size once (metrics), retries not counted
         self.queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         self.batches = 0  # batches scored so far
@@ -95,6 +96,8 @@ class MicroBatcher(Generic[T, R]):
             if not batch:
                 continue
             self.batches, self.items = self.batches + 1, self.items + len(batch)
+            if self.on_batch is not None:
+                self.on_batch(len(batch))
             answers = await self._answers(batch)
             for (_, f), r in zip(batch, answers, strict=True):
                 if f.done():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -76,12 +77,11 @@ def serving_state(request: Request) -> ServingState:
     return state
 
 
-def _recommend_many(e: ServedModel, metrics: ServiceMetrics) -> Callable[[list[RecommendArgs]], list[Recommendation]]:
+def _recommend_many(e: ServedModel) -> Callable[[list[RecommendArgs]], list[Recommendation]]:
     def run(requests: list[RecommendArgs]) -> list[Recommendation]:
         obj = e.obj  # read once: a reload during this batch does not change the model that answers it
         if not isinstance(obj, RecommendsMany):  # the routes only batch for models that can recommend
             raise TypeError(f"model {e.name!r} cannot recommend")
-        metrics.batch(e.name, len(requests))
         return obj.recommend_many(requests)
 
     return run
@@ -143,7 +143,8 @@ def _start_batchers(state: ServingState, executor: ThreadPoolExecutor) -> None:
     cfg = state.config
     for e in state.models.values():
         batcher: MicroBatcher[RecommendArgs, Recommendation] = MicroBatcher(
-            _recommend_many(e, state.metrics), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000)
+            _recommend_many(e), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000,
+            on_batch=functools.partial(state.metrics.batch, e.name))
         batcher.start()
         e.batcher = batcher
 
