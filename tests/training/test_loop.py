@@ -147,3 +147,63 @@ def test_learning_rate_settings_are_checked() -> None:
         TrainConfig(lr_schedule="step")
     with pytest.raises(ValueError, match="choose one"):
         TrainConfig(lr_schedule="cosine", lr_decay=0.5)
+
+
+def _stop_epoch(ring: Interactions, values: list[float], **cfg: object) -> tuple[int, int, str]:
+    """(epochs run, best epoch, stop reason) for a scripted validation curve."""
+    split = leave_one_out(ring)
+    curve = iter(values)
+    res = train(_model(ring), split.train, lambda _: {"NDCG@10": next(curve)},
+                TrainConfig(max_epochs=len(values), batch_size=64, **cfg), progress=False)  # type: ignore[arg-type]
+    return res.epochs, res.best_epoch, res.stopped
+
+
+# A slowly rising curve with noise: raw patience 2 stops at the first dip pair, a 3-point mean does not.
+NOISY = [0.10, 0.14, 0.12, 0.11, 0.15, 0.13, 0.16, 0.15, 0.14, 0.13, 0.12, 0.11]
+
+
+def test_smoothed_patience_rides_out_noise_that_stops_raw_patience(ring: Interactions) -> None:
+    assert _stop_epoch(ring, NOISY, patience=2)[:2] == (4, 2)
+    epochs, best, stopped = _stop_epoch(ring, NOISY, patience=2, smooth=3)
+    # 3-point means: .10 .12 .12 .123 .127 .13 .147 .147 .15 .14 .13 .12 -> best at epoch 9, stop 2 later
+    assert (epochs, best) == (11, 7) and "mean of the last 3 validations" in stopped
+
+
+def test_min_epochs_defers_patience_but_not_the_best_weights(ring: Interactions) -> None:
+    epochs, best, _ = _stop_epoch(ring, NOISY, patience=2, min_epochs=8)
+    assert (epochs, best) == (9, 7)  # patience exhausted at 4 but allowed to stop only from epoch 8 on
+
+
+def test_smoothed_bad_counts_from_the_best_moving_average() -> None:
+    from attnrec.training.loop import smoothed_bad
+
+    assert smoothed_bad([], 3, "max") == 0
+    assert smoothed_bad([0.3, 0.2, 0.1], 1, "max") == 2
+    assert smoothed_bad([0.3, 0.2, 0.1], 1, "min") == 0
+    assert smoothed_bad([0.1, 0.3, 0.2, 0.2], 2, "max") == 1  # means .1 .2 .25 .2
+
+
+def test_noise_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="smooth >= 1"):
+        TrainConfig(smooth=0)
+    with pytest.raises(ValueError, match="min_epochs"):
+        TrainConfig(min_epochs=-1)
+
+
+def test_small_validation_is_called_noisy_and_a_large_one_is_not(caplog: pytest.LogCaptureFixture) -> None:
+    from attnrec.data.schema import DataSource
+    from attnrec.evaluation.metrics import ranking_metrics, ranking_standard_errors
+    from attnrec.evaluation.protocol import FULL, EvalResult
+    from attnrec.recommend.core import warn_if_noisy
+
+    def result(n: int) -> EvalResult:
+        ranks = np.where(np.arange(n) % 20 == 0, 0, 500)  # 5% hits at rank 0: NDCG@10 0.05
+        return EvalResult(ranking_metrics(ranks), FULL, "s", "valid", n, DataSource("d"), 0.0,
+                          standard_errors=ranking_standard_errors(ranks))
+
+    # se = sqrt(.05 * .95 / n): 0.0069 (14%) on 1,000 users, 0.0015 (3%) on 20,000
+    text = warn_if_noisy(result(1000), TrainConfig(patience=5))
+    assert "NDCG@10 0.0500 +- 0.0069" in text and "1,000 users" in text and "patience 5" in text
+    assert text in caplog.text
+    assert warn_if_noisy(result(20_000), TrainConfig()) == ""
+    assert warn_if_noisy(result(1000), TrainConfig(smooth=3)) == ""  # the rule already smooths

@@ -63,3 +63,29 @@ def ranking_metrics(ranks: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> dict[s
             out[f"NDCG@{k}"] = ndcg(ranks, k)
     out["MRR"] = mrr(ranks)
     return out
+
+
+def ranking_standard_errors(ranks: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
+    """Standard error of each metric of :func:`ranking_metrics`: the per-case values' sample standard
+    deviation over the square root of the number of cases (how far the mean moves by chance alone).
+
+    >>> se = ranking_standard_errors(np.array([0, 20, 20, 20]), ks=(10,))
+    >>> round(se["HR@10"], 4)      # values 1, 0, 0, 0: sd 0.5, over sqrt(4)
+    0.25
+    """
+    r = np.asarray(ranks, dtype=np.float64)
+    if len(r) < 2:
+        return {}
+
+    def se(values: np.ndarray) -> float:
+        return float(np.std(values, ddof=1) / np.sqrt(len(values)))
+
+    out: dict[str, float] = {}
+    for k in ks:
+        out[f"HR@{k}"] = se((r < k).astype(np.float64))
+    for k in ks:
+        if k > 1:
+            out[f"NDCG@{k}"] = se(np.where(r < k, 1.0 / np.log2(r + 2.0), 0.0))
+    out["MRR"] = se(1.0 / (r + 1.0))
+    return out
+

@@ -21,7 +21,7 @@ import torch
 
 from attnrec.data.schema import DataError, DataSource, Sequences
 from attnrec.data.split import EvalSet
-from attnrec.evaluation.metrics import DEFAULT_KS, ranking_metrics
+from attnrec.evaluation.metrics import DEFAULT_KS, ranking_metrics, ranking_standard_errors
 
 ScoreFn = Callable[[np.ndarray, Sequences], torch.Tensor]  # (users, histories) -> (B, I + 1) scores
 CandidateScoreFn = Callable[[np.ndarray, Sequences, torch.Tensor], torch.Tensor]  # ... items (B, C) -> (B, C)
@@ -104,6 +104,7 @@ class EvalResult:
     data: DataSource
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    standard_errors: dict[str, float] = field(default_factory=dict)  # per metric: sd of the cases / sqrt(n)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -170,7 +171,8 @@ def evaluate(
         else:
             ranks[lo:hi] = _sampled_ranks(scores, targets, torch.as_tensor(negatives[rows])).numpy()
     metrics = ranking_metrics(ranks, protocol.ks)
-    return EvalResult(metrics, protocol, split, target, n, data, time.perf_counter() - start)
+    return EvalResult(metrics, protocol, split, target, n, data, time.perf_counter() - start,
+                      standard_errors=ranking_standard_errors(ranks, protocol.ks))
 
 
 def _full_ranks(scores: torch.Tensor, hist: Sequences, targets: torch.Tensor, exclude_seen: bool) -> torch.Tensor:

@@ -110,7 +110,15 @@ class SASRecBlock(nn.Module):
     "sasrec",
     config=SASRecConfig,
     presets={
-        "paper": {"model": {}, "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200}},
+        # The paper's settings and training length: d 50, 2 blocks, 1 head, n 200, dropout 0.2, BCE with
+        # one negative, Adam lr 1e-3 (beta2 0.98), batch 128, and the authors' code's 200 epochs without
+        # early stopping (min_epochs = max_epochs); the weights kept are the best validation epoch's.
+        # Promise: on ML-1M it reproduces the paper's sampled-protocol figures (HR@10 0.8245,
+        # NDCG@10 0.5905) within a few percent; off ML-1M it is the paper's dense-data setting.
+        "paper": {"model": {}, "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "min_epochs": 200}},
+        # The paper's sparse-data setting (Beauty, Games, Steam): n 50 and dropout 0.5, trained as "paper".
+        "paper-sparse": {"model": {"max_len": 50, "dropout": 0.5},
+                         "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "min_epochs": 200}},
         "ml-1m-ce": {
             "model": {"hidden": 64, "loss": "ce", "dropout": 0.2},
             "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200},

@@ -9,6 +9,7 @@ loop, :class:`~attnrec.models.contracts.ClosedForm` for POP). The recommender ho
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from torch import nn
 
 from attnrec.config import ConfigError
 from attnrec.data.schema import Sequences
+from attnrec.evaluation.protocol import EvalResult
 from attnrec.models.contracts import (
     CandidateScorer,
     Capabilities,
@@ -41,6 +43,7 @@ from attnrec.training.result import EpochRecord
 if TYPE_CHECKING:  # typing.Self is 3.11+; annotations are not evaluated at run time
     from typing import Self
 
+log = logging.getLogger("attnrec.recommend")
 
 class ModelCore(Scorer, Protocol):
     """What the user-level layer calls on a core: the catalog scorer plus the module methods it uses.
@@ -141,3 +144,29 @@ def fit_core(
 
 
 __all__ = ["CoreView", "ModelCore", "build_core", "fit_core"]
+
+
+NOISY_RELATIVE_SE = 0.05
+"""Validation is called too small to decide when its monitored metric's standard error exceeds this
+share of the metric (e.g. NDCG@10 0.027 +- 0.0035 on 1,090 users: 13%)."""
+
+
+def warn_if_noisy(result: EvalResult, cfg: TrainConfig) -> str:
+    """Warn (log, and return the text) when ``result``'s validation is too small to stop on reliably.
+
+    Early stopping compares validation values between epochs; when the monitored metric's standard
+    error is a large share of it, patience counts noise. Silent when the rule already smooths
+    (``smooth`` > 1) or waits (``min_epochs``), or when the metric has no standard error.
+    """
+    value, se = result.metrics.get(cfg.monitor), result.standard_errors.get(cfg.monitor)
+    if value is None or se is None or value <= 0 or cfg.smooth > 1 or cfg.min_epochs > 0:
+        return ""
+    if se / value <= NOISY_RELATIVE_SE:
+        return ""
+    text = (f"validation is small for its signal: {cfg.monitor} {value:.4f} +- {se:.4f} (standard error over "
+            f"{result.n_cases:,} users, {se / value:.0%} of the value), so changes between epochs below about "
+            f"{2 * se:.4f} can be noise and patience {cfg.patience} may stop on them; consider train.smooth=3, "
+            "train.min_epochs, a larger patience or more validation users")
+    log.warning(text)
+    return text
+

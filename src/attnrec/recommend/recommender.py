@@ -24,7 +24,7 @@ from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
 from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import similar
-from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core
+from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, warn_if_noisy
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
 from attnrec.recommend.structure import check_arrays, check_titles
@@ -138,10 +138,15 @@ class Recommender:
         self.core = build_core(self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed)
         popularity = self.popularity_
 
+        checked: list[bool] = []
+
         def validate() -> dict[str, float]:
             res = evaluate(self.score_histories, split.valid, valid_protocol, popularity=popularity,
                            split=split.describe(), target="valid", batch_size=512,
                            candidate_scorer=self.score_candidates)
+            if not checked and not self.capabilities.closed_form:  # how noisy is the stopping signal?
+                checked.append(True)
+                warn_if_noisy(res, cfg)
             return res.metrics
 
         self.device = resolve_device(cfg.device)

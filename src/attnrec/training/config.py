@@ -16,6 +16,14 @@ class TrainConfig:
     ``patience`` evaluations without improvement. ``lr_schedule="cosine"`` anneals the learning
     rate over ``max_epochs`` instead (a function of the epoch, so a resumed run follows it exactly).
 
+    Validation is noisy when it has few cases (the standard error of NDCG@10 on 1,000 users is
+    several percent of its value), and patience then stops on noise. Two settings make the rule
+    noise-aware: ``smooth`` > 1 counts patience on the mean of the last ``smooth`` validation values
+    (the best weights are still those of the best single evaluation), and ``min_epochs`` never stops
+    on patience (or on ``max_lr_decays``) before that epoch. Both are off by default, so runs made
+    before they existed repeat exactly; the ``Recommender`` warns when validation is too small to
+    decide with the chosen patience.
+
     With a ``state_dir`` the loop saves its full state (model, optimizer, best weights, early
     stopping counters) at every epoch end, and also mid-epoch every ``checkpoint_every`` batches
     and/or every ``checkpoint_seconds`` seconds, with the batch position and the torch RNG state,
@@ -27,6 +35,8 @@ class TrainConfig:
     batch_size: int = 128
     max_epochs: int = 200
     patience: int = 5
+    min_epochs: int = 0  # never stop on patience / lr decays before this epoch
+    smooth: int = 1  # patience counts on the mean of the last N validation values (1 = the raw value)
     eval_every: int = 1
     optimizer: str = "adam"  # adam, adamw or sgd
     beta1: float = 0.9
@@ -60,5 +70,7 @@ class TrainConfig:
             raise ValueError("amp must be none, bf16 or fp16")
         if self.lr <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.eval_every < 1:
             raise ValueError("lr, batch_size, max_epochs and eval_every must be positive")
+        if self.min_epochs < 0 or self.smooth < 1:
+            raise ValueError("min_epochs must be >= 0 and smooth >= 1")
         if self.checkpoint_every < 0 or self.checkpoint_seconds < 0:
             raise ValueError("checkpoint_every and checkpoint_seconds must be >= 0")

@@ -139,7 +139,7 @@ class _Loop(Generic[T]):
                                     result=result)
                 save_state(self.state_dir, module, self.opt, self.scaler, at_end)
             asked = run_callbacks(self.callbacks, record) if self.main else ""
-            reason = str(distributed.broadcast_object(asked)) or self._stop_reason(out_of_time)
+            reason = str(distributed.broadcast_object(asked)) or self._stop_reason(epoch, out_of_time)
             if reason:
                 stopped = reason
                 break
@@ -221,16 +221,43 @@ class _Loop(Generic[T]):
                  value, result.best_value, result.best_epoch)
         return metrics
 
-    def _stop_reason(self, out_of_time: bool) -> str:
+    def _stop_reason(self, epoch: int, out_of_time: bool) -> str:
         """Why training stops after this epoch ("" to go on)."""
         cfg, st = self.cfg, self.state
-        if cfg.lr_decay < 1.0 and cfg.max_lr_decays and st.decays >= cfg.max_lr_decays:
+        may_stop = epoch >= cfg.min_epochs
+        if may_stop and cfg.lr_decay < 1.0 and cfg.max_lr_decays and st.decays >= cfg.max_lr_decays:
             return f"learning rate lowered {st.decays} times"
-        if cfg.lr_decay >= 1.0 and st.bad >= cfg.patience:
-            return f"no validation improvement in {st.bad} evaluations"
+        if may_stop and cfg.lr_decay >= 1.0:
+            bad = st.bad if cfg.smooth == 1 else smoothed_bad(self._monitored(), cfg.smooth, cfg.mode)
+            if bad >= cfg.patience:
+                smoothed = "" if cfg.smooth == 1 else f" (mean of the last {cfg.smooth} validations)"
+                return f"no validation improvement in {bad} evaluations{smoothed}"
         if out_of_time:
             return f"time budget of {cfg.time_budget:.0f}s reached"
         return ""
+
+    def _monitored(self) -> list[float]:
+        """The monitored validation value of every validated epoch so far, in order."""
+        return [r["valid"][self.cfg.monitor] for r in self.state.result.history if "valid" in r]
+
+
+def smoothed_bad(values: list[float], window: int, mode: str) -> int:
+    """Evaluations since the best moving average of ``window`` consecutive ``values`` (``mode`` max/min).
+
+    The average of the first ``k < window`` values is over those ``k``, so the count starts with
+    the first evaluation. Pure, so a resumed run (whose history holds every evaluation) decides alike.
+
+    >>> smoothed_bad([0.1, 0.3, 0.2, 0.2], 2, "max")   # means 0.1, 0.2, 0.25, 0.2: best at index 2
+    1
+    """
+    sign = 1.0 if mode == "max" else -1.0
+    best, best_at = -float("inf"), -1
+    for i in range(len(values)):
+        chunk = values[max(0, i - window + 1): i + 1]
+        mean = sign * sum(chunk) / len(chunk)
+        if mean > best:
+            best, best_at = mean, i
+    return len(values) - 1 - best_at if values else 0
 
 
 def _validate_on_main(validate: Validate, module: nn.Module, main: bool, world: int) -> dict[str, float]:
