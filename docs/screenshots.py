@@ -126,8 +126,9 @@ def shoot(url: str, out: Path) -> None:
         # a history built from searches, then similar items of the first recommendation
         driver.find_element(By.ID, "mode-build").click()
         search_for(driver, wait, "western #1,")
-        for button in driver.find_elements(By.CSS_SELECTOR, "#search-results button")[:3]:
-            button.click()
+        rows = driver.find_elements(By.CSS_SELECTOR, "#search-results li")
+        for row in sorted(rows, key=lambda r: r.find_element(By.CLASS_NAME, "title").text)[:3]:  # part 1 first
+            row.find_element(By.TAG_NAME, "button").click()
         driver.find_element(By.ID, "recommend").click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recs details.why"))
         driver.find_element(By.CSS_SELECTOR, "#recs > li button.similar").click()

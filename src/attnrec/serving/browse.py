@@ -25,7 +25,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from attnrec.data.schema import IdMap
-from attnrec.recommend import Explainer, Recommender
+from attnrec.recommend import Explainer, Recommendation, Recommender
 from attnrec.recommend.insight import RecExplanation, explain_recommendation
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.bodies import JsonRoute
@@ -196,14 +196,16 @@ def _cannot_explain(e: ServedModel) -> str:
             "attention explanations need a self-attention model (SASRec, BERT4Rec)")
 
 
-def _explained(name: str, ex: RecExplanation) -> ExplainRecResponse:
-    r = ex.recommendation
-    because = [Attribution(item=a.item, title=a.title, weight=a.weight) for a in ex.attended]
+def _explained(name: str, rec: Recommendation, ex: RecExplanation | None) -> ExplainRecResponse:
+    """The answer: every recommended item with the shared attention list (none without an explanation)."""
+    because = [] if ex is None else [Attribution(item=a.item, title=a.title, weight=a.weight) for a in ex.attended]
     items = [ExplainedItem(item=i, title=t, score=s, because=because)
-             for i, t, s in zip(r.items, r.titles, r.scores, strict=True)]
-    return ExplainRecResponse(model=name, user=ex.user, method="attention", shared=True, items=items,
-                              predicting=ex.predicting, history_length=ex.history_length, window=ex.window,
-                              unknown_items=r.unknown_items, fallback=r.fallback)
+             for i, t, s in zip(rec.items, rec.titles, rec.scores, strict=True)]
+    return ExplainRecResponse(model=name, user=rec.user, method="attention", shared=True, items=items,
+                              predicting=None if ex is None else ex.predicting,
+                              history_length=0 if ex is None else ex.history_length,
+                              window=0 if ex is None else ex.window,
+                              unknown_items=rec.unknown_items, fallback=rec.fallback)
 
 
 @router.post("/v1/explain-rec", response_model=ExplainRecResponse, tags=["explain"],
@@ -214,7 +216,8 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
 
     `method: attention`: the last layer's attention of the position that predicts the next item
     (mean over heads); it belongs to that position, so every recommended item shares one list
-    (`shared: true`). Self-attention models only (501 otherwise)."""
+    (`shared: true`). Self-attention models only (501 otherwise). A history without any known item is
+    answered as `/v1/recommend` answers it (`fallback`), with empty `because` lists."""
     e = state.pick(req.model, "recommend")
     check_k(req.k, state.config)
     check_list("history", len(req.history or ()), state.config.max_history)
@@ -222,16 +225,21 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     if not isinstance(rec, Recommender) or not rec.capabilities.attention:  # the model's own contract
         raise ApiError(501, "cannot_explain", _cannot_explain(e))
     history: list[object] | None = None if req.history is None else list(req.history)
+
+    def run() -> tuple[Recommendation, RecExplanation | None]:
+        try:
+            ex = explain_recommendation(rec, user=req.user, history=history, k=req.k, top=req.top)
+        except ValueError:  # no known item in the history: nothing to attend to, answered as /v1/recommend is
+            return rec.recommend(user=req.user, history=history, k=req.k), None
+        return ex.recommendation, ex
+
     try:
-        ex = await state.on_worker(lambda: explain_recommendation(rec, user=req.user, history=history,
-                                                                  k=req.k, top=req.top))
+        answer, ex = await state.on_worker(run)
     except KeyError as exc:  # an unknown user without a history: nothing to explain
         raise ApiError(404, "unknown_user", f"{exc.args[0] if exc.args else 'unknown user'} in model {e.name!r}: "
                        "send a `history` to explain recommendations for it",
                        [{"loc": "user", "message": "unknown user"}]) from None
-    except ValueError as exc:  # e.g. a history without any known item
-        raise ApiError(422, "nothing_to_explain", str(exc)) from None
-    return _json(_explained(e.name, ex))
+    return _json(_explained(e.name, answer, ex))
 
 
 def _json(model: BaseModel) -> Response:

@@ -188,8 +188,8 @@ class ExplainRecResponse(BaseModel):
     shared: bool = Field(description="`true` when every recommended item has the same `because` list (attention "
                                      "belongs to the predicting position, not to one recommended item).")
     items: list[ExplainedItem]
-    predicting: str = Field(description="What the predicting position is (SASRec: the most recent history "
-                                        "item; BERT4Rec: a [mask] after the history).")
+    predicting: str | None = Field(None, description="What the predicting position is (SASRec: the most recent "
+                                   "history item; BERT4Rec: a [mask] after the history); null without known items.")
     history_length: int = Field(description="Known items in the history.")
     window: int = Field(description="The most recent history items the model read (its max_len).")
     unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")

@@ -199,6 +199,7 @@ async function loadUser() {
   } catch (err) {
     state.user = null;
     renderHistory();
+    renderRecs(null); // another user's list must not stand beside the error
     if (err.code === "unknown_user") {
       showMessage(`Unknown user "${user}": model ${model ? model.name : ""} has no history for this ID. ` +
         "Type another user ID, or build a history from items.");
@@ -357,6 +358,10 @@ function renderWhy(why) {
     li.querySelector("details")?.remove();
     li.append(el("details", { className: "why" }, el("summary", { textContent: "Why?" }),
       el("p", { className: "hint", textContent: `History items behind it (share of the ${why.method}):` }), reasons));
+  }
+  if (why.items.every((entry) => !entry.because.length)) {
+    $("why-note").textContent = "No reasons shown: no item of the history is known to the model.";
+    return;
   }
   const what = why.method === "attention"
     ? `the attention of ${why.predicting} (last layer, mean over heads)` : why.method;
