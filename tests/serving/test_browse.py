@@ -247,6 +247,8 @@ def test_page_is_served_with_a_strict_policy(client: TestClient) -> None:
     assert csp == CSP and "default-src 'none'" in csp and "script-src 'self'" in csp
     assert "unsafe" not in csp and "frame-ancestors 'none'" in csp
     assert page.headers["x-content-type-options"] == "nosniff"
+    head = client.head("/ui")
+    assert head.status_code == 200 and head.content == b"" and head.headers["content-security-policy"] == CSP
     for path, kind in (("/ui/app.js", "text/javascript"), ("/ui/style.css", "text/css")):
         r = client.get(path)
         assert r.headers["content-type"].startswith(kind) and r.headers["content-security-policy"] == CSP

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+from real_server import running_server
 
 from attnrec.recommend import Recommender
 from attnrec.recommend.insight import explain_recommendation
-from real_server import running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

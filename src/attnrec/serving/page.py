@@ -40,19 +40,19 @@ def page_router() -> APIRouter:
     def serve(name: str) -> Response:
         return Response(files[name], media_type=ASSETS[name], headers=HEADERS)
 
-    @router.get("/")
+    @router.api_route("/", methods=["GET", "HEAD"])
     async def root() -> Response:
         return RedirectResponse(PAGE, status_code=307)
 
-    @router.get(PAGE)
+    @router.api_route(PAGE, methods=["GET", "HEAD"])
     async def page() -> Response:
         return serve("index.html")
 
-    @router.get(PAGE + "/app.js")
+    @router.api_route(PAGE + "/app.js", methods=["GET", "HEAD"])
     async def script() -> Response:
         return serve("app.js")
 
-    @router.get(PAGE + "/style.css")
+    @router.api_route(PAGE + "/style.css", methods=["GET", "HEAD"])
     async def style() -> Response:
         return serve("style.css")
 
