@@ -50,6 +50,7 @@ def test_wheel_installs_and_runs_outside_the_source_tree(wheel: Path, tmp_path: 
              "print(attnrec.__file__); print(len(t.stop_words()) > 100); "
              "print(sorted(p.name for p in resources.files('attnrec.data').joinpath('resources').iterdir())); "
              "print(sorted(p.name for p in resources.files('attnrec.evaluation').joinpath('resources').iterdir())); "
+             "print(sorted(p.name for p in resources.files('attnrec.serving').joinpath('ui').iterdir())); "
              "import attnrec.data.catalog as c, attnrec.evaluation.published as p; "
              "print(len(c.DATASETS), len(p.TABLES), len(p.FULL_RANKING))")
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
@@ -58,7 +59,8 @@ def test_wheel_installs_and_runs_outside_the_source_tree(wheel: Path, tmp_path: 
     assert out[1] == "True"
     assert out[2] == "['datasets.toml', 'opinion_en.txt', 'stopwords_en.txt']"
     assert out[3] == "['published.toml']"
-    assert out[4] == "5 2 13"  # the dataset catalogue and the published figures load from the installed data
+    assert out[4] == "['app.js', 'index.html', 'style.css']"  # the web page of attnrec serve
+    assert out[5] == "5 2 13"  # the dataset catalogue and the published figures load from the installed data
     version = subprocess.run([sys.executable, "-m", "attnrec", "--version"], env=env, cwd=tmp_path,
                              capture_output=True, text=True, check=True).stdout.strip()
     assert version == f"attnrec {attnrec.__version__}"

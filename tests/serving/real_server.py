@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import httpx
@@ -20,9 +20,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(args: list[str], env: dict[str, str] | None = None,
-                   ready_s: float = 180) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """``(url, process)`` of ``attnrec serve ARGS`` once ``/readyz`` answers 200; stopped on exit.
+def running_server(args: list[str], env: dict[str, str] | None = None, ready_s: float = 180,
+                   ready: Callable[[str], bool] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``(url, process)`` of ``attnrec serve ARGS`` once ``/readyz`` answers 200 (or ``ready(url)``
+    is true, e.g. for a server where a model is meant to fail); stopped on exit.
 
     ``ready_s`` is generous: imports alone can take ~50 s on a loaded 2-core machine.
     """
@@ -40,7 +41,7 @@ def running_server(args: list[str], env: dict[str, str] | None = None,
                 out = proc.stdout.read() if proc.stdout else ""
                 raise AssertionError(f"server exited with {proc.returncode}: {out}")
             try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                if ready(url) if ready is not None else httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass

@@ -80,6 +80,8 @@ def serve(
                                                      "this many seconds.")] = 30.0,
     gc_freeze: Annotated[bool, typer.Option(help="Freeze the loaded models out of the garbage collector's sight "
                                                  "(gc.freeze), against collection pauses in the tail latency.")] = True,
+    ui: Annotated[bool, typer.Option(help="Serve the web page at /ui (/ redirects to it); it calls the public "
+                                          "API with the key typed into it.")] = True,
 ) -> None:
     """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
     import torch
@@ -98,7 +100,7 @@ def serve(
     protocol = http_protocol(http, timeout_headers)
     cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
                         backend=backend, device=device, inline=inline, body_timeout_s=timeout_body,
-                        gc_freeze=gc_freeze)
+                        gc_freeze=gc_freeze, ui=ui)
     cfg = replace(cfg, api_keys=collect_keys(api_key or [], api_keys_file), protect_metrics=protect_metrics,
                   cors_origins=tuple(cors_origin or ()), unauthenticated_admin=unauthenticated_admin,
                   reload_on_sighup=True)
@@ -106,7 +108,8 @@ def serve(
     models: dict[str, Model] = dict(dirs) if lazy else {n: FromDirectory.read(d, device) for n, d in dirs.items()}
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
     err.print(f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
-              f"(backend {backend}, max batch {max_batch}); API docs at /docs")
+              f"(backend {backend}, max batch {max_batch}); API docs at /docs"
+              + (f", web page at http://{host}:{port}/ui" if ui else ""))
     if not cfg.api_keys:
         err.print("no API key configured: every endpoint is open (see --api-key); admin endpoints are "
                   + ("open too (--unauthenticated-admin)" if unauthenticated_admin else "refused"))

@@ -2,8 +2,9 @@
 
 This module only assembles the parts: the table of models (:mod:`~attnrec.serving.registry`),
 their life on a worker thread (:mod:`~attnrec.serving.lifecycle`), the micro-batcher
-(:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.errors`) and the
-endpoints (:mod:`~attnrec.serving.routes`), plus the operator's parts: API keys
+(:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.errors`), the
+endpoints (:mod:`~attnrec.serving.routes`, :mod:`~attnrec.serving.browse`) and the web page
+(:mod:`~attnrec.serving.page`), plus the operator's parts: API keys
 (:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.metrics`) and hot reload
 (:mod:`~attnrec.serving.reload`, :mod:`~attnrec.serving.admin`). Concurrent ``/v1/recommend`` requests for one model
 are micro-batched: a queue gathers the requests that arrive while the worker is busy (and, with
@@ -21,11 +22,14 @@ from fastapi import FastAPI
 from attnrec import __version__
 from attnrec.serving.admin import router as admin_router
 from attnrec.serving.auth import ApiKeyAuth, KeyRing
+from attnrec.serving.browse import router as browse_router
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.cors import Cors
 from attnrec.serving.errors import install_error_handling
 from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.metrics import RequestMetrics
+from attnrec.serving.page import PATHS as PAGE_PATHS
+from attnrec.serving.page import page_router
 from attnrec.serving.registry import FromDirectory, Served, ServedModel
 from attnrec.serving.reload import sighup_reloads
 from attnrec.serving.routes import document_limits, router
@@ -68,8 +72,10 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
     """From the outside in: CORS (answers preflights), request metrics, API keys."""
     cfg = state.config
     if cfg.api_keys:
-        app.add_middleware(ApiKeyAuth, keys=KeyRing(cfg.api_keys), protect_metrics=cfg.protect_metrics)
-    app.add_middleware(RequestMetrics, metrics=state.metrics, routes=[*router.routes, *admin_router.routes])
+        app.add_middleware(ApiKeyAuth, keys=KeyRing(cfg.api_keys), protect_metrics=cfg.protect_metrics,
+                           open_paths=PAGE_PATHS if cfg.ui else frozenset())
+    routes = [*router.routes, *browse_router.routes, *admin_router.routes]
+    app.add_middleware(RequestMetrics, metrics=state.metrics, routes=routes)
     if cfg.cors_origins:
         app.add_middleware(Cors, origins=cfg.cors_origins)
 
@@ -102,7 +108,10 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     install_error_handling(app, state.config.max_body_bytes, state.config.body_timeout_s)
     _install_operator_middleware(app, state)
     app.include_router(router)
+    app.include_router(browse_router)
     app.include_router(admin_router)
+    if state.config.ui:
+        app.include_router(page_router())
     app.openapi_schema = document_limits(app.openapi(), state.config)  # FastAPI serves this cached document
     return app
 

@@ -115,12 +115,14 @@ class KeyRing:
 class ApiKeyAuth:
     """Pure ASGI middleware: 401 in the JSON error shape for requests without an accepted key.
 
-    Paths in :data:`OPEN_PATHS` (and ``/metrics`` unless ``protect_metrics``) need no key.
+    Paths in :data:`OPEN_PATHS` (and ``/metrics`` unless ``protect_metrics``) need no key, nor do
+    ``open_paths`` (the web page's files: the page asks the user for the key it then sends).
     """
 
-    def __init__(self, app: ASGIApp, keys: KeyRing, protect_metrics: bool) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing, protect_metrics: bool,
+                 open_paths: frozenset[str] = frozenset()) -> None:
         self.app, self.keys = app, keys
-        self.open = OPEN_PATHS if protect_metrics else OPEN_PATHS | {METRICS_PATH}
+        self.open = (OPEN_PATHS if protect_metrics else OPEN_PATHS | {METRICS_PATH}) | open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in self.open and \

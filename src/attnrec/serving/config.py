@@ -44,6 +44,7 @@ class ServingConfig:
     unauthenticated_admin: bool = False
     reload_on_sighup: bool = False
     gc_freeze: bool = True
+    ui: bool = True  # the web page at /ui (and / redirecting to it); it only calls the public API
 
     def __post_init__(self) -> None:
         if min(self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch) < 1:

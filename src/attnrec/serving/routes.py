@@ -35,12 +35,13 @@ from attnrec.serving.schemas import (
 )
 
 # Every route parses JSON strictly (422 for any malformed body) and may answer with these errors.
-router = APIRouter(route_class=JsonRoute, responses={
+COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
     405: {"model": ErrorResponse, "description": "wrong HTTP method"},
     408: {"model": ErrorResponse, "description": "the request body did not arrive in time"},
     413: {"model": ErrorResponse, "description": "the request body is over the server's limit"},
     422: {"model": ErrorResponse, "description": "malformed JSON, wrong types, bad IDs, limits exceeded"},
-    500: {"model": ErrorResponse, "description": "a failure of the service itself"}})
+    500: {"model": ErrorResponse, "description": "a failure of the service itself"}}
+router = APIRouter(route_class=JsonRoute, responses=COMMON_RESPONSES)
 State = Annotated[ServingState, Depends(serving_state)]
 
 
@@ -65,20 +66,25 @@ def _jsonable(x: object) -> object:
     return x
 
 
-def _check_k(k: int, cfg: ServingConfig) -> None:
+def check_k(k: int, cfg: ServingConfig) -> None:
+    """422 ``limit_exceeded`` when ``k`` is over the server's ``max_k``."""
     if k > cfg.max_k:
         raise ApiError(422, "limit_exceeded", f"k={k} exceeds this server's max_k={cfg.max_k}",
                        [{"loc": "k", "message": f"must be at most {cfg.max_k}"}])
+
+
+def check_list(key: str, n: int, limit: int) -> None:
+    """422 ``limit_exceeded`` when the list ``key`` has more than ``limit`` (``n``) items."""
+    if n > limit:
+        raise ApiError(422, "limit_exceeded", f"{key} has {n} items; this server accepts at most {limit}",
+                       [{"loc": key, "message": f"at most {limit} items"}])
 
 
 def _check_lists(req: RecommendRequest, cfg: ServingConfig) -> None:
     lists = (("history", req.history, cfg.max_history), ("include", req.include, cfg.max_list),
              ("exclude", req.exclude, cfg.max_list))
     for key, values, limit in lists:
-        n = len(values or ())
-        if n > limit:
-            raise ApiError(422, "limit_exceeded", f"{key} has {n} items; this server accepts at most {limit}",
-                           [{"loc": key, "message": f"at most {limit} items"}])
+        check_list(key, len(values or ()), limit)
 
 
 def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
@@ -86,7 +92,8 @@ def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
     bodies = spec.get("components", {}).get("schemas", {})
     limits = {"RecommendRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history),
                                    "include": ("maxItems", cfg.max_list), "exclude": ("maxItems", cfg.max_list)},
-              "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)}}
+              "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)},
+              "ExplainRecRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history)}}
     for body, fields in limits.items():
         for name, (key, value) in fields.items():
             prop = bodies[body]["properties"][name]
@@ -101,7 +108,7 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
     """Top-k items for a user or a history. Unknown history items are reported in `unknown_items`;
     an unknown user is answered from the history or by popularity, and `fallback` says so."""
     e = state.pick(req.model, "recommend")
-    _check_k(req.k, state.config)
+    check_k(req.k, state.config)
     _check_lists(req, state.config)
     assert e.batcher is not None  # every model has one while the app runs
     rec = await e.batcher.submit(req.model_dump(exclude={"model"}))
@@ -113,7 +120,7 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
 async def similar_items(req: SimilarItemsRequest, state: State) -> Response:
     """Items most similar to `item`: cosine of the model's item vectors, else of co-occurrence."""
     e = state.pick(req.model, "similar-items")
-    _check_k(req.k, state.config)
+    check_k(req.k, state.config)
     model = e.obj
     assert isinstance(model, FindsSimilar)  # pick() checked the capability
     try:
@@ -178,4 +185,4 @@ async def readyz_head(state: State) -> Response:
     return Response(status_code=200 if ready else 503)
 
 
-__all__ = ["document_limits", "router"]
+__all__ = ["COMMON_RESPONSES", "check_k", "check_list", "document_limits", "router"]

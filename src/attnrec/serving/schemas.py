@@ -25,6 +25,9 @@ from pydantic import (
 
 MAX_ID_CHARS = 256  # longest ID, model name or feature a request may send
 MAX_IDS = 10_000  # longest history / include / exclude list a request may send (before the server's limits)
+MAX_BECAUSE = 50  # most history items listed per explained recommendation
+MAX_SEARCH = 100  # most items one item search returns
+MAX_HISTORY_ROWS = 1000  # most stored-history items one history request returns
 NO_CONTROL = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"  # JSON Schema (ECMA 262) and Rust regex alike
 
 _TEXT_SCHEMA: dict[str, Any] = {"type": "string", "maxLength": MAX_ID_CHARS, "pattern": NO_CONTROL}
@@ -134,6 +137,84 @@ class ExplainResponse(BaseModel):
     item: str
     explanation: Any = Field(description="What the explanation model returned (text and, when it has them, "
                                          "predicted rating and features).")
+
+
+class ExplainRecRequest(_Strict):
+    """Top-k items for a user or a history, each with the history items that drove it."""
+
+    model: Text | None = Field(None, description="Loaded model name (GET /v1/models); default: the first one.")
+    user: Id | None = Field(None, description="External user ID; without `history`, it must be a known user.")
+    history: list[Id] | None = Field(
+        None, max_length=MAX_IDS, description="External item IDs, oldest first (overrides the stored history of "
+        "`user`); unknown items are ignored and returned in `unknown_items`.")
+    k: int = Field(10, ge=1, description="How many items to recommend (at most the server's max_k).")
+    top: int = Field(10, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommendation.")
+
+    _ids = field_validator("user", mode="before")(_as_str)
+    _lists = field_validator("history", mode="before")(_as_str_list)
+    _ints = field_validator("k", "top", mode="before")(_whole)
+
+    @model_validator(mode="after")
+    def _user_or_history(self) -> ExplainRecRequest:
+        if self.user is None and self.history is None:
+            raise ValueError("give a `user` or a `history` (or both)")
+        return self
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
+        "examples": [{"user": "42", "k": 5}, {"history": ["1193", "661", "914"], "k": 5, "top": 3}]})
+
+
+class Attribution(BaseModel):
+    item: str
+    title: str | None = None
+    weight: float = Field(description="How much this history item counted for the recommendation (for "
+                                      "`attention`: the last layer's weight from the predicting position, "
+                                      "mean over heads).")
+
+
+class ExplainedItem(BaseModel):
+    item: str
+    title: str | None = None
+    score: float
+    because: list[Attribution] = Field(description="History items behind this recommendation, strongest first.")
+
+
+class ExplainRecResponse(BaseModel):
+    model: str
+    user: str | None = None
+    method: str = Field(description="How `because` was computed: `attention` (the attention of the position "
+                                    "that predicts the next item).")
+    shared: bool = Field(description="`true` when every recommended item has the same `because` list (attention "
+                                     "belongs to the predicting position, not to one recommended item).")
+    items: list[ExplainedItem]
+    predicting: str | None = Field(None, description="What the predicting position is (SASRec: the most recent "
+                                   "history item; BERT4Rec: a [mask] after the history); null without known items.")
+    history_length: int = Field(description="Known items in the history.")
+    window: int = Field(description="The most recent history items the model read (its max_len).")
+    unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
+    fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
+
+
+class CatalogItem(BaseModel):
+    item: str
+    title: str | None = None
+
+
+class ItemsResponse(BaseModel):
+    model: str
+    query: str
+    items: list[CatalogItem] = Field(description="The item whose ID is the query first, then items whose title "
+                                                 "contains it, most popular first (no query: the most popular).")
+    more: bool = Field(description="`true` when more items match than `limit`.")
+
+
+class HistoryResponse(BaseModel):
+    model: str
+    user: str
+    length: int = Field(description="Items in the stored history.")
+    items: list[CatalogItem] = Field(description="The most recent `limit` items of the stored history, most "
+                                                 "recent last.")
 
 
 class ModelInfo(BaseModel):
