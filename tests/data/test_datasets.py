@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_data import SHARED
 
 from attnrec.data import describe, format_description, from_columns, load_dataset, make_demo
 from attnrec.data import download as download_mod
@@ -22,8 +23,6 @@ from attnrec.data.formats import FORMATS, READERS
 from attnrec.data.named_features import FEATURE_LOADERS
 from attnrec.data.schema import DataError, DataSource
 from attnrec.data.sniff import detect_format
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)

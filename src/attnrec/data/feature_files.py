@@ -27,7 +27,7 @@ import pandas as pd
 
 from attnrec.data.feature_frames import LineOf, frame_from_mapping, from_frame, row_label
 from attnrec.data.features import FeatureTable
-from attnrec.data.files import base_name, is_gzip, iter_lines, open_text, require_file, require_nonempty
+from attnrec.data.files import base_name, is_gzip, iter_lines, open_text, require_file
 from attnrec.data.readers.columns import COLUMN_ALIASES
 from attnrec.data.readers.jsonlines import parse_record
 from attnrec.data.readers.table import line_of_row, parser_error, sniff_separator
@@ -202,7 +202,10 @@ def _read_json(p: Path, value_field: str) -> tuple[pd.DataFrame, LineOf]:
 
 
 def _read_text(p: Path, name: str) -> tuple[pd.DataFrame, LineOf]:
-    require_nonempty(p)
+    for _ in iter_lines(p):
+        break
+    else:
+        raise DataError(f"{p}: the file is empty (no feature rows)")
     sep = "," if name.endswith(".csv") else "\t" if name.endswith((".tsv", ".tab")) else sniff_separator(p)
     try:
         # Every cell as text, nothing read as missing but empty cells: IDs stay exactly as written.

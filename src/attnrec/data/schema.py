@@ -158,7 +158,7 @@ def event_codes(vocabulary: IdMap, names: Sequence[object] | np.ndarray) -> np.n
     values = np.asarray(names)
     if values.dtype != object:
         values = values.astype(str).astype(object)
-    codes = np.asarray(pd.Categorical(values, categories=vocabulary.external).codes)
+    codes = np.asarray(pd.Index(vocabulary.external).get_indexer(values))  # -1: not in the vocabulary
     if len(codes) and codes.min() < 0:
         bad = str(values[int(np.argmin(codes))])
         raise DataError(f"event {bad!r} is not in the event vocabulary {vocabulary.to_list()}")
