@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_data import SHARED
 
 from attnrec.data import describe, format_description, from_columns, load_dataset, make_demo
 from attnrec.data import download as download_mod
 from attnrec.data.catalog import DATASETS, list_datasets
 from attnrec.data.formats import FORMATS, READERS
+from attnrec.data.named_features import FEATURE_LOADERS
 from attnrec.data.schema import DataError, DataSource
 from attnrec.data.sniff import detect_format
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -147,11 +147,14 @@ def test_titles_for_a_file(tmp_path: Path) -> None:
 
 
 def test_registry_is_honest() -> None:
-    assert set(DATASETS) == {"ml-1m", "ml-20m", "ml-100k", "beauty", "steam"}
+    assert set(DATASETS) == {"ml-1m", "ml-20m", "ml-100k", "ml-latest-small", "beauty", "steam", "amazon-toys",
+                             "amazon-sports", "taobao-sample", "otto-sample"}  # fmt: skip
     for d in DATASETS.values():
         assert d.url.startswith(("https://", "http://")) and d.filename and d.preprocessing
         assert d.sha256 is None or len(d.sha256) == 64
         assert d.reader in READERS
+        for spec in (d.item_features, d.user_features):
+            assert not spec or (spec[0] in FEATURE_LOADERS and len(spec) >= 2)
 
 
 def test_offline_message_says_what_and_where(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_data import SHARED
 
 from attnrec.data.files import content_sha256
 from attnrec.data.readers.jsonlines import read_amazon_json, read_otto_jsonl, read_steam_json
@@ -15,8 +16,6 @@ from attnrec.data.readers.movielens import read_ml20m, read_ml100k, read_moviele
 from attnrec.data.readers.table import read_table
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.titles import read_id_mapping, read_titles, with_titles
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def write(path: Path, text: str, *, gz: bool = False, encoding: str = "utf-8") -> Path:

@@ -24,6 +24,7 @@ from rich.text import Text
 from attnrec.checkpoint import CheckpointError
 from attnrec.config import ConfigError
 from attnrec.data.datasets import load_dataset
+from attnrec.data.feature_files import parse_feature_columns
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.split import SPLITS
 from attnrec.evaluation.protocol import PROTOCOLS
@@ -99,19 +100,29 @@ def split_list(values: Iterable[str] | None) -> list[str]:
 def load_data(
     spec: str, fmt: str = "auto", *, min_rating: float | None = None, k_core: int = 0,
     data_dir: str | None = None, columns: str | None = None, titles: str | None = None,
+    item_features: str | None = None, user_features: str | None = None, feature_columns: str | None = None,
+    missing_features: str = "error",
 ) -> Interactions:
     """Load ``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log.
 
     ``columns`` maps roles to table columns as ``"user=uid,item=iid,timestamp=ts"`` (names or
-    0-based positions); ``titles`` is an item-title file.
+    0-based positions); ``titles`` is an item-title file; ``item_features``/``user_features``
+    are feature files whose columns ``feature_columns`` maps (``"id=movieId,genres=multi"``,
+    see :func:`attnrec.data.feature_files.parse_feature_columns`).
     """
+    if feature_columns and item_features is None and user_features is None:
+        raise DataError("--feature-columns needs --item-features or --user-features")
+    item_cols, user_cols = parse_feature_columns(feature_columns, item_features is not None, user_features is not None)
     return load_dataset(spec, format=fmt, columns=parse_columns(columns), min_rating=min_rating,
-                        k_core=k_core, data_dir=data_dir, titles=titles)
+                        k_core=k_core, data_dir=data_dir, titles=titles, item_features=item_features,
+                        user_features=user_features, item_feature_columns=item_cols, user_feature_columns=user_cols,
+                        missing_features=missing_features)  # fmt: skip
 
 
 DataOpt = Annotated[str, typer.Option(
-    "--data", "-d", help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, beauty, "
-    "steam) or a file path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).")]
+    "--data", "-d", help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
+    "ml-latest-small, beauty, steam, amazon-toys, amazon-sports, taobao-sample, otto-sample) or a file path "
+    "(CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).")]
 
 
 @dataclass(frozen=True)
@@ -132,12 +143,24 @@ class DataOptions:
         "(names or 0-based positions; roles: user, item, timestamp, rating, event).")] = None
     titles: Annotated[str | None, typer.Option(
         "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines).")] = None
+    item_features: Annotated[str | None, typer.Option(
+        "--item-features", help="Item feature table, one row per item (CSV/TSV/Parquet/JSON; e.g. genres, "
+        "category, price).")] = None
+    user_features: Annotated[str | None, typer.Option(
+        "--user-features", help="User feature table, one row per user (CSV/TSV/Parquet/JSON).")] = None
+    feature_columns: Annotated[str | None, typer.Option(
+        "--feature-columns", help="Feature file columns: 'id=movieId,genres=multi,year=numeric' (kinds: "
+        "categorical, multi, numeric, text, auto); prefix item./user. for one file only.")] = None
+    missing_features: Annotated[str, typer.Option(
+        "--missing-features", help="Items/users without a feature row: 'error' or 'empty' (empty features).")] = "error"
 
     def load(self, spec: str) -> Interactions:
         """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads."""
         with err.status(f"loading {spec} ..."):
             return load_data(spec, self.fmt, min_rating=self.min_rating, k_core=self.k_core,
-                             data_dir=self.data_dir, columns=self.columns, titles=self.titles)
+                             data_dir=self.data_dir, columns=self.columns, titles=self.titles,
+                             item_features=self.item_features, user_features=self.user_features,
+                             feature_columns=self.feature_columns, missing_features=self.missing_features)
 
 
 @dataclass(frozen=True)

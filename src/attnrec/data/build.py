@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
+from attnrec.data.schema import DataError, DataSource, IdMap, Interactions, event_vocabulary
+
+if TYPE_CHECKING:
+    from attnrec.data.features import FeatureTable
 
 
 def from_columns(
@@ -21,13 +25,17 @@ def from_columns(
     item_titles: dict[str, str] | None = None,
     min_rating: float | None = None,
     k_core: int = 0,
+    item_features: FeatureTable | None = None,
+    user_features: FeatureTable | None = None,
 ) -> Interactions:
     """Build an interaction log from aligned columns of external IDs.
 
     Rows are ordered per user by timestamp with ties kept in input order (stable sort); without
     timestamps the input order is the chronology. ``min_rating`` keeps only rows rated at least
     that much (implicit feedback from ratings); ``k_core`` repeatedly drops users and items with
-    fewer than ``k_core`` interactions.
+    fewer than ``k_core`` interactions. Event names get their vocabulary here (sorted distinct
+    names of the rows kept; code = index + 1). Feature tables are keyed by external IDs, so
+    they are attached as given whatever the filters drop.
     """
     u = np.asarray(users).astype(str).astype(object)
     it = np.asarray(items).astype(str).astype(object)
@@ -71,6 +79,9 @@ def from_columns(
         event=None if ev is None else ev[order],
         item_titles=item_titles,
         source=source,
+        events=None if ev is None else event_vocabulary(ev),
+        item_features=item_features,
+        user_features=user_features,
     )
 
 

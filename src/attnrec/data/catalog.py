@@ -28,6 +28,12 @@ class NamedDataset:
     interactions and is read with ``reader``; ``titles`` names the item-title file, if any.
     ``paper_files`` are the papers' preprocessed files accepted instead, with the sha256 of
     their (uncompressed) content when known.
+
+    ``item_features``/``user_features`` name a loader of :mod:`attnrec.data.named_features`
+    and its files (the first required, the others optional companions), read when present.
+    A papers' file re-numbers IDs: its features are re-keyed through ``paper_titles[0]`` (items)
+    and ``paper_user_mapping`` (users), and left out when there is no such mapping.
+    ``manual_download`` marks data whose provider needs a login: it is never fetched.
     """
 
     name: str
@@ -45,12 +51,16 @@ class NamedDataset:
     min_user_count: int = 0  # one-pass filters of the raw data (counted over the whole file)
     min_item_count: int = 0
     extra_downloads: tuple[tuple[str, str], ...] = field(default=())  # (url, filename), optional
+    item_features: tuple[str, ...] = ()  # (loader, file, optional companion files ...)
+    user_features: tuple[str, ...] = ()
+    paper_user_mapping: str | None = None  # new_id original_id file for the papers' user IDs
+    manual_download: bool = False
 
 
 def _dataset(name: str, spec: dict[str, Any]) -> NamedDataset:
     """One entry of ``resources/datasets.toml`` (TOML arrays become tuples; no ``sha256``: ``None``)."""
     values = {k: v for k, v in spec.items() if k != "aliases"}
-    for key in ("members", "paper_files", "paper_titles"):
+    for key in ("members", "paper_files", "paper_titles", "item_features", "user_features"):
         if key in values:
             values[key] = tuple(values[key])
     values["extra_downloads"] = tuple(tuple(d) for d in values.get("extra_downloads", ()))

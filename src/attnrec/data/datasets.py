@@ -9,16 +9,21 @@ from where and where to put it.
 For every named dataset, the preprocessed ``user item`` file of the SASRec/BERT4Rec papers
 (``<name>.txt`` or ``<name>.txt.gz``) is accepted in the same folders and preferred over the
 raw download: it is the file their published numbers were computed on.
+
+Item and user feature tables (:mod:`attnrec.data.features`) come with named datasets whose
+metadata files are present, or from ``item_features=``/``user_features=`` (a file or a DataFrame).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attnrec.data.catalog import DATASETS, canonical_name, list_datasets
 from attnrec.data.demo import make_demo
+from attnrec.data.feature_files import FeatureSource, with_features
+from attnrec.data.features import MISSING_POLICIES
 from attnrec.data.formats import FORMATS, READERS, TABLE_FORMATS, UNRATED_FORMATS
 from attnrec.data.named import load_named
 from attnrec.data.readers.table import read_table, table_format
@@ -29,13 +34,24 @@ from attnrec.data.titles import map_titles, read_id_mapping, read_titles, with_t
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How :func:`read_file` reads one interaction file: its format, table columns and the filters
-    applied to it (each as the keyword of the same name of :func:`load_dataset` documents it)."""
+    """How :func:`read_file` reads one interaction file: its format, table columns, the filters
+    applied to it and its feature tables (each as the keyword of the same name of
+    :func:`load_dataset` documents it)."""
 
     format: str = "auto"
     columns: Mapping[str, str | int] | None = None
     min_rating: float | None = None
     k_core: int = 0
+    item_features: FeatureSource | None = None
+    user_features: FeatureSource | None = None
+    item_feature_columns: Mapping[str, str] | None = None
+    user_feature_columns: Mapping[str, str] | None = None
+    missing_features: str = "error"
+
+    def attach_features(self, data: Interactions) -> Interactions:
+        """``data`` with these options' feature tables (unchanged when there are none)."""
+        return with_features(data, self.item_features, self.user_features, item_columns=self.item_feature_columns,
+                             user_columns=self.user_feature_columns, missing=self.missing_features)  # fmt: skip
 
 
 def load_dataset(
@@ -49,6 +65,12 @@ def load_dataset(
     titles: str | Path | Mapping[str, str] | None = None,
     title_mapping: str | Path | Mapping[str, str] | None = None,
     download: bool = True,
+    item_features: FeatureSource | None = None,
+    user_features: FeatureSource | None = None,
+    item_feature_columns: Mapping[str, str] | None = None,
+    user_feature_columns: Mapping[str, str] | None = None,
+    missing_features: str = "error",
+    features: bool = True,
 ) -> Interactions:
     """Load an interaction log.
 
@@ -75,25 +97,47 @@ def load_dataset(
         MovieLens datasets get their titles automatically.
     download : bool
         Whether a missing named dataset may be downloaded (``ATTNREC_OFFLINE=1`` also forbids it).
+    item_features, user_features : optional
+        Feature tables: a CSV/TSV/Parquet/JSON file, a pandas DataFrame or a
+        :class:`~attnrec.data.features.FeatureTable`, one row per item (user); see
+        :mod:`attnrec.data.feature_files`. They replace a named dataset's own tables.
+    item_feature_columns, user_feature_columns : mapping, optional
+        ``{"id": <ID column>, <column>: <kind>, ...}`` (kinds: categorical, multi, numeric, text,
+        auto); without kinds every column is a field of inferred kind.
+    missing_features : str
+        ``"error"`` (default): a log item (user) without a row in the given table is an error
+        naming the file and a few IDs; ``"empty"``: such IDs get empty features.
+    features : bool
+        ``False`` leaves out every feature table (a named dataset's own ones included).
 
     Raises
     ------
     DataError
         For unknown names or formats, missing or malformed files; the message says what to do.
     """
+    if not features and (item_features is not None or user_features is not None):
+        raise DataError("features=False contradicts the item_features/user_features given")
+    if missing_features not in MISSING_POLICIES:
+        raise DataError(f"missing_features={missing_features!r}: use one of {', '.join(MISSING_POLICIES)}")
     text = str(spec).strip()
     key = canonical_name(text)
+    options = ReadOptions(format=format, columns=columns, min_rating=min_rating, k_core=k_core,
+                          item_features=item_features, user_features=user_features,
+                          item_feature_columns=item_feature_columns, user_feature_columns=user_feature_columns,
+                          missing_features=missing_features)  # fmt: skip
     if key == "demo" and not Path(text).is_file():
-        data = make_demo(min_rating=min_rating, k_core=k_core)
+        data = options.attach_features(make_demo(min_rating=min_rating, k_core=k_core))
     elif key in DATASETS and not Path(text).is_file():
-        data = load_named(DATASETS[key], data_dir, download, min_rating, k_core)
+        data = options.attach_features(load_named(DATASETS[key], data_dir, download, min_rating, k_core, features))
     else:
         path = Path(text).expanduser()
         if not path.exists():
             raise DataError(
                 f"{text!r} is neither an existing file nor a named dataset ({', '.join(list_datasets())})"
             )
-        data = read_file(path, ReadOptions(format=format, columns=columns, min_rating=min_rating, k_core=k_core))
+        data = read_file(path, options)
+    if not features:
+        data = replace(data, item_features=None, user_features=None)
     if titles is not None:
         table = read_titles(titles) if isinstance(titles, (str, Path)) else dict(titles)
         if title_mapping is not None:
@@ -113,14 +157,15 @@ def read_file(path: str | Path, options: ReadOptions = ReadOptions(), *, name: s
     if fmt in TABLE_FORMATS:
         # A .csv/.tsv name fixes the separator; other names (data.txt read as csv) are sniffed.
         sep = "\t" if fmt == "tsv" else ("," if fmt == "csv" and table_format(path) == "csv" else None)
-        return read_table(path, options.columns, sep, name=name, min_rating=options.min_rating,
+        data = read_table(path, options.columns, sep, name=name, min_rating=options.min_rating,
                           k_core=options.k_core, format=fmt)
+        return options.attach_features(data)
     if fmt in UNRATED_FORMATS and options.min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")
     data = READERS[fmt](path, name=name, min_rating=options.min_rating, k_core=options.k_core)
     if options.format == "auto" and fmt in TEXT_ID_FORMATS:
         check_integer_ids(path, fmt, data)  # the integer IDs the detection saw hold on every line
-    return data
+    return options.attach_features(data)
 
 
 __all__ = ["ReadOptions", "load_dataset", "read_file"]

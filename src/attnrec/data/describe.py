@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from attnrec.data.schema import Interactions
+from attnrec.data.features import FeatureTable
+from attnrec.data.schema import IdMap, Interactions
 
 
 def describe(data: Interactions) -> dict[str, Any]:
@@ -19,8 +20,9 @@ def describe(data: Interactions) -> dict[str, Any]:
     (``max``, ``median``, ``top10pct_share``), ``repeat_share`` (interactions with an item the
     user had before), ``time`` (``start``, ``end`` as ISO dates and ``span_days``; ``None``
     without timestamps), ``ratings`` (``min``, ``max``, ``mean`` or ``None``), ``events``
-    (counts per event type or ``None``), ``titles`` (number of items with a title) and
-    ``source`` (``name``, ``path``, ``format``, ``sha256``).
+    (counts per event type or ``None``), ``titles`` (number of items with a title),
+    ``features`` (``item``/``user``: :func:`describe_features` or ``None``) and ``source``
+    (``name``, ``path``, ``format``, ``sha256``).
     """
     n = len(data)
     lengths = data.sequences().lengths() if data.n_users else np.zeros(0, dtype=np.int64)
@@ -44,6 +46,10 @@ def describe(data: Interactions) -> dict[str, Any]:
         "ratings": None,
         "events": None,
         "titles": len(data.item_titles or {}),
+        "features": {
+            "item": describe_features(data.item_features, data.items),
+            "user": describe_features(data.user_features, data.users),
+        },
         "source": {
             "name": data.source.name,
             "path": data.source.path,
@@ -66,6 +72,33 @@ def describe(data: Interactions) -> dict[str, Any]:
     return out
 
 
+def describe_features(table: FeatureTable | None, ids: IdMap) -> dict[str, Any] | None:
+    """A feature table seen from a log: ``source``, ``rows``, ``covered`` (log IDs with a row),
+    ``extra_ids`` (rows for IDs the log lacks), and per field ``kind``, ``values`` (vocabulary
+    size; ``None`` for numeric), ``coverage`` (share of the log's IDs with a non-empty value)
+    and, for multi/text fields, ``per_row`` (mean values per covered ID)."""
+    if table is None:
+        return None
+    aligned = table.align(ids, missing="empty", max_values=1 << 16)
+    rows = slice(ids.offset, None)  # the log's IDs, without the padding row
+    n = max(len(ids), 1)
+    fields: dict[str, Any] = {}
+    for name, kind in aligned.kinds.items():
+        if name in aligned.numeric:
+            filled = aligned.present[name][rows]
+            fields[name] = {"kind": kind, "values": None, "coverage": float(filled.sum() / n)}
+        elif name in aligned.categorical:
+            filled = aligned.categorical[name][rows] > 0
+            fields[name] = {"kind": kind, "values": aligned.vocab_sizes[name], "coverage": float(filled.sum() / n)}
+        else:
+            counts = (aligned.multi[name][rows] > 0).sum(axis=1)
+            fields[name] = {"kind": kind, "values": aligned.vocab_sizes[name],
+                            "coverage": float((counts > 0).sum() / n),
+                            "per_row": round(float(counts[counts > 0].mean()) if (counts > 0).any() else 0.0, 2)}  # fmt: skip
+    return {"source": table.source, "rows": len(table), "covered": len(ids) - len(aligned.missing_ids),
+            "extra_ids": len(aligned.extra_ids), "fields": fields}  # fmt: skip
+
+
 def _distribution(lengths: np.ndarray) -> dict[str, float]:
     if len(lengths) == 0:
         return {"min": 0, "median": 0.0, "mean": 0.0, "p90": 0.0, "max": 0}
@@ -83,6 +116,18 @@ def _iso(t: float) -> str:
     if -62_135_596_800 <= t <= 253_402_300_799:  # years 1..9999
         return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     return f"{t:g}"
+
+
+def _feature_lines(f: dict[str, Any] | None, role: str, plural: str, n: int) -> list[str]:
+    if f is None:
+        return []
+    lines = [f"{role} features  {f['covered']:,} of {n:,} {plural} have a row ({f['extra_ids']:,} rows for "
+             f"{plural} not in the log) from {f['source']}"]  # fmt: skip
+    for name, info in f["fields"].items():
+        values = "" if info["values"] is None else f", {info['values']:,} values"
+        per_row = f", {info['per_row']:g} per {role}" if "per_row" in info else ""
+        lines.append(f"  {name:<13}{info['kind']}{values}, {info['coverage']:.1%} of {plural}{per_row}")
+    return lines
 
 
 def format_description(desc: dict[str, Any]) -> str:
@@ -117,6 +162,8 @@ def format_description(desc: dict[str, Any]) -> str:
     if desc["events"]:
         lines.append("events         " + ", ".join(f"{k} {v:,}" for k, v in desc["events"].items()))
     lines.append(f"titles         {desc['titles']:,} items" if desc["titles"] else "titles         none")
+    for role, plural in (("item", "items"), ("user", "users")):
+        lines += _feature_lines(desc.get("features", {}).get(role), role, plural, desc[plural])
     src = desc["source"]
     lines.append(f"source         {src['path'] or src['name']} ({src['format'] or 'n/a'})")
     lines.append(f"sha256         {src['sha256'] or 'n/a'}")

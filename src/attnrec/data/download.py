@@ -36,6 +36,8 @@ def download(ds: NamedDataset, target_dir: Path, allowed: bool) -> Path:
     Not ``allowed``, ``$ATTNREC_OFFLINE`` set, or a failed download is a :class:`DataError`
     that says which file to fetch by hand and where to put it.
     """
+    if ds.manual_download:
+        raise DataError(_offline_message(ds, target_dir, "its provider needs a login, so attnrec cannot fetch it"))
     if not allowed or os.environ.get(ENV_OFFLINE, "").strip() not in ("", "0"):
         raise DataError(_offline_message(ds, target_dir, "downloads are disabled"))
     target = target_dir / ds.filename

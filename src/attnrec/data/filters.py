@@ -24,6 +24,7 @@ def rebuild(data: Interactions, keep: np.ndarray | None = None, k_core: int = 0)
         None if data.rating is None else data.rating[sel],
         None if data.event is None else data.event[sel],
         source=data.source, item_titles=titles, k_core=k_core,
+        item_features=data.item_features, user_features=data.user_features,
     )  # fmt: skip
 
 

@@ -13,19 +13,20 @@ from attnrec.data.readers.jsonlines import read_amazon_json, read_otto_jsonl, re
 from attnrec.data.readers.lines import read_pairs, read_user_lines
 from attnrec.data.readers.movielens import read_ml20m, read_ml100k, read_movielens_dat
 from attnrec.data.readers.table import read_table
+from attnrec.data.readers.taobao import read_taobao
 from attnrec.data.schema import Interactions
 
 #: Explicit formats accepted by :func:`~attnrec.data.datasets.load_dataset` (``"auto"`` detects one).
 FORMATS = (
     "pairs", "user-lines", "csv", "tsv", "parquet", "movielens-dat", "ml100k", "ml20m", "amazon-json",
-    "steam-json", "otto-jsonl", "amazon-ratings-csv",
+    "steam-json", "otto-jsonl", "amazon-ratings-csv", "taobao-csv",
 )  # fmt: skip
 
 #: Formats that are tables with named or numbered columns (``columns=`` applies to them).
 TABLE_FORMATS = ("csv", "tsv", "parquet")
 
 #: Formats without a rating column (``min_rating`` is an error for them).
-UNRATED_FORMATS = ("pairs", "user-lines", "otto-jsonl")
+UNRATED_FORMATS = ("pairs", "user-lines", "otto-jsonl", "taobao-csv")
 
 
 class Reader(Protocol):
@@ -62,4 +63,5 @@ READERS: dict[str, Reader] = {
     "steam-json": read_steam_json,
     "otto-jsonl": _read_otto,
     "amazon-ratings-csv": _read_amazon_ratings_csv,
+    "taobao-csv": read_taobao,
 }

@@ -6,16 +6,32 @@ Conventions used everywhere in attnrec:
   their decimal text, so ``"42"`` and ``42`` name the same user.
 * Internal item indices run ``1..n_items``; index ``0`` is the padding item and is never
   scored or recommended. Internal user indices run ``0..n_users-1``.
+* Per-event context travels with the sequences as named columns aligned with the items
+  (:data:`COLUMN_DTYPES`): ``timestamp`` (int64 unix seconds), ``event`` (int64 code ``1..E`` of
+  the log's event vocabulary, ``0`` = padding) and ``rating`` (float32).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:  # features.py builds on this module; the annotation only names the class
+    from attnrec.data.features import FeatureTable
 
 PAD = 0
+
+TIMESTAMP, EVENT, RATING = "timestamp", "event", "rating"
+#: The per-event columns a :class:`Sequences` may carry, and the dtype each is stored in.
+COLUMN_DTYPES: dict[str, np.dtype[np.generic]] = {
+    TIMESTAMP: np.dtype(np.int64),
+    EVENT: np.dtype(np.int64),
+    RATING: np.dtype(np.float32),
+}
 
 
 class DataError(ValueError):
@@ -131,13 +147,40 @@ class UserItemLog:
         return len(self.user)
 
 
+def event_vocabulary(names: np.ndarray | Sequence[object]) -> IdMap:
+    """The event vocabulary of a log: its distinct event names, sorted; code = index + 1 (0 = padding)."""
+    distinct = {str(x) for x in pd.unique(np.asarray(names, dtype=object))}
+    return IdMap(np.array(sorted(distinct), dtype=object), offset=1)
+
+
+def event_codes(vocabulary: IdMap, names: Sequence[object] | np.ndarray) -> np.ndarray:
+    """int64 codes of event names; a name outside the vocabulary is a :class:`DataError` naming it."""
+    values = np.asarray(names)
+    if values.dtype != object:
+        values = values.astype(str).astype(object)
+    codes = np.asarray(pd.Index(vocabulary.external).get_indexer(values))  # -1: not in the vocabulary
+    if len(codes) and codes.min() < 0:
+        bad = str(values[int(np.argmin(codes))])
+        raise DataError(f"event {bad!r} is not in the event vocabulary {vocabulary.to_list()}")
+    return codes.astype(np.int64) + 1
+
+
+def event_names(vocabulary: IdMap, codes: Sequence[int] | np.ndarray) -> list[str]:
+    """Event names of codes (``0``, the padding code, gives ``""``)."""
+    arr = np.asarray(codes, dtype=np.int64)
+    names = np.concatenate([np.array([""], dtype=object), vocabulary.external])
+    return [str(x) for x in names[arr]]
+
+
 @dataclass(frozen=True)
 class Interactions(UserItemLog):
     """An interaction log in internal indices, sorted by user then time (stable).
 
     ``user``/``item`` are int64 arrays of equal length; ``timestamp`` and ``rating`` are
-    optional float arrays aligned with them. ``item_titles`` maps external item IDs to
-    display titles when the data has them.
+    optional float arrays aligned with them, ``event`` optional event names (``events`` is
+    their vocabulary, built from them when not given). ``item_titles`` maps external item IDs
+    to display titles when the data has them; ``item_features``/``user_features`` are optional
+    tables keyed by external IDs (see :mod:`attnrec.data.features`).
     """
 
     user: np.ndarray
@@ -149,26 +192,84 @@ class Interactions(UserItemLog):
     event: np.ndarray | None = None
     item_titles: dict[str, str] | None = None
     source: DataSource = DataSource("unnamed")
+    events: IdMap | None = None
+    item_features: FeatureTable | None = None
+    user_features: FeatureTable | None = None
 
-    def sequences(self) -> Sequences:
-        """Per-user item sequences (the log is already in chronological order)."""
+    def __post_init__(self) -> None:
+        if self.event is not None and self.events is None:
+            object.__setattr__(self, "events", event_vocabulary(self.event))
+
+    def sequences(self, columns: bool = True) -> Sequences:
+        """Per-user item sequences (the log is already in chronological order), carrying the
+        per-event columns the log has (:meth:`event_columns`) unless ``columns=False``."""
         counts = np.bincount(self.user, minlength=self.n_users)
         offsets = np.zeros(self.n_users + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return Sequences(offsets=offsets, items=self.item.astype(np.int64), n_items=self.n_items)
+        cols = self.event_columns() if columns else {}
+        return Sequences(offsets=offsets, items=self.item.astype(np.int64), n_items=self.n_items, columns=cols)
+
+    def event_columns(self) -> dict[str, np.ndarray]:
+        """The log's per-event columns in :data:`COLUMN_DTYPES`: timestamps floored to whole
+        seconds, events as codes of :attr:`events`, ratings as float32."""
+        cols: dict[str, np.ndarray] = {}
+        if self.timestamp is not None:
+            if len(self.timestamp) and not np.isfinite(self.timestamp).all():
+                raise DataError(f"{self.source.name}: timestamps must be finite numbers")
+            cols[TIMESTAMP] = np.floor(self.timestamp).astype(np.int64)
+        if self.event is not None and self.events is not None:
+            cols[EVENT] = event_codes(self.events, self.event)
+        if self.rating is not None:
+            cols[RATING] = np.asarray(self.rating, dtype=np.float32)
+        return cols
 
     def item_popularity(self) -> np.ndarray:
         """Interaction count per internal item index (length ``n_items + 1``, pad = 0)."""
         return np.bincount(self.item, minlength=self.n_items + 1).astype(np.int64)
 
 
+def _checked_columns(columns: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """Columns in their fixed dtypes; an unknown name or a length other than ``n`` is a :class:`DataError`."""
+    out: dict[str, np.ndarray] = {}
+    for name, values in columns.items():
+        dtype = COLUMN_DTYPES.get(name)
+        if dtype is None:
+            raise DataError(f"unknown sequence column {name!r}; use {', '.join(COLUMN_DTYPES)}")
+        arr = np.asarray(values, dtype=dtype)
+        if arr.shape != (n,):
+            raise DataError(f"sequence column {name!r} has shape {arr.shape}, expected ({n},) like the items")
+        out[name] = arr
+    return out
+
+
 @dataclass(frozen=True)
 class Sequences:
-    """Ragged per-user item sequences in CSR form: user ``u`` owns ``items[offsets[u]:offsets[u+1]]``."""
+    """Ragged per-user item sequences in CSR form: user ``u`` owns ``items[offsets[u]:offsets[u+1]]``.
+
+    ``columns`` holds optional per-event columns (names and dtypes in :data:`COLUMN_DTYPES`),
+    each aligned with ``items``; every operation below carries them along.
+    """
 
     offsets: np.ndarray
     items: np.ndarray
     n_items: int
+    columns: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.columns:
+            object.__setattr__(self, "columns", _checked_columns(self.columns, len(self.items)))
+
+    def column(self, name: str) -> np.ndarray:
+        """The per-event column ``name`` (aligned with ``items``); a :class:`DataError` when absent."""
+        values = self.columns.get(name)
+        if values is None:
+            have = ", ".join(self.columns) or "none"
+            raise DataError(f"these sequences have no {name!r} column (columns: {have})")
+        return values
+
+    def _with(self, offsets: np.ndarray, idx: np.ndarray) -> Sequences:
+        """The elements at ``idx`` (indices or a boolean mask; items and every column) under new ``offsets``."""
+        return Sequences(offsets, self.items[idx], self.n_items, {k: v[idx] for k, v in self.columns.items()})
 
     @property
     def n_users(self) -> int:
@@ -195,7 +296,7 @@ class Sequences:
         offsets = np.zeros(len(users) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         idx = np.repeat(self.offsets[users] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return Sequences(offsets, self.items[idx], self.n_items)
+        return self._with(offsets, idx)
 
     def truncate_end(self, drop: int) -> Sequences:
         """Each sequence without its last ``drop`` items (shorter ones become empty)."""
@@ -203,21 +304,40 @@ class Sequences:
         offsets = np.zeros(self.n_users + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         idx = np.repeat(self.offsets[:-1] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return Sequences(offsets, self.items[idx], self.n_items)
+        return self._with(offsets, idx)
+
+    def select(self, keep: np.ndarray) -> Sequences:
+        """The same users with only the elements where the boolean mask ``keep`` is true."""
+        users = np.repeat(np.arange(self.n_users), self.lengths())
+        counts = np.bincount(users[keep], minlength=self.n_users)
+        offsets = np.zeros(self.n_users + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return self._with(offsets, keep)
 
     def padded(self, max_len: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Left-padded ``(n, max_len)`` int64 matrix of the last ``max_len`` items per row."""
+        return self._left_padded(self.items, np.dtype(np.int64), max_len, rows)
+
+    def padded_column(self, name: str, max_len: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """The column ``name`` left-padded exactly like :meth:`padded` (with zeros): position
+        ``[r, j]`` of both matrices describes the same event."""
+        values = self.column(name)
+        return self._left_padded(values, values.dtype, max_len, rows)
+
+    def _left_padded(
+        self, values: np.ndarray, dtype: np.dtype[np.generic], max_len: int, rows: np.ndarray | None
+    ) -> np.ndarray:
         rows = np.arange(self.n_users) if rows is None else np.asarray(rows, dtype=np.int64)
-        out = np.zeros((len(rows), max_len), dtype=np.int64)
+        out = np.zeros((len(rows), max_len), dtype=dtype)
         if len(rows) == 0 or max_len == 0:
             return out
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
         lens = np.minimum(ends - starts, max_len)
-        # Column j of row r holds item ends[r] - max_len + j when that index is >= the row start.
+        # Column j of row r holds element ends[r] - max_len + j when that index is >= the row start.
         col = np.arange(max_len)[None, :]
         src = ends[:, None] - max_len + col
         valid = col >= (max_len - lens)[:, None]
-        out[valid] = self.items[src[valid]]
+        out[valid] = values[src[valid]]
         return out
 
     def user_item_keys(self) -> np.ndarray:

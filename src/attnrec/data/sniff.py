@@ -18,6 +18,7 @@ from attnrec.data.files import base_name, iter_lines
 from attnrec.data.formats import FORMATS
 from attnrec.data.readers.jsonlines import parse_record
 from attnrec.data.readers.table import table_format
+from attnrec.data.readers.taobao import BEHAVIOURS
 from attnrec.data.schema import DataError, Interactions
 
 _HEAD_LINES = 200
@@ -63,6 +64,8 @@ def _csv_format(first: str) -> str:
         return "ml20m"
     if len(head) == 4 and _numeric(head[2]) and _numeric(head[3]):
         return "amazon-ratings-csv"  # headerless user,item,rating,timestamp (Amazon "ratings only")
+    if len(head) == 5 and head[3] in BEHAVIOURS and _numeric(head[4]):
+        return "taobao-csv"  # headerless user,item,category,behavior,timestamp (Taobao UserBehavior)
     return "csv"
 
 

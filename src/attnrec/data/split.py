@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,12 +19,15 @@ class EvalSet:
     """Evaluation cases: for row ``r``, user ``users[r]`` with input ``histories[r]`` must rank ``targets[r]``.
 
     The history is both the model input and (when seen items are excluded) the set removed from
-    the candidates.
+    the candidates. ``target_columns`` holds the targets' own per-event columns (their
+    timestamp, event code, rating; see :data:`attnrec.data.schema.COLUMN_DTYPES`), aligned with
+    ``targets``, when the log has them: e.g. to evaluate only on purchases.
     """
 
     users: np.ndarray
     histories: Sequences
     targets: np.ndarray
+    target_columns: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
         return len(self.users)
@@ -86,8 +90,8 @@ def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Sp
     train = _drop_last(seqs, drop)
     all_but_last = _drop_last(seqs, np.where(lengths >= 3, 1, 0))
     ends = seqs.offsets[1:]
-    valid = EvalSet(validated, train.take(validated), seqs.items[ends[validated] - 2])
-    test = EvalSet(evaluable, all_but_last.take(evaluable), seqs.items[ends[evaluable] - 1])
+    valid = _cases(validated, train.take(validated), seqs, ends[validated] - 2)
+    test = _cases(evaluable, all_but_last.take(evaluable), seqs, ends[evaluable] - 1)
     params: dict[str, float] = {"valid_users": valid_users, "seed": seed} if valid_users else {}
     return Split("leave-one-out", train, valid, test, params)
 
@@ -123,7 +127,7 @@ def temporal_split(data: Interactions, valid_fraction: float = 0.1, test_fractio
     t_valid = float(np.quantile(ts, 1.0 - test_fraction - valid_fraction))
     seqs = data.sequences()
     before_valid = ts < t_valid
-    train = _select(seqs, before_valid)
+    train = seqs.select(before_valid)
     valid = _cases_after(seqs, ts, t_valid, t_test)
     test = _cases_after(seqs, ts, t_test, np.inf)
     if len(test) == 0:
@@ -137,23 +141,21 @@ def _drop_last(seqs: Sequences, drop: np.ndarray) -> Sequences:
     for k in (1, 2):
         rows = np.flatnonzero(drop >= k)
         keep[ends[rows] - k] = False
-    return _select(seqs, keep)
+    return seqs.select(keep)
 
 
-def _select(seqs: Sequences, keep: np.ndarray) -> Sequences:
-    users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
-    counts = np.bincount(users[keep], minlength=seqs.n_users)
-    offsets = np.zeros(seqs.n_users + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return Sequences(offsets, seqs.items[keep], seqs.n_items)
+def _cases(users: np.ndarray, histories: Sequences, seqs: Sequences, target_pos: np.ndarray) -> EvalSet:
+    """Cases whose targets are the elements of ``seqs`` at ``target_pos``, with their own columns."""
+    columns = {name: values[target_pos] for name, values in seqs.columns.items()}
+    return EvalSet(users, histories, seqs.items[target_pos], columns)
 
 
 def _cases_after(seqs: Sequences, ts: np.ndarray, cut: float, upper: float) -> EvalSet:
     users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
-    history = _select(seqs, ts < cut)
+    history = seqs.select(ts < cut)
     after = np.flatnonzero((ts >= cut) & (ts < upper))
     # First interaction at/after the cut-off per user (the log is chronological per user).
     first_users, first_pos = np.unique(users[after], return_index=True)
     rows = first_users[history.lengths()[first_users] > 0]
     target_pos = after[first_pos][np.isin(first_users, rows)]
-    return EvalSet(rows, history.take(rows), seqs.items[target_pos])
+    return _cases(rows, history.take(rows), seqs, target_pos)

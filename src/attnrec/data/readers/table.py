@@ -28,7 +28,9 @@ def table_format(path: str | Path) -> str:
     return "table"
 
 
-def _sniff_sep(path: str | Path) -> str:
+def sniff_separator(path: str | Path) -> str:
+    """The separator of a delimited text file: the first of tab, comma, semicolon, pipe on its
+    first line, else whitespace."""
     for _, line in iter_lines(path):
         for sep in ("\t", ",", ";", "|"):
             if sep in line:
@@ -80,7 +82,7 @@ def read_table(
     else:
         require_nonempty(p)
         if sep is None:
-            sep = {"csv": ",", "tsv": "\t"}.get(fmt) or _sniff_sep(p)
+            sep = {"csv": ",", "tsv": "\t"}.get(fmt) or sniff_separator(p)
         if not header:
             columns = dict(columns or {"user": 0, "item": 1})
             bad = {r: c for r, c in columns.items() if not isinstance(c, int)}
@@ -88,7 +90,7 @@ def read_table(
                 raise DataError(f"{p}: without a header, map columns by position (0, 1, ...), not {bad}")
         roles, df = _read_text_table(p, columns, sep, header)
         first = 2 if header else 1
-        line_of = lambda row: f"line {_line_of_row(p, row, first)}"  # noqa: E731
+        line_of = lambda row: f"line {line_of_row(p, row, first)}"  # noqa: E731
     cols = _role_columns(df, roles, p, line_of)
     fmt_name = format or (fmt if fmt != "table" else "csv")
     return from_columns(
@@ -153,7 +155,7 @@ def _read_text_table(
         # No usecols: with it pandas silently accepts rows with extra fields.
         df = pd.read_csv(p, dtype={c: object for c in ids}, sep=sep, compression=compression, header=header_row)
     except pd.errors.ParserError as e:
-        raise DataError(_parser_error(p, str(e))) from None
+        raise DataError(parser_error(p, str(e))) from None
     except UnicodeDecodeError as e:
         raise DataError(f"{p}: not valid utf-8 text ({e.reason})") from None
     except ValueError as e:
@@ -163,14 +165,15 @@ def _read_text_table(
     return roles, df
 
 
-def _parser_error(p: Path, msg: str) -> str:
+def parser_error(p: Path, msg: str) -> str:
+    """A pandas parser error as ``file:line: what`` when it names the line."""
     m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", msg)
     if m:
         return f"{p}:{m.group(2)}: expected {m.group(1)} fields, saw {m.group(3)}"
     return f"{p}: malformed table ({msg.strip()})"
 
 
-def _line_of_row(p: Path, row: int, first: int) -> int:
+def line_of_row(p: Path, row: int, first: int) -> int:
     """1-based line number of data row ``row`` (0-based), skipping blank lines as pandas does."""
     target = row + first - 1  # 0-based index among non-blank lines
     for k, (n, _) in enumerate(iter_lines(p)):
