@@ -57,10 +57,10 @@ def models(
     spec = get_spec(name)
     out.print(f"[bold]{spec.name}[/bold]: {spec.description}", soft_wrap=True)
     table = Table(title="settings (--set model.KEY=VALUE / --set train.KEY=VALUE)", title_justify="left")
-    table.add_column("key")
-    table.add_column("default", justify="right")
+    table.add_column("key", no_wrap=True, min_width=len("model.") + 12)  # a key must stay copyable
+    table.add_column("default", justify="right", overflow="fold")
     for preset in spec.presets:
-        table.add_column(f"preset {preset}", justify="right")
+        table.add_column(f"preset {preset}", justify="right", overflow="fold")
     for section, cls in (("model", spec.config_cls), ("train", TrainConfig)):
         defaults = config_to_dict(cls())
         for key, value in defaults.items():
