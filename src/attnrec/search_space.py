@@ -15,7 +15,8 @@ their config (``register(..., search_space=...)``); a TOML file overrides it ent
 ``{low, high}`` is an :class:`Int` range on an integer field (``step`` allowed) and a
 :class:`Float` range on a float field; ``{choices = [...]}`` is a :class:`Choice`. ``when`` makes
 an entry conditional on another key of the same table (its sampled value, or its fixed value
-when it is not searched), so a parameter that means nothing in a trial is not sampled there.
+when it is not searched; that key may not be conditional itself), so a parameter that means
+nothing in a trial is not sampled there.
 Unknown tables, keys and fields are errors naming the file and the key.
 
 This module knows nothing of Optuna: :func:`sample` draws from any object with Optuna's
@@ -119,18 +120,17 @@ class SearchSpace:
 
     def check(self, classes: Mapping[str, type], where: str) -> None:
         """Every key is a field of its table's config class (``classes["model"]``, ``classes["train"]``)
-        of a type its range fits, and every ``when`` names a field of the same table declared before."""
+        of a type its range fits, and every ``when`` names a field of the same table that is not conditional itself."""
         for table, dims in self.tables().items():
             hints = _field_types(classes[table])
             for key, dim in dims.items():
                 if key not in hints:
                     raise ConfigError(f"{where}: unknown [{table}] key {key!r}; valid keys: {', '.join(sorted(hints))}")
                 _check_kind(dim, hints[key], f"{where}: [{table}] {key}")
-                searched_before = list(dims)[: list(dims).index(key)]
                 for cond in dim.when:
-                    if cond not in hints or (cond in dims and cond not in searched_before):
+                    if cond not in hints or (cond in dims and dims[cond].when):
                         raise ConfigError(f"{where}: [{table}] {key}: 'when' names {cond!r}, which must be a "
-                                          f"{table} setting (searched before {key!r} when it is searched)")
+                                          f"{table} setting, searched unconditionally or not at all")
 
     def check_values(self, bases: Mapping[str, object], where: str) -> None:
         """Every choice and range end is a valid setting on its own over the base config of its table."""
@@ -164,7 +164,8 @@ def sample(space: SearchSpace, trial: Suggester, fixed: Mapping[str, Mapping[str
     drawn: dict[str, dict[str, Any]] = {}
     for table, dims in space.tables().items():
         chosen: dict[str, Any] = {}
-        for key, dim in dims.items():
+        # unconditional entries first: the conditions read them (a condition never names a conditional entry)
+        for key, dim in sorted(dims.items(), key=lambda kv: bool(kv[1].when)):
             if all(chosen.get(k, fixed.get(table, {}).get(k)) in values for k, values in dim.when.items()):
                 chosen[key] = _suggest(trial, f"{table}.{key}", dim)
         drawn[table] = chosen
