@@ -103,7 +103,16 @@ def markdown(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def make_settings(args: argparse.Namespace) -> TuneSettings:
+    """The study of this benchmark: the space file over SASRec's default space, less the fixed settings."""
+    return TuneSettings(
+        model="sasrec", out=args.out, storage=f"sqlite:///{args.out / 'tune.db'}", study=NAME,
+        model_settings=FIXED_MODEL | parse_overrides(args.overrides),
+        train_settings=FIXED_TRAIN | {"max_epochs": args.max_epochs}, space_file=SPACE, trials=args.trials,
+        time_budget=args.time_budget, trial_budget=args.trial_budget, jobs=args.jobs, pruner=args.pruner)
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(ML1M), help="the ML-1M file of the papers (default: ../shared/data/ml-1m)")
     p.add_argument("--trials", type=int, default=50, help="finished trials to reach (the time budget usually ends first)")
@@ -116,18 +125,19 @@ def main(argv: list[str] | None = None) -> None:
                    help="fix one more model setting, e.g. --set max_len=50 (a smoke run)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / NAME, help="tuning directory (study, models, plots)")
     p.add_argument("--results-dir", type=Path, default=RESULTS, help="where the .json and .md go")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     args.argv = argv if argv is not None else sys.argv[1:]
     args.git_sha = git_sha()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)
-    fixed = {"model": FIXED_MODEL | parse_overrides(args.overrides), "train": FIXED_TRAIN | {"max_epochs": args.max_epochs}}
-    settings = TuneSettings(
-        model="sasrec", out=args.out, storage=f"sqlite:///{args.out / 'tune.db'}", study=NAME,
-        model_settings=fixed["model"], train_settings=fixed["train"], space_file=SPACE, trials=args.trials,
-        time_budget=args.time_budget, trial_budget=args.trial_budget, jobs=args.jobs, pruner=args.pruner)
     t0 = time.time()
     try:
+        settings = make_settings(args)
+        fixed = {"model": dict(settings.model_settings), "train": dict(settings.train_settings)}
         data = load_dataset(args.data)
         args.out.mkdir(parents=True, exist_ok=True)
         outcome = tune(settings, data, leave_one_out(data))

@@ -128,3 +128,11 @@ def test_declared_spaces_fit_their_configs() -> None:
 def test_a_range_must_fit_its_field() -> None:
     with pytest.raises(ConfigError, match=r"\[model\] hidden: a Float range does not fit a int setting"):
         SearchSpace(model={"hidden": Float(8.0, 64.0)}).check(CLASSES, "here")
+
+
+def test_entries_whose_condition_can_never_hold_are_dropped() -> None:
+    space = SearchSpace(model={"n_negatives": Int(8, 64, when={"loss": ("sampled_ce",)}), "dropout": Float(0.0, 0.5)})
+    assert "n_negatives" not in space.reachable({"model": {"loss": "ce"}}).model  # loss fixed to ce
+    assert "n_negatives" in space.reachable({"model": {"loss": "sampled_ce"}}).model
+    searched = SearchSpace(model={"loss": Choice(("bce", "ce")), **space.model})
+    assert sorted(searched.reachable({"model": {"loss": "sampled_ce"}}).model) == ["dropout", "loss"]

@@ -114,6 +114,19 @@ class SearchSpace:
         keep = {t: {k: d for k, d in dims.items() if k not in fixed.get(t, ())} for t, dims in self.tables().items()}
         return SearchSpace(keep["model"], keep["train"])
 
+    def reachable(self, fixed: Mapping[str, Mapping[str, Any]]) -> SearchSpace:
+        """The space less the entries whose ``when`` can never hold: on a fixed value (``fixed[table]``)
+        outside its list, or on a searched choice none of whose values is in it."""
+        def can_hold(dims: Mapping[str, Dimension], key: str, values: tuple[Scalar, ...], table: str) -> bool:
+            dim = dims.get(key)
+            if dim is None:
+                return fixed.get(table, {}).get(key) in values
+            return not isinstance(dim, Choice) or any(c in values for c in dim.choices)
+
+        keep = {t: {k: d for k, d in dims.items() if all(can_hold(dims, c, v, t) for c, v in d.when.items())}
+                for t, dims in self.tables().items()}
+        return SearchSpace(keep["model"], keep["train"])
+
     def to_dict(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The space in the TOML file's shape (JSON-ready)."""
         return {t: {k: _entry(d) for k, d in dims.items()} for t, dims in self.tables().items()}

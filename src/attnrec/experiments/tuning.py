@@ -121,6 +121,8 @@ def plan_search(settings: TuneSettings) -> SearchPlan:
     where = str(settings.space_file) if settings.space_file else f"the {settings.model} search space"
     space.check(classes, where)
     space.check_values({"model": base.config, "train": base.train_config}, where)
+    # e.g. n_negatives (sampled_ce only) once --set loss=ce: never sampled, so not reported as searched
+    space = space.reachable({"model": config_to_dict(base.config), "train": config_to_dict(base.train_config)})
     if not len(space):
         hint = "declares no search space" if spec.search_space is None else "has nothing left to search"
         raise ConfigError(f"{settings.model} {hint}; give the ranges in a --space file")
@@ -164,6 +166,7 @@ def tune(
     (they travel to the worker processes, so must pickle when ``jobs`` > 1).
     """
     t0 = time.time()
+    _optuna_logging(settings.verbose)
     plan = plan_search(settings)
     storage = open_storage(settings.storage)
     study = _open_study(settings, storage, _fingerprint(settings, plan, data, split))
@@ -242,6 +245,11 @@ def _withhold_test(split: Split) -> Split:
     return dataclasses.replace(split, test=none)
 
 
+def _optuna_logging(verbose: bool) -> None:
+    """Optuna's own lines (study created, trial finished with its value) only when verbose; warnings always."""
+    optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
+
+
 def _make_pruner(name: str) -> BasePruner:
     if name == "median":  # no pruning before 3 trials finished, nor on a first epoch alone (noise)
         return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=2)
@@ -304,7 +312,7 @@ def _work_quietly(job: _Job, n_trials: int, seed: int) -> None:
 def _work(job: _Job, n_trials: int, seed: int) -> None:
     """Run ``n_trials`` trials of the study (fewer when the deadline comes first)."""
     s = job.settings
-    optuna.logging.set_verbosity(optuna.logging.INFO if s.verbose else optuna.logging.WARNING)
+    _optuna_logging(s.verbose)  # a spawned worker starts with Optuna's defaults
     sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=s.jobs > 1)  # liar: workers spread out
     study = optuna.load_study(study_name=s.study, storage=open_storage(s.storage), sampler=sampler,
                               pruner=job.pruner or _make_pruner(s.pruner))
