@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,22 @@ def test_bad_input_is_one_error_line(pairs: Path, tmp_path: Path, extra: list[st
     assert code == 2, output
     assert re.search(message, output), output
     assert not (tmp_path / "o" / "trials").exists()  # nothing was trained
+
+
+def test_tune_has_useful_help() -> None:
+    code, output = run("tune", "--help")
+    assert code == 0 and "Usage" in output and "Example" in output
+    for option in ("--data", "--space", "--trials", "--time-budget", "--trial-budget", "--jobs", "--storage", "--metric"):
+        assert option in output
+
+
+def test_without_optuna_the_cli_loads_and_tune_says_what_to_install(pairs: Path) -> None:
+    probe = ("import sys; sys.modules['optuna'] = None; from attnrec.cli.main import main; "
+             "sys.argv = ['attnrec', *sys.argv[1:]]; main()")
+    help_run = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, timeout=120,
+                              check=False)
+    assert help_run.returncode == 0 and "tune" in help_run.stdout
+    tune_run = subprocess.run([sys.executable, "-c", probe, "tune", "--data", str(pairs)], capture_output=True,
+                              text=True, timeout=120, check=False)
+    assert tune_run.returncode == 2 and "Traceback" not in tune_run.stderr
+    assert "attnrec tune needs Optuna (optuna is not installed): pip install 'attnrec[tune]'" in tune_run.stderr

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -21,13 +21,14 @@ from attnrec.cli._common import (
     warn_line,
 )
 from attnrec.cli.main import app
-from attnrec.config import resolve_overrides
+from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.split import DEFAULT_SPLIT, make_split
 from attnrec.evaluation.metrics import METRICS
-from attnrec.experiments.tuning import PRUNERS, TuneSettings, open_storage, plan_search, tune
-from attnrec.experiments.tuning_output import TuneOutcome
 from attnrec.models.registry import get_spec
 from attnrec.training.config import TrainConfig
+
+if TYPE_CHECKING:  # Optuna is an extra (attnrec[tune]): imported when the command runs, not with the CLI
+    from attnrec.experiments.tuning_output import TuneOutcome
 
 
 @app.command(name="tune", epilog="Example: attnrec tune --data ml-1m --model sasrec --set loss=ce --trials 20 --time-budget 3600 "
@@ -68,7 +69,7 @@ def tune_cmd(
     metric: Annotated[str, typer.Option(
         "--metric", help=f"Validation metric to maximise (full ranking): {', '.join(METRICS)}.")] = "NDCG@10",
     pruner: Annotated[str, typer.Option(
-        "--pruner", help=f"Stop poor trials early after a validated epoch: {', '.join(PRUNERS)}.")] = "median",
+        "--pruner", help="Stop poor trials early after a validated epoch: median, halving or none.")] = "median",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the TPE sampler (trials train with train.seed).")] = 0,
     split: Annotated[str, typer.Option(
         "--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help="How validation and test cases are held out.")]
@@ -88,6 +89,10 @@ def tune_cmd(
     trials are kept, an interrupted one is retried). Writes OUT/best.toml (for 'attnrec train
     --config'), OUT/summary.json, the plots and the best trial's model in OUT/trials/N.
     """
+    try:  # Optuna is an extra (attnrec[tune]): imported when the command runs, not with the CLI
+        from attnrec.experiments.tuning import TuneSettings, open_storage, plan_search, tune
+    except ModuleNotFoundError as e:
+        _missing_extra(e)
     spec = get_spec(model)
     settings_by_table = resolve_overrides({"model": spec.config_cls, "train": TrainConfig}, overrides or [], config)
     train_fixed = dict(settings_by_table["train"])
@@ -115,6 +120,13 @@ def tune_cmd(
     log_to_stderr(not quiet)
     outcome = tune(settings, interactions, sp)
     _report(outcome)
+
+
+def _missing_extra(e: ModuleNotFoundError) -> NoReturn:
+    """A clear error when Optuna (the ``tune`` extra) is what is missing; any other missing module is a bug."""
+    if (e.name or "").split(".")[0] not in ("optuna", "sqlalchemy"):
+        raise e
+    raise ConfigError(f"attnrec tune needs Optuna ({e.name} is not installed): pip install 'attnrec[tune]'") from None
 
 
 def _report(o: TuneOutcome) -> None:
