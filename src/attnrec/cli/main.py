@@ -40,6 +40,7 @@ from attnrec.cli import explain as _explain  # noqa: E402,F401
 from attnrec.cli import info as _info  # noqa: E402,F401
 from attnrec.cli import insight as _insight  # noqa: E402,F401
 from attnrec.cli import serve as _serve  # noqa: E402,F401
+from attnrec.cli import tune as _tune  # noqa: E402,F401
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
+from attnrec.search_space import Choice, Float, Int, SearchSpace
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,32 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
     return rows, begin, np.minimum(lengths[rows] - begin, max_len)
 
 
+# What `attnrec tune --model bert4rec` searches by default: the Cloze task's masking rate and the
+# dropouts matter most (the authors' scripts change them per dataset), then width, depth and window.
+SEARCH_SPACE = SearchSpace(
+    model={
+        "hidden": Choice((32, 64, 128)),
+        "n_layers": Int(1, 3),
+        "n_heads": Choice((1, 2)),
+        "max_len": Choice((50, 100, 200)),
+        "dropout": Float(0.0, 0.5),
+        "attn_dropout": Float(0.0, 0.5),
+        "mask_prob": Float(0.1, 0.6),
+        "loss": Choice(("ce", "sampled_ce")),
+        "n_negatives": Int(32, 1024, log=True, when={"loss": ("sampled_ce",)}),
+    },
+    train={
+        "lr": Float(1e-4, 1e-2, log=True),
+        "weight_decay": Choice((0.0, 1e-5, 1e-4)),
+        "lr_schedule": Choice(("constant", "cosine")),
+    },
+)
+
+
 @register(
     "bert4rec",
     config=BERT4RecConfig,
+    search_space=SEARCH_SPACE,
     presets={
         # The authors' run scripts: hidden 64, 2 layers, 2 heads; ML-1M max_len 200, p 0.2, dropout
         # 0.2, sliding step 0.5 * max_len; Beauty max_len 50, p 0.6, hidden dropout 0.5, step 0.1 *

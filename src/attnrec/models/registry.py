@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from attnrec.models.contracts import ClosedForm
+from attnrec.search_space import SearchSpace
 
 T = TypeVar("T")
 
@@ -24,7 +25,9 @@ class ModelSpec:
     its ``task`` (:class:`~attnrec.models.contracts.SequentialModel`, or
     :class:`~attnrec.models.contracts.ClosedForm` for models fitted by counting; ``Trainable`` on
     reviews for the ``explain`` task). ``presets`` maps a preset name to
-    ``{"model": {...}, "train": {...}}`` overrides of the defaults.
+    ``{"model": {...}, "train": {...}}`` overrides of the defaults. ``search_space`` is what
+    ``attnrec tune`` searches by default (:mod:`attnrec.search_space`), or ``None`` when the model
+    declares none.
     """
 
     name: str
@@ -33,6 +36,7 @@ class ModelSpec:
     task: str = "sequential"
     description: str = ""
     presets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    search_space: SearchSpace | None = None
 
     @property
     def kind(self) -> str:
@@ -49,6 +53,7 @@ def register(
     config: type,
     task: str = "sequential",
     presets: dict[str, dict[str, dict[str, Any]]] | None = None,
+    search_space: SearchSpace | None = None,
 ) -> Callable[[type[T]], type[T]]:
     """Class decorator adding a model to :data:`MODELS` under ``name``."""
 
@@ -56,7 +61,7 @@ def register(
         if name in MODELS:
             raise ValueError(f"model {name!r} registered twice")
         doc = (cls.__doc__ or "").strip().splitlines()
-        MODELS[name] = ModelSpec(name, cls, config, task, doc[0] if doc else "", presets or {})
+        MODELS[name] = ModelSpec(name, cls, config, task, doc[0] if doc else "", presets or {}, search_space)
         return cls
 
     return deco

@@ -43,6 +43,7 @@ from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives, dra
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
+from attnrec.search_space import Choice, Float, Int, SearchSpace
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,32 @@ class SASRecBlock(nn.Module):
         return (y + self.ffn(y)) * (keep[:, -last:] if last else keep), weights  # (B, Tq, D), padding rows zeroed
 
 
+# What `attnrec tune --model sasrec` searches unless a --space file or --set says otherwise: the
+# settings the hand-tuned ML-1M runs showed to matter (dropout, lr and its schedule, width, depth,
+# window, loss and its negatives). hidden is a multiple of every n_heads choice.
+SEARCH_SPACE = SearchSpace(
+    model={
+        "hidden": Choice((32, 64, 128)),
+        "n_layers": Int(1, 3),
+        "n_heads": Choice((1, 2)),
+        "max_len": Choice((50, 100, 200)),
+        "dropout": Float(0.0, 0.5),
+        "loss": Choice(("bce", "ce", "sampled_ce")),
+        "n_negatives": Int(32, 1024, log=True, when={"loss": ("sampled_ce",)}),
+    },
+    train={
+        "lr": Float(1e-4, 1e-2, log=True),
+        "weight_decay": Choice((0.0, 1e-5, 1e-4)),
+        "lr_schedule": Choice(("constant", "cosine")),
+        "batch_size": Choice((64, 128, 256)),
+    },
+)
+
+
 @register(
     "sasrec",
     config=SASRecConfig,
+    search_space=SEARCH_SPACE,
     presets={
         # The paper's settings and training length: d 50, 2 blocks, 1 head, n 200, dropout 0.2, BCE with
         # one negative, Adam lr 1e-3 (beta2 0.98), batch 128, and the authors' code's 200 epochs without

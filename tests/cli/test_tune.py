@@ -1,0 +1,87 @@
+"""``attnrec tune`` end to end on a tiny file: its best.toml trains again unchanged; bad input is one error line."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attnrec.cli.main import app
+from synthetic_logs import write_cycle_pairs
+
+runner = CliRunner()
+TINY = ["--model", "sasrec", "--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1", "--set", "n_heads=1",
+        "--set", "batch_size=64", "--set", "threads=1", "--max-epochs", "1", "--quiet"]
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_cycle_pairs(tmp_path_factory.mktemp("data") / "pairs.txt", 100, 30, 5, 16)
+
+
+def test_tune_exports_a_config_that_train_accepts_and_reproduces(pairs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    code, output = run("tune", "--data", str(pairs), *TINY, "--trials", "2", "--out", str(out))
+    assert code == 0, output
+    assert "study sasrec-pairs.txt: trials" in output and "protocol: test on pairs.txt" in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trials"]["complete"] == 2 and summary["test"]["target"] == "test"
+    assert (out / "tune.db").exists()  # the default storage, which a second run resumes from
+
+    code, output = run("train", "--data", str(pairs), "--config", str(out / "best.toml"), "--out", str(tmp_path / "m"),
+                       "--quiet", "--no-progress", "--no-baseline")
+    assert code == 0, output
+    # the same settings and seed: the retrained model reaches the best trial's validation value
+    found = re.search(r"validation NDCG@10 ([0-9.]+)", output)
+    assert found is not None and float(found.group(1)) == pytest.approx(summary["best"]["valid_value"], abs=1e-4)
+
+    code, output = run("tune", "--data", str(pairs), *TINY, "--trials", "2", "--out", str(out))
+    assert code == 0 and "2 trial(s): 2 complete" in output  # resumed: nothing left to run
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--model", "nope"], "unknown model 'nope'"),
+    (["--space", "SPACE"], r"space.toml: unknown \[model\] key 'dropuot'"),
+    (["--storage", "sqlite:////no/such/dir/t.db"], "--storage sqlite:////no/such/dir/t.db: cannot open it"),
+    (["--metric", "NDCG@7"], "unknown metric 'NDCG@7'"),
+    (["--set", "model.hidden=x"], "hidden: 'x' is not a valid int"),
+])
+def test_bad_input_is_one_error_line(pairs: Path, tmp_path: Path, extra: list[str], message: str) -> None:
+    space = tmp_path / "space.toml"
+    space.write_text("[model]\ndropuot = {low = 0.0, high = 0.5}\n")
+    args = [str(space) if a == "SPACE" else a for a in extra]
+    code, output = run("tune", "--data", str(pairs), *TINY, *args, "--out", str(tmp_path / "o"))
+    assert code == 2, output
+    assert re.search(message, output), output
+    assert not (tmp_path / "o" / "trials").exists()  # nothing was trained
+
+
+def test_tune_has_useful_help() -> None:
+    code, output = run("tune", "--help")
+    assert code == 0 and "Usage" in output and "Example" in output
+    for option in ("--data", "--space", "--trials", "--time-budget", "--trial-budget", "--jobs", "--storage", "--metric"):
+        assert option in output
+
+
+def test_without_optuna_the_cli_loads_and_tune_says_what_to_install(pairs: Path) -> None:
+    probe = ("import sys; sys.modules['optuna'] = None; from attnrec.cli.main import main; "
+             "sys.argv = ['attnrec', *sys.argv[1:]]; main()")
+    help_run = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, timeout=120,
+                              check=False)
+    assert help_run.returncode == 0 and "tune" in help_run.stdout
+    tune_run = subprocess.run([sys.executable, "-c", probe, "tune", "--data", str(pairs)], capture_output=True,
+                              text=True, timeout=120, check=False)
+    assert tune_run.returncode == 2 and "Traceback" not in tune_run.stderr
+    assert "attnrec tune needs Optuna (optuna is not installed): pip install 'attnrec[tune]'" in tune_run.stderr
