@@ -29,11 +29,14 @@ from attnrec.cli._common import (
     split_list,
     warn_line,
 )
+from attnrec.cli._tracking import TrackingOptions
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
-from attnrec.data.split import DEFAULT_SPLIT, SPLITS, make_split, parse_split
+from attnrec.data.schema import Interactions
+from attnrec.data.split import DEFAULT_SPLIT, SPLITS, Split, make_split, parse_split
 from attnrec.evaluation.alignment import align_cases
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate, protocol_by_name
+from attnrec.experiments.tracking import RunInfo, Trackers
 from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommendation, Recommender
 from attnrec.training import distributed
@@ -126,6 +129,7 @@ def train(
         "--progress/--no-progress", help="Show a progress bar per epoch.", show_default="when in a terminal")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
     reading: DataOptions = DataOptions(),
+    tracking: TrackingOptions = TrackingOptions(),
     nproc: Annotated[int, typer.Option(
         "--nproc", min=1, help="Train with N processes on this machine (DistributedDataParallel via torchrun; "
         "gloo on CPU, NCCL on GPUs). For several machines run torchrun yourself: see docs/scaling.md.")] = 1,
@@ -150,37 +154,46 @@ def train(
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: exists and is not a directory")
 
-    interactions = reading.load(data)
-    sp = make_split(interactions, split, valid_users)
-    distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
-    main_rank = distributed.is_main()
-    if main_rank:
-        out.print(f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
-              f"{escape(interactions.source.name)}: "
-              f"{interactions.n_users:,} users, {interactions.n_items:,} items, {len(interactions):,} "
-                  f"interactions; split {sp.describe()}, {len(sp.valid):,} validation / {len(sp.test):,} test users",
-                  soft_wrap=True)
+    with tracking.open(model, distributed.is_main()) as trackers:  # a bad store fails before the data is read
+        interactions = reading.load(data)
+        sp = make_split(interactions, split, valid_users)
+        distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
+        main_rank = distributed.is_main()
+        if main_rank:
+            out.print(f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
+                      f"{escape(interactions.source.name)}: {interactions.n_users:,} users, {interactions.n_items:,} "
+                      f"items, {len(interactions):,} interactions; split {sp.describe()}, {len(sp.valid):,} "
+                      f"validation / {len(sp.test):,} test users", soft_wrap=True)
+            trackers.log_run(RunInfo.of(rec, interactions, sp))
 
-    state_dir = _training_state_dir(out_dir, resume, main_rank)
-    log_to_stderr(not quiet and main_rank)
-    show_progress = out.is_terminal if progress is None else progress
-    try:
-        rec.fit(interactions, sp, state_dir=state_dir, progress=show_progress)  # closed-form fits keep no state
-    except BaseException:
-        distributed.cleanup(sync=False)
-        raise
-    distributed.cleanup()
-    if not main_rank:
-        return  # rank 0 tests, reports and saves
+        state_dir = _training_state_dir(out_dir, resume, main_rank)
+        log_to_stderr(not quiet and main_rank)
+        show_progress = out.is_terminal if progress is None else progress
+        try:  # closed-form fits keep no state
+            rec.fit(interactions, sp, state_dir=state_dir, progress=show_progress, callbacks=[trackers])
+        except BaseException:
+            distributed.cleanup(sync=False)
+            raise
+        distributed.cleanup()
+        if main_rank:  # rank 0 tests, reports and saves
+            names = ["full", *(p for p in dict.fromkeys(protocols or []) if p != "full")]
+            _test_save_report(rec, interactions, sp, names, negatives, baseline, out_dir, trackers)
 
-    names = ["full", *(p for p in dict.fromkeys(protocols or []) if p != "full")]
+
+def _test_save_report(rec: Recommender, interactions: Interactions, sp: Split, protocols: list[str], negatives: int,
+                      baseline: bool, out_dir: Path, trackers: Trackers) -> None:
+    """Test the fitted ``rec`` under each protocol (beside a popularity baseline), save it, print and track it all."""
+    model = rec.name
     # The baseline row is the registered POP model fitted on the same split.
     pop = Recommender("pop").fit(interactions, sp, progress=False) if baseline else None
     rows: list[tuple[str, EvalResult]] = []
-    for proto in (protocol_by_name(p, negatives, rec.train_config.seed) for p in names):
+    for name in protocols:
+        proto = protocol_by_name(name, negatives, rec.train_config.seed)
         rows.append((model, rec.evaluate(sp.test, proto, split=sp.describe(), target="test")))
+        trackers.log_test(name, rows[-1][1])
         if pop is not None:
             rows.append(("popularity", pop.evaluate(sp.test, proto, split=sp.describe(), target="test")))
+            trackers.log_test(name, rows[-1][1], prefix="popularity/test")
     rec.save(out_dir)
 
     tr = rec.train_result_
@@ -189,10 +202,14 @@ def train(
         out.print(f"trained {tr.epochs} epoch(s) in {tr.seconds:.1f}s ({tr.seconds_per_epoch:.2f} s/epoch); "
                   f"best epoch {tr.best_epoch} with validation {monitor} {tr.best_value:.4f}; "
                   f"stopped: {tr.stopped}", soft_wrap=True)
+        trackers.log_summary(tr)
+    trackers.log_model(out_dir)
     _print_results(rows, "model")
     first_user = interactions.users.to_external([0])[0]
     out.print(f"saved to [bold]{escape(str(out_dir))}[/bold]  (try: attnrec recommend --model "
               f"{escape(str(out_dir))} --user {escape(first_user)})", soft_wrap=True)
+    if trackers:
+        out.print(f"tracked: {escape(trackers.where)}", soft_wrap=True)
 
 
 def _launch_torchrun(nproc: int) -> int:
