@@ -164,6 +164,12 @@ def test_learns_sequential_structure_beyond_popularity(ring: Interactions, tmp_p
     hr_hstu = hstu.evaluate(split.test, FULL).metrics["HR@10"]
     hr_pop = pop.evaluate(split.test, FULL).metrics["HR@10"]
     assert hr_hstu > hr_pop + 0.2, (hr_hstu, hr_pop)
+    # Similar items (serving's cached inverse norms): the cosine of the item embeddings.
+    sim = hstu.similar_items("i3", 5)
+    assert hstu.items_ is not None and sim.method == "embedding-cosine" and len(sim.items) == 5
+    emb = torch.nn.functional.normalize(hstu.core.item_emb.weight.detach(), dim=-1)
+    a_idx, b_idx = (hstu.items_.get(i) for i in ("i3", sim.items[0]))
+    assert sim.scores[0] == pytest.approx(float(emb[a_idx] @ emb[b_idx]), abs=1e-5)
     # Saved and loaded: the same config and the same scores.
     loaded = load(hstu.save(tmp_path / "hstu"))
     assert loaded.config == hstu.config

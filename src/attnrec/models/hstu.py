@@ -316,8 +316,12 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weighte
         return self.run(batch["seq"], batch.get("timestamps"), last_only=True)[0][:, -1, :] / self.config.temperature
 
     def item_vectors(self) -> torch.Tensor:
-        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero)."""
-        return F.normalize(self.item_emb.weight, dim=-1, eps=EPS)
+        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every call."""
+        # Never an inference tensor, even under inference mode: serving caches derived data keyed on
+        # a tensor's version counter, which inference tensors lack. Grad mode stays what it was.
+        grad = torch.is_grad_enabled()
+        with torch.inference_mode(False), torch.set_grad_enabled(grad):
+            return F.normalize(self.item_emb.weight, dim=-1, eps=EPS)
 
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item (cosine / temperature); column 0 (padding) is ``-inf``."""
