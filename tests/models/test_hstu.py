@@ -15,6 +15,7 @@ from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
 from attnrec.models.hstu import HSTU, HSTUConfig, time_buckets
 from attnrec.recommend import load
+from attnrec.recommend.insight import explain_recommendation
 
 SMALL = {"hidden": 16, "dqk": 8, "dv": 8, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1,
          "n_negatives": 10}
@@ -170,6 +171,11 @@ def test_learns_sequential_structure_beyond_popularity(ring: Interactions, tmp_p
     emb = torch.nn.functional.normalize(hstu.core.item_emb.weight.detach(), dim=-1)
     a_idx, b_idx = (hstu.items_.get(i) for i in ("i3", sim.items[0]))
     assert sim.scores[0] == pytest.approx(float(emb[a_idx] @ emb[b_idx]), abs=1e-5)
+    # Attention insight reads the unnormalised weights as they are: finite, on history items only.
+    assert hstu.users_ is not None and hstu.histories_ is not None
+    ex = explain_recommendation(hstu, user=hstu.users_.to_list()[3], k=3, top=100)
+    assert {a.item for a in ex.attended} <= set(hstu.items_.to_external(hstu.histories_[3]))
+    assert ex.attended and all(math.isfinite(a.weight) and math.isfinite(a.rollout) for a in ex.attended)
     # Saved and loaded: the same config and the same scores.
     loaded = load(hstu.save(tmp_path / "hstu"))
     assert loaded.config == hstu.config
