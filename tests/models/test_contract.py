@@ -97,6 +97,7 @@ TRANSFORMER = {"attention", "weighted_loss", "shared_batch"}
 EXPECTED_CAPABILITIES = {
     "sasrec": FACTORISED | TRANSFORMER,
     "bert4rec": FACTORISED | {"item_bias"} | TRANSFORMER,
+    "hstu": FACTORISED | TRANSFORMER,  # attention: unnormalised SiLU weights, not probabilities
     "gru4rec": FACTORISED | {"item_bias"},
     "gru4rec-plus": FACTORISED | {"item_bias"},
     "caser": FACTORISED | {"item_bias"},

@@ -6,6 +6,7 @@ from attnrec.models import (
     caser,  # noqa: F401
     fpmc,  # noqa: F401
     gru4rec,  # noqa: F401
+    hstu,  # noqa: F401
     ncf,  # noqa: F401
     peter,  # noqa: F401
     pop,  # noqa: F401
