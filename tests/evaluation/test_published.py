@@ -10,6 +10,8 @@ from attnrec.evaluation.published import (
     BERT4REC_TABLE2,
     LABELS,
     ML_1M_SHA256,
+    SPORTS_SHA256,
+    TOYS_SHA256,
     best_full_ranking,
     full_ranking_figures,
     published_metrics,
@@ -57,6 +59,10 @@ def test_every_sequential_model_has_a_label() -> None:
 def test_full_ranking_figures_belong_to_their_file_and_model() -> None:
     ml = full_ranking_figures(ML_1M_SHA256)
     assert len(ml) == 8 and {f.dataset for f in ml} == {"ml-1m"}
+    assert [f.ndcg10 for f in full_ranking_figures(ML_1M_SHA256, "gsasrec")] == [0.1726]
+    toys = full_ranking_figures(TOYS_SHA256)
+    assert [(f.model, f.ndcg10) for f in toys] == [("sasrec", 0.0374), ("sasrec", 0.058), ("esasrec", 0.0538)]
+    assert [f.hr10 for f in full_ranking_figures(SPORTS_SHA256, "esasrec")] == [0.056]
     assert [f.hr10 for f in full_ranking_figures(BEAUTY_SHA256, "bert4rec")] == [0.0338, 0.0434]
     assert full_ranking_figures("0" * 64) == []  # another file: nothing is comparable
 
