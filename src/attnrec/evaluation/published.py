@@ -36,7 +36,7 @@ DATASETS = {ML_1M_SHA256: "ml-1m", BEAUTY_SHA256: "beauty"}
 LABELS = {
     "pop": "POP", "bprmf": "BPR-MF", "ncf": "NCF", "fpmc": "FPMC", "fmc": "FMC", "transrec": "TransRec",
     "gru4rec": "GRU4Rec", "gru4rec-plus": "GRU4Rec+", "caser": "Caser", "sasrec": "SASRec",
-    "bert4rec": "BERT4Rec",
+    "bert4rec": "BERT4Rec", "gsasrec": "gSASRec", "esasrec": "eSASRec",
 }  # fmt: skip
 
 
