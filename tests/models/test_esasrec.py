@@ -155,6 +155,20 @@ def test_save_load_gives_identical_scores(ring: Interactions, tmp_path: Path) ->
     torch.testing.assert_close(rec.score_histories(users, hist), loaded.score_histories(users, hist))
 
 
+@pytest.mark.slow
+def test_onnx_export_of_the_encoder_matches_torch(ring: Interactions, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from attnrec.serving.export import export_onnx, parity, session
+
+    rec = Recommender("esasrec", SMALL, {"max_epochs": 1, "batch_size": 64}).fit(ring, progress=False)
+    sess = session(export_onnx(rec, tmp_path / "esasrec.onnx"), threads=1)
+    assert sess.get_outputs()[0].name == "query"  # factorised: the LiGR encoder only
+    for rows in ([[3]], [[3, 7, 1], [4], list(range(1, 12))]):  # the sequence length is dynamic
+        hist = Sequences.from_lists(rows, ring.n_items)
+        assert parity(rec, sess, rec.core.score_inputs(np.zeros(len(rows), dtype=np.int64), hist)) < 1e-4
+
+
 def test_learns_sequential_structure_beyond_popularity(ring: Interactions) -> None:
     split = leave_one_out(ring)
     train = {"max_epochs": 15, "batch_size": 32, "lr": 5e-3, "patience": 3}
