@@ -143,9 +143,10 @@ _AMAZON_MODEL = {"hidden": 256, "n_layers": 1, "n_heads": 1, "max_len": 50, "dro
         "beauty": {"model": _AMAZON_MODEL | {"ff_multiplier": 4}, "train": _AMAZON_TRAIN},
         "sports": {"model": _AMAZON_MODEL | {"ff_multiplier": 2}, "train": _AMAZON_TRAIN},
         "toys": {"model": _AMAZON_MODEL | {"ff_multiplier": 1}, "train": _AMAZON_TRAIN},
-        # `make demo`-sized: the built-in demo data in a couple of minutes on 2 CPU cores.
+        # `make demo`-sized: the built-in demo data in a couple of minutes on 2 CPU cores (the paper's 256
+        # negatives: with 64 the 150 s budget ended at test NDCG@10 0.16, with 256 at 0.33).
         "demo": {
-            "model": {"hidden": 64, "max_len": 50, "dropout": 0.2, "n_negatives": 64},
+            "model": {"hidden": 64, "max_len": 50, "dropout": 0.2, "n_negatives": 256},
             "train": {"lr": 2e-3, "batch_size": 128, "max_epochs": 30, "patience": 3, "time_budget": 150.0},
         },
     },
