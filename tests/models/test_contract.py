@@ -98,6 +98,9 @@ EXPECTED_CAPABILITIES = {
     "sasrec": FACTORISED | TRANSFORMER,
     "bert4rec": FACTORISED | {"item_bias"} | TRANSFORMER,
     "hstu": FACTORISED | TRANSFORMER,  # attention: unnormalised SiLU weights, not probabilities
+    "esasrec": FACTORISED | TRANSFORMER,
+    # negatives drawn per sequence (B, k): split with the rows under DDP, nothing shared by the batch
+    "gsasrec": FACTORISED | {"attention", "weighted_loss"},
     "gru4rec": FACTORISED | {"item_bias"},
     "gru4rec-plus": FACTORISED | {"item_bias"},
     "caser": FACTORISED | {"item_bias"},

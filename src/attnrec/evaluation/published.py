@@ -38,7 +38,7 @@ DATASETS = {ML_1M_SHA256: "ml-1m", BEAUTY_SHA256: "beauty", TOYS_SHA256: "amazon
 LABELS = {
     "pop": "POP", "bprmf": "BPR-MF", "ncf": "NCF", "fpmc": "FPMC", "fmc": "FMC", "transrec": "TransRec",
     "gru4rec": "GRU4Rec", "gru4rec-plus": "GRU4Rec+", "caser": "Caser", "sasrec": "SASRec",
-    "bert4rec": "BERT4Rec", "hstu": "HSTU",
+    "bert4rec": "BERT4Rec", "hstu": "HSTU", "gsasrec": "gSASRec", "esasrec": "eSASRec",
 }  # fmt: skip
 
 

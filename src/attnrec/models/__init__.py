@@ -4,8 +4,10 @@ from attnrec.models import (
     bert4rec,  # noqa: F401
     bprmf,  # noqa: F401
     caser,  # noqa: F401
+    esasrec,  # noqa: F401
     fpmc,  # noqa: F401
     gru4rec,  # noqa: F401
+    gsasrec,  # noqa: F401
     hstu,  # noqa: F401
     ncf,  # noqa: F401
     peter,  # noqa: F401

@@ -1,4 +1,4 @@
-"""Training objectives the models share: full softmax (chunked), sampled softmax with log-Q correction, BPR.
+"""Training objectives the models share: full softmax (chunked), sampled softmax with log-Q correction, gBCE, BPR.
 
 Each model file still spells out its own objective in ``loss``: which positions count, which logits
 go in; these functions are the arithmetic it calls by name.
@@ -118,6 +118,38 @@ def sampled_softmax_cross_entropy(
     neg_logit = neg_logit.masked_fill(negative[None, :] == target[:, None], -torch.inf)  # (N, S) accidental hits
     logits = torch.cat([pos, neg_logit], dim=1)  # (N, 1+S), the target in column 0
     return F.cross_entropy(logits, torch.zeros(len(target), dtype=torch.long, device=logits.device))
+
+
+def gbce_beta(n_negatives: int, n_items: int, t: float) -> float:
+    """The exponent ``beta`` of gBCE (Petrov & Macdonald, RecSys 2023) for ``n_negatives`` per positive.
+
+    ``alpha = k / (|I| - 1)`` is the negative sampling rate (the share of the other items a positive is
+    contrasted with) and ``beta = alpha * (t * (1 - 1/alpha) + 1/alpha)``, i.e. ``1 - t * (1 - alpha)``:
+    ``t = 0`` gives ``beta = 1`` (plain BCE), ``t = 1`` gives ``beta = alpha`` (the paper's fully
+    calibrated case). With ``k >= |I| - 1`` every other item can be drawn, so ``alpha`` is capped at 1
+    (nothing to calibrate: ``beta = 1`` whatever ``t``).
+    """
+    if not 0.0 <= t <= 1.0:
+        raise ValueError(f"gbce_t must be in [0, 1], not {t}")
+    alpha = min(1.0, n_negatives / (n_items - 1)) if n_items > 1 else 1.0
+    return alpha * (t * (1.0 - 1.0 / alpha) + 1.0 / alpha)
+
+
+def gbce_loss(pos_logit: torch.Tensor, neg_logit: torch.Tensor, beta: float) -> torch.Tensor:
+    """Mean generalised binary cross-entropy of positives ``(N,)`` against their negatives ``(N, K)``.
+
+    Per positive ``s+`` with negatives ``s-_1..s-_K`` (the paper's eq., normalised by ``K + 1``)::
+
+        loss = -( log sigmoid(s+)^beta + sum_j log(1 - sigmoid(s-_j)) ) / (K + 1)
+             =  ( beta * softplus(-s+) + sum_j softplus(s-_j) ) / (K + 1)
+
+    averaged over the ``N`` positives. ``beta = 1`` is the BCE of the ``N * (K + 1)`` logits; see
+    :func:`gbce_beta`. A negative logit of ``-inf`` (a masked negative) contributes 0.
+    """
+    k = neg_logit.shape[1]
+    pos_term = beta * F.softplus(-pos_logit)  # (N,) -log sigmoid(s+)^beta, stable for any logit
+    neg_term = F.softplus(neg_logit).sum(1)  # (N,) -sum log(1 - sigmoid(s-))
+    return ((pos_term + neg_term) / (k + 1)).mean()
 
 
 def bpr_loss(x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,195 @@
+"""eSASRec: a LiGR layer computed by hand, causality, the sampled softmax against the full one, and that it learns."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnrec import Recommender
+from attnrec.data.schema import Interactions, Sequences
+from attnrec.data.split import leave_one_out
+from attnrec.evaluation.protocol import FULL
+from attnrec.models.esasrec import ESASRec, ESASRecConfig, LiGRLayer
+from attnrec.models.losses import sampled_softmax_cross_entropy
+from attnrec.models.masks import causal_mask
+
+SMALL = {"hidden": 16, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1, "n_negatives": 8}
+
+
+def _model(**over: object) -> ESASRec:
+    torch.manual_seed(0)
+    return ESASRec(ESASRecConfig(**(SMALL | over)), n_users=5, n_items=30).eval()  # type: ignore[arg-type]
+
+
+def _sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-z))
+
+
+def _ln2(a: float, b: float, eps: float = 1e-5) -> tuple[float, float]:
+    """LayerNorm (no affine) of a 2-vector: (+-d, -+d) / sqrt(d^2 + eps) with d half the difference."""
+    d = (a - b) / 2
+    return d / math.sqrt(d * d + eps), -d / math.sqrt(d * d + eps)
+
+
+def test_ligr_layer_by_hand() -> None:
+    """d = 2, one head, two positions, weights set so every step is plain arithmetic.
+
+    q = k = 0 (attention is uniform over the allowed keys), v = out = I, the attention gate G1 = I
+    (so it reads x itself), SwiGLU W1 = W3 = W2 = I (f = SiLU(z) * z = z^2 sigmoid(z)), and the FFN
+    gate G2 = 0 with bias (0, ln 3), i.e. sigmoid = (1/2, 3/4).
+    """
+    layer = LiGRLayer(ESASRecConfig(hidden=2, n_heads=1, n_layers=1, max_len=4, dropout=0.0, ff_multiplier=1)).eval()
+    eye = torch.eye(2)
+    with torch.no_grad():
+        for lin in (layer.attn.q, layer.attn.k):
+            lin.weight.zero_()
+            lin.bias.zero_()
+        for lin in (layer.attn.v, layer.attn.out, layer.gate_attn):
+            lin.weight.copy_(eye)
+            lin.bias.zero_()
+        for lin in (layer.ffn.w1, layer.ffn.w3, layer.ffn.w2):
+            lin.weight.copy_(eye)
+        layer.gate_ffn.weight.zero_()
+        layer.gate_ffn.bias.copy_(torch.tensor([0.0, math.log(3.0)]))
+        x = torch.tensor([[[2.0, 0.0], [0.0, 2.0]]])  # (1, 2, 2)
+        got, weights = layer(x, causal_mask(torch.tensor([[1, 2]])), need_weights=True)
+        last, _ = layer(x, causal_mask(torch.tensor([[1, 2]])), last=1)
+
+    z0, z1 = _ln2(2.0, 0.0), _ln2(0.0, 2.0)  # LN(x): the attention's queries, keys and values
+    a0 = z0  # position 0 sees only itself
+    a1 = ((z0[0] + z1[0]) / 2, (z0[1] + z1[1]) / 2)  # position 1: the mean of both values (= 0)
+    h0 = (2.0 + _sigmoid(2.0) * a0[0], 0.0 + _sigmoid(0.0) * a0[1])  # gate sigmoid(x), not of LN(x)
+    h1 = (0.0 + _sigmoid(0.0) * a1[0], 2.0 + _sigmoid(2.0) * a1[1])
+    out = []
+    for h in (h0, h1):
+        y = _ln2(*h)
+        f = (y[0] ** 2 * _sigmoid(y[0]), y[1] ** 2 * _sigmoid(y[1]))  # SiLU(y) * y
+        out.append([h[0] + 0.5 * f[0], h[1] + 0.75 * f[1]])
+    torch.testing.assert_close(got, torch.tensor([out]), rtol=0, atol=1e-5)
+    torch.testing.assert_close(weights, torch.tensor([[[[1.0, 0.0], [0.5, 0.5]]]]))
+    torch.testing.assert_close(last, got[:, 1:])
+
+
+def test_causal_future_items_do_not_change_past_outputs() -> None:
+    m = _model()
+    seq = torch.tensor([[0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6, 11]])
+    changed = seq.clone()
+    changed[0, 7] = 20
+    with torch.no_grad():
+        a, b = m.encode(seq), m.encode(changed)
+    assert torch.allclose(a[0, :7], b[0, :7], atol=1e-6)
+    assert not torch.allclose(a[0, 7], b[0, 7], atol=1e-4)
+
+
+def test_scoring_state_is_the_full_pass_last_row_and_ignores_padding() -> None:
+    m = _model(n_layers=3, max_len=10, dropout=0.3)
+    hist = Sequences.from_lists([[3, 7, 1], [4], list(range(1, 9))], 30)
+    batch = m.score_inputs(np.arange(3), hist)  # padded to the longest history, 8
+    with torch.no_grad():
+        full = m.encode(batch["seq"])[:, -1, :]  # (B, D) every position in every layer
+        torch.testing.assert_close(m.query_vectors(batch), full, rtol=1e-5, atol=1e-6)
+        wide = m.score({"seq": torch.from_numpy(hist.padded(10))})  # more padding, same scores
+        m.item_emb.weight[0].normal_()  # whatever the padding vector holds, nothing changes
+        torch.testing.assert_close(m.score(batch), wide, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(wide[:, 1:], (full @ m.item_vectors().T)[:, 1:], rtol=1e-5, atol=1e-5)
+    assert torch.isneginf(wide[:, 0]).all()
+
+
+def test_attention_never_looks_ahead_nor_at_padding() -> None:
+    m = _model()
+    seq = torch.tensor([[0, 0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6], [0] * 9 + [4, 5, 6]])
+    with torch.no_grad():
+        maps = m.attention_weights(seq)
+    real = seq > 0
+    assert len(maps) == 2 and maps[0].shape == (2, 2, 12, 12)
+    for w in maps:
+        assert torch.allclose(w.sum(-1), torch.ones(2, 2, 12))
+        assert w.triu(1).abs().max() == 0
+        for b in range(2):
+            assert w[b][:, real[b]][:, :, ~real[b]].abs().max() == 0
+
+
+def test_sampled_softmax_over_every_item_is_the_full_softmax() -> None:
+    torch.manual_seed(0)
+    h, emb = torch.randn(6, 4), torch.randn(9, 4)  # 8 items + padding row
+    target = torch.tensor([1, 8, 3, 3, 5, 2])
+    every = torch.arange(1, 9)  # each item drawn once: the target too, masked as an accidental hit
+    pos_logit, neg_logit = (h * emb[target]).sum(-1), h @ emb[every].T
+    full = F.cross_entropy(h @ emb[1:].T, target - 1)
+    torch.testing.assert_close(sampled_softmax_cross_entropy(pos_logit, neg_logit, target, every), full)
+    same_q = torch.full((8,), math.log(3.0))  # a constant log-Q correction changes nothing
+    got = sampled_softmax_cross_entropy(pos_logit, neg_logit, target, every, torch.full((6,), math.log(3.0)), same_q)
+    torch.testing.assert_close(got, full)
+    # and through the model: sampled_ce with every item as a negative is its ce loss
+    ce = _model(loss="ce", dropout=0.0)
+    sampled = _model(loss="sampled_ce", dropout=0.0)
+    sampled.load_state_dict(ce.state_dict())
+    batch = next(iter(ce.train_batches(Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30), 8,
+                                       np.random.default_rng(0))))
+    with torch.no_grad():
+        torch.testing.assert_close(sampled.loss(batch | {"negative": torch.arange(1, 31)}), ce.loss(batch))
+
+
+def test_batches_share_negatives_and_shift_targets() -> None:
+    m = _model(n_negatives=20)
+    train = Sequences.from_lists([[1, 2, 3, 4], [5, 6]], 30)
+    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
+    assert batch["negative"].shape == (20,) and set(batch) == {"seq", "target", "negative"}  # uniform: no log-Q
+    for seq, tgt in zip(batch["seq"], batch["target"], strict=True):
+        real = tgt > 0
+        assert torch.equal(seq[real][1:], tgt[real][:-1])
+    pop = _model(sampler="popularity")
+    assert {"neg_logq", "target_logq"} <= set(next(iter(pop.train_batches(train, 8, np.random.default_rng(0)))))
+
+
+def test_save_load_gives_identical_scores(ring: Interactions, tmp_path: Path) -> None:
+    split = leave_one_out(ring)
+    rec = Recommender("esasrec", SMALL, {"max_epochs": 1, "batch_size": 64}).fit(ring, split, progress=False)
+    loaded = Recommender.load(rec.save(tmp_path / "esasrec"))
+    assert loaded.config == rec.config
+    rows = np.arange(8)
+    users, hist = split.test.users[rows], split.test.histories.take(rows)
+    torch.testing.assert_close(rec.score_histories(users, hist), loaded.score_histories(users, hist))
+
+
+@pytest.mark.slow
+def test_onnx_export_of_the_encoder_matches_torch(ring: Interactions, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from attnrec.serving.export import export_onnx, parity, session
+
+    rec = Recommender("esasrec", SMALL, {"max_epochs": 1, "batch_size": 64}).fit(ring, progress=False)
+    sess = session(export_onnx(rec, tmp_path / "esasrec.onnx"), threads=1)
+    assert sess.get_outputs()[0].name == "query"  # factorised: the LiGR encoder only
+    for rows in ([[3]], [[3, 7, 1], [4], list(range(1, 12))]):  # the sequence length is dynamic
+        hist = Sequences.from_lists(rows, ring.n_items)
+        assert parity(rec, sess, rec.core.score_inputs(np.zeros(len(rows), dtype=np.int64), hist)) < 1e-4
+
+
+def test_learns_sequential_structure_beyond_popularity(ring: Interactions) -> None:
+    split = leave_one_out(ring)
+    train = {"max_epochs": 15, "batch_size": 32, "lr": 5e-3, "patience": 3}
+    e = Recommender("esasrec", SMALL, train).fit(ring, split, progress=False)
+    pop = Recommender("pop").fit(ring, split, progress=False)
+    hr_e = e.evaluate(split.test, FULL).metrics["HR@10"]
+    hr_pop = pop.evaluate(split.test, FULL).metrics["HR@10"]
+    assert hr_e > hr_pop + 0.2, (hr_e, hr_pop)
+
+
+def test_presets_carry_the_published_settings() -> None:
+    ml = Recommender("esasrec", preset="ml-1m")
+    assert (ml.config.hidden, ml.config.n_layers, ml.config.max_len, ml.config.dropout) == (64, 2, 200, 0.1)
+    assert {p: Recommender("esasrec", preset=p).config.ff_multiplier for p in ("beauty", "sports", "toys")} == {
+        "beauty": 4, "sports": 2, "toys": 1}
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="loss must be sampled_ce or ce, not 'bce'"):
+        ESASRecConfig(loss="bce")
+    with pytest.raises(ValueError, match="^hidden, n_layers, n_heads, max_len and ff_multiplier must be positive$"):
+        ESASRecConfig(ff_multiplier=0)
+    with pytest.raises(ValueError, match="hidden size 10 is not divisible by 3 heads"):
+        ESASRec(ESASRecConfig(hidden=10, n_heads=3), 1, 5)
