@@ -28,13 +28,15 @@ class BatchError(ValueError):
     """A batch run that cannot go on as asked (e.g. a resume with other arguments); the message says why."""
 
 
-def _replace_atomically(path: Path, write: Any) -> None:
-    """Write ``path`` through ``write(file)`` into a temporary file, flush it to disk and rename it into place."""
+def _replace_atomically(path: Path, write: Any, sync: bool = True) -> None:
+    """Write ``path`` through ``write(file)`` into a temporary file and rename it into place; with ``sync``
+    the bytes reach the disk first, so even a machine crash leaves the old file or the whole new one."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
         write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 
@@ -93,7 +95,9 @@ class Parts:
 
     def _record(self) -> None:
         payload = {"key": self.key, "finished": {str(i): list(n) for i, n in sorted(self.finished.items())}}
-        _replace_atomically(self.dir / RUN_FILE, lambda fh: fh.write(json.dumps(payload, indent=1).encode()))
+        # Not synced (one sync per part is enough): after a machine crash an older record only means
+        # that some finished parts are scored again.
+        _replace_atomically(self.dir / RUN_FILE, lambda fh: fh.write(json.dumps(payload).encode()), sync=False)
 
     def part(self, index: int) -> Path:
         return self.dir / f"part-{index:05d}.parquet"
