@@ -206,8 +206,8 @@ def _parquet(path: Path) -> pq.ParquetFile:
         raise DataError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
 
 
-def _parquet_column(path: Path, col: pa.ChunkedArray | pa.Array, name: str) -> list[Any]:
-    """A ``user`` column as strings, a ``history`` column as lists (or strings), as Python values."""
+def _parquet_column(path: Path, col: pa.Array, name: str) -> list[Any]:
+    """A ``user`` column as strings, a ``history`` column as lists of strings (text cells split), in Python."""
     t = col.type
     if name == USER:
         if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)):
@@ -219,7 +219,7 @@ def _parquet_column(path: Path, col: pa.ChunkedArray | pa.Array, name: str) -> l
             raise DataError(f"{path}: column 'history' must hold lists of strings or integers, not {t}")
         return pc.cast(col, pa.list_(pa.string())).to_pylist()  # type: ignore[no-any-return]
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return col.to_pylist()  # type: ignore[no-any-return]
+        return [None if h is None else parse_history(h) for h in col.to_pylist()]
     raise DataError(f"{path}: column 'history' must hold lists of item IDs, not {t}")
 
 
@@ -231,13 +231,20 @@ def _parquet_rows(path: Path) -> Iterator[Request]:
     start = 0
     try:
         for batch in pf.iter_batches(batch_size=_PARQUET_BATCH, columns=cols):
+            # The columns' types were checked as a whole: the rows need no per-value checks (the hot loop
+            # of a million-user file).
             values = {c: _parquet_column(path, batch.column(c), c) for c in cols}
             users = values.get(USER, [None] * batch.num_rows)
             histories = values.get(HISTORY, [None] * batch.num_rows)
             for i, (user, history) in enumerate(zip(users, histories, strict=True)):
                 if history is not None and None in history:
                     raise DataError(f"{path} row {start + i + 1}: history has a null item")
-                yield _row(path, f"row {start + i + 1}", user, history)
+                if user:
+                    yield {USER: user, HISTORY: history} if history is not None else {USER: user}
+                elif history is not None:
+                    yield {HISTORY: history}
+                else:
+                    raise DataError(f"{path} row {start + i + 1}: no user and no history")
             start += batch.num_rows
     except (pa.ArrowException, OSError) as e:
         raise DataError(f"{path}: unreadable Parquet data ({str(e).splitlines()[0]})") from None
