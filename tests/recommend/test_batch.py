@@ -294,3 +294,47 @@ def test_a_resume_with_other_arguments_is_refused(
         score_to_parquet(rec, log, out, k=8, chunk_users=CHUNK, exclude=["i1"])
     res = score_to_parquet(rec, log, out, k=9, chunk_users=CHUNK, resume=False)  # afresh
     assert res.resumed_chunks == 0 and read_batch_metadata(out)["k"] == 9
+
+
+def _arrow_memory_while_reading(path: Path, groups: int) -> tuple[float, int]:
+    """``(bytes per row group, most arrow memory held while reading)`` of a file of ``groups`` row groups."""
+    from attnrec.recommend.batch_input import FileUsers
+
+    rng = np.random.default_rng(0)
+    with pq.ParquetWriter(path, pa.schema([("user", pa.string()), ("history", pa.list_(pa.string()))])) as w:
+        for g in range(groups):
+            hist = rng.integers(0, 10**9, (500, 40)).astype(str).tolist()  # barely compressible
+            w.write_table(pa.table({"user": [f"u{g}-{i}" for i in range(500)], "history": hist}))
+    before, most = pa.total_allocated_bytes(), 0
+    for n, _ in enumerate(FileUsers(path).rows(), 1):
+        if n % 250 == 0:
+            most = max(most, pa.total_allocated_bytes() - before)
+    return path.stat().st_size / groups, most
+
+
+def test_reading_a_parquet_file_holds_as_much_memory_whatever_its_size(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyarrow's pre-buffering keeps the row groups it read (up to 32 MB at a time) until the reader
+    closes: memory that grows with a large file. Reading 16 row groups must hold what reading 4 does."""
+    from attnrec.recommend import batch_input
+
+    monkeypatch.setattr(batch_input, "_PARQUET_BATCH", 250)  # rows decoded at once: here half a row group
+    row_group, small = _arrow_memory_while_reading(tmp_path / "small.parquet", 4)
+    _, large = _arrow_memory_while_reading(tmp_path / "large.parquet", 16)
+    assert large - small < 2 * row_group, (row_group, small, large)
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_parts_folder_that_is_not_a_run_is_left_alone(rec: Recommender, log: Interactions, tmp_path: Path,
+                                                        resume: bool) -> None:
+    foreign = tmp_path / "recs.parquet.parts"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(BatchError, match=r"recs.parquet.parts exists and holds no batch run \(run.json missing\)"):
+        score_to_parquet(rec, log, tmp_path / "recs.parquet", resume=resume)
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_an_unfitted_model_is_refused(log: Interactions, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match=r"sasrec: call fit\(\) or Recommender.load\(\) first"):
+        score_to_parquet(Recommender("sasrec"), log, tmp_path / "recs.parquet")

@@ -204,6 +204,7 @@ def score_to_parquet(
         How the model is named in the output's metadata (e.g. its directory).
     """
     _check_arguments(k, chunk_users, layout)
+    rec.capabilities  # noqa: B018 (raises RuntimeError for a model neither fitted nor loaded)
     unknown_filter_items(rec, include, exclude)
     src, out = _source(source), Path(out_path)
     if out.is_dir():

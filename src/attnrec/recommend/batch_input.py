@@ -201,7 +201,9 @@ def _jsonl_rows(path: Path) -> Iterator[Request]:
 
 def _parquet(path: Path) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        # pre_buffer keeps every row group's bytes cached until the reader is closed: memory would grow
+        # with the file (about its compressed size); without it, one row group is held at a time.
+        return pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowException, OSError) as e:
         raise DataError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
 

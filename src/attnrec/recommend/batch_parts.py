@@ -66,12 +66,13 @@ class Parts:
         self.key = dict(key)
         self.finished: dict[int, tuple[int, int]] = {}  # chunk index -> (rows, rows with a fallback)
         run = directory / RUN_FILE
-        if directory.exists() and not resume:
+        if not run.exists() and directory.exists() and any(directory.iterdir()):
+            # not ours to resume or to delete
+            raise BatchError(f"{directory} exists and holds no batch run ({RUN_FILE} missing); remove it first")
+        if run.exists() and not resume:
             shutil.rmtree(directory)
         elif run.exists():
             self._resume(run)
-        elif directory.exists() and any(directory.iterdir()):
-            raise BatchError(f"{directory} exists and holds no batch run ({RUN_FILE} missing); remove it first")
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.tmp"):  # left by a run killed while writing
             stale.unlink()
