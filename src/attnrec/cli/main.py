@@ -34,6 +34,7 @@ def _root(
 
 
 # Command modules register themselves on `app`; keep one import per module.
+from attnrec.cli import batch as _batch  # noqa: E402,F401
 from attnrec.cli import compare as _compare  # noqa: E402,F401
 from attnrec.cli import core as _core  # noqa: E402,F401
 from attnrec.cli import explain as _explain  # noqa: E402,F401
