@@ -24,10 +24,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnrec.data.schema import Sequences
 from attnrec.data.features import AlignedFeatures
+from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.batching import batches, sliding_windows
+from attnrec.models.context import (
+    ModelContext,
+    check_feature_options,
+    grown_embedding,
+    item_context,
+    require_fused,
+)
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -37,7 +44,6 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.context import ModelContext, check_feature_options, grown_embedding, item_context, require_fused
 from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
 from attnrec.models.masks import bidirectional_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives

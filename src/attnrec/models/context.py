@@ -183,7 +183,7 @@ class FieldEmbedding(nn.Module):
         if self.kind == "numeric":
             out: torch.Tensor = self.proj(self.codes[:, None]) * self.present[:, None]  # (n, D)
             return out
-        e = self.proj(self.codes)  # (n, D) or (n, W, D); row 0 of the embedding is zero
+        e: torch.Tensor = self.proj(self.codes)  # (n, D) or (n, W, D); row 0 of the embedding is zero
         if self.kind == "categorical":
             return e
         count = (self.codes > 0).sum(1, keepdim=True).clamp(min=1)  # (n, 1)
@@ -221,10 +221,7 @@ class ItemContext(nn.Module):
             self.fields.append(FieldEmbedding("multi" if kind == "text" else kind, codes, hidden,
                                               a.vocab_sizes.get(name, 0), present))
         self.fuse = nn.Linear(2 * hidden, hidden) if mode in ("concat", "gate") else None
-
-    @property
-    def n_rows(self) -> int:
-        return int(next(iter(self.fields.children())).codes.shape[0])  # type: ignore[union-attr]
+        self.n_rows = a.n_rows  # padding + items; grows with add_rows
 
     def field_tables(self) -> torch.Tensor:
         """``(F, n_rows, D)``: each field's vector per item."""
@@ -264,6 +261,7 @@ class ItemContext(nn.Module):
         """Append new items' encoded features (:meth:`ItemFeatures.encode`) as rows ``n_rows ..``."""
         for f, name in zip(self.fields, rows.kinds, strict=True):
             f.add_rows(*_field_arrays(rows, name))  # type: ignore[operator]
+        self.n_rows += rows.n_rows
 
 
 def item_context(mode: str, difsr: bool, context: ModelContext | None, hidden: int, id_dropout: float,
@@ -312,7 +310,7 @@ class DecoupledAttention(MultiHeadAttention):
         self.side_q = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(n_side))
         self.side_k = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(n_side))
 
-    def forward(  # type: ignore[override]
+    def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False,
         side: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -31,18 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnrec.data.schema import Sequences
 from attnrec.data.features import AlignedFeatures
+from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.batching import batches, next_item_rows, next_item_windows
-from attnrec.models.contracts import (
-    AttentionInspectable,
-    Batch,
-    Factorised,
-    SequentialModel,
-    SharedBatch,
-    WeightedLoss,
-)
 from attnrec.models.context import (
     DecoupledAttention,
     ModelContext,
@@ -50,6 +42,14 @@ from attnrec.models.context import (
     grown_embedding,
     item_context,
     require_fused,
+)
+from attnrec.models.contracts import (
+    AttentionInspectable,
+    Batch,
+    Factorised,
+    SequentialModel,
+    SharedBatch,
+    WeightedLoss,
 )
 from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
