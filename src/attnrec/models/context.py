@@ -183,11 +183,13 @@ class FieldEmbedding(nn.Module):
         if self.kind == "numeric":
             out: torch.Tensor = self.proj(self.codes[:, None]) * self.present[:, None]  # (n, D)
             return out
-        e: torch.Tensor = self.proj(self.codes)  # (n, D) or (n, W, D); row 0 of the embedding is zero
         if self.kind == "categorical":
+            e: torch.Tensor = self.proj(self.codes)  # (n, D); row 0 of the embedding is zero
             return e
-        count = (self.codes > 0).sum(1, keepdim=True).clamp(min=1)  # (n, 1)
-        return e.sum(1) / count  # (n, D) mean over the row's values
+        assert isinstance(self.proj, nn.Embedding)
+        # mean over the row's values, code 0 left out of sum and count (an empty row gives zeros);
+        # embedding_bag never holds the (n, W, D) gather
+        return F.embedding_bag(self.codes, self.proj.weight, mode="mean", padding_idx=0)  # (n, D)
 
     def reset_padding(self) -> None:
         if isinstance(self.proj, nn.Embedding):
