@@ -105,3 +105,27 @@ def test_features_asked_for_on_a_log_without_them_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown field"):
         Recommender("bert4rec", {"item_features": "sum", "feature_fields": ["brand"]}, TRAIN).fit(
             category_log(), progress=False)
+
+
+def test_items_added_over_http_are_recommended_at_once(data: Interactions) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # starlette asks for httpx2 instead of httpx
+        from fastapi.testclient import TestClient
+
+    from attnrec.serving.app import ServingConfig, create_app
+
+    rec = fitted(data)
+    key = {"Authorization": "Bearer cold-items-key-0123456789"}
+    body = {"model": "m", "items": [{"item_id": "new2", "category": "cat2"}, {"item_id": "new4", "category": "cat4"}]}
+    with TestClient(create_app({"m": rec}, ServingConfig(api_keys=frozenset({key["Authorization"][7:]})))) as c:
+        assert c.post("/v1/admin/items", json=body).status_code == 401  # guarded like the other admin endpoints
+        r = c.post("/v1/admin/items", json=body, headers=key)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"name": "m", "added": ["new2", "new4"], "n_items": N_CAT * PER_CAT + 2}
+        got = c.post("/v1/recommend", json={"history": HISTORY, "k": 10}, headers=key).json()
+        assert "new2" in [x["item"] for x in got["items"]]
+        again = c.post("/v1/admin/items", json=body, headers=key)
+        assert again.status_code == 422 and "already in the catalog" in again.json()["error"]["message"]
+    assert rec.items_ is not None and "new2" not in rec.items_  # copy-on-write: the object passed in is untouched
