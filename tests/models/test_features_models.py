@@ -191,3 +191,17 @@ def test_new_items_are_encoded_with_the_training_codes() -> None:
     again = ItemFeatures.from_json(spec.to_json(), N_ITEMS + 1)
     assert dataclasses.replace(again, aligned=spec.aligned) == spec
     assert again.encode(new).categorical["category"].tolist() == rows.categorical["category"].tolist()
+
+
+def test_the_scoring_table_is_kept_while_its_inputs_stay() -> None:
+    model = sasrec(item_features="gate")
+    assert model.item_ctx is not None
+    with torch.inference_mode():
+        first = model.item_vectors()
+        assert model.item_vectors() is first  # one tensor while the weights stay (no recompute per request)
+        first._version  # a normal tensor: similar-item caches key on its version  # noqa: B018
+    model.item_ctx.fields[0].codes[5] = model.item_ctx.fields[0].codes[6]  # an in-place change of an input
+    with torch.inference_mode():
+        again = model.item_vectors()
+    assert again is not first and not torch.equal(again[5], first[5])
+    assert torch.equal(again, model.item_vectors().detach())  # the kept table is the computed one

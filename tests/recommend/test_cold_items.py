@@ -65,6 +65,7 @@ def test_a_cold_item_of_the_right_category_is_recommended(data: Interactions, mo
     assert ranked.index("new4") > ranked.index("new2")
     s2, s4 = answer.scores[ranked.index("new2")], answer.scores[ranked.index("new4")]
     assert np.isfinite([s2, s4]).all() and s2 != s4
+    assert all(i.startswith("c2") for i in rec.similar_items("new2", k=3).items)  # its vector is its category's
 
 
 def test_save_and_load_keep_features_and_added_items(data: Interactions, tmp_path: Path) -> None:

@@ -224,13 +224,28 @@ class ItemContext(nn.Module):
                                               a.vocab_sizes.get(name, 0), present))
         self.fuse = nn.Linear(2 * hidden, hidden) if mode in ("concat", "gate") else None
         self.n_rows = a.n_rows  # padding + items; grows with add_rows
+        self._cached: tuple[tuple[tuple[int, int], ...], torch.Tensor] | None = None  # see table()
 
     def field_tables(self) -> torch.Tensor:
         """``(F, n_rows, D)``: each field's vector per item."""
         return torch.stack([f() for f in self.fields])
 
     def table(self, id_weight: torch.Tensor) -> torch.Tensor:
-        """The fused item table ``(n_rows, D)`` from the ID embedding rows ``id_weight[:n_rows]``; row 0 zero."""
+        """The fused item table ``(n_rows, D)`` from the ID embedding rows ``id_weight[:n_rows]``; row 0 zero.
+
+        Without gradients (scoring, serving) the table is computed once per state of its inputs and kept:
+        one tensor while the weights stay, as a plain ID embedding is (similar-item caches key on it), and
+        not recomputed per request. It is a normal tensor even when first asked for in inference mode.
+        """
+        if self.mode == "none" or self.training or torch.is_grad_enabled():
+            return self._table(id_weight)
+        key = tuple((t.data_ptr(), t._version) for t in (id_weight, *self.parameters(), *self.buffers()))
+        if self._cached is None or self._cached[0] != key:
+            with torch.inference_mode(False), torch.no_grad():
+                self._cached = (key, self._table(id_weight))
+        return self._cached[1]
+
+    def _table(self, id_weight: torch.Tensor) -> torch.Tensor:
         n = self.n_rows
         ids = id_weight[:n]  # (n, D)
         if self.mode == "none":  # DIF-SR alone: features only inside attention
