@@ -205,3 +205,12 @@ def test_the_scoring_table_is_kept_while_its_inputs_stay() -> None:
         again = model.item_vectors()
     assert again is not first and not torch.equal(again[5], first[5])
     assert torch.equal(again, model.item_vectors().detach())  # the kept table is the computed one
+
+
+def test_feature_fields_choose_the_fields_read() -> None:
+    from attnrec.models.context import feature_settings
+
+    cfg = SASRecConfig(item_features="sum", feature_fields="category, tags")
+    assert feature_settings(cfg) == ("sum", ("category", "tags"), False)
+    model = SASRec(cfg, 5, N_ITEMS, context(feature_settings(cfg)[1]))
+    assert model.item_ctx is not None and [f.kind for f in model.item_ctx.fields] == ["categorical", "multi"]

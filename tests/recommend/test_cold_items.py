@@ -104,7 +104,7 @@ def test_features_asked_for_on_a_log_without_them_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="needs item features, but the data has none"):
         Recommender("sasrec", {"item_features": "sum"}, TRAIN).fit(category_log(features=False), progress=False)
     with pytest.raises(ConfigError, match="unknown field"):
-        Recommender("bert4rec", {"item_features": "sum", "feature_fields": ["brand"]}, TRAIN).fit(
+        Recommender("bert4rec", {"item_features": "sum", "feature_fields": "genres,brand"}, TRAIN).fit(
             category_log(), progress=False)
 
 

@@ -75,7 +75,7 @@ class BERT4RecConfig:
     init: str = "xavier"  # linear layers: "xavier" (normal) or "bert" (truncated normal, init_std, the authors' code)
     init_std: float = 0.02  # embeddings (and linear layers with init="bert"): truncated normal, as BERT
     item_features: str = "none"  # "none", "sum", "concat", "gate": ID + feature fusion (attnrec.models.context)
-    feature_fields: tuple[str, ...] = ()  # item feature fields used; empty = all of the data's
+    feature_fields: str = ""  # item feature fields used, comma-separated; empty = all of the data's
     id_dropout: float = 0.0  # training: chance of zeroing an item's ID vector (features alone: cold items)
 
     def __post_init__(self) -> None:

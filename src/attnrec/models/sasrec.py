@@ -81,11 +81,12 @@ class SASRecConfig:
     # no grad_clip.
     sparse_embedding: bool = False
     # Item features (attnrec.models.context): "none", "sum", "concat" or "gate" fusion of ID and feature
-    # vectors in the item table; the fields used (empty: all of the data's item feature fields); the
+    # vectors in the item table; the fields used, comma-separated (a string, not a tuple, so that the
+    # settings survive JSON round trips unchanged; empty: all of the data's item feature fields); the
     # probability of zeroing an item's ID vector in training (what lets features alone rank cold items);
     # DIF-SR attention (each field's own attention logits, values from the ID stream).
     item_features: str = "none"
-    feature_fields: tuple[str, ...] = ()
+    feature_fields: str = ""
     id_dropout: float = 0.0
     difsr: bool = False
 
