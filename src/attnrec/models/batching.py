@@ -78,3 +78,22 @@ def negative_batches(
     seen = train.user_item_keys()
     for idx in batches(len(users), batch_size, rng):
         yield idx, draw_negatives(users[idx], (len(idx), n_negatives), n_items, seen, rng)
+
+
+def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Windows ``(row, begin, length)`` over sequences of ``lengths`` (rows with length 0 get none).
+
+    A sequence of ``L <= max_len`` items is one window. A longer one gets the windows of the
+    authors' code: begins ``L - max_len, L - max_len - step, ...`` while positive, then 0, so every
+    item is in some window and the most recent window is always there. ``step == 0`` keeps only
+    the most recent ``max_len`` items.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    excess = np.maximum(lengths - max_len, 0)  # (U,)
+    n_win = np.where(lengths > 0, 1, 0)
+    if step > 0:
+        n_win = n_win + np.where(excess > 0, -(-excess // step), 0)
+    rows = np.repeat(np.arange(len(lengths)), n_win)  # (R,)
+    k = np.arange(len(rows)) - np.repeat(np.cumsum(n_win) - n_win, n_win)  # window number per row
+    begin = np.maximum(excess[rows] - k * step, 0)
+    return rows, begin, np.minimum(lengths[rows] - begin, max_len)

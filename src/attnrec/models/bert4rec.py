@@ -10,6 +10,8 @@ in the authors' code, not in the paper's formula). Inference appends [mask] to t
 
 Embedding rows: 0 = padding, 1..n_items = items, n_items + 1 = [mask]. Sequences are
 left-padded, so the newest item (or the appended [mask]) always has position ``max_len - 1``.
+``item_features``/``id_dropout`` (off by default) fuse item features into the item table
+(:mod:`attnrec.models.context`); [mask] keeps its own vector.
 """
 
 from __future__ import annotations
@@ -22,9 +24,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import batches
+from attnrec.models.batching import batches, sliding_windows
+from attnrec.models.context import (
+    ModelContext,
+    check_feature_options,
+    grown_embedding,
+    item_context,
+    require_fused,
+)
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -64,6 +74,9 @@ class BERT4RecConfig:
     use_positions: bool = True  # False: no positional embedding (the paper's ablation)
     init: str = "xavier"  # linear layers: "xavier" (normal) or "bert" (truncated normal, init_std, the authors' code)
     init_std: float = 0.02  # embeddings (and linear layers with init="bert"): truncated normal, as BERT
+    item_features: str = "none"  # "none", "sum", "concat", "gate": ID + feature fusion (attnrec.models.context)
+    feature_fields: str = ""  # item feature fields used, comma-separated; empty = all of the data's
+    id_dropout: float = 0.0  # training: chance of zeroing an item's ID vector (features alone: cold items)
 
     def __post_init__(self) -> None:
         if self.loss not in ("ce", "sampled_ce"):
@@ -78,6 +91,7 @@ class BERT4RecConfig:
             raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
         if self.sliding_step < 0 or self.length_chunks < 0:
             raise ValueError("sliding_step and length_chunks must be >= 0")
+        check_feature_options(self.item_features, self.id_dropout)
 
 
 class BERT4RecBlock(nn.Module):
@@ -103,25 +117,6 @@ class BERT4RecBlock(nn.Module):
         a, weights = self.attn(xq, x, allowed[..., -last:, :] if last else allowed, need_weights)  # (B, Tq, D)
         xq = self.ln_attn(xq + self.drop(a))  # (B, Tq, D)
         return self.ln_ffn(xq + self.drop(self.ffn(xq))), weights  # (B, Tq, D)
-
-
-def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Windows ``(row, begin, length)`` over sequences of ``lengths`` (rows with length 0 get none).
-
-    A sequence of ``L <= max_len`` items is one window. A longer one gets the windows of the
-    authors' code: begins ``L - max_len, L - max_len - step, ...`` while positive, then 0, so every
-    item is in some window and the most recent window is always there. ``step == 0`` keeps only
-    the most recent ``max_len`` items.
-    """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    excess = np.maximum(lengths - max_len, 0)  # (U,)
-    n_win = np.where(lengths > 0, 1, 0)
-    if step > 0:
-        n_win = n_win + np.where(excess > 0, -(-excess // step), 0)
-    rows = np.repeat(np.arange(len(lengths)), n_win)  # (R,)
-    k = np.arange(len(rows)) - np.repeat(np.cumsum(n_win) - n_win, n_win)  # window number per row
-    begin = np.maximum(excess[rows] - k * step, 0)
-    return rows, begin, np.minimum(lengths[rows] - begin, max_len)
 
 
 # What `attnrec tune --model bert4rec` searches by default: the Cloze task's masking rate and the
@@ -184,7 +179,7 @@ class BERT4Rec(
 
     shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
-    def __init__(self, config: BERT4RecConfig, n_users: int, n_items: int) -> None:
+    def __init__(self, config: BERT4RecConfig, n_users: int, n_items: int, context: ModelContext | None = None) -> None:
         super().__init__()
         c = self.config = config
         self.n_items = n_items
@@ -197,6 +192,7 @@ class BERT4Rec(
         self.proj = nn.Linear(c.hidden, c.hidden)  # W^P, b^P
         self.ln_proj = nn.LayerNorm(c.hidden, eps=1e-12)
         self.out_bias = nn.Parameter(torch.zeros(n_items + 1))  # b^O over padding + items
+        self.item_ctx = item_context(c.item_features, False, context, c.hidden, c.id_dropout, "bert4rec")
         # With few training steps the 0.02 init sits long near uniform attention (q.k ~ 0); xavier
         # linear layers left that plateau sooner in our demo runs. Embeddings always use init_std.
         for name, p in self.named_parameters():
@@ -208,10 +204,14 @@ class BERT4Rec(
                 nn.init.zeros_(p)
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
+        if self.item_ctx is not None:
+            self.item_ctx.reset_padding()
 
     def embed(self, seq: torch.Tensor) -> torch.Tensor:
         """Input representations ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``."""
         x = self.item_emb(seq)  # (B, T, D)
+        if self.item_ctx is not None:  # items from the fused table, [mask] from its own row
+            x = F.embedding(seq, torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id:]]))  # (B, T, D)
         if self.pos_emb is not None:
             t = seq.shape[1]
             x = x + self.pos_emb(torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device))
@@ -348,7 +348,7 @@ class BERT4Rec(
         z = self.project(h)  # (N, D)
         if self.config.loss == "ce":  # chunked: never holds all (N, I+1) logits
             return softmax_cross_entropy(z, self.item_vectors(), target, self.out_bias)
-        neg, emb = batch["negative"], self.item_emb.weight  # (S,), (I+2, D)
+        neg, emb = batch["negative"], self.item_vectors()  # (S,), (I+1, D)
         pos_logit = (z * emb[target]).sum(-1) + self.out_bias[target]  # (N,)
         neg_logit = z @ emb[neg].T + self.out_bias[neg]  # (N, S)
         corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
@@ -373,8 +373,21 @@ class BERT4Rec(
         return self.project(self.run(batch["seq"], last_only=True)[0][:, -1, :])
 
     def item_vectors(self) -> torch.Tensor:
-        """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out."""
-        return self.item_emb.weight[: self.n_items + 1]
+        """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out.
+        With item features: the fused ID + feature table (in training with ``id_dropout``, dropped per call)."""
+        if self.item_ctx is None:
+            return self.item_emb.weight[: self.n_items + 1]
+        return self.item_ctx.table(self.item_emb.weight)
+
+    def add_items(self, rows: AlignedFeatures) -> None:
+        """Append ``rows.n_rows`` cold items with zero ID vectors and the mean output bias; [mask] moves last."""
+        ctx = require_fused(self.item_ctx, "bert4rec")
+        self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
+        b = self.out_bias.detach()
+        self.out_bias = nn.Parameter(torch.cat([b, b[1:].mean().expand(rows.n_rows)]))
+        ctx.add_rows(rows)
+        self.n_items += rows.n_rows
+        self.mask_id = self.n_items + 1
 
     def item_bias(self) -> torch.Tensor:
         """The output bias ``b^O`` ``(n_items + 1,)``."""

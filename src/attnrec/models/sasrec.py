@@ -14,6 +14,11 @@ batch's own targets. Every logit is corrected by ``-log E[k]``, the expected num
 ``k`` appears among the sampled negatives (log-Q correction, mixed proposal), and sampled copies of
 a row's target are masked. The per-step memory is ``O(positions x negatives)``, whatever the
 catalog size.
+
+Item features (off by default; :mod:`attnrec.models.context`): ``item_features`` sum/concat/gate
+builds the item table (input embedding and output layer) from the ID embedding and the items'
+features, ``id_dropout`` teaches it to score from features alone (cold items), and ``difsr`` adds
+each feature field's own attention logits (DIF-SR). With them off nothing is created or drawn.
 """
 
 from __future__ import annotations
@@ -26,9 +31,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.batching import batches, next_item_rows, next_item_windows
+from attnrec.models.context import (
+    DecoupledAttention,
+    ModelContext,
+    check_feature_options,
+    grown_embedding,
+    item_context,
+    require_fused,
+)
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -66,6 +80,15 @@ class SASRecConfig:
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
     # no grad_clip.
     sparse_embedding: bool = False
+    # Item features (attnrec.models.context): "none", "sum", "concat" or "gate" fusion of ID and feature
+    # vectors in the item table; the fields used, comma-separated (a string, not a tuple, so that the
+    # settings survive JSON round trips unchanged; empty: all of the data's item feature fields); the
+    # probability of zeroing an item's ID vector in training (what lets features alone rank cold items);
+    # DIF-SR attention (each field's own attention logits, values from the ID stream).
+    item_features: str = "none"
+    feature_fields: str = ""
+    id_dropout: float = 0.0
+    difsr: bool = False
 
     def __post_init__(self) -> None:
         if self.loss not in ("bce", "ce", "sampled_ce"):
@@ -77,31 +100,41 @@ class SASRecConfig:
             raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
         if self.sparse_embedding and self.loss == "ce":
             raise ValueError("sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)")
+        check_feature_options(self.item_features, self.id_dropout, self.sparse_embedding or False)
+        if self.difsr and self.sparse_embedding:
+            raise ValueError("sparse_embedding cannot be combined with difsr")
 
 
 class SASRecBlock(nn.Module):
     """Pre-LN block of the authors' code: only the attention queries are normalised, padding rows zeroed."""
 
-    def __init__(self, c: SASRecConfig) -> None:
+    def __init__(self, c: SASRecConfig, n_side: int = 0) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(c.hidden, eps=1e-8)
-        self.attn = MultiHeadAttention(c.hidden, c.n_heads, c.dropout if c.attn_dropout is None else c.attn_dropout)
+        p = c.dropout if c.attn_dropout is None else c.attn_dropout
+        # n_side > 0: DIF-SR attention with one attribute stream per feature field
+        self.attn = DecoupledAttention(c.hidden, c.n_heads, p, n_side) if n_side else MultiHeadAttention(c.hidden, c.n_heads, p)
         self.drop = nn.Dropout(c.dropout)
         self.ln_ffn = nn.LayerNorm(c.hidden, eps=1e-8)
         self.ffn = PointWiseFeedForward(c.hidden, c.hidden, c.dropout, "relu")
 
     def forward(
         self, x: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor, need_weights: bool = False,
-        last: int = 0,
+        last: int = 0, side: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The block's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities.
 
         ``last > 0``: the output of the last ``last`` positions only ``(B, last, D)``; they attend to
         every position as before, but nothing is computed for the others (inference of the newest state).
+        ``side`` ``(F, B, T, D)``: DIF-SR attribute streams (a block built with ``n_side = F``).
         """
         xq = x[:, -last:] if last else x  # (B, Tq, D) the positions whose output is wanted
         q = self.ln_attn(xq)  # (B, Tq, D)
-        a, weights = self.attn(q, x, allowed[..., -last:, :] if last else allowed, need_weights)  # (B, Tq, D)
+        mask = allowed[..., -last:, :] if last else allowed
+        if side is not None and isinstance(self.attn, DecoupledAttention):
+            a, weights = self.attn(q, x, mask, need_weights, side)  # (B, Tq, D)
+        else:
+            a, weights = self.attn(q, x, mask, need_weights)  # (B, Tq, D)
         xq = q + self.drop(a)  # the residual adds the normalised queries
         y = self.ln_ffn(xq)
         return (y + self.ffn(y)) * (keep[:, -last:] if last else keep), weights  # (B, Tq, D), padding rows zeroed
@@ -159,14 +192,17 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
 
     shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
-    def __init__(self, config: SASRecConfig, n_users: int, n_items: int) -> None:
+    def __init__(self, config: SASRecConfig, n_users: int, n_items: int, context: ModelContext | None = None) -> None:
         super().__init__()
         c = self.config = config
         self.n_items = n_items
         self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0, sparse=c.sparse_embedding)
         self.pos_emb = nn.Embedding(c.max_len, c.hidden)
         self.emb_drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(SASRecBlock(c) for _ in range(c.n_layers))
+        # Built after the ID-only modules, and only when asked for: features off, nothing else changes.
+        self.item_ctx = item_context(c.item_features, c.difsr, context, c.hidden, c.id_dropout, "sasrec")
+        n_side = len(self.item_ctx.fields) if c.difsr and self.item_ctx is not None else 0
+        self.blocks = nn.ModuleList(SASRecBlock(c, n_side) for _ in range(c.n_layers))
         self.ln_out = nn.LayerNorm(c.hidden, eps=1e-8)
         for name, p in self.named_parameters():
             if p.dim() > 1:
@@ -175,6 +211,8 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
                 nn.init.zeros_(p)
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
+        if self.item_ctx is not None:
+            self.item_ctx.reset_padding()
 
     def run(
         self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False
@@ -190,12 +228,15 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
         keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1)
         # Positions count from the window's start, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
-        x = self.item_emb(seq) * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
+        emb = self.item_emb(seq) if self.item_ctx is None else F.embedding(seq, self.item_vectors())  # (B, T, D)
+        x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
         x = self.emb_drop(x) * keep
         allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only
+        side = self.item_ctx.side(seq) if self.config.difsr and self.item_ctx is not None else None  # (F, B, T, D)
         maps = []
         for i, block in enumerate(self.blocks):
-            x, weights = block(x, allowed, keep, need_weights, last=1 if last_only and i == len(self.blocks) - 1 else 0)
+            x, weights = block(x, allowed, keep, need_weights,
+                               last=1 if last_only and i == len(self.blocks) - 1 else 0, side=side)
             if weights is not None:
                 maps.append(weights)
         return self.ln_out(x), maps  # (B, T, D), or (B, 1, D) with last_only
@@ -240,29 +281,29 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
         real = target > 0
         h = self.encode(batch["seq"])[real]  # (N, D) real positions only
         pos = target[real]  # (N,)
-        emb = self.item_emb.weight  # (I+1, D)
+        emb = self.item_vectors()  # (I+1, D) the output layer (fused with features when they are on)
         if self.config.loss == "bce":
             neg = batch["negative"][real]  # (N,)
-            pos_logit = (h * self._rows(pos)).sum(-1)  # (N,)
-            neg_logit = (h * self._rows(neg)).sum(-1)  # (N,)
+            pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
+            neg_logit = (h * self._rows(neg, emb)).sum(-1)  # (N,)
             return F.binary_cross_entropy_with_logits(
                 pos_logit, torch.ones_like(pos_logit)
             ) + F.binary_cross_entropy_with_logits(neg_logit, torch.zeros_like(neg_logit))
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
         neg = batch["negative"]  # (S,) negatives shared by the batch
-        pos_logit = (h * self._rows(pos)).sum(-1)  # (N,)
-        neg_logit = h @ self._rows(neg).T  # (N, S)
+        pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
+        neg_logit = h @ self._rows(neg, emb).T  # (N, S)
         corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
         return sampled_softmax_cross_entropy(pos_logit, neg_logit, pos, neg,
                                              batch["target_logq"][real] if corrected else None,
                                              batch["neg_logq"] if corrected else None)
 
-    def _rows(self, idx: torch.Tensor) -> torch.Tensor:
-        """Item embedding rows; with ``sparse_embedding`` their gradient is sparse too."""
+    def _rows(self, idx: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        """Rows ``idx`` of the item table ``emb``; with ``sparse_embedding`` their gradient is sparse too."""
         if self.config.sparse_embedding:
             return F.embedding(idx, self.item_emb.weight, sparse=True)
-        return self.item_emb.weight[idx]
+        return emb[idx]
 
     # -- inference: the last position's state against every item -----------------------------
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
@@ -276,8 +317,18 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
         return self.run(batch["seq"], last_only=True)[0][:, -1, :]
 
     def item_vectors(self) -> torch.Tensor:
-        """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding)."""
-        return self.item_emb.weight
+        """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding); with item
+        features the fused ID + feature table (in training with ``id_dropout``, freshly dropped per call)."""
+        if self.item_ctx is None or self.item_ctx.mode == "none":
+            return self.item_emb.weight
+        return self.item_ctx.table(self.item_emb.weight)
+
+    def add_items(self, rows: AlignedFeatures) -> None:
+        """Append ``rows.n_rows`` cold items (features encoded by ``ItemFeatures.encode``) with zero ID vectors."""
+        ctx = require_fused(self.item_ctx, "sasrec")
+        self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
+        ctx.add_rows(rows)
+        self.n_items += rows.n_rows
 
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""

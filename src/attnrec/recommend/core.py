@@ -9,6 +9,7 @@ loop, :class:`~attnrec.models.contracts.ClosedForm` for POP). The recommender ho
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import time
@@ -24,6 +25,7 @@ from torch import nn
 from attnrec.config import ConfigError
 from attnrec.data.schema import Sequences
 from attnrec.evaluation.protocol import EvalResult
+from attnrec.models.context import ModelContext
 from attnrec.models.contracts import (
     CandidateScorer,
     Capabilities,
@@ -98,15 +100,26 @@ class CoreView:
                    cast(CandidateScorer, core) if caps.candidate_scoring else None)
 
 
-def build_core(spec: ModelSpec, config: object, n_users: int, n_items: int, seed: int | None = None) -> ModelCore:
-    """A fresh ``spec`` model; seeded from ``seed`` without touching the caller's RNG when given."""
+def build_core(
+    spec: ModelSpec, config: object, n_users: int, n_items: int, seed: int | None = None,
+    context: ModelContext | None = None,
+) -> ModelCore:
+    """A fresh ``spec`` model; seeded from ``seed`` without touching the caller's RNG when given.
+
+    ``context`` (item features, :mod:`attnrec.models.context`) goes to models whose constructor takes one.
+    """
+    args: tuple[object, ...] = (config, n_users, n_items)
+    if context is not None:
+        if "context" not in inspect.signature(spec.cls).parameters:
+            raise ConfigError(f"{spec.name} does not read item features; drop them from its settings")
+        args += (context,)
     core: ModelCore
     if seed is None:
-        core = spec.cls(config, n_users, n_items)
+        core = spec.cls(*args)
     else:
         with torch.random.fork_rng():  # seeded initialisation without touching the caller's RNG
             torch.manual_seed(seed)
-            core = spec.cls(config, n_users, n_items)
+            core = spec.cls(*args)
     if not isinstance(core, Scorer):  # the registry's classes are untyped: checked here, once
         raise ConfigError(f"{spec.name}: {type(core).__name__} does not implement score_inputs/score")
     return core

@@ -21,9 +21,10 @@ from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
 from attnrec.data.split import EvalSet, Split, leave_one_out
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
+from attnrec.models.context import ModelContext
 from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
-from attnrec.recommend import similar
+from attnrec.recommend import cold_items, similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, warn_if_noisy
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
@@ -37,16 +38,9 @@ from attnrec.training.loop import TrainResult, resolve_device
 class Recommender:
     """A registered model plus its ID maps, item metadata and training record.
 
-    Parameters
-    ----------
-    model : str
-        Registered model name (see :func:`attnrec.list_models`).
-    config : dict or dataclass, optional
-        Model settings over the defaults (or over ``preset``); unknown keys are errors.
-    train : dict or TrainConfig, optional
-        Training-loop settings (neural models).
-    preset : str, optional
-        Named preset of the model (e.g. ``"paper"``).
+    ``model``: a registered name (:func:`attnrec.list_models`); ``config``: model settings (dict or
+    dataclass) over the defaults or over ``preset`` (a named preset, e.g. ``"paper"``), unknown keys
+    are errors; ``train``: training-loop settings (dict or :class:`TrainConfig`).
     """
 
     def __init__(
@@ -81,6 +75,7 @@ class Recommender:
         max_len = config_to_dict(self.config).get("max_len")
         self._max_len = None if max_len is None else int(max_len)
         self._view: CoreView | None = None
+        self.context_: ModelContext | None = None  # item features the model reads (attnrec.models.context)
         self.users_: IdMap | None = None
         self.items_: IdMap | None = None
         self.histories_: Sequences | None = None
@@ -135,7 +130,8 @@ class Recommender:
         split = split or leave_one_out(data)
         self._set_data(data)
         cfg = self.train_config
-        self.core = build_core(self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed)
+        self.context_ = cold_items.feature_context(self.name, self.config, data)
+        self.core = build_core(self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed, context=self.context_)
         popularity = self.popularity_
 
         checked: list[bool] = []
@@ -340,6 +336,16 @@ class Recommender:
         items = self.items_.to_external(ix[ok].numpy())
         return Recommendation(items, v[ok].tolist(), [self.titles_.get(i) for i in items], method=method)
 
+    def add_items(self, features: cold_items.ItemFeatureInput, id_column: str | None = None) -> list[str]:
+        """Add cold items with their features (a model trained with item_features sum/concat/gate, best with
+        id_dropout; values it never saw count as missing): recommendable at once, saved; returns their IDs."""
+        assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
+        self.items_, added = cold_items.extend_items(self.core, self.context_, self.items_, features, id_column)
+        self.popularity_ = np.concatenate([self.popularity_, np.zeros(len(added), dtype=self.popularity_.dtype)])
+        self.histories_ = dataclasses.replace(self.histories_, n_items=len(self.items_))
+        self.core = self.core  # capabilities asked again, derived data (norms, popularity) dropped
+        return added
+
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """Write a self-contained model directory (no training data needed to load it)."""
@@ -351,7 +357,7 @@ class Recommender:
                   "history_offsets": torch.as_tensor(self.histories_.offsets),
                   "history_items": torch.as_tensor(self.histories_.items.astype(np.int32))}
         return save_model_dir(path, record, {"weights": core.state_dict(), "arrays": arrays},
-                              {"titles": self.titles_}, {})
+                              {"titles": self.titles_} | cold_items.context_files(self.context_), {})
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> Recommender:
@@ -372,7 +378,9 @@ class Recommender:
         rec.histories_ = Sequences(arrays["history_offsets"].numpy(),
                                    arrays["history_items"].numpy().astype(np.int64), len(rec.items_))
         rec.source_, rec.evaluations_, rec.train_result_ = record.source, record.evaluations, record.train_result
-        core = saved.build(lambda: build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"]))
+        rec.context_ = cold_items.load_context(saved)
+        core = saved.build(lambda: build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"],
+                                              context=rec.context_))
         rec.device = resolve_device(device)
         core.to(rec.device)
         core.eval()

@@ -1,19 +1,31 @@
-"""The operator's endpoints: ``GET /metrics`` and ``POST /v1/admin/reload``.
+"""The operator's endpoints: ``GET /metrics``, ``POST /v1/admin/reload`` and ``POST /v1/admin/items``.
 
 ``/metrics`` needs no key unless the server protects it (``protect_metrics``); the admin endpoints
 need an API key, and without configured keys they are refused (403) unless the operator allowed
 unauthenticated admin (see :mod:`~attnrec.serving.auth`).
+
+``/v1/admin/items`` adds cold-start items with their features to a served recommender trained with
+item features (:meth:`~attnrec.recommend.Recommender.add_items`), copy-on-write: a copy of the model
+takes the items off the event loop and is swapped in with one assignment, like a reload, so requests
+in flight finish on the old model. The items live in memory only: a reload from the model's
+directory drops them (save the model with them to keep them).
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import dataclasses
 from typing import Annotated
 
+import pandas as pd
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from attnrec.recommend import Recommender
 from attnrec.serving.auth import admin_allowed
+from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.metrics import CONTENT_TYPE
 from attnrec.serving.reload import reload_model
@@ -60,4 +72,67 @@ async def reload(req: ReloadRequest, state: State) -> Response:
     return Response(body.model_dump_json(), media_type="application/json")
 
 
-__all__ = ["ReloadRequest", "ReloadResponse", "router"]
+FeatureValue = str | float | list[str] | None
+
+
+class AddItemsRequest(BaseModel):
+    """New items of a served model, each with its ID and feature values."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"model": "sas", "items": [{"item_id": "sku9", "category": "shoes", "tags": ["running"]}]}]})
+
+    model: str = Field(description="Name of the served model (GET /v1/models); it must be trained with item features.")
+    items: list[dict[str, FeatureValue]] = Field(
+        min_length=1, max_length=10_000,
+        description="One object per new item: its ID under `id_column` and values of the model's feature fields "
+                    "(lists for multi-value fields); values the model never saw count as missing.")
+    id_column: str = Field("item_id", min_length=1, max_length=200, description="The key holding each item's ID.")
+
+
+class AddItemsResponse(BaseModel):
+    name: str
+    added: list[str] = Field(description="The new item IDs, recommendable at once.")
+    n_items: int = Field(description="Items in the catalog now.")
+
+
+async def add_served_items(state: ServingState, req: AddItemsRequest) -> AddItemsResponse:
+    """Add ``req.items`` to model ``req.model`` (see the module docstring); 404/409/422 :class:`ApiError`."""
+    e = state.models.get(req.model)
+    if e is None:
+        raise ApiError(404, "unknown_model", f"unknown model {req.model!r}; loaded models: {', '.join(state.models)}")
+    async with state.reloading:  # one change at a time, reloads included
+        loaded = e.loaded
+        if e.status != "ready" or loaded is None:
+            raise ApiError(409, "model_loading", f"model {req.model!r} is {e.status}; add items once it is ready")
+        old = loaded.obj
+        if not isinstance(old, Recommender) or loaded.backend != "torch":
+            raise ApiError(409, "not_extensible", f"model {req.model!r} cannot take new items (a torch recommender "
+                           "trained with item features can)")
+
+        def grow() -> tuple[Recommender, list[str]]:
+            new = copy.deepcopy(old)  # requests in flight keep reading the old model
+            return new, new.add_items(pd.DataFrame(req.items), req.id_column)
+
+        try:
+            new, added = await asyncio.get_running_loop().run_in_executor(None, grow)
+        except (ValueError, TypeError, KeyError) as exc:  # ConfigError and DataError included
+            raise ApiError(422, "items_rejected", f"items not added to model {req.model!r}: {exc}") from None
+        e.loaded = dataclasses.replace(loaded, obj=new)  # the swap: one assignment
+        if e.given is old:  # a model passed in as an object is re-prepared from it by a reload
+            e.given = new
+    return AddItemsResponse(name=e.name, added=added, n_items=len(new.items_ or ()))
+
+
+@router.post("/v1/admin/items", response_model=AddItemsResponse, tags=["admin"],
+             dependencies=[Depends(admin_allowed)],
+             responses={403: {"model": ErrorResponse, "description": "admin endpoints are disabled (no API keys)"},
+                        409: {"model": ErrorResponse, "description": "the model is loading or cannot take items"},
+                        422: {"model": ErrorResponse, "description": "the items were refused (e.g. IDs already known)"}})
+async def add_items(req: AddItemsRequest, state: State) -> Response:
+    """Add cold-start items with their features to a model trained with item features; they are
+    recommendable at once, without retraining (in memory: a reload from its directory drops them)."""
+    body = await add_served_items(state, req)
+    return Response(body.model_dump_json(), media_type="application/json")
+
+
+__all__ = ["AddItemsRequest", "AddItemsResponse", "ReloadRequest", "ReloadResponse", "add_served_items", "router"]
