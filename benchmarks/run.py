@@ -4,7 +4,8 @@
     python benchmarks/run.py --table            # regenerate benchmarks/results/README.md
     python benchmarks/run.py --state-dir /scratch/state CONFIG.toml   # resumable training
 
-A config has a ``[run]`` table (name, data, format, model, preset, split, valid_users,
+A config has a ``[run]`` table (name, data, data_dir (a named dataset's folder: it brings its feature
+files), format, model, preset, split, valid_users,
 valid_protocol, protocols, save, notes) and optional ``[model]`` / ``[train]`` tables that
 override the preset. Data paths are relative to the repository root. The run and the table go
 through attnrec's one experiment runner and renderer (:mod:`attnrec.experiments`).

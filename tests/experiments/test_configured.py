@@ -34,3 +34,24 @@ def test_a_config_reads_its_tables(tmp_path: Path) -> None:
 def test_bad_configs_fail_with_one_clear_line(tmp_path: Path, run: str, extra: str, message: str) -> None:
     with pytest.raises((ConfigError, ValueError), match=message):
         RunConfig.from_toml(_config(tmp_path, run, extra))
+
+
+def test_a_named_dataset_from_a_data_dir_brings_its_item_features(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    from attnrec.experiments.configured import run_configured
+
+    folder = tmp_path / "data" / "amazon-toys"
+    folder.mkdir(parents=True)
+    lines = "".join(f"{u} " + " ".join(str(1 + (u + j) % 12) for j in range(6)) + "\n" for u in range(1, 31))
+    (folder / "Toys_and_Games.txt.gz").write_bytes(gzip.compress(lines.encode()))
+    attributes = {str(i): [i % 3] for i in range(1, 13)}
+    (folder / "Toys_and_Games_item2attributes.json").write_text(json.dumps(attributes))
+    cfg = RunConfig.from_toml(_config(tmp_path, 'name = "toys-features"\ndata = "amazon-toys"\ndata_dir = "data"\n'
+                                      'model = "sasrec"', '[model]\nhidden = 8\nmax_len = 8\nloss = "ce"\n'
+                                      'item_features = "sum"\n[train]\nmax_epochs = 1\n'))
+    result = run_configured(cfg, root=tmp_path, out_dir=tmp_path / "out", git_sha="test")
+    saved = json.loads(result.read_text())
+    # the model trained with the attributes (without them it refuses item_features = "sum")
+    assert saved["data"]["name"] == "amazon-toys" and saved["model_config"]["item_features"] == "sum"

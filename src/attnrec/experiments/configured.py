@@ -33,8 +33,11 @@ class RunConfig:
     """One benchmark run: the ``[run]`` table of a config file plus its ``[model]`` and ``[train]`` tables."""
 
     name: str
-    data: str  # "demo...", a path (relative to the repository root) or an absolute path
+    data: str  # "demo...", a path (relative to the repository root) or an absolute path, or a dataset name
     model: str
+    # where a named dataset (``data = "amazon-toys"``) is looked for, relative to the repository root;
+    # a named dataset brings its feature files (item attributes, genres, user features)
+    data_dir: str = ""
     format: str = "auto"
     preset: str | None = None
     split: str = DEFAULT_SPLIT
@@ -85,9 +88,12 @@ def run_configured(
     """
     t_start = time.perf_counter()
     data_path = cfg.data
-    if not data_path.startswith("demo") and not Path(data_path).is_absolute():
-        data_path = str((root / data_path).resolve())
-    data = load_dataset(data_path, format=cfg.format)
+    if cfg.data_dir:  # a named dataset, from this folder only (never downloaded by a benchmark)
+        data = load_dataset(data_path, format=cfg.format, data_dir=(root / cfg.data_dir).resolve(), download=False)
+    else:
+        if not data_path.startswith("demo") and not Path(data_path).is_absolute():
+            data_path = str((root / data_path).resolve())
+        data = load_dataset(data_path, format=cfg.format)
     split = make_split(data, cfg.split, cfg.valid_users)
     request = RunRequest(cfg.model, cfg.preset, cfg.model_settings, cfg.train_settings,
                          protocol_by_name(cfg.valid_protocol), [protocol_by_name(p) for p in cfg.protocols])
