@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
-from attnrec.models.negatives import draw_negatives
+from attnrec.models.negatives import SharedNegatives, draw_negatives
 
 
 def positions(
@@ -97,3 +97,22 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
     k = np.arange(len(rows)) - np.repeat(np.cumsum(n_win) - n_win, n_win)  # window number per row
     begin = np.maximum(excess[rows] - k * step, 0)
     return rows, begin, np.minimum(lengths[rows] - begin, max_len)
+
+
+def shifted_batches(
+    train: Sequences, max_len: int, batch_size: int, rng: np.random.Generator, shared: SharedNegatives | None = None
+) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+    """One epoch of the shifted next-item objective: ``(users (B,), batch)`` in shuffled order.
+
+    Each batch holds the last ``max_len + 1`` items of its users split into inputs ``seq`` ``(B, T)``
+    and next-item targets ``target`` ``(B, T)`` (left-padded); with ``shared``, the negatives the
+    batch shares and their log-Q corrections are drawn after the rows (the models' RNG order).
+    """
+    users, windows = next_item_windows(train, max_len)  # (U,), (U, T+1)
+    for idx in batches(len(users), batch_size, rng):
+        w = windows[idx]  # (B, T+1)
+        batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
+        if shared is not None:  # negatives shared by the batch, with their log-Q corrections
+            batch |= shared.draw(w[:, 1:], rng)
+        yield users[idx], batch
+

@@ -36,7 +36,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention
-from attnrec.models.batching import batches, next_item_rows, next_item_windows
+from attnrec.models.batching import next_item_rows, shifted_batches
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -208,15 +208,10 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weig
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of (input, next-item target) windows; negatives redrawn every batch."""
         c = self.config
-        users, windows = next_item_windows(train, c.max_len)  # (U,), (U, T+1)
         shared = None
         if c.loss == "sampled_ce":
             shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives)
-        for idx in batches(len(users), batch_size, rng):
-            w = windows[idx]  # (B, T+1)
-            batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
-            if shared is not None:  # negatives shared by the batch, with their log-Q corrections
-                batch |= shared.draw(w[:, 1:], rng)
+        for _, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
             yield batch
 
     def loss_terms(self, batch: Batch) -> int:

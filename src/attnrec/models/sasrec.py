@@ -34,7 +34,7 @@ from torch import nn
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import batches, next_item_rows, next_item_windows
+from attnrec.models.batching import next_item_rows, shifted_batches
 from attnrec.models.context import (
     DecoupledAttention,
     ModelContext,
@@ -256,19 +256,14 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of (input, next-item target) windows; negatives redrawn every call."""
         c = self.config
-        users, windows = next_item_windows(train, c.max_len)  # (U,), (U, T+1)
         seen = train.user_item_keys() if c.loss == "bce" else None
         shared = None
         if c.loss == "sampled_ce":
             shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives)
-        for idx in batches(len(users), batch_size, rng):
-            w = windows[idx]  # (B, T+1)
-            batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
+        for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
             if seen is not None:  # one negative per position, never an item the user has seen
-                neg = draw_negatives(users[idx], w[:, 1:].shape, self.n_items, seen, rng)
-                batch["negative"] = torch.from_numpy(neg)
-            elif shared is not None:  # negatives shared by the batch, with their log-Q corrections
-                batch |= shared.draw(w[:, 1:], rng)
+                target = batch["target"]  # (B, T)
+                batch["negative"] = torch.from_numpy(draw_negatives(users, tuple(target.shape), self.n_items, seen, rng))
             yield batch
 
     def loss_terms(self, batch: Batch) -> int:
