@@ -155,6 +155,52 @@ def test_beam_finds_a_better_sequence_than_greedy() -> None:
     assert model.generate(u, i, max_len=2, beam=2) == [[5]]
 
 
+class _Looper(PETER):
+    """Prefers the next word of the 8-word cycle 4 5 ... 11 4 5 ..., the ones after it less, never <eos>."""
+
+    def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
+                      prefix: torch.Tensor) -> torch.Tensor:
+        out = torch.full((len(user), 12), -30.0)
+        for r, row in enumerate(prefix.tolist()):
+            last = row[-1] if row[-1] >= 4 else 7
+            for rank in range(8):
+                out[r, 4 + (last - 4 + 1 + rank) % 8] = -float(rank)  # next in the cycle first
+        return out.log_softmax(-1)
+
+
+def _ngrams(ids: list[int], n: int) -> list[tuple[int, ...]]:
+    return [tuple(ids[j:j + n]) for j in range(len(ids) - n + 1)]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_ngram_blocking_stops_the_loop(beam: int) -> None:
+    model = _Looper(PETERConfig(**TINY), 2, 2, 12).eval()
+    u, i = torch.tensor([0, 1]), torch.tensor([1, 1])
+    plain = model.generate(u, i, max_len=12, beam=beam)
+    assert plain[0] == [8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11]  # the paper's decoding loops through the cycle
+    for n in (1, 2, 3):
+        for ids in model.generate(u, i, max_len=12, beam=beam, no_repeat_ngram=n):
+            grams = _ngrams(ids, n)
+            assert len(grams) == len(set(grams)), (n, ids)  # no n-gram twice
+    assert model.generate(u, i, max_len=12, beam=beam, no_repeat_ngram=0) == plain
+
+
+def test_block_repeats_bans_exactly_the_words_that_complete_a_seen_ngram() -> None:
+    from attnrec.models.peter import block_repeats
+
+    seq = torch.tensor([[BOS_ID, 4, 5, 4, 6, 4]])  # after the final 4: bigrams (4,5) and (4,6) were seen
+    logp = torch.zeros(1, 12)
+
+    def banned(s: torch.Tensor, n: int) -> list[int]:
+        return torch.isinf(block_repeats(logp, s, n))[0].nonzero().flatten().tolist()
+
+    assert banned(seq, 2) == [5, 6]
+    assert banned(seq, 1) == [BOS_ID, 4, 5, 6]  # every word already written
+    assert banned(seq, 3) == []  # the tail (6, 4) came nowhere before
+    assert banned(torch.tensor([[BOS_ID, 4, 5, 6, 4, 5]]), 3) == [6]  # (4, 5) was followed by 6
+    assert torch.equal(block_repeats(logp, seq, 0), logp) and torch.equal(block_repeats(logp, seq, 7), logp)
+
+
 def test_registered_as_explain_task() -> None:
     spec = get_spec("peter")
     assert spec.task == "explain" and "peter" in list_models("explain") and "peter" not in list_models("sequential")

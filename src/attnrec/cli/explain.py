@@ -72,6 +72,11 @@ def explain_train(
               f"{tr.best_epoch}; validation RMSE {metrics['RMSE']:.4f} BLEU-4 {metrics['BLEU-4']:.2f}; saved to {out_dir}")
 
 
+NoRepeatOpt = Annotated[int | None, typer.Option(
+    "--no-repeat-ngram", min=0, help="Never repeat an n-gram of this size in a generated explanation "
+    "(0 = the paper's plain decoding; default: the model's).")]
+
+
 @app.command(name="explain", epilog="Example: attnrec explain --model runs/peter --user A2IBPI20UZIR0U --item 1384719342")
 @cli_errors
 def explain(
@@ -81,13 +86,14 @@ def explain(
     feature: Annotated[str | None, typer.Option(help="Feature word to talk about (PETER+).")] = None,
     beam: Annotated[int, typer.Option(min=1, help="Beam size (1 = greedy, as the paper).")] = 1,
     max_len: Annotated[int | None, typer.Option(help="Most words to generate.")] = None,
+    no_repeat_ngram: NoRepeatOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Predict the rating and generate an explanation for one user and item."""
     ex = Explainer.load(model)
     if feature is not None and not ex.config.use_feature:
         warn_line("this model is PETER without features; --feature is ignored")
-    res = ex.explain(user, item, feature, beam=beam, max_len=max_len)
+    res = ex.explain(user, item, feature, beam=beam, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
     if as_json:
         out.print(json.dumps(res), soft_wrap=True)
         return
@@ -106,6 +112,7 @@ def explain_evaluate(
     split: Annotated[str | None, typer.Option(
         "--split", help="seed:N or index:K; default: the split the model was trained with.")] = None,
     beam: Annotated[int | None, typer.Option(min=1, help="Beam size (default: the model's).")] = None,
+    no_repeat_ngram: NoRepeatOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """RMSE, MAE, BLEU, ROUGE, USR, FMR, FCR and DIV on the test part of the data."""
@@ -115,7 +122,7 @@ def explain_evaluate(
         warn_line(f"{data} differs from the file the model was trained on ({ex.source_.path})")
     spec = split or _split_of(model)
     sp = _split(reviews, data, spec)
-    metrics = ex.evaluate(reviews, sp.test, beam=beam)
+    metrics = ex.evaluate(reviews, sp.test, beam=beam, no_repeat_ngram=no_repeat_ngram)
     if as_json:
         out.print(json.dumps(metrics), soft_wrap=True)
         return

@@ -249,21 +249,26 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
 
     @torch.no_grad()
     def generate(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None = None,
-                 max_len: int | None = None, beam: int = 1, length_penalty: float = 0.0) -> list[list[int]]:
+                 max_len: int | None = None, beam: int = 1, length_penalty: float = 0.0,
+                 no_repeat_ngram: int = 0) -> list[list[int]]:
         """Word ids of one explanation per row (without ``<bos>``/``<eos>``); greedy when ``beam == 1``.
 
         Decoding stops at ``<eos>`` (per row, and for the batch once every row has ended) or after
         ``max_len`` words (default ``config.max_words``). Beam scores are summed log-probabilities
         divided by ``length ** length_penalty``; beam search ends when every row's best beam has ended.
+        ``no_repeat_ngram`` = n > 0 never emits a word that would repeat an n-gram already in the
+        row (n-gram blocking: greedy decoding of a small model otherwise loops, "and it for a nice
+        and it for a ..."); 0 is the paper's plain decoding.
         """
         max_len = max_len or self.config.max_words
         if beam > 1:
-            return self._beam(user, item, feature, max_len, beam, length_penalty)
+            return self._beam(user, item, feature, max_len, beam, length_penalty, no_repeat_ngram)
         b = len(user)
         seq = torch.full((b, 1), BOS_ID, dtype=torch.long, device=user.device)
         done = torch.zeros(b, dtype=torch.bool, device=user.device)
         for _ in range(max_len):
-            tok = self.next_logprobs(user, item, feature, seq).argmax(-1)  # (B,)
+            logp = block_repeats(self.next_logprobs(user, item, feature, seq), seq, no_repeat_ngram)  # (B, V)
+            tok = logp.argmax(-1)  # (B,)
             tok = tok.masked_fill(done, PAD_ID)
             seq = torch.cat([seq, tok[:, None]], 1)
             done |= tok == EOS_ID
@@ -272,7 +277,7 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
         return [_strip(row) for row in seq[:, 1:].tolist()]
 
     def _beam(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, max_len: int,
-              k: int, alpha: float) -> list[list[int]]:
+              k: int, alpha: float, no_repeat_ngram: int) -> list[list[int]]:
         b, dev = len(user), user.device
 
         def rep(t: torch.Tensor) -> torch.Tensor:
@@ -285,7 +290,7 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
         done = torch.zeros(b * k, dtype=torch.bool, device=dev)
         length = torch.zeros(b * k, device=dev)
         for _ in range(max_len):
-            logp = self.next_logprobs(u, i, f, seq)  # (B*K, V)
+            logp = block_repeats(self.next_logprobs(u, i, f, seq), seq, no_repeat_ngram)  # (B*K, V)
             v = logp.shape[-1]
             frozen = torch.full_like(logp, -torch.inf)
             frozen[:, PAD_ID] = 0.0  # a finished beam continues with <pad> at no cost
@@ -305,6 +310,27 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
         norm = score / length.reshape(b, k).clamp(min=1) ** alpha
         best = norm.argmax(1) + torch.arange(b, device=dev) * k
         return [_strip(row) for row in seq[best, 1:].tolist()]
+
+
+def block_repeats(logp: torch.Tensor, seq: torch.Tensor, n: int) -> torch.Tensor:
+    """``logp`` ``(B, V)`` with ``-inf`` for every word that would complete an ``n``-gram already in ``seq`` ``(B, t)``.
+
+    The last ``n - 1`` words of each row are looked up among the row's earlier ``(n - 1)``-grams;
+    each match bans the word that followed it. ``n <= 0`` (or a row shorter than ``n``) bans nothing.
+    The ``<bos>`` at the start takes part like a word (it is never generated again anyway).
+    """
+    t = seq.shape[1]
+    if n <= 0 or t < n:
+        return logp
+    windows = seq.unfold(1, n, 1)  # (B, t-n+1, n): every n-gram of the row
+    if n == 1:
+        hit = torch.ones(windows.shape[:2], dtype=torch.bool, device=seq.device)  # every word seen is banned
+    else:
+        hit = (windows[:, :, :-1] == seq[:, None, t - n + 1:]).all(-1)  # (B, t-n+1) prefixes equal to the tail
+    rows, starts = hit.nonzero(as_tuple=True)  # (M,), (M,): each earlier n-gram whose prefix is the tail
+    out = logp.clone()
+    out[rows, windows[rows, starts, -1]] = -torch.inf  # the word that completed it
+    return out
 
 
 def _strip(ids: list[int]) -> list[int]:

@@ -74,13 +74,15 @@ class Explainer:
         ``paper`` (default), ``plus`` (PETER+) or ``adam``.
     max_vocab : int
         Vocabulary size (the most frequent training words; paper 20,000).
-    beam, max_len : int
-        Decoding defaults: ``beam=1`` is greedy (paper); ``max_len`` defaults to ``max_words``.
+    beam, max_len, no_repeat_ngram : int
+        Decoding defaults: ``beam=1`` is greedy (paper); ``max_len`` defaults to ``max_words``;
+        ``no_repeat_ngram=n`` > 0 blocks repeated n-grams (0, the paper's decoding, by default).
     """
 
     def __init__(self, model: str = "peter", config: Mapping[str, Any] | None = None,
                  train: Mapping[str, Any] | TrainConfig | None = None, preset: str | None = "paper",
-                 max_vocab: int = 20_000, beam: int = 1, max_len: int | None = None) -> None:
+                 max_vocab: int = 20_000, beam: int = 1, max_len: int | None = None,
+                 no_repeat_ngram: int = 0) -> None:
         self.spec: ModelSpec = get_spec(model)
         if self.spec.task != EXPLAIN or not issubclass(self.spec.cls, PETER):
             raise ConfigError(f"{model} is a {self.spec.task} model; Explainer needs an explain-task model")
@@ -95,6 +97,9 @@ class Explainer:
         self.train_config = train if isinstance(train, TrainConfig) else config_from_dict(
             TrainConfig, train_over | dict(train or {}))
         self.preset, self.max_vocab, self.beam = preset, max_vocab, beam
+        if no_repeat_ngram < 0:
+            raise ConfigError(f"no_repeat_ngram must be >= 0, not {no_repeat_ngram}")
+        self.no_repeat_ngram = no_repeat_ngram
         self.max_len = max_len or self.config.max_words
         self._core: PETER | None = None
         self.vocab_: Vocabulary | None = None
@@ -213,7 +218,8 @@ class Explainer:
 
     # -- prediction and evaluation -----------------------------------------------------------------
     def predict(self, data: ReviewData, rows: np.ndarray | None = None, *, beam: int | None = None,
-                max_len: int | None = None, batch_size: int = 256) -> tuple[np.ndarray, list[list[str]]]:
+                max_len: int | None = None, batch_size: int = 256,
+                no_repeat_ngram: int | None = None) -> tuple[np.ndarray, list[list[str]]]:
         """Predicted ratings and generated explanations (tokens) of ``data`` (records ``rows``).
 
         ``data`` must use this explainer's ID maps (the same dataset it was trained on); PETER+
@@ -232,27 +238,36 @@ class Explainer:
                 u, i = torch.from_numpy(enc.user[r]).to(self.device), torch.from_numpy(enc.item[r]).to(self.device)
                 f = torch.from_numpy(enc.feature[r]).to(self.device)
                 ratings.append(self._rating(u, i, f).float().cpu().numpy())
-                ids = self.core.generate(u, i, f, max_len=max_len or self.max_len, beam=beam or self.beam)
+                ids = self.core.generate(u, i, f, max_len=max_len or self.max_len, beam=beam or self.beam,
+                                         no_repeat_ngram=self._ngram(no_repeat_ngram))
                 texts.extend(self.vocab_.decode(x) for x in ids)
         return np.concatenate(ratings) if ratings else np.zeros(0), texts
 
     def evaluate(self, data: ReviewData, rows: np.ndarray | None = None, *, beam: int | None = None,
-                 max_len: int | None = None, target: str = "test") -> dict[str, float]:
+                 max_len: int | None = None, target: str = "test", no_repeat_ngram: int | None = None) -> dict[str, float]:
         """RMSE/MAE and every text metric on ``data`` (records ``rows``); kept with the model."""
         self._require_fitted()
         assert self.vocab_ is not None
         self._check_same_maps(data)
         part = data if rows is None else data.take(rows)
         t0 = time.perf_counter()
-        pred, generated = self.predict(part, beam=beam, max_len=max_len)
+        pred, generated = self.predict(part, beam=beam, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
         enc = encode_reviews(part, self.vocab_, self.config.max_words)
         refs = [self.vocab_.decode(row[1:]) for row in enc.text]
         metrics = {"RMSE": rmse(pred, part.rating, self.rating_range_), "MAE": mae(pred, part.rating, self.rating_range_)}
         metrics |= explanation_metrics(refs, generated, list(part.feature), self.features_)
         self.evaluations_.append({"target": target, "records": len(part), "split": self.split_name_,
                                   "data": dataclasses.asdict(part.source), "beam": beam or self.beam,
+                                  "no_repeat_ngram": self._ngram(no_repeat_ngram),
                                   "seconds": time.perf_counter() - t0, "metrics": metrics})
         return metrics
+
+    def _ngram(self, override: int | None) -> int:
+        """The n-gram blocking of one call: ``override`` when given, else the explainer's default."""
+        n = self.no_repeat_ngram if override is None else override
+        if n < 0:
+            raise ConfigError(f"no_repeat_ngram must be >= 0, not {n}")
+        return n
 
     def _check_same_maps(self, data: ReviewData) -> None:
         assert self.users_ is not None and self.items_ is not None
@@ -261,7 +276,7 @@ class Explainer:
                             "trained on (same file and template extractor)")
 
     def explain(self, user: object, item: object, feature: str | None = None, *, beam: int | None = None,
-                max_len: int | None = None, n_context: int = 10) -> dict[str, Any]:
+                max_len: int | None = None, n_context: int = 10, no_repeat_ngram: int | None = None) -> dict[str, Any]:
         """``{"rating", "text", "context_words", "feature"}`` for a known ``user`` and ``item``.
 
         PETER+ uses ``feature`` when given, else the item's most frequent training feature.
@@ -282,7 +297,8 @@ class Explainer:
             rating, context = self.core.predict(ut, it, ft)
             if self.rating_core_ is not None:  # rating_checkpoint="own": the rating's own weights
                 rating = self._rating(ut, it, ft)
-            ids = self.core.generate(ut, it, ft, max_len=max_len or self.max_len, beam=beam or self.beam)[0]
+            ids = self.core.generate(ut, it, ft, max_len=max_len or self.max_len, beam=beam or self.beam,
+                                     no_repeat_ngram=self._ngram(no_repeat_ngram))[0]
         top = context[0].topk(n_context + len(SPECIALS)).indices.tolist()
         words = [self.vocab_.words[j] for j in top if j >= len(SPECIALS)][:n_context]
         lo, hi = self.rating_range_
@@ -303,7 +319,8 @@ class Explainer:
             tensors["rating_weights"] = self.rating_core_.state_dict()
         files = {"vocab": list(self.vocab_.words),
                  "features": {"features": list(self.features_), "item_feature": self.item_feature_}}
-        meta = {"max_vocab": self.max_vocab, "decode": {"beam": self.beam, "max_len": self.max_len},
+        meta = {"max_vocab": self.max_vocab,
+                "decode": {"beam": self.beam, "max_len": self.max_len, "no_repeat_ngram": self.no_repeat_ngram},
                 "n_words": len(self.vocab_), "rating_range": list(self.rating_range_), "split": self.split_name_,
                 "rating_baseline": self.rating_baseline_}
         return save_model_dir(path, record, tensors, files, meta, task=EXPLAIN)
@@ -318,7 +335,8 @@ class Explainer:
         """The explainer of an opened model directory (see :func:`~attnrec.recommend.load`)."""
         meta, record = saved.meta, saved.record
         ex = cls(record.model, record.model_config, record.train_config, preset=None,
-                 max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"])
+                 max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"],
+                 no_repeat_ngram=int(meta["decode"].get("no_repeat_ngram", 0)))  # older directories: none
         ex.preset = record.preset
         try:
             ex.vocab_ = Vocabulary(tuple(check_vocab(saved.json("vocab"), meta.get("n_words"), saved.path / "vocab.json")))
