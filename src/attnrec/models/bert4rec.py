@@ -44,7 +44,7 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
+from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
 from attnrec.models.masks import bidirectional_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
 from attnrec.models.registry import register
@@ -351,10 +351,7 @@ class BERT4Rec(
         neg, emb = batch["negative"], self.item_vectors()  # (S,), (I+1, D)
         pos_logit = (z * emb[target]).sum(-1) + self.out_bias[target]  # (N,)
         neg_logit = z @ emb[neg].T + self.out_bias[neg]  # (N, S)
-        corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
-        return sampled_softmax_cross_entropy(pos_logit, neg_logit, target, neg,
-                                             batch["target_logq"][sel] if corrected else None,
-                                             batch["neg_logq"] if corrected else None)
+        return batch_sampled_softmax(pos_logit, neg_logit, target, batch, sel)  # log-Q corrected unless uniform
 
     # -- inference: [mask] appended after the history ----------------------------------------
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:

@@ -17,7 +17,7 @@ is also the output layer.
 
 Loss ``sampled_ce`` (the paper's): a softmax over each position's target and ``n_negatives`` catalog
 items. The paper draws uniform negatives per position; attnrec's sampled softmax (shared with
-SASRec/BERT4Rec, :func:`attnrec.models.losses.sampled_softmax_cross_entropy`) draws them once per
+SASRec/BERT4Rec, :func:`attnrec.models.losses.batch_sampled_softmax, sampled_softmax_cross_entropy`) draws them once per
 batch and shares them, which costs ``O(positions x negatives)`` scores instead of gathering an
 embedding per draw. With the ``popularity``/``mixed`` samplers or in-batch negatives every logit
 gets the log-Q correction; uniform draws need none (it is the same constant for every item).
@@ -45,7 +45,7 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
+from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
 from attnrec.models.registry import register
@@ -230,10 +230,7 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weig
         neg = batch["negative"]  # (S,) negatives shared by the batch
         pos_logit = (h * emb[pos]).sum(-1)  # (N,)
         neg_logit = h @ emb[neg].T  # (N, S)
-        corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
-        return sampled_softmax_cross_entropy(pos_logit, neg_logit, pos, neg,
-                                             batch["target_logq"][real] if corrected else None,
-                                             batch["neg_logq"] if corrected else None)
+        return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     # -- inference: the last position's state against every item -----------------------------
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:

@@ -54,7 +54,7 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
+from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
 from attnrec.models.registry import register
@@ -290,10 +290,7 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weighte
         neg = batch["negative"]  # (S,) negatives shared by the batch
         pos_logit = (h * self._unit_items(pos)).sum(-1)  # (N,)
         neg_logit = h @ self._unit_items(neg).T  # (N, S)
-        corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
-        return sampled_softmax_cross_entropy(pos_logit, neg_logit, pos, neg,
-                                             batch["target_logq"][real] if corrected else None,
-                                             batch["neg_logq"] if corrected else None)
+        return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     def _unit_items(self, idx: torch.Tensor) -> torch.Tensor:
         """L2-normalised embeddings ``(*idx.shape, D)`` of the items ``idx`` (only those rows are normalised)."""

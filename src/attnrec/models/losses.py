@@ -152,6 +152,22 @@ def gbce_loss(pos_logit: torch.Tensor, neg_logit: torch.Tensor, beta: float) -> 
     return ((pos_term + neg_term) / (k + 1)).mean()
 
 
+def batch_sampled_softmax(
+    pos_logit: torch.Tensor, neg_logit: torch.Tensor, target: torch.Tensor, batch: dict[str, torch.Tensor],
+    rows: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`sampled_softmax_cross_entropy` over the negatives a batch shares (``batch["negative"]``).
+
+    When the negatives were drawn non-uniformly the batch also holds their log-Q corrections
+    (``neg_logq``, and ``target_logq`` per position, of which ``rows`` selects the positions scored);
+    uniform draws leave them out, as their correction is a constant.
+    """
+    corrected = "neg_logq" in batch
+    return sampled_softmax_cross_entropy(pos_logit, neg_logit, target, batch["negative"],
+                                         batch["target_logq"][rows] if corrected else None,
+                                         batch["neg_logq"] if corrected else None)
+
+
 def bpr_loss(x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:
     """Mean Bayesian personalised ranking loss ``-log sigmoid(x_pos - x_neg)`` of ``(B,)`` against ``(B, K)``."""
     return -F.logsigmoid(x_pos[:, None] - x_neg).mean()

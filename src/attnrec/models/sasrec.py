@@ -51,7 +51,7 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import sampled_softmax_cross_entropy, softmax_cross_entropy
+from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives, draw_negatives
 from attnrec.models.registry import register
@@ -289,10 +289,7 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
         neg = batch["negative"]  # (S,) negatives shared by the batch
         pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
         neg_logit = h @ self._rows(neg, emb).T  # (N, S)
-        corrected = "neg_logq" in batch  # log-Q correction, unless it is a constant (uniform draws)
-        return sampled_softmax_cross_entropy(pos_logit, neg_logit, pos, neg,
-                                             batch["target_logq"][real] if corrected else None,
-                                             batch["neg_logq"] if corrected else None)
+        return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     def _rows(self, idx: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
         """Rows ``idx`` of the item table ``emb``; with ``sparse_embedding`` their gradient is sparse too."""
