@@ -95,7 +95,7 @@ SEQUENTIAL = {"trainable", "scores_catalog"}
 FACTORISED = SEQUENTIAL | {"factorised"}
 TRANSFORMER = {"attention", "weighted_loss", "shared_batch"}
 EXPECTED_CAPABILITIES = {
-    "sasrec": FACTORISED | TRANSFORMER,
+    "sasrec": FACTORISED | TRANSFORMER | {"embedding_inputs"},
     "bert4rec": FACTORISED | {"item_bias"} | TRANSFORMER,
     "hstu": FACTORISED | TRANSFORMER,  # attention: unnormalised SiLU weights, not probabilities
     "esasrec": FACTORISED | TRANSFORMER,

@@ -14,7 +14,8 @@ Required contracts
 Optional capabilities
     :class:`Factorised` (``score = query_vectors @ item_vectors.T``), :class:`ItemBiased` (plus
     ``item_bias``), :class:`CandidateScorer` (``score_items`` for given candidates),
-    :class:`AttentionInspectable` (``attention_weights``), :class:`WeightedLoss` (``loss_terms``),
+    :class:`AttentionInspectable` (``attention_weights``), :class:`EmbeddingInputs`
+    (``input_embeddings`` + ``score_embedded``, for gradient attributions), :class:`WeightedLoss` (``loss_terms``),
     :class:`SharedBatch` (``shared_batch_keys``, entries drawn once per batch).
 
 Shapes: ``B`` rows, ``I`` items (internal indices ``1..I``; column ``0`` is padding and is
@@ -130,6 +131,25 @@ class AttentionInspectable(Protocol):
 
 
 @runtime_checkable
+class EmbeddingInputs(Protocol):
+    """Scores computed from its per-position input embeddings, which a caller may replace (integrated gradients).
+
+    ``score_embedded(batch, input_embeddings(batch)) == score(batch)``; the embeddings are each
+    position's *content* (the item's row of the input table, fused with its features when those are
+    on), before the model adds positions, scales or normalises them, so a zero row means "no item
+    content here" while positions, padding and special tokens stay as the batch has them.
+    """
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` per-position input content of ``batch["seq"]`` ``(B, T)``."""
+        ...
+
+    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, I + 1)`` of ``batch`` with ``embedded`` ``(B, T, D)`` in place of :meth:`input_embeddings`."""
+        ...
+
+
+@runtime_checkable
 class WeightedLoss(Protocol):
     """Its loss is a mean over a batch-dependent number of terms (e.g. real target positions).
 
@@ -160,6 +180,7 @@ class Capabilities:
     item_bias: bool
     candidate_scoring: bool
     attention: bool
+    embedding_inputs: bool
     weighted_loss: bool
     shared_batch: bool
 
@@ -178,12 +199,13 @@ def capabilities(model: object) -> Capabilities:
         item_bias=isinstance(model, ItemBiased),
         candidate_scoring=isinstance(model, CandidateScorer),
         attention=isinstance(model, AttentionInspectable),
+        embedding_inputs=isinstance(model, EmbeddingInputs),
         weighted_loss=isinstance(model, WeightedLoss),
         shared_batch=isinstance(model, SharedBatch),
     )
 
 
 __all__ = [
-    "AttentionInspectable", "Batch", "CandidateScorer", "Capabilities", "ClosedForm", "Factorised",
+    "AttentionInspectable", "Batch", "CandidateScorer", "Capabilities", "ClosedForm", "EmbeddingInputs", "Factorised",
     "ItemBiased", "Scorer", "SequentialModel", "SharedBatch", "Trainable", "WeightedLoss", "capabilities",
 ]

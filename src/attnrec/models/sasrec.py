@@ -46,6 +46,7 @@ from attnrec.models.context import (
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
+    EmbeddingInputs,
     Factorised,
     SequentialModel,
     SharedBatch,
@@ -187,7 +188,7 @@ SEARCH_SPACE = SearchSpace(
         },
     },
 )
-class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, WeightedLoss, SharedBatch):
+class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch):
     """SASRec: causal self-attention over the item sequence, next-item objective."""
 
     shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
@@ -215,20 +216,22 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
             self.item_ctx.reset_padding()
 
     def run(
-        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False
+        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
+        content: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``
         and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
 
         ``last_only``: the newest position's state ``(B, 1, D)`` only; the final block then computes
         that one query (the earlier blocks still need every position as keys), which is what
-        scoring needs and about half the work of a two-block model.
+        scoring needs and about half the work of a two-block model. ``content`` ``(B, T, D)``
+        replaces the item embeddings of ``seq`` (:meth:`score_embedded`).
         """
         t = seq.shape[1]
         keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1)
         # Positions count from the window's start, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
-        emb = self.item_emb(seq) if self.item_ctx is None else F.embedding(seq, self.item_vectors())  # (B, T, D)
+        emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
         x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
         x = self.emb_drop(x) * keep
         allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only
@@ -240,6 +243,16 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weigh
             if weights is not None:
                 maps.append(weights)
         return self.ln_out(x), maps  # (B, T, D), or (B, 1, D) with last_only
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` item embeddings of ``batch["seq"]`` (fused with features when they are on), before scaling and positions."""
+        seq = batch["seq"]
+        return self.item_emb(seq) if self.item_ctx is None else F.embedding(seq, self.item_vectors())
+
+    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
+        query = self.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
+        return factorised_scores(query, self.item_vectors())
 
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""

@@ -1,0 +1,244 @@
+"""Per-recommendation attributions: how much each history event raised the score of each recommended item.
+
+One interface, :func:`attribute`, four methods:
+
+``attention``
+    The last layer's attention of the predicting position on each history event (mean over heads).
+    One ranking shared by every target item: it says what the model looked at, not why item A beat B.
+``rollout``
+    Attention rollout through all layers (Abnar & Zuidema, 2020; the residual counted as half
+    identity), also shared by every target.
+``occlusion``
+    Leave-one-out: ``value[k, j] = score_k(history) - score_k(history without event j)``, exactly,
+    by re-scoring. The ``W`` variants are scored in one batched forward pass (one row per history
+    event in the model's window). Removing an event lets the next older one (if any) slide into the
+    window, which is what serving would see for that shorter history.
+``integrated_gradients``
+    Integrated gradients (Sundararajan et al., 2017) on the input embeddings of the history events,
+    from a baseline where their item embeddings are zero (positions, padding and BERT4Rec's [mask]
+    unchanged) along a straight path with ``steps`` midpoint samples. Completeness:
+    ``value[k].sum() ~= score_k(history) - score_k(baseline)``; :attr:`Attribution.baseline` and
+    :attr:`Attribution.completeness_gap` report it. Needs the model's
+    :class:`~attnrec.models.contracts.EmbeddingInputs` capability.
+
+Everything here works on internal item indices and a model implementing the contracts of
+:mod:`attnrec.models.contracts`; the user-level layer maps IDs and titles. Larger values always mean
+"raised the target's score more" (for the two attention methods: "was attended to more").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable  # Any: JSON-ready dicts
+
+import numpy as np
+import torch
+
+from attnrec.data.schema import Sequences
+from attnrec.models.contracts import AttentionInspectable, EmbeddingInputs, Scorer
+
+METHODS = ("attention", "rollout", "occlusion", "integrated_gradients")
+"""The attribution methods, in the order the docs list them."""
+
+SHARED_METHODS = frozenset({"attention", "rollout"})
+"""Methods whose values do not depend on the target item (one ranking for the whole top-k)."""
+
+
+@runtime_checkable
+class AttributableModel(Scorer, Protocol):
+    """What every method needs: the model's own inputs and scores, in inference mode."""
+
+    def eval(self) -> object:
+        """Inference mode (dropout off)."""
+        ...
+
+
+class AttributionError(ValueError):
+    """The request cannot be attributed (unknown method, empty history, a capability the model lacks)."""
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Attributions of ``K`` target items to the ``W`` history events the model saw.
+
+    ``events[j]`` is the position in the given history (0 = oldest) of column ``j``; columns run
+    oldest to newest. ``values[k, j]`` is event ``j``'s attribution for ``targets[k]``.
+    """
+
+    method: str
+    targets: np.ndarray  # (K,) internal item indices
+    scores: np.ndarray  # (K,) the targets' scores for the full history
+    events: np.ndarray  # (W,) positions in the history, oldest first
+    values: np.ndarray  # (K, W)
+    baseline: np.ndarray | None  # (K,) integrated gradients: the targets' scores at the baseline
+    seconds: float  # wall time of the attribution (model calls included)
+
+    @property
+    def shared(self) -> bool:
+        """Whether every target gets the same values (the attention methods)."""
+        return self.method in SHARED_METHODS
+
+    @property
+    def completeness_gap(self) -> np.ndarray | None:
+        """``(K,)`` integrated gradients: ``values.sum(1) - (scores - baseline)`` (0 for an exact path integral)."""
+        if self.baseline is None:
+            return None
+        return np.asarray(self.values.sum(1) - (self.scores - self.baseline))
+
+    def ranking(self, k: int) -> np.ndarray:
+        """Column indices of target ``k``'s events, highest attribution first (ties: the more recent first)."""
+        v = self.values[k]
+        return np.lexsort((-np.arange(len(v)), -v))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (internal indices; the user-level layer maps them to IDs)."""
+        out: dict[str, Any] = {
+            "method": self.method, "shared": self.shared, "targets": self.targets.tolist(),
+            "scores": np.round(self.scores, 6).tolist(), "events": self.events.tolist(),
+            "values": np.round(self.values, 6).tolist(), "seconds": round(self.seconds, 6),
+        }  # fmt: skip
+        if self.baseline is not None:
+            out["baseline"] = np.round(self.baseline, 6).tolist()
+        return out
+
+
+def _one(history: np.ndarray, n_items: int, columns: Mapping[str, np.ndarray] | None) -> Sequences:
+    h = np.asarray(history, dtype=np.int64)
+    return Sequences(np.array([0, len(h)]), h, n_items, dict(columns or {}))
+
+
+def _variants(one: Sequences, drop: np.ndarray) -> Sequences:
+    """``len(drop)`` copies of the one-row ``one``, copy ``r`` without event ``drop[r]`` (items and columns)."""
+    n = len(one.items)
+    keep = np.ones((len(drop), n), dtype=bool)
+    keep[np.arange(len(drop)), drop] = False
+    idx = np.nonzero(keep)[1]  # row-major: each copy's kept events in order
+    offsets = np.arange(len(drop) + 1, dtype=np.int64) * (n - 1)
+    return Sequences(offsets, one.items[idx], one.n_items, {k: v[idx] for k, v in one.columns.items()})
+
+
+def _window(seq: torch.Tensor, n_items: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The columns of the one-row model input ``seq`` ``(1, T)`` that hold history items, and their history positions."""
+    tokens = seq[0].cpu().numpy()
+    cols = np.flatnonzero((tokens > 0) & (tokens <= n_items))
+    return cols, np.arange(length - len(cols), length)
+
+
+def _scores(model: Scorer, users: np.ndarray, seqs: Sequences, targets: np.ndarray,
+            device: torch.device) -> np.ndarray:
+    batch = {k: v.to(device) for k, v in model.score_inputs(users, seqs).items()}
+    s = model.score(batch)  # (B, I+1)
+    return s[:, torch.as_tensor(targets, device=s.device)].double().cpu().numpy()  # (B, K)
+
+
+def attribute(
+    model: AttributableModel,
+    history: np.ndarray,
+    targets: np.ndarray,
+    *,
+    n_items: int,
+    method: str = "occlusion",
+    user: int = 0,
+    columns: Mapping[str, np.ndarray] | None = None,
+    steps: int = 32,
+    device: torch.device | None = None,
+) -> Attribution:
+    """Attribute the scores of ``targets`` (internal items ``(K,)``) to the events of ``history``.
+
+    ``history`` holds internal item indices (``1..n_items``), oldest first; ``columns`` its optional per-event
+    columns (timestamps, ...), removed together with their event by occlusion; ``user`` is the
+    internal user index fed to the model (the attention models ignore it). Only the events inside
+    the model's window (its ``max_len`` most recent) are attributed. The model is switched to
+    eval mode. Raises :class:`AttributionError` for an unknown method, an empty history or a
+    method the model cannot support.
+    """
+    if method not in METHODS:
+        raise AttributionError(f"unknown attribution method {method!r}; choose one of {', '.join(METHODS)}")
+    if len(history) == 0:
+        raise AttributionError("the history has no known items; there is nothing to attribute")
+    if steps < 1:
+        raise AttributionError(f"steps must be at least 1, got {steps}")
+    dev = device or torch.device("cpu")
+    targets = np.asarray(targets, dtype=np.int64)
+    one = _one(history, n_items, columns)
+    model.eval()
+    users = np.array([user])
+    start = time.perf_counter()
+    if method in SHARED_METHODS:
+        values, scores, events, base = _attention(model, one, users, targets, method, dev)
+    elif method == "occlusion":
+        values, scores, events, base = _occlusion(model, one, users, targets, dev)
+    else:
+        values, scores, events, base = _integrated_gradients(model, one, users, targets, steps, dev)
+    return Attribution(method, targets, scores, events, values, base, time.perf_counter() - start)
+
+
+_Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+
+
+def _attention(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, method: str,
+               dev: torch.device) -> _Parts:
+    if not isinstance(model, AttentionInspectable):
+        raise AttributionError(f"method {method!r} needs a self-attention model; this one has no attention weights")
+    with torch.no_grad():
+        seq = model.score_inputs(users, one)["seq"].to(dev)  # (1, T)
+        maps = [a[0].float().mean(0).cpu() for a in model.attention_weights(seq)]  # L x (T, T)
+        scores = _scores(model, users, one, targets, dev)[0]  # (K,)
+    t = seq.shape[1]
+    if method == "attention":
+        row = maps[-1][t - 1]  # (T,) the predicting position's last-layer attention
+    else:
+        roll = torch.eye(t)
+        for a in maps:
+            a = 0.5 * a + 0.5 * torch.eye(t)
+            roll = (a / a.sum(-1, keepdim=True)) @ roll
+        row = roll[t - 1]
+    cols, events = _window(seq, one.n_items, len(one.items))
+    values = np.tile(row.double().numpy()[cols], (len(targets), 1))  # (K, W) the same row for every target
+    return values, scores, events, None
+
+
+def _occlusion(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, dev: torch.device) -> _Parts:
+    with torch.no_grad():
+        seq = model.score_inputs(users, one)["seq"]
+        _, events = _window(seq, one.n_items, len(one.items))
+        full = _scores(model, users, one, targets, dev)[0]  # (K,)
+        if len(one.items) == 1:  # without its only event the history is empty: the model has no input
+            raise AttributionError("occlusion needs at least two history events (an empty history has no score)")
+        reduced = _scores(model, np.repeat(users, len(events)), _variants(one, events), targets, dev)  # (W, K)
+    return (full[None, :] - reduced).T, full, events, None
+
+
+def _integrated_gradients(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, steps: int,
+                          dev: torch.device) -> _Parts:
+    if not isinstance(model, EmbeddingInputs):
+        raise AttributionError("integrated gradients need a model that exposes its input embeddings "
+                               "(SASRec, BERT4Rec, gSASRec, eSASRec, HSTU)")
+    batch = {k: v.to(dev) for k, v in model.score_inputs(users, one).items()}
+    seq = batch["seq"]  # (1, T)
+    cols, events = _window(seq, one.n_items, len(one.items))
+    with torch.no_grad():
+        emb = model.input_embeddings(batch).detach()  # (1, T, D)
+    is_event = torch.zeros(seq.shape[1], 1, dtype=emb.dtype, device=emb.device)
+    is_event[torch.as_tensor(cols, device=emb.device)] = 1.0
+    base = emb * (1.0 - is_event)  # (1, T, D): the history events' content zeroed, the rest kept
+    delta = emb - base  # (1, T, D)
+    alphas = (torch.arange(steps, dtype=emb.dtype, device=emb.device) + 0.5) / steps  # (S,) midpoints
+    path = (base + alphas[:, None, None] * delta).requires_grad_(True)  # (S, T, D)
+    rep = {k: v.expand(steps, *v.shape[1:]) for k, v in batch.items()}
+    tgt = torch.as_tensor(targets, device=emb.device)
+    with torch.enable_grad():
+        out = model.score_embedded(rep, path)[:, tgt]  # (S, K)
+        grads = [torch.autograd.grad(out[:, k].sum(), path, retain_graph=k < len(targets) - 1)[0]
+                 for k in range(len(targets))]  # K x (S, T, D)
+    g = torch.stack(grads).mean(1)  # (K, T, D) the path's mean gradient
+    values = (g * delta).sum(-1)[:, torch.as_tensor(cols, device=emb.device)]  # (K, W)
+    with torch.no_grad():
+        ends = model.score_embedded({k: v.expand(2, *v.shape[1:]) for k, v in batch.items()},
+                                    torch.cat([emb, base]))[:, tgt].double().cpu().numpy()  # (2, K)
+    return values.double().cpu().numpy(), ends[0], events, ends[1]
+
+
+__all__ = ["METHODS", "SHARED_METHODS", "AttributableModel", "Attribution", "AttributionError", "attribute"]
