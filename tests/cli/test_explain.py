@@ -43,3 +43,18 @@ def test_explain_commands(tmp_path: Path) -> None:
     assert {"RMSE", "BLEU-4", "ROUGE-2-F", "FMR", "DIV"} <= set(json.loads(res.output))
     res = runner.invoke(app, ["explain", "--model", str(model), "--user", "nobody", "--item", "i0"])
     assert res.exit_code == 2 and "unknown user" in res.output
+    # --decoding names the paper's plain decoding and the blocked default (explain-evaluate records it)
+    paper = runner.invoke(app, ["explain", "--model", str(model), "--user", "u1", "--item", "i0", "--json",
+                                "--decoding", "paper"])
+    zero = runner.invoke(app, ["explain", "--model", str(model), "--user", "u1", "--item", "i0", "--json",
+                               "--no-repeat-ngram", "0"])
+    assert paper.exit_code == 0 and paper.output == zero.output
+    res = runner.invoke(app, ["explain-evaluate", "--model", str(model), "--data", str(data_dir), "--json",
+                              "--decoding", "blocked"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((model / "config.json").read_text())["decode"]["no_repeat_ngram"] == 3  # the default
+    res = runner.invoke(app, ["explain", "--model", str(model), "--user", "u1", "--item", "i0",
+                              "--decoding", "paper", "--no-repeat-ngram", "2"])
+    assert res.exit_code == 2 and "not both" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["explain", "--model", str(model), "--user", "u1", "--item", "i0", "--decoding", "nice"])
+    assert res.exit_code == 2 and "paper or blocked" in res.output

@@ -14,6 +14,8 @@ from attnrec.evaluation.text_metrics import (
     feature_diversity,
     feature_matching_ratio,
     lcs_length,
+    looping_share,
+    loops,
     mae,
     rmse,
     rouge,
@@ -104,3 +106,16 @@ def test_rouge_matches_rouge_score() -> None:
         for attr, letter in (("precision", "P"), ("recall", "R"), ("fmeasure", "F")):
             want = 100 * np.mean([getattr(t[key], attr) for t in theirs])
             assert ours[f"ROUGE-{name}-{letter}"] == pytest.approx(want, rel=1e-9)
+
+
+def test_looping_share_needs_both_the_cap_and_a_repeated_bigram() -> None:
+    cap = 6
+    looping = "and it for a and it".split()  # 6 words, ("and", "it") twice: cut by the cap inside a loop
+    long_fresh = "the tone is warm and clear".split()  # 6 words, no bigram twice: long but not looping
+    short_repeat = "great great great".split()  # ("great", "great") twice, but ended before the cap
+    word_twice = "the neck and the body ok".split()  # "the" twice, every bigram once
+    assert loops(looping, cap) and not loops(long_fresh, cap) and not loops(short_repeat, cap)
+    assert not loops(word_twice, cap) and loops(word_twice, cap, n=1)
+    assert looping_share([looping, long_fresh, short_repeat, word_twice], cap) == 0.25
+    assert looping_share([looping, looping], cap) == 1.0 and looping_share([], cap) == 0.0
+    assert not loops(looping, cap + 1)  # one word short of a larger cap: it ended on its own

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from attnrec.checkpoint import MANIFEST
 from attnrec.data.reviews import encode_reviews, from_records, random_split
 from attnrec.data.schema import DataError
 from attnrec.models.masks import peter_mask
 from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, UNK_ID, PETERConfig
 from attnrec.models.registry import get_spec, list_models
-from attnrec.recommend.explainer import DAMPINGS, Explainer, damped_offsets
+from attnrec.recommend.explainer import DAMPINGS, DECODINGS, Explainer, damped_offsets
 
 TINY = {"emsize": 16, "n_heads": 2, "ffn": 32, "dropout": 0.0}
 
@@ -244,6 +246,15 @@ def test_explainer_fit_explain_evaluate_and_save_load_identity(tmp_path: Path) -
     assert back.evaluate(data, split.test) == metrics
     with pytest.raises(DataError, match="unknown user"):
         back.explain("nobody", "i0")
+    # the default decoding blocks repeated trigrams; the paper's plain decoding stays one named value away
+    assert ex.no_repeat_ngram == back.no_repeat_ngram == DECODINGS["blocked"] == 3 and DECODINGS["paper"] == 0
+    assert ex.evaluations_[0]["no_repeat_ngram"] == 3
+    assert ex.predict(data, split.test)[1] == ex.predict(data, split.test, no_repeat_ngram=3)[1]
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    del cfg["decode"]["no_repeat_ngram"]  # a directory saved before n-gram blocking (and before manifests)
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "m" / MANIFEST).unlink()
+    assert Explainer.load(tmp_path / "m", device="cpu").no_repeat_ngram == 3
 
 
 def test_rating_head_can_start_at_the_training_mean() -> None:

@@ -21,6 +21,7 @@ from attnrec.cli.main import app
 from attnrec.config import parse_overrides
 from attnrec.data.reviews import ReviewData, ReviewSplit, load_review_data, random_split, read_index_dir
 from attnrec.recommend import Explainer
+from attnrec.recommend.explainer import DECODINGS
 
 DataOpt = Annotated[Path, typer.Option(
     "--data", "-d", help="Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "
@@ -74,7 +75,21 @@ def explain_train(
 
 NoRepeatOpt = Annotated[int | None, typer.Option(
     "--no-repeat-ngram", min=0, help="Never repeat an n-gram of this size in a generated explanation "
-    "(0 = the paper's plain decoding; default: the model's).")]
+    "(0 = the paper's plain decoding; default: the model's, 3 unless it was saved with another).")]
+DecodingOpt = Annotated[str | None, typer.Option(
+    "--decoding", help="Named decoding: 'paper' (the authors' plain decoding, = --no-repeat-ngram 0) or "
+    "'blocked' (never repeat a trigram, = --no-repeat-ngram 3).")]
+
+
+def _ngram(decoding: str | None, no_repeat_ngram: int | None) -> int | None:
+    """The n-gram blocking of ``--decoding`` / ``--no-repeat-ngram`` (None: the model's own)."""
+    if decoding is None:
+        return no_repeat_ngram
+    if no_repeat_ngram is not None:
+        raise ValueError("give --decoding or --no-repeat-ngram, not both")
+    if decoding not in DECODINGS:
+        raise ValueError(f"--decoding {decoding!r}: use {' or '.join(DECODINGS)}")
+    return DECODINGS[decoding]
 
 
 @app.command(name="explain", epilog="Example: attnrec explain --model runs/peter --user A2IBPI20UZIR0U --item 1384719342")
@@ -87,9 +102,11 @@ def explain(
     beam: Annotated[int, typer.Option(min=1, help="Beam size (1 = greedy, as the paper).")] = 1,
     max_len: Annotated[int | None, typer.Option(help="Most words to generate.")] = None,
     no_repeat_ngram: NoRepeatOpt = None,
+    decoding: DecodingOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Predict the rating and generate an explanation for one user and item."""
+    no_repeat_ngram = _ngram(decoding, no_repeat_ngram)
     ex = Explainer.load(model)
     if feature is not None and not ex.config.use_feature:
         warn_line("this model is PETER without features; --feature is ignored")
@@ -113,9 +130,11 @@ def explain_evaluate(
         "--split", help="seed:N or index:K; default: the split the model was trained with.")] = None,
     beam: Annotated[int | None, typer.Option(min=1, help="Beam size (default: the model's).")] = None,
     no_repeat_ngram: NoRepeatOpt = None,
+    decoding: DecodingOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """RMSE, MAE, BLEU, ROUGE, USR, FMR, FCR and DIV on the test part of the data."""
+    no_repeat_ngram = _ngram(decoding, no_repeat_ngram)
     ex = Explainer.load(model)
     reviews = load_review_data(data, fmt)
     if ex.source_.sha256 and reviews.source.sha256 and ex.source_.sha256 != reviews.source.sha256:

@@ -14,9 +14,13 @@ Texts are lists of word tokens. BLEU and ROUGE are reported x100 like the paper.
 * **FCR**: distinct features (from the feature set) generated / size of the feature set.
 * **DIV**: mean over all pairs of generated explanations of the size of the intersection of
   their feature sets (lower = more diverse).
+* **Looping share** (:func:`looping_share`, not in the paper): share of generated explanations
+  that run to the word cap *and* repeat a bigram, i.e. greedy decoding caught in a loop.
 
-Known difference: the PETER authors' ROUGE script counts n-gram *types* (sets) and weights
-the LCS F-score by P/R, and it drops empty generations; attnrec uses the standard definition.
+Known difference: the PETER authors' ROUGE script (``rouge.py``, borrowed from tensorflow/nmt)
+counts n-gram *types* (sets) and weights the LCS F-score by P/R; attnrec uses the standard
+definition. Its filter that would drop empty generations is commented out, so empty outputs are
+scored (as a single empty token) in both.
 """
 
 from __future__ import annotations
@@ -150,6 +154,21 @@ def feature_diversity(generated: Sequence[Tokens], features: Iterable[str]) -> f
     return float((per_feature * (per_feature - 1) / 2).sum() / (n * (n - 1) / 2))
 
 
+def loops(tokens: Tokens, cap: int, n: int = 2) -> bool:
+    """Whether ``tokens`` ran to the word ``cap`` (``len >= cap``) and some ``n``-gram occurs twice in it."""
+    return len(tokens) >= cap and any(c > 1 for c in ngrams(tokens, n).values())
+
+
+def looping_share(generated: Sequence[Tokens], cap: int, n: int = 2) -> float:
+    """Share of explanations that :func:`loops`: cut by the word cap while repeating an ``n``-gram.
+
+    Both conditions, because a long explanation is not a defect by itself, and a short one that
+    repeats a word pair ended on its own (``<eos>``); the loop that greedy decoding falls into
+    ("and it for a nice and it for a ...") is cut only by the cap.
+    """
+    return sum(loops(g, cap, n) for g in generated) / len(generated) if generated else 0.0
+
+
 def explanation_metrics(references: Sequence[Tokens], generated: Sequence[Tokens], true_features: Sequence[str],
                         features: Iterable[str]) -> dict[str, float]:
     """Every text metric of the PETER paper in one dict."""
@@ -162,4 +181,4 @@ def explanation_metrics(references: Sequence[Tokens], generated: Sequence[Tokens
 
 __all__ = ["clip_ratings", "rmse", "mae", "ngrams", "bleu", "lcs_length", "rouge_pair", "rouge",
            "unique_sentence_ratio", "feature_sets", "feature_matching_ratio", "feature_coverage_ratio",
-           "feature_diversity", "explanation_metrics"]
+           "feature_diversity", "loops", "looping_share", "explanation_metrics"]

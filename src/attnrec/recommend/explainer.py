@@ -40,6 +40,11 @@ from attnrec.training.loop import TrainResult, resolve_device, train
 
 _TRAIN_BASE = {"monitor": "loss", "mode": "min"}
 DAMPINGS = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0)
+# Named decodings (the n-gram blocking size): "paper" is the authors' plain greedy/beam decoding,
+# which loops on a small model ("and it for a nice and it for a ..."); "blocked", the default,
+# never repeats a trigram. benchmarks/peter_reference.py measures the looping share of both.
+DECODINGS: dict[str, int] = {"paper": 0, "blocked": 3}
+DEFAULT_NO_REPEAT_NGRAM = DECODINGS["blocked"]
 
 
 def damped_offsets(user: np.ndarray, item: np.ndarray, rating: np.ndarray, n_users: int, n_items: int,
@@ -76,13 +81,14 @@ class Explainer:
         Vocabulary size (the most frequent training words; paper 20,000).
     beam, max_len, no_repeat_ngram : int
         Decoding defaults: ``beam=1`` is greedy (paper); ``max_len`` defaults to ``max_words``;
-        ``no_repeat_ngram=n`` > 0 blocks repeated n-grams (0, the paper's decoding, by default).
+        ``no_repeat_ngram=n`` > 0 never repeats an n-gram; default 3 (``DECODINGS["blocked"]``);
+        0 is the paper's plain decoding (``DECODINGS["paper"]``).
     """
 
     def __init__(self, model: str = "peter", config: Mapping[str, Any] | None = None,
                  train: Mapping[str, Any] | TrainConfig | None = None, preset: str | None = "paper",
                  max_vocab: int = 20_000, beam: int = 1, max_len: int | None = None,
-                 no_repeat_ngram: int = 0) -> None:
+                 no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM) -> None:
         self.spec: ModelSpec = get_spec(model)
         if self.spec.task != EXPLAIN or not issubclass(self.spec.cls, PETER):
             raise ConfigError(f"{model} is a {self.spec.task} model; Explainer needs an explain-task model")
@@ -336,7 +342,8 @@ class Explainer:
         meta, record = saved.meta, saved.record
         ex = cls(record.model, record.model_config, record.train_config, preset=None,
                  max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"],
-                 no_repeat_ngram=int(meta["decode"].get("no_repeat_ngram", 0)))  # older directories: none
+                 # directories saved before n-gram blocking existed get today's default
+                 no_repeat_ngram=int(meta["decode"].get("no_repeat_ngram", DEFAULT_NO_REPEAT_NGRAM)))
         ex.preset = record.preset
         try:
             ex.vocab_ = Vocabulary(tuple(check_vocab(saved.json("vocab"), meta.get("n_words"), saved.path / "vocab.json")))
@@ -377,4 +384,4 @@ class _RatingSnapshot:
                 write_json(self.path.with_suffix(".json"), {"mse": mse})
 
 
-__all__ = ["DAMPINGS", "Explainer", "damped_offsets"]
+__all__ = ["DAMPINGS", "DECODINGS", "DEFAULT_NO_REPEAT_NGRAM", "Explainer", "damped_offsets"]
