@@ -210,10 +210,9 @@ class BERT4Rec(
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
         """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
-        seq = batch["seq"]
-        if self.item_ctx is None:
-            return self.item_emb(seq)  # (B, T, D)
-        return F.embedding(seq, torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id:]]))  # (B, T, D)
+        seq = batch["seq"]  # (B, T); with features: items from the fused table, [mask] from its own row
+        fused = None if self.item_ctx is None else torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id:]])
+        return self.item_emb(seq) if fused is None else F.embedding(seq, fused)  # (B, T, D)
 
     def embed(self, seq: torch.Tensor, content: torch.Tensor | None = None) -> torch.Tensor:
         """Inputs ``(B, T, D)`` of tokens ``seq`` ``(B, T)``: ``content`` (or theirs) + positions, LayerNorm, dropout."""
