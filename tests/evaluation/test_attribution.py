@@ -3,12 +3,19 @@ complete, and a planted trigger item that determines the target is ranked first 
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from attnrec.data.schema import Sequences
-from attnrec.evaluation.attribution import METHODS, AttributionError, attribute
+from attnrec.data.features import FeatureTable
+from attnrec.data.schema import IdMap, Sequences
+from attnrec.evaluation.attribution import METHODS, AttributableModel, AttributionError, attribute
+from attnrec.models.context import ItemFeatures, ModelContext
+from attnrec.models.contracts import EmbeddingInputs, Scorer
+from attnrec.models.registry import get_spec
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
@@ -40,9 +47,9 @@ def untrained() -> SASRec:
     return SASRec(SASRecConfig(hidden=16, n_heads=2, n_layers=2, max_len=6, dropout=0.0), 10, 20).eval()
 
 
-def rescore(model: SASRec, history: list[int], target: int) -> float:
+def rescore(model: Scorer, history: list[int], target: int) -> float:
     with torch.no_grad():
-        batch = model.score_inputs(np.array([0]), Sequences.from_lists([history], model.n_items))
+        batch = model.score_inputs(np.array([0]), Sequences.from_lists([history], 20))
         return float(model.score(batch)[0, target])
 
 
@@ -69,13 +76,6 @@ def test_integrated_gradients_are_complete() -> None:
     assert np.abs(a.completeness_gap).max() < 0.02 * max(1.0, float(moved.max()))
     coarse = attribute(model, history, np.array([2]), n_items=20, method="integrated_gradients", steps=1)
     assert not np.allclose(coarse.values[0], a.values[0], atol=1e-4), "steps change the path integral"
-
-
-def test_score_embedded_of_the_models_own_embeddings_is_its_score() -> None:
-    model = untrained()
-    batch = model.score_inputs(np.array([0, 1]), Sequences.from_lists([[3, 7, 12], [5]], 20))
-    with torch.no_grad():
-        assert torch.allclose(model.score_embedded(batch, model.input_embeddings(batch)), model.score(batch))
 
 
 def test_attention_methods_share_one_ranking_and_are_distributions() -> None:
@@ -108,3 +108,97 @@ def test_bad_requests_are_clear_errors() -> None:
     with pytest.raises(AttributionError, match="at least two"):
         attribute(model, np.array([4]), np.array([3]), n_items=20, method="occlusion")
     assert set(METHODS) == {"attention", "rollout", "occlusion", "integrated_gradients"}
+
+
+# -- every model with input embeddings: SASRec, BERT4Rec, gSASRec, eSASRec, HSTU -----------------
+SMALL = {
+    "sasrec": {"hidden": 16, "n_heads": 2, "max_len": 6, "dropout": 0.0},
+    "bert4rec": {"hidden": 16, "n_heads": 2, "max_len": 6, "dropout": 0.0, "attn_dropout": 0.0},
+    "gsasrec": {"hidden": 16, "n_heads": 2, "max_len": 6, "dropout": 0.0, "n_negatives": 4},
+    "esasrec": {"hidden": 16, "n_heads": 2, "max_len": 6, "dropout": 0.0, "n_negatives": 4},
+    "hstu": {"hidden": 16, "n_heads": 2, "dqk": 8, "dv": 8, "max_len": 6, "dropout": 0.0, "n_negatives": 4},
+}
+CASES = [*SMALL, "sasrec+features", "bert4rec+features"]  # the fused item table: features reach the content
+
+
+def features() -> ModelContext:
+    """Items ``i0..i19``: category ``k % 3`` (internal item ``k + 1``)."""
+    ids = [f"i{k}" for k in range(20)]
+    table = FeatureTable.from_frame(pd.DataFrame({"item_id": ids, "category": [f"c{k % 3}" for k in range(20)]}),
+                                    "item_id", {"category": "categorical"})
+    return ModelContext(ItemFeatures.from_table(table, IdMap(np.array(ids, dtype=object), 1), ()))
+
+
+@runtime_checkable
+class EmbeddingModel(EmbeddingInputs, AttributableModel, Protocol):
+    """What these tests use: the attribution interface's model with input embeddings."""
+
+
+def embedding_model(case: str) -> EmbeddingModel:
+    """An untrained, seeded model in eval mode; every all-zero parameter (biases, BERT4Rec's output bias)
+    is drawn at random, so a score path that leaves one out cannot agree with the model's own score."""
+    name, _, fused = case.partition("+")
+    spec = get_spec(name)
+    torch.manual_seed(5)
+    extra = {"item_features": "sum"} if fused else {}
+    args = (features(),) if fused else ()
+    model = spec.cls(spec.config_cls(**SMALL[name], **extra), 10, 20, *args)
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0.0, 0.3)
+    assert isinstance(model, EmbeddingModel)
+    model.eval()
+    return model
+
+
+def inputs(model: EmbeddingModel, histories: list[list[int]]) -> dict[str, torch.Tensor]:
+    return model.score_inputs(np.arange(len(histories)), Sequences.from_lists(histories, 20))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_score_embedded_of_the_models_own_embeddings_is_its_score(case: str) -> None:
+    model = embedding_model(case)
+    batch = inputs(model, [[3, 7, 12, 1, 19, 4, 9], [5]])  # one row longer than the window, one short
+    if case == "hstu":  # the time bias must reach score_embedded as it reaches score
+        batch["timestamps"] = torch.where(batch["seq"] > 0, torch.arange(batch["seq"].shape[1]) * 5000 + 1, 0)
+    with torch.no_grad():
+        own = model.score_embedded(batch, model.input_embeddings(batch))  # (B, I+1)
+        assert torch.allclose(own, model.score(batch), atol=1e-6, rtol=0.0)
+        other = model.score_embedded(batch, torch.zeros_like(model.input_embeddings(batch)))
+        assert not torch.allclose(other[:, 1:], own[:, 1:], atol=1e-3), "score_embedded must read the content"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_content_is_the_items_own_row_before_positions(case: str) -> None:
+    model = embedding_model(case)
+    batch = inputs(model, [[4, 4, 4, 4]])
+    with torch.no_grad():
+        emb = model.input_embeddings(batch)[0]  # (T, D)
+    items = (batch["seq"][0] == 4).nonzero()[:, 0]
+    assert len(items) == 4 and emb[items].abs().sum() > 0
+    assert torch.equal(emb[items], emb[items[:1]].expand(4, -1)), "one item, four positions: the same content"
+    if case.startswith("bert4rec"):  # [mask] keeps its own, non-zero row (kept by the IG baseline)
+        assert batch["seq"][0, -1] == 21 and emb[-1].abs().sum() > 0 and not torch.equal(emb[-1], emb[items[0]])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_integrated_gradients_are_complete_for_every_model(case: str) -> None:
+    model = embedding_model(case)
+    a = attribute(model, np.array([3, 7, 12, 1, 19]), np.array([2, 5, 11, 17]), n_items=20,
+                  method="integrated_gradients", steps=64)
+    assert a.baseline is not None and a.completeness_gap is not None
+    moved = np.abs(a.scores - a.baseline)
+    assert moved.min() > 1e-3, "the baseline must actually change the scores, or the check is empty"
+    assert np.abs(a.completeness_gap).max() < 0.02 * max(1.0, float(moved.max()))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_occlusion_is_the_score_change_for_every_model(case: str) -> None:
+    model = embedding_model(case)
+    history, target = [3, 7, 7, 12, 1, 19, 4, 9], 11  # longer than every window: older events slide in
+    a = attribute(model, np.array(history), np.array([target]), n_items=20, method="occlusion")
+    full = rescore(model, history, target)
+    assert a.scores[0] == pytest.approx(full, abs=1e-5)
+    for j, pos in enumerate(a.events):
+        assert a.values[0, j] == pytest.approx(full - rescore(model, history[:pos] + history[pos + 1:], target), abs=1e-5)

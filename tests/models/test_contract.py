@@ -96,11 +96,11 @@ FACTORISED = SEQUENTIAL | {"factorised"}
 TRANSFORMER = {"attention", "weighted_loss", "shared_batch"}
 EXPECTED_CAPABILITIES = {
     "sasrec": FACTORISED | TRANSFORMER | {"embedding_inputs"},
-    "bert4rec": FACTORISED | {"item_bias"} | TRANSFORMER,
-    "hstu": FACTORISED | TRANSFORMER,  # attention: unnormalised SiLU weights, not probabilities
-    "esasrec": FACTORISED | TRANSFORMER,
+    "bert4rec": FACTORISED | {"item_bias"} | TRANSFORMER | {"embedding_inputs"},
+    "hstu": FACTORISED | TRANSFORMER | {"embedding_inputs"},  # attention: unnormalised SiLU weights, not probabilities
+    "esasrec": FACTORISED | TRANSFORMER | {"embedding_inputs"},
     # negatives drawn per sequence (B, k): split with the rows under DDP, nothing shared by the batch
-    "gsasrec": FACTORISED | {"attention", "weighted_loss"},
+    "gsasrec": FACTORISED | {"attention", "embedding_inputs", "weighted_loss"},
     "gru4rec": FACTORISED | {"item_bias"},
     "gru4rec-plus": FACTORISED | {"item_bias"},
     "caser": FACTORISED | {"item_bias"},

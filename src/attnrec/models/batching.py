@@ -99,6 +99,18 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
     return rows, begin, np.minimum(lengths[rows] - begin, max_len)
 
 
+
+def sliding_window_matrix(train: Sequences, max_len: int, step: int) -> np.ndarray:
+    """The :func:`sliding_windows` of ``train``'s sequences as a left-padded item matrix ``(R, max_len)``."""
+    rows, begin, length = sliding_windows(train.lengths(), max_len, step)
+    start = train.offsets[rows] + begin  # (R,) absolute index of each window's first item
+    col = np.arange(max_len)[None, :]  # (1, T)
+    valid = col >= (max_len - length)[:, None]  # (R, T) left padding before each window's items
+    src = (start + length - max_len)[:, None] + col  # (R, T) absolute index of each cell's item
+    out = np.zeros((len(rows), max_len), dtype=np.int64)
+    out[valid] = train.items[src[valid]]
+    return out
+
 def shifted_batches(
     train: Sequences, max_len: int, batch_size: int, rng: np.random.Generator, shared: SharedNegatives | None = None
 ) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:

@@ -27,7 +27,7 @@ from torch import nn
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import batches, sliding_windows
+from attnrec.models.batching import batches, sliding_window_matrix, sliding_windows
 from attnrec.models.context import (
     ModelContext,
     check_feature_options,
@@ -38,6 +38,7 @@ from attnrec.models.context import (
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
+    EmbeddingInputs,
     Factorised,
     ItemBiased,
     SequentialModel,
@@ -173,7 +174,7 @@ SEARCH_SPACE = SearchSpace(
     },
 )
 class BERT4Rec(
-    nn.Module, SequentialModel, Factorised, ItemBiased, AttentionInspectable, WeightedLoss, SharedBatch
+    nn.Module, SequentialModel, Factorised, ItemBiased, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
 ):
     """BERT4Rec: bidirectional self-attention trained on the Cloze (masked item) task."""
 
@@ -207,11 +208,15 @@ class BERT4Rec(
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
 
-    def embed(self, seq: torch.Tensor) -> torch.Tensor:
-        """Input representations ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``."""
-        x = self.item_emb(seq)  # (B, T, D)
-        if self.item_ctx is not None:  # items from the fused table, [mask] from its own row
-            x = F.embedding(seq, torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id:]]))  # (B, T, D)
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
+        seq = batch["seq"]  # (B, T); with features: items from the fused table, [mask] from its own row
+        fused = None if self.item_ctx is None else torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id:]])
+        return self.item_emb(seq) if fused is None else F.embedding(seq, fused)  # (B, T, D)
+
+    def embed(self, seq: torch.Tensor, content: torch.Tensor | None = None) -> torch.Tensor:
+        """Inputs ``(B, T, D)`` of tokens ``seq`` ``(B, T)``: ``content`` (or theirs) + positions, LayerNorm, dropout."""
+        x = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
         if self.pos_emb is not None:
             t = seq.shape[1]
             x = x + self.pos_emb(torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device))
@@ -219,16 +224,17 @@ class BERT4Rec(
         return out
 
     def run(
-        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False
+        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
+        content: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``
         and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
 
         ``last_only``: the final [mask] position's state ``(B, 1, D)`` only; the final layer then
-        computes that one query (the earlier layers still need every position), which is what
-        scoring needs and about half the work of a two-layer model.
+        computes that one query (the earlier layers still need every position), what scoring needs,
+        about half the work of a two-layer model. ``content`` ``(B, T, D)``: see :meth:`embed`.
         """
-        x = self.embed(seq)  # (B, T, D)
+        x = self.embed(seq, content)  # (B, T, D)
         allowed = bidirectional_mask(seq)  # (B, 1, T, T): every real position, before and after
         maps = []
         for i, block in enumerate(self.blocks):
@@ -256,15 +262,7 @@ class BERT4Rec(
 
     def windows(self, train: Sequences) -> np.ndarray:
         """Left-padded ``(R, max_len)`` training windows (see :func:`sliding_windows`)."""
-        t = self.config.max_len
-        rows, begin, length = sliding_windows(train.lengths(), t, self.config.sliding_step)
-        start = train.offsets[rows] + begin  # (R,) absolute index of each window's first item
-        col = np.arange(t)[None, :]  # (1, T)
-        valid = col >= (t - length)[:, None]  # (R, T)
-        src = (start + length - t)[:, None] + col
-        out = np.zeros((len(rows), t), dtype=np.int64)
-        out[valid] = train.items[src[valid]]
-        return out
+        return sliding_window_matrix(train, self.config.max_len, self.config.sliding_step)
 
     def cloze(self, w: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted)."""
@@ -368,6 +366,11 @@ class BERT4Rec(
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)``: ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
         return self.project(self.run(batch["seq"], last_only=True)[0][:, -1, :])
+
+    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the tokens' embeddings (output bias included)."""
+        query = self.project(self.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :])  # (B, D)
+        return factorised_scores(query, self.item_vectors(), self.item_bias())  # (B, I+1)
 
     def item_vectors(self) -> torch.Tensor:
         """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out.

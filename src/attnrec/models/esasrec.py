@@ -40,6 +40,7 @@ from attnrec.models.batching import next_item_rows, shifted_batches
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
+    EmbeddingInputs,
     Factorised,
     SequentialModel,
     SharedBatch,
@@ -151,7 +152,7 @@ _AMAZON_MODEL = {"hidden": 256, "n_layers": 1, "n_heads": 1, "max_len": 50, "dro
         },
     },
 )
-class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, WeightedLoss, SharedBatch):
+class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch):
     """eSASRec: causal LiGR transformer, next-item objective with a sampled softmax."""
 
     shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
@@ -173,18 +174,21 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weig
             self.item_emb.weight[0].zero_()
 
     def run(
-        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False
+        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
+        content: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)`` and, with
         ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
 
         ``last_only``: the newest position's state ``(B, 1, D)`` only (the final layer computes
-        that one query; the earlier layers still need every position as keys).
+        that one query; the earlier layers still need every position as keys). ``content``
+        ``(B, T, D)`` replaces the item embeddings of ``seq`` (:meth:`score_embedded`).
         """
         t = seq.shape[1]
         # Positions count from the window's end, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
-        x = self.emb_drop(self.item_emb(seq) + self.pos_emb(pos))  # (B, T, D)
+        emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
+        x = self.emb_drop(emb + self.pos_emb(pos))  # (B, T, D)
         allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only; padding keys never seen
         maps = []
         for i, layer in enumerate(self.layers):
@@ -192,6 +196,16 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weig
             if weights is not None:
                 maps.append(weights)
         return x, maps  # (B, T, D), or (B, 1, D) with last_only
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` item embeddings of ``batch["seq"]``, before positions are added."""
+        out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
+        return out
+
+    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
+        query = self.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
+        return factorised_scores(query, self.item_vectors())  # (B, I+1)
 
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""

@@ -36,7 +36,14 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models.batching import batches, next_item_rows, next_item_windows
-from attnrec.models.contracts import AttentionInspectable, Batch, Factorised, SequentialModel, WeightedLoss
+from attnrec.models.contracts import (
+    AttentionInspectable,
+    Batch,
+    EmbeddingInputs,
+    Factorised,
+    SequentialModel,
+    WeightedLoss,
+)
 from attnrec.models.losses import gbce_beta, gbce_loss
 from attnrec.models.registry import register
 from attnrec.models.sasrec import SASRec, SASRecConfig
@@ -93,7 +100,7 @@ _PAPER_TRAIN = {"lr": 1e-3, "batch_size": 128, "beta2": 0.999}
         },
     },
 )
-class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, WeightedLoss):
+class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss):
     """gSASRec: SASRec's network trained with k uniform negatives per positive and the gBCE loss."""
 
     def __init__(self, config: GSASRecConfig, n_users: int, n_items: int) -> None:
@@ -162,3 +169,13 @@ class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weig
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
         return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` the network's input item embeddings of ``batch["seq"]`` (SASRec's, before scaling and positions)."""
+        return self.net.input_embeddings(batch)
+
+    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
+        query = self.net.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
+        # Against gSASRec's own output table (separate unless reuse_item_embeddings), as score does.
+        return factorised_scores(query, self.item_vectors())  # (B, I+1)

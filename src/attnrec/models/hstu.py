@@ -19,6 +19,9 @@ The input is the reference's: item embeddings times ``sqrt(d)`` plus learned abs
 counted from the oldest item of the window, dropout, padding zeroed. The output is L2-normalised;
 items are L2-normalised too, and a score is their dot product divided by ``temperature`` (cosine
 similarity / 0.05 in the reference), so ``score == query_vectors @ item_vectors.T``.
+Attributions (:class:`~attnrec.models.contracts.EmbeddingInputs`) take as a position's content
+the item's raw embedding row, before the ``sqrt(d)`` scaling and positions; the L2 normalisation
+belongs to the output item vectors only, so it never enters the content.
 
 Objective: causal next-item prediction at every position with a sampled softmax (the reference:
 128 uniform negatives, temperature 0.05, accidental hits masked), or ``loss="ce"``, a full softmax
@@ -49,6 +52,7 @@ from attnrec.models.batching import next_item_rows, shifted_batches
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
+    EmbeddingInputs,
     Factorised,
     SequentialModel,
     SharedBatch,
@@ -198,7 +202,7 @@ class HSTUBlock(nn.Module):
         },
     },
 )
-class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, WeightedLoss, SharedBatch):
+class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch):
     """HSTU: pointwise (SiLU) causal attention with relative position/time bias, normalised dot-product scores."""
 
     shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
@@ -218,7 +222,7 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weighte
 
     def run(
         self, seq: torch.Tensor, timestamps: torch.Tensor | None = None, need_weights: bool = False,
-        last_only: bool = False,
+        last_only: bool = False, content: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: L2-normalised states ``(B, T, D)`` of a left-padded item matrix ``seq``
         ``(B, T)`` (with optional ``timestamps`` ``(B, T)``) and, with ``need_weights``, each layer's
@@ -226,6 +230,7 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weighte
 
         ``last_only``: the newest position's state ``(B, 1, D)`` only; the final layer then computes
         that one query (the earlier layers still need every position as keys and values).
+        ``content`` ``(B, T, D)`` replaces the raw item embeddings of ``seq`` (:meth:`score_embedded`).
         """
         if timestamps is not None and timestamps.shape != seq.shape:
             raise ValueError(f"timestamps must have the shape of seq {tuple(seq.shape)}, not {tuple(timestamps.shape)}")
@@ -234,7 +239,8 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weighte
         t = seq.shape[1]
         keep = seq > 0  # (B, T)
         pos = (keep.long().cumsum(1) - 1).clamp(min=0)  # (B, T) counted from the window's oldest item
-        x = self.item_emb(seq) * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
+        emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
+        x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
         x = self.emb_drop(x) * keep[..., None]  # (B, T, D)
         allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items and the position itself
         idx = torch.arange(t, device=seq.device)
@@ -250,6 +256,18 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Weighte
             if weights is not None:
                 maps.append(weights)
         return F.normalize(x, dim=-1, eps=EPS), maps  # (B, T, D), or (B, 1, D) with last_only
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` raw item embeddings of ``batch["seq"]``: the rows looked up, before the sqrt(d) scaling
+        and positions. Not L2-normalised: only the output item vectors are (:meth:`item_vectors`)."""
+        out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
+        return out
+
+    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
+        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings
+        (``batch["timestamps"]``, if any, as :meth:`score` uses them)."""
+        query = self.run(batch["seq"], batch.get("timestamps"), last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
+        return factorised_scores(query / self.config.temperature, self.item_vectors())  # (B, I+1)
 
     def encode(self, seq: torch.Tensor, timestamps: torch.Tensor | None = None) -> torch.Tensor:
         """L2-normalised states ``(B, T, D)`` of ``seq`` ``(B, T)`` (and optional ``timestamps``)."""
