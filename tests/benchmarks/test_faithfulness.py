@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bench_scripts import load
+from bench_scripts import BENCHMARKS, load
 
 from attnrec.data.demo import make_demo
 from attnrec.recommend import Recommender
@@ -111,3 +111,11 @@ def test_cells_stop_on_the_budget_and_resume(saved: Path, tmp_path: Path, monkey
 
     monkeypatch.setattr(faith, "evaluate_user", fail)
     assert faith.run_cell(models[0], p, tmp_path, float("inf"), "cpu") == full
+
+
+def test_committed_table_rerenders_from_its_json() -> None:
+    results = BENCHMARKS / "results"
+    if not (results / "faithfulness.json").exists():
+        pytest.skip("the faithfulness results are not committed yet")
+    res = json.loads((results / "faithfulness.json").read_text())
+    assert report.markdown(res) == (results / "faithfulness.md").read_text()
