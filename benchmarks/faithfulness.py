@@ -147,11 +147,10 @@ def _window(rec: Recommender, user: int, history: np.ndarray) -> np.ndarray:
     return np.arange(len(history) - w, len(history))
 
 
-def _orders(rec: Recommender, user: int, history: np.ndarray, targets: np.ndarray, p: dict[str, Any],
-            na: dict[str, str]) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
-    """Per method: the ranked history positions per target, and seconds per explanation."""
+def _orders(rec: Recommender, user: int, history: np.ndarray, events: np.ndarray, targets: np.ndarray,
+            p: dict[str, Any], na: dict[str, str]) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
+    """Per method: the ranked history positions (of the window ``events``) per target, and seconds per explanation."""
     assert rec.items_ is not None
-    events = _window(rec, user, history)
     orders: dict[str, list[np.ndarray]] = {}
     seconds: dict[str, float] = {}
     for method in p["methods"]:
@@ -188,12 +187,13 @@ def evaluate_user(rec: Recommender, user: int, p: dict[str, Any], na: dict[str, 
     masked = np.where(candidates, full, -np.inf)
     targets = np.argsort(-masked, kind="stable")[:p["targets"]]
     reference = float(full[candidates].mean())
-    orders, seconds = _orders(rec, user, history, targets, p, na)
+    events = _window(rec, user, history)
+    orders, seconds = _orders(rec, user, history, events, targets, p, na)
     dm, im = p["deletion"], p["insertion"]
     variants = [v for method in orders for order in orders[method]
                 for v in deletion_histories(history, order, dm) + insertion_histories(history, order, im)]
     scores = _score(rec, user, variants)  # one batched forward pass for every method, target and m
-    out: dict[str, Any] = {"user": user, "window": len(_window(rec, user, history)), "methods": {}}
+    out: dict[str, Any] = {"user": user, "window": len(events), "methods": {}}
     row = 0
     for method, per_target in orders.items():
         rec_m: dict[str, list[Any]] = {"deletion": [], "insertion": [], "deletion_rank": [], "raw_drop": []}
