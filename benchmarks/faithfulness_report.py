@@ -12,7 +12,7 @@ HEADER = ("| model | method | deletion AUC (lower: more faithful) | top-1 drop |
           "model rows per explanation |")
 
 
-def _ci(s: dict[str, float], digits: int = 3) -> str:
+def _ci(s: dict[str, float], digits: int = 4) -> str:  # 4: long windows move scores little
     return f"{s['mean']:.{digits}f} [{s['lo']:.{digits}f}, {s['hi']:.{digits}f}]"
 
 
