@@ -122,8 +122,9 @@ class Content(nn.Module, ClosedForm, Factorised, ItemExtensible):
         seq = batch["seq"].to(self.codes.device)  # (B, T)
         back = torch.arange(seq.shape[1] - 1, -1, -1, device=seq.device, dtype=torch.float32)  # (T,) 0 = latest
         w = torch.pow(0.5, back / self.config.halflife) * (seq > 0)  # (B, T)
-        profile = torch.einsum("bt,btv->bv", w, self.item_vectors()[seq])  # (B, V+1)
-        return profile / profile.norm(dim=1, keepdim=True).clamp(min=1e-12)
+        profile: torch.Tensor = torch.einsum("bt,btv->bv", w, self.item_vectors()[seq])  # (B, V+1)
+        norm: torch.Tensor = profile.norm(dim=1, keepdim=True)  # (B, 1)
+        return profile / norm.clamp(min=1e-12)
 
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, I + 1)``: cosine of profile and item vectors; column 0 is ``-inf``."""
