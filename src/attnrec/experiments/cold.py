@@ -43,7 +43,7 @@ def test_cold(rec: Recommender, cold: ColdStart, protocol: Protocol) -> EvalResu
 
 def cold_record(cold: ColdStart, added: bool) -> dict[str, Any]:
     """The result JSON's ``cold_items`` entry: the protocol's record and how the model scored the cold items."""
-    how = ("added after training from their features (all-zero ID vectors)" if added
+    how = ("added after training from their features alone (all-zero ID vectors where the model has them)" if added
            else "not scorable by this model (no features in its item table): scored -inf, ranked last")
     return cold.record.to_dict() | {"text": cold.record.describe(), "scored": how}
 
