@@ -22,7 +22,7 @@ FAST_TRAIN = {"max_epochs": 2, "batch_size": 64, "patience": 5}
 
 
 # Models that read nothing but item features get a feature table on the ring (tags by item number).
-NEEDS_ITEM_FEATURES = {"content"}
+NEEDS_ITEM_FEATURES = {n for n in list_models("sequential") if get_spec(n).needs_item_features}
 
 
 def _with_tags(data: Interactions) -> Interactions:

@@ -70,7 +70,7 @@ def attribute_codes(a: AlignedFeatures, bases: dict[str, int]) -> np.ndarray:
     return np.concatenate(parts, axis=1).astype(np.int64) if parts else np.zeros((a.n_rows, 1), np.int64)
 
 
-@register("content", config=ContentConfig, presets={"default": {}})
+@register("content", config=ContentConfig, presets={"default": {}}, needs_item_features=True)
 class Content(nn.Module, ClosedForm, Factorised, ItemExtensible):
     """Content: attribute overlap of a candidate with the recency-weighted history (no interactions learned)."""
 
