@@ -16,6 +16,7 @@ from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
 from attnrec.evaluation.published import BERT4REC_TABLE2, ML_1M_SHA256
 from attnrec.experiments.comparison import compare, default_models, resolve_preset
 from attnrec.models.registry import list_models
+from synthetic_logs import ring_log
 
 runner = CliRunner()
 QUICK = {"max_epochs": 2, "threads": 1}
@@ -75,6 +76,8 @@ def test_presets_follow_the_dataset(small: Interactions) -> None:
     assert resolve_preset("fpmc", small, None) is None and resolve_preset("fpmc", small, "beauty") == "beauty"
     assert resolve_preset("fpmc", small, "no-such") is None
     assert default_models() == list_models("sequential")
+    # a log without item features: every model but those that read nothing else (the content baseline)
+    assert default_models(ring_log(n_users=5)) == [m for m in list_models("sequential") if m != "content"]
 
 
 def test_unknown_model_fails_before_training(small: Interactions) -> None:

@@ -3,21 +3,38 @@
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from attnrec import Recommender, list_models
 from attnrec.config import config_from_dict, config_to_dict
+from attnrec.data.feature_files import with_features
+from attnrec.data.features import FeatureTable
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
+from attnrec.models.context import ItemFeatures, ModelContext
 from attnrec.models.contracts import capabilities
 from attnrec.models.registry import get_spec
+from synthetic_logs import ring_log
 
 FAST_TRAIN = {"max_epochs": 2, "batch_size": 64, "patience": 5}
 
 
+# Models that read nothing but item features get a feature table on the ring (tags by item number).
+NEEDS_ITEM_FEATURES = {n for n in list_models("sequential") if get_spec(n).needs_item_features}
+
+
+def _with_tags(data: Interactions) -> Interactions:
+    ids = data.items.to_list()
+    table = FeatureTable.from_frame(pd.DataFrame({"item_id": ids, "tags": [[f"t{int(i[1:]) % 5}"] for i in ids]}),
+                                    "item_id", {"tags": "multi"})
+    return with_features(data, item=table)
+
+
 def _fit(name: str, data: Interactions, seed: int = 0) -> Recommender:
     spec = Recommender(name).spec
+    data = _with_tags(data) if name in NEEDS_ITEM_FEATURES else data
     preset = "demo" if "demo" in spec.presets else None
     train = FAST_TRAIN | {"seed": seed, "time_budget": 0.0}
     return Recommender(name, None, train, preset=preset).fit(data, leave_one_out(data), progress=False)
@@ -111,6 +128,7 @@ EXPECTED_CAPABILITIES = {
     "transrec": SEQUENTIAL | {"candidate_scoring"},
     "peter": {"trainable"},  # the explain task: Trainable[EncodedReviews], no catalog scores
     "pop": {"closed_form", "scores_catalog"},  # fitted by counting, not by the training loop
+    "content": {"closed_form", "scores_catalog", "factorised"},  # attribute cosine: profile @ item vectors
 }
 SMALL_CONFIG = {"peter": {"emsize": 16, "n_heads": 2, "ffn": 16}}
 
@@ -122,5 +140,12 @@ def test_every_registered_model_has_a_capability_row() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED_CAPABILITIES))
 def test_capabilities_match_the_table(name: str) -> None:
     spec = get_spec(name)
-    model = spec.cls(spec.config_cls(**SMALL_CONFIG.get(name, {})), 3, 10)
+    args = (_context(),) if name in NEEDS_ITEM_FEATURES else ()
+    model = spec.cls(spec.config_cls(**SMALL_CONFIG.get(name, {})), 3, 10, *args)
     assert set(capabilities(model).names()) == EXPECTED_CAPABILITIES[name]
+
+
+def _context() -> ModelContext:
+    data = _with_tags(ring_log(n_users=20, n_items=10))
+    assert data.item_features is not None
+    return ModelContext(ItemFeatures.from_table(data.item_features, data.items))

@@ -98,13 +98,14 @@ def compare_cmd(
         return
     if data is None:
         raise ValueError("--data is required (unless --render)")
-    names = split_list(models) or default_models()
+    names = split_list(models)
     for name in names:
         get_spec(name)
     proto = protocol_by_name(protocol, negatives, seed)
     others = [protocol_by_name(p, negatives, seed) for p in dict.fromkeys(also or [])]
     with err.status(f"loading {data} ..."):
         interactions = load_data(data)
+    names = names or default_models(interactions)
     sp = make_split(interactions, split, valid_users)
     train = {"seed": seed, "device": device} | ({"max_epochs": max_epochs} if max_epochs else {})
     out.print(f"comparing {', '.join(names)} on {interactions.source.name} ({interactions.n_users:,} users, "

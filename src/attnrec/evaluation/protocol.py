@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -105,6 +105,9 @@ class EvalResult:
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
     standard_errors: dict[str, float] = field(default_factory=dict)  # per metric: sd of the cases / sqrt(n)
+    # metrics of subsets of the cases (the cold-item protocol's "cold" and "warm" targets):
+    # name -> {"n_cases", "metrics", "standard_errors"}
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -114,9 +117,10 @@ class EvalResult:
 
     def describe(self) -> str:
         sha = self.data.sha256[:12] if self.data.sha256 else "n/a"
+        groups = "".join(f", {g['n_cases']} with {name} targets" for name, g in self.groups.items())
         return (
             f"{self.target} on {self.data.name} (sha256 {sha}), split {self.split}, "
-            f"{self.n_cases} users, {self.protocol.describe()}"
+            f"{self.n_cases} users{groups}, {self.protocol.describe()}"
         )
 
 
@@ -131,12 +135,14 @@ def evaluate(
     target: str = "test",
     batch_size: int = 256,
     candidate_scorer: CandidateScoreFn | None = None,
+    groups: Mapping[str, np.ndarray] | None = None,
 ) -> EvalResult:
     """Rank each case's target under ``protocol`` and compute HR/NDCG/MRR.
 
     ``popularity`` (length ``n_items + 1``) is required for popularity-sampled negatives.
     ``candidate_scorer``, when given, scores only the target and the negatives under a sampled
-    protocol (``scorer`` still serves full ranking).
+    protocol (``scorer`` still serves full ranking). ``groups`` maps a name to a boolean mask of the
+    cases (e.g. cold and warm targets): each group's metrics are reported too (:attr:`EvalResult.groups`).
     """
     start = time.perf_counter()
     n = len(cases)
@@ -172,7 +178,33 @@ def evaluate(
             ranks[lo:hi] = _sampled_ranks(scores, targets, torch.as_tensor(negatives[rows])).numpy()
     metrics = ranking_metrics(ranks, protocol.ks)
     return EvalResult(metrics, protocol, split, target, n, data, time.perf_counter() - start,
-                      standard_errors=ranking_standard_errors(ranks, protocol.ks))
+                      standard_errors=ranking_standard_errors(ranks, protocol.ks),
+                      groups=group_metrics(ranks, groups or {}, protocol.ks))
+
+
+def group_metrics(ranks: np.ndarray, groups: Mapping[str, np.ndarray], ks: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """Per named boolean mask of the cases: its case count, metrics and standard errors (NaN when empty)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, mask in groups.items():
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != ranks.shape:
+            raise ValueError(f"group {name!r} masks {mask.shape[0]} cases, not {len(ranks)}")
+        out[name] = {"n_cases": int(mask.sum()), "metrics": ranking_metrics(ranks[mask], ks),
+                     "standard_errors": ranking_standard_errors(ranks[mask], ks)}
+    return out
+
+
+def unscored_last(scorer: ScoreFn, n_items: int) -> ScoreFn:
+    """``scorer`` with its score matrix widened to ``n_items + 1`` columns: items past its own catalogue
+    (cold items a model has no row for, e.g. an ID-only model under the cold-item protocol) score
+    ``-inf``, so such a target ranks behind every scored item (ties count against it)."""
+
+    def score(users: np.ndarray, histories: Sequences) -> torch.Tensor:
+        s = scorer(users, histories)  # (B, n_model + 1)
+        missing = n_items + 1 - s.shape[1]
+        return s if missing <= 0 else torch.nn.functional.pad(s, (0, missing), value=-torch.inf)
+
+    return score
 
 
 def _full_ranks(scores: torch.Tensor, hist: Sequences, targets: torch.Tensor, exclude_seen: bool) -> torch.Tensor:

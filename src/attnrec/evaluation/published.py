@@ -39,6 +39,7 @@ LABELS = {
     "pop": "POP", "bprmf": "BPR-MF", "ncf": "NCF", "fpmc": "FPMC", "fmc": "FMC", "transrec": "TransRec",
     "gru4rec": "GRU4Rec", "gru4rec-plus": "GRU4Rec+", "caser": "Caser", "sasrec": "SASRec",
     "bert4rec": "BERT4Rec", "hstu": "HSTU", "gsasrec": "gSASRec", "esasrec": "eSASRec",
+    "content": "Content",
 }  # fmt: skip
 
 
@@ -59,7 +60,10 @@ class PublishedTable:
         ``split`` may carry parameters (``"leave-one-out (valid_users=2048, seed=0)"``): they change
         which validation items are trained on, not the test cases, so the base name decides.
         """
-        if parse_split(split)[0] != self.split or protocol.candidates != self.candidates:
+        name, params = parse_split(split)
+        if name != self.split or protocol.candidates != self.candidates:
+            return False
+        if params.get("cold_items"):  # cold items out of every history and tested as targets: other cases
             return False
         if self.candidates == "full":
             return protocol.exclude_seen

@@ -146,9 +146,13 @@ class Comparison:
         return md, js
 
 
-def default_models() -> list[str]:
-    """Every registered sequential-recommendation model."""
-    return list_models("sequential")
+def default_models(data: Interactions | None = None) -> list[str]:
+    """Every registered sequential-recommendation model; for ``data`` without item features, those that
+    can be fitted without them (the content baseline reads nothing else)."""
+    names = list_models("sequential")
+    if data is None or data.item_features is not None:
+        return names
+    return [n for n in names if not get_spec(n).needs_item_features]
 
 
 def resolve_preset(model: str, data: Interactions, preset: str | None = "auto") -> str | None:
@@ -204,7 +208,7 @@ def compare(
     is recorded with its error and the comparison goes on. ``on_run`` is called after every model
     with the comparison so far (e.g. to write partial results).
     """
-    names = list(models) if models else default_models()
+    names = list(models) if models else default_models(data)
     for name in names:
         get_spec(name)  # unknown names fail before any training
     split = split or leave_one_out(data)

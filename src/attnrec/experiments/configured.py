@@ -1,7 +1,7 @@
 """The benchmark config runner: one TOML run config in, one JSON result record out.
 
 A config has a ``[run]`` table (:class:`RunConfig`: name, data, format, model, preset, split,
-valid_users, valid_protocol, protocols, save, notes) and optional ``[model]`` / ``[train]``
+valid_users, valid_protocol, protocols, save, notes, cold_items, cold_seed) and optional ``[model]`` / ``[train]``
 tables that override the preset. :func:`run_configured` trains and tests it through the one
 runner (:func:`~attnrec.experiments.runner.run_one`) and writes ``<out_dir>/<name>.json``; the
 tables of :mod:`attnrec.experiments.tables` are rendered from those records.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from attnrec.config import ConfigError, config_to_dict, load_toml
+from attnrec.data.cold import cold_start
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import DEFAULT_SPLIT, SPLITS, make_split
 from attnrec.evaluation.protocol import protocol_by_name
@@ -45,6 +46,10 @@ class RunConfig:
     valid_protocol: str = "full"
     protocols: tuple[str, ...] = ("full",)
     save: bool = False  # also save the fitted model under <root>/runs/<name>
+    # the cold-item protocol (attnrec.data.cold): this share of the items never in training, tested as
+    # targets; cold and warm targets reported apart. 0 = off
+    cold_items: float = 0.0
+    cold_seed: int = 0
     notes: str = ""
     model_settings: dict[str, Any] = field(default_factory=dict)
     train_settings: dict[str, Any] = field(default_factory=dict)
@@ -58,6 +63,10 @@ class RunConfig:
             raise ConfigError(f"{where}valid_users applies to the leave-one-out split only")
         for name in (self.valid_protocol, *self.protocols):
             protocol_by_name(name)  # an unknown protocol fails before any data is read
+        if not 0.0 <= self.cold_items < 1.0:
+            raise ConfigError(f"{where}cold_items must be a share in [0, 1), not {self.cold_items}")
+        if self.cold_items and (self.split != "leave-one-out" or set(self.protocols) != {"full"}):
+            raise ConfigError(f"{where}cold_items needs the leave-one-out split and protocols = [\"full\"]")
 
     @classmethod
     def from_toml(cls, path: Path) -> RunConfig:
@@ -94,13 +103,14 @@ def run_configured(
         if not data_path.startswith("demo") and not Path(data_path).is_absolute():
             data_path = str((root / data_path).resolve())
         data = load_dataset(data_path, format=cfg.format)
-    split = make_split(data, cfg.split, cfg.valid_users)
+    cold = cold_start(data, cfg.cold_items, cfg.cold_seed, cfg.valid_users) if cfg.cold_items else None
+    split = cold.split if cold is not None else make_split(data, cfg.split, cfg.valid_users)
     request = RunRequest(cfg.model, cfg.preset, cfg.model_settings, cfg.train_settings,
                          protocol_by_name(cfg.valid_protocol), [protocol_by_name(p) for p in cfg.protocols])
     run_state = state_dir / cfg.name if state_dir is not None else None
     if run_state is not None and (run_state / STATE_JSON).exists():
         log.info("%s: resuming from the training state in %s", cfg.name, run_state)
-    outcome = run_one(request, data, split, progress=progress, state_dir=run_state)
+    outcome = run_one(request, data, split, progress=progress, state_dir=run_state, cold=cold)
     rec, tr = outcome.recommender, outcome.recommender.train_result_
     evaluations: dict[str, dict[str, Any]] = {}
     for name, res, published in zip(cfg.protocols, outcome.results, outcome.published, strict=True):
@@ -119,6 +129,7 @@ def run_configured(
         "data": {"name": data.source.name, "path": cfg.data, "sha256": data.source.sha256,
                  "users": data.n_users, "items": data.n_items, "interactions": len(data)},
         "split": split.describe(),
+        **({"cold_items": outcome.cold} if outcome.cold is not None else {}),
         "valid_protocol": request.valid_protocol.describe(),
         "evaluations": evaluations,
         "train": tr.to_dict() if tr else None,

@@ -18,10 +18,12 @@ from typing import Any
 import torch
 
 from attnrec import __version__
+from attnrec.data.cold import ColdStart
 from attnrec.data.schema import Interactions
 from attnrec.data.split import Split
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol
 from attnrec.evaluation.published import published_metrics
+from attnrec.experiments.cold import add_cold_items, cold_record, test_cold
 from attnrec.recommend import Recommender
 from attnrec.training.state import STATE_JSON
 
@@ -47,17 +49,23 @@ class RunOutcome:
     published: list[dict[str, float] | None]  # the paper's figures comparable with each result, or None
     fit_seconds: float  # fit() including validation; over every session when resumed from a saved state
     resumed: bool  # whether training continued from a saved training state
+    cold: dict[str, Any] | None = None  # the cold-item protocol's record (experiments.cold.cold_record)
 
 
 def run_one(
     request: RunRequest, data: Interactions, split: Split, *, progress: bool = False,
-    state_dir: Path | None = None,
+    state_dir: Path | None = None, cold: ColdStart | None = None,
 ) -> RunOutcome:
     """Fit ``request.model`` on ``split.train``, select it on ``split.valid``, test it on ``split.test``.
 
     ``state_dir`` keeps a resumable training state (see :func:`attnrec.training.loop.train`); a run
-    started again with the same directory continues where it stopped.
+    started again with the same directory continues where it stopped. ``cold``: the cold-item protocol
+    (:mod:`attnrec.data.cold`); ``data`` and ``split`` are then ignored for its warm log and split, the
+    cold items are added after training when the model can take them, and each test reports cold and
+    warm targets apart (full ranking only; no published figure is comparable).
     """
+    if cold is not None:
+        data, split = cold.warm, cold.split
     rec = Recommender(request.model, dict(request.model_settings), dict(request.train_settings),
                       preset=request.preset)
     resumed = state_dir is not None and (state_dir / STATE_JSON).exists()
@@ -66,6 +74,10 @@ def run_one(
     tr = rec.train_result_
     # A resumed fit's wall time covers one session only; the loop's own clock spans them all.
     fit_seconds = tr.seconds if resumed and tr else time.perf_counter() - t0
+    if cold is not None:
+        added = add_cold_items(rec, cold)
+        results = [test_cold(rec, cold, p) for p in request.tests]
+        return RunOutcome(rec, results, [None] * len(results), fit_seconds, resumed, cold_record(cold, added))
     results = [rec.evaluate(split.test, p, split=split.describe(), target="test") for p in request.tests]
     published = [published_metrics(rec.name, data.source.sha256, p, split.name) for p in request.tests]
     return RunOutcome(rec, results, published, fit_seconds, resumed)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 Record = Mapping[str, Any]  # a result record as read back from its JSON file
 SIDE_BY_SIDE = ("bert4rec", "sasrec")  # the models of the README's side-by-side section
 TOP = ("HR@10", "NDCG@10", "MRR")  # the columns of the side-by-side and study tables
+GROUP_METRICS = ("HR@10", "NDCG@10")  # the columns per case group (the cold-item protocol's cold and warm targets)
 SHORTFALL = 0.9  # a baseline under 90% of its paper's HR@10 is flagged and needs an explanation
 
 
@@ -85,6 +86,11 @@ def split_note(split: str, named: bool = True) -> str:
         return ""
     name = f", split {split}" if named else ""
     base, params = parse_split(split)
+    if base == "leave-one-out" and params.get("cold_items"):
+        return (f"{name}: cold-item protocol, {params['cold_items']:.0%} of the items (seed {params['cold_seed']:.0f}) "
+                "never in training nor in any history, tested only as targets and added to a model after training "
+                "from their features (a model without features cannot rank them); columns cold/warm: the test cases "
+                "whose target is a cold/warm item; validation on warm targets only")
     if base == "leave-one-out" and params.get("valid_users"):
         return (f"{name}: validation on {params['valid_users']:.0f} sampled users, every other user also trains on its "
                 "validation item (the BERT4Rec code's and the RecTools benchmark's protocol); same test cases")
@@ -97,6 +103,7 @@ def _best_per_split(results: Sequence[Record]) -> dict[tuple[str, str], dict[str
     for r in results:
         tr = r.get("train") or {}
         if (r["model"] not in SIDE_BY_SIDE or tr.get("best_value") is None or "full" not in r["evaluations"]
+                or parse_split(r.get("split", DEFAULT_SPLIT))[1].get("cold_items")  # other test cases
                 or r.get("valid_protocol", "").split(",")[0] != "full ranking over all items"
                 or r["train_config"].get("monitor") != "NDCG@10"):
             continue
@@ -180,21 +187,28 @@ def results_markdown(results: Sequence[Record], generated_by: str, sources: str)
 
 def _protocol_section(dname: str, ptext: str, split: str, rows: Sequence[tuple[Record, Record]]) -> list[str]:
     sha = rows[0][0]["data"]["sha256"][:12]
+    groups = sorted({g for _, ev in rows for g in ev.get("groups", {})})  # e.g. cold, warm
+    group_cols = [(g, k) for g in groups for k in GROUP_METRICS]
     lines = [f"## {dname} (sha256 {sha}...), {ptext}{split_note(split, named=False)}", "",
-             "| run | model | " + " | ".join(METRICS) + " | epochs | s/epoch | fit time | peak RSS |",
-             "|---|---|" + "---|" * len(METRICS) + "---|---|---|---|"]
+             "| run | model | " + " | ".join(METRICS) + "".join(f" | {g} {k}" for g, k in group_cols)
+             + " | epochs | s/epoch | fit time | peak RSS |",
+             "|---|---|" + "---|" * (len(METRICS) + len(group_cols)) + "---|---|---|---|"]
     for r, ev in rows:
         m = ev["metrics"]
         tr = r.get("train") or {}
+        gm = {g: ev.get("groups", {}).get(g, {}).get("metrics", {}) for g in groups}
         lines.append(
             f"| {r['name']} | {r['model']} | " + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in METRICS)
+            + "".join(f" | {gm[g][k]:.4f}" if k in gm[g] else " | " for g, k in group_cols)
             + f" | {tr.get('epochs', '')} (best {tr.get('best_epoch', '')}) | {r['seconds_per_epoch'] or 0:.1f}"
             f" | {r['fit_seconds'] / 60:.1f} min | {r['peak_rss_mb']:.0f} MB |"
         )
         for src, pub in (ev.get("published") or {}).items():
             lines.append(f"| published: {src} | {r['model']} | "
-                         + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS) + " | | | | |")
-    published = full_ranking_figures(rows[0][0]["data"]["sha256"]) if "full ranking" in ptext else []
+                         + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS)
+                         + " |" * len(group_cols) + " | | | | |")
+    comparable = "full ranking" in ptext and not parse_split(split)[1].get("cold_items")
+    published = full_ranking_figures(rows[0][0]["data"]["sha256"]) if comparable else []
     if published:
         lines.append("Published on this file under full ranking (HR@10 / NDCG@10; not in the table's runs): "
                      + "; ".join(f.text() for f in published) + ".")

@@ -4,6 +4,7 @@ from attnrec.models import (
     bert4rec,  # noqa: F401
     bprmf,  # noqa: F401
     caser,  # noqa: F401
+    content,  # noqa: F401
     esasrec,  # noqa: F401
     fpmc,  # noqa: F401
     gru4rec,  # noqa: F401

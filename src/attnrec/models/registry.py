@@ -37,6 +37,7 @@ class ModelSpec:
     description: str = ""
     presets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     search_space: SearchSpace | None = None
+    needs_item_features: bool = False  # reads nothing but an item feature table (the content baseline)
 
     @property
     def kind(self) -> str:
@@ -54,14 +55,17 @@ def register(
     task: str = "sequential",
     presets: dict[str, dict[str, dict[str, Any]]] | None = None,
     search_space: SearchSpace | None = None,
+    needs_item_features: bool = False,
 ) -> Callable[[type[T]], type[T]]:
-    """Class decorator adding a model to :data:`MODELS` under ``name``."""
+    """Class decorator adding a model to :data:`MODELS` under ``name`` (``needs_item_features``: it cannot
+    be fitted on a log without an item feature table)."""
 
     def deco(cls: type[T]) -> type[T]:
         if name in MODELS:
             raise ValueError(f"model {name!r} registered twice")
         doc = (cls.__doc__ or "").strip().splitlines()
-        MODELS[name] = ModelSpec(name, cls, config, task, doc[0] if doc else "", presets or {}, search_space)
+        MODELS[name] = ModelSpec(name, cls, config, task, doc[0] if doc else "", presets or {}, search_space,
+                                 needs_item_features)
         return cls
 
     return deco

@@ -19,7 +19,7 @@ from attnrec.checkpoint import CheckpointError
 from attnrec.config import ConfigError
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import DataError, IdMap, Interactions
-from attnrec.models.context import ItemExtensible, ItemFeatures, ModelContext, context_for
+from attnrec.models.context import ItemExtensible, ItemFeatures, ModelContext, context_for, feature_settings
 from attnrec.recommend.persistence import SavedModel
 from attnrec.recommend.structure import one_line
 
@@ -70,6 +70,14 @@ def as_table(features: ItemFeatureInput, spec: ItemFeatures, id_column: str | No
     return FeatureTable.from_frame(features, col, fields)
 
 
+def takes_new_items(core: object, context: ModelContext | None, config: object) -> bool:
+    """Whether a fitted ``core`` (with ``config`` and ``context``) can add items from their features alone:
+    its item table is built from features (not DIF-SR alone) and it implements ``add_items``."""
+    mode, _, _ = feature_settings(config)
+    return (mode != "none" and context is not None and context.item_features is not None
+            and isinstance(core, ItemExtensible))
+
+
 def extend_items(
     core: object, context: ModelContext | None, items: IdMap, features: ItemFeatureInput,
     id_column: str | None = None,
@@ -94,4 +102,5 @@ def extend_items(
     return IdMap(np.concatenate([items.external, np.array(new, dtype=object)]), items.offset), new
 
 
-__all__ = ["ItemFeatureInput", "as_table", "context_files", "extend_items", "feature_context", "load_context"]
+__all__ = ["ItemFeatureInput", "as_table", "context_files", "extend_items", "feature_context", "load_context",
+           "takes_new_items"]
