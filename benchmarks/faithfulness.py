@@ -12,15 +12,19 @@ two baselines: ``random`` (a permutation seeded by ``(seed, user, target rank)``
 (newest first). Then, with ``s_m`` the target's score after the change and ``s_ref`` the mean score
 of the candidates (the catalogue minus the user's full history) for the full history:
 
-* deletion: the history without the ``min(m, W - 1)`` top-ranked events (an older event outside the
-  window slides in, as serving would see it), normalised score ``f(m) = (s_m - s_ref) / (s_full -
-  s_ref)``: 1 = unchanged, 0 = the target is worth an average candidate. Deletion AUC = trapezoid
-  area under ``(0, 1), (m, f(m))`` over ``m = 0..10`` divided by 10 (lower = more faithful);
-  top-1 / top-3 drop = ``1 - f(1)``, ``1 - f(3)``; the rank of the target among the candidates.
-* insertion: the history is only the ``min(m, W)`` top-ranked events, in chronological order;
-  ``g(m)`` normalised as ``f``; insertion AUC = trapezoid area over ``m = 1..10`` divided by 9
-  (higher = more faithful).
+* deletion: the history without its ``m`` top-ranked events (an older event outside the window slides
+  in, as serving would see it), at shares of the window ``W``: ``m = ceil(x * W)`` for ``x`` in
+  ``deletion`` (0.05 ... 0.5; at most ``W - 1``, one event stays), so a 200-event ML-1M window and a
+  6-event Beauty history are compared at the same shares. Normalised score ``f(x) = (s_m - s_ref) /
+  (s_full - s_ref)``: 1 = unchanged, 0 = the target is worth an average candidate. Deletion AUC =
+  trapezoid area under ``(0, 1), (x, f(x))`` divided by the span of ``x`` (lower = more faithful).
+  Besides the curve: top-1 / top-3 drop = ``1 - f`` after removing exactly the 1 / 3 top-ranked
+  events, and the target's rank among the candidates after removing the top 3.
+* insertion: the history is only the ``m = ceil(x * W)`` top-ranked events (``x`` in ``insertion``),
+  in chronological order; ``g(x)`` normalised as ``f``; insertion AUC = trapezoid area over the
+  ``x`` divided by their span (higher = more faithful).
 
+An integer step in ``deletion`` / ``insertion`` is an absolute count instead of a share.
 All variants of one user (every method, target and ``m``) are scored in one batched forward pass.
 Means over users come with a 95% percentile-bootstrap interval over users (a user's targets are
 averaged first). A method the model cannot support (e.g. integrated gradients without the
@@ -57,8 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CONFIG = ROOT / "benchmarks" / "configs" / "faithfulness.toml"
 BASELINES = ("random", "recency")
-PROTOCOL: dict[str, Any] = {"users": 200, "min_history": 5, "seed": 0, "targets": 1, "deletion": [1, 2, 3, 5, 10],
-            "insertion": [1, 2, 3, 5, 10], "steps": 32, "bootstrap": 1000, "methods": list(METHODS),
+PROTOCOL: dict[str, Any] = {"users": 200, "min_history": 5, "seed": 0, "targets": 1,
+            "deletion": [0.05, 0.1, 0.2, 0.3, 0.5], "insertion": [0.05, 0.1, 0.2, 0.3, 0.5], "steps": 32, "bootstrap": 1000, "methods": list(METHODS),
             "baselines": list(BASELINES), "default_method": "occlusion"}
 QUICK: dict[str, int] = {"users": 8, "steps": 8, "bootstrap": 200}
 # rows the model encodes per explanation (W = window length): what attribution.py does per method
@@ -75,6 +79,16 @@ def random_order(events: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def recency_order(events: np.ndarray) -> np.ndarray:
     """The window's history positions, newest first."""
     return np.sort(np.asarray(events))[::-1]
+
+
+def counts(steps: Sequence[float], window: int) -> list[int]:
+    """Events to remove/keep per curve step: an int is a count, a float in (0, 1) a share of the window
+    ``W`` (``ceil(share * W)``, at least 1), so long and short windows are compared at the same shares."""
+    return [int(m) if float(m).is_integer() and m >= 1 else max(1, int(np.ceil(m * window))) for m in steps]
+
+
+TOP = (1, 3)
+"""The absolute removals reported besides the curve: the top-1 and top-3 ranked events."""
 
 
 def deletion_histories(history: np.ndarray, order: np.ndarray, ms: Sequence[int]) -> list[np.ndarray]:
@@ -189,22 +203,25 @@ def evaluate_user(rec: Recommender, user: int, p: dict[str, Any], na: dict[str, 
     reference = float(full[candidates].mean())
     events = _window(rec, user, history)
     orders, seconds = _orders(rec, user, history, events, targets, p, na)
-    dm, im = p["deletion"], p["insertion"]
+    dm, im = counts(p["deletion"], len(events)), counts(p["insertion"], len(events))
+    dt = [*TOP, *dm]  # top-1 / top-3 first, then the curve's steps
     variants = [v for method in orders for order in orders[method]
-                for v in deletion_histories(history, order, dm) + insertion_histories(history, order, im)]
+                for v in deletion_histories(history, order, dt) + insertion_histories(history, order, im)]
     scores = _score(rec, user, variants)  # one batched forward pass for every method, target and m
     out: dict[str, Any] = {"user": user, "window": len(events), "methods": {}}
     row = 0
     for method, per_target in orders.items():
-        rec_m: dict[str, list[Any]] = {"deletion": [], "insertion": [], "deletion_rank": [], "raw_drop": []}
+        rec_m: dict[str, list[Any]] = {"deletion": [], "insertion": [], "top": [], "deletion_rank": [], "raw_drop": []}
         for k, _ in enumerate(per_target):
             t = int(targets[k])
-            d, i = scores[row:row + len(dm)], scores[row + len(dm):row + len(dm) + len(im)]
-            row += len(dm) + len(im)
+            top, d = scores[row:row + len(TOP)], scores[row + len(TOP):row + len(dt)]
+            i = scores[row + len(dt):row + len(dt) + len(im)]
+            row += len(dt) + len(im)
+            rec_m["top"].append(normalised(top[:, t], full[t], reference).tolist())
             rec_m["deletion"].append(normalised(d[:, t], full[t], reference).tolist())
             rec_m["insertion"].append(normalised(i[:, t], full[t], reference).tolist())
-            rec_m["deletion_rank"].append([rank_of(s, t, candidates) for s in d])
-            rec_m["raw_drop"].append((full[t] - d[:, t]).tolist())
+            rec_m["deletion_rank"].append([rank_of(s, t, candidates) for s in top])
+            rec_m["raw_drop"].append((full[t] - top[:, t]).tolist())
         out["methods"][method] = rec_m | {"seconds": seconds[method]}
     return out
 
@@ -213,7 +230,7 @@ def evaluate_user(rec: Recommender, user: int, p: dict[str, Any], na: dict[str, 
 def summarise(records: list[dict[str, Any]], p: dict[str, Any], na: dict[str, str]) -> dict[str, Any]:
     """Per method: means over users (targets averaged per user first) with bootstrap intervals."""
     dm, im = p["deletion"], p["insertion"]
-    top1, top3 = dm.index(1) if 1 in dm else 0, dm.index(3) if 3 in dm else len(dm) - 1
+    top1, top3 = TOP.index(1), TOP.index(3)
     out: dict[str, Any] = {m: {"status": "n/a", "reason": r} for m, r in na.items()}
     for method in [*p["methods"], *p["baselines"]]:
         rs = [r["methods"][method] for r in records if method in r["methods"]]
@@ -222,11 +239,12 @@ def summarise(records: list[dict[str, Any]], p: dict[str, Any], na: dict[str, st
         rng = np.random.default_rng([p["seed"], 2])  # the same resamples for every method
         dele = np.array([np.mean(r["deletion"], 0) for r in rs])  # (U, len(dm))
         ins = np.array([np.mean(r["insertion"], 0) for r in rs])
+        tops = np.array([np.mean(r["top"], 0) for r in rs])  # (U, len(TOP))
         ranks = np.array([np.mean(r["deletion_rank"], 0) for r in rs])
         per_user = {
             "deletion_auc": np.array([deletion_auc(dm, c) for c in dele]),
             "insertion_auc": np.array([auc(im, c) for c in ins]),
-            "top1_drop": 1 - dele[:, top1], "top3_drop": 1 - dele[:, top3],
+            "top1_drop": 1 - tops[:, top1], "top3_drop": 1 - tops[:, top3],
             "rank_after_top3": ranks[:, top3],
             "raw_top1_drop": np.array([np.mean(r["raw_drop"], 0)[top1] for r in rs]),
             "ms_per_explanation": 1000 * np.array([r["seconds"] for r in rs]),

@@ -60,7 +60,9 @@ def markdown(res: dict[str, Any]) -> str:
         out += ["**QUICK RUN** (cut protocol, a smoke check, not a result).", ""]
     out += [f"Per dataset, {p['users']} users drawn with seed {p['seed']} among those with at least "
             f"{p['min_history']} history events; target: the model's top-{p['targets']} item(s), history excluded. "
-            f"Events removed (deletion) at m = {p['deletion']}, kept (insertion) at m = {p['insertion']}; "
+            f"Top-ranked events removed (deletion) / kept (insertion) at shares {p['deletion']} / {p['insertion']} "
+            "of the model's window (ceil(share x W) events; integers are counts); top-1 / top-3 drops remove "
+            "exactly 1 / 3 events; "
             f"integrated gradients with {p['steps']} steps. Scores normalised per user as (s - s_ref) / (s_full - s_ref), "
             "s_ref = mean candidate score for the full history; drops are 1 - that. Means over users with 95% "
             f"bootstrap intervals ({p['bootstrap']} resamples). Protocol: docs/explanations.md#faithfulness-benchmark.",
@@ -101,7 +103,7 @@ def plot(res: dict[str, Any], path: Path) -> Path:
                     ax.plot(xs, [1.0, *s["deletion_curve"]], "--" if m in p["baselines"] else "-", color=f"C{n}",
                             marker="o", ms=3, label=m)
             ax.set_title(f"{d} / {c['model']}")
-            ax.set_xlabel("top-ranked events removed (m)")
+            ax.set_xlabel("share of the window's top-ranked events removed")
             ax.set_ylabel("normalised target score")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)

@@ -27,6 +27,12 @@ def test_auc_of_known_curves() -> None:
     assert faith.auc([1, 2, 3, 5, 10], [1.0] * 5) == pytest.approx(1.0), "insertion: mean height"
 
 
+def test_curve_steps_are_shares_of_the_window_or_counts() -> None:
+    assert faith.counts([0.05, 0.1, 0.5], 200) == [10, 20, 100]
+    assert faith.counts([0.05, 0.1, 0.5], 6) == [1, 1, 3], "ceil, at least one event"
+    assert faith.counts([1, 3, 10], 200) == [1, 3, 10], "integers are counts"
+
+
 def test_deletion_and_insertion_follow_the_ranking() -> None:
     history = np.array([10, 11, 12, 13, 14, 15])
     order = np.array([4, 1, 5, 0, 2, 3])  # positions, most important first
@@ -84,7 +90,7 @@ def test_end_to_end(saved: Path) -> None:
     rec = faith.load(models[0]["path"], "cpu")
     for user in faith.sample_users(rec.histories_, 4, 5, 0):
         r = faith.evaluate_user(rec, user, p, {})
-        occ = r["methods"]["occlusion"]["raw_drop"][0][0]  # m = 1: occlusion's top event removed
+        occ = r["methods"]["occlusion"]["raw_drop"][0][0]  # exactly occlusion's top event removed
         for method, m in r["methods"].items():
             assert occ >= m["raw_drop"][0][0] - 1e-5, f"{method} found a larger single-event drop than occlusion"
     res = faith.run(saved / "config.toml")
