@@ -17,7 +17,7 @@ from typing import Any  # JSON-ready dicts
 import numpy as np
 
 from attnrec.evaluation.attention import AttendedItem, history_attention
-from attnrec.evaluation.attribution import SHARED_METHODS
+from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend.reasons import DEFAULT_VERB, ItemExplanation, check_method, explain_items
 from attnrec.recommend.recommender import Recommender
 from attnrec.recommend.requests import UNKNOWN_USER, prepare
@@ -92,7 +92,7 @@ def explain_recommendation(
     if item is not None and target is None:
         raise KeyError(f"unknown item {str(item)!r}")
     if len(p.hist) == 0:
-        raise ValueError("the history has no known items; there is nothing to explain")
+        raise AttributionError("the history has no known items; there is nothing to explain")
     r = rec.recommend(user=user, history=history, k=k) if target is None else None
     targets = rec.items_.to_internal(r.items) if r is not None else np.array([target])
     found, scores = explain_items(rec.core, p.hist, targets, user=p.uid, items=rec.items_, titles=rec.titles_,
