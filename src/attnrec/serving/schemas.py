@@ -232,7 +232,8 @@ class ExplainRecResponse(BaseModel):
                                      "for occlusion and integrated gradients.")
     items: list[ExplainedItem]
     predicting: str | None = Field(None, description="What the predicting position is (SASRec: the most recent "
-                                   "history item; BERT4Rec: a [mask] after the history); null without known items.")
+                                   "history item; BERT4Rec: a [mask] after the history); null without known items and for the "
+                                   "per-item methods.")
     history_length: int = Field(description="Known items in the history.")
     window: int = Field(description="The most recent history items the model read (its max_len).")
     unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
