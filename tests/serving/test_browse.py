@@ -189,7 +189,7 @@ def test_explain_rec_agrees_with_recommend(client: TestClient) -> None:
     ({"k": 3}, 422, "invalid_request", "give a `user` or a `history`"),
     ({"user": "u1", "why": "attention"}, 422, "invalid_request", "unknown field"),
     ({"user": "u1", "model": "pop"}, 501, "cannot_explain", "(pop) has no attention weights"),
-    ({"user": "u1", "item": "i1", "model": "peter"}, 422, "invalid_request", "unknown field"),
+    ({"user": "u1", "feature": "x", "model": "peter"}, 422, "invalid_request", "unknown field"),
     ({"user": "u1", "model": "peter"}, 400, "unsupported", "does not support recommend"),
 ])
 def test_explain_rec_refusals(client: TestClient, req: dict[str, Any], status: int, code: str, message: str) -> None:

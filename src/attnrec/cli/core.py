@@ -29,6 +29,7 @@ from attnrec.cli._common import (
     split_list,
     warn_line,
 )
+from attnrec.cli._reasons import METHOD_HELP, ReasonVerb, check_verb
 from attnrec.cli._tracking import TrackingOptions
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
@@ -39,6 +40,7 @@ from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate,
 from attnrec.experiments.tracking import RunInfo, Trackers
 from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommendation, Recommender
+from attnrec.recommend.reasons import check_method
 from attnrec.training import distributed
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
@@ -324,20 +326,26 @@ def recommend(
         "--include", help="Recommend only among these item IDs (repeatable or comma-separated).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Add a reason per item (the first 20) and, with --json, its history events.")] = False,
+    explain_method: Annotated[str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")] = "occlusion",
+    reason_verb: ReasonVerb = "interacted with",
 ) -> None:
     """Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.
 
     Unknown items in --history are reported and ignored. A user the model does not know (and no
-    history) gets the most popular items, and the output says so.
+    history) gets the most popular items, and the output says so. --explain adds, per item, the
+    history items that raised its score and a short reason.
     """
     if query.user is None and query.history is None:
         raise ValueError("give --user USER or --history 'ITEM,ITEM,...'")
+    method, verb = check_method(explain_method), check_verb(reason_verb)  # before loading: a typo costs nothing
     rec = Recommender.load(model_dir, device=device)
     hist = query.history_items()
     allowed: list[object] | None = [*split_list(include)] if include else None
     banned: list[object] | None = [*split_list(exclude)] if exclude else None
     r = rec.recommend(user=query.user, history=hist, k=query.k, exclude_seen=not include_seen, include=allowed,
-                      exclude=banned)
+                      exclude=banned, explain=method if explain else False, reason_verb=verb)
     if as_json:
         typer.echo(_recommendation_json(r))
         return
@@ -359,8 +367,13 @@ def recommend(
     if any(t for t in r.titles):
         table.add_column("title")
     table.add_column("score", justify="right")
+    if r.explanations is not None:
+        table.add_column(f"why ({explain_method})")
     for i, (item, score) in enumerate(zip(r.items, r.scores, strict=True)):
         title = r.titles[i] if i < len(r.titles) else None
         cells = [str(i + 1), item] + ([title or ""] if any(t for t in r.titles) else []) + [f"{score:.4f}"]
+        if r.explanations is not None:
+            ex = r.explanations[i]
+            cells.append(escape(ex.reason or ex.note or "-") if ex else "")
         table.add_row(*cells)
     out.print(table)

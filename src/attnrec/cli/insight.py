@@ -1,4 +1,4 @@
-"""``attnrec attention`` and ``attnrec explain-rec``: what the self-attention models look at."""
+"""``attnrec attention`` and ``attnrec explain-rec``: what the self-attention models look at, and per-item reasons."""
 
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
+from attnrec.cli._reasons import METHOD_HELP, ReasonVerb, check_verb, print_item_explanations
 from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
 from attnrec.recommend import Recommender
 from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.reasons import check_method
 
 ModelDir = Annotated[Path, typer.Option("--model", "-m", help="A SASRec or BERT4Rec model directory.")]
 
@@ -84,42 +86,57 @@ def attention(
 
 
 @app.command(name="explain-rec", epilog="Examples: attnrec explain-rec --model runs/demo --user 1\n\n"
-             'attnrec explain-rec --model runs/demo --history "12,40,7"')
+             'attnrec explain-rec --model runs/demo --history "12,40,7" --method occlusion --reason-verb watched\n\n'
+             "attnrec explain-rec --model runs/demo --user 1 --method occlusion --item 42")
 @cli_errors
 @option_groups
 def explain_rec(
     model_dir: ModelDir,
     query: QueryOptions = QueryOptions(),
-    top: Annotated[int, typer.Option("--top", min=1, help="How many attended history items to list.")] = 10,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many history items to list (per item).")] = 10,
+    method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = "attention",
+    item: Annotated[str | None, typer.Option(
+        "--item", help="Explain this item's score instead of the top-K (it may rank anywhere).")] = None,
+    reason_verb: ReasonVerb = "interacted with",
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
 ) -> None:
-    """Recommend for one user and list the history items the model attended to most.
+    """Recommend for one user and list, per recommended item, the history items behind it with a reason.
 
-    'attention' is the last layer's weight from the predicting position (mean over heads); 'rollout' follows the attention through all layers. Both are shared by the whole list.
+    'attention' is the last layer's weight from the predicting position (mean over heads); 'rollout' follows the attention through all layers: both are shared by the whole list. 'occlusion' (exact: the score drop without each history item) and 'integrated_gradients' explain each item on its own.
     """
     if (query.user is None) == (query.history is None):
         raise ValueError("give exactly one of --user USER or --history 'ITEM,ITEM,...'")
+    check_method(method)  # before loading the model: a typo costs nothing
     rec = Recommender.load(model_dir, device=device)
-    ex = explain_recommendation(rec, user=query.user, history=query.history_items(), k=query.k, top=top)
+    ex = explain_recommendation(rec, user=query.user, history=query.history_items(), k=query.k, top=top,
+                                method=method, item=item, reason_verb=check_verb(reason_verb))
     if as_json:
         typer.echo(json.dumps(ex.to_dict(), indent=2, ensure_ascii=False))
         return
     r = ex.recommendation
     if r.unknown_items:
         warn_line(f"ignored {len(r.unknown_items)} item(s) unknown to the model: {', '.join(r.unknown_items)}")
-    recs = Table(title=escape(f"{ex.model}: top {len(r.items)} for " + (f"user {ex.user}" if ex.user else "the history")))
-    for col in ("#", "item", "title", "score"):
+    who = f"user {ex.user}" if ex.user else "the history"
+    what = f"item {item} for {who}" if item is not None else f"top {len(r.items)} for {who}"
+    recs = Table(title=escape(f"{ex.model}: {what}"))
+    for col in ("#", "item", "title", "score", f"why ({ex.method})"):
         recs.add_column(col, justify="right" if col in ("#", "score") else "left")
-    for i, (item, title, score) in enumerate(zip(r.items, r.titles, r.scores, strict=True), 1):
-        recs.add_row(str(i), escape(item), escape(title or ""), f"{score:.3f}")
+    for i, (it, title, score, why) in enumerate(zip(r.items, r.titles, r.scores, ex.explanations, strict=True), 1):
+        recs.add_row(str(i), escape(it), escape(title or ""), f"{score:.3f}", escape(why.reason or why.note or "-"))
     out.print(recs)
-    att = Table(title=escape(f"most attended history items (from {ex.predicting}; the model saw the last "
-                             f"{ex.window} of {ex.history_length} items)"))
-    for col in ("item", "title", "items back", "attention", "rollout"):
-        att.add_column(col, justify="right" if col in ("items back", "attention", "rollout") else "left")
-    for a in ex.attended:
-        att.add_row(escape(a.item), escape(a.title or ""), str(a.back), f"{a.weight:.3f}", f"{a.rollout:.3f}")
-    out.print(att)
+    if ex.method == "attention":
+        att = Table(title=escape(f"most attended history items (from {ex.predicting}; the model saw the last "
+                                 f"{ex.window} of {ex.history_length} items; shared by every item)"))
+        for col in ("item", "title", "items back", "attention", "rollout"):
+            att.add_column(col, justify="right" if col in ("items back", "attention", "rollout") else "left")
+        for a in ex.attended:
+            att.add_row(escape(a.item), escape(a.title or ""), str(a.back), f"{a.weight:.3f}", f"{a.rollout:.3f}")
+        out.print(att)
+    else:
+        shared = "; one list shared by every item" if ex.shared else ""
+        out.print(f"per item, the history items behind it by {ex.method} (the model saw the last {ex.window} of "
+                  f"{ex.history_length} items{shared}):", soft_wrap=True, markup=False, highlight=False)
+        print_item_explanations(list(ex.explanations), r.titles, top)
     if ex.self_weight:
         err.print(escape(f"the [mask] position kept {ex.self_weight:.3f} of its last-layer attention on itself"))

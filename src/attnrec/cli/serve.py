@@ -82,6 +82,8 @@ def serve(
                                                  "(gc.freeze), against collection pauses in the tail latency.")] = True,
     ui: Annotated[bool, typer.Option(help="Serve the web page at /ui (/ redirects to it); it calls the public "
                                           "API with the key typed into it.")] = True,
+    reason_verb: Annotated[str, typer.Option(help="The verb of each explanation's reason: 'Because you VERB *A* "
+                                                  "and *B*' (e.g. watched, bought).")] = "interacted with",
 ) -> None:
     """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
     import torch
@@ -100,7 +102,7 @@ def serve(
     protocol = http_protocol(http, timeout_headers)
     cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
                         backend=backend, device=device, inline=inline, body_timeout_s=timeout_body,
-                        gc_freeze=gc_freeze, ui=ui)
+                        gc_freeze=gc_freeze, ui=ui, reason_verb=reason_verb)
     cfg = replace(cfg, api_keys=collect_keys(api_key or [], api_keys_file), protect_metrics=protect_metrics,
                   cors_origins=tuple(cors_origin or ()), unauthenticated_admin=unauthenticated_admin,
                   reload_on_sighup=True)

@@ -1,15 +1,24 @@
-"""A recommendation with the attention behind it: which history items drove it (self-attention models).
+"""A recommendation with what drove it: the history items behind each recommended item.
 
-The attention itself is computed from the model in :mod:`attnrec.evaluation.attention`; this
-module pairs it with the :class:`~attnrec.recommend.Recommender`'s answer for the same request.
+``method="attention"`` (the default, as before) ranks the history by the attention of the
+predicting position (:mod:`attnrec.evaluation.attention`), one list shared by the whole top-k;
+the other methods of :mod:`attnrec.evaluation.attribution` (``rollout``, ``occlusion``,
+``integrated_gradients``) explain each recommended item on its own
+(:mod:`attnrec.recommend.reasons`). This module pairs them with the
+:class:`~attnrec.recommend.Recommender`'s answer for the same request.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any  # JSON-ready dicts
 
+import numpy as np
+
 from attnrec.evaluation.attention import AttendedItem, history_attention
+from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
+from attnrec.recommend.reasons import DEFAULT_VERB, ItemExplanation, check_method, explain_items
 from attnrec.recommend.recommender import Recommender
 from attnrec.recommend.requests import UNKNOWN_USER, prepare
 from attnrec.recommend.topk import Recommendation
@@ -17,23 +26,38 @@ from attnrec.recommend.topk import Recommendation
 
 @dataclass
 class RecExplanation:
-    """A recommendation and the history items that drove it, most attended first."""
+    """A recommendation and the history items that drove it.
+
+    ``attended``/``predicting``/``self_weight``: the attention method's shared list, most attended
+    first (empty/None/0 for the other methods); ``explanations``: one per recommended item, aligned
+    with ``recommendation.items`` (for the attention methods they all hold the same events).
+    """
 
     model: str
     user: str | None
     recommendation: Recommendation
-    predicting: str
+    predicting: str | None
     attended: list[AttendedItem]
     self_weight: float  # last-layer attention of the predicting [mask] on itself (0 for SASRec)
     history_length: int
     window: int  # history items the model saw (the most recent ones)
+    method: str = "attention"
+    explanations: list[ItemExplanation] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def shared(self) -> bool:
+        """Whether every recommended item has the same events (the attention methods)."""
+        return self.method in SHARED_METHODS
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        """JSON-ready form; ``top`` caps the events listed per item (all when None)."""
         r = self.recommendation
-        return {"model": self.model, "user": self.user, "predicting_position": self.predicting,
+        return {"model": self.model, "user": self.user, "method": self.method, "shared": self.shared,
+                "predicting_position": self.predicting,
                 "history_length": self.history_length, "items_seen_by_model": self.window,
                 "recommended": [{"item": i, "title": t, "score": s} for i, t, s in zip(r.items, r.titles, r.scores, strict=True)],
-                "attended": [a.__dict__ for a in self.attended], "self_weight": self.self_weight}
+                "attended": [a.__dict__ for a in self.attended], "self_weight": self.self_weight,
+                "explanations": [e.to_dict(top) for e in self.explanations]}
 
 
 def explain_recommendation(
@@ -43,23 +67,48 @@ def explain_recommendation(
     *,
     k: int = 10,
     top: int = 10,
+    method: str = "attention",
+    item: object | None = None,
+    reason_verb: str = DEFAULT_VERB,
 ) -> RecExplanation:
-    """Recommend for ``user`` (or an ad-hoc ``history`` of external item IDs) and rank the history
-    items by the attention the predicting position put on them.
+    """Recommend for ``user`` (or an ad-hoc ``history`` of external item IDs) and explain each item.
 
-    Attention belongs to the predicting position, so the ranking is shared by the whole top-``k``
-    list (see :func:`~attnrec.evaluation.attention.history_attention` for the rollout).
+    ``method="attention"`` also ranks the history by the attention the predicting position put on
+    it (``attended``, the first ``top``), shared by the whole top-``k`` list (see
+    :func:`~attnrec.evaluation.attention.history_attention` for the rollout). Every method fills
+    ``explanations`` with the ``top`` strongest events per item and a reason "Because you
+    {reason_verb} ...". ``item``: explain that one item instead of the top-``k`` (it may rank
+    anywhere; its score is the model's). Raises :class:`KeyError` for an unknown user without a
+    history or an unknown ``item``, :class:`ValueError` (``AttributionError``) for an unknown
+    method, a history without known items, or a method the model cannot support.
     """
     assert rec.items_ is not None and rec.users_ is not None and rec.histories_ is not None
+    check_method(method)
     # the request as recommend() resolves it (same user index and history), checked before any scoring
     p = prepare({"user": user, "history": history}, rec.users_, rec.items_, rec.histories_)
     if history is None and p.uid == UNKNOWN_USER:
         raise KeyError(f"unknown user {user!r}")
-    r = rec.recommend(user=user, history=history, k=k)
-    uid, hist = max(p.uid, 0), p.hist  # an ad-hoc history is fed as user 0 (the attention models ignore it)
-    att = history_attention(rec.core, hist, rec.items_, rec.titles_, name=rec.name, user=uid, device=rec.device)
+    target = None if item is None else rec.items_.get(item)
+    if item is not None and target is None:
+        raise KeyError(f"unknown item {str(item)!r}")
+    if len(p.hist) == 0:
+        raise AttributionError("the history has no known items; there is nothing to explain")
+    r = rec.recommend(user=user, history=history, k=k) if target is None else None
+    targets = rec.items_.to_internal(r.items) if r is not None else np.array([target])
+    found, scores = explain_items(rec.core, p.hist, targets, user=p.uid, items=rec.items_, titles=rec.titles_,
+                                  method=method, verb=reason_verb, device=rec.device)
+    window = max((len(e.events) for e in found), default=0) or min(len(p.hist), 1)  # events the model read
+    found = [dataclasses.replace(e, events=e.events[:top]) for e in found]
+    if r is None:
+        ext = rec.items_.to_external(targets)
+        r = Recommendation(ext, [float(s) for s in scores], [rec.titles_.get(i) for i in ext],
+                           None if user is None else str(user), p.unknown, p.fallback, "model")
+    if method != "attention":
+        return RecExplanation(rec.name, r.user, r, None, [], 0.0, len(p.hist), window, method, found)
+    uid = max(p.uid, 0)  # an ad-hoc history is fed as user 0 (the attention models ignore it)
+    att = history_attention(rec.core, p.hist, rec.items_, rec.titles_, name=rec.name, user=uid, device=rec.device)
     return RecExplanation(rec.name, None if user is None else str(user), r, att.predicting, att.attended[:top],
-                          att.self_weight, att.history_length, att.window)
+                          att.self_weight, att.history_length, att.window, method, found)
 
 
 __all__ = ["RecExplanation", "explain_recommendation"]

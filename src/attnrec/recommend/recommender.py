@@ -24,7 +24,7 @@ from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
 from attnrec.models.context import ModelContext
 from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
-from attnrec.recommend import cold_items, similar
+from attnrec.recommend import cold_items, reasons, similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, warn_if_noisy
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
@@ -225,6 +225,9 @@ class Recommender:
         exclude_seen: bool = True,
         include: list[object] | None = None,
         exclude: list[object] | None = None,
+        explain: bool | str = False,
+        explain_k: int = reasons.MAX_EXPLAIN_K,
+        reason_verb: str = reasons.DEFAULT_VERB,
     ) -> Recommendation:
         """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
 
@@ -232,9 +235,22 @@ class Recommender:
         with a history is scored from the history; an unknown user without one, or a history of
         only unknown items, gets the most popular items (``fallback`` says so in both cases).
         ``include`` restricts the candidates; ``exclude`` removes items.
+
+        ``explain``: ``True`` (occlusion) or a method of :mod:`attnrec.evaluation.attribution` fills
+        ``explanations`` (aligned with ``items``) for the first ``explain_k`` items, each with a reason
+        "Because you {reason_verb} ..." (:mod:`attnrec.recommend.reasons`); the rest stay None.
         """
-        return self.recommend_many([{"user": user, "history": history, "k": k, "exclude_seen": exclude_seen,
-                                     "include": include, "exclude": exclude}])[0]
+        request = {"user": user, "history": history, "k": k, "exclude_seen": exclude_seen, "include": include,
+                   "exclude": exclude}
+        method = reasons.DEFAULT_METHOD if explain is True else reasons.check_method(explain) if explain else None
+        answer = self.recommend_many([request])[0]
+        if method is not None and self.items_ is not None:
+            p, n = self._prepare(request), min(len(answer.items), max(explain_k, 0))
+            found, _ = reasons.explain_items(self._inference_view().core, p.hist, self.items_.to_internal(
+                answer.items[:n]), user=p.uid, items=self.items_, titles=self.titles_, method=method,
+                verb=reason_verb, device=self.device)
+            answer.explanations = [*found, *[None] * (len(answer.items) - n)]
+        return answer
 
     def recommend_many(self, requests: Sequence[Mapping[str, Any]]) -> list[Recommendation]:
         """Answer several :meth:`recommend` requests (dicts of its keyword arguments) in one batch.
@@ -317,24 +333,8 @@ class Recommender:
         """
         view = self._fitted_view()
         assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
-        if k < 1:
-            raise ValueError("k must be at least 1")
-        idx = self.items_.get(item)
-        if idx is None:
-            raise KeyError(f"unknown item {str(item)!r}")
-        banned = torch.tensor([idx], dtype=torch.long)
-        with torch.inference_mode():
-            if view.factorised is not None:
-                method = "embedding-cosine"
-                v, ix = similar.by_embedding(view.factorised, idx, k, banned, self._cache)
-            else:
-                method = "co-occurrence"
-                pop = similar.popularity_tensor(self._cache, self.popularity_)
-                v, ix = similar.by_cooccurrence(self.histories_, pop, idx, k, banned, self._cache)
-        v, ix = v[0].cpu(), ix[0].cpu()
-        ok = torch.isfinite(v)
-        items = self.items_.to_external(ix[ok].numpy())
-        return Recommendation(items, v[ok].tolist(), [self.titles_.get(i) for i in items], method=method)
+        return similar.similar_items(view.factorised, self.histories_, self.popularity_, self.items_, self.titles_,
+                                     self._cache, item, k)
 
     def add_items(self, features: cold_items.ItemFeatureInput, id_column: str | None = None) -> list[str]:
         """Add cold items with their features (a model trained with item_features sum/concat/gate, best with

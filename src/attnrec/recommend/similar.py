@@ -7,14 +7,15 @@ the core changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from attnrec.data.schema import Sequences
+from attnrec.data.schema import IdMap, Sequences
 from attnrec.models.contracts import Factorised
-from attnrec.recommend.topk import topk_chunked
+from attnrec.recommend.topk import Recommendation, topk_chunked
 
 
 @dataclass
@@ -83,4 +84,27 @@ def _cooccurrence(h: Sequences, idx: int, cache: Derived) -> np.ndarray:
     return np.bincount(h.take(users).items, minlength=h.n_items + 1)
 
 
-__all__ = ["Derived", "by_cooccurrence", "by_embedding", "popularity_tensor"]
+def similar_items(factorised: Factorised | None, histories: Sequences, popularity: np.ndarray, items: IdMap,
+                  titles: Mapping[str, str], cache: Derived, item: object, k: int) -> Recommendation:
+    """The ``k`` items most similar to the external ``item``: cosine of the ``factorised`` model's item
+    vectors, else of co-occurrence in ``histories`` (see :meth:`~attnrec.recommend.Recommender.similar_items`)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    idx = items.get(item)
+    if idx is None:
+        raise KeyError(f"unknown item {str(item)!r}")
+    banned = torch.tensor([idx], dtype=torch.long)
+    with torch.inference_mode():
+        if factorised is not None:
+            method = "embedding-cosine"
+            v, ix = by_embedding(factorised, idx, k, banned, cache)
+        else:
+            method = "co-occurrence"
+            v, ix = by_cooccurrence(histories, popularity_tensor(cache, popularity), idx, k, banned, cache)
+    v, ix = v[0].cpu(), ix[0].cpu()
+    ok = torch.isfinite(v)
+    found = items.to_external(ix[ok].numpy())
+    return Recommendation(found, v[ok].tolist(), [titles.get(i) for i in found], method=method)
+
+
+__all__ = ["Derived", "by_cooccurrence", "by_embedding", "popularity_tensor", "similar_items"]

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import IdMap
+from attnrec.recommend.reasons import ItemExplanation
 from attnrec.recommend.requests import Prepared
 
 CHUNK_ELEMENTS = 1 << 22  # score-matrix elements computed at once by the chunked top-k (16 MiB float32)
@@ -30,6 +31,8 @@ class Recommendation:
     unknown_items: list[str] = field(default_factory=list)
     fallback: str | None = None  # why the answer is not fully personalised, when it is not
     method: str | None = None  # how it was scored: model, popularity, embedding-cosine, co-occurrence
+    # aligned with items when explanations were asked for (None past the explained ones), else None
+    explanations: list[ItemExplanation | None] | None = None
 
 
 def topk_chunked(

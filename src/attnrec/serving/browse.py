@@ -5,9 +5,9 @@ the history items behind them (the endpoints the web page needs, public like the
   most popular first; without a query, the most popular items.
 * ``GET /v1/users/{user}/history``: a known user's stored history with titles, most recent last.
 * ``POST /v1/explain-rec``: ``/v1/recommend`` plus, per recommended item, the history items that
-  drove it. Today the only ``method`` is ``attention`` (the predicting position's attention, from
-  :func:`attnrec.recommend.insight.explain_recommendation`), which every recommended item shares
-  (``shared: true``); per-item attribution methods can answer in the same shape later.
+  drove it and a reason (:func:`attnrec.recommend.insight.explain_recommendation`): ``method``
+  ``attention`` (default) or ``rollout``, shared by every item (``shared: true``), or ``occlusion`` /
+  ``integrated_gradients``, per item; ``item`` explains one item wherever it ranks.
 
 Search tables are built once per served object (on its first search, on the model thread) and
 dropped with it, so a reloaded model gets a fresh one.
@@ -25,12 +25,15 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from attnrec.data.schema import IdMap
+from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend import Explainer, Recommendation, Recommender
 from attnrec.recommend.insight import RecExplanation, explain_recommendation
+from attnrec.recommend.reasons import ItemExplanation
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
+from attnrec.serving.reasons import because, explaining
 from attnrec.serving.registry import ServedModel
 from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list
 from attnrec.serving.schemas import (
@@ -183,25 +186,18 @@ async def user_history(user: Annotated[str, Path(max_length=MAX_ID_CHARS, patter
                                  items=[CatalogItem(item=i, title=obj.titles_.get(i)) for i in ids]))
 
 
-def _cannot_explain(e: ServedModel) -> str:
-    """Why the served object of ``e`` has no attention to explain its recommendations with."""
-    obj = e.obj
-    if isinstance(obj, ApproximateRecommender):
-        return (f"model {e.name!r} is served with approximate retrieval; explanations need the exact recommender")
-    if isinstance(obj, Recommender) and e.loaded is not None and e.loaded.backend == "onnx":
-        return (f"model {e.name!r} ({obj.name}) runs on the onnx backend, which does not expose attention "
-                "weights; serve it with --backend torch to explain its recommendations")
-    kind = obj.name if isinstance(obj, Recommender) else type(obj).__name__
-    return (f"model {e.name!r} ({kind}) has no attention weights to explain its recommendations with; "
-            "attention explanations need a self-attention model (SASRec, BERT4Rec)")
+def _explained(name: str, rec: Recommendation, ex: RecExplanation | None, top: int, method: str) -> ExplainRecResponse:
+    """The answer: every recommended item with its history items (none without an explanation).
 
-
-def _explained(name: str, rec: Recommendation, ex: RecExplanation | None) -> ExplainRecResponse:
-    """The answer: every recommended item with the shared attention list (none without an explanation)."""
-    because = [] if ex is None else [Attribution(item=a.item, title=a.title, weight=a.weight) for a in ex.attended]
-    items = [ExplainedItem(item=i, title=t, score=s, because=because)
-             for i, t, s in zip(rec.items, rec.titles, rec.scores, strict=True)]
-    return ExplainRecResponse(model=name, user=rec.user, method="attention", shared=True, items=items,
+    The attention method lists the shared attention ranking exactly as before (``attended``)."""
+    shared = [] if ex is None or method != "attention" else [
+        Attribution(item=a.item, title=a.title, weight=a.weight, back=a.back) for a in ex.attended]
+    per_item: list[ItemExplanation | None] = [None] * len(rec.items) if ex is None else list(ex.explanations)
+    items = [ExplainedItem(item=i, title=t, score=s, because=shared if method == "attention" or why is None
+                           else because(why, top),
+                           reason=None if why is None else why.reason, note=None if why is None else why.note)
+             for i, t, s, why in zip(rec.items, rec.titles, rec.scores, per_item, strict=True)]
+    return ExplainRecResponse(model=name, user=rec.user, method=method, shared=method in SHARED_METHODS, items=items,
                               predicting=None if ex is None else ex.predicting,
                               history_length=0 if ex is None else ex.history_length,
                               window=0 if ex is None else ex.window,
@@ -209,27 +205,36 @@ def _explained(name: str, rec: Recommendation, ex: RecExplanation | None) -> Exp
 
 
 @router.post("/v1/explain-rec", response_model=ExplainRecResponse, tags=["explain"],
-             responses={404: {"model": ErrorResponse, "description": "unknown model, or unknown user without a history"},
-                        501: {"model": ErrorResponse, "description": "the model cannot explain its recommendations"}})
+             responses={404: {"model": ErrorResponse, "description": "unknown model or item, or unknown user "
+                                                                     "without a history"},
+                        501: {"model": ErrorResponse, "description": "the model cannot explain with this method"}})
 async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
-    """Top-k items for a user or a history, each with the history items that drove it (`because`).
+    """Top-k items for a user or a history (or just `item`), each with the history items that drove it
+    (`because`, strongest first) and a short `reason` ("Because you <verb> *A* and *B*").
 
-    `method: attention`: the last layer's attention of the position that predicts the next item
-    (mean over heads); it belongs to that position, so every recommended item shares one list
-    (`shared: true`). Self-attention models only (501 otherwise). A history without any known item is
-    answered as `/v1/recommend` answers it (`fallback`), with empty `because` lists."""
+    `method`: `attention` (default; the last layer's attention of the position that predicts the
+    next item, mean over heads) and `rollout` belong to that position, so every recommended item
+    shares one list (`shared: true`); `occlusion` (exact: the score drop without each history item)
+    and `integrated_gradients` explain each item on its own (`shared: false`). 501 when the model
+    cannot (attention methods: self-attention models; integrated gradients: models that expose their
+    input embeddings; none: POP). A history without any known item is answered as `/v1/recommend`
+    answers it (`fallback`), with empty `because` lists."""
     e = state.pick(req.model, "recommend")
     check_k(req.k, state.config)
     check_list("history", len(req.history or ()), state.config.max_history)
-    rec = e.obj
-    if not isinstance(rec, Recommender) or not rec.capabilities.attention:  # the model's own contract
-        raise ApiError(501, "cannot_explain", _cannot_explain(e))
+    rec = explaining(e, req.method)
+    assert rec.items_ is not None
+    if req.item is not None and rec.items_.get(req.item) is None:
+        raise ApiError(404, "unknown_item", f"unknown item {req.item!r} in model {e.name!r}",
+                       [{"loc": "item", "message": "unknown item"}])
     history: list[object] | None = None if req.history is None else list(req.history)
+    verb = state.config.reason_verb
 
     def run() -> tuple[Recommendation, RecExplanation | None]:
         try:
-            ex = explain_recommendation(rec, user=req.user, history=history, k=req.k, top=req.top)
-        except ValueError:  # no known item in the history: nothing to attend to, answered as /v1/recommend is
+            ex = explain_recommendation(rec, user=req.user, history=history, k=req.k, top=req.top, method=req.method,
+                                        item=req.item, reason_verb=verb)
+        except AttributionError:  # no known item in the history: nothing to attribute, answered as /v1/recommend is
             return rec.recommend(user=req.user, history=history, k=req.k), None
         return ex.recommendation, ex
 
@@ -239,7 +244,7 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
         raise ApiError(404, "unknown_user", f"{exc.args[0] if exc.args else 'unknown user'} in model {e.name!r}: "
                        "send a `history` to explain recommendations for it",
                        [{"loc": "user", "message": "unknown user"}]) from None
-    return _json(_explained(e.name, answer, ex))
+    return _json(_explained(e.name, answer, ex, req.top, req.method))
 
 
 def _json(model: BaseModel) -> Response:

@@ -45,6 +45,7 @@ class ServingConfig:
     reload_on_sighup: bool = False
     gc_freeze: bool = True
     ui: bool = True  # the web page at /ui (and / redirecting to it); it only calls the public API
+    reason_verb: str = "interacted with"  # "Because you {reason_verb} *A* and *B*" in explanations
 
     def __post_init__(self) -> None:
         if min(self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch) < 1:
@@ -55,6 +56,9 @@ class ServingConfig:
             raise ValueError("max_wait_ms must be >= 0 and body_timeout_s > 0")
         if self.backend not in ("torch", "onnx"):
             raise ValueError(f"backend must be 'torch' or 'onnx', not {self.backend!r}")
+        if not self.reason_verb.strip() or not self.reason_verb.isprintable() or len(self.reason_verb) > 60:
+            raise ValueError(f"reason_verb must be printable words such as 'watched' (at most 60 characters), "
+                             f"not {self.reason_verb!r}")
         for key in self.api_keys:
             check_api_key(key)
         for origin in self.cors_origins:

@@ -20,12 +20,16 @@ from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
+from attnrec.serving.reasons import explaining, explanation
 from attnrec.serving.registry import Explains, FindsSimilar
 from attnrec.serving.schemas import (
+    MAX_EXPLAINED,
     ErrorResponse,
+    ExplainOptions,
     ExplainRequest,
     ExplainResponse,
     ModelsResponse,
+    RecommendedItem,
     RecommendRequest,
     RecommendResponse,
     ScoredItem,
@@ -53,6 +57,14 @@ def _json(model: BaseModel) -> Response:
 def _items(rec: Recommendation) -> list[ScoredItem]:
     titles = rec.titles or [None] * len(rec.items)
     return [ScoredItem(item=i, score=s, title=t) for i, s, t in zip(rec.items, rec.scores, titles, strict=True)]
+
+
+def _recommended(rec: Recommendation, top: int = 0) -> list[RecommendedItem]:
+    """The items of ``rec`` with their explanations (``top`` history items each), when it has them."""
+    titles = rec.titles or [None] * len(rec.items)
+    why = rec.explanations or [None] * len(rec.items)
+    return [RecommendedItem(item=i, score=s, title=t, explanation=explanation(x, top))
+            for i, s, t, x in zip(rec.items, rec.scores, titles, why, strict=True)]
 
 
 def _jsonable(x: object) -> object:
@@ -103,17 +115,34 @@ def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
     return spec
 
 
-@router.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"])
+@router.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"],
+             responses={501: {"model": ErrorResponse, "description": "`explain`: the model cannot explain with "
+                                                                     "this method"}})
 async def recommend(req: RecommendRequest, state: State) -> Response:
     """Top-k items for a user or a history. Unknown history items are reported in `unknown_items`;
-    an unknown user is answered from the history or by popularity, and `fallback` says so."""
+    an unknown user is answered from the history or by popularity, and `fallback` says so.
+
+    `explain` (off by default) adds to each of the first 20 items an `explanation`: the history
+    items that raised its score and a short `reason`. Bounded cost: an explained request skips
+    micro-batching and costs one forward pass over one copy of the history per history item the
+    model reads (occlusion, the default); 501 when the model cannot explain with the method."""
     e = state.pick(req.model, "recommend")
     check_k(req.k, state.config)
     _check_lists(req, state.config)
-    assert e.batcher is not None  # every model has one while the app runs
-    rec = await e.batcher.submit(req.model_dump(exclude={"model"}))
-    return _json(RecommendResponse(model=e.name, user=rec.user, items=_items(rec),
-                                   unknown_items=rec.unknown_items, fallback=rec.fallback, method=rec.method))
+    if req.explain is False:  # the common case: micro-batched with other requests
+        assert e.batcher is not None  # every model has one while the app runs
+        rec = await e.batcher.submit(req.model_dump(exclude={"model", "explain"}))
+        return _json(RecommendResponse(model=e.name, user=rec.user, items=_recommended(rec),
+                                       unknown_items=rec.unknown_items, fallback=rec.fallback, method=rec.method))
+    opts = ExplainOptions.model_validate({}) if req.explain is True else req.explain  # true: the defaults
+    model = explaining(e, opts.method)  # 501 before any work
+    kwargs = req.model_dump(exclude={"model", "explain"})
+    verb = state.config.reason_verb
+    rec = await state.on_worker(lambda: model.recommend(**kwargs, explain=opts.method, explain_k=MAX_EXPLAINED,
+                                                        reason_verb=verb))
+    return _json(RecommendResponse(model=e.name, user=rec.user, items=_recommended(rec, opts.top),
+                                   unknown_items=rec.unknown_items,
+                                   fallback=rec.fallback, method=rec.method))
 
 
 @router.post("/v1/similar-items", response_model=SimilarItemsResponse, tags=["recommend"])

@@ -11,7 +11,7 @@ are checked by the routes.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -26,6 +26,7 @@ from pydantic import (
 MAX_ID_CHARS = 256  # longest ID, model name or feature a request may send
 MAX_IDS = 10_000  # longest history / include / exclude list a request may send (before the server's limits)
 MAX_BECAUSE = 50  # most history items listed per explained recommendation
+MAX_EXPLAINED = 20  # most items of one /v1/recommend answer that get an explanation (the first ones)
 MAX_SEARCH = 100  # most items one item search returns
 MAX_HISTORY_ROWS = 1000  # most stored-history items one history request returns
 NO_CONTROL = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"  # JSON Schema (ECMA 262) and Rust regex alike
@@ -59,6 +60,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+ExplainMethod = Literal["attention", "rollout", "occlusion", "integrated_gradients"]
+_METHODS_DOC = ("`occlusion` (exact: how much the item's score drops without each history item; one batched "
+                "forward pass), `integrated_gradients` (self-attention models that expose their input embeddings), "
+                "`attention` or `rollout` (the predicting position's attention, shared by every item)")
+
+
+class ExplainOptions(_Strict):
+    """How to explain each recommended item (``/v1/recommend``'s ``explain``)."""
+
+    method: ExplainMethod = Field("occlusion", description=f"One of {_METHODS_DOC}.")
+    top: int = Field(3, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommended item.")
+
+    _top = field_validator("top", mode="before")(_whole)
+
+
 class RecommendRequest(_Strict):
     """Top-k items for a known user, or for an ad-hoc history of item IDs (oldest first)."""
 
@@ -71,6 +87,10 @@ class RecommendRequest(_Strict):
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
     include: list[Id] | None = Field(None, max_length=MAX_IDS, description="Only recommend among these items.")
     exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
+    explain: bool | ExplainOptions = Field(False, description=(
+        f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (occlusion, top 3) or options. Off "
+        "by default: an explained request is scored on its own (not micro-batched) and costs one extra forward "
+        "pass per history item the model reads (occlusion; integrated gradients cost more)."))
 
     _ids = field_validator("user", mode="before")(_as_str)
     _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
@@ -84,7 +104,8 @@ class RecommendRequest(_Strict):
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
-        "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]}]})
+        "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
+                     {"user": "42", "k": 5, "explain": {"method": "occlusion", "top": 3}}]})
 
 
 class ScoredItem(BaseModel):
@@ -93,10 +114,34 @@ class ScoredItem(BaseModel):
     title: str | None = None
 
 
+class Attribution(BaseModel):
+    item: str
+    title: str | None = None
+    weight: float = Field(description="How much this history item counted for the recommendation: for `attention` "
+                                      "the last layer's weight from the predicting position (mean over heads), for "
+                                      "`occlusion` how much the item's score drops without it, for "
+                                      "`integrated_gradients` its integrated gradient.")
+    back: int | None = Field(None, description="Position in the history counted from the most recent item (0).")
+
+
+class Explanation(BaseModel):
+    method: str
+    shared: bool = Field(description="`true` when every recommended item has the same `because` list.")
+    reason: str | None = Field(None, description="\"Because you <verb> *A* and *B*\" from the strongest positive "
+                                                 "history items; null when none raised the item's score.")
+    because: list[Attribution] = Field(description="History items behind this recommendation, strongest first.")
+    note: str | None = Field(None, description="Why `because` is empty, when it is (e.g. a one-item history).")
+
+
+class RecommendedItem(ScoredItem):
+    explanation: Explanation | None = Field(None, description="With `explain`: why this item (first "
+                                            f"{MAX_EXPLAINED} items only).")
+
+
 class RecommendResponse(BaseModel):
     model: str
     user: str | None = None
-    items: list[ScoredItem]
+    items: list[RecommendedItem]
     unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
     fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
     method: str | None = Field(None, description="`model` or `popularity`.")
@@ -149,8 +194,10 @@ class ExplainRecRequest(_Strict):
         "`user`); unknown items are ignored and returned in `unknown_items`.")
     k: int = Field(10, ge=1, description="How many items to recommend (at most the server's max_k).")
     top: int = Field(10, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommendation.")
+    method: ExplainMethod = Field("attention", description=f"One of {_METHODS_DOC}.")
+    item: Id | None = Field(None, description="Explain this item's score instead of the top-k (it may rank anywhere).")
 
-    _ids = field_validator("user", mode="before")(_as_str)
+    _ids = field_validator("user", "item", mode="before")(_as_str)
     _lists = field_validator("history", mode="before")(_as_str_list)
     _ints = field_validator("k", "top", mode="before")(_whole)
 
@@ -162,15 +209,8 @@ class ExplainRecRequest(_Strict):
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
-        "examples": [{"user": "42", "k": 5}, {"history": ["1193", "661", "914"], "k": 5, "top": 3}]})
-
-
-class Attribution(BaseModel):
-    item: str
-    title: str | None = None
-    weight: float = Field(description="How much this history item counted for the recommendation (for "
-                                      "`attention`: the last layer's weight from the predicting position, "
-                                      "mean over heads).")
+        "examples": [{"user": "42", "k": 5}, {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "occlusion"},
+                     {"user": "42", "method": "occlusion", "item": "2355"}]})
 
 
 class ExplainedItem(BaseModel):
@@ -178,18 +218,22 @@ class ExplainedItem(BaseModel):
     title: str | None = None
     score: float
     because: list[Attribution] = Field(description="History items behind this recommendation, strongest first.")
+    reason: str | None = Field(None, description="\"Because you <verb> *A* and *B*\" from the strongest positive "
+                                                 "history items; null when none raised the item's score.")
+    note: str | None = Field(None, description="Why `because` is empty, when it is (e.g. a one-item history).")
 
 
 class ExplainRecResponse(BaseModel):
     model: str
     user: str | None = None
-    method: str = Field(description="How `because` was computed: `attention` (the attention of the position "
-                                    "that predicts the next item).")
+    method: str = Field(description=f"How `because` was computed: {_METHODS_DOC}.")
     shared: bool = Field(description="`true` when every recommended item has the same `because` list (attention "
-                                     "belongs to the predicting position, not to one recommended item).")
+                                     "belongs to the predicting position, not to one recommended item); `false` "
+                                     "for occlusion and integrated gradients.")
     items: list[ExplainedItem]
     predicting: str | None = Field(None, description="What the predicting position is (SASRec: the most recent "
-                                   "history item; BERT4Rec: a [mask] after the history); null without known items.")
+                                   "history item; BERT4Rec: a [mask] after the history); null without known items and for the "
+                                   "per-item methods.")
     history_length: int = Field(description="Known items in the history.")
     window: int = Field(description="The most recent history items the model read (its max_len).")
     unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")

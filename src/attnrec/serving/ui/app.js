@@ -313,7 +313,8 @@ async function recommend() {
     return;
   }
   try {
-    const why = await api("POST", "/v1/explain-rec", { ...body, top: BECAUSE_TOP });
+    const method = $("why-method").value; // occlusion by default: exact and per item
+    const why = await api("POST", "/v1/explain-rec", { ...body, top: BECAUSE_TOP, method });
     if (seq === state.recSeq) renderWhy(why);
   } catch (err) {
     if (seq !== state.recSeq) return;
@@ -345,26 +346,41 @@ function renderRecs(rec) {
         : null))));
 }
 
+// "Because you watched *A* and *B*": the starred titles shown emphasised (as text, never HTML).
+function reasonLine(text) {
+  const parts = text.split("*");
+  return el("p", { className: "reason" },
+    ...parts.map((part, i) => (i % 2 ? el("em", { textContent: part }) : document.createTextNode(part))));
+}
+
 function renderWhy(why) {
   const rows = new Map([...$("recs").children].map((li) => [li.dataset.item, li]));
+  const share = why.method === "attention" || why.method === "rollout";
   for (const entry of why.items) {
     const li = rows.get(entry.item);
-    if (!li || !entry.because.length) continue;
-    const top = Math.max(...entry.because.map((b) => b.weight), 1e-9);
-    const reasons = el("ul", { className: "because" }, ...entry.because.map((b) => el("li", {},
-      el("span", { className: "title", textContent: titleOf(b), title: b.item }),
-      el("meter", { min: 0, max: top, value: b.weight, title: b.weight.toFixed(4) }),
-      el("span", { className: "weight", textContent: `${(100 * b.weight).toFixed(1)}%` }))));
+    if (!li) continue;
     li.querySelector("details")?.remove();
+    if (!entry.because.length && !entry.note) continue;
+    const top = Math.max(...entry.because.map((b) => Math.abs(b.weight)), 1e-9);
+    const reasons = el("ul", { className: "because" }, ...entry.because.map((b) => el("li", { dataset: { item: b.item } },
+      el("span", { className: "title", textContent: titleOf(b), title: b.item }),
+      el("meter", { min: 0, max: top, value: Math.max(b.weight, 0), title: b.weight.toFixed(4) }),
+      el("span", { className: "weight",
+        textContent: share ? `${(100 * b.weight).toFixed(1)}%` : b.weight.toFixed(3) }))));
+    const hint = share ? `History items behind it (share of the ${why.method}):`
+      : "History items behind it (how much its score drops without each one):";
     li.append(el("details", { className: "why" }, el("summary", { textContent: "Why?" }),
-      el("p", { className: "hint", textContent: `History items behind it (share of the ${why.method}):` }), reasons));
+      reasonLine(entry.reason || entry.note || "No single history item raised its score."),
+      entry.because.length ? el("p", { className: "hint", textContent: hint }) : null, reasons));
   }
-  if (why.items.every((entry) => !entry.because.length)) {
+  if (why.items.every((entry) => !entry.because.length && !entry.note)) {
     $("why-note").textContent = "No reasons shown: no item of the history is known to the model.";
     return;
   }
   const what = why.method === "attention"
-    ? `the attention of ${why.predicting} (last layer, mean over heads)` : why.method;
+    ? `the attention of ${why.predicting} (last layer, mean over heads)`
+    : why.method === "occlusion" ? "occlusion (the score drop without each history item, per item)"
+      : why.method.replace("_", " ");
   $("why-note").textContent = `Reasons: ${what}` +
     (why.shared ? "; attention belongs to the predicting position, so every item shares one list" : "") +
     `. The model read the last ${why.window} of ${why.history_length} history items.`;
