@@ -114,6 +114,37 @@ def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat
             "wall_peak_gflops": max(wall.values())}
 
 
+def evaluation_seconds(path: Path, threads: int, repeat: int = 3) -> dict[str, Any]:
+    """Best wall and CPU seconds of full-ranking evaluation of every ML-1M test user (history excluded)
+    with the reference SASRec (d 64, 2 blocks, max length 200; weights do not change the cost)."""
+    from attnrec.data.datasets import load_dataset
+    from attnrec.data.split import leave_one_out
+    from attnrec.evaluation.protocol import evaluate, protocol_by_name
+    from attnrec.models.sasrec import SASRec, SASRecConfig
+
+    cases = leave_one_out(load_dataset(str(path))).test
+    torch.manual_seed(0)
+    model = SASRec(SASRecConfig(hidden=64, n_layers=2, n_heads=1, max_len=200, loss="ce"), int(cases.users.max()) + 1, cases.histories.n_items).eval()
+
+    def scorer(users: np.ndarray, histories: Any) -> torch.Tensor:
+        return model.score(model.score_inputs(users, histories))
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    walls, cpus = [], []
+    try:
+        evaluate(scorer, cases, protocol_by_name("full"))  # warm-up
+        for _ in range(repeat):
+            t, c = time.perf_counter(), time.process_time()
+            evaluate(scorer, cases, protocol_by_name("full"))
+            walls.append(time.perf_counter() - t)
+            cpus.append(time.process_time() - c)
+    finally:
+        torch.set_num_threads(old)
+    return {"threads": threads, "users": len(cases), "wall_seconds": min(walls), "cpu_seconds": min(cpus),
+            "load_average": os.getloadavg()[0]}
+
+
 def _cpu() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
         if line.startswith("model name"):
@@ -149,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
                 res["reference"][name] = count_epoch(name, cfg, trains[str(a.data.resolve())], 128) | {"config": cfg}
             except KeyError:  # model not registered in this checkout
                 continue
+        res["evaluation"] = [evaluation_seconds(a.data, t) for t in sorted({1, os.cpu_count() or 1})]
     for f in sorted(a.runs.glob("*.json")) if a.runs.exists() else []:
         run = json.loads(f.read_text())
         if run.get("model") not in ("sasrec", "bert4rec") or not run.get("seconds_per_epoch"):
@@ -194,6 +226,14 @@ def markdown(res: dict[str, Any]) -> str:
         for name, r in res["reference"].items():
             lines.append(f"| {name} | {r['rows']:,} | {r['positions']:,} | {r['encoder_flops'] / 1e12:.2f} | "
                          f"{r['output_flops'] / 1e12:.2f} | {r['flops'] / 1e12:.2f} |")
+    if res.get("evaluation"):
+        lines += ["", "## Full-ranking evaluation of every ML-1M test user (SASRec, d 64, 2 blocks, max length 200)", "",
+                  "Best of 3 (`attnrec.evaluation.protocol.evaluate`, history excluded, batches of 256 cases in "
+                  "order of history length). Wall seconds count the other jobs' interference; CPU seconds are this "
+                  "process's.", "", "| threads | users | wall s | CPU s | load average |", "|---|---|---|---|---|"]
+        for e in res["evaluation"]:
+            lines.append(f"| {e['threads']} | {e['users']:,} | {e['wall_seconds']:.2f} | {e['cpu_seconds']:.2f} | "
+                         f"{e['load_average']:.1f} |")
     lines += ["", "## Benchmark runs", ""]
     if not res["runs"]:
         lines.append("No SASRec/BERT4Rec result files in `benchmarks/results/runs/` yet.")
