@@ -112,15 +112,20 @@ def sliding_window_matrix(train: Sequences, max_len: int, step: int) -> np.ndarr
     return out
 
 def shifted_batches(
-    train: Sequences, max_len: int, batch_size: int, rng: np.random.Generator, shared: SharedNegatives | None = None
+    train: Sequences, max_len: int, batch_size: int, rng: np.random.Generator, shared: SharedNegatives | None = None,
+    only: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
     """One epoch of the shifted next-item objective: ``(users (B,), batch)`` in shuffled order.
 
     Each batch holds the last ``max_len + 1`` items of its users split into inputs ``seq`` ``(B, T)``
     and next-item targets ``target`` ``(B, T)`` (left-padded); with ``shared``, the negatives the
-    batch shares and their log-Q corrections are drawn after the rows (the models' RNG order).
+    batch shares and their log-Q corrections are drawn after the rows (the models' RNG order). ``only``:
+    just these users (e.g. those with a target of the wanted event type), else every user with two items.
     """
     users, windows = next_item_windows(train, max_len)  # (U,), (U, T+1)
+    if only is not None:
+        keep = np.isin(users, only)
+        users, windows = users[keep], windows[keep]
     for idx in batches(len(users), batch_size, rng):
         w = windows[idx]  # (B, T+1)
         batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
