@@ -35,7 +35,7 @@ Batch keys (the data's :data:`~attnrec.data.schema.COLUMN_DTYPES` columns, left-
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, IdMap, Sequences
+from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, IdMap
 
 Batch = dict[str, torch.Tensor]  # as attnrec.models.contracts.Batch (kept local: contracts imports no model code)
 
@@ -53,6 +53,7 @@ RATING_BUCKETS = 11  # half stars 0, 0.5, ..., 5
 TIME_FEATURES = ("none", "periodic")
 TIMESTAMPS, EVENTS, RATINGS, REQUEST_TIME = "timestamps", "events", "ratings", "request_time"
 BATCH_KEYS = {TIMESTAMP: TIMESTAMPS, EVENT: EVENTS, RATING: RATINGS}  # sequence column -> batch key
+EXPLICIT_NEGATIVE = "explicit_negative"  # batch key: (B, T) the low-rated item at a position it would target, else 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,9 +147,8 @@ class EventContext(nn.Module):
         self.next_time = Periodic(hidden, f.time_features == "periodic") if request == "next" else None
         self.event = nn.Embedding(n_events + 1, hidden, padding_idx=0) if f.event_input else None
         self.rating = nn.Embedding(RATING_BUCKETS + 1, hidden, padding_idx=0) if f.rating_input else None
-
-    def reset_parameters(self) -> None:
-        """Embeddings N(0, 0.02) with zero padding rows, interval biases zero (called after the model's init)."""
+        # Initialised here, after the model's own init (the model builds this module last): embeddings
+        # N(0, 0.02) with zero padding rows, interval biases zero (an untrained model attends as without them).
         for m in self.modules():
             if isinstance(m, nn.Embedding):
                 nn.init.normal_(m.weight, 0.0, 0.02)
@@ -183,8 +183,9 @@ class EventContext(nn.Module):
                 raise DataError(f"event code {int(codes.max())} is outside the model's {self.n_events} event types")
             emb = emb + self.event(codes.masked_fill(~real, 0))
         if self.rating is not None:
-            stars = (require_key(batch, RATINGS).float() * 2).round().clamp(0, RATING_BUCKETS - 1).long() + 1
-            emb = emb + self.rating(stars.masked_fill(~real, 0))  # (B, T, D)
+            r = require_key(batch, RATINGS).float()  # (B, T); NaN: not known (BERT4Rec's masked positions)
+            stars = (r.nan_to_num(0.0) * 2).round().clamp(0, RATING_BUCKETS - 1).long() + 1
+            emb = emb + self.rating(stars.masked_fill(~real | r.isnan(), 0))  # (B, T, D)
         return emb
 
     def attention_mask(self, allowed: torch.Tensor, batch: Batch, causal: bool) -> torch.Tensor:
@@ -212,18 +213,6 @@ def event_context(f: EventFields, hidden: int, n_heads: int, events: IdMap | Non
     if f.event_input and n_events == 0:
         raise ValueError("event_input needs the event vocabulary: data with an event column, or n_events")
     return EventContext(f, hidden, n_heads, n_events, request)
-
-
-def column_batch(seqs: Sequences, names: Sequence[str], width: int, rows: np.ndarray | None = None,
-                 model: str = "model") -> dict[str, np.ndarray]:
-    """The columns ``names`` of ``seqs`` left-padded like ``seqs.padded(width, rows)``, by batch key;
-    a one-line :class:`DataError` naming the first missing column."""
-    missing = [n for n in names if n not in seqs.columns]
-    if missing:
-        have = ", ".join(seqs.columns) or "none"
-        raise DataError(f"{model}: the settings read the per-event column {missing[0]!r}, but the data has none "
-                        f"(columns: {have})")
-    return {BATCH_KEYS[n]: seqs.padded_column(n, width, rows) for n in names}
 
 
 @dataclass(frozen=True)
@@ -275,60 +264,16 @@ def target_rule(f: EventFields, events: IdMap | None) -> TargetRule | None:
 
 def explicit_negative_loss(h: torch.Tensor, items: torch.Tensor, negative: torch.Tensor,
                            bias: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean ``softplus(score)`` (BCE with label 0) of the explicit-negative items ``negative`` ``(B, T)``
-    (0 = none) at their positions of states ``h`` ``(B, T, D)`` against the item table ``items``; 0 if none."""
-    sel = negative > 0
-    if not bool(sel.any()):
+    """Mean ``softplus(score)`` (the BCE of label 0) of the explicit-negative items ``negative`` ``(N,)`` for the
+    query states ``h`` ``(N, D)`` against the item table ``items`` (``+ bias``); 0 when ``N = 0``."""
+    if len(negative) == 0:
         return h.new_zeros(())
-    score = (h[sel] * items[negative[sel]]).sum(-1)  # (N,)
+    score = (h * items[negative]).sum(-1)  # (N,)
     if bias is not None:
-        score = score + bias[negative[sel]]
+        score = score + bias[negative]
     return F.softplus(score).mean()
 
 
-def score_columns(ctx: EventContext | None, seqs: Sequences, width: int, model: str) -> Batch:
-    """The per-event batch keys ``ctx`` reads for scoring ``seqs`` left-padded to ``width`` (none without it)."""
-    if ctx is None:
-        return {}
-    return {k: torch.from_numpy(v) for k, v in column_batch(seqs, ctx.columns, width, model=model).items()}
-
-
-def target_users(train: Sequences, width: int, rule: TargetRule, model: str) -> np.ndarray:
-    """The users with a next-item window (``width + 1`` newest items) holding at least one qualifying target."""
-    users = np.flatnonzero(train.lengths() >= 2)
-    cols = column_batch(train, rule_columns(rule), width + 1, users, model)
-    ok = rule.qualifies({k: v[:, 1:] for k, v in cols.items()}) & (train.padded(width + 1, users)[:, 1:] > 0)
-    return users[ok.any(1)]
-
-
-def rule_columns(rule: TargetRule) -> tuple[str, ...]:
-    return tuple(k for k, on in ((EVENT, rule.codes() is not None), (RATING, rule.min_rating is not None)) if on)
-
-
-EXPLICIT_NEGATIVE = "explicit_negative"  # batch key: (B, T) the low-rated item at a position it would target, else 0
-
-
-def shifted_columns(batch: Batch, train: Sequences, users: np.ndarray, width: int, ctx: EventContext | None,
-                    rule: TargetRule | None, explicit: bool, model: str) -> Batch:
-    """A next-item ``batch`` (``seq``/``target`` ``(B, T)`` of ``users``' newest ``width + 1`` items) with the
-    inputs' per-event keys (and ``request_time``: the last target's time), its targets kept only where
-    ``rule`` allows, and with ``explicit`` the low-rated targets as :data:`EXPLICIT_NEGATIVE`."""
-    names = dict.fromkeys((ctx.columns if ctx is not None else ()) + (rule_columns(rule) if rule else ()))
-    cols = column_batch(train, tuple(names), width + 1, users, model)  # key -> (B, T+1)
-    if ctx is not None:
-        batch |= {BATCH_KEYS[n]: torch.from_numpy(cols[BATCH_KEYS[n]][:, :-1]) for n in ctx.columns}
-        if TIMESTAMPS in cols:
-            batch[REQUEST_TIME] = torch.from_numpy(cols[TIMESTAMPS][:, -1])  # (B,)
-    if rule is not None:
-        nxt = {k: v[:, 1:] for k, v in cols.items()}  # (B, T) the targets' columns
-        target = batch["target"]
-        batch["target"] = target.masked_fill(torch.from_numpy(~rule.qualifies(nxt)), 0)
-        if explicit:
-            batch[EXPLICIT_NEGATIVE] = target.masked_fill(torch.from_numpy(~rule.negative(nxt)), 0)
-    return batch
-
-
-__all__ = ["BATCH_KEYS", "EVENTS", "EXPLICIT_NEGATIVE", "GAP_BUCKETS", "RATINGS", "REQUEST_TIME", "TIMESTAMPS", "EventContext",
-           "EventFields", "Periodic", "TargetRule", "column_batch", "event_context", "explicit_negative_loss",
-           "interval_buckets", "log_bucket", "require_key", "rule_columns", "score_columns",
-           "shifted_columns", "target_rule", "target_users"]
+__all__ = ["BATCH_KEYS", "EVENTS", "EXPLICIT_NEGATIVE", "GAP_BUCKETS", "RATINGS", "REQUEST_TIME", "TIMESTAMPS",
+           "EventContext", "EventFields", "Periodic", "TargetRule", "event_context", "explicit_negative_loss",
+           "interval_buckets", "log_bucket", "require_key", "target_rule"]

@@ -56,15 +56,13 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
+from attnrec.models.event_batches import score_columns, shifted_columns, target_users
 from attnrec.models.event_context import (
     EXPLICIT_NEGATIVE,
     EventFields,
     event_context,
     explicit_negative_loss,
-    score_columns,
-    shifted_columns,
     target_rule,
-    target_users,
 )
 from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
@@ -237,8 +235,6 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         # Per-event inputs and targets, built after everything else and only when asked for.
         events = context.events if context is not None else None
         self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
-        if self.event_ctx is not None:
-            self.event_ctx.reset_parameters()
         self.targets = target_rule(c, events)
 
     def run(
@@ -328,7 +324,8 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         emb = self.item_vectors()  # (I+1, D) the output layer (fused with features when they are on)
         out = self._target_loss(states[real], target[real], emb, batch, real)
         if self.config.explicit_negatives:  # low-rated events pushed down where they were the next event
-            out = out + explicit_negative_loss(states, emb, batch[EXPLICIT_NEGATIVE])
+            neg = batch[EXPLICIT_NEGATIVE]  # (B, T) the low-rated next item, else 0
+            out = out + explicit_negative_loss(states[neg > 0], emb, neg[neg > 0])
         return out
 
     def _target_loss(self, h: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, batch: Batch,
