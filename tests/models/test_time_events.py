@@ -214,3 +214,22 @@ def test_bert4rec_mask_stands_at_the_request_time_and_chunks_keep_the_columns() 
     with torch.no_grad():
         assert torch.allclose(chunked.encode_at(train["seq"], sel, train), model.run(train["seq"], batch=train)[0][sel],
                               atol=1e-5)
+
+
+def test_hstu_reads_the_timestamp_column_for_its_time_bias() -> None:
+    from attnrec.models.hstu import HSTU, HSTUConfig
+
+    torch.manual_seed(0)
+    model = HSTU(HSTUConfig(hidden=16, dqk=8, dv=8, max_len=10, dropout=0.0), 5, N_ITEMS).eval()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.rab.time_w.normal_(0.0, 1.0)  # a visible time bias
+    seqs = log()
+    batch = model.score_inputs(np.arange(3), seqs.take(np.arange(3)))
+    assert torch.equal(batch["timestamps"], torch.from_numpy(seqs.take(np.arange(3)).padded_column("timestamp", 10)))
+    plain = Sequences(seqs.offsets, seqs.items, N_ITEMS)  # the same log without its columns
+    without = model.score_inputs(np.arange(3), plain.take(np.arange(3)))
+    assert "timestamps" not in without and not torch.allclose(model.score(batch), model.score(without))
+    train = next(model.train_batches(seqs, 4, np.random.default_rng(0)))
+    first = int(np.flatnonzero((seqs.padded(11)[:, :-1] == train["seq"][0].numpy()).all(1))[0])
+    assert torch.equal(train["timestamps"][0], torch.from_numpy(seqs.padded_column("timestamp", 11)[first, :-1]))
