@@ -233,3 +233,37 @@ def test_hstu_reads_the_timestamp_column_for_its_time_bias() -> None:
     train = next(model.train_batches(seqs, 4, np.random.default_rng(0)))
     first = int(np.flatnonzero((seqs.padded(11)[:, :-1] == train["seq"][0].numpy()).all(1))[0])
     assert torch.equal(train["timestamps"][0], torch.from_numpy(seqs.padded_column("timestamp", 11)[first, :-1]))
+
+
+def hourly_log(n_users: int, seed: int, length: int = 12) -> Sequences:
+    """The next item depends on the hour of day only: an event at hour h is one of the 6 items of group
+    h // 6 (4 groups, 24 items); gaps of 1..23 hours make the next event's hour unpredictable from the past."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.integers(1, 24, (n_users, length)) * 3600 + rng.integers(0, 3600, (n_users, length))
+    ts = (1_700_000_000 - 1_700_000_000 % 86400 + np.cumsum(gaps, axis=1)).ravel()
+    items = (ts // 3600 % 24) // 6 * 6 + rng.integers(1, 7, ts.shape)
+    return Sequences(np.arange(0, n_users * length + 1, length), items, 24, {"timestamp": ts})
+
+
+def test_time_aware_sasrec_learns_an_hour_of_day_pattern_the_id_only_one_cannot() -> None:
+    train, test = hourly_log(300, seed=0), hourly_log(200, seed=1)
+    history, last = test.truncate_end(1), test.offsets[1:] - 1
+    hits = {}
+    for name, over in {"id-only": {}, "time": {"time_features": "periodic", "request_time": True}}.items():
+        torch.manual_seed(0)
+        model = SASRec(SASRecConfig(hidden=16, n_layers=1, max_len=11, dropout=0.0, loss="ce", **over), 1, 24)  # type: ignore[arg-type]
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        model.train()
+        for epoch in range(12):
+            for batch in model.train_batches(train, 64, np.random.default_rng(epoch)):
+                opt.zero_grad()
+                model.loss(batch).backward()
+                opt.step()
+        model.eval()
+        batch = model.score_inputs(np.arange(200), history)
+        batch[REQUEST_TIME] = torch.from_numpy(test.column("timestamp")[last])  # when the user comes back
+        with torch.no_grad():
+            top = model.score(batch).topk(6, dim=1).indices.numpy()
+        hits[name] = float((top == test.items[last][:, None]).any(1).mean())
+    # ID-only: the next group is a guess (~ 6 of 24 items); with the request's hour it is known
+    assert hits["id-only"] < 0.45 and hits["time"] > 0.9, hits
