@@ -45,6 +45,13 @@ def bert4rec(**over: object) -> BERT4Rec:
     return BERT4Rec(cfg, 5, N_ITEMS, CONTEXT).eval()
 
 
+def visible_intervals(model: SASRec | BERT4Rec) -> None:
+    """Random interval biases (they start at zero, where they change nothing)."""
+    assert model.event_ctx is not None and model.event_ctx.intervals is not None
+    with torch.no_grad():
+        model.event_ctx.intervals.normal_(0.0, 1.0)
+
+
 def zero_event_params(model: torch.nn.Module) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -69,6 +76,7 @@ def test_zeroed_event_embeddings_give_the_id_only_scores(make: object) -> None:
     users = np.arange(4)
     plain = make()  # type: ignore[operator]
     with_time = make(**ALL_INPUTS)  # type: ignore[operator]
+    visible_intervals(with_time)
     base = plain.score(plain.score_inputs(users, seqs.take(users)))
     batch = with_time.score_inputs(users, seqs.take(users))
     assert {"timestamps", "events", "ratings"} <= set(batch)
@@ -85,7 +93,8 @@ def _states(model: SASRec, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 @pytest.mark.parametrize("request_time", [False, True])
 @pytest.mark.parametrize("key", ["timestamps", "events", "ratings"])
 def test_sasrec_stays_causal_with_time_event_and_rating_inputs(key: str, request_time: bool) -> None:
-    model = sasrec(**ALL_INPUTS, request_time=request_time)
+    model = sasrec(**(ALL_INPUTS | {"time_intervals": 64}), request_time=request_time)
+    visible_intervals(model)
     seqs = log()
     batch = model.score_inputs(np.arange(3), seqs.take(np.arange(3)))
     batch[REQUEST_TIME] = batch["timestamps"][:, -1] + 3600
@@ -93,10 +102,9 @@ def test_sasrec_stays_causal_with_time_event_and_rating_inputs(key: str, request
     j = 6  # change event j: positions before it (before j - 1 with request_time, whose request is t_j) keep their states
     changed = dict(batch)
     changed[key] = batch[key].clone()
-    changed[key][:, j] = {"timestamps": changed[key][:, j] + 40_000, "events": 1 + changed[key][:, j] % 3,
+    # a time 1 s after the previous event: the smallest gap of the window, which must not rescale earlier intervals
+    changed[key][:, j] = {"timestamps": changed[key][:, j - 1] + 1, "events": 1 + changed[key][:, j] % 3,
                           "ratings": 5.5 - changed[key][:, j]}[key]
-    if key == "timestamps":
-        changed[key][:, j + 1:] += 40_000  # keep the log ordered
     after = _states(model, changed)
     first_seen = j - 1 if request_time and key == "timestamps" else j
     assert torch.equal(before[:, :first_seen], after[:, :first_seen])
