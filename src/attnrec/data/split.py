@@ -96,6 +96,52 @@ def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Sp
     return Split("leave-one-out", train, valid, test, params)
 
 
+def leave_last_qualifying_out(data: Interactions, target_events: str = "", min_rating: float | None = None) -> Split:
+    """Leave-one-out whose targets are *qualifying* events: of the ``target_events`` types (comma-separated names
+    of ``data.events``, e.g. ``"buy"`` for taobao's "next buy") and rated at least ``min_rating``.
+
+    The test target is each user's last qualifying event, its input every event before it (of any type);
+    the validation target is the qualifying event before that one, with every event before it as input;
+    training is every event before the validation target. Events after a user's test target are left out
+    (they happened after the request). Users with fewer than two qualifying events, or with none before the
+    validation target, train on all their events. ``EvalSet.target_columns`` hold the targets' own columns.
+    """
+    seqs = data.sequences()
+    ok = np.ones(len(seqs.items), dtype=bool)
+    names = [n.strip() for n in target_events.split(",") if n.strip()]
+    if names:
+        if data.events is None:
+            raise DataError(f"target_events={target_events!r}: the data has no event column")
+        unknown = [n for n in names if n not in data.events]
+        if unknown:
+            raise DataError(f"target_events: unknown event {unknown[0]!r}; the event types are {data.events.to_list()}")
+        ok &= np.isin(seqs.column("event"), data.events.to_internal(names))
+    if min_rating is not None:
+        ok &= seqs.column("rating") >= min_rating
+    users = np.repeat(np.arange(seqs.n_users), seqs.lengths())  # (M,) the user of each event
+    idx = np.flatnonzero(ok)  # qualifying events, by user then time
+    last = np.r_[users[idx][1:] != users[idx][:-1], True] if len(idx) else np.zeros(0, dtype=bool)
+    test_pos = idx[last]  # each user's last qualifying event
+    has_two = np.r_[False, users[idx][1:] == users[idx][:-1]][last] if len(idx) else last
+    evaluable_rows = has_two & (idx[np.flatnonzero(last) - 1] > seqs.offsets[users[test_pos]]) if len(idx) else last
+    test_pos = test_pos[evaluable_rows]
+    valid_pos = idx[np.flatnonzero(last)[evaluable_rows] - 1]  # the qualifying event before the test target
+    evaluable = users[test_pos]
+    if len(evaluable) == 0:
+        raise DataError("no user has two qualifying events with an event before them; nothing to evaluate")
+    cut_valid = np.full(seqs.n_users, np.iinfo(np.int64).max)
+    cut_valid[evaluable] = valid_pos
+    cut_test = np.full(seqs.n_users, np.iinfo(np.int64).max)
+    cut_test[evaluable] = test_pos
+    at = np.arange(len(seqs.items))
+    train = seqs.select(at < cut_valid[users])
+    before_test = seqs.select(at < cut_test[users])
+    valid = _cases(evaluable, train.take(evaluable), seqs, valid_pos)
+    test = _cases(evaluable, before_test.take(evaluable), seqs, test_pos)
+    params: dict[str, float] = {} if min_rating is None else {"min_rating": float(min_rating)}
+    return Split("leave-last-qualifying-out" + (f":{','.join(names)}" if names else ""), train, valid, test, params)
+
+
 def make_split(data: Interactions, name: str = DEFAULT_SPLIT, valid_users: int = 0, seed: int = 0) -> Split:
     """The split named ``name`` (one of :data:`SPLITS`).
 

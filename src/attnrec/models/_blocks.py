@@ -28,7 +28,7 @@ class MultiHeadAttention(nn.Module):
         ``x_q`` ``(B, Tq, D)`` holds the queries and ``x_kv`` ``(B, T, D)`` the keys and values
         (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: bool
         ``(B, 1, Tq, T)`` or ``(Tq, T)``, True where query t may attend to key s
-        (:mod:`attnrec.models.masks`). The probabilities are the dropout-free ones, for inspection;
+        (:mod:`attnrec.models.masks`), or a float ``(B, H, Tq, T)`` added to the logits (``-inf``: not allowed). The probabilities are the dropout-free ones, for inspection;
         the output always comes from the fused kernel, so asking for them changes nothing else.
         """
         b, tq, d = x_q.shape
@@ -41,7 +41,9 @@ class MultiHeadAttention(nn.Module):
         weights = None
         if need_weights:
             logits = q @ k.transpose(-1, -2) / (d // h) ** 0.5  # (B, H, Tq, T)
-            weights = logits.masked_fill(~allowed, -torch.inf).softmax(-1)  # (B, H, Tq, T)
+            # a float mask (time-interval biases, -inf where not allowed) adds to the logits as in the kernel
+            masked = logits + allowed if allowed.is_floating_point() else logits.masked_fill(~allowed, -torch.inf)
+            weights = masked.softmax(-1)  # (B, H, Tq, T)
         return self.out(y.transpose(1, 2).reshape(b, tq, d)), weights  # (B, Tq, D)
 
 

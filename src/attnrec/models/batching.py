@@ -5,7 +5,7 @@ Everything here is drawn from the epoch's seeded generator, so an epoch is a fun
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -100,27 +100,67 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
 
 
 
-def sliding_window_matrix(train: Sequences, max_len: int, step: int) -> np.ndarray:
-    """The :func:`sliding_windows` of ``train``'s sequences as a left-padded item matrix ``(R, max_len)``."""
+def sliding_window_matrix(train: Sequences, max_len: int, step: int, values: np.ndarray | None = None) -> np.ndarray:
+    """The :func:`sliding_windows` of ``train``'s sequences as a left-padded item matrix ``(R, max_len)``
+    (or, with ``values``, of that array aligned with the items, e.g. a per-event column)."""
     rows, begin, length = sliding_windows(train.lengths(), max_len, step)
     start = train.offsets[rows] + begin  # (R,) absolute index of each window's first item
     col = np.arange(max_len)[None, :]  # (1, T)
     valid = col >= (max_len - length)[:, None]  # (R, T) left padding before each window's items
     src = (start + length - max_len)[:, None] + col  # (R, T) absolute index of each cell's item
-    out = np.zeros((len(rows), max_len), dtype=np.int64)
-    out[valid] = train.items[src[valid]]
+    items = train.items if values is None else values
+    out = np.zeros((len(rows), max_len), dtype=items.dtype)
+    out[valid] = items[src[valid]]
     return out
 
+
+def length_chunks(seq: torch.Tensor, n_chunks: int) -> list[tuple[torch.Tensor, int]]:
+    """``(rows, width)`` chunks of a left-padded batch ``seq`` ``(B, T)``: with ``n_chunks = K > 1`` the rows,
+    sorted by length, cut into K chunks, each trimmed to its longest row (the last columns hold every item)."""
+    if n_chunks <= 1:
+        return [(torch.arange(len(seq), device=seq.device), seq.shape[1])]
+    n_real = (seq > 0).sum(1)  # (B,)
+    parts = torch.tensor_split(torch.argsort(n_real), n_chunks)
+    return [(rows, int(n_real[rows].max())) for rows in parts if len(rows)]
+
+
+def encode_in_chunks(
+    encode: Callable[[dict[str, torch.Tensor]], torch.Tensor], batch: dict[str, torch.Tensor], sel: torch.Tensor,
+    n_chunks: int,
+) -> torch.Tensor:
+    """States ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``batch["seq"][sel]`` order, encoded chunk
+    by chunk (:func:`length_chunks`): ``encode(part)`` gives the states ``(b, w, D)`` of ``part``, the chunk's rows
+    of every ``(B, T)`` entry of ``batch`` (``seq`` and its per-event columns) trimmed to their last ``w`` columns.
+
+    For a model whose positions count from the end and whose padding keys are masked, a trimmed chunk
+    gives the padded batch's states, with far less work when most rows are much shorter than ``T``.
+    """
+    seq = batch["seq"]
+    place = torch.zeros_like(seq)
+    place[sel] = torch.arange(int(sel.sum()), device=seq.device)  # (B, T) rank of each selected position
+    states, places = [], []
+    for rows, w in length_chunks(seq, n_chunks):
+        part = {k: v[rows, -w:] for k, v in batch.items() if v.shape == seq.shape}  # (b, w) each
+        states.append(encode(part)[sel[rows, -w:]])  # (n, D)
+        places.append(place[rows, -w:][sel[rows, -w:]])
+    return torch.cat(states)[torch.argsort(torch.cat(places))]  # (N, D) back in seq[sel] order
+
+
 def shifted_batches(
-    train: Sequences, max_len: int, batch_size: int, rng: np.random.Generator, shared: SharedNegatives | None = None
+    train: Sequences, max_len: int, batch_size: int, rng: np.random.Generator, shared: SharedNegatives | None = None,
+    only: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
     """One epoch of the shifted next-item objective: ``(users (B,), batch)`` in shuffled order.
 
     Each batch holds the last ``max_len + 1`` items of its users split into inputs ``seq`` ``(B, T)``
     and next-item targets ``target`` ``(B, T)`` (left-padded); with ``shared``, the negatives the
-    batch shares and their log-Q corrections are drawn after the rows (the models' RNG order).
+    batch shares and their log-Q corrections are drawn after the rows (the models' RNG order). ``only``:
+    just these users (e.g. those with a target of the wanted event type), else every user with two items.
     """
     users, windows = next_item_windows(train, max_len)  # (U,), (U, T+1)
+    if only is not None:
+        keep = np.isin(users, only)
+        users, windows = users[keep], windows[keep]
     for idx in batches(len(users), batch_size, rng):
         w = windows[idx]  # (B, T+1)
         batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}

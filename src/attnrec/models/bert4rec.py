@@ -11,7 +11,8 @@ in the authors' code, not in the paper's formula). Inference appends [mask] to t
 Embedding rows: 0 = padding, 1..n_items = items, n_items + 1 = [mask]. Sequences are
 left-padded, so the newest item (or the appended [mask]) always has position ``max_len - 1``.
 ``item_features``/``id_dropout`` (off by default) fuse item features into the item table
-(:mod:`attnrec.models.context`); [mask] keeps its own vector.
+(:mod:`attnrec.models.context`); [mask] keeps its own vector. Per-event inputs and targets (off by default,
+:mod:`attnrec.models.event_context`): [mask] stands at the request time, targets are masked by type/rating.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from torch import nn
 
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
+from attnrec.models import event_batches as eb
+from attnrec.models import event_context as ev
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import batches, sliding_window_matrix, sliding_windows
+from attnrec.models.batching import batches, encode_in_chunks, length_chunks
 from attnrec.models.context import (
     ModelContext,
     check_feature_options,
@@ -55,7 +58,7 @@ from attnrec.search_space import Choice, Float, Int, SearchSpace
 
 
 @dataclass(frozen=True)
-class BERT4RecConfig:
+class BERT4RecConfig(ev.EventFields):
     """BERT4Rec hyperparameters (defaults: the paper's ML-1M model with BERT's dropout)."""
 
     hidden: int = 64  # d, the embedding and model width (FFN width 4d)
@@ -80,6 +83,7 @@ class BERT4RecConfig:
     id_dropout: float = 0.0  # training: chance of zeroing an item's ID vector (features alone: cold items)
 
     def __post_init__(self) -> None:
+        self.check_events()  # the per-event fields (EventFields)
         if self.loss not in ("ce", "sampled_ce"):
             raise ValueError(f"loss must be ce or sampled_ce, not {self.loss!r}")
         if self.init not in ("xavier", "bert"):
@@ -207,6 +211,8 @@ class BERT4Rec(
             self.item_emb.weight[0].zero_()
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
+        events = context.events if context is not None else None  # per-event inputs and targets, built last
+        self.event_ctx, self.targets = ev.event_context(c, c.hidden, c.n_heads, events, "last"), ev.target_rule(c, events)
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
         """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
@@ -214,9 +220,11 @@ class BERT4Rec(
         fused = None if self.item_ctx is None else torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id:]])
         return self.item_emb(seq) if fused is None else F.embedding(seq, fused)  # (B, T, D)
 
-    def embed(self, seq: torch.Tensor, content: torch.Tensor | None = None) -> torch.Tensor:
+    def embed(self, seq: torch.Tensor, content: torch.Tensor | None = None, batch: Batch | None = None) -> torch.Tensor:
         """Inputs ``(B, T, D)`` of tokens ``seq`` ``(B, T)``: ``content`` (or theirs) + positions, LayerNorm, dropout."""
         x = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
+        if self.event_ctx is not None:  # + time/event/rating embeddings of ``batch`` (whose seq is seq)
+            x = self.event_ctx.add_inputs(x, batch or {"seq": seq})  # (B, T, D)
         if self.pos_emb is not None:
             t = seq.shape[1]
             x = x + self.pos_emb(torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device))
@@ -225,7 +233,7 @@ class BERT4Rec(
 
     def run(
         self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
-        content: torch.Tensor | None = None,
+        content: torch.Tensor | None = None, batch: Batch | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``
         and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
@@ -234,8 +242,10 @@ class BERT4Rec(
         computes that one query (the earlier layers still need every position), what scoring needs,
         about half the work of a two-layer model. ``content`` ``(B, T, D)``: see :meth:`embed`.
         """
-        x = self.embed(seq, content)  # (B, T, D)
+        x = self.embed(seq, content, batch)  # (B, T, D)
         allowed = bidirectional_mask(seq)  # (B, 1, T, T): every real position, before and after
+        if self.event_ctx is not None:  # time-interval biases (a float mask), or allowed as it is
+            allowed = self.event_ctx.attention_mask(allowed, batch or {"seq": seq}, causal=False)
         maps = []
         for i, block in enumerate(self.blocks):
             x, weights = block(x, allowed, need_weights, last=1 if last_only and i == len(self.blocks) - 1 else 0)
@@ -258,25 +268,32 @@ class BERT4Rec(
 
     # -- training: the Cloze task ------------------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
-        return len(sliding_windows(train.lengths(), self.config.max_len, self.config.sliding_step)[0])
+        # the windows (with targets by type: only those holding a target of the wanted types/ratings)
+        return len(eb.cloze_windows(train, self.config.max_len, self.config.sliding_step, None, self.targets, False, ""))
 
     def windows(self, train: Sequences) -> np.ndarray:
         """Left-padded ``(R, max_len)`` training windows (see :func:`sliding_windows`)."""
-        return sliding_window_matrix(train, self.config.max_len, self.config.sliding_step)
+        return eb.cloze_windows(train, self.config.max_len, self.config.sliding_step, None, None, False, "").items
 
-    def cloze(self, w: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted)."""
+    def cloze(self, w: np.ndarray, rng: np.random.Generator, ok: np.ndarray | None = None,
+              negative: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted). Targets by type: only
+        ``ok`` positions are targets; ``negative`` ones are masked too, labelled minus their item."""
         c, (b, t) = self.config, w.shape
-        real = w > 0  # (B, T)
+        real = w > 0 if ok is None else ok  # (B, T) the positions that may be predicted
         n_real = real.sum(1)  # (B,)
         last_only = np.asarray(rng.random(b)) < c.mask_last_prob  # (B,) test-like samples
-        masked = (rng.random((b, t)) < c.mask_prob) & real  # (B, T)
-        empty = ~masked.any(1)  # at least one prediction per sample: a random real position
-        pick = t - 1 - np.minimum((rng.random(b) * n_real).astype(np.int64), np.maximum(n_real - 1, 0))
+        masked = (rng.random((b, t)) < c.mask_prob) & (real if negative is None else real | negative)  # (B, T)
+        empty = ~(masked & real).any(1)  # at least one prediction per sample: a random real position
+        k = np.minimum((rng.random(b) * n_real).astype(np.int64), np.maximum(n_real - 1, 0))
+        pick = t - 1 - k if ok is None else eb.nth_from_end(real, k)
         masked[empty, pick[empty]] = True
         masked[last_only] = False
-        masked[last_only, t - 1] = True  # left padding: the last item is at column T-1
-        labels = np.where(masked, w, 0)
+        # left padding: the last item is at column T-1 (by type: the last target of the window)
+        masked[last_only, t - 1 if ok is None else eb.nth_from_end(real, np.zeros(b, np.int64))[last_only]] = True
+        labels = np.where(masked & real, w, 0)
+        if negative is not None:  # masked low-rated events: minus their item (train_batches splits them off)
+            labels = np.where(masked & negative, -w, labels)
         inp = w.copy()
         if c.use_80_10_10:
             r = rng.random((b, t))
@@ -291,65 +308,49 @@ class BERT4Rec(
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of windows with a fresh Cloze masking (and negatives) per call."""
         c = self.config
-        windows = self.windows(train)
+        cw = eb.cloze_windows(train, c.max_len, c.sliding_step, self.event_ctx, self.targets, c.explicit_negatives, "bert4rec")
         shared = None
         if c.loss == "sampled_ce":
             shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives)
-        for idx in batches(len(windows), batch_size, rng):
-            inp, labels = self.cloze(windows[idx], rng)
-            batch = {"seq": torch.from_numpy(inp), "labels": torch.from_numpy(labels)}
+        for idx in batches(len(cw.items), batch_size, rng):
+            inp, labels = self.cloze(cw.items[idx], rng, *cw.masks(idx))
+            batch = {"seq": torch.from_numpy(inp), "labels": torch.from_numpy(labels)} | cw.batch(idx, labels)
             if shared is not None:  # negatives shared by the batch, with their log-Q corrections
-                batch |= shared.draw(labels, rng)
+                batch |= shared.draw(batch["labels"].numpy(), rng)
             yield batch
 
     def chunks(self, seq: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
-        """``(rows, width)`` of the chunks :meth:`encode_at` encodes a batch ``seq`` ``(B, T)`` in.
+        """``(rows, width)`` of the chunks :meth:`encode_at` encodes a batch ``seq`` ``(B, T)`` in (:func:`length_chunks`)."""
+        return length_chunks(seq, self.config.length_chunks)
 
-        With ``length_chunks = K > 1`` the rows, sorted by length, are cut into K chunks, each
-        trimmed to its longest row (left padding: the last columns hold every item); else one chunk.
-        """
-        if self.config.length_chunks <= 1:
-            return [(torch.arange(len(seq), device=seq.device), seq.shape[1])]
-        n_real = (seq > 0).sum(1)  # (B,)
-        parts = torch.tensor_split(torch.argsort(n_real), self.config.length_chunks)
-        return [(rows, int(n_real[rows].max())) for rows in parts if len(rows)]
-
-    def encode_at(self, seq: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
-        """Hidden states ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``seq[sel]`` order.
-
-        Chunk by chunk (:meth:`chunks`): positions count from the end and padding keys are masked,
-        so a trimmed chunk gives the padded batch's states, with far less attention and FFN work
-        when most histories are much shorter than ``max_len``.
-        """
+    def encode_at(self, seq: torch.Tensor, sel: torch.Tensor, batch: Batch | None = None) -> torch.Tensor:
+        """Hidden states ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``seq[sel]`` order; with
+        ``length_chunks`` chunk by chunk, each trimmed to its longest row (:func:`encode_in_chunks`)."""
         if self.config.length_chunks <= 1:  # the default: one padded batch, no bookkeeping
-            return self.encode(seq)[sel]
-        parts = self.chunks(seq)
-        place = torch.zeros_like(seq)
-        place[sel] = torch.arange(int(sel.sum()), device=seq.device)  # (B, T) rank of each selected position
-        states, places = [], []
-        for rows, w in parts:
-            s = sel[rows, -w:]  # (b, w)
-            states.append(self.encode(seq[rows, -w:])[s])  # (n, D)
-            places.append(place[rows, -w:][s])
-        return torch.cat(states)[torch.argsort(torch.cat(places))]  # (N, D) back in seq[sel] order
+            return self.run(seq, batch=batch)[0][sel]
+        full = (batch or {}) | {"seq": seq}  # seq and its per-event columns, trimmed together
+        return encode_in_chunks(lambda part: self.run(part["seq"], batch=part)[0], full, sel, self.config.length_chunks)
 
     def loss_terms(self, batch: Batch) -> int:
         """How many terms :meth:`loss` averages over: the masked positions (DDP weights ranks by it)."""
         return int((batch["labels"] > 0).sum())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Negative log-likelihood of the true items at masked positions only."""
-        labels = batch["labels"]  # (B, T)
+        """Negative log-likelihood of the true items at masked positions only (with ``explicit_negatives``, plus
+        ``softplus`` of the score of each masked low-rated item at its position)."""
+        labels, bad = batch["labels"], batch.get(ev.EXPLICIT_NEGATIVE)  # (B, T) each
         sel = labels > 0
-        h = self.encode_at(batch["seq"], sel)  # (N, D) masked positions only
-        target = labels[sel]  # (N,)
-        z = self.project(h)  # (N, D)
+        both = sel if bad is None else sel | (bad > 0)  # the positions encoded: targets and explicit negatives
+        states = self.project(self.encode_at(batch["seq"], both, batch))  # (N', D) masked positions only
+        z, target = states[sel[both]], labels[sel]  # (N, D), (N,)
+        extra = 0.0 if bad is None else ev.explicit_negative_loss(states[(bad > 0)[both]], self.item_vectors(),
+                                                               bad[bad > 0], self.out_bias)
         if self.config.loss == "ce":  # chunked: never holds all (N, I+1) logits
-            return softmax_cross_entropy(z, self.item_vectors(), target, self.out_bias)
+            return softmax_cross_entropy(z, self.item_vectors(), target, self.out_bias) + extra
         neg, emb = batch["negative"], self.item_vectors()  # (S,), (I+1, D)
         pos_logit = (z * emb[target]).sum(-1) + self.out_bias[target]  # (N,)
         neg_logit = z @ emb[neg].T + self.out_bias[neg]  # (N, S)
-        return batch_sampled_softmax(pos_logit, neg_logit, target, batch, sel)  # log-Q corrected unless uniform
+        return batch_sampled_softmax(pos_logit, neg_logit, target, batch, sel) + extra  # log-Q corrected unless uniform
 
     # -- inference: [mask] appended after the history ----------------------------------------
     def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
@@ -360,16 +361,17 @@ class BERT4Rec(
         """
         width = int(min(self.config.max_len - 1, histories.lengths().max(initial=0)))
         seq = histories.padded(width)
-        mask = np.full((len(seq), 1), self.mask_id, dtype=np.int64)
-        return {"seq": torch.from_numpy(np.concatenate([seq, mask], axis=1))}
+        mask = np.full((len(seq), 1), self.mask_id, dtype=np.int64)  # [mask] at the request time (event_context)
+        cols = eb.mask_columns(eb.score_columns(self.event_ctx, histories, width, "bert4rec"))
+        return {"seq": torch.from_numpy(np.concatenate([seq, mask], axis=1))} | cols
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)``: ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
-        return self.project(self.run(batch["seq"], last_only=True)[0][:, -1, :])
+        return self.project(self.run(batch["seq"], last_only=True, batch=batch)[0][:, -1, :])
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the tokens' embeddings (output bias included)."""
-        query = self.project(self.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :])  # (B, D)
+        query = self.project(self.run(batch["seq"], last_only=True, content=embedded, batch=batch)[0][:, -1, :])
         return factorised_scores(query, self.item_vectors(), self.item_bias())  # (B, I+1)
 
     def item_vectors(self) -> torch.Tensor:

@@ -36,6 +36,7 @@ from torch import nn
 from attnrec.data.features import AlignedFeatures, FeatureTable, NumericField
 from attnrec.data.schema import IdMap
 from attnrec.models._blocks import MultiHeadAttention
+from attnrec.models.event_context import EventFields
 
 FEATURE_MODES = ("none", "sum", "concat", "gate")
 
@@ -162,9 +163,10 @@ class ItemFeatures:
 
 @dataclass(frozen=True)
 class ModelContext:
-    """What a model is built with besides its config and sizes (room for event/time vocabularies later)."""
+    """What a model is built with besides its config and sizes: item features, the log's event vocabulary."""
 
     item_features: ItemFeatures | None = None
+    events: IdMap | None = None  # event names -> codes 1..E (event_input's size, target_events' names)
 
 
 class FieldEmbedding(nn.Module):
@@ -351,16 +353,18 @@ class DecoupledAttention(MultiHeadAttention):
         return self.out(y.transpose(1, 2).reshape(b, tq, d)), probs if need_weights else None  # (B, Tq, D)
 
 
-def context_for(config: object, table: FeatureTable | None, items: IdMap) -> ModelContext | None:
-    """The :class:`ModelContext` a model with ``config`` needs for a log with ``items`` and item
-    feature ``table``; ``None`` when the config reads no features."""
+def context_for(config: object, table: FeatureTable | None, items: IdMap,
+                events: IdMap | None = None) -> ModelContext | None:
+    """The :class:`ModelContext` a model with ``config`` needs for a log with ``items``, item feature
+    ``table`` and event vocabulary ``events``; ``None`` when the config reads neither."""
     mode, fields, difsr = feature_settings(config)
+    events = events if isinstance(config, EventFields) and (config.event_input or config.target_events) else None
     if mode == "none" and not difsr:
-        return None
+        return None if events is None else ModelContext(events=events)
     if table is None:
         raise ValueError(f"item_features={mode!r}{' with difsr' if difsr else ''} needs item features, but the "
                          "data has none (attach a feature table, e.g. --item-features FILE)")
-    return ModelContext(ItemFeatures.from_table(table, items, fields))
+    return ModelContext(ItemFeatures.from_table(table, items, fields), events)
 
 
 __all__ = ["FEATURE_MODES", "DecoupledAttention", "FieldEmbedding", "ItemContext", "ItemExtensible",

@@ -32,9 +32,9 @@ position), and a time gap is measured from the query event's own timestamp, so n
 anything of the event it predicts (the reference measures from the next event's timestamp).
 
 Timestamps: an optional batch entry ``"timestamps"`` ``(B, T)`` int64 seconds aligned with
-``"seq"`` (``<= 0``: padding or unknown, and then no time bias for that pair). The data pipeline
-does not pass timestamps yet (``ml-1m.txt`` has none), so trained and served models use the
-relative position bias only; :meth:`HSTU.run`, :meth:`HSTU.loss` and :meth:`HSTU.score` accept them.
+``"seq"`` (``<= 0``: padding or unknown, and then no time bias for that pair). :meth:`HSTU.train_batches`
+and :meth:`HSTU.score_inputs` fill it from the sequences' ``timestamp`` column when they have one
+(logs without timestamps, e.g. ``ml-1m.txt``, use the relative position bias only).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnrec.data.schema import Sequences
+from attnrec.data.schema import TIMESTAMP, Sequences
 from attnrec.models.batching import next_item_rows, shifted_batches
 from attnrec.models.contracts import (
     AttentionInspectable,
@@ -58,6 +58,7 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
+from attnrec.models.event_context import LOG_BUCKET_WIDTH, TIMESTAMPS, log_bucket
 from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
@@ -65,7 +66,7 @@ from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
 
-TIME_BUCKET_WIDTH = 0.301  # the reference divides ln(gap in seconds) by this: a bucket spans a factor e^0.301 = 1.35
+TIME_BUCKET_WIDTH = LOG_BUCKET_WIDTH  # the reference divides ln(gap in seconds) by this: a bucket spans a factor 1.35
 EPS = 1e-6  # the reference's epsilon for its layer norms and L2 normalisations
 
 
@@ -107,8 +108,8 @@ def time_buckets(timestamps: torch.Tensor, n_buckets: int) -> tuple[torch.Tensor
     ``<= 0`` (padding or unknown) is not known and gets no time bias.
     """
     ts = timestamps.long()  # (B, T) seconds
-    gap = (ts[:, :, None] - ts[:, None, :]).abs().clamp(min=1)  # (B, T, T)
-    bucket = (gap.float().log() / TIME_BUCKET_WIDTH).long().clamp(0, n_buckets)  # (B, T, T)
+    gap = (ts[:, :, None] - ts[:, None, :]).abs()  # (B, T, T)
+    bucket = log_bucket(gap, n_buckets)  # (B, T, T) the reference's bucketing, shared with SASRec/BERT4Rec
     known = (ts > 0)[:, :, None] & (ts > 0)[:, None, :]  # (B, T, T)
     return bucket, known
 
@@ -290,7 +291,9 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         shared = None
         if c.loss == "sampled_ce":
             shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives)
-        for _, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
+        for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
+            if TIMESTAMP in train.columns:  # the inputs' times (the targets' are never read)
+                batch[TIMESTAMPS] = torch.from_numpy(train.padded_column(TIMESTAMP, c.max_len + 1, users)[:, :-1])
             yield batch
 
     def loss_terms(self, batch: Batch) -> int:
@@ -319,7 +322,10 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         # Padded to the batch's longest history: positions count from each row's oldest item, the
         # bias from offsets and the attention divides by max_len, so the width changes no score.
         width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))
-        return {"seq": torch.from_numpy(histories.padded(width))}
+        batch = {"seq": torch.from_numpy(histories.padded(width))}
+        if TIMESTAMP in histories.columns:  # the events' times, for the time-gap bias
+            batch[TIMESTAMPS] = torch.from_numpy(histories.padded_column(TIMESTAMP, width))
+        return batch
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` newest-position states / temperature: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""

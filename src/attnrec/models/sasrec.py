@@ -15,6 +15,10 @@ batch's own targets. Every logit is corrected by ``-log E[k]``, the expected num
 a row's target are masked. The per-step memory is ``O(positions x negatives)``, whatever the
 catalog size.
 
+Per-event inputs and targets (off by default; :mod:`attnrec.models.event_context`): TiSASRec interval
+biases, periodic time and request-time embeddings, event-type and rating embeddings, targets by event
+type and rating, explicit negatives. SASRec stays causal with every one of them.
+
 Item features (off by default; :mod:`attnrec.models.context`): ``item_features`` sum/concat/gate
 builds the item table (input embedding and output layer) from the ID embedding and the items'
 features, ``id_dropout`` teaches it to score from features alone (cold items), and ``difsr`` adds
@@ -52,6 +56,14 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
+from attnrec.models.event_batches import score_columns, shifted_columns, target_users
+from attnrec.models.event_context import (
+    EXPLICIT_NEGATIVE,
+    EventFields,
+    event_context,
+    explicit_negative_loss,
+    target_rule,
+)
 from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives, draw_negatives
@@ -62,7 +74,7 @@ from attnrec.search_space import Choice, Float, Int, SearchSpace
 
 
 @dataclass(frozen=True)
-class SASRecConfig:
+class SASRecConfig(EventFields):
     """SASRec hyperparameters (defaults: the paper's ML-1M settings)."""
 
     hidden: int = 50  # d, the embedding and model width
@@ -90,8 +102,14 @@ class SASRecConfig:
     feature_fields: str = ""
     id_dropout: float = 0.0
     difsr: bool = False
+    # Per-event inputs and targets: the EventFields (attnrec.models.event_context), plus the time of the
+    # predicted event (the request's, at the newest position) as an input at each position.
+    request_time: bool = False
 
     def __post_init__(self) -> None:
+        self.check_events()
+        if self.difsr and self.time_intervals:
+            raise ValueError("difsr cannot be combined with time_intervals (both change the attention logits)")
         if self.loss not in ("bce", "ce", "sampled_ce"):
             raise ValueError(f"loss must be bce, ce or sampled_ce, not {self.loss!r}")
         if self.sampler not in SAMPLERS:
@@ -214,10 +232,14 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
             self.item_emb.weight[0].zero_()
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
+        # Per-event inputs and targets, built after everything else and only when asked for.
+        events = context.events if context is not None else None
+        self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
+        self.targets = target_rule(c, events)
 
     def run(
         self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
-        content: torch.Tensor | None = None,
+        content: torch.Tensor | None = None, batch: Batch | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``
         and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
@@ -225,16 +247,20 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         ``last_only``: the newest position's state ``(B, 1, D)`` only; the final block then computes
         that one query (the earlier blocks still need every position as keys), which is what
         scoring needs and about half the work of a two-block model. ``content`` ``(B, T, D)``
-        replaces the item embeddings of ``seq`` (:meth:`score_embedded`).
+        replaces the item embeddings of ``seq`` (:meth:`score_embedded`). ``batch``: where per-event
+        inputs come from (its ``seq`` is ``seq``).
         """
         t = seq.shape[1]
         keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1)
         # Positions count from the window's start, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
         emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
+        allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only
+        if self.event_ctx is not None:  # + time/event/rating embeddings; interval biases (-inf off the causal mask)
+            emb = self.event_ctx.add_inputs(emb, batch or {"seq": seq})  # (B, T, D)
+            allowed = self.event_ctx.attention_mask(allowed, batch or {"seq": seq}, causal=True)  # (B, H, T, T)
         x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
         x = self.emb_drop(x) * keep
-        allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only
         side = self.item_ctx.side(seq) if self.config.difsr and self.item_ctx is not None else None  # (F, B, T, D)
         maps = []
         for i, block in enumerate(self.blocks):
@@ -251,7 +277,7 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
-        query = self.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
+        query = self.run(batch["seq"], last_only=True, content=embedded, batch=batch)[0][:, -1, :]  # (B, D)
         return factorised_scores(query, self.item_vectors())
 
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
@@ -264,7 +290,9 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
 
     # -- training: shifted next-item targets -------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
-        return next_item_rows(train)
+        if self.targets is None:
+            return next_item_rows(train)
+        return len(target_users(train, self.config.max_len, self.targets, "sasrec"))  # with a target of the type
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of (input, next-item target) windows; negatives redrawn every call."""
@@ -273,7 +301,11 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         shared = None
         if c.loss == "sampled_ce":
             shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives)
-        for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
+        only = None if self.targets is None else target_users(train, c.max_len, self.targets, "sasrec")
+        for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared, only):
+            if self.event_ctx is not None or self.targets is not None:  # per-event inputs; targets by type
+                batch = shifted_columns(batch, train, users, c.max_len, self.event_ctx, self.targets,
+                                        c.explicit_negatives, "sasrec")
             if seen is not None:  # one negative per position, never an item the user has seen
                 target = batch["target"]  # (B, T)
                 batch["negative"] = torch.from_numpy(draw_negatives(users, tuple(target.shape), self.n_items, seen, rng))
@@ -284,12 +316,21 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         return int((batch["target"] > 0).sum())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Next-item loss over real (non-padding) positions only."""
+        """Next-item loss over real (non-padding) positions only (and, with ``explicit_negatives``, a
+        ``softplus`` of each low-rated target's score where it would have been the target)."""
         target = batch["target"]  # (B, T)
         real = target > 0
-        h = self.encode(batch["seq"])[real]  # (N, D) real positions only
-        pos = target[real]  # (N,)
+        states = self.run(batch["seq"], batch=batch)[0]  # (B, T, D)
         emb = self.item_vectors()  # (I+1, D) the output layer (fused with features when they are on)
+        out = self._target_loss(states[real], target[real], emb, batch, real)
+        if self.config.explicit_negatives:  # low-rated events pushed down where they were the next event
+            neg = batch[EXPLICIT_NEGATIVE]  # (B, T) the low-rated next item, else 0
+            out = out + explicit_negative_loss(states[neg > 0], emb, neg[neg > 0])
+        return out
+
+    def _target_loss(self, h: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, batch: Batch,
+                     real: torch.Tensor) -> torch.Tensor:
+        """The configured loss of states ``h`` ``(N, D)`` at the ``real`` positions against their targets ``pos`` ``(N,)``."""
         if self.config.loss == "bce":
             neg = batch["negative"][real]  # (N,)
             pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
@@ -315,11 +356,11 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         # Padded to the batch's longest history, not max_len: positions count from the window's end
         # and padding keys are masked, so the scores are the same and short histories cost less.
         width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))
-        return {"seq": torch.from_numpy(histories.padded(width))}
+        return {"seq": torch.from_numpy(histories.padded(width))} | score_columns(self.event_ctx, histories, width, "sasrec")
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.run(batch["seq"], last_only=True)[0][:, -1, :]
+        return self.run(batch["seq"], last_only=True, batch=batch)[0][:, -1, :]
 
     def item_vectors(self) -> torch.Tensor:
         """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding); with item

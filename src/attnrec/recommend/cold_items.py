@@ -9,6 +9,7 @@ vectors (their representation comes from their features alone, as with ``id_drop
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypeAlias  # Any: JSON values
 
@@ -20,6 +21,7 @@ from attnrec.config import ConfigError
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import DataError, IdMap, Interactions
 from attnrec.models.context import ItemExtensible, ItemFeatures, ModelContext, context_for, feature_settings
+from attnrec.models.event_context import EventFields
 from attnrec.recommend.persistence import SavedModel
 from attnrec.recommend.structure import one_line
 
@@ -28,11 +30,15 @@ ID_COLUMNS = ("item_id", "id", "itemId", "movieId", "asin", "aid")
 ItemFeatureInput: TypeAlias = pd.DataFrame | FeatureTable  # what Recommender.add_items takes
 
 
-def feature_context(model: str, config: object, data: Interactions) -> ModelContext | None:
-    """The context ``config`` asks for on ``data`` (``None``: no features); a :class:`ConfigError` when
-    the data cannot give it (no item features, unknown ``feature_fields``, log items without a row)."""
+def feature_context(model: str, config: object, data: Interactions) -> tuple[object, ModelContext | None]:
+    """``config`` (with ``event_input``'s ``n_events`` taken from ``data``, so that a saved model rebuilds
+    without data) and the context it asks for on ``data`` (``None``: no features, no event vocabulary); a
+    :class:`ConfigError` when the data cannot give it (no item features, unknown ``feature_fields``, log
+    items without a row)."""
+    if isinstance(config, EventFields) and config.event_input and not config.n_events and data.events is not None:
+        config = dataclasses.replace(config, n_events=len(data.events))
     try:
-        return context_for(config, data.item_features, data.items)
+        return config, context_for(config, data.item_features, data.items, data.events)
     except ValueError as e:  # DataError included
         raise ConfigError(f"{model}: {one_line(e)}") from None
 

@@ -130,7 +130,7 @@ class Recommender:
         split = split or leave_one_out(data)
         self._set_data(data)
         cfg = self.train_config
-        self.context_ = cold_items.feature_context(self.name, self.config, data)
+        self.config, self.context_ = cold_items.feature_context(self.name, self.config, data)
         self.core = build_core(self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed, context=self.context_)
         popularity = self.popularity_
 
