@@ -30,6 +30,9 @@ def test_a_config_reads_its_tables(tmp_path: Path) -> None:
     ('data = "demo"\nmodel = "pop"\nsplit = "random"', "", "unknown split 'random'"),
     ('data = "demo"\nmodel = "pop"\nsplit = "temporal"\nvalid_users = 5', "", "leave-one-out split only"),
     ('data = "demo"\nmodel = "pop"\nprotocols = ["halfway"]', "", "unknown protocol 'halfway'"),
+    ('data = "demo"\nmodel = "pop"\nsave = "runs/x"', "", r"save must be true or false, not 'runs/x'"),
+    ('data = "demo"\nmodel = "pop"\nvalid_users = true', "", "valid_users must be an integer"),
+    ('data = "demo"\nmodel = "pop"\ncold_items = "10%"', "", "cold_items must be a number"),
 ])
 def test_bad_configs_fail_with_one_clear_line(tmp_path: Path, run: str, extra: str, message: str) -> None:
     with pytest.raises((ConfigError, ValueError), match=message):

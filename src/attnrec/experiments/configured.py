@@ -29,6 +29,10 @@ from attnrec.training.state import STATE_JSON
 log = logging.getLogger("attnrec.experiments")
 
 
+_SCALARS: dict[str, type | tuple[type, ...]] = {"str": str, "bool": bool, "int": int, "float": (int, float)}
+_SCALAR_NAMES = {"str": "a string", "bool": "true or false", "int": "an integer", "float": "a number"}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One benchmark run: the ``[run]`` table of a config file plus its ``[model]`` and ``[train]`` tables."""
@@ -57,6 +61,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         where = f"{self.path}: " if self.path else ""
+        for f in dataclasses.fields(self):  # a TOML value of the wrong type (save = "runs/x") is an error
+            want = _SCALARS.get(str(f.type))
+            value = getattr(self, f.name)
+            if want is not None and (not isinstance(value, want) or (f.type != "bool" and isinstance(value, bool))):
+                raise ConfigError(f"{where}[run] {f.name} must be {_SCALAR_NAMES[str(f.type)]}, not {value!r}")
         if self.split not in SPLITS:
             raise ConfigError(f"{where}unknown split {self.split!r}; use {' or '.join(SPLITS)}")
         if self.valid_users and self.split != "leave-one-out":
