@@ -62,8 +62,10 @@ RESULTS = ROOT / "benchmarks" / "results"
 CONFIG = ROOT / "benchmarks" / "configs" / "faithfulness.toml"
 BASELINES = ("random", "recency")
 PROTOCOL: dict[str, Any] = {"users": 200, "min_history": 5, "seed": 0, "targets": 1,
-            "deletion": [0.05, 0.1, 0.2, 0.3, 0.5], "insertion": [0.05, 0.1, 0.2, 0.3, 0.5], "steps": 32, "bootstrap": 1000, "methods": list(METHODS),
+            "deletion": [0.05, 0.1, 0.2, 0.3, 0.5], "insertion": [0.05, 0.1, 0.2, 0.3, 0.5], "head": 0.1, "steps": 32, "bootstrap": 1000, "methods": list(METHODS),
             "baselines": list(BASELINES), "default_method": "occlusion"}
+SUMMARY_ONLY = frozenset({"head", "bootstrap", "default_method"})
+"""Protocol keys that only change the summary: a state made under other values is still valid."""
 QUICK: dict[str, int] = {"users": 8, "steps": 8, "bootstrap": 200}
 # rows the model encodes per explanation (W = window length): what attribution.py does per method
 PASSES = {"attention": "2 passes, 2 rows", "rollout": "2 passes, 2 rows", "occlusion": "2 passes, 1 + W rows",
@@ -232,6 +234,9 @@ def summarise(records: list[dict[str, Any]], p: dict[str, Any], na: dict[str, st
     dm, im = p["deletion"], p["insertion"]
     top1, top3 = TOP.index(1), TOP.index(3)
     out: dict[str, Any] = {m: {"status": "n/a", "reason": r} for m, r in na.items()}
+    head = [x for x in dm if x <= p["head"]]  # the curve's head: the few events an explanation names
+    users: dict[str, list[int]] = {}
+    kept: dict[str, dict[str, np.ndarray]] = {}
     for method in [*p["methods"], *p["baselines"]]:
         rs = [r["methods"][method] for r in records if method in r["methods"]]
         if method in na or not rs:
@@ -243,6 +248,7 @@ def summarise(records: list[dict[str, Any]], p: dict[str, Any], na: dict[str, st
         ranks = np.array([np.mean(r["deletion_rank"], 0) for r in rs])
         per_user = {
             "deletion_auc": np.array([deletion_auc(dm, c) for c in dele]),
+            "deletion_auc_head": np.array([deletion_auc(head, c[:len(head)]) for c in dele]),
             "insertion_auc": np.array([auc(im, c) for c in ins]),
             "top1_drop": 1 - tops[:, top1], "top3_drop": 1 - tops[:, top3],
             "rank_after_top3": ranks[:, top3],
@@ -253,6 +259,15 @@ def summarise(records: list[dict[str, Any]], p: dict[str, Any], na: dict[str, st
         out[method] |= {"status": "ok", "users": len(rs), "median_rank_after_top3": float(np.median(ranks[:, top3])),
                         "deletion_curve": dele.mean(0).round(6).tolist(), "insertion_curve": ins.mean(0).round(6).tolist(),
                         "forward_passes": PASSES.get(method, "")}
+        users[method] = [r["user"] for r in records if method in r["methods"]]
+        kept[method] = per_user
+    default = p["default_method"]
+    for base in p["baselines"]:  # paired: the same users, so their per-user differences are compared
+        if default in kept and base in kept and users[default] == users[base]:
+            rng = np.random.default_rng([p["seed"], 3])
+            out[default].setdefault("paired", {})[base] = {
+                k: bootstrap(kept[default][k] - kept[base][k], rng, p["bootstrap"])
+                for k in ("deletion_auc", "deletion_auc_head", "insertion_auc")}
     return out
 
 
@@ -270,7 +285,8 @@ def _cell_state(state_dir: Path | None, key: str, p: dict[str, Any]) -> dict[str
     path = None if state_dir is None else state_dir / f"{key}.json"
     if path is not None and path.exists():
         st = json.loads(path.read_text())
-        if st["protocol"] != p:
+        same = {k: v for k, v in st["protocol"].items() if k not in SUMMARY_ONLY}
+        if same != {k: v for k, v in p.items() if k not in SUMMARY_ONLY}:
             raise SystemExit(f"error: {path} was made with another protocol; use another --state-dir")
         return dict(st)
     return {"protocol": p, "records": [], "na": {}, "done": False}
@@ -322,6 +338,7 @@ def run(config: Path, *, quick: bool = False, state_dir: Path | None = None, tim
         "cells": [run_cell(e, p, state_dir, deadline, device) for e in models],
     }  # fmt: skip
     res["seconds"] = round(time.time() - start, 1)
+    res["load_average"] = [round(x, 1) for x in os.getloadavg()]  # other jobs inflate the ms per explanation
     return res
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 COMMAND = "python benchmarks/faithfulness.py --table"
 COLUMNS = ("deletion_auc", "top1_drop", "top3_drop", "rank_after_top3", "insertion_auc", "ms_per_explanation")
-HEADER = ("| model | method | deletion AUC (lower: more faithful) | top-1 drop | top-3 drop | "
+HEADER = ("| model | method | deletion AUC (lower: more faithful) | deletion AUC, head | top-1 drop | top-3 drop | "
           "rank after top-3 removal: mean (median) | insertion AUC (higher: more faithful) | ms per explanation | "
           "model rows per explanation |")
 
@@ -18,9 +18,10 @@ def _ci(s: dict[str, float], digits: int = 4) -> str:  # 4: long windows move sc
 
 def _row(model: str, method: str, m: dict[str, Any]) -> str:
     if m.get("status") != "ok":
-        return f"| {model} | {method} | n/a: {m.get('reason', '')} |  |  |  |  |  |  |"
+        return f"| {model} | {method} | n/a: {m.get('reason', '')} |  |  |  |  |  |  |  |"
     rank = f"{_ci(m['rank_after_top3'], 1)} ({m['median_rank_after_top3']:.0f})"
-    cells = [_ci(m["deletion_auc"]), _ci(m["top1_drop"]), _ci(m["top3_drop"]), rank, _ci(m["insertion_auc"]),
+    head = _ci(m["deletion_auc_head"]) if "deletion_auc_head" in m else ""
+    cells = [_ci(m["deletion_auc"]), head, _ci(m["top1_drop"]), _ci(m["top3_drop"]), rank, _ci(m["insertion_auc"]),
              f"{m['ms_per_explanation']['mean']:.2f}", m.get("forward_passes", "")]
     return f"| {model} | {method} | " + " | ".join(cells) + " |"
 
@@ -41,8 +42,15 @@ def verdict(cell: dict[str, Any], methods: list[str], default: str) -> str:
     parts = [f"best by deletion AUC: **{best_del}** ({_ci(ok[best_del]['deletion_auc'])})",
              f"by insertion AUC: **{best_ins}** ({_ci(ok[best_ins]['insertion_auc'])})"]
     if default in ok:
+        paired = ok[default].get("paired", {})
         for base in ("random", "recency"):
-            if base in ok:
+            if base in paired:  # the same users: a 95% interval of the per-user difference
+                for key, label in (("deletion_auc", "deletion AUC"), ("deletion_auc_head", "its head")):
+                    d = paired[base][key]
+                    yes = d["hi"] < 0
+                    parts.append(f"{default} (default) {'is' if yes else 'is NOT'} clearly better than {base} on "
+                                 f"{label} (paired difference {_ci(d)})")
+            elif base in ok:
                 yes = clearly_below(ok[default]["deletion_auc"], ok[base]["deletion_auc"])
                 parts.append(f"{default} (default) {'is' if yes else 'is NOT'} clearly better than {base} "
                              f"on deletion AUC ({_ci(ok[default]['deletion_auc'])} vs {_ci(ok[base]['deletion_auc'])})")
@@ -65,8 +73,12 @@ def markdown(res: dict[str, Any]) -> str:
             "exactly 1 / 3 events; "
             f"integrated gradients with {p['steps']} steps. Scores normalised per user as (s - s_ref) / (s_full - s_ref), "
             "s_ref = mean candidate score for the full history; drops are 1 - that. Means over users with 95% "
-            f"bootstrap intervals ({p['bootstrap']} resamples). Protocol: docs/explanations.md#faithfulness-benchmark.",
-            "", f"Code {res['git_sha'][:12]}; {res['machine']}; {res.get('seconds', 0):.0f} s.", ""]
+            f"bootstrap intervals ({p['bootstrap']} resamples). Deletion AUC, head: the area over shares up to "
+            f"{p.get('head', 0.1)} only (the few events an explanation names). \"Clearly better\": the 95% interval of "
+            "the per-user difference (the same users for every method) lies below 0. "
+            "Protocol: docs/explanations.md#faithfulness-benchmark.",
+            "", f"Code {res['git_sha'][:12]}; {res['machine']}; {res.get('seconds', 0):.0f} s"
+            + (f"; load average at the end {res['load_average'][0]:.1f} (other jobs shared the cores)." if "load_average" in res else "."), ""]
     datasets = list(dict.fromkeys(c["data"] for c in res["cells"]))
     methods = [*p["methods"], *p["baselines"]]
     for data in datasets:
