@@ -176,25 +176,26 @@ class Recommender:
         self._fitted_view()
 
     # -- scoring ---------------------------------------------------------------------------------
-    def _batch(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
-        return {k: v.to(self.device) for k, v in self.core.score_inputs(users, histories).items()}
+    def _batch(self, users: np.ndarray, histories: Sequences, when: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device) for k, v in self.core.score_inputs(users, histories, when).items()}
 
-    def score_histories(self, users: np.ndarray, histories: Sequences) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding)."""
+    def score_histories(self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding) at ``request_time`` ``(B,)``."""
         core = self._inference_view().core
-        batch = self._batch(users, histories)
+        batch = self._batch(users, histories, request_time)
         with torch.no_grad():
             return core.score(batch)
 
-    def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor) -> torch.Tensor:
+    def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor,
+                         request_time: np.ndarray | None = None) -> torch.Tensor:
         """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only, equal to the matching columns
         of :meth:`score_histories`. Factorised models and candidate scorers score just those items,
         so sampled-negative evaluation over a large catalog costs ``C`` scores per case, not the
         whole catalog."""
         view = self._inference_view()
         if view.factorised is None and view.candidates is None:
-            return self.score_histories(users, histories).gather(1, items.to(self.device))
-        batch = self._batch(users, histories)
+            return self.score_histories(users, histories, request_time).gather(1, items.to(self.device))
+        batch = self._batch(users, histories, request_time)
         with torch.no_grad():
             if view.factorised is None:  # the model scores (user, item) pairs itself, e.g. NCF's MLP
                 assert view.candidates is not None
