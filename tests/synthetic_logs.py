@@ -45,3 +45,13 @@ def hourly_sequences(n_users: int, seed: int, length: int = 12) -> tuple[np.ndar
     ts = 1_700_000_000 - 1_700_000_000 % 86400 + np.cumsum(gaps, axis=1)
     items = (ts // 3600 % 24) // 6 * 6 + rng.integers(1, 7, ts.shape)
     return items, ts
+
+
+def hourly_shop_log(n_users: int = 40, length: int = 8) -> Interactions:
+    """:func:`hourly_sequences` as a log of users ``u0..``, items ``i1..i24``, timestamps and events (every third
+    event a ``buy``, the others ``view``)."""
+    items, ts = hourly_sequences(n_users, seed=0, length=length)
+    users = np.repeat([f"u{u}" for u in range(n_users)], length)
+    events = np.where(np.arange(items.size) % 3 == 2, "buy", "view")
+    return from_columns(users, [f"i{i}" for i in items.ravel()], timestamps=ts.ravel(), events=events,
+                        source=DataSource("hourly-shop"))
