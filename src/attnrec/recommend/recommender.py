@@ -359,7 +359,7 @@ class Recommender:
         check_arrays(arrays, len(rec.users_), len(rec.items_), saved.path / "arrays.safetensors")
         rec.popularity_ = arrays["popularity"].numpy()
         rec.histories_ = histories_from_arrays(arrays, len(rec.items_), saved.path / "arrays.safetensors")
-        rec.events_ = check_events(saved.json("events", default=None), saved.path / "events.json")
+        rec.events_ = check_events(saved.json("events", default=[]), saved.path / "events.json")
         rec.source_, rec.evaluations_, rec.train_result_ = record.source, record.evaluations, record.train_result
         rec.context_ = cold_items.load_context(saved)
         core = saved.build(lambda: build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"],

@@ -91,8 +91,9 @@ def check_arrays(arrays: Mapping[str, torch.Tensor], n_users: int, n_items: int,
 
 
 def check_events(names: object, path: Path) -> IdMap | None:
-    """``events.json`` of a recommender: the training log's event type names (sorted, distinct), or none."""
-    if names is None:
+    """``events.json`` of a recommender: the training log's event type names (sorted, distinct); none when
+    the file is absent (``[]``: a log without event types)."""
+    if names == []:
         return None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or names != sorted(set(names)):
         raise CheckpointError(f"{path}: not a sorted list of distinct event type names")

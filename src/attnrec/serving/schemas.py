@@ -232,12 +232,6 @@ class ExplainRecRequest(_Strict):
     def _user_or_history(self) -> ExplainRecRequest:
         if self.user is None and self.history is None:
             raise ValueError("give a `user` or a `history` (or both)")
-        for name in EVENT_FIELDS:  # per-event lists describe the given history, item by item
-            values = getattr(self, name)
-            if values is not None and self.history is None:
-                raise ValueError(f"`{name}` describes the events of `history`: send it with a history")
-            if values is not None and self.history is not None and len(values) != len(self.history):
-                raise ValueError(f"`{name}` has {len(values)} values for a history of {len(self.history)} items")
         return self
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
