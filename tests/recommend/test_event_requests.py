@@ -100,3 +100,8 @@ def test_a_known_user_is_scored_with_its_stored_columns_also_after_loading(model
     back = Recommender.load(rec.save(tmp_path / "m"))
     assert back.events_ is not None and back.events_.to_list() == ["buy", "view"]
     assert scores(back, user="u3", request_time=when) == scores(rec, user="u3", request_time=when)
+
+
+def test_explanations_occlude_events_with_their_columns(models: dict[str, Recommender]) -> None:
+    answer = models["time"].recommend(history=HISTORY, timestamps=TIMES, events=EVENTS, k=3, explain=True)
+    assert answer.explanations is not None and all(e is not None for e in answer.explanations)

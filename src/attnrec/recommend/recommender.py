@@ -263,7 +263,7 @@ class Recommender:
             p, n = self._prepare(request), min(len(answer.items), max(explain_k, 0))
             found, _ = reasons.explain_items(self._inference_view().core, p.hist, self.items_.to_internal(
                 answer.items[:n]), user=p.uid, items=self.items_, titles=self.titles_, method=method,
-                verb=reason_verb, device=self.device)
+                verb=reason_verb, device=self.device, columns=p.columns)
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer
 
