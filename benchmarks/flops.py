@@ -126,8 +126,8 @@ def evaluation_seconds(path: Path, threads: int, repeat: int = 3) -> dict[str, A
     torch.manual_seed(0)
     model = SASRec(SASRecConfig(hidden=64, n_layers=2, n_heads=1, max_len=200, loss="ce"), int(cases.users.max()) + 1, cases.histories.n_items).eval()
 
-    def scorer(users: np.ndarray, histories: Any) -> torch.Tensor:
-        return model.score(model.score_inputs(users, histories))
+    def scorer(users: np.ndarray, histories: Any, request_time: np.ndarray | None = None) -> torch.Tensor:
+        return model.score(model.score_inputs(users, histories, request_time))
 
     old = torch.get_num_threads()
     torch.set_num_threads(threads)

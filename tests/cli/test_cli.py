@@ -136,6 +136,23 @@ def test_validation_on_sampled_users_is_kept_by_evaluate(pairs: Path, tmp_path: 
     fails("train", "--data", "demo", "--split", "temporal", "--valid-users", "5", *TINY)
 
 
+def test_next_buy_split_from_the_cli_is_kept_by_evaluate(tmp_path: Path) -> None:
+    log, out = tmp_path / "shop.csv", tmp_path / "buy"
+    rows = ["user,item,timestamp,event"] + [f"u{u},i{(u + t) % 9 + 1},{t},{'buy' if t % 3 == 2 else 'view'}"
+                                            for u in range(30) for t in range(10)]
+    log.write_text("\n".join(rows) + "\n")
+    code, output = run("train", "--data", str(log), "--split", "last-qualifying", "--target-events", "buy",
+                       "--out", str(out), *TINY, "--no-baseline")
+    assert code == 0, output
+    assert "split last-qualifying (target_events=buy)" in output
+    code, output = run("evaluate", "--model", str(out), "--data", str(log))
+    assert code == 0, output
+    assert "split last-qualifying (target_events=buy)" in output  # re-split on the same target type
+    assert "last-qualifying split only" in fails("train", "--data", str(log), "--target-events", "buy", *TINY)
+    assert "unknown event 'order'" in fails("train", "--data", str(log), "--split", "last-qualifying",
+                                            "--target-events", "order", *TINY)
+
+
 def test_evaluate_matches_python_api(pairs: Path, model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "ev.json"
     code, output = run("evaluate", "--model", str(model_dir), "--data", str(pairs), "--protocol", "full",

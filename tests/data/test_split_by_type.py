@@ -24,7 +24,8 @@ def shop_log():  # type: ignore[no-untyped-def]
 def test_targets_are_the_last_qualifying_events_and_inputs_see_every_event() -> None:
     data = shop_log()
     split = leave_last_qualifying_out(data, "buy", min_rating=3.0)
-    assert split.name == "leave-last-qualifying-out:buy" and split.params == {"min_rating": 3.0}
+    assert split.name == "last-qualifying" and split.params == {"target_events": "buy", "min_rating": 3.0}
+    assert split.describe() == "last-qualifying (target_events=buy, min_rating=3.0)"
     a = data.users.get("a")
     assert list(split.test.users) == [a]
     ext = data.items.to_external

@@ -44,7 +44,7 @@ def test_protocol_by_name_sets_negatives_seed_and_cut_offs() -> None:
 
 def test_make_split_builds_each_named_split() -> None:
     data = make_demo(n_users=60, n_items=30, seed=1, mean_length=10)  # with timestamps
-    assert SPLITS == ("leave-one-out", "temporal")
+    assert SPLITS == ("leave-one-out", "temporal", "last-qualifying")
     loo = make_split(data, "leave-one-out", valid_users=5, seed=1)
     expected = leave_one_out(data, valid_users=5, seed=1)
     assert loo.describe() == expected.describe() and np.array_equal(loo.valid.users, expected.valid.users)
@@ -52,5 +52,5 @@ def test_make_split_builds_each_named_split() -> None:
     assert make_split(data, "temporal").describe() == temporal_split(data).describe()
     with pytest.raises(ValueError, match="applies to the leave-one-out split only, not temporal"):
         make_split(data, "temporal", valid_users=5)
-    with pytest.raises(ValueError, match="unknown split 'random'; use leave-one-out or temporal"):
+    with pytest.raises(ValueError, match="unknown split 'random'; use leave-one-out, temporal, last-qualifying"):
         make_split(data, "random")

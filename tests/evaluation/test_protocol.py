@@ -12,7 +12,7 @@ def _cases(histories: list[list[int]], targets: list[int], n_items: int) -> Eval
 
 
 def _fixed_scorer(table: np.ndarray):
-    def score(users: np.ndarray, hist: Sequences) -> torch.Tensor:
+    def score(users: np.ndarray, hist: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
         return torch.as_tensor(table[users], dtype=torch.float32).clone()
 
     return score
@@ -87,7 +87,7 @@ def test_candidate_scorer_gives_the_full_scorers_ranks() -> None:
     cases = _cases(hist, targets, n_items)
     seen: list[torch.Tensor] = []
 
-    def candidates(users: np.ndarray, h: Sequences, items: torch.Tensor) -> torch.Tensor:
+    def candidates(users: np.ndarray, h: Sequences, items: torch.Tensor, request_time: np.ndarray | None = None) -> torch.Tensor:
         seen.append(items)
         return torch.as_tensor(table[users], dtype=torch.float32).gather(1, items)
 

@@ -49,7 +49,7 @@ def test_group_metrics_on_a_hand_made_rank_vector() -> None:
 
 
 def test_unscored_items_rank_behind_every_scored_one() -> None:
-    def scorer(users: np.ndarray, hist: Sequences) -> torch.Tensor:
+    def scorer(users: np.ndarray, hist: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
         return torch.tensor([[-torch.inf, 0.1, 0.2, 0.3]])  # a model that knows items 1..3 of 5
 
     s = unscored_last(scorer, 5)(np.array([0]), Sequences.from_lists([[1]], 5))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ def test_a_config_reads_its_tables(tmp_path: Path) -> None:
     ('data = "demo"\nmodel = "pop"\nsave = "runs/x"', "", r"save must be true or false, not 'runs/x'"),
     ('data = "demo"\nmodel = "pop"\nvalid_users = true', "", "valid_users must be an integer"),
     ('data = "demo"\nmodel = "pop"\ncold_items = "10%"', "", "cold_items must be a number"),
+    ('data = "demo"\nmodel = "pop"\ntarget_events = "buy"', "", "last-qualifying split only, not leave-one-out"),
 ])
 def test_bad_configs_fail_with_one_clear_line(tmp_path: Path, run: str, extra: str, message: str) -> None:
     with pytest.raises((ConfigError, ValueError), match=message):
@@ -58,3 +60,20 @@ def test_a_named_dataset_from_a_data_dir_brings_its_item_features(tmp_path: Path
     saved = json.loads(result.read_text())
     # the model trained with the attributes (without them it refuses item_features = "sum")
     assert saved["data"]["name"] == "amazon-toys" and saved["model_config"]["item_features"] == "sum"
+
+
+def test_a_last_qualifying_split_from_the_config_is_recorded_with_its_target_events(tmp_path: Path) -> None:
+    from attnrec.experiments.configured import run_configured
+
+    rows = ["user,item,timestamp,event,rating"]
+    for u in range(20):  # views of items 1..8, a buy (rated 5, or 2 for odd users' first) every third event
+        rows += [f"u{u},i{(u + t) % 8 + 1},{t},{'buy' if t % 3 == 2 else 'view'},{2 if u % 2 and t == 2 else 5}"
+                 for t in range(12)]
+    (tmp_path / "log.csv").write_text("\n".join(rows) + "\n")
+    cfg = RunConfig.from_toml(_config(tmp_path, 'data = "log.csv"\nmodel = "pop"\nsplit = "last-qualifying"\n'
+                                      'target_events = "buy"\nmin_target_rating = 4.0', ""))
+    saved = json.loads(run_configured(cfg, root=tmp_path, out_dir=tmp_path / "out", git_sha="test").read_text())
+    assert saved["split"] == "last-qualifying (target_events=buy, min_rating=4.0)"
+    assert "split last-qualifying (target_events=buy, min_rating=4.0)" in saved["evaluations"]["full"]["protocol_text"]
+    # every user's test target is its last buy (time 11); the history: every earlier event, views too
+    assert saved["evaluations"]["full"]["n_cases"] == 20

@@ -270,6 +270,6 @@ def test_beats_popularity_on_sequential_data(demo) -> None:  # type: ignore[no-u
     _, split = demo
     rec = _fit(demo, epochs=16, batch_size=32)
     pop = torch.as_tensor(np.bincount(split.train.items, minlength=split.train.n_items + 1), dtype=torch.float32)
-    pop_res = evaluate(lambda u, h: pop.expand(len(u), -1).clone(), split.test, FULL)
+    pop_res = evaluate(lambda u, h, request_time=None: pop.expand(len(u), -1).clone(), split.test, FULL)
     res = rec.evaluate(split.test, FULL)
     assert res.metrics["NDCG@10"] > 1.5 * pop_res.metrics["NDCG@10"], (res.metrics, pop_res.metrics)

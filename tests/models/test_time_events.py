@@ -16,6 +16,7 @@ from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
 from attnrec.models.context import ModelContext
 from attnrec.models.event_context import EXPLICIT_NEGATIVE, REQUEST_TIME, interval_buckets
 from attnrec.models.sasrec import SASRec, SASRecConfig
+from synthetic_logs import hourly_sequences
 
 N_ITEMS = 20
 EVENTS = IdMap(np.array(["buy", "cart", "view"], dtype=object), offset=1)  # codes: buy 1, cart 2, view 3
@@ -244,13 +245,9 @@ def test_hstu_reads_the_timestamp_column_for_its_time_bias() -> None:
 
 
 def hourly_log(n_users: int, seed: int, length: int = 12) -> Sequences:
-    """The next item depends on the hour of day only: an event at hour h is one of the 6 items of group
-    h // 6 (4 groups, 24 items); gaps of 1..23 hours make the next event's hour unpredictable from the past."""
-    rng = np.random.default_rng(seed)
-    gaps = rng.integers(1, 24, (n_users, length)) * 3600 + rng.integers(0, 3600, (n_users, length))
-    ts = (1_700_000_000 - 1_700_000_000 % 86400 + np.cumsum(gaps, axis=1)).ravel()
-    items = (ts // 3600 % 24) // 6 * 6 + rng.integers(1, 7, ts.shape)
-    return Sequences(np.arange(0, n_users * length + 1, length), items, 24, {"timestamp": ts})
+    """The next item depends on the hour of day only (:func:`synthetic_logs.hourly_sequences`)."""
+    items, ts = hourly_sequences(n_users, seed, length)
+    return Sequences(np.arange(0, n_users * length + 1, length), items.ravel(), 24, {"timestamp": ts.ravel()})
 
 
 def test_time_aware_sasrec_learns_an_hour_of_day_pattern_the_id_only_one_cannot() -> None:

@@ -101,8 +101,9 @@ class _NoVectors:
     def __init__(self, core: Any) -> None:
         self._core = core
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
-        return self._core.score_inputs(users, histories)  # type: ignore[no-any-return]
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+        return self._core.score_inputs(users, histories, request_time)  # type: ignore[no-any-return]
 
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self._core.score(batch)  # type: ignore[no-any-return]

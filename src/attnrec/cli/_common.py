@@ -235,6 +235,12 @@ parse_protocol_name = _choice(tuple(PROTOCOLS))
 parse_split_name = _choice(SPLITS)
 PROTOCOL_METAVAR = "[" + "|".join(PROTOCOLS) + "]"
 SPLIT_METAVAR = "[" + "|".join(SPLITS) + "]"
+TargetEventsOpt = Annotated[str, typer.Option(
+    "--target-events", help="last-qualifying split: the event types whose last one per user is the target, "
+    "comma-separated names (e.g. buy for 'next buy').")]
+MinTargetRatingOpt = Annotated[float | None, typer.Option(
+    "--min-target-rating", help="last-qualifying split: only events rated at least this are targets (e.g. 4 for "
+    "'liked').")]
 
 
 def parse_ks(text: str) -> tuple[int, ...]:

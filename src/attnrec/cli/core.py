@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any  # make_split's keyword arguments
 
 import typer
 from rich.markup import escape
@@ -17,7 +17,9 @@ from attnrec.cli._common import (
     SPLIT_METAVAR,
     DataOpt,
     DataOptions,
+    MinTargetRatingOpt,
     QueryOptions,
+    TargetEventsOpt,
     cli_errors,
     err,
     log_to_stderr,
@@ -34,7 +36,15 @@ from attnrec.cli._tracking import TrackingOptions
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.schema import Interactions
-from attnrec.data.split import DEFAULT_SPLIT, SPLITS, Split, make_split, parse_split
+from attnrec.data.split import (
+    DEFAULT_SPLIT,
+    SPLITS,
+    Split,
+    check_split_settings,
+    make_split,
+    parse_split,
+    split_settings,
+)
 from attnrec.evaluation.alignment import align_cases
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate, protocol_by_name
 from attnrec.experiments.tracking import RunInfo, Trackers
@@ -48,7 +58,8 @@ from attnrec.training.loop import resolve_device
 # -- option types of these commands ----------------------------------------------------------------
 SplitOpt = Annotated[str, typer.Option(
     "--split", parser=parse_split_name, metavar=SPLIT_METAVAR,
-    help="leave-one-out: last item is the test target, the one before it validation; temporal: global time cut-offs.")]
+    help="leave-one-out: last item is the test target, the one before it validation; temporal: global time cut-offs; "
+    "last-qualifying: the last event of --target-events rated >= --min-target-rating (next buy, liked).")]
 ValidUsersOpt = Annotated[int, typer.Option(
     "--valid-users", min=0, help="leave-one-out: validate on this many users (drawn with seed 0); every other "
     "user also trains on its second-to-last item (the BERT4Rec code and RecTools benchmark protocol). 0 = all users.")]
@@ -108,6 +119,8 @@ def train(
         "prefix model. or train. when a key is ambiguous).")] = None,
     split: SplitOpt = DEFAULT_SPLIT,
     valid_users: ValidUsersOpt = 0,
+    target_events: TargetEventsOpt = "",
+    min_target_rating: MinTargetRatingOpt = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL")] = None,
     device: Annotated[str | None, typer.Option(
@@ -151,6 +164,7 @@ def train(
                        ("time_budget", time_budget)):
         if value is not None:
             train_over[key] = value
+    check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
     rec = Recommender(model, model_over, train_over, preset)
     out_dir = out_dir or Path("runs") / model
     if out_dir.exists() and not out_dir.is_dir():
@@ -158,7 +172,7 @@ def train(
 
     with tracking.open(model, distributed.is_main()) as trackers:  # a bad store fails before the data is read
         interactions = reading.load(data)
-        sp = make_split(interactions, split, valid_users)
+        sp = make_split(interactions, split, valid_users, target_events=target_events, min_rating=min_target_rating)
         distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
         main_rank = distributed.is_main()
         if main_rank:
@@ -232,13 +246,10 @@ def _launch_torchrun(nproc: int) -> int:
 
 
 # -- evaluate --------------------------------------------------------------------------------------
-def _default_split(rec: Recommender) -> tuple[str, int, int]:
-    """``(name, valid_users, seed)`` of the split the model was tested on."""
-    for ev in rec.evaluations_:
-        name, params = parse_split(str(ev.get("split", "")))
-        if name in SPLITS:
-            return name, int(params.get("valid_users", 0)), int(params.get("seed", 0))
-    return DEFAULT_SPLIT, 0, 0
+def _default_split(rec: Recommender) -> dict[str, Any]:
+    """The :func:`make_split` arguments of the split the model was tested on (its target events too)."""
+    recorded = (str(ev.get("split", "")) for ev in rec.evaluations_)
+    return next((split_settings(s) for s in recorded if parse_split(s)[0] in SPLITS), {"name": DEFAULT_SPLIT})
 
 
 @app.command(name="evaluate", epilog="Example: attnrec evaluate --model runs/demo --data demo "
@@ -257,6 +268,8 @@ def evaluate_cmd(
     split: Annotated[str | None, typer.Option(
         "--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help="How to re-split the data.",
         show_default="the split the model was tested on")] = None,
+    target_events: TargetEventsOpt = "",
+    min_target_rating: MinTargetRatingOpt = None,
     target: Annotated[str, typer.Option("--target", help="Which held-out split to score: test or valid.")]
     = "test",
     include_seen: Annotated[bool, typer.Option(
@@ -274,6 +287,10 @@ def evaluate_cmd(
     if target not in ("test", "valid"):
         raise ValueError(f"--target must be test or valid, not {target!r}")
     cut_offs = parse_ks(ks)
+    if split:
+        check_split_settings(split, 0, target_events, min_target_rating)
+    elif target_events or min_target_rating is not None:
+        raise ValueError("--target-events / --min-target-rating need --split last-qualifying")
     rec = Recommender.load(model_dir, device=device)
     interactions = reading.load(data)
     want, got = rec.source_.sha256, interactions.source.sha256
@@ -283,7 +300,8 @@ def evaluate_cmd(
                   "training-time results")
     elif not (want and got):
         warn_line("cannot verify that this is the data the model was trained on (no sha256 recorded)")
-    sp = make_split(interactions, split, 0) if split else make_split(interactions, *_default_split(rec))
+    sp = (make_split(interactions, split, target_events=target_events, min_rating=min_target_rating) if split
+          else make_split(interactions, **_default_split(rec)))
     assert rec.users_ is not None and rec.items_ is not None  # set by load()
     cases, dropped = align_cases(sp.test if target == "test" else sp.valid, interactions.users, interactions.items,
                                  rec.users_, rec.items_)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any  # make_split's keyword arguments, of several types
 
 import numpy as np
 
 from attnrec.data.schema import DataError, Interactions, Sequences
 
-SPLITS: tuple[str, ...] = ("leave-one-out", "temporal")
+SPLITS: tuple[str, ...] = ("leave-one-out", "temporal", "last-qualifying")
 """The named splits, as the CLI's ``--split`` and the benchmark configs spell them (see :func:`make_split`)."""
 DEFAULT_SPLIT = "leave-one-out"
 
@@ -41,7 +42,7 @@ class Split:
     train: Sequences
     valid: EvalSet
     test: EvalSet
-    params: dict[str, float]
+    params: dict[str, float | str]
 
     def describe(self) -> str:
         """The split as results record it: ``name`` or ``name (key=value, ...)`` (see :func:`parse_split`)."""
@@ -49,11 +50,31 @@ class Split:
         return self.name + (f" ({extra})" if extra else "")
 
 
-def parse_split(described: str) -> tuple[str, dict[str, float]]:
-    """``(name, params)`` of a :meth:`Split.describe` string, e.g. ``"leave-one-out (valid_users=2048, seed=0)"``."""
+def parse_split(described: str) -> tuple[str, dict[str, float | str]]:
+    """``(name, params)`` of a :meth:`Split.describe` string, e.g. ``"leave-one-out (valid_users=2048, seed=0)"``;
+    numbers as floats, anything else (``target_events=cart,buy``) as text."""
     name, _, rest = described.partition(" (")
-    pairs = (item.split("=", 1) for item in rest.rstrip(")").split(", ") if "=" in item)
-    return name, {k: float(v) for k, v in pairs}
+    pairs = (item.split("=", 1) for item in rest.removesuffix(")").split(", ") if "=" in item)
+    return name, {k: _number_or_text(v) for k, v in pairs}
+
+
+def _number_or_text(value: str) -> float | str:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def split_settings(described: str) -> dict[str, Any]:
+    """The :func:`make_split` keyword arguments that remake a split from its :meth:`Split.describe` string
+    (the default split's when the name is not one of :data:`SPLITS`)."""
+    name, params = parse_split(described)
+    if name not in SPLITS:
+        return {"name": DEFAULT_SPLIT}
+    rating = params.get("min_rating")
+    return {"name": name, "valid_users": int(params.get("valid_users", 0)), "seed": int(params.get("seed", 0)),
+            "target_events": str(params.get("target_events", "")),
+            "min_rating": None if rating is None else float(rating)}
 
 
 def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Split:
@@ -92,7 +113,7 @@ def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Sp
     ends = seqs.offsets[1:]
     valid = _cases(validated, train.take(validated), seqs, ends[validated] - 2)
     test = _cases(evaluable, all_but_last.take(evaluable), seqs, ends[evaluable] - 1)
-    params: dict[str, float] = {"valid_users": valid_users, "seed": seed} if valid_users else {}
+    params: dict[str, float | str] = {"valid_users": valid_users, "seed": seed} if valid_users else {}
     return Split("leave-one-out", train, valid, test, params)
 
 
@@ -138,21 +159,38 @@ def leave_last_qualifying_out(data: Interactions, target_events: str = "", min_r
     before_test = seqs.select(at < cut_test[users])
     valid = _cases(evaluable, train.take(evaluable), seqs, valid_pos)
     test = _cases(evaluable, before_test.take(evaluable), seqs, test_pos)
-    params: dict[str, float] = {} if min_rating is None else {"min_rating": float(min_rating)}
-    return Split("leave-last-qualifying-out" + (f":{','.join(names)}" if names else ""), train, valid, test, params)
+    # The record names the target types and threshold, so a result says what was predicted ("next buy").
+    params: dict[str, float | str] = {"target_events": ",".join(names)} if names else {}
+    if min_rating is not None:
+        params["min_rating"] = float(min_rating)
+    return Split("last-qualifying", train, valid, test, params)
 
 
-def make_split(data: Interactions, name: str = DEFAULT_SPLIT, valid_users: int = 0, seed: int = 0) -> Split:
+def check_split_settings(name: str, valid_users: int = 0, target_events: str = "",
+                         min_rating: float | None = None) -> None:
+    """A one-line ``ValueError`` when the settings do not fit the split ``name`` (before any data is read)."""
+    if name not in SPLITS:
+        raise ValueError(f"unknown split {name!r}; use {', '.join(SPLITS)}")
+    if valid_users and name != "leave-one-out":
+        raise ValueError(f"valid_users (--valid-users) applies to the leave-one-out split only, not {name}")
+    if (target_events.strip() or min_rating is not None) and name != "last-qualifying":
+        raise ValueError(f"target_events / min_target_rating (--target-events, --min-target-rating) apply to the "
+                         f"last-qualifying split only, not {name}")
+
+
+def make_split(data: Interactions, name: str = DEFAULT_SPLIT, valid_users: int = 0, seed: int = 0, *,
+               target_events: str = "", min_rating: float | None = None) -> Split:
     """The split named ``name`` (one of :data:`SPLITS`).
 
     ``valid_users`` > 0 (leave-one-out only) validates on that many users drawn with ``seed``.
+    ``last-qualifying`` (:func:`leave_last_qualifying_out`) tests each user's last event of the
+    ``target_events`` types (comma-separated names) rated at least ``min_rating``: "next buy", "liked".
     """
-    if name not in SPLITS:
-        raise ValueError(f"unknown split {name!r}; use {' or '.join(SPLITS)}")
-    if valid_users and name != "leave-one-out":
-        raise ValueError(f"valid_users (--valid-users) applies to the leave-one-out split only, not {name}")
+    check_split_settings(name, valid_users, target_events, min_rating)
     if name == "temporal":
         return temporal_split(data)
+    if name == "last-qualifying":
+        return leave_last_qualifying_out(data, target_events, min_rating)
     return leave_one_out(data, valid_users=valid_users, seed=seed)
 
 

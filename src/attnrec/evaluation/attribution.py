@@ -176,6 +176,7 @@ def attribute(
 
 
 _Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+EVENT_BATCH_KEYS = frozenset({"timestamps", "events", "ratings", "request_time"})  # per-event model inputs
 
 
 def _attention(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, method: str,
@@ -183,7 +184,12 @@ def _attention(model: Scorer, one: Sequences, users: np.ndarray, targets: np.nda
     if not isinstance(model, AttentionInspectable):
         raise AttributionError(f"method {method!r} needs a self-attention model; this one has no attention weights")
     with torch.no_grad():
-        seq = model.score_inputs(users, one)["seq"].to(dev)  # (1, T)
+        batch = model.score_inputs(users, one)
+        read = sorted(set(batch) & EVENT_BATCH_KEYS)
+        if read:  # attention_weights(seq) sees the items only: it would not be this model's attention
+            raise AttributionError(f"method {method!r} is not available for a model that reads per-event "
+                                   f"{', '.join(read)}; use occlusion (it removes each event with its columns)")
+        seq = batch["seq"].to(dev)  # (1, T)
         maps = [a[0].float().mean(0).cpu() for a in model.attention_weights(seq)]  # L x (T, T)
         scores = _scores(model, users, one, targets, dev)[0]  # (K,)
     t = seq.shape[1]

@@ -1,30 +1,49 @@
 """Evaluation protocols: full ranking or ranking against sampled negatives, with a recorded protocol.
 
 One evaluator serves validation and test. A scorer is any callable
-``score(users, histories) -> Tensor[B, n_items + 1]`` (column 0 is padding and is ignored).
-Under sampled negatives an optional candidate scorer
-``score(users, histories, items) -> Tensor[B, C]`` scores only each case's target and negatives
-``items`` ``(B, C)``: the same ranks as the full scorer, without a score for every item of a
-large catalog.
+``score(users, histories, request_time=None) -> Tensor[B, n_items + 1]`` (column 0 is padding and
+is ignored; :class:`ScoreFn`). Under sampled negatives an optional candidate scorer
+``score(users, histories, items, request_time=None) -> Tensor[B, C]`` scores only each case's
+target and negatives ``items`` ``(B, C)``: the same ranks as the full scorer, without a score for
+every item of a large catalog.
+
+The request time: when the cases carry their targets' timestamps (``EvalSet.target_columns``), each
+case is a request made at its target event's time, and the scorers get it as ``request_time``
+``(B,)`` (a model that reads no time ignores it); the result records it (:attr:`EvalResult.request_time`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from attnrec.data.schema import DataError, DataSource, Sequences
+from attnrec.data.schema import TIMESTAMP, DataError, DataSource, Sequences
 from attnrec.data.split import EvalSet
 from attnrec.evaluation.metrics import DEFAULT_KS, ranking_metrics, ranking_standard_errors
 
-ScoreFn = Callable[[np.ndarray, Sequences], torch.Tensor]  # (users, histories) -> (B, I + 1) scores
-CandidateScoreFn = Callable[[np.ndarray, Sequences, torch.Tensor], torch.Tensor]  # ... items (B, C) -> (B, C)
+
+class ScoreFn(typing.Protocol):
+    """Scores ``(B, I + 1)`` of ``users`` ``(B,)`` and their internal-index ``histories`` at ``request_time``."""
+
+    def __call__(self, users: np.ndarray, histories: Sequences,
+                 request_time: np.ndarray | None = None) -> torch.Tensor: ...
+
+
+class CandidateScoreFn(typing.Protocol):
+    """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only (equal to those columns of a :class:`ScoreFn`)."""
+
+    def __call__(self, users: np.ndarray, histories: Sequences, items: torch.Tensor,
+                 request_time: np.ndarray | None = None) -> torch.Tensor: ...
+
+
+TARGET_TIME = "target timestamp"  # EvalResult.request_time when each case was scored at its target's time
 
 DEFAULT_NEGATIVES = 100  # negatives per case of the papers' sampled protocols
 
@@ -108,6 +127,8 @@ class EvalResult:
     # metrics of subsets of the cases (the cold-item protocol's "cold" and "warm" targets):
     # name -> {"n_cases", "metrics", "standard_errors"}
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what the scorers got as the request time: TARGET_TIME (each case's target timestamp) or "" (none)
+    request_time: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -118,9 +139,10 @@ class EvalResult:
     def describe(self) -> str:
         sha = self.data.sha256[:12] if self.data.sha256 else "n/a"
         groups = "".join(f", {g['n_cases']} with {name} targets" for name, g in self.groups.items())
+        when = f", request time = {self.request_time}" if self.request_time else ""
         return (
             f"{self.target} on {self.data.name} (sha256 {sha}), split {self.split}, "
-            f"{self.n_cases} users{groups}, {self.protocol.describe()}"
+            f"{self.n_cases} users{groups}, {self.protocol.describe()}{when}"
         )
 
 
@@ -143,6 +165,8 @@ def evaluate(
     ``candidate_scorer``, when given, scores only the target and the negatives under a sampled
     protocol (``scorer`` still serves full ranking). ``groups`` maps a name to a boolean mask of the
     cases (e.g. cold and warm targets): each group's metrics are reported too (:attr:`EvalResult.groups`).
+    When ``cases`` carry their targets' timestamps, each case is scored with its target's timestamp as
+    ``request_time`` (the request is made when the target event happened), and the result says so.
     """
     start = time.perf_counter()
     n = len(cases)
@@ -161,20 +185,22 @@ def evaluate(
     # Cases in order of history length: a batch is padded to its longest history, so batches of
     # similar lengths pad (and attend over) far fewer positions; each case's score is the same.
     order = np.argsort(cases.histories.lengths(), kind="stable")
+    times = cases.target_columns.get(TIMESTAMP)  # (n,) the targets' times, or None: no request time
     for lo in range(0, n, batch_size):
         hi = min(lo + batch_size, n)
         rows = order[lo:hi]
         hist = cases.histories.take(rows)
         targets = torch.as_tensor(cases.targets[rows])
+        when = None if times is None else np.asarray(times[rows], dtype=np.int64)  # (B,)
         if negatives is not None and candidate_scorer is not None:
             neg = torch.as_tensor(negatives[rows])  # (B, n_neg), -1 = fewer candidates than asked
             items = torch.cat([targets[:, None], neg.clamp(min=0)], dim=1)  # (B, 1 + n_neg)
             with torch.no_grad():
-                cand = candidate_scorer(cases.users[rows], hist, items).float().cpu()  # (B, 1 + n_neg)
+                cand = candidate_scorer(cases.users[rows], hist, items, when).float().cpu()  # (B, 1 + n_neg)
             ranks[rows] = _negatives_ahead(cand[:, 0], cand[:, 1:], neg).numpy()
             continue
         with torch.no_grad():
-            scores = scorer(cases.users[rows], hist).float().cpu()  # (B, n_items + 1)
+            scores = scorer(cases.users[rows], hist, when).float().cpu()  # (B, n_items + 1)
         if negatives is None:
             ranks[rows] = _full_ranks(scores, hist, targets, protocol.exclude_seen).numpy()
         else:
@@ -182,7 +208,8 @@ def evaluate(
     metrics = ranking_metrics(ranks, protocol.ks)
     return EvalResult(metrics, protocol, split, target, n, data, time.perf_counter() - start,
                       standard_errors=ranking_standard_errors(ranks, protocol.ks),
-                      groups=group_metrics(ranks, groups or {}, protocol.ks))
+                      groups=group_metrics(ranks, groups or {}, protocol.ks),
+                      request_time="" if times is None else TARGET_TIME)
 
 
 def group_metrics(ranks: np.ndarray, groups: Mapping[str, np.ndarray], ks: Sequence[int]) -> dict[str, dict[str, Any]]:
@@ -202,8 +229,8 @@ def unscored_last(scorer: ScoreFn, n_items: int) -> ScoreFn:
     (cold items a model has no row for, e.g. an ID-only model under the cold-item protocol) score
     ``-inf``, so such a target ranks behind every scored item (ties count against it)."""
 
-    def score(users: np.ndarray, histories: Sequences) -> torch.Tensor:
-        s = scorer(users, histories)  # (B, n_model + 1)
+    def score(users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+        s = scorer(users, histories, request_time)  # (B, n_model + 1)
         missing = n_items + 1 - s.shape[1]
         return s if missing <= 0 else torch.nn.functional.pad(s, (0, missing), value=-torch.inf)
 

@@ -21,7 +21,7 @@ from typing import Any
 from attnrec.config import ConfigError, config_to_dict, load_toml
 from attnrec.data.cold import cold_start
 from attnrec.data.datasets import load_dataset
-from attnrec.data.split import DEFAULT_SPLIT, SPLITS, make_split
+from attnrec.data.split import DEFAULT_SPLIT, check_split_settings, make_split
 from attnrec.evaluation.protocol import protocol_by_name
 from attnrec.experiments.runner import RunRequest, machine_info, run_one
 from attnrec.training.state import STATE_JSON
@@ -47,6 +47,10 @@ class RunConfig:
     preset: str | None = None
     split: str = DEFAULT_SPLIT
     valid_users: int = 0  # leave-one-out: validate on this many sampled users, the others train on theirs
+    # split = "last-qualifying": test each user's last event of these types (comma-separated names, e.g. "buy")
+    # rated at least min_target_rating ("next buy", "liked"); the result's split records both
+    target_events: str = ""
+    min_target_rating: float | None = None
     valid_protocol: str = "full"
     protocols: tuple[str, ...] = ("full",)
     save: bool = False  # also save the fitted model under <root>/runs/<name>
@@ -66,10 +70,10 @@ class RunConfig:
             value = getattr(self, f.name)
             if want is not None and (not isinstance(value, want) or (f.type != "bool" and isinstance(value, bool))):
                 raise ConfigError(f"{where}[run] {f.name} must be {_SCALAR_NAMES[str(f.type)]}, not {value!r}")
-        if self.split not in SPLITS:
-            raise ConfigError(f"{where}unknown split {self.split!r}; use {' or '.join(SPLITS)}")
-        if self.valid_users and self.split != "leave-one-out":
-            raise ConfigError(f"{where}valid_users applies to the leave-one-out split only")
+        try:
+            check_split_settings(self.split, self.valid_users, self.target_events, self.min_target_rating)
+        except ValueError as e:
+            raise ConfigError(f"{where}{e}") from None
         for name in (self.valid_protocol, *self.protocols):
             protocol_by_name(name)  # an unknown protocol fails before any data is read
         if not 0.0 <= self.cold_items < 1.0:
@@ -113,7 +117,8 @@ def run_configured(
             data_path = str((root / data_path).resolve())
         data = load_dataset(data_path, format=cfg.format)
     cold = cold_start(data, cfg.cold_items, cfg.cold_seed, cfg.valid_users) if cfg.cold_items else None
-    split = cold.split if cold is not None else make_split(data, cfg.split, cfg.valid_users)
+    split = cold.split if cold is not None else make_split(data, cfg.split, cfg.valid_users, target_events=cfg.target_events,
+                                                           min_rating=cfg.min_target_rating)
     request = RunRequest(cfg.model, cfg.preset, cfg.model_settings, cfg.train_settings,
                          protocol_by_name(cfg.valid_protocol), [protocol_by_name(p) for p in cfg.protocols])
     run_state = state_dir / cfg.name if state_dir is not None else None

@@ -353,16 +353,15 @@ class BERT4Rec(
         return batch_sampled_softmax(pos_logit, neg_logit, target, batch, sel) + extra  # log-Q corrected unless uniform
 
     # -- inference: [mask] appended after the history ----------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
-        """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``.
-
-        ``W`` is the batch's longest history (at most ``max_len - 1``): positions count from the
-        end and padding keys are masked, so a narrower batch gives the same scores for less work.
-        """
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
+        """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``, ``W`` the batch's
+        longest history (positions count from the end, padding keys are masked: a narrower batch scores the same)."""
         width = int(min(self.config.max_len - 1, histories.lengths().max(initial=0)))
         seq = histories.padded(width)
         mask = np.full((len(seq), 1), self.mask_id, dtype=np.int64)  # [mask] at the request time (event_context)
         cols = eb.mask_columns(eb.score_columns(self.event_ctx, histories, width, "bert4rec"))
+        cols |= eb.request_batch(self.event_ctx, request_time)  # [mask]'s time, when the model reads time
         return {"seq": torch.from_numpy(np.concatenate([seq, mask], axis=1))} | cols
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:

@@ -109,7 +109,8 @@ class BPRMF(nn.Module, SequentialModel, Factorised, ItemBiased):
         return loss
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         """User indices (``-1`` = unknown) and the recent history, used only to fold unknown users in."""
         return user_inputs(users, histories)
 

@@ -159,7 +159,8 @@ class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
         return scores.view(r, t, -1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         """User indices (``-1`` = unknown) and the recent history (its last L items are the window)."""
         return user_inputs(users, histories, max(FOLD_IN_ITEMS, self.config.window))
 

@@ -113,7 +113,8 @@ class Content(nn.Module, ClosedForm, Factorised, ItemExtensible):
             self._cached = (key, x / x.norm(dim=1, keepdim=True).clamp(min=1e-12))
         return self._cached[1]
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         """``{"seq": (B, max_len)}``: the last history items, left-padded."""
         return {"seq": last_items(histories, self.config.max_len)}
 

@@ -63,8 +63,15 @@ class Trainable(Protocol[TrainData_contra]):
 class Scorer(Protocol):
     """Ranks the whole catalog for a batch of users and their histories (the sequential task)."""
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
-        """The model's inputs for ``users`` ``(B,)`` (``-1``: unknown) and their internal-index ``histories``."""
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
+        """The model's inputs for ``users`` ``(B,)`` (``-1``: unknown) and their internal-index ``histories``.
+
+        ``request_time`` ``(B,)``: each row's time of the request (int64 seconds; evaluation passes the
+        target event's timestamp). Every model accepts it; only a model that reads the request's time
+        (SASRec/BERT4Rec with time settings, :mod:`attnrec.models.event_context`) uses it, the others
+        ignore it, so their scores do not depend on it.
+        """
         ...
 
     def score(self, batch: Batch) -> torch.Tensor:

@@ -247,7 +247,8 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         # Padded to the batch's longest history, not max_len: positions count from the window's end
         # and padding keys are masked, so the scores are the same and short histories cost less.
         width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))

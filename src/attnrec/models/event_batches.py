@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnrec.data.schema import EVENT, RATING, DataError, Sequences
+from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, Sequences
 from attnrec.models.batching import sliding_window_matrix
 from attnrec.models.event_context import (
     BATCH_KEYS,
@@ -53,6 +53,16 @@ def score_columns(ctx: EventContext | None, seqs: Sequences, width: int, model: 
     if ctx is None:
         return {}
     return {k: torch.from_numpy(v) for k, v in column_batch(seqs, ctx.columns, width, model=model).items()}
+
+
+def request_batch(ctx: EventContext | None, request_time: np.ndarray | None) -> Batch:
+    """``{"request_time": (B,) int64}`` when ``ctx`` reads time and a request time is given, else nothing.
+
+    A model that reads no timestamps gets no key, so its batches (and scores) stay as without one.
+    """
+    if ctx is None or request_time is None or TIMESTAMP not in ctx.columns:
+        return {}
+    return {REQUEST_TIME: torch.as_tensor(np.asarray(request_time, dtype=np.int64))}
 
 
 def target_users(train: Sequences, width: int, rule: TargetRule, model: str) -> np.ndarray:
@@ -158,5 +168,5 @@ def mask_columns(cols: Batch) -> Batch:
     return out
 
 
-__all__ = ["ClozeWindows", "cloze_windows", "column_batch", "mask_columns", "nth_from_end", "require_columns",
-           "rule_columns", "score_columns", "shifted_columns", "target_users"]
+__all__ = ["ClozeWindows", "cloze_windows", "column_batch", "mask_columns", "nth_from_end", "request_batch",
+           "require_columns", "rule_columns", "score_columns", "shifted_columns", "target_users"]

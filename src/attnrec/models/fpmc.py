@@ -138,7 +138,8 @@ class FPMC(nn.Module, SequentialModel, Factorised):
         return (ctx @ self.item_next.weight.T).view(r, t, -1)  # (R, T, I+1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         """User indices (``-1`` = unknown), the last ``n_prev`` items, and the recent history for fold-in."""
         n = max(self.config.n_prev, FOLD_IN_ITEMS if self.personal else 0)
         hist = last_items(histories, n)  # (B, n)

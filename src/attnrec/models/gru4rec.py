@@ -175,7 +175,8 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
         return loss
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         return {"seq": torch.from_numpy(histories.padded(self.config.max_len))}
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:

@@ -159,8 +159,9 @@ class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         return gbce_loss(pos_logit[real], neg_logit[real], self.beta)  # (N,), (N, k) real positions only
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
-        return self.net.score_inputs(users, histories)
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
+        return self.net.score_inputs(users, histories, request_time)
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""

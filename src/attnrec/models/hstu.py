@@ -318,7 +318,8 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         return F.normalize(self.item_emb(idx), dim=-1, eps=EPS)
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         # Padded to the batch's longest history: positions count from each row's oldest item, the
         # bias from offsets and the attention divides by max_len, so the width changes no score.
         width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))

@@ -135,7 +135,8 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
         return F.binary_cross_entropy_with_logits(logits, labels)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         """User indices (``-1`` = unknown) and the recent history, used only to fold unknown users in."""
         return user_inputs(users, histories)
 

@@ -52,7 +52,8 @@ class Pop(nn.Module, ClosedForm):
             self.counts.copy_(torch.from_numpy(item_counts(train).astype(np.float64)))  # (I+1,)
         return self
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         """Only the rows matter (the ranking is the same for everyone): ``{"users": (B,)}``."""
         return {"users": torch.as_tensor(np.asarray(users), dtype=torch.long)}
 

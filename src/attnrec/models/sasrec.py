@@ -56,7 +56,7 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.event_batches import score_columns, shifted_columns, target_users
+from attnrec.models.event_batches import request_batch, score_columns, shifted_columns, target_users
 from attnrec.models.event_context import (
     EXPLICIT_NEGATIVE,
     EventFields,
@@ -352,11 +352,13 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         return emb[idx]
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         # Padded to the batch's longest history, not max_len: positions count from the window's end
         # and padding keys are masked, so the scores are the same and short histories cost less.
         width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))
-        return {"seq": torch.from_numpy(histories.padded(width))} | score_columns(self.event_ctx, histories, width, "sasrec")
+        cols = score_columns(self.event_ctx, histories, width, "sasrec") | request_batch(self.event_ctx, request_time)
+        return {"seq": torch.from_numpy(histories.padded(width))} | cols
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""

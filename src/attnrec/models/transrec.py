@@ -134,7 +134,8 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
         return self._distance_scores(origin.reshape(r * t, -1)).view(r, t, -1)  # (R, T, I+1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> Batch:
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> Batch:
         """User indices (``-1`` = unknown) and the recent history (its last item is the query's origin)."""
         return user_inputs(users, histories)
 

@@ -98,6 +98,7 @@ def explain_items(
     method: str = DEFAULT_METHOD,
     verb: str = DEFAULT_VERB,
     device: torch.device | None = None,
+    columns: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[list[ItemExplanation], np.ndarray]:
     """Explanations of the internal ``targets`` ``(K,)`` for the internal ``history`` of ``user``, and the
     targets' scores ``(K,)`` (NaN where nothing was scored).
@@ -120,7 +121,8 @@ def explain_items(
     if note is not None:
         empty = [ItemExplanation(t, method, method in SHARED_METHODS, None, [], note) for t in ext_targets]
         return empty, np.full(len(targets), np.nan)
-    att = attribute(model, history, targets, n_items=len(items), method=method, user=user, device=device)
+    att = attribute(model, history, targets, n_items=len(items), method=method, user=user, device=device,
+                    columns=columns)  # the history's per-event columns, occluded with their events
     ext = items.to_external(np.asarray(history)[att.events])
     back = len(history) - 1 - att.events
     out = []

@@ -26,9 +26,11 @@ from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, warn_if_noisy
+from attnrec.recommend.event_requests import histories_from_arrays, history_arrays
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
-from attnrec.recommend.structure import check_arrays, check_titles
+from attnrec.recommend.row_scoring import model_scores
+from attnrec.recommend.structure import check_arrays, check_events, check_titles
 from attnrec.recommend.topk import Recommendation, RowScores, answer
 from attnrec.training.callbacks import EpochCallback
 from attnrec.training.config import TrainConfig
@@ -79,6 +81,7 @@ class Recommender:
         self.users_: IdMap | None = None
         self.items_: IdMap | None = None
         self.histories_: Sequences | None = None
+        self.events_: IdMap | None = None  # the training log's event types (requests name events by them)
         self.popularity_: np.ndarray | None = None
         self.titles_: dict[str, str] = {}
         self.source_: DataSource = DataSource("unnamed")
@@ -154,7 +157,8 @@ class Recommender:
 
     def _set_data(self, data: Interactions) -> None:
         self.users_, self.items_ = data.users, data.items
-        self.histories_ = data.sequences()
+        self.histories_ = data.sequences()  # with the log's per-event columns, saved with the model
+        self.events_ = data.events
         self.popularity_ = data.item_popularity()
         self.titles_ = dict(data.item_titles or {})
         self.source_ = data.source
@@ -176,25 +180,26 @@ class Recommender:
         self._fitted_view()
 
     # -- scoring ---------------------------------------------------------------------------------
-    def _batch(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
-        return {k: v.to(self.device) for k, v in self.core.score_inputs(users, histories).items()}
+    def _batch(self, users: np.ndarray, histories: Sequences, when: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device) for k, v in self.core.score_inputs(users, histories, when).items()}
 
-    def score_histories(self, users: np.ndarray, histories: Sequences) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding)."""
+    def score_histories(self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+        """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding) at ``request_time`` ``(B,)``."""
         core = self._inference_view().core
-        batch = self._batch(users, histories)
+        batch = self._batch(users, histories, request_time)
         with torch.no_grad():
             return core.score(batch)
 
-    def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor) -> torch.Tensor:
+    def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor,
+                         request_time: np.ndarray | None = None) -> torch.Tensor:
         """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only, equal to the matching columns
         of :meth:`score_histories`. Factorised models and candidate scorers score just those items,
         so sampled-negative evaluation over a large catalog costs ``C`` scores per case, not the
         whole catalog."""
         view = self._inference_view()
         if view.factorised is None and view.candidates is None:
-            return self.score_histories(users, histories).gather(1, items.to(self.device))
-        batch = self._batch(users, histories)
+            return self.score_histories(users, histories, request_time).gather(1, items.to(self.device))
+        batch = self._batch(users, histories, request_time)
         with torch.no_grad():
             if view.factorised is None:  # the model scores (user, item) pairs itself, e.g. NCF's MLP
                 assert view.candidates is not None
@@ -228,6 +233,10 @@ class Recommender:
         explain: bool | str = False,
         explain_k: int = reasons.MAX_EXPLAIN_K,
         reason_verb: str = reasons.DEFAULT_VERB,
+        timestamps: list[float] | None = None,
+        events: list[str] | None = None,
+        ratings: list[float] | None = None,
+        request_time: float | None = None,
     ) -> Recommendation:
         """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
 
@@ -239,16 +248,22 @@ class Recommender:
         ``explain``: ``True`` (occlusion) or a method of :mod:`attnrec.evaluation.attribution` fills
         ``explanations`` (aligned with ``items``) for the first ``explain_k`` items, each with a reason
         "Because you {reason_verb} ..." (:mod:`attnrec.recommend.reasons`); the rest stay None.
+
+        ``timestamps`` (seconds, not decreasing), ``events`` (names of the training log's event types) and
+        ``ratings``, each aligned with ``history``, and ``request_time`` (seconds) feed models trained with
+        time, event or rating inputs (a known user without a ``history`` has its stored ones); a model that
+        reads none ignores them and ``ignored_inputs`` lists them (:mod:`attnrec.recommend.event_requests`).
         """
         request = {"user": user, "history": history, "k": k, "exclude_seen": exclude_seen, "include": include,
-                   "exclude": exclude}
+                   "exclude": exclude, "timestamps": timestamps, "events": events, "ratings": ratings,
+                   "request_time": request_time}
         method = reasons.DEFAULT_METHOD if explain is True else reasons.check_method(explain) if explain else None
         answer = self.recommend_many([request])[0]
         if method is not None and self.items_ is not None:
             p, n = self._prepare(request), min(len(answer.items), max(explain_k, 0))
             found, _ = reasons.explain_items(self._inference_view().core, p.hist, self.items_.to_internal(
                 answer.items[:n]), user=p.uid, items=self.items_, titles=self.titles_, method=method,
-                verb=reason_verb, device=self.device)
+                verb=reason_verb, device=self.device, columns=p.columns)
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer
 
@@ -268,9 +283,10 @@ class Recommender:
         with torch.inference_mode():
             if model_rows:
                 rows = [prepared[i] for i in model_rows]
-                answers = answer(rows, self._model_scores(rows), "model", self.items_, self.titles_)
-                for i, rec in zip(model_rows, answers, strict=True):
-                    out[i] = rec
+                scores, ignored = self._model_scores(rows)
+                answers = answer(rows, scores, "model", self.items_, self.titles_)
+                for i, rec, unread in zip(model_rows, answers, ignored, strict=True):
+                    out[i] = dataclasses.replace(rec, ignored_inputs=unread)
             if pop_rows:
                 rows = [prepared[i] for i in pop_rows]
                 pop = similar.popularity_tensor(self._cache, self.popularity_).unsqueeze(0).expand(len(rows), -1)
@@ -282,45 +298,13 @@ class Recommender:
     def _prepare(self, request: Mapping[str, Any]) -> Prepared:
         """``request`` resolved against this model's ID maps and stored histories."""
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
-        return prepare(request, self.users_, self.items_, self.histories_)
+        return prepare(request, self.users_, self.items_, self.histories_, self.events_)
 
-    def _model_scores(self, rows: list[Prepared]) -> RowScores:
-        """Scores of non-empty histories: factorised (query and item vectors) when the model allows.
-
-        Rows are encoded in groups of similar length (powers of two, up to the model's ``max_len``)
-        so that a short ad-hoc history batched with long stored ones is not padded to their length.
-        """
+    def _model_scores(self, rows: list[Prepared]) -> tuple[RowScores, list[list[str]]]:
+        """Scores of non-empty histories and the per-event fields each row's model batch ignored
+        (:func:`~attnrec.recommend.row_scoring.model_scores`)."""
         assert self.items_ is not None
-        n_items = len(self.items_)
-        view = self._inference_view()
-        users = np.array([p.uid for p in rows], dtype=np.int64)
-        lengths = np.array([len(p.hist) for p in rows], dtype=np.int64)
-        bucket = np.ceil(np.log2(np.minimum(lengths, self.max_len or lengths.max()))).astype(np.int64)
-        groups = [np.flatnonzero(bucket == b) for b in np.unique(bucket)]
-
-        def seqs_of(g: np.ndarray) -> Sequences:
-            offsets = np.zeros(len(g) + 1, dtype=np.int64)
-            np.cumsum(lengths[g], out=offsets[1:])
-            return Sequences(offsets, np.concatenate([rows[i].hist for i in g]), n_items)
-
-        if view.factorised is not None:
-            parts = [view.factorised.query_vectors(self._batch(users[g], seqs_of(g))).float() for g in groups]
-            query = parts[0]  # (B, D)
-            if len(groups) > 1:
-                query = torch.empty(len(rows), parts[0].shape[1], device=parts[0].device)
-                for g, q in zip(groups, parts, strict=True):
-                    query[torch.as_tensor(g, device=q.device)] = q
-            bias = view.item_bias.item_bias().float() if view.item_bias is not None else None
-            return RowScores(query=query, vectors=view.factorised.item_vectors().float(), bias=bias)
-        if len(groups) == 1:
-            return RowScores(full=self.score_histories(users, seqs_of(groups[0])))
-        full: torch.Tensor | None = None
-        for g in groups:
-            part = self.score_histories(users[g], seqs_of(g))  # (len(g), I + 1)
-            if full is None:
-                full = torch.empty(len(rows), part.shape[1], dtype=part.dtype, device=part.device)
-            full[torch.as_tensor(g, device=part.device)] = part
-        return RowScores(full=full)
+        return model_scores(self._inference_view(), rows, len(self.items_), self.max_len, self.device)
 
     # -- item-to-item ----------------------------------------------------------------------------
     def similar_items(self, item: object, k: int = 10) -> Recommendation:
@@ -353,11 +337,10 @@ class Recommender:
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
         record = ModelRecord(self.name, self.preset, config_to_dict(self.config), config_to_dict(self.train_config),
                              self.users_, self.items_, self.source_, self.train_result_, self.evaluations_)
-        arrays = {"popularity": torch.as_tensor(self.popularity_),
-                  "history_offsets": torch.as_tensor(self.histories_.offsets),
-                  "history_items": torch.as_tensor(self.histories_.items.astype(np.int32))}
+        arrays = {"popularity": torch.as_tensor(self.popularity_)} | history_arrays(self.histories_)
+        events = {"events": self.events_.to_list()} if self.events_ is not None else {}
         return save_model_dir(path, record, {"weights": core.state_dict(), "arrays": arrays},
-                              {"titles": self.titles_} | cold_items.context_files(self.context_), {})
+                              {"titles": self.titles_} | events | cold_items.context_files(self.context_), {})
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> Recommender:
@@ -375,8 +358,8 @@ class Recommender:
         arrays = saved.tensors("arrays")
         check_arrays(arrays, len(rec.users_), len(rec.items_), saved.path / "arrays.safetensors")
         rec.popularity_ = arrays["popularity"].numpy()
-        rec.histories_ = Sequences(arrays["history_offsets"].numpy(),
-                                   arrays["history_items"].numpy().astype(np.int64), len(rec.items_))
+        rec.histories_ = histories_from_arrays(arrays, len(rec.items_), saved.path / "arrays.safetensors")
+        rec.events_ = check_events(saved.json("events", default=[]), saved.path / "events.json")
         rec.source_, rec.evaluations_, rec.train_result_ = record.source, record.evaluations, record.train_result
         rec.context_ = cold_items.load_context(saved)
         core = saved.build(lambda: build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"],

@@ -16,6 +16,7 @@ from typing import Any  # Any: JSON values
 import torch
 
 from attnrec.checkpoint import CheckpointError
+from attnrec.data.schema import IdMap, event_vocabulary
 
 # config.json keys every task needs, with the JSON types they must have
 _CONFIG_KEYS: dict[str, tuple[type, ...]] = {
@@ -87,6 +88,16 @@ def check_arrays(arrays: Mapping[str, torch.Tensor], n_users: int, n_items: int,
                               f"{len(items)} history items")
     if len(items) and (int(items.min()) < 1 or int(items.max()) > n_items):
         raise CheckpointError(f"{path}: history items outside 1..{n_items}")
+
+
+def check_events(names: object, path: Path) -> IdMap | None:
+    """``events.json`` of a recommender: the training log's event type names (sorted, distinct); none when
+    the file is absent (``[]``: a log without event types)."""
+    if names == []:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or names != sorted(set(names)):
+        raise CheckpointError(f"{path}: not a sorted list of distinct event type names")
+    return event_vocabulary(names)
 
 
 def check_vocab(vocab: object, n_words: object, path: Path) -> list[str]:

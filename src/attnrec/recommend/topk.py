@@ -33,6 +33,8 @@ class Recommendation:
     method: str | None = None  # how it was scored: model, popularity, embedding-cosine, co-occurrence
     # aligned with items when explanations were asked for (None past the explained ones), else None
     explanations: list[ItemExplanation | None] | None = None
+    # per-event request fields (timestamps, events, ratings, request_time) the model does not read
+    ignored_inputs: list[str] = field(default_factory=list)
 
 
 def topk_chunked(

@@ -213,7 +213,8 @@ class ApproximateRecommender:
         if approx:
             rows = [prepared[i] for i in approx]
             with torch.inference_mode():
-                query = rec._model_scores(rows).query
+                row_scores, ignored = rec._model_scores(rows)
+                query = row_scores.query
                 assert query is not None
                 if self.has_bias:
                     query = torch.cat([query, torch.ones(len(query), 1, device=query.device)], 1)
@@ -228,5 +229,5 @@ class ApproximateRecommender:
                 s, ix = scores[r][keep][: p.k], ids[r][keep][: p.k]
                 items = rec.items_.to_external(ix.numpy())
                 out[i] = Recommendation(items, s.tolist(), [rec.titles_.get(t) for t in items], p.user, p.unknown,
-                                        p.fallback, "model-ann")
+                                        p.fallback, "model-ann", ignored_inputs=ignored[r])
         return [r for r in out if r is not None]

@@ -200,8 +200,9 @@ class OnnxCore:
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> object:
         return self.torch_core.load_state_dict(state_dict, strict)
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences) -> dict[str, torch.Tensor]:
-        batch = self.scorer.score_inputs(users, histories)
+    def score_inputs(self, users: np.ndarray, histories: Sequences,
+                     request_time: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+        batch = self.scorer.score_inputs(users, histories, request_time)
         if self.fixed_length is not None and "seq" in batch and batch["seq"].shape[1] != self.fixed_length:
             batch["seq"] = torch.from_numpy(histories.padded(self.fixed_length))
         return batch

@@ -22,7 +22,9 @@ from fastapi import FastAPI, Request
 
 from attnrec import __version__
 from attnrec.checkpoint import CheckpointError, read_json
+from attnrec.data.schema import EVENT
 from attnrec.recommend import Recommendation, Recommender, load
+from attnrec.recommend.event_requests import EVENT_KEYS
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
@@ -91,7 +93,22 @@ def _warm_up(rec: Recommender) -> None:
     """One request by user and one by history, so the first real request pays no lazy set-up."""
     assert rec.items_ is not None
     rec.recommend_many([{"user": rec.users_.to_list()[0] if rec.users_ else None, "k": 1}])
-    rec.recommend(history=[str(rec.items_.external[0])], k=1)
+    rec.recommend_many([_one_event_history(rec)])
+
+
+def _one_event_history(rec: Recommender) -> dict[str, object]:
+    """A request with a one-event history: the first stored event with its per-event columns (a model trained
+    with time or event inputs needs them), or the first item when nothing is stored."""
+    assert rec.items_ is not None and rec.histories_ is not None
+    stored = rec.histories_
+    if not len(stored.items):
+        return {"history": [str(rec.items_.external[0])], "k": 1}
+    request: dict[str, object] = {"history": rec.items_.to_external(stored.items[:1]), "k": 1}
+    for key, column in EVENT_KEYS.items():
+        if column in stored.columns:
+            value = stored.columns[column][:1]
+            request[key] = rec.events_.to_external(value) if column == EVENT and rec.events_ else value.tolist()
+    return request
 
 
 def _versions(directory: Path | None) -> dict[str, object]:

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from attnrec.data.schema import DataError
 from attnrec.recommend import Recommendation
+from attnrec.recommend.structure import one_line
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
@@ -23,6 +24,7 @@ from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.reasons import explaining, explanation
 from attnrec.serving.registry import Explains, FindsSimilar
 from attnrec.serving.schemas import (
+    EVENT_FIELDS,
     MAX_EXPLAINED,
     ErrorResponse,
     ExplainOptions,
@@ -103,6 +105,7 @@ def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
     """``spec`` (the app's OpenAPI document) stating this server's limits on ``k`` and the ID lists."""
     bodies = spec.get("components", {}).get("schemas", {})
     limits = {"RecommendRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history),
+                                   **{f: ("maxItems", cfg.max_history) for f in EVENT_FIELDS},
                                    "include": ("maxItems", cfg.max_list), "exclude": ("maxItems", cfg.max_list)},
               "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)},
               "ExplainRecRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history)}}
@@ -129,20 +132,22 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
     e = state.pick(req.model, "recommend")
     check_k(req.k, state.config)
     _check_lists(req, state.config)
-    if req.explain is False:  # the common case: micro-batched with other requests
-        assert e.batcher is not None  # every model has one while the app runs
-        rec = await e.batcher.submit(req.model_dump(exclude={"model", "explain"}))
-        return _json(RecommendResponse(model=e.name, user=rec.user, items=_recommended(rec),
-                                       unknown_items=rec.unknown_items, fallback=rec.fallback, method=rec.method))
-    opts = ExplainOptions.model_validate({}) if req.explain is True else req.explain  # true: the defaults
-    model = explaining(e, opts.method)  # 501 before any work
     kwargs = req.model_dump(exclude={"model", "explain"})
-    verb = state.config.reason_verb
-    rec = await state.on_worker(lambda: model.recommend(**kwargs, explain=opts.method, explain_k=MAX_EXPLAINED,
-                                                        reason_verb=verb))
-    return _json(RecommendResponse(model=e.name, user=rec.user, items=_recommended(rec, opts.top),
-                                   unknown_items=rec.unknown_items,
-                                   fallback=rec.fallback, method=rec.method))
+    top = 0  # history items listed per explained item (none without explain)
+    try:  # per-event fields the model cannot use (an unknown event name, a missing column): 422
+        if req.explain is False:  # the common case: micro-batched with other requests
+            assert e.batcher is not None  # every model has one while the app runs
+            rec = await e.batcher.submit(kwargs)
+        else:
+            opts = ExplainOptions.model_validate({}) if req.explain is True else req.explain  # true: the defaults
+            model, top, verb = explaining(e, opts.method), opts.top, state.config.reason_verb  # 501 before any work
+            rec = await state.on_worker(lambda: model.recommend(**kwargs, explain=opts.method, explain_k=MAX_EXPLAINED,
+                                                                reason_verb=verb))
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", one_line(exc)) from None
+    return _json(RecommendResponse(model=e.name, user=rec.user, items=_recommended(rec, top),
+                                   unknown_items=rec.unknown_items, fallback=rec.fallback, method=rec.method,
+                                   ignored_inputs=rec.ignored_inputs))
 
 
 @router.post("/v1/similar-items", response_model=SimilarItemsResponse, tags=["recommend"])

@@ -34,6 +34,9 @@ NO_CONTROL = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"  # JSON Schema (ECMA 262) an
 _TEXT_SCHEMA: dict[str, Any] = {"type": "string", "maxLength": MAX_ID_CHARS, "pattern": NO_CONTROL}
 Text = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS, pattern=NO_CONTROL)]
 Id = Annotated[Text, WithJsonSchema({"anyOf": [_TEXT_SCHEMA, {"type": "integer"}]})]
+Seconds = Annotated[int, Field(ge=-(2**53), le=2**53)]  # unix seconds, exact in a JSON number
+Rating = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+EVENT_FIELDS = ("timestamps", "events", "ratings")  # per-event lists aligned with `history`
 
 
 def _as_str(v: Any) -> Any:
@@ -87,6 +90,19 @@ class RecommendRequest(_Strict):
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
     include: list[Id] | None = Field(None, max_length=MAX_IDS, description="Only recommend among these items.")
     exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
+    timestamps: list[Seconds] | None = Field(None, max_length=MAX_IDS, description=(
+        "Per history item: when it happened (unix seconds, not decreasing), for models trained with time inputs. "
+        "Same length as `history`; dropped with the unknown items."))
+    events: list[Text] | None = Field(None, max_length=MAX_IDS, description=(
+        "Per history item: its event type, a name of the training log's event types (e.g. `view`, `buy`), for "
+        "models trained with event-type inputs. Same length as `history`."))
+    ratings: list[Rating] | None = Field(None, max_length=MAX_IDS, description=(
+        "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with rating inputs. "
+        "Same length as `history`."))
+    request_time: Seconds | None = Field(None, description=(
+        "When the request is made (unix seconds, not before the last of `timestamps`): the time of the predicted "
+        "event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's [mask]). Without "
+        "it the newest event's time stands in. Models without time inputs ignore it (see `ignored_inputs`)."))
     explain: bool | ExplainOptions = Field(False, description=(
         f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (occlusion, top 3) or options. Off "
         "by default: an explained request is scored on its own (not micro-batched) and costs one extra forward "
@@ -100,12 +116,20 @@ class RecommendRequest(_Strict):
     def _user_or_history(self) -> RecommendRequest:
         if self.user is None and self.history is None:
             raise ValueError("give a `user` or a `history` (or both)")
+        for name in EVENT_FIELDS:  # per-event lists describe the given history, item by item
+            values = getattr(self, name)
+            if values is not None and self.history is None:
+                raise ValueError(f"`{name}` describes the events of `history`: send it with a history")
+            if values is not None and self.history is not None and len(values) != len(self.history):
+                raise ValueError(f"`{name}` has {len(values)} values for a history of {len(self.history)} items")
         return self
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
         "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
-                     {"user": "42", "k": 5, "explain": {"method": "occlusion", "top": 3}}]})
+                     {"user": "42", "k": 5, "explain": {"method": "occlusion", "top": 3}},
+                     {"history": ["5", "9"], "timestamps": [1700000000, 1700003600], "events": ["view", "buy"],
+                      "request_time": 1700007200, "k": 5}]})
 
 
 class ScoredItem(BaseModel):
@@ -145,6 +169,9 @@ class RecommendResponse(BaseModel):
     unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
     fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
     method: str | None = Field(None, description="`model` or `popularity`.")
+    ignored_inputs: list[str] = Field(default_factory=list, description=(
+        "Per-event request fields (`timestamps`, `events`, `ratings`, `request_time`) this model does not read "
+        "(it was trained without them): the answer is the same without them."))
 
 
 class SimilarItemsRequest(_Strict):

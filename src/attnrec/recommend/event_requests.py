@@ -1,0 +1,125 @@
+"""Per-event context of a recommendation request: the history's timestamps, event types and ratings, and
+the time of the request (issue #19; :mod:`attnrec.models.event_context` has what the models do with them).
+
+A request may send ``timestamps``, ``events`` (names of the model's event vocabulary) and ``ratings``,
+each aligned with its ``history``, and a ``request_time``. :func:`request_columns` checks them (one-line
+``ValueError``: lengths, types, order, ranges) and keeps the values of the known history items only, so a
+column stays aligned with the items the model scores. A known user without a given history is scored
+with its stored history's columns (:func:`stored_columns`). Models that read none of them ignore them;
+the answer lists what was ignored (``Recommendation.ignored_inputs``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any  # request values are caller input of any type
+
+import numpy as np
+import torch
+
+from attnrec.checkpoint import CheckpointError
+from attnrec.data.schema import COLUMN_DTYPES, EVENT, RATING, TIMESTAMP, DataError, IdMap, Sequences
+
+EVENT_KEYS: dict[str, str] = {"timestamps": TIMESTAMP, "events": EVENT, "ratings": RATING}
+"""Request key -> the per-event column it fills (:data:`attnrec.data.schema.COLUMN_DTYPES`)."""
+REQUEST_TIME = "request_time"
+_BATCH_KEYS = {"timestamps": "timestamps", "events": "events", "ratings": "ratings", REQUEST_TIME: "request_time"}
+MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
+
+
+def request_columns(request: Mapping[str, Any], history: Sequence[object] | None, keep: np.ndarray,
+                    events: IdMap | None) -> dict[str, np.ndarray]:
+    """The per-event columns a request sends for its ``history``, of the known items only (``keep`` ``(T,)``).
+
+    Events without an event vocabulary (a model trained on a log without event types) are dropped: the
+    model cannot read them. Raises ``ValueError`` (one line) for a column without a history, a length
+    other than the history's, a non-number, decreasing timestamps, a negative rating or an unknown event.
+    """
+    given = {key: request.get(key) for key in EVENT_KEYS if request.get(key) is not None}
+    if given and history is None:
+        raise ValueError(f"{', '.join(given)} describe the events of `history`: send them with a history")
+    out: dict[str, np.ndarray] = {}
+    for key, values in given.items():
+        if not isinstance(values, (list, tuple)) or len(values) != len(history or ()):
+            n = len(values) if isinstance(values, (list, tuple)) else "no list of"
+            raise ValueError(f"{key} has {n} values for a history of {len(history or ())} items")
+        if key == "events":
+            if events is None:
+                continue  # the model knows no event types: ignored (and reported as such)
+            col = _event_codes(values, events)
+        else:
+            col = _numbers(key, values)
+        out[EVENT_KEYS[key]] = col[keep].astype(COLUMN_DTYPES[EVENT_KEYS[key]])
+    return out
+
+
+def _numbers(key: str, values: Sequence[object]) -> np.ndarray:
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in values):
+        raise ValueError(f"{key} must be finite numbers")
+    arr = np.asarray(values, dtype=np.float64)
+    if key == "timestamps":
+        if len(arr) and (np.abs(arr).max() > MAX_SECONDS):
+            raise ValueError(f"timestamps must be seconds within +-2**53, not {arr[np.abs(arr).argmax()]:g}")
+        if (np.diff(arr) < 0).any():
+            raise ValueError("timestamps must not decrease: the history is oldest first")
+        return np.floor(arr)
+    if (arr < 0).any():
+        raise ValueError(f"{key} must not be negative")
+    return arr
+
+
+def _event_codes(values: Sequence[object], events: IdMap) -> np.ndarray:
+    codes = [events.get(v) if isinstance(v, str) else None for v in values]
+    for v, c in zip(values, codes, strict=True):
+        if c is None:
+            raise ValueError(f"unknown event {v!r}; the model's event types are {events.to_list()}")
+    return np.asarray(codes, dtype=np.int64)
+
+
+def request_time_of(request: Mapping[str, Any], columns: Mapping[str, np.ndarray]) -> int | None:
+    """The request's ``request_time`` (whole seconds), checked: a finite number, not before the history's
+    last timestamp. ``None`` when not sent."""
+    when = request.get(REQUEST_TIME)
+    if when is None:
+        return None
+    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when) or abs(when) > MAX_SECONDS:
+        raise ValueError(f"request_time must be a number of seconds within +-2**53, not {when!r}")
+    ts = columns.get(TIMESTAMP)
+    if ts is not None and len(ts) and math.floor(when) < int(ts[-1]):
+        raise ValueError(f"request_time {when:g} is before the history's last timestamp {int(ts[-1])}")
+    return int(math.floor(when))
+
+
+def stored_columns(histories: Sequences, user: int) -> dict[str, np.ndarray]:
+    """The stored history's per-event columns of internal ``user`` (none when the model stored none)."""
+    lo, hi = int(histories.offsets[user]), int(histories.offsets[user + 1])
+    return {name: values[lo:hi] for name, values in histories.columns.items()}
+
+
+def ignored_inputs(sent: Iterable[str], batch_keys: set[str]) -> list[str]:
+    """The per-event request fields ``sent`` that the model's batch (``batch_keys``) does not read."""
+    return [key for key, batch_key in _BATCH_KEYS.items() if key in set(sent) and batch_key not in batch_keys]
+
+
+def history_arrays(histories: Sequences) -> dict[str, torch.Tensor]:
+    """The stored histories as the 1-D arrays of a model directory: offsets, items and any per-event columns."""
+    arrays = {"history_offsets": torch.as_tensor(histories.offsets),
+              "history_items": torch.as_tensor(histories.items.astype(np.int32))}
+    return arrays | {f"history_{name}": torch.as_tensor(values) for name, values in histories.columns.items()}
+
+
+def histories_from_arrays(arrays: Mapping[str, torch.Tensor], n_items: int, path: Path) -> Sequences:
+    """The inverse of :func:`history_arrays` (a directory saved before columns were stored has none);
+    a column that does not fit the items is a :class:`CheckpointError` naming ``path``."""
+    columns = {name: arrays[f"history_{name}"].numpy() for name in COLUMN_DTYPES if f"history_{name}" in arrays}
+    try:
+        return Sequences(arrays["history_offsets"].numpy(), arrays["history_items"].numpy().astype(np.int64),
+                         n_items, columns)
+    except DataError as e:
+        raise CheckpointError(f"{path}: stored history {e}") from None
+
+
+__all__ = ["EVENT_KEYS", "REQUEST_TIME", "history_arrays", "histories_from_arrays", "ignored_inputs",
+           "request_columns", "request_time_of", "stored_columns"]

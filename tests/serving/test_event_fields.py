@@ -1,0 +1,85 @@
+"""The per-event fields of ``POST /v1/recommend`` (issue #19): ``timestamps``, ``events``, ``ratings`` aligned
+with ``history``, and ``request_time``; validated like the other fields (422 in the error shape), documented
+in the OpenAPI schema, read by a time-aware model and reported as ignored by an ID-only one."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # starlette asks for httpx2 instead of httpx
+    from fastapi.testclient import TestClient
+
+from attnrec.recommend import Recommender
+from attnrec.serving.app import ServingConfig, create_app
+from synthetic_logs import hourly_shop_log
+
+HISTORY = ["i1", "i8", "i15"]
+TIMES = [1_700_000_000, 1_700_010_000, 1_700_050_000]
+
+
+@pytest.fixture(scope="module")
+def client(sasrec: Recommender) -> Iterator[TestClient]:
+    config = {"hidden": 16, "max_len": 10, "n_layers": 1, "loss": "ce", "time_features": "periodic",
+              "request_time": True, "event_input": True}
+    timed = Recommender("sasrec", config, {"max_epochs": 1, "batch_size": 64, "seed": 0}).fit(hourly_shop_log(),
+                                                                                             progress=False)
+    app = create_app({"timed": timed, "ids": sasrec}, ServingConfig(gc_freeze=False, max_history=50))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+def _error(r: Any, message: str) -> None:
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_request" and message in err["message"], err
+
+
+def test_a_time_model_reads_the_fields(client: TestClient) -> None:
+    body = {"model": "timed", "history": HISTORY, "timestamps": TIMES, "events": ["view", "view", "buy"], "k": 5}
+    soon = client.post("/v1/recommend", json=body | {"request_time": TIMES[-1] + 60})
+    later = client.post("/v1/recommend", json=body | {"request_time": TIMES[-1] + 5 * 3600})
+    assert soon.status_code == later.status_code == 200, soon.text
+    assert soon.json()["ignored_inputs"] == [] and soon.json()["items"] != later.json()["items"]
+
+
+def test_an_id_only_model_ignores_them_and_says_so(client: TestClient) -> None:
+    plain = client.post("/v1/recommend", json={"model": "ids", "history": ["i1", "i2"], "k": 5}).json()
+    r = client.post("/v1/recommend", json={"model": "ids", "history": ["i1", "i2"], "k": 5, "timestamps": [1, 2],
+                                           "ratings": [4.0, 5], "request_time": 3})
+    assert r.status_code == 200 and r.json()["ignored_inputs"] == ["timestamps", "ratings", "request_time"]
+    assert r.json()["items"] == plain["items"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"timestamps": TIMES[:2]}, "`timestamps` has 2 values for a history of 3 items"),
+    ({"events": ["view"]}, "`events` has 1 values for a history of 3 items"),
+    ({"timestamps": ["noon", 1, 2]}, "timestamps.0"),
+    ({"timestamps": [1.5, 2, 3]}, "timestamps.0"),
+    ({"ratings": [-1, 2, 3]}, "ratings.0"),
+    ({"request_time": True}, "request_time"),
+    ({"events": ["view", "order", "buy"]}, "unknown event 'order'"),  # the model's vocabulary: 422, not 500
+    ({"timestamps": [3, 2, 1]}, "timestamps must not decrease"),
+])
+def test_bad_fields_are_422(client: TestClient, extra: dict[str, Any], message: str) -> None:
+    _error(client.post("/v1/recommend", json={"model": "timed", "history": HISTORY} | extra), message)
+
+
+def test_fields_without_a_history_and_a_missing_column_are_422(client: TestClient) -> None:
+    _error(client.post("/v1/recommend", json={"model": "timed", "user": "u1", "timestamps": [1]}),
+           "send it with a history")
+    _error(client.post("/v1/recommend", json={"model": "timed", "history": HISTORY, "events": ["view"] * 3}),
+           "per-event column 'timestamp'")
+
+
+def test_openapi_documents_the_fields(client: TestClient) -> None:
+    body = client.get("/openapi.json").json()["components"]["schemas"]["RecommendRequest"]["properties"]
+    assert {"timestamps", "events", "ratings", "request_time"} <= set(body)
+    assert body["timestamps"]["anyOf"][0]["maxItems"] == 50 and "unix seconds" in body["timestamps"]["description"]
+    assert body["ratings"]["anyOf"][0]["items"]["minimum"] == 0
+    response = client.get("/openapi.json").json()["components"]["schemas"]["RecommendResponse"]["properties"]
+    assert "ignored_inputs" in response
