@@ -92,7 +92,7 @@ def test_explain_lists_history_items_by_attention(models, name) -> None:  # type
     rec, _ = models[name]
     user = rec.users_.to_list()[3]
     hist = rec.items_.to_external(rec.histories_[3])
-    ex = explain_recommendation(rec, user=user, k=5, top=100)
+    ex = explain_recommendation(rec, user=user, k=5, top=100, method="attention")
     assert ex.recommendation.items == rec.recommend(user=user, k=5).items
     assert {a.item for a in ex.attended} <= set(hist)
     weights = [a.weight for a in ex.attended]
@@ -112,7 +112,7 @@ def test_explain_lists_history_items_by_attention(models, name) -> None:  # type
 def test_explain_ad_hoc_history(models) -> None:  # type: ignore[no-untyped-def]
     rec, _ = models["bert4rec"]
     items = rec.items_.to_list()[:4]
-    ex = explain_recommendation(rec, history=[*items, "no-such-item"], k=3)
+    ex = explain_recommendation(rec, history=[*items, "no-such-item"], k=3, method="attention")
     assert ex.recommendation.unknown_items == ["no-such-item"] and ex.history_length == 4
     assert {a.item for a in ex.attended} == set(items)
     with pytest.raises(ValueError, match="no known items"):
@@ -151,11 +151,12 @@ def test_cli_attention_and_explain(models, tmp_path: Path) -> None:  # type: ign
     for f in ("attention.json", "attention.npz"):
         assert (tmp_path / "att" / f).exists()
     assert json.loads((tmp_path / "att" / "attention.json").read_text())["n_users"] == 15
-    res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "1", "-k", "3", "--json"])
+    res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "1", "-k", "3", "--json",
+                              "--method", "attention"])
     assert res.exit_code == 0, res.output
     payload = json.loads(res.stdout)
     assert len(payload["recommended"]) == 3 and payload["attended"]
-    res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "1"])
+    res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "1", "--method", "attention"])
     assert res.exit_code == 0 and "most attended" in res.output
     assert "[mask]" in res.output, "rich markup must not swallow the token's name"
     res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "nobody"])

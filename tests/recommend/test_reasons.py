@@ -95,7 +95,8 @@ def test_per_item_methods_differ_between_items_and_attention_is_shared(sasrec: R
     ex = explain_recommendation(sasrec, user="u5", k=4, method="occlusion")
     assert [e.item for e in ex.explanations] == ex.recommendation.items and not ex.shared
     assert len({tuple(e.value for e in x.events) for x in ex.explanations}) > 1
-    att = explain_recommendation(sasrec, user="u5", k=4)  # default: attention, as before
+    assert explain_recommendation(sasrec, user="u5", k=4).method == "occlusion", "the default: the most faithful"
+    att = explain_recommendation(sasrec, user="u5", k=4, method="attention")
     assert att.shared and att.method == "attention" and att.attended
     assert len({tuple(e.item for e in x.events) for x in att.explanations}) == 1
     assert att.to_dict()["explanations"][0]["method"] == "attention"

@@ -142,11 +142,11 @@ def test_history_refuses_bad_requests(client: TestClient, url: str, status: int,
                                  {"user": "u2", "history": ["i10", "i11"], "k": 3, "top": 1}])
 def test_explain_rec_equals_the_python_explanation(client: TestClient, sasrec: Recommender,
                                                    req: dict[str, Any]) -> None:
-    r = client.post("/v1/explain-rec", json={"model": "sas", **req})
+    r = client.post("/v1/explain-rec", json={"model": "sas", "method": "attention", **req})
     assert r.status_code == 200, r.text
     body = r.json()
     want = explain_recommendation(sasrec, user=req.get("user"), history=req.get("history"), k=req["k"],
-                                  top=req.get("top", 10))
+                                  top=req.get("top", 10), method="attention")
     rec = want.recommendation
     assert body["method"] == "attention" and body["shared"] is True
     assert [x["item"] for x in body["items"]] == rec.items
@@ -188,7 +188,7 @@ def test_explain_rec_agrees_with_recommend(client: TestClient) -> None:
     ({"user": "u1", "top": True}, 422, "invalid_request", "top"),
     ({"k": 3}, 422, "invalid_request", "give a `user` or a `history`"),
     ({"user": "u1", "why": "attention"}, 422, "invalid_request", "unknown field"),
-    ({"user": "u1", "model": "pop"}, 501, "cannot_explain", "(pop) has no attention weights"),
+    ({"user": "u1", "model": "pop", "method": "attention"}, 501, "cannot_explain", "(pop) has no attention weights"),
     ({"user": "u1", "feature": "x", "model": "peter"}, 422, "invalid_request", "unknown field"),
     ({"user": "u1", "model": "peter"}, 400, "unsupported", "does not support recommend"),
 ])

@@ -198,7 +198,7 @@ def test_build_a_history_by_search_recommend_and_see_why(page: Page, sasrec: Rec
     page.el("#recommend").click()
     page.wait.until(lambda _: "shares one list" in page.el("#why-note").text)
     page.el("#recs > li:first-child details.why summary").click()
-    att = explain_recommendation(sasrec, history=["i12", "i15"], k=5, top=5)
+    att = explain_recommendation(sasrec, history=["i12", "i15"], k=5, top=5, method="attention")
     assert page.texts("#recs > li:first-child .because .title") == [a.title or "(no title)" for a in att.attended]
     Select(page.el("#why-method")).select_by_value("occlusion")
 

@@ -25,7 +25,7 @@ from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
 from attnrec.recommend import Recommender
 from attnrec.recommend.insight import explain_recommendation
-from attnrec.recommend.reasons import check_method
+from attnrec.recommend.reasons import DEFAULT_METHOD, check_method
 
 ModelDir = Annotated[Path, typer.Option("--model", "-m", help="A SASRec or BERT4Rec model directory.")]
 
@@ -94,7 +94,7 @@ def explain_rec(
     model_dir: ModelDir,
     query: QueryOptions = QueryOptions(),
     top: Annotated[int, typer.Option("--top", min=1, help="How many history items to list (per item).")] = 10,
-    method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = "attention",
+    method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = DEFAULT_METHOD,
     item: Annotated[str | None, typer.Option(
         "--item", help="Explain this item's score instead of the top-K (it may rank anywhere).")] = None,
     reason_verb: ReasonVerb = "interacted with",

@@ -1,10 +1,9 @@
 """A recommendation with what drove it: the history items behind each recommended item.
 
-``method="attention"`` (the default, as before) ranks the history by the attention of the
-predicting position (:mod:`attnrec.evaluation.attention`), one list shared by the whole top-k;
-the other methods of :mod:`attnrec.evaluation.attribution` (``rollout``, ``occlusion``,
-``integrated_gradients``) explain each recommended item on its own
-(:mod:`attnrec.recommend.reasons`). This module pairs them with the
+``method="occlusion"`` (the default: the most faithful method of ``benchmarks/results/faithfulness.md``)
+and ``integrated_gradients`` explain each recommended item on its own (:mod:`attnrec.recommend.reasons`);
+``attention`` ranks the history by the attention of the predicting position
+(:mod:`attnrec.evaluation.attention`) and, like ``rollout``, gives one list shared by the whole top-k. This module pairs them with the
 :class:`~attnrec.recommend.Recommender`'s answer for the same request.
 """
 
@@ -18,7 +17,13 @@ import numpy as np
 
 from attnrec.evaluation.attention import AttendedItem, history_attention
 from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
-from attnrec.recommend.reasons import DEFAULT_VERB, ItemExplanation, check_method, explain_items
+from attnrec.recommend.reasons import (
+    DEFAULT_METHOD,
+    DEFAULT_VERB,
+    ItemExplanation,
+    check_method,
+    explain_items,
+)
 from attnrec.recommend.recommender import Recommender
 from attnrec.recommend.requests import UNKNOWN_USER, prepare
 from attnrec.recommend.topk import Recommendation
@@ -41,7 +46,7 @@ class RecExplanation:
     self_weight: float  # last-layer attention of the predicting [mask] on itself (0 for SASRec)
     history_length: int
     window: int  # history items the model saw (the most recent ones)
-    method: str = "attention"
+    method: str = DEFAULT_METHOD
     explanations: list[ItemExplanation] = field(default_factory=list)
 
     @property
@@ -67,7 +72,7 @@ def explain_recommendation(
     *,
     k: int = 10,
     top: int = 10,
-    method: str = "attention",
+    method: str = DEFAULT_METHOD,
     item: object | None = None,
     reason_verb: str = DEFAULT_VERB,
 ) -> RecExplanation:

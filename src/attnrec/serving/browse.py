@@ -212,10 +212,11 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     """Top-k items for a user or a history (or just `item`), each with the history items that drove it
     (`because`, strongest first) and a short `reason` ("Because you <verb> *A* and *B*").
 
-    `method`: `attention` (default; the last layer's attention of the position that predicts the
+    `method`: `occlusion` (default, the most faithful in the faithfulness benchmark; exact: the score
+    drop without each history item) and `integrated_gradients` explain each item on its own
+    (`shared: false`); `attention` (the last layer's attention of the position that predicts the
     next item, mean over heads) and `rollout` belong to that position, so every recommended item
-    shares one list (`shared: true`); `occlusion` (exact: the score drop without each history item)
-    and `integrated_gradients` explain each item on its own (`shared: false`). 501 when the model
+    shares one list (`shared: true`). 501 when the model
     cannot (attention methods: self-attention models; integrated gradients: models that expose their
     input embeddings; none: POP). A history without any known item is answered as `/v1/recommend`
     answers it (`fallback`), with empty `because` lists."""

@@ -221,7 +221,8 @@ class ExplainRecRequest(_Strict):
         "`user`); unknown items are ignored and returned in `unknown_items`.")
     k: int = Field(10, ge=1, description="How many items to recommend (at most the server's max_k).")
     top: int = Field(10, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommendation.")
-    method: ExplainMethod = Field("attention", description=f"One of {_METHODS_DOC}.")
+    method: ExplainMethod = Field("occlusion", description=f"One of {_METHODS_DOC}; occlusion, the default, was the most "
+                                  "faithful in benchmarks/results/faithfulness.md.")
     item: Id | None = Field(None, description="Explain this item's score instead of the top-k (it may rank anywhere).")
 
     _ids = field_validator("user", "item", mode="before")(_as_str)
