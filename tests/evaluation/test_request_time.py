@@ -15,8 +15,8 @@ import torch
 from attnrec.data.schema import Sequences
 from attnrec.data.split import EvalSet
 from attnrec.evaluation.protocol import TARGET_TIME, Protocol, evaluate
-from attnrec.models.sasrec import SASRec, SASRecConfig
-from synthetic_logs import hourly_sequences
+from attnrec.models.sasrec import SASRec
+from synthetic_logs import HOURLY_VARIANTS, hourly_sequences, train_hourly_sasrec
 
 
 def _cases(n: int = 9) -> EvalSet:
@@ -53,17 +53,8 @@ def test_a_request_time_model_is_evaluated_at_the_target_time_an_id_only_one_ign
     train, _ = _hourly_cases(300, seed=0)
     _, cases = _hourly_cases(200, seed=1)
     hits = {}
-    for name, over in {"id-only": {}, "time": {"time_features": "periodic", "request_time": True}}.items():
-        torch.manual_seed(0)
-        model = SASRec(SASRecConfig(hidden=16, n_layers=1, max_len=11, dropout=0.0, loss="ce", **over), 1, 24)  # type: ignore[arg-type]
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        model.train()
-        for epoch in range(12):
-            for batch in model.train_batches(train, 64, np.random.default_rng(epoch)):
-                opt.zero_grad()
-                model.loss(batch).backward()
-                opt.step()
-        model.eval()
+    for name, over in HOURLY_VARIANTS.items():
+        model = train_hourly_sasrec(train, over)
 
         def scorer(users: np.ndarray, hist: Sequences, request_time: np.ndarray | None = None,
                    m: SASRec = model) -> torch.Tensor:

@@ -16,7 +16,7 @@ from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
 from attnrec.models.context import ModelContext
 from attnrec.models.event_context import EXPLICIT_NEGATIVE, REQUEST_TIME, interval_buckets
 from attnrec.models.sasrec import SASRec, SASRecConfig
-from synthetic_logs import hourly_sequences
+from synthetic_logs import HOURLY_VARIANTS, hourly_sequences, train_hourly_sasrec
 
 N_ITEMS = 20
 EVENTS = IdMap(np.array(["buy", "cart", "view"], dtype=object), offset=1)  # codes: buy 1, cart 2, view 3
@@ -254,17 +254,8 @@ def test_time_aware_sasrec_learns_an_hour_of_day_pattern_the_id_only_one_cannot(
     train, test = hourly_log(300, seed=0), hourly_log(200, seed=1)
     history, last = test.truncate_end(1), test.offsets[1:] - 1
     hits = {}
-    for name, over in {"id-only": {}, "time": {"time_features": "periodic", "request_time": True}}.items():
-        torch.manual_seed(0)
-        model = SASRec(SASRecConfig(hidden=16, n_layers=1, max_len=11, dropout=0.0, loss="ce", **over), 1, 24)  # type: ignore[arg-type]
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        model.train()
-        for epoch in range(12):
-            for batch in model.train_batches(train, 64, np.random.default_rng(epoch)):
-                opt.zero_grad()
-                model.loss(batch).backward()
-                opt.step()
-        model.eval()
+    for name, over in HOURLY_VARIANTS.items():
+        model = train_hourly_sasrec(train, over)
         batch = model.score_inputs(np.arange(200), history)
         batch[REQUEST_TIME] = torch.from_numpy(test.column("timestamp")[last])  # when the user comes back
         with torch.no_grad():
