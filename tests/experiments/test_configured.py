@@ -30,6 +30,9 @@ def test_a_config_reads_its_tables(tmp_path: Path) -> None:
     ('data = "demo"\nmodel = "pop"\nsplit = "random"', "", "unknown split 'random'"),
     ('data = "demo"\nmodel = "pop"\nsplit = "temporal"\nvalid_users = 5', "", "leave-one-out split only"),
     ('data = "demo"\nmodel = "pop"\nprotocols = ["halfway"]', "", "unknown protocol 'halfway'"),
+    ('data = "demo"\nmodel = "pop"\nseeds = [0, 1]', "[train]\nseed = 3\n", "seeds and .train. seed both"),
+    ('data = "demo"\nmodel = "pop"\nseeds = [1, 1]', "", "seeds must be distinct"),
+    ('data = "demo"\nmodel = "pop"\nseed_group = "x"', "", r"unknown \[run\] keys \['seed_group'\]"),
 ])
 def test_bad_configs_fail_with_one_clear_line(tmp_path: Path, run: str, extra: str, message: str) -> None:
     with pytest.raises((ConfigError, ValueError), match=message):
