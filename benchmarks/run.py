@@ -3,6 +3,7 @@
     python benchmarks/run.py benchmarks/configs/ml-1m/sasrec-bce-paper.toml
     python benchmarks/run.py --table            # regenerate benchmarks/results/README.md
     python benchmarks/run.py --state-dir /scratch/state CONFIG.toml   # resumable training
+    python benchmarks/run.py --seeds 0,1,2 CONFIG.toml   # one run per training seed
 
 A config has a ``[run]`` table (name, data, data_dir (a named dataset's folder: it brings its feature
 files), format, model, preset, split, valid_users,
@@ -10,9 +11,15 @@ valid_protocol, protocols, save, notes) and optional ``[model]`` / ``[train]`` t
 override the preset. Data paths are relative to the repository root. The run and the table go
 through attnrec's one experiment runner and renderer (:mod:`attnrec.experiments`).
 
+Seeds: ``[run] seeds = [0, 1, 2]`` (or ``--seeds 0,1,2``, which overrides the config's) runs the
+config once per training seed ``k`` (``train.seed = k``; the split is the same for every seed) and
+writes ``<name>-seed<k>.json``; a config without seeds writes ``<name>.json`` as before. The table
+shows a config's seed runs as one row, mean ± standard deviation over the seeds, linking each file
+(:mod:`attnrec.experiments.seeds`).
+
 With ``--state-dir`` the training state (model, optimizer, best weights, early stopping, RNG) is
-kept in ``<state-dir>/<run name>/`` after every epoch, and a run started again with the same
-state directory resumes exactly where it stopped: a killed run loses at most one epoch, and a
+kept in ``<state-dir>/<run name>/`` (``<name>-seed<k>`` for each seed) after every epoch, and a run
+started again with the same state directory resumes exactly where it stopped: a killed run loses at most one epoch, and a
 run that ended on its ``time_budget`` continues when the config's budget is raised (the budget
 counts the training time of every session). The result's ``train.history`` holds every epoch
 of every session, and its fit time is the training loop's clock summed over the sessions.
@@ -27,7 +34,7 @@ from pathlib import Path
 
 from attnrec.config import ConfigError
 from attnrec.data.schema import DataError
-from attnrec.experiments.configured import RunConfig, run_configured
+from attnrec.experiments.configured import RunConfig, run_configured, seed_runs
 from attnrec.experiments.tables import results_markdown
 from provenance import git_sha  # benchmarks/provenance.py, beside this script
 
@@ -37,19 +44,45 @@ RUNS = RESULTS / "runs"
 
 
 def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None) -> Path:
-    """Train and evaluate one configuration; write ``<out_dir>/<name>.json``.
+    """Train and evaluate one configuration without seeds; write ``<out_dir>/<name>.json``.
 
     ``state_dir``: keep a resumable training state in ``state_dir/<name>`` (see the module doc).
     """
+    paths = run_seeds(config_path, out_dir, progress, state_dir)
+    if len(paths) != 1:
+        raise ValueError(f"{config_path} names seeds: run it with run_seeds")
+    return paths[0]
+
+
+def run_seeds(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None,
+              seeds: list[int] | None = None) -> list[Path]:
+    """Train and evaluate a configuration once per seed (``seeds`` overrides the config's); one result each.
+
+    Without seeds it is one run, ``<out_dir>/<name>.json``; with seeds, ``<out_dir>/<name>-seed<k>.json``
+    each, resumable apart in ``state_dir/<name>-seed<k>``.
+    """
     sha = git_sha()  # the code that runs, not HEAD at the end
-    return run_configured(RunConfig.from_toml(config_path), root=ROOT, out_dir=out_dir, git_sha=sha,
-                          progress=progress, state_dir=state_dir)
+    return [run_configured(cfg, root=ROOT, out_dir=out_dir, git_sha=sha, progress=progress, state_dir=state_dir)
+            for cfg in seed_runs(RunConfig.from_toml(config_path), seeds)]
 
 
-def table(runs_dir: Path = RUNS) -> str:
-    """Markdown tables of every result file, grouped by dataset and protocol, with published figures."""
+def table(runs_dir: Path = RUNS, links: str | None = None) -> str:
+    """Markdown tables of every result file, grouped by dataset and protocol, with published figures.
+
+    ``links``: the result files' folder as seen from the table (default: ``runs/`` for the committed
+    runs, whose table is ``benchmarks/results/README.md``, else the table's own folder).
+    """
     results = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
-    return results_markdown(results, "python benchmarks/run.py --table", "benchmarks/results/runs/*.json")
+    if links is None:
+        links = "runs/" if runs_dir.resolve() == RUNS.resolve() else ""
+    return results_markdown(results, "python benchmarks/run.py --table", "benchmarks/results/runs/*.json", links)
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds are integers separated by commas, not {text!r}") from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,11 +94,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="keep a resumable training state in STATE_DIR/<run name>; resume from it if present")
+    parser.add_argument("--seeds", type=_seeds, default=None,
+                        help="run each config once per training seed, e.g. 0,1,2 (overrides its [run] seeds)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         for c in args.configs:
-            print(run(c.resolve(), args.out, args.progress, args.state_dir))
+            for path in run_seeds(c.resolve(), args.out, args.progress, args.state_dir, args.seeds):
+                print(path)
     except (ConfigError, DataError, ValueError) as e:  # bad input: one line, no traceback
         raise SystemExit(f"error: {e}") from None
     if args.table or args.configs:  # the committed table is only ever made from the committed runs

@@ -60,6 +60,24 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: Path) -> None:
     assert second["fit_seconds"] == second["train"]["seconds"]  # both sessions, not only the last
 
 
+def test_each_seed_is_a_run_of_its_own_and_seed_0_is_the_plain_run(tmp_path: Path) -> None:
+    data = _log(tmp_path / "ring.txt")
+    plain = json.loads(bench_run.run(_config(tmp_path / "a.toml", data, 2), tmp_path / "plain").read_text())
+    assert plain["name"] == "ring" and "seed_run" not in plain  # a config without seeds: file name unchanged
+    state = tmp_path / "state"
+    bench_run.main(["--seeds", "0,1", "--out", str(tmp_path / "seeded"), "--state-dir", str(state),
+                    str(_config(tmp_path / "b.toml", data, 2))])
+    seed0, seed1 = (json.loads((tmp_path / "seeded" / f"ring-seed{k}.json").read_text()) for k in (0, 1))
+    assert (seed0["seed_run"]["group"], seed0["seed_run"]["seed"], seed1["train_config"]["seed"]) == ("ring", 0, 1)
+    assert (state / "ring-seed0" / "train_state.json").exists() and (state / "ring-seed1").exists()
+    # Seed 0 is the default training seed: the same run as the plain one; seed 1 trains differently.
+    assert seed0["evaluations"]["full"]["metrics"] == plain["evaluations"]["full"]["metrics"]
+    assert [h["loss"] for h in seed1["train"]["history"]] != [h["loss"] for h in seed0["train"]["history"]]
+    assert seed0["split"] == seed1["split"] == plain["split"]
+    table = (tmp_path / "seeded" / "README.md").read_text()
+    assert "| ring, 2 seeds ([0](ring-seed0.json), [1](ring-seed1.json)) |" in table
+
+
 def _result(name: str, model: str, valid: float, test: float, split: str = "leave-one-out") -> dict[str, object]:
     full = {k: test for k in ("HR@10", "NDCG@10")}
     return {"name": name, "model": model, "data": {"name": "ml-1m.txt.gz", "sha256": ML_1M_SHA256}, "split": split,

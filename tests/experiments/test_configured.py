@@ -35,6 +35,9 @@ def test_a_config_reads_its_tables(tmp_path: Path) -> None:
     ('data = "demo"\nmodel = "pop"\nvalid_users = true', "", "valid_users must be an integer"),
     ('data = "demo"\nmodel = "pop"\ncold_items = "10%"', "", "cold_items must be a number"),
     ('data = "demo"\nmodel = "pop"\ntarget_events = "buy"', "", "last-qualifying split only, not leave-one-out"),
+    ('data = "demo"\nmodel = "pop"\nseeds = [0, 1]', "[train]\nseed = 3\n", "seeds and .train. seed both"),
+    ('data = "demo"\nmodel = "pop"\nseeds = [1, 1]', "", "seeds must be distinct"),
+    ('data = "demo"\nmodel = "pop"\nseed_group = "x"', "", r"unknown \[run\] keys \['seed_group'\]"),
 ])
 def test_bad_configs_fail_with_one_clear_line(tmp_path: Path, run: str, extra: str, message: str) -> None:
     with pytest.raises((ConfigError, ValueError), match=message):

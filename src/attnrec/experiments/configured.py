@@ -1,10 +1,11 @@
 """The benchmark config runner: one TOML run config in, one JSON result record out.
 
 A config has a ``[run]`` table (:class:`RunConfig`: name, data, format, model, preset, split,
-valid_users, valid_protocol, protocols, save, notes, cold_items, cold_seed) and optional ``[model]`` / ``[train]``
-tables that override the preset. :func:`run_configured` trains and tests it through the one
+valid_users, valid_protocol, protocols, save, notes, cold_items, cold_seed, seeds) and optional ``[model]`` /
+``[train]`` tables that override the preset. :func:`run_configured` trains and tests it through the one
 runner (:func:`~attnrec.experiments.runner.run_one`) and writes ``<out_dir>/<name>.json``; the
-tables of :mod:`attnrec.experiments.tables` are rendered from those records.
+tables of :mod:`attnrec.experiments.tables` are rendered from those records. A config naming
+``seeds`` is one run per seed (:func:`seed_runs`, :mod:`attnrec.experiments.seeds`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 import resource
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from attnrec.data.datasets import load_dataset
 from attnrec.data.split import DEFAULT_SPLIT, check_split_settings, make_split
 from attnrec.evaluation.protocol import protocol_by_name
 from attnrec.experiments.runner import RunRequest, machine_info, run_one
+from attnrec.experiments.seeds import SEED_KEY, seed_record, seeded_name
 from attnrec.training.state import STATE_JSON
 
 log = logging.getLogger("attnrec.experiments")
@@ -59,6 +62,9 @@ class RunConfig:
     cold_items: float = 0.0
     cold_seed: int = 0
     notes: str = ""
+    # training seeds: one run per seed named <name>-seed<k> with train.seed = k (seed_runs); () = one run, <name>
+    seeds: tuple[int, ...] = ()
+    seed_group: str = ""  # set on each run of seed_runs: the config's own name (never in a config file)
     model_settings: dict[str, Any] = field(default_factory=dict)
     train_settings: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None  # the config file it was read from
@@ -80,21 +86,40 @@ class RunConfig:
             raise ConfigError(f"{where}cold_items must be a share in [0, 1), not {self.cold_items}")
         if self.cold_items and (self.split != "leave-one-out" or set(self.protocols) != {"full"}):
             raise ConfigError(f"{where}cold_items needs the leave-one-out split and protocols = [\"full\"]")
+        if self.seeds and "seed" in self.train_settings:
+            raise ConfigError(f"{where}[run] seeds and [train] seed both set the training seed; keep one")
+        if len(set(self.seeds)) != len(self.seeds) or any(not isinstance(k, int) or k < 0 for k in self.seeds):
+            raise ConfigError(f"{where}seeds must be distinct integers >= 0, not {list(self.seeds)}")
 
     @classmethod
     def from_toml(cls, path: Path) -> RunConfig:
         """Read a run config; unknown tables or ``[run]`` keys are errors that list the valid ones."""
         tables = load_toml(path, ("run", "model", "train"))
         run = tables["run"]
-        known = {f.name for f in dataclasses.fields(cls)} - {"model_settings", "train_settings", "path"}
+        known = {f.name for f in dataclasses.fields(cls)} - {"model_settings", "train_settings", "path", "seed_group"}
         unknown = set(run) - known
         if unknown:
             raise ConfigError(f"{path}: unknown [run] keys {sorted(unknown)}; valid: {sorted(known)}")
         missing = [k for k in ("data", "model") if k not in run]
         if missing:
             raise ConfigError(f"{path}: [run] needs {' and '.join(missing)}")
-        values = run | {"name": run.get("name", path.stem), "protocols": tuple(run.get("protocols", ("full",)))}
+        values = run | {"name": run.get("name", path.stem), "protocols": tuple(run.get("protocols", ("full",))),
+                        "seeds": tuple(run.get("seeds", ()))}
         return cls(**values, model_settings=tables["model"], train_settings=tables["train"], path=path)
+
+
+def seed_runs(cfg: RunConfig, seeds: Sequence[int] | None = None) -> list[RunConfig]:
+    """The runs of ``cfg``: itself when it names no seeds, else one per seed (``seeds`` overrides the config's).
+
+    The run of seed ``k`` is named ``<name>-seed<k>`` (so its result file and training state are its own)
+    and trains with ``train.seed = k``; everything else, the split included, is the config's.
+    """
+    chosen = cfg.seeds if seeds is None else tuple(seeds)
+    if not chosen:
+        return [cfg]
+    base = dataclasses.replace(cfg, seeds=chosen)  # validates the seeds against the config
+    return [dataclasses.replace(base, name=seeded_name(cfg.name, k), seeds=(), seed_group=cfg.name,
+                                train_settings={**cfg.train_settings, "seed": k}) for k in base.seeds]
 
 
 def run_configured(
@@ -155,6 +180,7 @@ def run_configured(
         "git_sha": git_sha,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "notes": cfg.notes,
+        **({SEED_KEY: seed_record(cfg.seed_group, rec.train_config.seed)} if cfg.seed_group else {}),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{cfg.name}.json"
