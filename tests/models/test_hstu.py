@@ -173,7 +173,7 @@ def test_learns_sequential_structure_beyond_popularity(ring: Interactions, tmp_p
     assert sim.scores[0] == pytest.approx(float(emb[a_idx] @ emb[b_idx]), abs=1e-5)
     # Attention insight reads the unnormalised weights as they are: finite, on history items only.
     assert hstu.users_ is not None and hstu.histories_ is not None
-    ex = explain_recommendation(hstu, user=hstu.users_.to_list()[3], k=3, top=100)
+    ex = explain_recommendation(hstu, user=hstu.users_.to_list()[3], k=3, top=100, method="attention")
     assert {a.item for a in ex.attended} <= set(hstu.items_.to_external(hstu.histories_[3]))
     assert ex.attended and all(math.isfinite(a.weight) and math.isfinite(a.rollout) for a in ex.attended)
     # Saved and loaded: the same config and the same scores.
