@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from attnrec.cli._common import DataOptions, cli_errors, err, option_groups, out, split_list, warn_line
-from attnrec.cli.core import ModelDirOpt
+from attnrec.cli.core import ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
 from attnrec.cli.main import app
 from attnrec.recommend import Recommender
 from attnrec.recommend.batch import (
@@ -74,12 +74,9 @@ def batch(
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Items per user.")] = 100,
     chunk_users: Annotated[int, typer.Option(
         "--chunk-users", min=1, help="Users scored and written per part (bounds memory).")] = DEFAULT_CHUNK_USERS,
-    include_seen: Annotated[bool, typer.Option(
-        "--include-seen", help="Allow items already in the history.")] = False,
-    exclude: Annotated[list[str] | None, typer.Option(
-        "--exclude", help="Item IDs never to recommend (repeatable or comma-separated).")] = None,
-    include: Annotated[list[str] | None, typer.Option(
-        "--include", help="Recommend only among these item IDs (repeatable or comma-separated).")] = None,
+    include_seen: IncludeSeenOpt = False,
+    exclude: ExcludeOpt = None,
+    include: IncludeOpt = None,
     layout: Annotated[str, typer.Option(
         "--layout", parser=_layout, metavar="[wide|long]",
         help="wide: one row per user (items, scores lists); long: one row per (user, rank, item, score).")]

@@ -66,6 +66,12 @@ ValidUsersOpt = Annotated[int, typer.Option(
 ModelDirOpt = Annotated[Path, typer.Option(
     "--model", "-m", help="A model directory written by 'attnrec train'.")]
 NegativesOpt = Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
+# The candidate filters of `recommend` and `batch` (the same request options, the same words).
+IncludeSeenOpt = Annotated[bool, typer.Option("--include-seen", help="Allow items already in the history.")]
+ExcludeOpt = Annotated[list[str] | None, typer.Option(
+    "--exclude", help="Item IDs never to recommend (repeatable or comma-separated).")]
+IncludeOpt = Annotated[list[str] | None, typer.Option(
+    "--include", help="Recommend only among these item IDs (repeatable or comma-separated).")]
 
 
 def _metrics_table(rows: list[tuple[str, EvalResult]], title: str) -> Table:
@@ -336,12 +342,9 @@ def _recommendation_json(r: Recommendation) -> str:
 def recommend(
     model_dir: ModelDirOpt,
     query: QueryOptions = QueryOptions(),
-    include_seen: Annotated[bool, typer.Option(
-        "--include-seen", help="Allow items already in the history.")] = False,
-    exclude: Annotated[list[str] | None, typer.Option(
-        "--exclude", help="Item IDs never to recommend (repeatable or comma-separated).")] = None,
-    include: Annotated[list[str] | None, typer.Option(
-        "--include", help="Recommend only among these item IDs (repeatable or comma-separated).")] = None,
+    include_seen: IncludeSeenOpt = False,
+    exclude: ExcludeOpt = None,
+    include: IncludeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
     explain: Annotated[bool, typer.Option(

@@ -55,6 +55,15 @@ def prefix_windows(history: torch.Tensor, n: int) -> torch.Tensor:
     return padded.unfold(1, n, 1)[:, : history.shape[1]]  # (R, T, n)
 
 
+def inference_width(histories: Sequences, max_len: int) -> int:
+    """The width a batch of ``histories`` is padded to for scoring: its longest history, at most ``max_len``.
+
+    Not ``max_len``: the shifted-sequence models count positions from the window's end and mask
+    padding keys, so the scores are the same and a batch of short histories costs less.
+    """
+    return int(min(max_len, max(1, histories.lengths().max(initial=0))))
+
+
 def next_item_rows(train: Sequences) -> int:
     """Training rows of a next-item model: one window per user with at least two items."""
     return int((train.lengths() >= 2).sum())

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import TIMESTAMP, Sequences
-from attnrec.models.batching import next_item_rows, shifted_batches
+from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -322,7 +322,7 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
                      request_time: np.ndarray | None = None) -> Batch:
         # Padded to the batch's longest history: positions count from each row's oldest item, the
         # bias from offsets and the attention divides by max_len, so the width changes no score.
-        width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))
+        width = inference_width(histories, self.config.max_len)
         batch = {"seq": torch.from_numpy(histories.padded(width))}
         if TIMESTAMP in histories.columns:  # the events' times, for the time-gap bias
             batch[TIMESTAMPS] = torch.from_numpy(histories.padded_column(TIMESTAMP, width))

@@ -38,7 +38,7 @@ from torch import nn
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import next_item_rows, shifted_batches
+from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
 from attnrec.models.context import (
     DecoupledAttention,
     ModelContext,
@@ -354,9 +354,7 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
     # -- inference: the last position's state against every item -----------------------------
     def score_inputs(self, users: np.ndarray, histories: Sequences,
                      request_time: np.ndarray | None = None) -> Batch:
-        # Padded to the batch's longest history, not max_len: positions count from the window's end
-        # and padding keys are masked, so the scores are the same and short histories cost less.
-        width = int(min(self.config.max_len, max(1, histories.lengths().max(initial=0))))
+        width = inference_width(histories, self.config.max_len)
         cols = score_columns(self.event_ctx, histories, width, "sasrec") | request_batch(self.event_ctx, request_time)
         return {"seq": torch.from_numpy(histories.padded(width))} | cols
 
