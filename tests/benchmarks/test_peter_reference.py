@@ -30,13 +30,20 @@ def _data(n: int = 60) -> ReviewData:
     return from_records(recs)
 
 
+class _PlainData(pickle.Unpickler):
+    """Reads plain containers only: the export must hold nothing that could run code when loaded."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"the export holds an object of {module}.{name}, not plain data")
+
+
 def test_export_is_what_the_reference_loader_reads(tmp_path: Path) -> None:
     """Read back with a reader written from the format: a pickled list of dicts, one index line per part."""
     data = _data()
     split = random_split(data, 1)
     d = pr.export_reference_input(data, split, tmp_path / "export")
     with open(d / "reviews.pickle", "rb") as fh:
-        reviews = pickle.load(fh)
+        reviews = _PlainData(fh).load()
     assert isinstance(reviews, list) and len(reviews) == len(data)
     for k, r in enumerate(reviews):
         fea, adj, text, sentiment = r["template"]  # the reference unpacks exactly four fields
