@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
-from attnrec.models.contracts import AttentionInspectable, EmbeddingInputs, Scorer
+from attnrec.models.contracts import AttentionInspectable, Capabilities, EmbeddingInputs, Scorer, capabilities
 
 METHODS = ("attention", "rollout", "occlusion", "integrated_gradients")
 """The attribution methods, in the order the docs list them."""
@@ -57,6 +57,18 @@ class AttributableModel(Scorer, Protocol):
 
 class AttributionError(ValueError):
     """The request cannot be attributed (unknown method, empty history, a capability the model lacks)."""
+
+
+def cannot_attribute(caps: Capabilities, method: str) -> str | None:
+    """Why a model with ``caps`` cannot attribute with ``method`` (None when it can): the one check
+    :func:`attribute` makes, also asked before any work by the recommender and the server."""
+    if method in SHARED_METHODS and not caps.attention:
+        return "has no attention weights; attention explanations need a self-attention model (SASRec, BERT4Rec)"
+    if method == "integrated_gradients" and not caps.embedding_inputs:
+        return "does not expose its input embeddings, which integrated gradients need"
+    if caps.closed_form:  # POP: its scores ignore the history, so every attribution would be 0
+        return "scores items without reading the history; there is nothing to attribute"
+    return None
 
 
 @dataclass(frozen=True)
@@ -160,6 +172,9 @@ def attribute(
         raise AttributionError("the history has no known items; there is nothing to attribute")
     if steps < 1:
         raise AttributionError(f"steps must be at least 1, got {steps}")
+    why = cannot_attribute(capabilities(model), method)
+    if why is not None:
+        raise AttributionError(f"this model {why}")
     dev = device or torch.device("cpu")
     targets = np.asarray(targets, dtype=np.int64)
     one = _one(history, n_items, columns)
@@ -181,8 +196,7 @@ EVENT_BATCH_KEYS = frozenset({"timestamps", "events", "ratings", "request_time"}
 
 def _attention(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, method: str,
                dev: torch.device) -> _Parts:
-    if not isinstance(model, AttentionInspectable):
-        raise AttributionError(f"method {method!r} needs a self-attention model; this one has no attention weights")
+    assert isinstance(model, AttentionInspectable)  # cannot_attribute checked it
     with torch.no_grad():
         batch = model.score_inputs(users, one)
         read = sorted(set(batch) & EVENT_BATCH_KEYS)
@@ -219,9 +233,7 @@ def _occlusion(model: Scorer, one: Sequences, users: np.ndarray, targets: np.nda
 
 def _integrated_gradients(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, steps: int,
                           dev: torch.device) -> _Parts:
-    if not isinstance(model, EmbeddingInputs):
-        raise AttributionError("integrated gradients need a model that exposes its input embeddings "
-                               "(SASRec, BERT4Rec, gSASRec, eSASRec, HSTU)")
+    assert isinstance(model, EmbeddingInputs)  # cannot_attribute checked it
     batch = {k: v.to(dev) for k, v in model.score_inputs(users, one).items()}
     seq = batch["seq"]  # (1, T)
     cols, events = _window(seq, one.n_items, len(one.items))
@@ -247,4 +259,4 @@ def _integrated_gradients(model: Scorer, one: Sequences, users: np.ndarray, targ
     return values.double().cpu().numpy(), ends[0], events, ends[1]
 
 
-__all__ = ["METHODS", "SHARED_METHODS", "AttributableModel", "Attribution", "AttributionError", "attribute"]
+__all__ = ["METHODS", "SHARED_METHODS", "AttributableModel", "Attribution", "AttributionError", "attribute", "cannot_attribute"]

@@ -23,8 +23,9 @@ from attnrec.evaluation.attribution import (
     AttributableModel,
     AttributionError,
     attribute,
+    cannot_attribute,
 )
-from attnrec.models.contracts import Capabilities, capabilities
+from attnrec.models.contracts import capabilities
 
 DEFAULT_METHOD = "occlusion"  # exact and one batched forward pass per request
 DEFAULT_VERB = "interacted with"
@@ -66,17 +67,6 @@ def check_method(method: str) -> str:
     return method
 
 
-def cannot_explain(caps: Capabilities, method: str) -> str | None:
-    """Why a model with ``caps`` cannot explain its recommendations with ``method`` (None when it can)."""
-    if method in SHARED_METHODS and not caps.attention:
-        return "has no attention weights; attention explanations need a self-attention model (SASRec, BERT4Rec)"
-    if method == "integrated_gradients" and not caps.embedding_inputs:
-        return "does not expose its input embeddings, which integrated gradients need"
-    if caps.closed_form:  # POP: its scores ignore the history, so every attribution would be 0
-        return "scores items without reading the history; there is nothing to attribute"
-    return None
-
-
 def reason(events: list[ExplainedEvent], verb: str = DEFAULT_VERB, n: int = REASON_ITEMS) -> str | None:
     """"Because you {verb} *A* and *B*" from the ``n`` strongest positive ``events`` (strongest first);
     an untitled item is named by its ID. None when no event has a positive attribution."""
@@ -108,7 +98,7 @@ def explain_items(
     :class:`AttributionError` for an unknown method or one the model cannot support.
     """
     check_method(method)
-    why = cannot_explain(capabilities(model), method)
+    why = cannot_attribute(capabilities(model), method)  # before the notes below: POP gets no empty answer
     if why is not None:
         raise AttributionError(f"this model {why}")
     targets = np.asarray(targets, dtype=np.int64)
@@ -134,6 +124,6 @@ def explain_items(
 
 
 __all__ = [
-    "DEFAULT_METHOD", "DEFAULT_VERB", "MAX_EXPLAIN_K", "ExplainedEvent", "ItemExplanation", "cannot_explain",
+    "DEFAULT_METHOD", "DEFAULT_VERB", "MAX_EXPLAIN_K", "ExplainedEvent", "ItemExplanation",
     "check_method", "explain_items", "reason",
 ]

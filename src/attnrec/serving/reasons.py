@@ -7,8 +7,9 @@ item comes from :mod:`attnrec.recommend.reasons` with the server's ``reason_verb
 
 from __future__ import annotations
 
+from attnrec.evaluation.attribution import cannot_attribute
 from attnrec.recommend import Recommender
-from attnrec.recommend.reasons import ItemExplanation, cannot_explain
+from attnrec.recommend.reasons import ItemExplanation
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.errors import ApiError
 from attnrec.serving.registry import ServedModel
@@ -26,7 +27,7 @@ def explaining(e: ServedModel, method: str) -> Recommender:
         why = (f"({obj.name}) runs on the onnx backend, which does not expose attention weights or gradients; "
                "serve it with --backend torch to explain its recommendations")
     else:
-        found = cannot_explain(obj.capabilities, method)
+        found = cannot_attribute(obj.capabilities, method)
         if found is None:
             return obj
         why = f"({obj.name}) {found}"
