@@ -15,6 +15,7 @@ import pytest
 
 from attnrec.data.schema import Interactions
 from attnrec.recommend import Recommender
+from attnrec.recommend.insight import explain_recommendation
 from synthetic_logs import hourly_shop_log
 
 TRAIN = {"max_epochs": 1, "batch_size": 64, "seed": 0, "threads": 1}
@@ -105,3 +106,14 @@ def test_a_known_user_is_scored_with_its_stored_columns_also_after_loading(model
 def test_explanations_occlude_events_with_their_columns(models: dict[str, Recommender]) -> None:
     answer = models["time"].recommend(history=HISTORY, timestamps=TIMES, events=EVENTS, k=3, explain=True)
     assert answer.explanations is not None and all(e is not None for e in answer.explanations)
+
+
+def test_explain_rec_of_a_known_user_occludes_its_stored_columns(models: dict[str, Recommender]) -> None:
+    rec = models["time"]
+    assert rec.users_ is not None
+    user = rec.users_.to_list()[0]
+    ex = explain_recommendation(rec, user=user, k=2)  # occlusion: needs the stored times and events
+    want = rec.recommend(user=user, k=2, explain=True)
+    assert want.explanations is not None
+    assert [[(e.item, e.value) for e in x.events] for x in ex.explanations] == \
+        [[(e.item, e.value) for e in x.events] for x in want.explanations if x is not None]

@@ -90,7 +90,7 @@ def explain_recommendation(
     assert rec.items_ is not None and rec.users_ is not None and rec.histories_ is not None
     check_method(method)
     # the request as recommend() resolves it (same user index and history), checked before any scoring
-    p = prepare({"user": user, "history": history}, rec.users_, rec.items_, rec.histories_)
+    p = prepare({"user": user, "history": history}, rec.users_, rec.items_, rec.histories_, rec.events_)
     if history is None and p.uid == UNKNOWN_USER:
         raise KeyError(f"unknown user {user!r}")
     target = None if item is None else rec.items_.get(item)
@@ -101,7 +101,8 @@ def explain_recommendation(
     r = rec.recommend(user=user, history=history, k=k) if target is None else None
     targets = rec.items_.to_internal(r.items) if r is not None else np.array([target])
     found, scores = explain_items(rec.core, p.hist, targets, user=p.uid, items=rec.items_, titles=rec.titles_,
-                                  method=method, verb=reason_verb, device=rec.device)
+                                  method=method, verb=reason_verb, device=rec.device,
+                                  columns=p.columns)  # a stored history's times/events, occluded with them
     window = max((len(e.events) for e in found), default=0) or min(len(p.hist), 1)  # events the model read
     found = [dataclasses.replace(e, events=e.events[:top]) for e in found]
     if r is None:
