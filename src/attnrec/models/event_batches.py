@@ -19,13 +19,13 @@ import torch
 
 from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, Sequences
 from attnrec.models.batching import sliding_window_matrix
+from attnrec.models.contracts import Batch
 from attnrec.models.event_context import (
     BATCH_KEYS,
     EVENTS,
     EXPLICIT_NEGATIVE,
     REQUEST_TIME,
     TIMESTAMPS,
-    Batch,
     EventContext,
     TargetRule,
 )

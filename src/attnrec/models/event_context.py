@@ -44,8 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, IdMap
-
-Batch = dict[str, torch.Tensor]  # as attnrec.models.contracts.Batch (kept local: contracts imports no model code)
+from attnrec.models.contracts import Batch
 
 LOG_BUCKET_WIDTH = 0.301  # HSTU's: a bucket is floor(ln(gap seconds) / 0.301), each spans a factor e^0.301 = 1.35
 GAP_BUCKETS = 64  # the top bucket starts at e^(64 * 0.301) s, about 7 years
