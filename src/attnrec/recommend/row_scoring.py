@@ -22,8 +22,10 @@ from attnrec.recommend.topk import RowScores
 def _groups(rows: list[Prepared], lengths: np.ndarray, max_len: int | None) -> list[np.ndarray]:
     """Row indices by (length bucket, column names, has a request time), in a fixed (sorted) order."""
     bucket = np.ceil(np.log2(np.minimum(lengths, max_len or lengths.max()))).astype(np.int64)
-    keys = [(int(b), tuple(sorted(p.columns)), p.request_time is not None) for b, p in zip(bucket, rows, strict=True)]
-    return [np.flatnonzero([k == key for k in keys]) for key in sorted(set(keys))]
+    groups: dict[tuple[int, tuple[str, ...], bool], list[int]] = {}
+    for i, (b, p) in enumerate(zip(bucket, rows, strict=True)):  # one pass: batch scoring sends thousands of rows
+        groups.setdefault((int(b), tuple(sorted(p.columns)), p.request_time is not None), []).append(i)
+    return [np.array(groups[key], dtype=np.int64) for key in sorted(groups)]
 
 
 def _sequences(rows: list[Prepared], g: np.ndarray, n_items: int) -> Sequences:
