@@ -21,11 +21,14 @@ import torch
 
 from attnrec.checkpoint import CheckpointError
 from attnrec.data.schema import COLUMN_DTYPES, EVENT, RATING, TIMESTAMP, DataError, IdMap, Sequences
+from attnrec.models.event_context import BATCH_KEYS
+from attnrec.models.event_context import REQUEST_TIME as BATCH_REQUEST_TIME
 
 EVENT_KEYS: dict[str, str] = {"timestamps": TIMESTAMP, "events": EVENT, "ratings": RATING}
 """Request key -> the per-event column it fills (:data:`attnrec.data.schema.COLUMN_DTYPES`)."""
 REQUEST_TIME = "request_time"
-_BATCH_KEYS = {"timestamps": "timestamps", "events": "events", "ratings": "ratings", REQUEST_TIME: "request_time"}
+# request key -> the batch key a model reads it under (the models' own names, so the two cannot drift apart)
+_BATCH_KEYS = {**{key: BATCH_KEYS[column] for key, column in EVENT_KEYS.items()}, REQUEST_TIME: BATCH_REQUEST_TIME}
 MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
 
 
