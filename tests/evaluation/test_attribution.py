@@ -86,7 +86,7 @@ def test_attention_methods_share_one_ranking_and_are_distributions() -> None:
         assert (a.values >= 0).all() and a.values[0].sum() <= 1.0 + 1e-6
 
 
-@pytest.mark.parametrize("method", ["occlusion", "integrated_gradients"])
+@pytest.mark.parametrize("method", ["occlusion", "greedy", "integrated_gradients"])
 def test_the_planted_trigger_is_ranked_first(trained: SASRec, method: str) -> None:
     rng = np.random.default_rng(42)
     for trigger in range(1, N_TRIGGERS + 1):
@@ -107,7 +107,39 @@ def test_bad_requests_are_clear_errors() -> None:
         attribute(model, np.array([], dtype=np.int64), np.array([3]), n_items=20)
     with pytest.raises(AttributionError, match="at least two"):
         attribute(model, np.array([4]), np.array([3]), n_items=20, method="occlusion")
-    assert set(METHODS) == {"attention", "rollout", "occlusion", "integrated_gradients"}
+    with pytest.raises(AttributionError, match="depth must be at least 1"):
+        attribute(model, np.array([1, 2]), np.array([3]), n_items=20, method="greedy", depth=0)
+    assert set(METHODS) == {"attention", "rollout", "occlusion", "greedy", "integrated_gradients"}
+
+
+def brute_greedy(model: Scorer, history: list[int], target: int, events: list[int], depth: int) -> list[int]:
+    """Greedy joint occlusion spelled out by re-scoring: the history positions in choice order."""
+    chosen: list[int] = []
+    size = 1
+    while len(chosen) < depth:
+        left = [e for e in events if e not in chosen]
+        without = {e: rescore(model, [h for p, h in enumerate(history) if p not in {*chosen, e}], target) for e in left}
+        chosen += sorted(left, key=lambda e: (without[e], -e))[:min(size, depth - len(chosen))]
+        size *= 2
+    return chosen
+
+
+def test_greedy_chooses_in_rounds_what_lowers_the_score_most() -> None:
+    model = untrained()
+    history = [3, 7, 7, 12, 1, 19, 4, 9, 15, 2]  # longer than max_len 6: older events slide in as events go
+    targets = np.array([2, 5, 11])
+    a = attribute(model, np.array(history), targets, n_items=20, method="greedy", depth=5)
+    occ = attribute(model, np.array(history), targets, n_items=20, method="occlusion")
+    assert a.order is not None and a.order.shape == (3, 6)
+    for k, target in enumerate(targets.tolist()):
+        order = a.events[a.ranking(k)].tolist()
+        assert sorted(order) == a.events.tolist(), "every window event is ranked once"
+        assert order[:5] == brute_greedy(model, history, target, a.events.tolist(), 5)  # rounds of 1, 2, then 2
+        assert order[0] == occ.events[occ.ranking(k)[0]], "round 1 is occlusion's top event"
+        first = a.ranking(k)[0]
+        assert a.values[k, first] == pytest.approx(occ.values[k, first], abs=1e-5), "round 1's drop is occlusion's"
+    fewer = attribute(model, np.array(history), targets, n_items=20, method="greedy", depth=3)
+    assert np.array_equal(fewer.order[:, :3], a.order[:, :3]), "a smaller depth makes the same first choices"
 
 
 # -- every model with input embeddings: SASRec, BERT4Rec, gSASRec, eSASRec, HSTU -----------------
