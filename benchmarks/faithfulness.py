@@ -63,12 +63,13 @@ CONFIG = ROOT / "benchmarks" / "configs" / "faithfulness.toml"
 BASELINES = ("random", "recency")
 PROTOCOL: dict[str, Any] = {"users": 200, "min_history": 5, "seed": 0, "targets": 1,
             "deletion": [0.05, 0.1, 0.2, 0.3, 0.5], "insertion": [0.05, 0.1, 0.2, 0.3, 0.5], "head": 0.1, "steps": 32, "bootstrap": 1000, "methods": list(METHODS),
-            "baselines": list(BASELINES), "default_method": "occlusion"}
+            "baselines": list(BASELINES), "default_method": "greedy"}
 SUMMARY_ONLY = frozenset({"head", "bootstrap", "default_method"})
 """Protocol keys that only change the summary: a state made under other values is still valid."""
 QUICK: dict[str, int] = {"users": 8, "steps": 8, "bootstrap": 200}
 # rows the model encodes per explanation (W = window length): what attribution.py does per method
 PASSES = {"attention": "2 passes, 2 rows", "rollout": "2 passes, 2 rows", "occlusion": "2 passes, 1 + W rows",
+          "greedy": "~log2(W) + 1 passes, <= W rows each",
           "integrated_gradients": "2 passes, steps + 2 rows (K backward)", "random": "0", "recency": "0"}
 
 

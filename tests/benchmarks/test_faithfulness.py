@@ -93,6 +93,7 @@ def test_end_to_end(saved: Path) -> None:
         occ = r["methods"]["occlusion"]["raw_drop"][0][0]  # exactly occlusion's top event removed
         for method, m in r["methods"].items():
             assert occ >= m["raw_drop"][0][0] - 1e-5, f"{method} found a larger single-event drop than occlusion"
+        assert r["methods"]["greedy"]["raw_drop"][0][0] == pytest.approx(occ, abs=1e-6), "greedy's round 1 is occlusion"
     res = faith.run(saved / "config.toml")
     cells = {c["model"]: c for c in res["cells"]}
     sas, gru = cells["sasrec"]["methods"], cells["gru4rec"]["methods"]
@@ -102,7 +103,7 @@ def test_end_to_end(saved: Path) -> None:
     assert gru["integrated_gradients"]["status"] == "n/a" and gru["occlusion"]["status"] == "ok"
     again = json.loads(json.dumps(res))  # the table comes from the JSON alone
     text = report.markdown(again)
-    assert "n/a: " in text and "occlusion (default) is" in text and "| gru4rec | occlusion |" in text
+    assert "n/a: " in text and "greedy (default) is" in text and "| gru4rec | occlusion |" in text
 
 
 def test_cells_stop_on_the_budget_and_resume(saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

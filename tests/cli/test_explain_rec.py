@@ -78,7 +78,7 @@ def test_recommend_explain_adds_a_reason_per_item(model: tuple[Recommender, Path
     want = rec.recommend(user="u4", k=3, explain=True)
     assert want.explanations is not None
     assert [e["reason"] for e in got["explanations"]] == [e.reason if e else None for e in want.explanations]
-    assert got["explanations"][0]["method"] == "occlusion"
+    assert got["explanations"][0]["method"] == "greedy"
     code, output = _run("recommend", "--model", str(path), "--user", "u4", "-k", "3", "--explain",
                         "--explain-method", "rollout", "--reason-verb", "watched")
     assert code == 0, output

@@ -112,7 +112,7 @@ def test_explain_rec_of_a_known_user_occludes_its_stored_columns(models: dict[st
     rec = models["time"]
     assert rec.users_ is not None
     user = rec.users_.to_list()[0]
-    ex = explain_recommendation(rec, user=user, k=2)  # occlusion: needs the stored times and events
+    ex = explain_recommendation(rec, user=user, k=2)  # greedy occlusion: needs the stored times and events
     want = rec.recommend(user=user, k=2, explain=True)
     assert want.explanations is not None
     assert [[(e.item, e.value) for e in x.events] for x in ex.explanations] == \

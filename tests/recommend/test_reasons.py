@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from attnrec.data.schema import DataSource, Interactions
-from attnrec.evaluation.attribution import AttributionError
+from attnrec.evaluation.attribution import AttributionError, attribute
 from attnrec.recommend import Recommender
 from attnrec.recommend.insight import explain_recommendation
-from attnrec.recommend.reasons import ExplainedEvent, reason
+from attnrec.recommend.reasons import GREEDY_DEPTH, ExplainedEvent, reason
 from synthetic_logs import ring_log
 
 FIT = {"max_epochs": 2, "batch_size": 64, "lr": 5e-3, "device": "cpu"}
@@ -45,7 +45,7 @@ def test_explanations_align_with_items_and_stop_at_explain_k(sasrec: Recommender
     assert r.explanations is not None and len(r.explanations) == 6
     assert [e.item if e else None for e in r.explanations] == [*r.items[:4], None, None]
     first = r.explanations[0]
-    assert first is not None and first.method == "occlusion" and not first.shared  # the default method
+    assert first is not None and first.method == "greedy" and not first.shared  # the default method
     assert sasrec.recommend(user="u3", k=6).explanations is None  # not asked: nothing computed
 
 
@@ -62,6 +62,20 @@ def test_occlusion_values_equal_rescoring_through_the_recommender(sasrec: Recomm
             assert e.value == pytest.approx(score - _score(sasrec, without, item), abs=1e-4)
         values = [e.value for e in ex.events]
         assert values == sorted(values, reverse=True)  # strongest first
+
+
+def test_served_greedy_names_the_benchmarked_ranking_first_events(sasrec: Recommender) -> None:
+    """Served explanations stop greedy after GREEDY_DEPTH events; those are the full ranking's first ones."""
+    history = ["i1", "i2", "i3", "i4", "i9", "i10", "i11", "i12"]
+    r = sasrec.recommend(history=history, k=3, explain=True)
+    assert r.explanations is not None and sasrec.items_ is not None
+    hist = sasrec.items_.to_internal(history)
+    for item, ex in zip(r.items, r.explanations, strict=True):
+        assert ex is not None and ex.method == "greedy"
+        full = attribute(sasrec.core, hist, sasrec.items_.to_internal([item]), n_items=len(sasrec.items_),
+                         method="greedy")  # depth: half the window, as the faithfulness benchmark ranks
+        first = [history[int(p)] for p in full.events[full.ranking(0)][:GREEDY_DEPTH]]
+        assert [e.item for e in ex.events[:GREEDY_DEPTH]] == first
 
 
 def test_the_reason_names_the_top_positive_titles_with_the_verb(sasrec: Recommender) -> None:
@@ -95,7 +109,7 @@ def test_per_item_methods_differ_between_items_and_attention_is_shared(sasrec: R
     ex = explain_recommendation(sasrec, user="u5", k=4, method="occlusion")
     assert [e.item for e in ex.explanations] == ex.recommendation.items and not ex.shared
     assert len({tuple(e.value for e in x.events) for x in ex.explanations}) > 1
-    assert explain_recommendation(sasrec, user="u5", k=4).method == "occlusion", "the default: the most faithful"
+    assert explain_recommendation(sasrec, user="u5", k=4).method == "greedy", "the default: the most faithful"
     att = explain_recommendation(sasrec, user="u5", k=4, method="attention")
     assert att.shared and att.method == "attention" and att.attended
     assert len({tuple(e.item for e in x.events) for x in att.explanations}) == 1

@@ -182,9 +182,9 @@ def test_build_a_history_by_search_recommend_and_see_why(page: Page, sasrec: Rec
 
     from selenium.webdriver.support.ui import Select
 
-    page.wait.until(lambda _: page.count("#recs > li details.why") == 5)  # the reasons came (occlusion: per item)
+    page.wait.until(lambda _: page.count("#recs > li details.why") == 5)  # the reasons came (greedy: per item)
     page.el("#recs > li:first-child details.why summary").click()
-    why = explain_recommendation(sasrec, history=["i12", "i15"], k=5, top=5, method="occlusion")
+    why = explain_recommendation(sasrec, history=["i12", "i15"], k=5, top=5, method="greedy")
     first = why.explanations[0]
     assert first.reason is not None and first.reason.startswith("Because you interacted with ")
     assert page.texts("#recs > li:first-child .reason") == [first.reason.replace("*", "")]
@@ -192,7 +192,7 @@ def test_build_a_history_by_search_recommend_and_see_why(page: Page, sasrec: Rec
     assert page.texts("#recs > li:first-child .reason em") == [t for t in named if t]
     shown = page.texts("#recs > li:first-child .because .title")
     assert shown == [e.title or "(no title)" for e in first.events]  # this item's events, strongest first
-    assert "occlusion" in page.el("#why-note").text and "shares one list" not in page.el("#why-note").text
+    assert "greedy" in page.el("#why-note").text and "shares one list" not in page.el("#why-note").text
 
     Select(page.el("#why-method")).select_by_value("attention")  # the shared attention list, as before
     page.el("#recommend").click()
@@ -200,7 +200,7 @@ def test_build_a_history_by_search_recommend_and_see_why(page: Page, sasrec: Rec
     page.el("#recs > li:first-child details.why summary").click()
     att = explain_recommendation(sasrec, history=["i12", "i15"], k=5, top=5, method="attention")
     assert page.texts("#recs > li:first-child .because .title") == [a.title or "(no title)" for a in att.attended]
-    Select(page.el("#why-method")).select_by_value("occlusion")
+    Select(page.el("#why-method")).select_by_value("greedy")
 
     page.el("#recs > li:first-child button.similar").click()
     page.until_items("#similar li", sasrec.similar_items(want.items[0], 10).items)

@@ -52,7 +52,7 @@ def test_recommend_with_explain_equals_the_python_api(client: TestClient, sasrec
     body = client.post("/v1/recommend", json={**req, "explain": explain})
     assert body.status_code == 200, body.text
     items = body.json()["items"]
-    method = explain["method"] if isinstance(explain, dict) else "occlusion"
+    method = explain["method"] if isinstance(explain, dict) else "greedy"
     top = explain.get("top", 3) if isinstance(explain, dict) else 3
     want = sasrec.recommend(history=req["history"], k=4, explain=method, reason_verb=VERB)
     assert [x["item"] for x in items] == want.items and want.explanations is not None
@@ -107,6 +107,6 @@ def test_openapi_documents_explain(client: TestClient) -> None:
     schemas = spec["components"]["schemas"]
     assert "explain" in schemas["RecommendRequest"]["properties"]
     assert schemas["ExplainOptions"]["properties"]["method"]["enum"] == [
-        "attention", "rollout", "occlusion", "integrated_gradients"]
+        "attention", "rollout", "occlusion", "greedy", "integrated_gradients"]
     assert {"method", "item"} <= set(schemas["ExplainRecRequest"]["properties"])
     assert "501" in spec["paths"]["/v1/recommend"]["post"]["responses"]

@@ -14,7 +14,7 @@ from attnrec.recommend.reasons import ItemExplanation
 
 ReasonVerb = Annotated[str, typer.Option(
     "--reason-verb", help="The verb of each reason: 'Because you VERB *A* and *B*' (e.g. watched, bought).")]
-METHOD_HELP = f"Attribution method: {', '.join(METHODS)} (default occlusion: the most faithful in benchmarks/results/faithfulness.md)."
+METHOD_HELP = f"Attribution method: {', '.join(METHODS)} (default greedy: the most faithful in benchmarks/results/faithfulness.md)."
 
 
 def check_verb(verb: str) -> str:

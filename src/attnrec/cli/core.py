@@ -349,7 +349,7 @@ def recommend(
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
     explain: Annotated[bool, typer.Option(
         "--explain", help="Add a reason per item (the first 20) and, with --json, its history events.")] = False,
-    explain_method: Annotated[str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")] = "occlusion",
+    explain_method: Annotated[str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")] = "greedy",
     reason_verb: ReasonVerb = "interacted with",
 ) -> None:
     """Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.

@@ -86,7 +86,7 @@ def attention(
 
 
 @app.command(name="explain-rec", epilog="Examples: attnrec explain-rec --model runs/demo --user 1\n\n"
-             'attnrec explain-rec --model runs/demo --history "12,40,7" --method occlusion --reason-verb watched\n\n'
+             'attnrec explain-rec --model runs/demo --history "12,40,7" --method greedy --reason-verb watched\n\n'
              "attnrec explain-rec --model runs/demo --user 1 --method occlusion --item 42")
 @cli_errors
 @option_groups
@@ -103,7 +103,7 @@ def explain_rec(
 ) -> None:
     """Recommend for one user and list, per recommended item, the history items behind it with a reason.
 
-    'attention' is the last layer's weight from the predicting position (mean over heads); 'rollout' follows the attention through all layers: both are shared by the whole list. 'occlusion' (exact: the score drop without each history item) and 'integrated_gradients' explain each item on its own.
+    'attention' is the last layer's weight from the predicting position (mean over heads); 'rollout' follows the attention through all layers: both are shared by the whole list. 'greedy' (the default: history items chosen in rounds, each the one whose removal lowers the score most given those chosen before), 'occlusion' (exact: the score drop without each history item) and 'integrated_gradients' explain each item on its own.
     """
     if (query.user is None) == (query.history is None):
         raise ValueError("give exactly one of --user USER or --history 'ITEM,ITEM,...'")

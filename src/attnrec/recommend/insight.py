@@ -1,7 +1,7 @@
 """A recommendation with what drove it: the history items behind each recommended item.
 
-``method="occlusion"`` (the default: the most faithful method of ``benchmarks/results/faithfulness.md``)
-and ``integrated_gradients`` explain each recommended item on its own (:mod:`attnrec.recommend.reasons`);
+``method="greedy"`` (the default: the most faithful method of ``benchmarks/results/faithfulness.md``)
+``occlusion`` and ``integrated_gradients`` explain each recommended item on its own (:mod:`attnrec.recommend.reasons`);
 ``attention`` ranks the history by the attention of the predicting position
 (:mod:`attnrec.evaluation.attention`) and, like ``rollout``, gives one list shared by the whole top-k. This module pairs them with the
 :class:`~attnrec.recommend.Recommender`'s answer for the same request.

@@ -245,7 +245,7 @@ class Recommender:
         only unknown items, gets the most popular items (``fallback`` says so in both cases).
         ``include`` restricts the candidates; ``exclude`` removes items.
 
-        ``explain``: ``True`` (occlusion) or a method of :mod:`attnrec.evaluation.attribution` fills
+        ``explain``: ``True`` (greedy) or a method of :mod:`attnrec.evaluation.attribution` fills
         ``explanations`` (aligned with ``items``) for the first ``explain_k`` items, each with a reason
         "Because you {reason_verb} ..." (:mod:`attnrec.recommend.reasons`); the rest stay None.
 

@@ -6,8 +6,8 @@ the history items behind them (the endpoints the web page needs, public like the
 * ``GET /v1/users/{user}/history``: a known user's stored history with titles, most recent last.
 * ``POST /v1/explain-rec``: ``/v1/recommend`` plus, per recommended item, the history items that
   drove it and a reason (:func:`attnrec.recommend.insight.explain_recommendation`): ``method``
-  ``attention`` (default) or ``rollout``, shared by every item (``shared: true``), or ``occlusion`` /
-  ``integrated_gradients``, per item; ``item`` explains one item wherever it ranks.
+  ``greedy`` (default), ``occlusion`` or ``integrated_gradients``, per item, or ``attention`` /
+  ``rollout``, shared by every item (``shared: true``); ``item`` explains one item wherever it ranks.
 
 Search tables are built once per served object (on its first search, on the model thread) and
 dropped with it, so a reloaded model gets a fresh one.
@@ -212,8 +212,10 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     """Top-k items for a user or a history (or just `item`), each with the history items that drove it
     (`because`, strongest first) and a short `reason` ("Because you <verb> *A* and *B*").
 
-    `method`: `occlusion` (default, the most faithful in the faithfulness benchmark; exact: the score
-    drop without each history item) and `integrated_gradients` explain each item on its own
+    `method`: `greedy` (default, the most faithful in the faithfulness benchmark: history items chosen
+    in rounds, each the one whose removal lowers the score most given those chosen before),
+    `occlusion` (exact: the score drop without each history item) and `integrated_gradients` explain
+    each item on its own
     (`shared: false`); `attention` (the last layer's attention of the position that predicts the
     next item, mean over heads) and `rollout` belong to that position, so every recommended item
     shares one list (`shared: true`). 501 when the model

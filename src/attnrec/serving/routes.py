@@ -127,8 +127,9 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
 
     `explain` (off by default) adds to each of the first 20 items an `explanation`: the history
     items that raised its score and a short `reason`. Bounded cost: an explained request skips
-    micro-batching and costs one forward pass over one copy of the history per history item the
-    model reads (occlusion, the default); 501 when the model cannot explain with the method."""
+    micro-batching and costs two batched forward passes (greedy, the default): one copy of the
+    history per history item the model reads, then that again per explained item (occlusion: only
+    the first); 501 when the model cannot explain with the method."""
     e = state.pick(req.model, "recommend")
     check_k(req.k, state.config)
     _check_lists(req, state.config)

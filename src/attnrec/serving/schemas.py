@@ -63,8 +63,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-ExplainMethod = Literal["attention", "rollout", "occlusion", "integrated_gradients"]
-_METHODS_DOC = ("`occlusion` (exact: how much the item's score drops without each history item; one batched "
+ExplainMethod = Literal["attention", "rollout", "occlusion", "greedy", "integrated_gradients"]
+_METHODS_DOC = ("`greedy` (the default: history items chosen in rounds, each the one whose removal lowers the item's "
+                "score most given those chosen before; the top 3 chosen so, two batched forward passes), "
+                "`occlusion` (exact: how much the item's score drops without each history item; one batched "
                 "forward pass), `integrated_gradients` (self-attention models that expose their input embeddings), "
                 "`attention` or `rollout` (the predicting position's attention, shared by every item)")
 
@@ -72,7 +74,7 @@ _METHODS_DOC = ("`occlusion` (exact: how much the item's score drops without eac
 class ExplainOptions(_Strict):
     """How to explain each recommended item (``/v1/recommend``'s ``explain``)."""
 
-    method: ExplainMethod = Field("occlusion", description=f"One of {_METHODS_DOC}.")
+    method: ExplainMethod = Field("greedy", description=f"One of {_METHODS_DOC}.")
     top: int = Field(3, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommended item.")
 
     _top = field_validator("top", mode="before")(_whole)
@@ -104,9 +106,10 @@ class RecommendRequest(_Strict):
         "event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's [mask]). Without "
         "it the newest event's time stands in. Models without time inputs ignore it (see `ignored_inputs`)."))
     explain: bool | ExplainOptions = Field(False, description=(
-        f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (occlusion, top 3) or options. Off "
+        f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (greedy, top 3) or options. Off "
         "by default: an explained request is scored on its own (not micro-batched) and costs one extra forward "
-        "pass per history item the model reads (occlusion; integrated gradients cost more)."))
+        "pass per history item the model reads for occlusion, and that again per explained item for greedy's "
+        "second round (integrated gradients cost more)."))
 
     _ids = field_validator("user", mode="before")(_as_str)
     _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
@@ -127,7 +130,7 @@ class RecommendRequest(_Strict):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
         "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
-                     {"user": "42", "k": 5, "explain": {"method": "occlusion", "top": 3}},
+                     {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
                      {"history": ["5", "9"], "timestamps": [1700000000, 1700003600], "events": ["view", "buy"],
                       "request_time": 1700007200, "k": 5}]})
 
@@ -143,7 +146,8 @@ class Attribution(BaseModel):
     title: str | None = None
     weight: float = Field(description="How much this history item counted for the recommendation: for `attention` "
                                       "the last layer's weight from the predicting position (mean over heads), for "
-                                      "`occlusion` how much the item's score drops without it, for "
+                                      "`occlusion` how much the item's score drops without it, for `greedy` "
+                                      "that drop given the items listed before it, for "
                                       "`integrated_gradients` its integrated gradient.")
     back: int | None = Field(None, description="Position in the history counted from the most recent item (0).")
 
@@ -221,7 +225,7 @@ class ExplainRecRequest(_Strict):
         "`user`); unknown items are ignored and returned in `unknown_items`.")
     k: int = Field(10, ge=1, description="How many items to recommend (at most the server's max_k).")
     top: int = Field(10, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommendation.")
-    method: ExplainMethod = Field("occlusion", description=f"One of {_METHODS_DOC}; occlusion, the default, was the most "
+    method: ExplainMethod = Field("greedy", description=f"One of {_METHODS_DOC}; greedy, the default, was the most "
                                   "faithful in benchmarks/results/faithfulness.md.")
     item: Id | None = Field(None, description="Explain this item's score instead of the top-k (it may rank anywhere).")
 
@@ -237,7 +241,7 @@ class ExplainRecRequest(_Strict):
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
-        "examples": [{"user": "42", "k": 5}, {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "occlusion"},
+        "examples": [{"user": "42", "k": 5}, {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
                      {"user": "42", "method": "occlusion", "item": "2355"}]})
 
 
@@ -257,7 +261,7 @@ class ExplainRecResponse(BaseModel):
     method: str = Field(description=f"How `because` was computed: {_METHODS_DOC}.")
     shared: bool = Field(description="`true` when every recommended item has the same `because` list (attention "
                                      "belongs to the predicting position, not to one recommended item); `false` "
-                                     "for occlusion and integrated gradients.")
+                                     "for greedy, occlusion and integrated gradients.")
     items: list[ExplainedItem]
     predicting: str | None = Field(None, description="What the predicting position is (SASRec: the most recent "
                                    "history item; BERT4Rec: a [mask] after the history); null without known items and for the "

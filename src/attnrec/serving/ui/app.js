@@ -313,7 +313,7 @@ async function recommend() {
     return;
   }
   try {
-    const method = $("why-method").value; // occlusion by default: exact and per item
+    const method = $("why-method").value; // greedy by default: the most faithful, per item
     const why = await api("POST", "/v1/explain-rec", { ...body, top: BECAUSE_TOP, method });
     if (seq === state.recSeq) renderWhy(why);
   } catch (err) {
@@ -380,7 +380,8 @@ function renderWhy(why) {
   const what = why.method === "attention"
     ? `the attention of ${why.predicting} (last layer, mean over heads)`
     : why.method === "occlusion" ? "occlusion (the score drop without each history item, per item)"
-      : why.method.replace("_", " ");
+      : why.method === "greedy" ? "greedy occlusion (history items chosen in rounds by the score drop, per item)"
+        : why.method.replace("_", " ");
   $("why-note").textContent = `Reasons: ${what}` +
     (why.shared ? "; attention belongs to the predicting position, so every item shares one list" : "") +
     `. The model read the last ${why.window} of ${why.history_length} history items.`;
