@@ -81,6 +81,26 @@ def test_chunked_cross_entropy_matches_reference_values_and_gradients() -> None:
     assert torch.allclose(gh, h.grad, atol=1e-6) and torch.allclose(gw, w.grad, atol=1e-6)  # type: ignore[arg-type]
 
 
+def test_chunked_cross_entropy_with_bias_scaled_upstream_and_without_grad() -> None:
+    """The gradients are computed in the forward pass: an upstream factor, a bias and no_grad must still hold."""
+    torch.manual_seed(1)
+    h = torch.randn(700, 8, requires_grad=True)
+    w = torch.randn(40, 8, requires_grad=True)
+    b = torch.randn(40, requires_grad=True)
+    t = torch.randint(1, 40, (700,))
+    (3.0 * softmax_cross_entropy(h, w, t, b)).backward()
+    got = [x.grad.clone() for x in (h, w, b)]  # type: ignore[union-attr]
+    h.grad = w.grad = b.grad = None
+    logits = h @ w.T + b
+    logits[:, 0] = -torch.inf
+    (3.0 * F.cross_entropy(logits, t)).backward()
+    for ours, ref in zip(got, (h.grad, w.grad, b.grad), strict=True):
+        assert ref is not None and torch.allclose(ours, ref, atol=1e-6)
+    with torch.no_grad():
+        loss = softmax_cross_entropy(h, w, t, b)
+    assert torch.allclose(loss, F.cross_entropy(logits.detach(), t), atol=1e-5) and not loss.requires_grad
+
+
 def test_bce_negatives_avoid_the_users_items() -> None:
     train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7]], 8)
     neg = draw_negatives(np.array([0, 1]), (2, 500), 8, train.user_item_keys(), np.random.default_rng(0))

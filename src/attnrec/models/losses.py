@@ -19,8 +19,6 @@ class _Context(Protocol):
     """The part of torch's autograd context the chunked cross-entropy uses between forward and backward."""
 
     saved_tensors: tuple[torch.Tensor, ...]
-    chunk: int  # rows per chunk
-    low: bool  # the matmuls ran in bfloat16 (autocast)
 
     def save_for_backward(self, *tensors: torch.Tensor | None) -> None: ...
 
@@ -29,56 +27,65 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
     """Mean cross-entropy of ``h @ weight.T + bias`` without materialising the ``(N, I)`` logits.
 
     Rows are processed in chunks that fit in cache (fewer rows per chunk for large catalogs, so a
-    chunk never holds more than ``CE_CHUNK_ELEMENTS`` logits); the backward pass recomputes each
-    chunk's logits. Column 0 (padding) is excluded from the softmax. Under autocast the matmuls run in
-    bfloat16 with float32 accumulation of the log-sum-exp and the gradients.
+    chunk never holds more than ``CE_CHUNK_ELEMENTS`` logits). Column 0 (padding) is excluded from the
+    softmax. The loss is the graph's end, so its gradients are computed in the forward pass, chunk by
+    chunk while the chunk's logits are in cache (``grads=True``): each chunk's logits are computed
+    once and exponentiated once, where a separate backward would recompute both (a quarter of the
+    layer's matrix products and half its exponentials). The backward only scales them by the
+    incoming gradient. The arithmetic is the same as a recomputing backward's, in the same order, so
+    the gradients are bit-identical to it. Under autocast the matmuls run in bfloat16 with float32
+    accumulation of the log-sum-exp and the gradients.
     """
 
     @staticmethod
     def forward(
-        ctx: _Context, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor
+        ctx: _Context, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
+        grads: bool,
     ) -> torch.Tensor:
         low = torch.is_autocast_enabled(h.device.type)
         chunk = max(1, min(256 if low else 512, CE_CHUNK_ELEMENTS // max(weight.shape[0], 1)))
         w = weight.to(torch.bfloat16) if low else weight.float()
         n = h.shape[0]
+        scale = torch.ones((), dtype=torch.float32, device=h.device) / n  # d(mean)/d(term)
         lse = torch.empty(n, dtype=torch.float32, device=h.device)
         target_logit = (h.float() * weight[target].float()).sum(-1)  # (N,)
         if bias is not None:
             target_logit = target_logit + bias[target].float()
+        grad_h = torch.empty_like(h) if grads else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device) if grads else None
+        grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=h.device) if grads and bias is not None else None
         for s in range(0, n, chunk):
-            logits = (h[s : s + chunk].to(w.dtype) @ w.T).float()  # (C, I)
+            hc = h[s : s + chunk]  # (C, D)
+            logits = (hc.to(w.dtype) @ w.T).float()  # (C, I)
             if bias is not None:
                 logits += bias.float()
             logits[:, 0] = -torch.inf
             lse[s : s + chunk] = torch.logsumexp(logits, dim=1)
-        ctx.save_for_backward(h, weight, bias, target, lse)
-        ctx.chunk, ctx.low = chunk, low
-        return (lse - target_logit).mean()
-
-    @staticmethod
-    def backward(ctx: _Context, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        h, weight, bias, target, lse = ctx.saved_tensors
-        w = weight.to(torch.bfloat16) if ctx.low else weight.float()
-        n, scale = h.shape[0], grad / h.shape[0]
-        grad_h = torch.empty_like(h)
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
-        grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=h.device) if bias is not None else None
-        for s in range(0, n, ctx.chunk):
-            hc = h[s : s + ctx.chunk]
-            logits = (hc.to(w.dtype) @ w.T).float()  # (C, I)
-            if bias is not None:
-                logits += bias.float()
-            p = logits.sub_(lse[s : s + ctx.chunk, None]).exp_()  # softmax, (C, I)
+            if grad_h is None or grad_w is None:
+                continue
+            p = logits.sub_(lse[s : s + chunk, None]).exp_()  # softmax, (C, I)
             p[:, 0] = 0.0
-            p[torch.arange(len(hc), device=h.device), target[s : s + ctx.chunk]] -= 1.0
+            p[torch.arange(len(hc), device=h.device), target[s : s + chunk]] -= 1.0  # d(lse - target logit)
             p.mul_(scale)
             if grad_b is not None:
                 grad_b += p.sum(0)
             pc = p.to(w.dtype)
-            grad_h[s : s + ctx.chunk] = (pc @ w).to(h.dtype)  # (C, D)
+            grad_h[s : s + chunk] = (pc @ w).to(h.dtype)  # (C, D)
             grad_w += (pc.T @ hc.to(w.dtype)).float()  # (I, D)
-        return grad_h, grad_w.to(weight.dtype), None if grad_b is None else grad_b.to(bias.dtype), None
+        ctx.save_for_backward(grad_h, None if grad_w is None else grad_w.to(weight.dtype),
+                              None if grad_b is None or bias is None else grad_b.to(bias.dtype))
+        return (lse - target_logit).mean()
+
+    @staticmethod
+    def backward(ctx: _Context, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        grad_h, grad_w, grad_b = ctx.saved_tensors
+        if grad_h is None or grad_w is None:
+            raise RuntimeError("softmax_cross_entropy ran without gradients (grads=False) and cannot be differentiated")
+        one = bool(grad == 1)  # the usual case (loss.backward()): the gradients as they are, bit for bit
+        gh = grad_h if one else grad_h * grad.to(grad_h.dtype)
+        gw = grad_w if one else grad_w * grad.float()
+        gb = None if grad_b is None else grad_b if one else grad_b * grad.float()
+        return gh, gw, gb, None, None
 
 
 _chunked_softmax_ce: Callable[..., torch.Tensor] = _ChunkedSoftmaxCE.apply  # torch leaves apply untyped
@@ -91,7 +98,9 @@ def softmax_cross_entropy(
 
     Memory is bounded by the chunk size, not by ``N x I``; column 0 is padding and never a class.
     """
-    return _chunked_softmax_ce(h, weight, bias, target)
+    grads = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad
+                                         or (bias is not None and bias.requires_grad))
+    return _chunked_softmax_ce(h, weight, bias, target, grads)
 
 
 def sampled_softmax_cross_entropy(
