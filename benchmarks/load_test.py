@@ -2,7 +2,8 @@
 
     nice -n 10 .venv/bin/python benchmarks/load_test.py            # everything (several minutes)
     .venv/bin/python benchmarks/load_test.py --quick                 # a smoke run
-    .venv/bin/python benchmarks/load_test.py --study explain --models sasrec-ml1m --out benchmarks/results/load_test_explain
+    .venv/bin/python benchmarks/load_test.py --study explain --models sasrec-ml1m --explain-method greedy,occlusion \
+        --out benchmarks/results/load_test_explain
 
 For every model and server setting the script starts ``python -m attnrec serve`` on a free
 loopback port, waits for ``/readyz``, and runs a separate client process (asyncio + an httpx
@@ -371,7 +372,8 @@ def main() -> None:
                     help="full: batching and backend comparison on SASRec ML-1M plus every model with the default; "
                     "gc: every model with the default (heap frozen after loading) and with --no-gc-freeze; "
                     "explain: every model with the default, then with per-item explanations in every request")
-    ap.add_argument("--explain-method", default="occlusion", help="the explain study's method")
+    ap.add_argument("--explain-method", default="greedy",
+                    help="the explain study's method(s), comma-separated: a row each (e.g. greedy,occlusion)")
     ap.add_argument("--quick", action="store_true", help="200 requests, SASRec ML-1M only")
     ap.add_argument("--client", default="raw", choices=["raw", "httpx"],
                     help="load generator: hand-written keep-alive HTTP/1.1 (light) or an httpx pool")
@@ -426,7 +428,7 @@ def main() -> None:
     if args.study == "gc":  # the tail-latency fix: the same servers without gc.freeze() after loading
         plan += [(name, {**default, "gc_freeze": False}) for name in models]
     if args.study == "explain":  # the cost of `explain` on /v1/recommend, against the same server without it
-        plan += [(name, {**default, "explain": args.explain_method}) for name in models]
+        plan += [(name, {**default, "explain": m}) for m in args.explain_method.split(",") for name in models]
     if args.study in ("full", "batching") and "sasrec-1m" in models:
         plan += [("sasrec-1m", {"max_batch": 1})]
     rows: list[dict[str, Any]] = []

@@ -12,7 +12,8 @@ optimiser, learning-rate rule, vocabulary size, word cap and epoch budget. Both 
 test explanations are scored by attnrec's metrics against the same references, with the looping
 share (:func:`attnrec.evaluation.text_metrics.looping_share`); attnrec's models also under each
 decoding of the config. Every (implementation, model, seed) cell is kept in ``DIR/state.json`` as
-it finishes, so a stopped run continues where it stopped. Writes
+it finishes, so a stopped run continues where it stopped; with the default state dir also in the
+committed ``benchmarks/results/peter_reference_state.json``, from which a fresh checkout resumes. Writes
 ``benchmarks/results/peter_reference.{json,md}`` (``--quick``: under the state dir).
 """
 
@@ -206,8 +207,13 @@ def effective_config(cfg: dict[str, Any], quick: bool) -> dict[str, Any]:
     return out
 
 
-def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool) -> dict[str, Any]:
-    """Every missing (implementation, model, seed) cell, saved to ``state_dir/state.json`` as each ends."""
+def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep: Path | None = None) -> dict[str, Any]:
+    """Every missing (implementation, model, seed) cell, saved to ``state_dir/state.json`` as each ends.
+
+    ``keep``: a second copy of the state, written with it (the committed
+    ``benchmarks/results/peter_reference_state.json``: a run cut off with its machine resumes from it
+    when ``state_dir`` has no state yet). Cells hold metrics and five example outputs, never data.
+    """
     cfg = effective_config(cfg, quick)
     path, data = review_data(cfg)
     if "records" in cfg["data"]:
@@ -216,9 +222,10 @@ def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool) -> d
             "items": data.n_items, "features": len(data.features())}
     fingerprint = {"config": cfg, "data": info}
     state_file = state_dir / "state.json"
-    state: dict[str, Any] = json.loads(state_file.read_text()) if state_file.exists() else {}
+    source = state_file if state_file.exists() else keep if keep is not None and keep.exists() else None
+    state: dict[str, Any] = json.loads(source.read_text()) if source is not None else {}
     if state and state.get("fingerprint") != json.loads(json.dumps(fingerprint)):
-        raise BenchError(f"{state_file} was made with another config or data; use another --state-dir")
+        raise BenchError(f"{source} was made with another config or data; use another --state-dir")
     state |= {"fingerprint": fingerprint, "cells": state.get("cells", {})}
     state["reference_files"] = {f: hashlib.sha256((reference / f).read_bytes()).hexdigest() for f in REFERENCE_FILES}
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -236,7 +243,8 @@ def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool) -> d
                 else:
                     cell = run_attnrec(data, split, cfg, seed, use_feature)
                 state["cells"][key] = cell | {"split": [len(split.train), len(split.valid), len(split.test)]}
-                state_file.write_text(json.dumps(state, indent=1, default=str) + "\n")  # a stopped run resumes here
+                for f in [state_file, *([keep] if keep is not None else [])]:  # a stopped run resumes here
+                    f.write_text(json.dumps(state, indent=1, default=str) + "\n")
                 print(f"{key}: " + json.dumps({k: round(v, 3) for k, v in next(iter(cell["decodings"].values())).items()}),
                       flush=True)
     return state | {"quick": quick, "machine": {"cpu": platform.processor() or platform.machine(),
@@ -332,7 +340,8 @@ def main() -> None:
         with open(args.config, "rb") as fh:
             cfg = tomllib.load(fh)
         state_dir = Path(args.state_dir or ROOT / ("runs/peter-reference" + ("-quick" if args.quick else "")))
-        results = run(cfg, reference, state_dir.resolve(), args.quick)
+        keep = None if args.quick or args.state_dir else ROOT / "benchmarks/results/peter_reference_state.json"
+        results = run(cfg, reference, state_dir.resolve(), args.quick, keep)
         out = state_dir if args.quick else Path(args.out)
         name = "peter_reference-quick" if args.quick else "peter_reference"
         (out / f"{name}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
