@@ -46,6 +46,19 @@ def test_occlusion_removes_each_event_with_its_time_and_type() -> None:
     assert not np.allclose(att.values, attribute(net, HISTORY, TARGETS, n_items=12, columns=moved).values)
 
 
+def test_greedy_removes_its_chosen_events_with_their_time_and_type() -> None:
+    net = model()
+    att = attribute(net, HISTORY, TARGETS, n_items=12, method="greedy", columns=COLUMNS, depth=3)
+    full = _score(net, np.ones(4, dtype=bool))
+    for k in range(len(TARGETS)):
+        order = att.ranking(k)
+        first = np.arange(4) != order[0]
+        np.testing.assert_allclose(att.values[k, order[0]], full[k] - _score(net, first)[k], rtol=1e-5, atol=1e-6)
+        second = first & (np.arange(4) != order[1])  # round 2: the drop given the first choice is gone
+        np.testing.assert_allclose(att.values[k, order[1]], _score(net, first)[k] - _score(net, second)[k],
+                                   rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("method", ["attention", "rollout"])
 def test_attention_is_a_clear_error_for_a_model_with_per_event_inputs(method: str) -> None:
     with pytest.raises(AttributionError, match=r"per-event events, timestamps; use occlusion") as err:
