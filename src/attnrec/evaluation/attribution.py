@@ -24,8 +24,8 @@ One interface, :func:`attribute`, five methods:
     cannot give: events that matter together (many recent films of one kind) are found together.
     Round 1 is exactly ``occlusion``'s top event, and a smaller ``depth`` gives the same first
     choices, so an explanation naming 3 events needs 2 rounds. Cost: about ``log2(depth) + 1``
-    passes; round 1 (occlusion) has ``W`` rows for all targets, each later round at most ``W`` rows
-    per target.
+    passes of at most ``W`` rows per distinct set of events chosen so far: round 1 (occlusion) is
+    shared by every target, and targets that chose the same events share the later rounds' rows.
 ``integrated_gradients``
     Integrated gradients (Sundararajan et al., 2017) on the input embeddings of the history events,
     from a baseline where their item embeddings are zero (positions, padding and BERT4Rec's [mask]
@@ -283,25 +283,31 @@ def _greedy(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarra
     before = full.copy()  # (K,) each target's score without its chosen events
     active, size = list(range(k_n)), 1  # targets still choosing; events chosen this round
     while active:
-        left = {k: np.setdiff1d(np.arange(w), chosen[k], assume_unique=True) for k in active}  # remaining columns
-        first = size == 1  # nothing chosen yet: every target shares round 1's variants (occlusion's)
-        drops = [events[np.append(np.array(chosen[k], dtype=np.int64), j)] for k in active[:1 if first else None]
-                 for j in left[k]]
-        with torch.no_grad():  # every active target's variants in one pass: its chosen events and one more removed
+        # targets that chose the same events so far share their variants (all of them in round 1, and
+        # often most of them later: the same recent event tends to matter for every recommended item)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for k in active:
+            groups.setdefault(tuple(chosen[k]), []).append(k)
+        left = {key: np.setdiff1d(np.arange(w), key, assume_unique=True) for key in groups}  # remaining columns
+        drops = [events[np.array([*key, j], dtype=np.int64)] for key in groups for j in left[key]]
+        with torch.no_grad():  # every group's variants in one pass: its chosen events and one more removed
             reduced = _scores(model, np.repeat(users, len(drops)), _without(one, drops), targets, dev)  # (R, K)
         row = 0
-        for k in active:
-            drop = before[k] - reduced[row:row + len(left[k]), k]  # (W_left,) each remaining event's drop
-            row += 0 if first else len(left[k])
-            values[k, left[k]] = drop
-            best = np.lexsort((-left[k], -drop))[:min(size, goal - len(chosen[k]))]  # largest drop; ties: newer
-            chosen[k] += left[k][best].tolist()
+        for key, members in groups.items():
+            for k in members:
+                drop = before[k] - reduced[row:row + len(left[key]), k]  # (W_left,) each remaining event's drop
+                values[k, left[key]] = drop
+                best = np.lexsort((-left[key], -drop))[:min(size, goal - len(chosen[k]))]  # largest drop; ties: newer
+                chosen[k] += left[key][best].tolist()
+            row += len(left[key])
         active = [k for k in active if len(chosen[k]) < goal]
         if active:
+            sets = sorted({tuple(chosen[k]) for k in active})
             with torch.no_grad():  # the score without everything chosen so far: the next round's reference
-                now = _scores(model, np.repeat(users, len(active)),
-                              _without(one, [events[np.array(chosen[k], dtype=np.int64)] for k in active]), targets, dev)
-            before[active] = now[np.arange(len(active)), active]
+                now = _scores(model, np.repeat(users, len(sets)),
+                              _without(one, [events[np.array(c, dtype=np.int64)] for c in sets]), targets, dev)
+            for k in active:
+                before[k] = now[sets.index(tuple(chosen[k])), k]
         size *= 2
     order = np.zeros((k_n, w), dtype=np.int64)
     for k in range(k_n):
