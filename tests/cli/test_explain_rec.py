@@ -1,8 +1,10 @@
-"""``attnrec explain-rec --method/--item/--reason-verb`` and ``attnrec recommend --explain``: equal to the Python API."""
+"""``attnrec explain-rec --method/--item/--reason-verb/--event-verb`` and ``attnrec recommend --explain``: equal to
+the Python API; a model with event and time inputs shows each event's type and time."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from attnrec.cli.main import app
 from attnrec.data.schema import DataSource
 from attnrec.recommend import Recommender
 from attnrec.recommend.insight import explain_recommendation
-from synthetic_logs import ring_log
+from synthetic_logs import hourly_shop_log, ring_log
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +66,9 @@ def test_explain_rec_rich_view_and_one_item(model: tuple[Recommender, Path]) -> 
     (["--method", "shapley"], "unknown explanation method 'shapley'"),
     (["--method", "occlusion", "--item", "nope"], "unknown item 'nope'"),
     (["--reason-verb", " "], "--reason-verb must be printable"),
+    (["--event-verb", "cart"], "--event-verb 'cart': expected NAME=VERB"),
+    (["--event-verb", "pv="], "--event-verb 'pv=': expected NAME=VERB"),
+    (["--event-verb", "pv=saw {it}"], "--event-verb: event verb 'pv'='saw {it}'"),
 ])
 def test_explain_rec_bad_input_is_one_line(model: tuple[Recommender, Path], args: list[str], message: str) -> None:
     code, output = _run("explain-rec", "--model", str(model[1]), "--user", "u2", *args)
@@ -87,3 +92,44 @@ def test_recommend_explain_adds_a_reason_per_item(model: tuple[Recommender, Path
     assert code == 2 and "unknown explanation method 'magic'" in output
     code, output = _run("recommend", "--model", str(path), "--user", "u4", "--json")
     assert code == 0 and json.loads(output)["explanations"] is None
+
+
+@pytest.mark.parametrize("command", [["recommend", "--user", "u4", "--explain"], ["serve"]])
+def test_a_malformed_event_verb_is_one_line_before_loading(model: tuple[Recommender, Path], command: list[str]) -> None:
+    code, output = _run(command[0], "--model", str(model[1]), *command[1:], "--event-verb", "=bought")
+    assert code == 2 and "--event-verb '=bought': expected NAME=VERB" in output and "Traceback" not in output
+    assert len(output.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def shop_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Recommender, Path]:
+    config = {"hidden": 16, "max_len": 10, "n_layers": 1, "loss": "ce", "time_features": "periodic",
+              "request_time": True, "event_input": True}
+    rec = Recommender("sasrec", config, {"max_epochs": 1, "batch_size": 64, "seed": 0, "threads": 1}).fit(
+        hourly_shop_log(), progress=False)
+    path = rec.save(tmp_path_factory.mktemp("m") / "shop")
+    return Recommender.load(path, device="cpu"), path
+
+
+def test_explain_rec_names_event_types_and_times(shop_model: tuple[Recommender, Path]) -> None:
+    rec, path = shop_model
+    args = ("explain-rec", "--model", str(path), "--user", "u3", "-k", "2", "--method", "occlusion", "--top", "3",
+            "--event-verb", "view=looked at", "--event-verb", "buy=took {item} home")
+    want = explain_recommendation(rec, user="u3", k=2, top=3, method="occlusion",
+                                  event_verbs={"view": "looked at", "buy": "took {item} home"})
+    code, output = _run(*args, "--json")
+    assert code == 0, output
+    for g, w in zip(json.loads(output)["explanations"], want.explanations, strict=True):
+        assert g["reason"] == w.reason
+        assert [(e["event"], e["timestamp"]) for e in g["events"]] == [(e.event, e.timestamp) for e in w.events]
+        assert {e["event"] for e in g["events"]} <= {"view", "buy"} and all(e["timestamp"] for e in g["events"])
+    code, output = _run(*args)
+    assert code == 0, output
+    flat = " ".join(output.split())
+    assert "event" in output and "when (UTC)" in output
+    for w in want.explanations:
+        assert " ".join((w.reason or w.note or "").split()) in flat
+        assert w.reason is None or w.reason.startswith(("Because you looked at ", "Because you took "))
+    first = want.explanations[0].events[0]
+    assert first.timestamp is not None
+    assert datetime.fromtimestamp(first.timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M") in output

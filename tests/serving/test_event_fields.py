@@ -1,6 +1,7 @@
 """The per-event fields of ``POST /v1/recommend`` (issue #19): ``timestamps``, ``events``, ``ratings`` aligned
 with ``history``, and ``request_time``; validated like the other fields (422 in the error shape), documented
-in the OpenAPI schema, read by a time-aware model and reported as ignored by an ID-only one."""
+in the OpenAPI schema, read by a time-aware model and reported as ignored by an ID-only one. With ``explain``,
+each ``because`` entry carries its event type and time, and the reason says them (issue #22)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,27 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from attnrec.recommend import Recommender
+from attnrec.recommend.reasons import reason
 from attnrec.serving.app import ServingConfig, create_app
 from synthetic_logs import hourly_shop_log
 
 HISTORY = ["i1", "i8", "i15"]
 TIMES = [1_700_000_000, 1_700_010_000, 1_700_050_000]
+VERBS = {"view": "looked at", "buy": "picked up {item} at the till"}
 
 
 @pytest.fixture(scope="module")
-def client(sasrec: Recommender) -> Iterator[TestClient]:
+def timed() -> Recommender:
     config = {"hidden": 16, "max_len": 10, "n_layers": 1, "loss": "ce", "time_features": "periodic",
               "request_time": True, "event_input": True}
-    timed = Recommender("sasrec", config, {"max_epochs": 1, "batch_size": 64, "seed": 0}).fit(hourly_shop_log(),
-                                                                                             progress=False)
-    app = create_app({"timed": timed, "ids": sasrec}, ServingConfig(gc_freeze=False, max_history=50))
+    return Recommender("sasrec", config, {"max_epochs": 1, "batch_size": 64, "seed": 0}).fit(hourly_shop_log(),
+                                                                                            progress=False)
+
+
+@pytest.fixture(scope="module")
+def client(sasrec: Recommender, timed: Recommender) -> Iterator[TestClient]:
+    app = create_app({"timed": timed, "ids": sasrec}, ServingConfig(gc_freeze=False, max_history=50,
+                                                                     event_verbs=VERBS))
     with TestClient(app, raise_server_exceptions=False) as c:
         yield c
 
@@ -83,3 +91,34 @@ def test_openapi_documents_the_fields(client: TestClient) -> None:
     assert body["ratings"]["anyOf"][0]["items"]["minimum"] == 0
     response = client.get("/openapi.json").json()["components"]["schemas"]["RecommendResponse"]["properties"]
     assert "ignored_inputs" in response
+
+
+def test_explained_because_entries_carry_event_and_time(client: TestClient, timed: Recommender) -> None:
+    events, now = ["view", "view", "buy"], TIMES[-1] + 2 * 86_400
+    req = {"history": HISTORY, "timestamps": TIMES, "events": events, "request_time": now, "k": 4}
+    r = client.post("/v1/recommend", json=req | {"model": "timed", "explain": {"method": "occlusion", "top": 3}})
+    assert r.status_code == 200, r.text
+    want = timed.recommend(**req, explain="occlusion", event_verbs=VERBS)  # type: ignore[arg-type]
+    assert want.explanations is not None
+    said = dict(zip(HISTORY, zip(events, TIMES, strict=True), strict=True))  # item -> (event, timestamp)
+    for x, w in zip(r.json()["items"], want.explanations, strict=True):
+        got = x["explanation"]
+        assert w is not None and len(got["because"]) == 3
+        assert [(b["event"], b["timestamp"]) for b in got["because"]] == [said[b["item"]] for b in got["because"]]
+        assert got["reason"] == w.reason == reason(w.events, event_verbs=VERBS, now=now)
+        assert got["reason"] is None or got["reason"].startswith(("Because you looked at ", "Because you picked up "))
+
+
+def test_because_entries_have_null_event_and_time_without_the_fields(client: TestClient) -> None:
+    r = client.post("/v1/recommend", json={"model": "ids", "history": ["i1", "i2", "i3"], "k": 2, "explain": True})
+    assert r.status_code == 200, r.text
+    assert all(b["event"] is None and b["timestamp"] is None for x in r.json()["items"]
+               for b in x["explanation"]["because"])
+    spec = client.get("/openapi.json").json()["components"]["schemas"]["Attribution"]["properties"]
+    assert "type" in spec["event"]["description"] and "unix seconds" in spec["timestamp"]["description"]
+
+
+def test_the_servers_event_verbs_are_checked() -> None:
+    with pytest.raises(ValueError, match="event verb 'pv'='saw {it}'"):
+        ServingConfig(event_verbs={"pv": "saw {it}"})
+    assert ServingConfig(event_verbs={" pv ": " saw "}).event_verbs == {"pv": "saw"}

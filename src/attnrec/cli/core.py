@@ -31,7 +31,7 @@ from attnrec.cli._common import (
     split_list,
     warn_line,
 )
-from attnrec.cli._reasons import METHOD_HELP, ReasonVerb, check_verb
+from attnrec.cli._reasons import METHOD_HELP, EventVerbOpt, ReasonVerb, check_verb, parse_event_verbs
 from attnrec.cli._tracking import TrackingOptions
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
@@ -63,8 +63,7 @@ SplitOpt = Annotated[str, typer.Option(
 ValidUsersOpt = Annotated[int, typer.Option(
     "--valid-users", min=0, help="leave-one-out: validate on this many users (drawn with seed 0); every other "
     "user also trains on its second-to-last item (the BERT4Rec code and RecTools benchmark protocol). 0 = all users.")]
-ModelDirOpt = Annotated[Path, typer.Option(
-    "--model", "-m", help="A model directory written by 'attnrec train'.")]
+ModelDirOpt = Annotated[Path, typer.Option("--model", "-m", help="A model directory written by 'attnrec train'.")]
 NegativesOpt = Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
 # The candidate filters of `recommend` and `batch` (the same request options, the same words).
 IncludeSeenOpt = Annotated[bool, typer.Option("--include-seen", help="Allow items already in the history.")]
@@ -351,6 +350,7 @@ def recommend(
         "--explain", help="Add a reason per item (the first 20) and, with --json, its history events.")] = False,
     explain_method: Annotated[str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")] = "greedy",
     reason_verb: ReasonVerb = "interacted with",
+    event_verb: EventVerbOpt = None,
 ) -> None:
     """Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.
 
@@ -360,13 +360,13 @@ def recommend(
     """
     if query.user is None and query.history is None:
         raise ValueError("give --user USER or --history 'ITEM,ITEM,...'")
-    method, verb = check_method(explain_method), check_verb(reason_verb)  # before loading: a typo costs nothing
+    method, verb, verbs = check_method(explain_method), check_verb(reason_verb), parse_event_verbs(event_verb)
     rec = Recommender.load(model_dir, device=device)
     hist = query.history_items()
     allowed: list[object] | None = [*split_list(include)] if include else None
     banned: list[object] | None = [*split_list(exclude)] if exclude else None
     r = rec.recommend(user=query.user, history=hist, k=query.k, exclude_seen=not include_seen, include=allowed,
-                      exclude=banned, explain=method if explain else False, reason_verb=verb)
+                      exclude=banned, explain=method if explain else False, reason_verb=verb, event_verbs=verbs)
     if as_json:
         typer.echo(_recommendation_json(r))
         return

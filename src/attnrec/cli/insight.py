@@ -20,7 +20,14 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._reasons import METHOD_HELP, ReasonVerb, check_verb, print_item_explanations
+from attnrec.cli._reasons import (
+    METHOD_HELP,
+    EventVerbOpt,
+    ReasonVerb,
+    check_verb,
+    parse_event_verbs,
+    print_item_explanations,
+)
 from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
 from attnrec.recommend import Recommender
@@ -87,6 +94,7 @@ def attention(
 
 @app.command(name="explain-rec", epilog="Examples: attnrec explain-rec --model runs/demo --user 1\n\n"
              'attnrec explain-rec --model runs/demo --history "12,40,7" --method greedy --reason-verb watched\n\n'
+             "attnrec explain-rec --model runs/shop --user 1 --event-verb buy=purchased\n\n"
              "attnrec explain-rec --model runs/demo --user 1 --method occlusion --item 42")
 @cli_errors
 @option_groups
@@ -98,6 +106,7 @@ def explain_rec(
     item: Annotated[str | None, typer.Option(
         "--item", help="Explain this item's score instead of the top-K (it may rank anywhere).")] = None,
     reason_verb: ReasonVerb = "interacted with",
+    event_verb: EventVerbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
 ) -> None:
@@ -108,9 +117,10 @@ def explain_rec(
     if (query.user is None) == (query.history is None):
         raise ValueError("give exactly one of --user USER or --history 'ITEM,ITEM,...'")
     check_method(method)  # before loading the model: a typo costs nothing
+    verb, verbs = check_verb(reason_verb), parse_event_verbs(event_verb)
     rec = Recommender.load(model_dir, device=device)
     ex = explain_recommendation(rec, user=query.user, history=query.history_items(), k=query.k, top=top,
-                                method=method, item=item, reason_verb=check_verb(reason_verb))
+                                method=method, item=item, reason_verb=verb, event_verbs=verbs)
     if as_json:
         typer.echo(json.dumps(ex.to_dict(), indent=2, ensure_ascii=False))
         return

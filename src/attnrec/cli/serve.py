@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from attnrec.cli._common import cli_errors, err
+from attnrec.cli._reasons import EventVerbOpt, parse_event_verbs
 from attnrec.cli.main import app
 
 
@@ -84,6 +85,7 @@ def serve(
                                           "API with the key typed into it.")] = True,
     reason_verb: Annotated[str, typer.Option(help="The verb of each explanation's reason: 'Because you VERB *A* "
                                                   "and *B*' (e.g. watched, bought).")] = "interacted with",
+    event_verb: EventVerbOpt = None,
 ) -> None:
     """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
     import torch
@@ -102,7 +104,7 @@ def serve(
     protocol = http_protocol(http, timeout_headers)
     cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
                         backend=backend, device=device, inline=inline, body_timeout_s=timeout_body,
-                        gc_freeze=gc_freeze, ui=ui, reason_verb=reason_verb)
+                        gc_freeze=gc_freeze, ui=ui, reason_verb=reason_verb, event_verbs=parse_event_verbs(event_verb))
     cfg = replace(cfg, api_keys=collect_keys(api_key or [], api_keys_file), protect_metrics=protect_metrics,
                   cors_origins=tuple(cors_origin or ()), unauthenticated_admin=unauthenticated_admin,
                   reload_on_sighup=True)

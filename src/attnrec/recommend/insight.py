@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any  # JSON-ready dicts
 
@@ -75,6 +76,7 @@ def explain_recommendation(
     method: str = DEFAULT_METHOD,
     item: object | None = None,
     reason_verb: str = DEFAULT_VERB,
+    event_verbs: Mapping[str, str] | None = None,
 ) -> RecExplanation:
     """Recommend for ``user`` (or an ad-hoc ``history`` of external item IDs) and explain each item.
 
@@ -82,8 +84,9 @@ def explain_recommendation(
     it (``attended``, the first ``top``), shared by the whole top-``k`` list (see
     :func:`~attnrec.evaluation.attention.history_attention` for the rollout). Every method fills
     ``explanations`` with the ``top`` strongest events per item and a reason "Because you
-    {reason_verb} ...". ``item``: explain that one item instead of the top-``k`` (it may rank
-    anywhere; its score is the model's). Raises :class:`KeyError` for an unknown user without a
+    {reason_verb} ..." (a stored history's event types and times in each event and in the reason, worded
+    by ``event_verbs``: :func:`~attnrec.recommend.reasons.reason`). ``item``: explain that one item
+    instead of the top-``k`` (it may rank anywhere; its score is the model's). Raises :class:`KeyError` for an unknown user without a
     history or an unknown ``item``, :class:`ValueError` (``AttributionError``) for an unknown
     method, a history without known items, or a method the model cannot support.
     """
@@ -102,7 +105,8 @@ def explain_recommendation(
     targets = rec.items_.to_internal(r.items) if r is not None else np.array([target])
     found, scores = explain_items(rec.core, p.hist, targets, user=p.uid, items=rec.items_, titles=rec.titles_,
                                   method=method, verb=reason_verb, device=rec.device,
-                                  columns=p.columns)  # a stored history's times/events, occluded with them
+                                  columns=p.columns, events=rec.events_,  # a stored history's times/events,
+                                  event_verbs=event_verbs)  # occluded with them and named in the reasons
     window = max((len(e.events) for e in found), default=0) or min(len(p.hist), 1)  # events the model read
     found = [dataclasses.replace(e, events=e.events[:top]) for e in found]
     if r is None:

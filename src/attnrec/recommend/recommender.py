@@ -237,6 +237,7 @@ class Recommender:
         events: list[str] | None = None,
         ratings: list[float] | None = None,
         request_time: float | None = None,
+        event_verbs: Mapping[str, str] | None = None,
     ) -> Recommendation:
         """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
 
@@ -247,7 +248,9 @@ class Recommender:
 
         ``explain``: ``True`` (greedy) or a method of :mod:`attnrec.evaluation.attribution` fills
         ``explanations`` (aligned with ``items``) for the first ``explain_k`` items, each with a reason
-        "Because you {reason_verb} ..." (:mod:`attnrec.recommend.reasons`); the rest stay None.
+        "Because you {reason_verb} ..." (:mod:`attnrec.recommend.reasons`); the rest stay None. With event
+        types and timestamps each event says its type and time, and the reason what was done when
+        ("added *A* to your cart yesterday"; ``event_verbs``: event name -> verb or "{item}" template).
 
         ``timestamps`` (seconds, not decreasing), ``events`` (names of the training log's event types) and
         ``ratings``, each aligned with ``history``, and ``request_time`` (seconds) feed models trained with
@@ -263,7 +266,8 @@ class Recommender:
             p, n = self._prepare(request), min(len(answer.items), max(explain_k, 0))
             found, _ = reasons.explain_items(self._inference_view().core, p.hist, self.items_.to_internal(
                 answer.items[:n]), user=p.uid, items=self.items_, titles=self.titles_, method=method,
-                verb=reason_verb, device=self.device, columns=p.columns)
+                verb=reason_verb, device=self.device, columns=p.columns, events=self.events_,
+                event_verbs=event_verbs, request_time=p.request_time)
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer
 

@@ -236,7 +236,7 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     def run() -> tuple[Recommendation, RecExplanation | None]:
         try:
             ex = explain_recommendation(rec, user=req.user, history=history, k=req.k, top=req.top, method=req.method,
-                                        item=req.item, reason_verb=verb)
+                                        item=req.item, reason_verb=verb, event_verbs=state.config.event_verbs)
         except AttributionError:  # no known item in the history: nothing to attribute, answered as /v1/recommend is
             return rec.recommend(user=req.user, history=history, k=req.k), None
         return ex.recommendation, ex

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from attnrec.recommend.reasons import check_event_verbs
 from attnrec.serving.schemas import MAX_IDS
 
 MIN_KEY_LENGTH = 16
@@ -46,6 +48,8 @@ class ServingConfig:
     gc_freeze: bool = True
     ui: bool = True  # the web page at /ui (and / redirecting to it); it only calls the public API
     reason_verb: str = "interacted with"  # "Because you {reason_verb} *A* and *B*" in explanations
+    # event name -> its verb in reasons ("cart": "added {item} to your cart"), over the built-in defaults
+    event_verbs: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if min(self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch) < 1:
@@ -59,6 +63,7 @@ class ServingConfig:
         if not self.reason_verb.strip() or not self.reason_verb.isprintable() or len(self.reason_verb) > 60:
             raise ValueError(f"reason_verb must be printable words such as 'watched' (at most 60 characters), "
                              f"not {self.reason_verb!r}")
+        object.__setattr__(self, "event_verbs", check_event_verbs(self.event_verbs))
         for key in self.api_keys:
             check_api_key(key)
         for origin in self.cors_origins:

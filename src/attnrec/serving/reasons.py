@@ -2,7 +2,7 @@
 
 Shared by ``POST /v1/recommend`` (its optional ``explain``) and ``POST /v1/explain-rec``. A model that
 cannot explain with a method is answered 501 ``cannot_explain`` before any work; the reason per
-item comes from :mod:`attnrec.recommend.reasons` with the server's ``reason_verb``.
+item comes from :mod:`attnrec.recommend.reasons` with the server's ``reason_verb`` and ``event_verbs``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def explaining(e: ServedModel, method: str) -> Recommender:
 
 def because(ex: ItemExplanation, top: int) -> list[Attribution]:
     """The ``top`` strongest history events of ``ex`` as the response's ``because`` list."""
-    return [Attribution(item=a.item, title=a.title, weight=a.value, back=a.back) for a in ex.events[:top]]
+    return [Attribution(item=a.item, title=a.title, weight=a.value, back=a.back, event=a.event, timestamp=a.timestamp)
+            for a in ex.events[:top]]
 
 
 def explanation(ex: ItemExplanation | None, top: int) -> Explanation | None:

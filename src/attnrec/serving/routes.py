@@ -143,7 +143,8 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
             opts = ExplainOptions.model_validate({}) if req.explain is True else req.explain  # true: the defaults
             model, top, verb = explaining(e, opts.method), opts.top, state.config.reason_verb  # 501 before any work
             rec = await state.on_worker(lambda: model.recommend(**kwargs, explain=opts.method, explain_k=MAX_EXPLAINED,
-                                                                reason_verb=verb))
+                                                                reason_verb=verb,
+                                                                event_verbs=state.config.event_verbs))
     except ValueError as exc:
         raise ApiError(422, "invalid_request", one_line(exc)) from None
     return _json(RecommendResponse(model=e.name, user=rec.user, items=_recommended(rec, top),

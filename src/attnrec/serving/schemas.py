@@ -150,13 +150,20 @@ class Attribution(BaseModel):
                                       "that drop given the items listed before it, for "
                                       "`integrated_gradients` its integrated gradient.")
     back: int | None = Field(None, description="Position in the history counted from the most recent item (0).")
+    event: str | None = Field(default=None, description="The history event's type (e.g. `cart`), from the "
+                              "request's `events` or the user's stored history; null without event types.")
+    timestamp: float | None = Field(default=None, description="When the history event happened (unix seconds), "
+                                    "from the request's `timestamps` or the user's stored history; null "
+                                    "without times.")
 
 
 class Explanation(BaseModel):
     method: str
     shared: bool = Field(description="`true` when every recommended item has the same `because` list.")
     reason: str | None = Field(None, description="\"Because you <verb> *A* and *B*\" from the strongest positive "
-                                                 "history items; null when none raised the item's score.")
+                                                 "history items, with each event's type and time where the "
+                                                 "history has them (\"added *A* to your cart yesterday\"); "
+                                                 "null when none raised the item's score.")
     because: list[Attribution] = Field(description="History items behind this recommendation, strongest first.")
     note: str | None = Field(None, description="Why `because` is empty, when it is (e.g. a one-item history).")
 
@@ -251,7 +258,9 @@ class ExplainedItem(BaseModel):
     score: float
     because: list[Attribution] = Field(description="History items behind this recommendation, strongest first.")
     reason: str | None = Field(None, description="\"Because you <verb> *A* and *B*\" from the strongest positive "
-                                                 "history items; null when none raised the item's score.")
+                                                 "history items, with each event's type and time where the "
+                                                 "history has them (\"added *A* to your cart yesterday\"); "
+                                                 "null when none raised the item's score.")
     note: str | None = Field(None, description="Why `because` is empty, when it is (e.g. a one-item history).")
 
 
