@@ -353,6 +353,13 @@ function reasonLine(text) {
     ...parts.map((part, i) => (i % 2 ? el("em", { textContent: part }) : document.createTextNode(part))));
 }
 
+// The event type and day of a history item, for models with per-event inputs (null otherwise).
+function eventTag(b) {
+  const day = b.timestamp == null ? null : new Date(b.timestamp * 1000).toISOString().slice(0, 10);
+  const text = [b.event, day].filter((x) => x != null).join(", ");
+  return text ? el("span", { className: "event", textContent: text }) : null;
+}
+
 function renderWhy(why) {
   const rows = new Map([...$("recs").children].map((li) => [li.dataset.item, li]));
   const share = why.method === "attention" || why.method === "rollout";
@@ -363,12 +370,14 @@ function renderWhy(why) {
     if (!entry.because.length && !entry.note) continue;
     const top = Math.max(...entry.because.map((b) => Math.abs(b.weight)), 1e-9);
     const reasons = el("ul", { className: "because" }, ...entry.because.map((b) => el("li", { dataset: { item: b.item } },
-      el("span", { className: "title", textContent: titleOf(b), title: b.item }),
+      el("div", {}, el("span", { className: "title", textContent: titleOf(b), title: b.item }), eventTag(b)),
       el("meter", { min: 0, max: top, value: Math.max(b.weight, 0), title: b.weight.toFixed(4) }),
       el("span", { className: "weight",
         textContent: share ? `${(100 * b.weight).toFixed(1)}%` : b.weight.toFixed(3) }))));
     const hint = share ? `History items behind it (share of the ${why.method}):`
-      : "History items behind it (how much its score drops without each one):";
+      : why.method === "greedy" ? "History items behind it, chosen in turn (how much its score drops without each, "
+        + "once those above are gone):"
+        : "History items behind it (how much its score drops without each one):";
     li.append(el("details", { className: "why" }, el("summary", { textContent: "Why?" }),
       reasonLine(entry.reason || entry.note || "No single history item raised its score."),
       entry.because.length ? el("p", { className: "hint", textContent: hint }) : null, reasons));
