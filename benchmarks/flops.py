@@ -1,6 +1,7 @@
 """FLOPs of one SASRec / BERT4Rec training epoch, this machine's matmul peak, and the fraction achieved.
 
     nice -n 10 .venv/bin/python benchmarks/flops.py        # writes benchmarks/results/flops.{json,md}
+    .venv/bin/python benchmarks/flops.py --step-study      # steps and peak in turns: flops_steps.{json,md}
 
 FLOP count (analytic; a multiply-add is 2 FLOPs; matrix products only - layer norms, softmax,
 dropout and embedding look-ups are O(T d) per position and left out). Every training sequence is
@@ -47,6 +48,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from provenance import git_sha  # benchmarks/provenance.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ML1M = ROOT / ".." / "shared" / "data" / "ml-1m" / "ml-1m.txt.gz"
@@ -55,6 +58,10 @@ REFERENCE = {
     "sasrec": {"hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 200, "loss": "ce"},
     "bert4rec": {"hidden": 64, "n_layers": 2, "n_heads": 2, "max_len": 200, "loss": "ce"},
 }
+
+
+# The benchmark runs' ML-1M SASRec (sasrec-ce-full.toml): dropout 0.2 and no attention dropout.
+STEP_CONFIG = REFERENCE["sasrec"] | {"dropout": 0.2, "attn_dropout": 0.0}
 
 
 def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch_size: int, seed: int = 0,
@@ -66,16 +73,22 @@ def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch
     spec = get_spec(model_name)
     cfg = config_from_dict(spec.config_cls, dict(model_config))
     model = spec.cls(cfg, train.n_users, train.n_items)
+    out = {"rows": 0, "positions": 0, "encoder_flops": 0, "output_flops": 0, "flops": 0}
+    for batch in model.train_batches(train, batch_size, np.random.default_rng([seed, epoch])):
+        for k, v in batch_flops(model_name, cfg, model, batch, train.n_items + 1).items():
+            out[k] += v
+    return out
+
+
+def batch_flops(model_name: str, cfg: Any, model: Any, batch: Any, items: int) -> dict[str, int]:
+    """Rows, predicted positions and training FLOPs of one batch (the module docstring's formula)."""
     d, layers = cfg.hidden, cfg.n_layers
     f = 4 * d if model_name == "bert4rec" else d
-    items = train.n_items + 1
-    rows = positions = encoder = 0
-    for batch in model.train_batches(train, batch_size, np.random.default_rng([seed, epoch])):
-        rows += len(batch["seq"])
-        positions += int((batch["target" if "target" in batch else "labels"] > 0).sum())
-        chunks = model.chunks(batch["seq"]) if hasattr(model, "chunks") else [(batch["seq"], batch["seq"].shape[1])]
-        for part, t in chunks:  # t: the padded width the encoder computes
-            encoder += len(part) * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
+    positions = int((batch["target" if "target" in batch else "labels"] > 0).sum())
+    encoder = 0
+    chunks = model.chunks(batch["seq"]) if hasattr(model, "chunks") else [(batch["seq"], batch["seq"].shape[1])]
+    for part, t in chunks:  # t: the padded width the encoder computes
+        encoder += len(part) * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
     loss = getattr(cfg, "loss", "ce")
     if loss == "ce":
         out = 2 * positions * d * items
@@ -85,9 +98,54 @@ def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch
         out = 4 * positions * d
     if model_name == "bert4rec":
         out += 2 * positions * d * d
-    total = 3 * encoder + 3 * out
-    return {"rows": rows, "positions": positions, "encoder_flops": 3 * encoder, "output_flops": 3 * out,
-            "flops": total}
+    return {"rows": len(batch["seq"]), "positions": positions, "encoder_flops": 3 * encoder, "output_flops": 3 * out,
+            "flops": 3 * encoder + 3 * out}
+
+
+def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps: int = 8, rounds: int = 3,
+               seed: int = 0) -> dict[str, Any]:
+    """Training steps and the matmul peak measured in turns in one process on one thread, so both see the
+    same machine (a busy sibling core lowers both alike); per round: the peak, the CPU seconds of
+    ``steps`` optimizer steps (forward, backward, Adam) after one warm-up step, and their fraction."""
+    from attnrec.config import config_from_dict
+    from attnrec.models.registry import get_spec
+
+    spec = get_spec(model_name)
+    cfg = config_from_dict(spec.config_cls, dict(model_config))
+    torch.manual_seed(seed)
+    model = spec.cls(cfg, train.n_users, train.n_items).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = []
+    for b in model.train_batches(train, 128, np.random.default_rng(seed)):
+        batches.append(b)
+        if len(batches) == steps + 1:
+            break
+    flops = sum(batch_flops(model_name, cfg, model, b, train.n_items + 1)["flops"] for b in batches[1:])
+
+    def step(batch: Any) -> None:
+        opt.zero_grad(set_to_none=True)
+        model.loss(batch).backward()
+        opt.step()
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out: list[dict[str, float]] = []
+    try:
+        for _ in range(rounds):
+            peak = matmul_peak(1, sizes=(1024, 2048), repeat=2)["peak_gflops"]
+            step(batches[0])
+            c = time.process_time()
+            for b in batches[1:]:
+                step(b)
+            seconds = (time.process_time() - c) / steps
+            achieved = flops / steps / seconds / 1e9
+            out.append({"peak_gflops": peak, "cpu_seconds_per_step": seconds, "achieved_gflops": achieved,
+                        "fraction_of_peak": achieved / peak})
+    finally:
+        torch.set_num_threads(old)
+    fractions = sorted(r["fraction_of_peak"] for r in out)
+    return {"model": model_name, "config": model_config, "steps": steps, "flops_per_step": flops / steps,
+            "rounds": out, "median_fraction": fractions[len(fractions) // 2], "load_average": os.getloadavg()[0]}
 
 
 def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat: int = 3) -> dict[str, Any]:
@@ -169,8 +227,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--runs", type=Path, default=RESULTS / "runs")
     p.add_argument("--data", type=Path, default=ML1M, help="ML-1M file for the reference FLOP counts")
     p.add_argument("--other-load", default="other jobs were running", help="what else ran (recorded)")
+    p.add_argument("--step-study", action="store_true",
+                   help="only the interleaved step study (training steps and the peak in turns): flops_steps.{json,md}")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
+    if a.step_study:
+        study = {"machine": {"cpu": _cpu(), "cores": os.cpu_count(), "torch": torch.__version__},
+                 "other_load": a.other_load, "git_sha": git_sha(),
+                 "studies": [step_study(_train_of(a.data), "sasrec", STEP_CONFIG)]}
+        (RESULTS / "flops_steps.json").write_text(json.dumps(study, indent=2, default=float) + "\n")
+        (RESULTS / "flops_steps.md").write_text(steps_markdown(study))
+        print(steps_markdown(study))
+        return
     load0 = os.getloadavg()
     peaks = {t: matmul_peak(t) for t in sorted({1, os.cpu_count() or 1})}
     res: dict[str, Any] = {"peaks": {str(t): v for t, v in peaks.items()}, "reference": {}, "runs": [],
@@ -249,6 +317,31 @@ def markdown(res: dict[str, Any]) -> str:
             lines.append(f"| {r['run']} | {r['model']} | {r['threads']} | {r['flops'] / 1e12:.2f} | "
                          f"{r['seconds_per_epoch']:.1f} | {r['achieved_gflops']:.1f} | {r['peak_gflops']:.0f} | "
                          f"{r['fraction_of_peak']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def steps_markdown(res: dict[str, Any]) -> str:
+    """The step study's table (``flops_steps.md``)."""
+    m = res["machine"]
+    lines = ["# Training steps against the matmul peak, measured in turns", "",
+             "Generated by `benchmarks/flops.py --step-study` into `flops_steps.json`; do not edit. Per round, in one "
+             "process on one torch thread: the float32 matmul peak (square 1024 and 2048 `torch.mm`, GFLOP per CPU "
+             "second), then one warm-up and N training steps (forward, backward, Adam) of ML-1M batches of 128; the "
+             "fraction is the steps' model FLOPs (the script's docstring) per CPU second over that round's peak. "
+             "Peak and steps share whatever else the machine runs, unlike a run's s/epoch set against a peak "
+             "measured at another time.", "",
+             f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}; {res['other_load']}; code "
+             f"{str(res.get('git_sha', ''))[:12]}.", "",
+             "| model | config | steps | GFLOP/step | round | peak GFLOP/s | CPU s/step | achieved GFLOP/s | fraction |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for st in res["studies"]:
+        cfg = ", ".join(f"{k} {v}" for k, v in st["config"].items())
+        for i, r in enumerate(st["rounds"], 1):
+            lines.append(f"| {st['model']} | {cfg} | {st['steps']} | {st['flops_per_step'] / 1e9:.1f} | {i} | "
+                         f"{r['peak_gflops']:.0f} | {r['cpu_seconds_per_step']:.3f} | {r['achieved_gflops']:.1f} | "
+                         f"{r['fraction_of_peak']:.1%} |")
+        lines.append(f"\nMedian fraction ({st['model']}): **{st['median_fraction']:.1%}** (load average "
+                     f"{st['load_average']:.1f}).")
     return "\n".join(lines) + "\n"
 
 
