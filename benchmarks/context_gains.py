@@ -94,30 +94,30 @@ class Result(NamedTuple):
             return "not run yet: " + " and ".join(missing)
         return f"not comparable: {self.mismatch}" if self.mismatch else "ok"
 
+    def _spreads(self) -> tuple[Spread, Spread] | None:
+        """(baseline, variant) spreads when both ran and are comparable, else None."""
+        if self.status != "ok" or self.baseline is None or self.variant is None:
+            return None
+        return self.baseline.spread, self.variant.spread
+
     @property
     def gain(self) -> float | None:
         """The variant's mean relative to the baseline's, in %; None unless both ran and are comparable."""
-        if self.status != "ok":
-            return None
-        assert self.baseline is not None and self.variant is not None
-        return relative_gain(self.baseline.spread, self.variant.spread)
+        pair = self._spreads()
+        return None if pair is None else relative_gain(*pair)
 
     @property
     def gain_error(self) -> float | None:
         """The larger seed standard deviation as a share of the baseline's mean, in %; None without one."""
-        if self.status != "ok":
-            return None
-        assert self.baseline is not None and self.variant is not None
-        t = threshold(self.baseline.spread, self.variant.spread)
-        return None if t is None else 100 * t / self.baseline.spread.mean
+        pair = self._spreads()
+        t = None if pair is None else threshold(*pair)
+        return None if pair is None or t is None else 100 * t / pair[0].mean
 
     @property
     def beyond_spread(self) -> bool | None:
         """Whether the difference is beyond the seed spread (:func:`beyond_seed_spread`); None without a verdict."""
-        if self.status != "ok":
-            return None
-        assert self.baseline is not None and self.variant is not None
-        return beyond_seed_spread(self.baseline.spread, self.variant.spread)
+        pair = self._spreads()
+        return None if pair is None else beyond_seed_spread(*pair)
 
     def verdict(self) -> str:
         """The table's cell: yes / no / n/a with why."""
