@@ -150,16 +150,6 @@ def _without(one: Sequences, drops: list[np.ndarray]) -> Sequences:
     return Sequences(offsets, one.items[idx], one.n_items, {k: v[idx] for k, v in one.columns.items()})
 
 
-def _variants(one: Sequences, drop: np.ndarray) -> Sequences:
-    """``len(drop)`` copies of the one-row ``one``, copy ``r`` without event ``drop[r]`` (items and columns)."""
-    n = len(one.items)
-    keep = np.ones((len(drop), n), dtype=bool)
-    keep[np.arange(len(drop)), drop] = False
-    idx = np.nonzero(keep)[1]  # row-major: each copy's kept events in order
-    offsets = np.arange(len(drop) + 1, dtype=np.int64) * (n - 1)
-    return Sequences(offsets, one.items[idx], one.n_items, {k: v[idx] for k, v in one.columns.items()})
-
-
 def _window(seq: torch.Tensor, n_items: int, length: int) -> tuple[np.ndarray, np.ndarray]:
     """The columns of the one-row model input ``seq`` ``(1, T)`` that hold history items, and their history positions."""
     tokens = seq[0].cpu().numpy()
@@ -263,7 +253,7 @@ def _occlusion(model: Scorer, one: Sequences, users: np.ndarray, targets: np.nda
         full = _scores(model, users, one, targets, dev)[0]  # (K,)
         if len(one.items) == 1:  # without its only event the history is empty: the model has no input
             raise AttributionError("occlusion needs at least two history events (an empty history has no score)")
-        reduced = _scores(model, np.repeat(users, len(events)), _variants(one, events), targets, dev)  # (W, K)
+        reduced = _scores(model, np.repeat(users, len(events)), _without(one, [events[j:j + 1] for j in range(len(events))]), targets, dev)  # (W, K)
     return (full[None, :] - reduced).T, full, events, None
 
 
