@@ -12,7 +12,8 @@ optimiser, learning-rate rule, vocabulary size, word cap and epoch budget. Both 
 test explanations are scored by attnrec's metrics against the same references, with the looping
 share (:func:`attnrec.evaluation.text_metrics.looping_share`); attnrec's models also under each
 decoding of the config. Every (implementation, model, seed) cell is kept in ``DIR/state.json`` as
-it finishes, so a stopped run continues where it stopped; with the default state dir also in the
+it finishes, so a stopped run continues where it stopped, and a second process with the same arguments
+(e.g. under ``taskset -c 1``) runs the cells the first has not claimed; with the default state dir also in the
 committed ``benchmarks/results/peter_reference_state.json``, from which a fresh checkout resumes. Writes
 ``benchmarks/results/peter_reference.{json,md}`` (``--quick``: under the state dir).
 """
@@ -20,6 +21,8 @@ committed ``benchmarks/results/peter_reference_state.json``, from which a fresh 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -207,8 +211,59 @@ def effective_config(cfg: dict[str, Any], quick: bool) -> dict[str, Any]:
     return out
 
 
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    """An exclusive lock on ``state_dir``: processes sharing it read and write its state one at a time."""
+    with open(state_dir / "state.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _merge(state: dict[str, Any], state_file: Path) -> None:
+    """Adds the cells other processes saved in ``state_file`` to ``state`` (call under :func:`_locked`)."""
+    if state_file.exists():
+        state["cells"] = json.loads(state_file.read_text()).get("cells", {}) | state["cells"]
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is another running process."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+def _claim(state_dir: Path, state: dict[str, Any], key: str) -> bool:
+    """Whether this process should run cell ``key``: not done, and not being run by another live process.
+
+    A claim is a file holding the claimant's pid; the claim of a process that has ended (a run that was
+    cut off) is taken over.
+    """
+    claim = state_dir / "claims" / key.replace("/", "_").replace("+", "-plus")
+    with _locked(state_dir):
+        _merge(state, state_dir / "state.json")
+        if key in state["cells"]:
+            return False
+        if claim.exists() and claim.read_text().strip().isdigit() and _alive(int(claim.read_text())):
+            return False
+        claim.parent.mkdir(exist_ok=True)
+        claim.write_text(str(os.getpid()))
+        return True
+
+
 def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep: Path | None = None) -> dict[str, Any]:
     """Every missing (implementation, model, seed) cell, saved to ``state_dir/state.json`` as each ends.
+
+    Several processes may share ``state_dir`` (one per core): each runs the cells no live process has
+    claimed, and every write keeps the cells the others saved.
 
     ``keep``: a second copy of the state, written with it (the committed
     ``benchmarks/results/peter_reference_state.json``: a run cut off with its machine resumes from it
@@ -222,19 +277,20 @@ def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep
             "items": data.n_items, "features": len(data.features())}
     fingerprint = {"config": cfg, "data": info}
     state_file = state_dir / "state.json"
-    source = state_file if state_file.exists() else keep if keep is not None and keep.exists() else None
-    state: dict[str, Any] = json.loads(source.read_text()) if source is not None else {}
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with _locked(state_dir):
+        source = state_file if state_file.exists() else keep if keep is not None and keep.exists() else None
+        state: dict[str, Any] = json.loads(source.read_text()) if source is not None else {}
     if state and state.get("fingerprint") != json.loads(json.dumps(fingerprint)):
         raise BenchError(f"{source} was made with another config or data; use another --state-dir")
     state |= {"fingerprint": fingerprint, "cells": state.get("cells", {})}
     state["reference_files"] = {f: hashlib.sha256((reference / f).read_bytes()).hexdigest() for f in REFERENCE_FILES}
-    state_dir.mkdir(parents=True, exist_ok=True)
     for seed in cfg["data"]["seeds"]:
         split = random_split(data, seed)
         for model, use_feature in MODELS.items():
             for impl in ("reference", "attnrec"):
                 key = f"{impl}/{model}/{seed}"
-                if key in state["cells"]:
+                if not _claim(state_dir, state, key):
                     continue
                 print(f"{key}: running", flush=True)
                 if impl == "reference":
@@ -242,11 +298,15 @@ def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep
                                          state_dir / f"reference-{model.replace('+', '-plus')}-seed{seed}")
                 else:
                     cell = run_attnrec(data, split, cfg, seed, use_feature)
-                state["cells"][key] = cell | {"split": [len(split.train), len(split.valid), len(split.test)]}
-                for f in [state_file, *([keep] if keep is not None else [])]:  # a stopped run resumes here
-                    f.write_text(json.dumps(state, indent=1, default=str) + "\n")
+                with _locked(state_dir):  # keeps the cells another process saved meanwhile
+                    _merge(state, state_file)
+                    state["cells"][key] = cell | {"split": [len(split.train), len(split.valid), len(split.test)]}
+                    for f in [state_file, *([keep] if keep is not None else [])]:  # a stopped run resumes here
+                        f.write_text(json.dumps(state, indent=1, default=str) + "\n")
                 print(f"{key}: " + json.dumps({k: round(v, 3) for k, v in next(iter(cell["decodings"].values())).items()}),
                       flush=True)
+    with _locked(state_dir):
+        _merge(state, state_file)
     return state | {"quick": quick, "machine": {"cpu": platform.processor() or platform.machine(),
                                                 "cores": os.cpu_count(), "torch": torch.__version__,
                                                 "python": platform.python_version()}}

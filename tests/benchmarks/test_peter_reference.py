@@ -143,3 +143,43 @@ def test_finished_cells_are_not_run_again(tmp_path: Path, monkeypatch: pytest.Mo
     assert "| reference | PETER | d |" in pr.markdown(results)
     with pytest.raises(pr.BenchError, match="another config"):
         pr.run(CFG | {"train": CFG["train"] | {"max_epochs": 7}}, ref, tmp_path / "state", quick=False)
+
+
+def test_processes_sharing_a_state_dir_split_the_cells_and_keep_each_others(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _data()
+    state = tmp_path / "state"
+    other = subprocess.Popen(["sleep", "60"])  # a live process that has claimed one cell
+    (state / "claims").mkdir(parents=True)
+    (state / "claims" / "reference_PETER-plus_2").write_text(str(other.pid))
+    (state / "claims" / "attnrec_PETER_2").write_text("999999999")  # a claimant that has ended: taken over
+    calls: list[str] = []
+    theirs = {"decodings": {"d": {"BLEU-1": 2.0}}, "epoch_seconds": 1.0, "cpu_seconds_per_epoch": 1.0, "epochs": 6}
+
+    def fake(kind: str):  # type: ignore[no-untyped-def]
+        def cell(*args: Any) -> dict[str, Any]:
+            seed, use_feature = args[4:6] if kind == "reference" else args[3:5]  # the reference's takes its path first
+            calls.append(f"{kind}/{'PETER+' if use_feature else 'PETER'}/{seed}")
+            if len(calls) == 1:  # meanwhile the other process saves a cell of its own
+                saved = json.loads((state / "state.json").read_text()) if (state / "state.json").exists() else {}
+                saved.setdefault("cells", {})["attnrec/PETER+/2"] = theirs
+                (state / "state.json").write_text(json.dumps(saved))
+            return {"decodings": {"d": {"BLEU-1": 1.0}}, "epoch_seconds": 1.0, "cpu_seconds_per_epoch": 1.0, "epochs": 6}
+        return cell
+
+    monkeypatch.setattr(pr, "review_data", lambda cfg: (Path("x.json.gz"), data))
+    monkeypatch.setattr(pr, "run_reference", fake("reference"))
+    monkeypatch.setattr(pr, "run_attnrec", fake("attnrec"))
+    ref = tmp_path / "PETER"
+    ref.mkdir()
+    for f in pr.REFERENCE_FILES:
+        (ref / f).write_text("")
+    try:
+        results = pr.run(CFG, ref, state, quick=False)
+    finally:
+        other.kill()
+        other.wait()
+    assert "reference/PETER+/2" not in calls and "attnrec/PETER+/2" not in calls
+    assert "attnrec/PETER/2" in calls and len(calls) == 6
+    assert results["cells"]["attnrec/PETER+/2"] == theirs and len(results["cells"]) == 7
+    assert json.loads((state / "state.json").read_text())["cells"]["attnrec/PETER+/2"] == theirs
