@@ -21,6 +21,7 @@ from attnrec.recommend.reasons import (
     DEFAULT_EVENT_VERBS,
     ExplainedEvent,
     check_event_verbs,
+    check_verb,
     event_template,
     reason,
     relative_time,
@@ -110,6 +111,20 @@ def test_event_verbs_are_checked_in_one_line() -> None:
             check_event_verbs(bad)
         assert "\n" not in str(err.value)
     assert set(DEFAULT_EVENT_VERBS) == {"pv", "cart", "fav", "buy", "clicks", "carts", "orders"}
+
+
+def test_one_verb_rule_for_the_cli_the_service_and_python() -> None:
+    from attnrec.cli._reasons import check_verb as cli_check_verb
+    from attnrec.serving.config import ServingConfig
+
+    assert check_verb(" watched ") == "watched" and ServingConfig(reason_verb=" rated ").reason_verb == "rated"
+    assert check_verb("x" * 60) == "x" * 60
+    for bad in (" ", "saw\x07", "x" * 61):
+        for check, name in ((check_verb, "reason verb"), (cli_check_verb, "--reason-verb"),
+                            (lambda v: ServingConfig(reason_verb=v), "reason_verb")):
+            with pytest.raises(ValueError, match=name) as err:
+                check(bad)
+            assert "\n" not in str(err.value) and "at most 60" in str(err.value)
 
 
 # -- from a model trained with time and event inputs ------------------------------------------------

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from attnrec.cli._common import out
 from attnrec.evaluation.attribution import METHODS
+from attnrec.recommend import reasons
 from attnrec.recommend.reasons import ItemExplanation, check_event_verbs
 
 ReasonVerb = Annotated[str, typer.Option(
@@ -23,11 +24,8 @@ METHOD_HELP = f"Attribution method: {', '.join(METHODS)} (default greedy: the mo
 
 
 def check_verb(verb: str) -> str:
-    """``verb`` stripped; a clear error when it is empty or has control characters."""
-    v = verb.strip()
-    if not v or not v.isprintable():
-        raise ValueError(f"--reason-verb must be printable words such as 'watched', not {verb!r}")
-    return v
+    """``--reason-verb`` stripped; the one rule of :func:`attnrec.recommend.reasons.check_verb`."""
+    return reasons.check_verb(verb, "--reason-verb")
 
 
 def parse_event_verbs(specs: list[str] | None) -> dict[str, str]:

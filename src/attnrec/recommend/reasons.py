@@ -83,6 +83,19 @@ def check_method(method: str) -> str:
     return method
 
 
+MAX_VERB = 60  # characters of a verb or event-verb template
+
+
+def check_verb(verb: str, what: str = "reason verb") -> str:
+    """``verb`` stripped; a one-line ``ValueError`` naming ``what`` when it is empty, has control
+    characters or is over :data:`MAX_VERB` characters (it goes into every reason shown to users)."""
+    v = str(verb).strip()
+    if not v or not v.isprintable() or len(v) > MAX_VERB:
+        raise ValueError(f"{what} must be printable words such as 'watched' (at most {MAX_VERB} characters), "
+                         f"not {verb!r}")
+    return v
+
+
 def check_event_verbs(event_verbs: Mapping[str, str]) -> dict[str, str]:
     """``event_verbs`` (event name -> verb or template) stripped; a one-line ``ValueError`` for an empty
     name or verb, control characters, a verb over 60 characters, or braces other than one ``{item}``."""
@@ -90,7 +103,7 @@ def check_event_verbs(event_verbs: Mapping[str, str]) -> dict[str, str]:
     for name, template in event_verbs.items():
         n, t = str(name).strip(), str(template).strip()
         rest = t.replace(ITEM, "", 1)
-        if not n or not t or not (n + t).isprintable() or len(t) > 60 or "{" in rest or "}" in rest:
+        if not n or not t or not (n + t).isprintable() or len(t) > MAX_VERB or "{" in rest or "}" in rest:
             raise ValueError(f"event verb {name!r}={template!r}: expected an event name and printable words such as "
                              "'viewed' or 'added {item} to your cart' (at most 60 characters, one {item} at most)")
         out[n] = t

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from attnrec.recommend.reasons import check_event_verbs
+from attnrec.recommend.reasons import check_event_verbs, check_verb
 from attnrec.serving.schemas import MAX_IDS
 
 MIN_KEY_LENGTH = 16
@@ -60,9 +60,7 @@ class ServingConfig:
             raise ValueError("max_wait_ms must be >= 0 and body_timeout_s > 0")
         if self.backend not in ("torch", "onnx"):
             raise ValueError(f"backend must be 'torch' or 'onnx', not {self.backend!r}")
-        if not self.reason_verb.strip() or not self.reason_verb.isprintable() or len(self.reason_verb) > 60:
-            raise ValueError(f"reason_verb must be printable words such as 'watched' (at most 60 characters), "
-                             f"not {self.reason_verb!r}")
+        object.__setattr__(self, "reason_verb", check_verb(self.reason_verb, "reason_verb"))
         object.__setattr__(self, "event_verbs", check_event_verbs(self.event_verbs))
         for key in self.api_keys:
             check_api_key(key)
