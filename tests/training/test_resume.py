@@ -71,8 +71,26 @@ def test_mid_epoch_resume_is_exact(ring: Interactions, tmp_path: Path) -> None:
 def test_resume_refuses_a_different_data_stream(ring: Interactions, tmp_path: Path) -> None:
     with pytest.raises(Crash, match="crash at loss evaluation 15"):
         _run(ring, tmp_path, crash_after=14)
+    meta = json.loads((tmp_path / "train_state.json").read_text())
+    del meta["settings"]  # a state saved before settings were recorded: the batch stream still tells
+    (tmp_path / "train_state.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="different training data, batch size"):
         _run(ring, tmp_path, seed=5)
+
+
+def test_resume_refuses_other_training_settings_but_takes_a_longer_budget(ring: Interactions, tmp_path: Path) -> None:
+    ref_state, ref_history = _run(ring, None)
+    with pytest.raises(Crash, match="crash at loss evaluation 15"):
+        _run(ring, tmp_path, crash_after=14)
+    for over, named in (({"lr": 2e-3}, "lr=0.001 (now 0.002)"), ({"seed": 5}, "seed=4 (now 5)"),
+                        ({"batch_size": 8}, "batch_size=16 (now 8)"), ({"weight_decay": 0.1}, "weight_decay")):
+        with pytest.raises(CheckpointError, match=r"saved with other settings: .*" + named.replace("(", r"\(")
+                           .replace(")", r"\)")) as err:
+            _run(ring, tmp_path, **over)
+        assert "\n" not in str(err.value)
+    # budgets and stopping rules may change: the run continues exactly
+    state, history = _run(ring, tmp_path, time_budget=3600.0, patience=50, min_epochs=2)
+    assert history == ref_history and all(torch.equal(v, state[k]) for k, v in ref_state.items())
 
 
 def test_time_based_checkpoints(ring: Interactions, tmp_path: Path) -> None:

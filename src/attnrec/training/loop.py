@@ -26,7 +26,14 @@ from attnrec.training.callbacks import EpochCallback, run_callbacks
 from attnrec.training.config import TrainConfig
 from attnrec.training.optim import cosine_lr, make_optimizer, scale_lr, set_lr, sparse_parameters
 from attnrec.training.result import EpochRecord, TrainResult
-from attnrec.training.state import STATE_JSON, TrainState, gather_rng_states, load_state, save_state
+from attnrec.training.state import (
+    STATE_JSON,
+    TrainState,
+    gather_rng_states,
+    load_state,
+    save_state,
+    trajectory,
+)
 from attnrec.training.step import Stepper
 
 __all__ = ["TrainResult", "Validate", "resolve_device", "train"]
@@ -113,7 +120,7 @@ class _Loop(Generic[T]):
         self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp == "fp16" and device.type == "cuda")
         self.state, resume = TrainState(), None
         if self.state_dir is not None and (self.state_dir / STATE_JSON).exists():
-            resume = self.state = load_state(self.state_dir, module, self.opt, self.scaler, device)
+            resume = self.state = load_state(self.state_dir, module, self.opt, self.scaler, device, trajectory(cfg))
             log.info("resumed from %s at epoch %d, batch %d", self.state_dir, resume.epoch + 1, resume.batch)
         if sparse_parameters(module) and (cfg.grad_clip > 0 or self.world > 1):
             raise ValueError("embeddings with sparse gradients (sparse_embedding) support neither grad_clip nor "
@@ -137,7 +144,7 @@ class _Loop(Generic[T]):
             if self.state_dir is not None and self.main:
                 at_end = TrainState(epoch=epoch, bad=self.state.bad, decays=self.state.decays, best=self.state.best,
                                     result=result)
-                save_state(self.state_dir, module, self.opt, self.scaler, at_end)
+                save_state(self.state_dir, module, self.opt, self.scaler, at_end, settings=trajectory(cfg))
             asked = run_callbacks(self.callbacks, record) if self.main else ""
             reason = str(distributed.broadcast_object(asked)) or self._stop_reason(epoch, out_of_time)
             if reason:
@@ -197,7 +204,8 @@ class _Loop(Generic[T]):
                              result=st.result, loss_total=total, loss_count=count,
                              epoch_seconds=time.perf_counter() - e0,
                              numpy_rng=dict(rng.bit_generator.state), rng_states=rng_states)
-            save_state(self.state_dir, self.module, self.opt, self.scaler, mid, seconds=time.perf_counter() - self.t0)
+            save_state(self.state_dir, self.module, self.opt, self.scaler, mid, seconds=time.perf_counter() - self.t0,
+                       settings=trajectory(self.cfg))
 
     def _evaluate(self, epoch: int, record: EpochRecord) -> dict[str, float]:
         """Validate; keep the best weights, count evaluations without improvement, lower the rate (lr_decay)."""

@@ -19,11 +19,18 @@ import torch
 from torch import nn
 
 from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
+from attnrec.training.config import TrainConfig
 from attnrec.training.result import TrainResult
 
 log = logging.getLogger("attnrec.training")
 STATE_JSON = "train_state.json"  # the commit point of a saved training state
 FORMAT = 2
+
+# The training settings a resumed run must share with the run that saved the state: they decide its
+# trajectory. Budgets, stopping rules and hardware settings may change (a run ended on its time budget
+# continues when the budget is raised).
+TRAJECTORY = ("lr", "batch_size", "optimizer", "beta1", "beta2", "weight_decay", "grad_clip", "lr_decay",
+              "max_lr_decays", "lr_schedule", "monitor", "mode", "seed", "amp")
 
 NumpyRngState = dict[str, Any]  # numpy's ``bit_generator.state``: nested JSON-able dict, as numpy types it
 RngStates = list[dict[str, torch.Tensor]]  # per rank: torch's "cpu" (and "cuda") RNG state
@@ -78,12 +85,22 @@ def gather_rng_states(device: torch.device, world: int) -> RngStates:
     return [s for s in states if s is not None]
 
 
+def trajectory(cfg: TrainConfig) -> dict[str, Any]:
+    """The settings of ``cfg`` a resumed run must keep (:data:`TRAJECTORY`; with a cosine schedule also
+    ``max_epochs``, which shapes it)."""
+    out = {k: getattr(cfg, k) for k in TRAJECTORY}
+    if cfg.lr_schedule == "cosine":
+        out["max_epochs"] = cfg.max_epochs
+    return out
+
+
 def save_state(
     d: Path, module: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, state: TrainState,
-    seconds: float | None = None,
+    seconds: float | None = None, settings: dict[str, Any] | None = None,
 ) -> None:
     """Write ``state``: tensors under a new name, then the JSON naming them (the atomic commit), then remove
-    older tensor files. ``seconds`` (mid-epoch) replaces the result's training time so far."""
+    older tensor files. ``seconds`` (mid-epoch) replaces the result's training time so far; ``settings``
+    (:func:`trajectory`) are saved for :func:`load_state` to check."""
     tensors = {f"model.{k}": v for k, v in module.state_dict().items()}
     if state.best is not None:
         tensors |= {f"best.{k}": v for k, v in state.best.items()}
@@ -105,7 +122,8 @@ def save_state(
             "tensors": name, "sha256": sha, "param_groups": osd["param_groups"], "result": res,
             "loss_total": state.loss_total, "loss_count": state.loss_count, "epoch_seconds": state.epoch_seconds,
             "numpy_rng": state.numpy_rng, "world_size": len(state.rng_states),
-            "scaler": scaler.state_dict() if scaler.is_enabled() else None, "opt_scalars": scalars}
+            "scaler": scaler.state_dict() if scaler.is_enabled() else None, "opt_scalars": scalars,
+            "settings": settings}
     write_json(d / STATE_JSON, meta)
     for old in d.glob("train_state*.safetensors"):
         if old.name != name:
@@ -113,14 +131,24 @@ def save_state(
 
 
 def load_state(
-    d: Path, module: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, device: torch.device
+    d: Path, module: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, device: torch.device,
+    settings: dict[str, Any] | None = None,
 ) -> TrainState:
     """Load the state saved in ``d`` into ``module``, ``opt`` and ``scaler``; return the loop's position.
 
-    Raises :class:`CheckpointError` for a missing, truncated or corrupted state, or one of another model.
+    Raises :class:`CheckpointError` for a missing, truncated or corrupted state, one of another model, or
+    one saved with other ``settings`` (:func:`trajectory`; states saved before settings were recorded
+    are not checked).
     """
     path = d / STATE_JSON
     meta = read_json(path)
+    saved = meta.get("settings") if isinstance(meta, dict) else None
+    if isinstance(saved, dict) and settings is not None:
+        diff = [f"{k}={saved.get(k)!r} (now {settings.get(k)!r})" for k in sorted(saved.keys() | settings.keys())
+                if saved.get(k) != settings.get(k)]
+        if diff:
+            raise CheckpointError(f"{d}: training state saved with other settings: {', '.join(diff)}; resume with "
+                                  "the same settings or use another state directory")
     try:
         name = str(meta.get("tensors", "train_state.safetensors"))
         sha, epoch, batch = str(meta["sha256"]), int(meta["epoch"]), int(meta.get("batch", 0))
