@@ -122,3 +122,38 @@ def test_the_servers_event_verbs_are_checked() -> None:
     with pytest.raises(ValueError, match="event verb 'pv'='saw {it}'"):
         ServingConfig(event_verbs={"pv": "saw {it}"})
     assert ServingConfig(event_verbs={" pv ": " saw "}).event_verbs == {"pv": "saw"}
+
+
+def test_explain_rec_takes_an_ad_hoc_historys_events_and_times(client: TestClient, timed: Recommender) -> None:
+    events, now = ["view", "buy", "view"], TIMES[-1] + 3 * 86_400
+    req = {"history": HISTORY, "timestamps": TIMES, "events": events, "request_time": now, "k": 3}
+    r = client.post("/v1/explain-rec", json=req | {"model": "timed", "method": "occlusion", "top": 3})
+    assert r.status_code == 200, r.text
+    want = timed.recommend(**req, explain="occlusion", event_verbs=VERBS)  # type: ignore[arg-type]
+    assert want.explanations is not None and r.json()["ignored_inputs"] == []
+    assert [x["item"] for x in r.json()["items"]] == want.items  # scored with the sent times and events
+    said = dict(zip(HISTORY, zip(events, TIMES, strict=True), strict=True))
+    for x, w in zip(r.json()["items"], want.explanations, strict=True):
+        assert w is not None
+        assert [(b["event"], b["timestamp"]) for b in x["because"]] == [said[b["item"]] for b in x["because"]]
+        assert x["reason"] == w.reason and [b["weight"] for b in x["because"]] == pytest.approx(
+            [e.value for e in w.events[:3]])
+    # the explained score depends on the request's time, as the recommendation does
+    one = {"model": "timed", "method": "occlusion", "item": want.items[0]} | req
+    soon = client.post("/v1/explain-rec", json=one | {"request_time": TIMES[-1] + 60}).json()
+    assert soon["items"][0]["score"] != r.json()["items"][0]["score"]
+
+
+def test_explain_rec_checks_the_fields_like_recommend(client: TestClient) -> None:
+    base = {"model": "timed", "history": HISTORY}
+    _error(client.post("/v1/explain-rec", json=base | {"timestamps": TIMES[:2]}),
+           "`timestamps` has 2 values for a history of 3 items")
+    _error(client.post("/v1/explain-rec", json=base | {"timestamps": TIMES, "events": ["view", "order", "buy"]}),
+           "unknown event 'order'")
+    _error(client.post("/v1/explain-rec", json={"model": "timed", "user": "u1", "events": ["view"]}),
+           "send it with a history")
+    plain = client.post("/v1/explain-rec", json={"model": "ids", "history": ["i1", "i2"], "k": 2,
+                                                 "timestamps": [1, 2]})
+    assert plain.status_code == 200 and plain.json()["ignored_inputs"] == ["timestamps"]
+    spec = client.get("/openapi.json").json()["components"]["schemas"]["ExplainRecRequest"]["properties"]
+    assert spec["events"]["anyOf"][0]["maxItems"] == 50 and "request_time" in spec

@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any  # JSON-ready dicts
 
-import numpy as np
-
 from attnrec.evaluation.attention import AttendedItem, history_attention
 from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend.reasons import (
@@ -77,6 +75,10 @@ def explain_recommendation(
     item: object | None = None,
     reason_verb: str = DEFAULT_VERB,
     event_verbs: Mapping[str, str] | None = None,
+    timestamps: list[float] | None = None,
+    events: list[str] | None = None,
+    ratings: list[float] | None = None,
+    request_time: float | None = None,
 ) -> RecExplanation:
     """Recommend for ``user`` (or an ad-hoc ``history`` of external item IDs) and explain each item.
 
@@ -84,8 +86,11 @@ def explain_recommendation(
     it (``attended``, the first ``top``), shared by the whole top-``k`` list (see
     :func:`~attnrec.evaluation.attention.history_attention` for the rollout). Every method fills
     ``explanations`` with the ``top`` strongest events per item and a reason "Because you
-    {reason_verb} ..." (a stored history's event types and times in each event and in the reason, worded
-    by ``event_verbs``: :func:`~attnrec.recommend.reasons.reason`). ``item``: explain that one item
+    {reason_verb} ..." (the event types and times of a stored history, or of ``history``'s own ``timestamps``
+    and ``events``, in each event and in the reason, worded by ``event_verbs``:
+    :func:`~attnrec.recommend.reasons.reason`). ``timestamps``, ``events``, ``ratings`` and
+    ``request_time`` are :meth:`~attnrec.recommend.Recommender.recommend`'s: they feed models trained
+    with such inputs, and every re-scored variant keeps them aligned with its events. ``item``: explain that one item
     instead of the top-``k`` (it may rank anywhere; its score is the model's). Raises :class:`KeyError` for an unknown user without a
     history or an unknown ``item``, :class:`ValueError` (``AttributionError``) for an unknown
     method, a history without known items, or a method the model cannot support.
@@ -93,7 +98,8 @@ def explain_recommendation(
     assert rec.items_ is not None and rec.users_ is not None and rec.histories_ is not None
     check_method(method)
     # the request as recommend() resolves it (same user index and history), checked before any scoring
-    p = prepare({"user": user, "history": history}, rec.users_, rec.items_, rec.histories_, rec.events_)
+    inputs = {"timestamps": timestamps, "events": events, "ratings": ratings, "request_time": request_time}
+    p = prepare({"user": user, "history": history} | inputs, rec.users_, rec.items_, rec.histories_, rec.events_)
     if history is None and p.uid == UNKNOWN_USER:
         raise KeyError(f"unknown user {user!r}")
     target = None if item is None else rec.items_.get(item)
@@ -101,18 +107,17 @@ def explain_recommendation(
         raise KeyError(f"unknown item {str(item)!r}")
     if len(p.hist) == 0:
         raise AttributionError("the history has no known items; there is nothing to explain")
-    r = rec.recommend(user=user, history=history, k=k) if target is None else None
-    targets = rec.items_.to_internal(r.items) if r is not None else np.array([target])
-    found, scores = explain_items(rec.core, p.hist, targets, user=p.uid, items=rec.items_, titles=rec.titles_,
+    # the answer as recommend() gives it (with its ignored_inputs); ``item``: that one item, wherever it ranks
+    r = rec.recommend(user=user, history=history, k=1 if item is not None else k, exclude_seen=item is None,
+                      include=None if item is None else [item], timestamps=timestamps, events=events,
+                      ratings=ratings, request_time=request_time)
+    targets = rec.items_.to_internal(r.items)
+    found, _ = explain_items(rec.core, p.hist, targets, user=p.uid, items=rec.items_, titles=rec.titles_,
                                   method=method, verb=reason_verb, device=rec.device,
-                                  columns=p.columns, events=rec.events_,  # a stored history's times/events,
-                                  event_verbs=event_verbs)  # occluded with them and named in the reasons
+                                  columns=p.columns, events=rec.events_,  # the history's times/events, occluded
+                                  event_verbs=event_verbs, request_time=p.request_time)  # with it, named in reasons
     window = max((len(e.events) for e in found), default=0) or min(len(p.hist), 1)  # events the model read
     found = [dataclasses.replace(e, events=e.events[:top]) for e in found]
-    if r is None:
-        ext = rec.items_.to_external(targets)
-        r = Recommendation(ext, [float(s) for s in scores], [rec.titles_.get(i) for i in ext],
-                           None if user is None else str(user), p.unknown, p.fallback, "model")
     if method != "attention":
         return RecExplanation(rec.name, r.user, r, None, [], 0.0, len(p.hist), window, method, found)
     uid = max(p.uid, 0)  # an ad-hoc history is fed as user 0 (the attention models ignore it)

@@ -29,6 +29,7 @@ from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend import Explainer, Recommendation, Recommender
 from attnrec.recommend.insight import RecExplanation, explain_recommendation
 from attnrec.recommend.reasons import ItemExplanation
+from attnrec.recommend.structure import one_line
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.errors import ApiError
@@ -201,7 +202,7 @@ def _explained(name: str, rec: Recommendation, ex: RecExplanation | None, top: i
                               predicting=None if ex is None else ex.predicting,
                               history_length=0 if ex is None else ex.history_length,
                               window=0 if ex is None else ex.window,
-                              unknown_items=rec.unknown_items, fallback=rec.fallback)
+                              unknown_items=rec.unknown_items, fallback=rec.fallback, ignored_inputs=rec.ignored_inputs)
 
 
 @router.post("/v1/explain-rec", response_model=ExplainRecResponse, tags=["explain"],
@@ -233,16 +234,23 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     history: list[object] | None = None if req.history is None else list(req.history)
     verb = state.config.reason_verb
 
+    ts = None if req.timestamps is None else [float(t) for t in req.timestamps]
+    when = None if req.request_time is None else float(req.request_time)
+
     def run() -> tuple[Recommendation, RecExplanation | None]:
         try:
             ex = explain_recommendation(rec, user=req.user, history=history, k=req.k, top=req.top, method=req.method,
-                                        item=req.item, reason_verb=verb, event_verbs=state.config.event_verbs)
+                                        item=req.item, reason_verb=verb, event_verbs=state.config.event_verbs,
+                                        timestamps=ts, events=req.events, ratings=req.ratings, request_time=when)
         except AttributionError:  # no known item in the history: nothing to attribute, answered as /v1/recommend is
-            return rec.recommend(user=req.user, history=history, k=req.k), None
+            return rec.recommend(user=req.user, history=history, k=req.k, timestamps=ts, events=req.events,
+                                 ratings=req.ratings, request_time=when), None
         return ex.recommendation, ex
 
     try:
         answer, ex = await state.on_worker(run)
+    except ValueError as exc:  # per-event fields the model cannot use (an unknown event name, a missing column)
+        raise ApiError(422, "invalid_request", one_line(exc)) from None
     except KeyError as exc:  # an unknown user without a history: nothing to explain
         raise ApiError(404, "unknown_user", f"{exc.args[0] if exc.args else 'unknown user'} in model {e.name!r}: "
                        "send a `history` to explain recommendations for it",

@@ -108,7 +108,8 @@ def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
                                    **{f: ("maxItems", cfg.max_history) for f in EVENT_FIELDS},
                                    "include": ("maxItems", cfg.max_list), "exclude": ("maxItems", cfg.max_list)},
               "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)},
-              "ExplainRecRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history)}}
+              "ExplainRecRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history),
+                                    **{f: ("maxItems", cfg.max_history) for f in EVENT_FIELDS}}}
     for body, fields in limits.items():
         for name, (key, value) in fields.items():
             prop = bodies[body]["properties"][name]

@@ -37,6 +37,8 @@ Id = Annotated[Text, WithJsonSchema({"anyOf": [_TEXT_SCHEMA, {"type": "integer"}
 Seconds = Annotated[int, Field(ge=-(2**53), le=2**53)]  # unix seconds, exact in a JSON number
 Rating = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 EVENT_FIELDS = ("timestamps", "events", "ratings")  # per-event lists aligned with `history`
+_IGNORED = ("Per-event request fields (`timestamps`, `events`, `ratings`, `request_time`) this model does not read "
+            "(it was trained without them): the answer is the same without them.")
 
 
 def _as_str(v: Any) -> Any:
@@ -80,6 +82,43 @@ class ExplainOptions(_Strict):
     _top = field_validator("top", mode="before")(_whole)
 
 
+def _timestamps() -> Any:
+    return Field(None, max_length=MAX_IDS, description=(
+        "Per history item: when it happened (unix seconds, not decreasing), for models trained with time inputs. "
+        "Same length as `history`; dropped with the unknown items."))
+
+
+def _events() -> Any:
+    return Field(None, max_length=MAX_IDS, description=(
+        "Per history item: its event type, a name of the training log's event types (e.g. `view`, `buy`), for "
+        "models trained with event-type inputs. Same length as `history`."))
+
+
+def _ratings() -> Any:
+    return Field(None, max_length=MAX_IDS, description=(
+        "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with rating inputs. "
+        "Same length as `history`."))
+
+
+def _request_time() -> Any:
+    return Field(None, description=(
+        "When the request is made (unix seconds, not before the last of `timestamps`): the time of the predicted "
+        "event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's [mask]). Without "
+        "it the newest event's time stands in. Models without time inputs ignore it (see `ignored_inputs`)."))
+
+
+def _check_history_request(req: Any) -> None:
+    """A request needs a user or a history; per-event lists need the history they describe, item by item."""
+    if req.user is None and req.history is None:
+        raise ValueError("give a `user` or a `history` (or both)")
+    for name in EVENT_FIELDS:
+        values = getattr(req, name)
+        if values is not None and req.history is None:
+            raise ValueError(f"`{name}` describes the events of `history`: send it with a history")
+        if values is not None and req.history is not None and len(values) != len(req.history):
+            raise ValueError(f"`{name}` has {len(values)} values for a history of {len(req.history)} items")
+
+
 class RecommendRequest(_Strict):
     """Top-k items for a known user, or for an ad-hoc history of item IDs (oldest first)."""
 
@@ -92,19 +131,10 @@ class RecommendRequest(_Strict):
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
     include: list[Id] | None = Field(None, max_length=MAX_IDS, description="Only recommend among these items.")
     exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
-    timestamps: list[Seconds] | None = Field(None, max_length=MAX_IDS, description=(
-        "Per history item: when it happened (unix seconds, not decreasing), for models trained with time inputs. "
-        "Same length as `history`; dropped with the unknown items."))
-    events: list[Text] | None = Field(None, max_length=MAX_IDS, description=(
-        "Per history item: its event type, a name of the training log's event types (e.g. `view`, `buy`), for "
-        "models trained with event-type inputs. Same length as `history`."))
-    ratings: list[Rating] | None = Field(None, max_length=MAX_IDS, description=(
-        "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with rating inputs. "
-        "Same length as `history`."))
-    request_time: Seconds | None = Field(None, description=(
-        "When the request is made (unix seconds, not before the last of `timestamps`): the time of the predicted "
-        "event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's [mask]). Without "
-        "it the newest event's time stands in. Models without time inputs ignore it (see `ignored_inputs`)."))
+    timestamps: list[Seconds] | None = _timestamps()
+    events: list[Text] | None = _events()
+    ratings: list[Rating] | None = _ratings()
+    request_time: Seconds | None = _request_time()
     explain: bool | ExplainOptions = Field(False, description=(
         f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (greedy, top 3) or options. Off "
         "by default: an explained request is scored on its own (not micro-batched) and costs one extra forward "
@@ -117,14 +147,7 @@ class RecommendRequest(_Strict):
 
     @model_validator(mode="after")
     def _user_or_history(self) -> RecommendRequest:
-        if self.user is None and self.history is None:
-            raise ValueError("give a `user` or a `history` (or both)")
-        for name in EVENT_FIELDS:  # per-event lists describe the given history, item by item
-            values = getattr(self, name)
-            if values is not None and self.history is None:
-                raise ValueError(f"`{name}` describes the events of `history`: send it with a history")
-            if values is not None and self.history is not None and len(values) != len(self.history):
-                raise ValueError(f"`{name}` has {len(values)} values for a history of {len(self.history)} items")
+        _check_history_request(self)
         return self
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
@@ -180,9 +203,7 @@ class RecommendResponse(BaseModel):
     unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
     fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
     method: str | None = Field(None, description="`model` or `popularity`.")
-    ignored_inputs: list[str] = Field(default_factory=list, description=(
-        "Per-event request fields (`timestamps`, `events`, `ratings`, `request_time`) this model does not read "
-        "(it was trained without them): the answer is the same without them."))
+    ignored_inputs: list[str] = Field(default_factory=list, description=_IGNORED)
 
 
 class SimilarItemsRequest(_Strict):
@@ -235,6 +256,10 @@ class ExplainRecRequest(_Strict):
     method: ExplainMethod = Field("greedy", description=f"One of {_METHODS_DOC}; greedy, the default, was the most "
                                   "faithful in benchmarks/results/faithfulness.md.")
     item: Id | None = Field(None, description="Explain this item's score instead of the top-k (it may rank anywhere).")
+    timestamps: list[Seconds] | None = _timestamps()
+    events: list[Text] | None = _events()
+    ratings: list[Rating] | None = _ratings()
+    request_time: Seconds | None = _request_time()
 
     _ids = field_validator("user", "item", mode="before")(_as_str)
     _lists = field_validator("history", mode="before")(_as_str_list)
@@ -242,14 +267,15 @@ class ExplainRecRequest(_Strict):
 
     @model_validator(mode="after")
     def _user_or_history(self) -> ExplainRecRequest:
-        if self.user is None and self.history is None:
-            raise ValueError("give a `user` or a `history` (or both)")
+        _check_history_request(self)
         return self
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
         "examples": [{"user": "42", "k": 5}, {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
-                     {"user": "42", "method": "occlusion", "item": "2355"}]})
+                     {"user": "42", "method": "occlusion", "item": "2355"},
+                     {"history": ["5", "9"], "timestamps": [1700000000, 1700003600], "events": ["view", "cart"],
+                      "k": 3, "top": 2}]})
 
 
 class ExplainedItem(BaseModel):
@@ -279,6 +305,7 @@ class ExplainRecResponse(BaseModel):
     window: int = Field(description="The most recent history items the model read (its max_len).")
     unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
     fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
+    ignored_inputs: list[str] = Field(default_factory=list, description=_IGNORED)
 
 
 class CatalogItem(BaseModel):
