@@ -112,6 +112,18 @@ class _CutOff(Exception):
     """The run stopped from outside (a killed job)."""
 
 
+def _fake_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: ReviewData, fake: Any) -> Path:
+    """The records and both implementations' cells replaced by fakes; an empty reference checkout."""
+    monkeypatch.setattr(pr, "review_data", lambda cfg: (Path("x.json.gz"), data))
+    monkeypatch.setattr(pr, "run_reference", fake("reference"))
+    monkeypatch.setattr(pr, "run_attnrec", fake("attnrec"))
+    ref = tmp_path / "PETER"
+    ref.mkdir()
+    for f in pr.REFERENCE_FILES:
+        (ref / f).write_text("")
+    return ref
+
+
 def test_finished_cells_are_not_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = _data()
     calls: list[str] = []
@@ -126,13 +138,7 @@ def test_finished_cells_are_not_run_again(tmp_path: Path, monkeypatch: pytest.Mo
             return {"decodings": {"d": {"BLEU-1": 1.0}}, "epoch_seconds": 1.0, "cpu_seconds_per_epoch": 1.0, "epochs": 6}
         return cell
 
-    monkeypatch.setattr(pr, "review_data", lambda cfg: (Path("x.json.gz"), data))
-    monkeypatch.setattr(pr, "run_reference", fake("reference"))
-    monkeypatch.setattr(pr, "run_attnrec", fake("attnrec"))
-    ref = tmp_path / "PETER"
-    ref.mkdir()
-    for f in pr.REFERENCE_FILES:
-        (ref / f).write_text("")
+    ref = _fake_cells(monkeypatch, tmp_path, data, fake)
     with pytest.raises(_CutOff):
         pr.run(CFG, ref, tmp_path / "state", quick=False)
     done = json.loads((tmp_path / "state" / "state.json").read_text())["cells"]
@@ -167,13 +173,7 @@ def test_processes_sharing_a_state_dir_split_the_cells_and_keep_each_others(tmp_
             return {"decodings": {"d": {"BLEU-1": 1.0}}, "epoch_seconds": 1.0, "cpu_seconds_per_epoch": 1.0, "epochs": 6}
         return cell
 
-    monkeypatch.setattr(pr, "review_data", lambda cfg: (Path("x.json.gz"), data))
-    monkeypatch.setattr(pr, "run_reference", fake("reference"))
-    monkeypatch.setattr(pr, "run_attnrec", fake("attnrec"))
-    ref = tmp_path / "PETER"
-    ref.mkdir()
-    for f in pr.REFERENCE_FILES:
-        (ref / f).write_text("")
+    ref = _fake_cells(monkeypatch, tmp_path, data, fake)
     try:
         results = pr.run(CFG, ref, state, quick=False)
     finally:
