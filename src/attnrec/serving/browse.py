@@ -234,17 +234,15 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     history: list[object] | None = None if req.history is None else list(req.history)
     verb = state.config.reason_verb
 
-    ts = None if req.timestamps is None else [float(t) for t in req.timestamps]
-    when = None if req.request_time is None else float(req.request_time)
+    inputs = req.model_dump(include={"timestamps", "events", "ratings", "request_time"})  # as /v1/recommend passes them
 
     def run() -> tuple[Recommendation, RecExplanation | None]:
         try:
             ex = explain_recommendation(rec, user=req.user, history=history, k=req.k, top=req.top, method=req.method,
                                         item=req.item, reason_verb=verb, event_verbs=state.config.event_verbs,
-                                        timestamps=ts, events=req.events, ratings=req.ratings, request_time=when)
+                                        **inputs)
         except AttributionError:  # no known item in the history: nothing to attribute, answered as /v1/recommend is
-            return rec.recommend(user=req.user, history=history, k=req.k, timestamps=ts, events=req.events,
-                                 ratings=req.ratings, request_time=when), None
+            return rec.recommend(user=req.user, history=history, k=req.k, **inputs), None
         return ex.recommendation, ex
 
     try:

@@ -119,8 +119,9 @@ class _Loop(Generic[T]):
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
         self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp == "fp16" and device.type == "cuda")
         self.state, resume = TrainState(), None
+        self.settings = trajectory(cfg)  # saved with every state, checked on resume
         if self.state_dir is not None and (self.state_dir / STATE_JSON).exists():
-            resume = self.state = load_state(self.state_dir, module, self.opt, self.scaler, device, trajectory(cfg))
+            resume = self.state = load_state(self.state_dir, module, self.opt, self.scaler, device, self.settings)
             log.info("resumed from %s at epoch %d, batch %d", self.state_dir, resume.epoch + 1, resume.batch)
         if sparse_parameters(module) and (cfg.grad_clip > 0 or self.world > 1):
             raise ValueError("embeddings with sparse gradients (sparse_embedding) support neither grad_clip nor "
@@ -144,7 +145,7 @@ class _Loop(Generic[T]):
             if self.state_dir is not None and self.main:
                 at_end = TrainState(epoch=epoch, bad=self.state.bad, decays=self.state.decays, best=self.state.best,
                                     result=result)
-                save_state(self.state_dir, module, self.opt, self.scaler, at_end, settings=trajectory(cfg))
+                save_state(self.state_dir, module, self.opt, self.scaler, at_end, settings=self.settings)
             asked = run_callbacks(self.callbacks, record) if self.main else ""
             reason = str(distributed.broadcast_object(asked)) or self._stop_reason(epoch, out_of_time)
             if reason:
@@ -205,7 +206,7 @@ class _Loop(Generic[T]):
                              epoch_seconds=time.perf_counter() - e0,
                              numpy_rng=dict(rng.bit_generator.state), rng_states=rng_states)
             save_state(self.state_dir, self.module, self.opt, self.scaler, mid, seconds=time.perf_counter() - self.t0,
-                       settings=trajectory(self.cfg))
+                       settings=self.settings)
 
     def _evaluate(self, epoch: int, record: EpochRecord) -> dict[str, float]:
         """Validate; keep the best weights, count evaluations without improvement, lower the rate (lr_decay)."""
