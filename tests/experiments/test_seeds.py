@@ -71,3 +71,13 @@ def test_the_table_shows_seed_runs_as_one_row_and_single_runs_as_before() -> Non
     single_row = next(line for line in alone.splitlines() if line.startswith("| b |"))
     assert single_row in text.splitlines()  # a single run renders as it did
     assert "mean ± sample standard deviation" in text and "mean ±" not in alone
+
+
+def test_a_run_trained_on_a_gpu_names_it_and_a_cpu_run_does_not() -> None:
+    gpu = _record("g", 0.4) | {"train_config": {"device": "cuda"}}
+    gpu["machine"] = gpu["machine"] | {"cuda": "NVIDIA H200"}
+    cpu_on_gpu_machine = _record("c", 0.3) | {"train_config": {"device": "cpu"}, "machine": gpu["machine"]}
+    lines = results_markdown([gpu, cpu_on_gpu_machine, _record("b", 0.5)], "cmd", "src").splitlines()
+    assert any(line.startswith("| g (GPU: NVIDIA H200) | sasrec |") for line in lines)  # its s/epoch are a GPU's
+    assert any(line.startswith("| c | sasrec |") for line in lines)  # the machine had one, the run did not use it
+    assert any(line.startswith("| b | sasrec |") for line in lines)

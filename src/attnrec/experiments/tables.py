@@ -140,12 +140,19 @@ def side_by_side(results: Sequence[Record]) -> list[str]:
     return lines if by_data else []
 
 
+def run_label(r: Record) -> str:
+    """A run's name, with the GPU it trained on where it did: its seconds are not this CPU's."""
+    device = str((r.get("train_config") or {}).get("device", "cpu"))
+    gpu = (r.get("machine") or {}).get("cuda")
+    return f"{r['name']} (GPU: {gpu})" if gpu and device != "cpu" else r["name"]
+
+
 def _side_by_side_rows(model: str, r: Record, sha: str) -> list[str]:
     full, pop = r["evaluations"]["full"]["metrics"], r["evaluations"].get("sampled-popularity", {})
     pm = pop.get("metrics", {})
     cells = [f"{full['HR@10']:.4f}", f"{full['NDCG@10']:.4f}"] + [f"{pm[k]:.4f}" if k in pm else "" for k in TOP]
     tr = r["train"]
-    lines = [f"| {model} | {r['name']} | {tr['best_value']:.4f} | " + " | ".join(cells)
+    lines = [f"| {model} | {run_label(r)} | {tr['best_value']:.4f} | " + " | ".join(cells)
              + f" | {tr['epochs']} (best {tr['best_epoch']}) | {r['fit_seconds'] / 60:.1f} min |"]
     paper = (pop.get("published") or {}).get("paper", {})
     fr = best_full_ranking(model, sha)
@@ -207,7 +214,7 @@ def _protocol_section(dname: str, ptext: str, split: str, rows: Sequence[tuple[R
         tr = r.get("train") or {}
         gm = {g: ev.get("groups", {}).get(g, {}).get("metrics", {}) for g in groups}
         lines.append(
-            f"| {r['name']} | {r['model']} | " + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in METRICS)
+            f"| {run_label(r)} | {r['model']} | " + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in METRICS)
             + "".join(f" | {gm[g][k]:.4f}" if k in gm[g] else " | " for g, k in group_cols)
             + f" | {tr.get('epochs', '')} (best {tr.get('best_epoch', '')}) | {r['seconds_per_epoch'] or 0:.1f}"
             f" | {r['fit_seconds'] / 60:.1f} min | {r['peak_rss_mb']:.0f} MB |"
