@@ -187,3 +187,30 @@ def test_config_rejects_bad_values() -> None:
         ESASRecConfig(ff_multiplier=0)
     with pytest.raises(ValueError, match="hidden size 10 is not divisible by 3 heads"):
         ESASRec(ESASRecConfig(hidden=10, n_heads=3), 1, 5)
+
+
+def test_per_sequence_negatives_score_each_position_against_its_own_sequences() -> None:
+    m = _model(negatives="sequence", dropout=0.0)
+    assert m.shared_batch_keys == frozenset()  # per-row negatives are split with the rows under DDP
+    assert _model().shared_batch_keys == frozenset({"negative", "neg_logq"})
+    train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30)
+    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
+    assert batch["negative"].shape == (2, 8)
+    # rows given the same negatives: exactly the batch-shared loss over those negatives
+    shared = torch.arange(9, 17)
+    with torch.no_grad():
+        same = m.loss(batch | {"negative": shared.expand(2, -1)})
+        torch.testing.assert_close(same, m.loss(batch | {"negative": shared}))
+        # by hand: each position against its own row's negatives (row 1 takes a target of row 0 as a negative)
+        negs = torch.tensor([[9, 10, 11, 12, 13, 14, 15, 16], [2, 3, 4, 20, 21, 22, 23, 24]])
+        states = m.encode(batch["seq"])  # (B, T, D)
+        emb = m.item_emb.weight
+        terms = []
+        for b in range(2):
+            for t in range(batch["seq"].shape[1]):
+                tgt = int(batch["target"][b, t])
+                if tgt:
+                    logits = torch.cat([states[b, t] @ emb[tgt][:, None], states[b, t] @ emb[negs[b]].T])
+                    logits[1:][negs[b] == tgt] = -torch.inf  # an accidental hit is no negative
+                    terms.append(F.cross_entropy(logits[None], torch.tensor([0])))
+        torch.testing.assert_close(m.loss(batch | {"negative": negs}), torch.stack(terms).mean())

@@ -196,3 +196,17 @@ def test_onnx_export_matches_torch(ring: Interactions, tmp_path: Path) -> None:
     for lens in ([1], [3, 7, 1], [12, 2, 19, 5]):
         seqs = Sequences.from_lists([list(range(1, n + 1)) for n in lens], ring.n_items)
         assert parity(rec, sess, rec.core.score_inputs(np.zeros(len(lens), dtype=np.int64), seqs)) < 1e-4
+
+
+def test_per_sequence_negatives_are_each_rows_own() -> None:
+    m = _model(negatives="sequence", dropout=0.0)
+    assert m.shared_batch_keys == frozenset()  # per-row negatives are split with the rows under DDP
+    train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30)
+    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
+    assert batch["negative"].shape == (2, m.config.n_negatives)
+    shared = torch.arange(9, 9 + m.config.n_negatives)
+    negs = torch.stack([shared, shared.flip(0)])  # the same items in each row: the same loss
+    other = torch.stack([shared, torch.arange(1, 1 + m.config.n_negatives)])  # row 1 draws row 0's targets
+    with torch.no_grad():
+        torch.testing.assert_close(m.loss(batch | {"negative": negs}), m.loss(batch | {"negative": shared}))
+        assert not torch.isclose(m.loss(batch | {"negative": other}), m.loss(batch | {"negative": shared}))

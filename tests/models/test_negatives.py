@@ -20,3 +20,25 @@ def test_negative_proposals_by_hand() -> None:
 def test_unknown_sampler_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="sampler must be one of"):
         negative_proposal(np.array([1]), 3, "zipf")
+
+
+def test_per_sequence_draws_give_each_row_its_own_negatives_and_corrections() -> None:
+    import torch
+
+    from attnrec.models.negatives import SharedNegatives
+
+    target = np.array([[0, 1, 2], [2, 2, 3], [0, 0, 1]])  # (B=3, T=3), 0 = no target
+    shared = SharedNegatives.build(np.array([1, 1, 2, 3]), 50, "uniform", 6, per="sequence")
+    neg = shared.draw(target, np.random.default_rng(0))["negative"]
+    assert neg.shape == (3, 6) and not torch.equal(neg[0], neg[1])  # a row of draws per sequence
+    assert int(neg.min()) >= 1 and int(neg.max()) <= 50
+    pop = SharedNegatives.build(np.array([1, 1, 2, 3]), 3, "popularity", 4, in_batch=2, per="sequence")
+    out = pop.draw(target, np.random.default_rng(1))
+    assert out["negative"].shape == (3, 6) and out["neg_logq"].shape == (3, 6)  # 4 catalog + 2 in-batch each
+    # a row's expected count of item k among its own draws: 4 q(k) + 2 c_k / N (the per-batch formula)
+    q = pop.q
+    flat = target[target > 0]
+    for item, logq in zip(out["negative"].flatten().tolist(), out["neg_logq"].flatten().tolist(), strict=True):
+        assert np.isclose(logq, np.log(4 * q[item] + 2 * (flat == item).sum() / len(flat)), atol=1e-6)
+    with pytest.raises(ValueError, match="negatives must be one of"):
+        SharedNegatives.build(np.array([1]), 3, "uniform", 2, per="position")

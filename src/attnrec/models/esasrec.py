@@ -18,8 +18,10 @@ is also the output layer.
 Loss ``sampled_ce`` (the paper's): a softmax over each position's target and ``n_negatives`` catalog
 items. The paper draws uniform negatives per position; attnrec's sampled softmax (shared with
 SASRec/BERT4Rec, :func:`attnrec.models.losses.batch_sampled_softmax, sampled_softmax_cross_entropy`) draws them once per
-batch and shares them, which costs ``O(positions x negatives)`` scores instead of gathering an
-embedding per draw. With the ``popularity``/``mixed`` samplers or in-batch negatives every logit
+batch and shares them (``negatives="batch"``), which costs ``O(positions x negatives)`` scores instead
+of gathering an embedding per draw, or with ``negatives="sequence"`` (the presets) once per training
+sequence, shared by its positions: closer to the paper, and each step pushes down ``B`` times as many
+catalog items (on ML-1M with the batch's 256 the model learned much more slowly; docs/models.md). With the ``popularity``/``mixed`` samplers or in-batch negatives every logit
 gets the log-Q correction; uniform draws need none (it is the same constant for every item).
 ``ce`` is the full softmax, for small catalogs.
 """
@@ -46,9 +48,9 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
+from attnrec.models.losses import batch_sampled_softmax, sequence_negative_logits, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
-from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
+from attnrec.models.negatives import NEGATIVES_PER, SAMPLERS, SHARED_KEYS, SharedNegatives
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
@@ -68,13 +70,16 @@ class ESASRecConfig:
     attn_dropout: float | None = None
     ff_multiplier: int = 4  # SwiGLU width = ff_multiplier * hidden
     loss: str = "sampled_ce"  # "sampled_ce" (the paper's) or "ce" (full softmax)
-    n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
+    n_negatives: int = 256  # sampled_ce: catalog negatives per batch (or per sequence, see negatives)
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity", "mixed"
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
+    negatives: str = "batch"  # sampled_ce: drawn once per "batch" or once per training "sequence"
 
     def __post_init__(self) -> None:
         if self.loss not in ("sampled_ce", "ce"):
             raise ValueError(f"loss must be sampled_ce or ce, not {self.loss!r}")
+        if self.negatives not in NEGATIVES_PER:
+            raise ValueError(f"negatives must be one of {NEGATIVES_PER}, not {self.negatives!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
         require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len,
@@ -131,7 +136,8 @@ class LiGRLayer(nn.Module):
 
 _ML1M_TRAIN = {"lr": 1e-3, "batch_size": 128, "max_epochs": 100, "patience": 50}
 _AMAZON_TRAIN = {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "patience": 50}
-_AMAZON_MODEL = {"hidden": 256, "n_layers": 1, "n_heads": 1, "max_len": 50, "dropout": 0.2, "n_negatives": 256}
+_AMAZON_MODEL = {"hidden": 256, "n_layers": 1, "n_heads": 1, "max_len": 50, "dropout": 0.2, "n_negatives": 256,
+                 "negatives": "sequence"}
 
 
 @register(
@@ -140,7 +146,7 @@ _AMAZON_MODEL = {"hidden": 256, "n_layers": 1, "n_heads": 1, "max_len": 50, "dro
     presets={
         # The authors' settings (blondered/transformer_benchmark: README table and configs/paper/loo/*.yaml;
         # batch 128 is RecTools' default). Sources and the one disagreement between them: docs/models.md.
-        "ml-1m": {"model": {}, "train": _ML1M_TRAIN},
+        "ml-1m": {"model": {"negatives": "sequence"}, "train": _ML1M_TRAIN},
         "beauty": {"model": _AMAZON_MODEL | {"ff_multiplier": 4}, "train": _AMAZON_TRAIN},
         "sports": {"model": _AMAZON_MODEL | {"ff_multiplier": 2}, "train": _AMAZON_TRAIN},
         "toys": {"model": _AMAZON_MODEL | {"ff_multiplier": 1}, "train": _AMAZON_TRAIN},
@@ -155,11 +161,12 @@ _AMAZON_MODEL = {"hidden": 256, "n_layers": 1, "n_heads": 1, "max_len": 50, "dro
 class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch):
     """eSASRec: causal LiGR transformer, next-item objective with a sampled softmax."""
 
-    shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
-
     def __init__(self, config: ESASRecConfig, n_users: int, n_items: int) -> None:
         super().__init__()
         c = self.config = config
+        # The sampled softmax's negatives drawn once per batch stay whole on every DDP rank; drawn per
+        # sequence they are rows like the inputs and are split with them.
+        self.shared_batch_keys = SHARED_KEYS if c.negatives == "batch" else frozenset()
         self.n_items = n_items
         self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
         self.pos_emb = nn.Embedding(c.max_len, c.hidden)
@@ -224,7 +231,8 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         c = self.config
         shared = None
         if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives)
+            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives,
+                                           c.negatives)
         for _, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
             yield batch
 
@@ -236,14 +244,18 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         """Softmax cross-entropy of the next item over real (non-padding) positions only."""
         target = batch["target"]  # (B, T)
         real = target > 0
-        h = self.encode(batch["seq"])[real]  # (N, D) real positions only
+        states = self.encode(batch["seq"])  # (B, T, D)
+        h = states[real]  # (N, D) real positions only
         pos = target[real]  # (N,)
         emb = self.item_emb.weight  # (I+1, D)
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
-        neg = batch["negative"]  # (S,) negatives shared by the batch
+        neg = batch["negative"]  # (S,) shared by the batch, or (B, S) each sequence its own
         pos_logit = (h * emb[pos]).sum(-1)  # (N,)
-        neg_logit = h @ emb[neg].T  # (N, S)
+        if neg.dim() == 2:
+            neg_logit = sequence_negative_logits(states, emb[neg], real)  # (N, S) against its sequence's
+        else:
+            neg_logit = h @ emb[neg].T  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     # -- inference: the last position's state against every item -----------------------------

@@ -111,20 +111,23 @@ def sampled_softmax_cross_entropy(
     target_logq: torch.Tensor | None = None,
     neg_logq: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Mean cross-entropy of a softmax over each row's target and the negatives the batch shares.
+    """Mean cross-entropy of a softmax over each row's target and its negatives.
 
-    ``pos_logit`` ``(N,)`` are the targets' logits, ``neg_logit`` ``(N, S)`` those of the shared
-    ``negative`` items ``(S,)``; ``target`` ``(N,)`` are the target items. With ``target_logq``
-    ``(N,)`` and ``neg_logq`` ``(S,)`` (log expected counts among the draws, from
+    ``pos_logit`` ``(N,)`` are the targets' logits, ``neg_logit`` ``(N, S)`` those of the
+    ``negative`` items: ``(S,)`` shared by every row, or ``(N, S)`` each row its own; ``target``
+    ``(N,)`` are the target items. With ``target_logq`` ``(N,)`` and ``neg_logq`` (``negative``'s
+    shape; log expected counts among the draws, from
     :class:`attnrec.models.negatives.SharedNegatives`) every logit is corrected by ``-log E[k]``
     (log-Q correction), which makes the sampled softmax's gradient an estimate of the full
     softmax's. A negative equal to the row's target (an accidental hit) is masked out.
     """
     pos = pos_logit[:, None]  # (N, 1)
+    shared = negative.dim() == 1  # (S,) for every row, else (N, S)
     if target_logq is not None and neg_logq is not None:
         pos = pos - target_logq[:, None]
-        neg_logit = neg_logit - neg_logq[None, :]
-    neg_logit = neg_logit.masked_fill(negative[None, :] == target[:, None], -torch.inf)  # (N, S) accidental hits
+        neg_logit = neg_logit - (neg_logq[None, :] if shared else neg_logq)
+    neg_ids = negative[None, :] if shared else negative  # (1 or N, S)
+    neg_logit = neg_logit.masked_fill(neg_ids == target[:, None], -torch.inf)  # (N, S) accidental hits
     logits = torch.cat([pos, neg_logit], dim=1)  # (N, 1+S), the target in column 0
     return F.cross_entropy(logits, torch.zeros(len(target), dtype=torch.long, device=logits.device))
 
@@ -165,16 +168,32 @@ def batch_sampled_softmax(
     pos_logit: torch.Tensor, neg_logit: torch.Tensor, target: torch.Tensor, batch: dict[str, torch.Tensor],
     rows: torch.Tensor,
 ) -> torch.Tensor:
-    """:func:`sampled_softmax_cross_entropy` over the negatives a batch shares (``batch["negative"]``).
+    """:func:`sampled_softmax_cross_entropy` over a batch's negatives (``batch["negative"]``).
 
-    When the negatives were drawn non-uniformly the batch also holds their log-Q corrections
-    (``neg_logq``, and ``target_logq`` per position, of which ``rows`` selects the positions scored);
-    uniform draws leave them out, as their correction is a constant.
+    ``rows`` selects the scored positions of the batch's ``(B, T)`` grid. The negatives are ``(S,)``,
+    shared by the batch, or ``(B, S)``, each sequence its own (then ``neg_logit`` ``(N, S)`` must score
+    each position against its own sequence's, as :func:`sequence_negative_logits` does). When they
+    were drawn non-uniformly the batch also holds their log-Q corrections (``neg_logq``, and
+    ``target_logq`` per position); uniform draws leave them out, as their correction is a constant.
     """
     corrected = "neg_logq" in batch
-    return sampled_softmax_cross_entropy(pos_logit, neg_logit, target, batch["negative"],
+    negative, neg_logq = batch["negative"], batch.get("neg_logq")
+    if negative.dim() == 2:  # per sequence: each scored position takes its sequence's row
+        negative = negative[:, None, :].expand(*rows.shape, -1)[rows]  # (B, S) -> (N, S)
+        neg_logq = None if neg_logq is None else neg_logq[:, None, :].expand(*rows.shape, -1)[rows]
+    return sampled_softmax_cross_entropy(pos_logit, neg_logit, target, negative,
                                          batch["target_logq"][rows] if corrected else None,
-                                         batch["neg_logq"] if corrected else None)
+                                         neg_logq if corrected else None)
+
+
+def sequence_negative_logits(hidden: torch.Tensor, negatives: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Logits ``(N, S)`` of the scored positions ``rows`` (a ``(B, T)`` mask) against their own sequence's negatives.
+
+    ``hidden`` ``(B, T, D)`` are the positions' states and ``negatives`` ``(B, S, D)`` the vectors of
+    each sequence's ``S`` negatives: one batched product, ``(B, T, S)``, of which the scored rows are kept
+    (gathering ``S`` vectors per position instead would cost ``N x S x D`` memory).
+    """
+    return (hidden @ negatives.transpose(1, 2))[rows]  # (B, T, D) @ (B, D, S) -> (B, T, S) -> (N, S)
 
 
 def bpr_loss(x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,10 @@ import numpy as np
 import torch
 
 SAMPLERS = ("uniform", "popularity", "mixed")
+# Who draws a sampled softmax's negatives: the batch once ("batch", shared by every position), or each
+# training sequence its own ("sequence", shared by that sequence's positions; closer to the references
+# that draw per position, and every step touches B times as many catalog items).
+NEGATIVES_PER = ("batch", "sequence")
 
 # Batch entries of a sampled softmax drawn once per batch (not per row): a model using
 # SharedNegatives declares them as its ``shared_batch_keys``, so DDP ranks keep them whole.
@@ -76,33 +80,40 @@ class SharedNegatives:
     in_batch: int
     q: np.ndarray  # (n_items + 1,) the catalog proposal
     cdf: np.ndarray | None  # (n_items + 1,) its cumulative sum; None for uniform draws (a constant correction)
+    per_sequence: bool = False  # True: each row of the batch draws its own negatives ((B, S) instead of (S,))
 
     @classmethod
     def build(
-        cls, train_items: np.ndarray, n_items: int, sampler: str, n_negatives: int, in_batch: int = 0
+        cls, train_items: np.ndarray, n_items: int, sampler: str, n_negatives: int, in_batch: int = 0,
+        per: str = "batch",
     ) -> SharedNegatives:
-        """The sampler of one epoch: ``q`` from the training items ``train_items`` and ``sampler``."""
+        """The sampler of one epoch: ``q`` from the training items ``train_items`` and ``sampler``; ``per``
+        is one of :data:`NEGATIVES_PER`."""
+        if per not in NEGATIVES_PER:
+            raise ValueError(f"negatives must be one of {NEGATIVES_PER}, not {per!r}")
         q = negative_proposal(train_items, n_items, sampler)
-        return cls(n_items, n_negatives, in_batch, q, None if sampler == "uniform" else np.cumsum(q))
+        return cls(n_items, n_negatives, in_batch, q, None if sampler == "uniform" else np.cumsum(q), per == "sequence")
 
     def draw(self, target: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-        """Negatives for a batch whose targets are ``target`` (any shape, 0 = no target).
+        """Negatives for a batch whose targets are ``target`` (any shape, rows first; 0 = no target).
 
-        Returns ``negative`` ``(S,)`` and, unless the correction is a constant (uniform catalog
-        negatives only), ``neg_logq`` ``(S,)`` and ``target_logq`` (``target``'s shape, 0 where
-        ``target`` is 0).
+        Returns ``negative`` ``(S,)`` (``(B, S)`` per sequence, ``B = len(target)``) and, unless the
+        correction is a constant (uniform catalog negatives only), ``neg_logq`` of ``negative``'s shape
+        and ``target_logq`` (``target``'s shape, 0 where ``target`` is 0). Per sequence, a row's expected
+        count of item ``k`` among its own draws is the same ``n_negatives * q(k) + in_batch * c_k / N``.
         """
+        rows: tuple[int, ...] = (len(target),) if self.per_sequence else ()
         parts = []
         if self.n_negatives:
             if self.cdf is None:
-                parts.append(rng.integers(1, self.n_items + 1, self.n_negatives))
+                parts.append(rng.integers(1, self.n_items + 1, (*rows, self.n_negatives)))
             else:  # inverse-CDF draws from q
-                u = rng.random(self.n_negatives) * self.cdf[-1]  # (n_negatives,)
+                u = rng.random((*rows, self.n_negatives)) * self.cdf[-1]  # ([B,] n_negatives)
                 parts.append(np.searchsorted(self.cdf, u, side="right").clip(1, self.n_items))
         flat = target[target > 0]  # (N,) real targets
         if self.in_batch:
-            parts.append(flat[rng.integers(0, len(flat), self.in_batch)])
-        neg = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            parts.append(flat[rng.integers(0, len(flat), (*rows, self.in_batch))])
+        neg = np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]  # ([B,] S)
         out = {"negative": torch.from_numpy(neg)}
         if self.cdf is None and not self.in_batch:
             return out  # uniform catalog negatives only: -log E[k] is the same for every item
