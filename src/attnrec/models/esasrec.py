@@ -16,13 +16,14 @@ the item embedding plus a learned position (counted from the newest item) with d
 is also the output layer.
 
 Loss ``sampled_ce`` (the paper's): a softmax over each position's target and ``n_negatives`` catalog
-items. The paper draws uniform negatives per position; attnrec's sampled softmax (shared with
-SASRec/BERT4Rec, :func:`attnrec.models.losses.batch_sampled_softmax, sampled_softmax_cross_entropy`) draws them once per
-batch and shares them (``negatives="batch"``), which costs ``O(positions x negatives)`` scores instead
-of gathering an embedding per draw, or with ``negatives="sequence"`` (the presets) once per training
-sequence, shared by its positions: closer to the paper, and each step pushes down ``B`` times as many
-catalog items (on ML-1M with the batch's 256 the model learned much more slowly; docs/models.md). With the ``popularity``/``mixed`` samplers or in-batch negatives every logit
-gets the log-Q correction; uniform draws need none (it is the same constant for every item).
+items. The paper draws uniform negatives per position. attnrec's sampled softmax (shared with
+SASRec/BERT4Rec: :func:`attnrec.models.losses.batch_sampled_softmax`) draws them once per batch
+(``negatives="batch"``): ``O(positions x negatives)`` scores, no embedding gathered per draw. With
+``negatives="sequence"`` (the presets) each training sequence draws its own, shared by its positions:
+closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M the
+batch's 256 learned much more slowly; docs/models.md). With the ``popularity``/``mixed`` samplers or
+in-batch negatives every logit gets the log-Q correction; uniform draws need none (it is the same
+constant for every item).
 ``ce`` is the full softmax, for small catalogs.
 """
 
@@ -48,9 +49,9 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import batch_sampled_softmax, sequence_negative_logits, softmax_cross_entropy
+from attnrec.models.losses import batch_sampled_softmax, negative_logits, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
-from attnrec.models.negatives import NEGATIVES_PER, SAMPLERS, SHARED_KEYS, SharedNegatives
+from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
@@ -78,8 +79,7 @@ class ESASRecConfig:
     def __post_init__(self) -> None:
         if self.loss not in ("sampled_ce", "ce"):
             raise ValueError(f"loss must be sampled_ce or ce, not {self.loss!r}")
-        if self.negatives not in NEGATIVES_PER:
-            raise ValueError(f"negatives must be one of {NEGATIVES_PER}, not {self.negatives!r}")
+        check_negatives_per(self.negatives)
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
         require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len,
@@ -164,9 +164,7 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
     def __init__(self, config: ESASRecConfig, n_users: int, n_items: int) -> None:
         super().__init__()
         c = self.config = config
-        # The sampled softmax's negatives drawn once per batch stay whole on every DDP rank; drawn per
-        # sequence they are rows like the inputs and are split with them.
-        self.shared_batch_keys = SHARED_KEYS if c.negatives == "batch" else frozenset()
+        self.shared_batch_keys = whole_batch_keys(c.negatives)  # kept whole on every DDP rank
         self.n_items = n_items
         self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
         self.pos_emb = nn.Embedding(c.max_len, c.hidden)
@@ -252,10 +250,7 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
         neg = batch["negative"]  # (S,) shared by the batch, or (B, S) each sequence its own
         pos_logit = (h * emb[pos]).sum(-1)  # (N,)
-        if neg.dim() == 2:
-            neg_logit = sequence_negative_logits(states, emb[neg], real)  # (N, S) against its sequence's
-        else:
-            neg_logit = h @ emb[neg].T  # (N, S)
+        neg_logit = negative_logits(h, emb[neg], states, real)  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     # -- inference: the last position's state against every item -----------------------------

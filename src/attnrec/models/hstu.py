@@ -61,9 +61,9 @@ from attnrec.models.contracts import (
     WeightedLoss,
 )
 from attnrec.models.event_context import LOG_BUCKET_WIDTH, TIMESTAMPS, log_bucket
-from attnrec.models.losses import batch_sampled_softmax, sequence_negative_logits, softmax_cross_entropy
+from attnrec.models.losses import batch_sampled_softmax, negative_logits, softmax_cross_entropy
 from attnrec.models.masks import causal_mask
-from attnrec.models.negatives import NEGATIVES_PER, SAMPLERS, SHARED_KEYS, SharedNegatives
+from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
@@ -94,8 +94,7 @@ class HSTUConfig:
     def __post_init__(self) -> None:
         if self.loss not in ("sampled_ce", "ce"):
             raise ValueError(f"loss must be sampled_ce or ce, not {self.loss!r}")
-        if self.negatives not in NEGATIVES_PER:
-            raise ValueError(f"negatives must be one of {NEGATIVES_PER}, not {self.negatives!r}")
+        check_negatives_per(self.negatives)
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
         require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, dqk=self.dqk,
@@ -217,9 +216,7 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
     def __init__(self, config: HSTUConfig, n_users: int, n_items: int) -> None:
         super().__init__()
         c = self.config = config
-        # The sampled softmax's negatives drawn once per batch stay whole on every DDP rank; drawn per
-        # sequence they are rows like the inputs and are split with them.
-        self.shared_batch_keys = SHARED_KEYS if c.negatives == "batch" else frozenset()
+        self.shared_batch_keys = whole_batch_keys(c.negatives)  # kept whole on every DDP rank
         self.n_items = n_items
         self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
         self.pos_emb = nn.Embedding(c.max_len, c.hidden)
@@ -321,10 +318,7 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
             return softmax_cross_entropy(h, self.item_vectors(), pos)  # chunked, column 0 excluded
         neg = batch["negative"]  # (S,) shared by the batch, or (B, S) each sequence its own
         pos_logit = (h * self._unit_items(pos)).sum(-1)  # (N,)
-        if neg.dim() == 2:
-            neg_logit = sequence_negative_logits(states, self._unit_items(neg), real)  # (N, S)
-        else:
-            neg_logit = h @ self._unit_items(neg).T  # (N, S)
+        neg_logit = negative_logits(h, self._unit_items(neg), states, real)  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     def _unit_items(self, idx: torch.Tensor) -> torch.Tensor:

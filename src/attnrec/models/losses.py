@@ -172,7 +172,7 @@ def batch_sampled_softmax(
 
     ``rows`` selects the scored positions of the batch's ``(B, T)`` grid. The negatives are ``(S,)``,
     shared by the batch, or ``(B, S)``, each sequence its own (then ``neg_logit`` ``(N, S)`` must score
-    each position against its own sequence's, as :func:`sequence_negative_logits` does). When they
+    each position against its own sequence's, as :func:`negative_logits` does). When they
     were drawn non-uniformly the batch also holds their log-Q corrections (``neg_logq``, and
     ``target_logq`` per position); uniform draws leave them out, as their correction is a constant.
     """
@@ -186,14 +186,17 @@ def batch_sampled_softmax(
                                          neg_logq if corrected else None)
 
 
-def sequence_negative_logits(hidden: torch.Tensor, negatives: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Logits ``(N, S)`` of the scored positions ``rows`` (a ``(B, T)`` mask) against their own sequence's negatives.
+def negative_logits(scored: torch.Tensor, vectors: torch.Tensor, states: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Logits ``(N, S)`` of the scored positions against their negatives' ``vectors``.
 
-    ``hidden`` ``(B, T, D)`` are the positions' states and ``negatives`` ``(B, S, D)`` the vectors of
-    each sequence's ``S`` negatives: one batched product, ``(B, T, S)``, of which the scored rows are kept
+    ``scored`` ``(N, D)`` are the states of the positions ``rows`` (a ``(B, T)`` mask) of ``states``
+    ``(B, T, D)``. Negatives shared by the batch (``vectors`` ``(S, D)``): ``scored @ vectors.T``. Each
+    sequence its own (``(B, S, D)``): one batched product ``(B, T, S)`` of which the scored rows are kept
     (gathering ``S`` vectors per position instead would cost ``N x S x D`` memory).
     """
-    return (hidden @ negatives.transpose(1, 2))[rows]  # (B, T, D) @ (B, D, S) -> (B, T, S) -> (N, S)
+    if vectors.dim() == 2:
+        return scored @ vectors.T  # (N, D) @ (D, S)
+    return (states @ vectors.transpose(1, 2))[rows]  # (B, T, D) @ (B, D, S) -> (B, T, S) -> (N, S)
 
 
 def bpr_loss(x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,18 @@ NEGATIVES_PER = ("batch", "sequence")
 SHARED_KEYS = frozenset({"negative", "neg_logq"})
 
 
+def check_negatives_per(per: str) -> None:
+    """A one-line ``ValueError`` unless ``per`` is one of :data:`NEGATIVES_PER`."""
+    if per not in NEGATIVES_PER:
+        raise ValueError(f"negatives must be one of {NEGATIVES_PER}, not {per!r}")
+
+
+def whole_batch_keys(per: str) -> frozenset[str]:
+    """The batch entries DDP ranks keep whole: the negatives when the batch draws them once
+    (:data:`SHARED_KEYS`); none when each sequence draws its own (they are rows, split like the inputs)."""
+    return SHARED_KEYS if per == "batch" else frozenset()
+
+
 def draw_negatives(
     users: np.ndarray, shape: tuple[int, ...], n_items: int, seen_keys: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
@@ -89,8 +101,7 @@ class SharedNegatives:
     ) -> SharedNegatives:
         """The sampler of one epoch: ``q`` from the training items ``train_items`` and ``sampler``; ``per``
         is one of :data:`NEGATIVES_PER`."""
-        if per not in NEGATIVES_PER:
-            raise ValueError(f"negatives must be one of {NEGATIVES_PER}, not {per!r}")
+        check_negatives_per(per)
         q = negative_proposal(train_items, n_items, sampler)
         return cls(n_items, n_negatives, in_batch, q, None if sampler == "uniform" else np.cumsum(q), per == "sequence")
 
