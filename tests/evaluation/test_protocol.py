@@ -122,3 +122,28 @@ def test_bad_protocols_and_empty_cases() -> None:
         evaluate(_fixed_scorer(np.ones((1, 3))), _cases([[1]], [2], 2), Protocol(candidates="sampled", sampler="popularity"))
     with pytest.raises(DataError, match="no test cases"):
         evaluate(_fixed_scorer(np.ones((1, 3))), _cases([], [], 2), Protocol())
+
+
+def test_batch_bounds_hold_at_most_the_positions_and_rows_asked_for() -> None:
+    from attnrec.evaluation.protocol import WINDOW, batch_bounds
+
+    # widths 2,2,3,5,5 with 10 positions: [2,2,3] would be 3 x 3 = 9 <= 10, [.., 5] 4 x 5 > 10
+    assert batch_bounds(np.array([2, 2, 3, 5, 5]), 8, 10) == [(0, 3), (3, 5)]
+    assert batch_bounds(np.array([2, 2, 3, 5, 5]), 2, 10) == [(0, 2), (2, 4), (4, 5)]  # rows capped
+    assert batch_bounds(np.array([50]), 8, 10) == [(0, 1)]  # a history longer than the budget: alone
+    # histories count at most WINDOW positions: two of 10 x WINDOW still share a batch
+    assert batch_bounds(np.array([10 * WINDOW, 10 * WINDOW]), 8, 2 * WINDOW) == [(0, 2)]
+    with pytest.raises(ValueError, match="positive"):
+        batch_bounds(np.array([1]), 0, 10)
+
+
+def test_metrics_do_not_depend_on_how_cases_are_batched() -> None:
+    rng = np.random.default_rng(1)
+    table = rng.random((40, 31))
+    hist = [list(rng.choice(np.arange(1, 31), int(rng.integers(1, 12)), replace=False)) for _ in range(40)]
+    targets = [int(np.setdiff1d(np.arange(1, 31), h)[0]) for h in hist]
+    cases = _cases(hist, targets, 30)
+    one = evaluate(_fixed_scorer(table), cases, Protocol(ks=(1, 5, 10)), batch_size=1)
+    for size, positions in ((256, 16384), (7, 20), (3, 1)):
+        res = evaluate(_fixed_scorer(table), cases, Protocol(ks=(1, 5, 10)), batch_size=size, batch_positions=positions)
+        assert res.metrics == one.metrics

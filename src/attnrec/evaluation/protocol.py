@@ -156,6 +156,7 @@ def evaluate(
     split: str = "",
     target: str = "test",
     batch_size: int = 256,
+    batch_positions: int = 16384,
     candidate_scorer: CandidateScoreFn | None = None,
     groups: Mapping[str, np.ndarray] | None = None,
 ) -> EvalResult:
@@ -165,6 +166,9 @@ def evaluate(
     ``candidate_scorer``, when given, scores only the target and the negatives under a sampled
     protocol (``scorer`` still serves full ranking). ``groups`` maps a name to a boolean mask of the
     cases (e.g. cold and warm targets): each group's metrics are reported too (:attr:`EvalResult.groups`).
+    A batch holds at most ``batch_size`` cases and ``batch_positions`` history positions (a history
+    counts as its length, at most :data:`WINDOW`): at ML-1M's length 200 that is about 80 cases,
+    whose activations stay in the CPU's caches (twice as fast on 2 threads as 256 cases).
     When ``cases`` carry their targets' timestamps, each case is scored with its target's timestamp as
     ``request_time`` (the request is made when the target event happened), and the result says so.
     """
@@ -186,8 +190,7 @@ def evaluate(
     # similar lengths pad (and attend over) far fewer positions; each case's score is the same.
     order = np.argsort(cases.histories.lengths(), kind="stable")
     times = cases.target_columns.get(TIMESTAMP)  # (n,) the targets' times, or None: no request time
-    for lo in range(0, n, batch_size):
-        hi = min(lo + batch_size, n)
+    for lo, hi in batch_bounds(cases.histories.lengths()[order], batch_size, batch_positions):
         rows = order[lo:hi]
         hist = cases.histories.take(rows)
         targets = torch.as_tensor(cases.targets[rows])
@@ -210,6 +213,27 @@ def evaluate(
                       standard_errors=ranking_standard_errors(ranks, protocol.ks),
                       groups=group_metrics(ranks, groups or {}, protocol.ks),
                       request_time="" if times is None else TARGET_TIME)
+
+
+# Histories count at most this many positions when batches are sized (the longest model window here).
+WINDOW = 200
+
+
+def batch_bounds(lengths: np.ndarray, batch_size: int, batch_positions: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` bounds of consecutive batches over ``lengths`` sorted ascending: each batch as long
+    as it holds at most ``batch_size`` rows and ``rows x width <= batch_positions`` (width: its longest
+    length, capped at :data:`WINDOW`), and at least one row."""
+    if batch_size < 1 or batch_positions < 1:
+        raise ValueError(f"batch_size and batch_positions must be positive, not {batch_size} and {batch_positions}")
+    width = np.clip(np.asarray(lengths, dtype=np.int64), 1, WINDOW)  # (n,) nondecreasing
+    out, lo, n = [], 0, len(width)
+    while lo < n:
+        w = width[lo:lo + batch_size]  # (R,) the widths of batches of 1..R rows
+        fits = np.arange(1, len(w) + 1) * w <= batch_positions  # (R,) True then False: w nondecreasing
+        hi = lo + max(1, int(fits.sum()))
+        out.append((lo, hi))
+        lo = hi
+    return out
 
 
 def group_metrics(ranks: np.ndarray, groups: Mapping[str, np.ndarray], ks: Sequence[int]) -> dict[str, dict[str, Any]]:

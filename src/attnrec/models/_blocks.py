@@ -26,9 +26,9 @@ class MultiHeadAttention(nn.Module):
         """The attention output ``(B, Tq, D)`` and, with ``need_weights``, its probabilities ``(B, H, Tq, T)``.
 
         ``x_q`` ``(B, Tq, D)`` holds the queries and ``x_kv`` ``(B, T, D)`` the keys and values
-        (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: bool
-        ``(B, 1, Tq, T)`` or ``(Tq, T)``, True where query t may attend to key s
-        (:mod:`attnrec.models.masks`), or a float ``(B, H, Tq, T)`` added to the logits (``-inf``: not allowed). The probabilities are the dropout-free ones, for inspection;
+        (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: a float
+        mask added to the logits, broadcastable to ``(B, H, Tq, T)`` (:mod:`attnrec.models.masks`), or
+        a bool one, True where query t may attend to key s. The probabilities are the dropout-free ones, for inspection;
         the output always comes from the fused kernel, so asking for them changes nothing else.
         """
         b, tq, d = x_q.shape

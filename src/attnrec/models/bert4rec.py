@@ -49,7 +49,7 @@ from attnrec.models.contracts import (
     WeightedLoss,
 )
 from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
-from attnrec.models.masks import bidirectional_mask
+from attnrec.models.masks import padding_bias
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
@@ -243,7 +243,7 @@ class BERT4Rec(
         about half the work of a two-layer model. ``content`` ``(B, T, D)``: see :meth:`embed`.
         """
         x = self.embed(seq, content, batch)  # (B, T, D)
-        allowed = bidirectional_mask(seq)  # (B, 1, T, T): every real position, before and after
+        allowed = padding_bias(seq, x.dtype)  # (B, 1, 1, T) additive: every real position, before and after
         if self.event_ctx is not None:  # time-interval biases (a float mask), or allowed as it is
             allowed = self.event_ctx.attention_mask(allowed, batch or {"seq": seq}, causal=False)
         maps = []

@@ -348,7 +348,7 @@ class DecoupledAttention(MultiHeadAttention):
         logits = heads(self.q(x_q), tq) @ heads(self.k(x_kv), t).transpose(-1, -2)  # (B, H, Tq, T)
         for s, pq, pk in zip(side, self.side_q, self.side_k, strict=True):
             logits = logits + heads(pq(s[:, t - tq:]), tq) @ heads(pk(s), t).transpose(-1, -2)  # (B, H, Tq, T)
-        probs = (logits / math.sqrt(d // h)).masked_fill(~allowed, -torch.inf).softmax(-1)  # (B, H, Tq, T)
+        probs = (logits / math.sqrt(d // h) + allowed).softmax(-1)  # (B, H, Tq, T); allowed: an additive mask
         y = F.dropout(probs, self.dropout, self.training) @ heads(self.v(x_kv), t)  # (B, H, Tq, D/H)
         return self.out(y.transpose(1, 2).reshape(b, tq, d)), probs if need_weights else None  # (B, Tq, D)
 

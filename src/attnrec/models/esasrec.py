@@ -50,7 +50,7 @@ from attnrec.models.contracts import (
     WeightedLoss,
 )
 from attnrec.models.losses import batch_sampled_softmax, negative_logits, softmax_cross_entropy
-from attnrec.models.masks import causal_mask
+from attnrec.models.masks import causal_bias
 from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
@@ -194,7 +194,7 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
         emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
         x = self.emb_drop(emb + self.pos_emb(pos))  # (B, T, D)
-        allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only; padding keys never seen
+        allowed = causal_bias(seq, x.dtype)  # (B, 1, T, T) additive: earlier real items only; padding keys never seen
         maps = []
         for i, layer in enumerate(self.layers):
             x, weights = layer(x, allowed, need_weights, last=1 if last_only and i == len(self.layers) - 1 else 0)

@@ -188,13 +188,13 @@ class EventContext(nn.Module):
         return emb
 
     def attention_mask(self, allowed: torch.Tensor, batch: Batch, causal: bool) -> torch.Tensor:
-        """``allowed`` ``(B, 1, T, T)`` as it is, or with ``time_intervals`` an additive float mask
-        ``(B, H, T, T)``: each head's interval bias where attention is allowed, ``-inf`` elsewhere."""
+        """The additive mask ``allowed`` (:mod:`attnrec.models.masks`) as it is, or with ``time_intervals``
+        plus each head's interval bias ``(B, H, T, T)``."""
         if self.intervals is None:
             return allowed
         bucket = interval_buckets(self.timestamps(batch), batch["seq"] > 0, self.k, causal)  # (B, T, T)
         bias = self.intervals[bucket].permute(0, 3, 1, 2)  # (B, H, T, T)
-        return bias.masked_fill(~allowed, -torch.inf)
+        return bias + allowed  # (B, H, T, T)
 
 
 def require_key(batch: Batch, key: str) -> torch.Tensor:

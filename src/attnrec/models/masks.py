@@ -1,15 +1,24 @@
 """Attention masks: which key positions each query position may attend to.
 
-Every mask is boolean and True where attention is *allowed*, in the layout
-``F.scaled_dot_product_attention`` takes: ``(B, 1, T, T)`` (one mask shared by the heads) or
-``(T, T)``. Item sequences are left-padded with item 0, so padding keys are the positions where
-``seq == 0``. A padding query is given itself as a key: a row with no allowed key would be a softmax
-over nothing (NaN), and the padding rows' outputs are never read.
+Item sequences are left-padded with item 0, so padding keys are the positions where ``seq == 0``.
+
+Two forms. The boolean masks are True where attention is *allowed*, ``(B, 1, T, T)`` or ``(T, T)``;
+a padding query is given itself as a key, since a row with no allowed key would be a softmax over
+nothing (NaN). The additive biases are what the softmax attention of SASRec, eSASRec and BERT4Rec
+adds to its logits: 0 where allowed, ``-inf`` for a later key and :data:`PADDING_BIAS` for a padding
+key. They are built from small broadcast tensors in one pass; a boolean mask would be converted to
+the same float form inside the fused kernel on every call, which on the CPU cost about as much as
+the attention itself. A padding key's bias is finite so that a padding query, which has no real key,
+still gets a finite (uniform) row; a real query's softmax gives padding keys exactly 0 either way,
+because ``exp(-1e4)`` underflows in every float type. Padding rows' outputs are never read.
 """
 
 from __future__ import annotations
 
 import torch
+
+# Far below any attention logit, yet finite in float16 (autocast casts the bias with the logits).
+PADDING_BIAS = -1e4
 
 
 def causal_mask(seq: torch.Tensor) -> torch.Tensor:
@@ -26,6 +35,21 @@ def bidirectional_mask(seq: torch.Tensor) -> torch.Tensor:
     t = seq.shape[1]
     real_key = (seq > 0)[:, None, None, :]  # (B, 1, 1, T)
     return real_key | torch.eye(t, dtype=torch.bool, device=seq.device)  # (B, 1, T, T)
+
+
+def padding_bias(seq: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``(B, 1, 1, T)`` for ``seq`` ``(B, T)``: 0 for real keys, :data:`PADDING_BIAS` for padding keys.
+    As an additive mask it is BERT4Rec's: every query sees every real key."""
+    bias = torch.zeros(seq.shape, dtype=dtype, device=seq.device).masked_fill_(seq == 0, PADDING_BIAS)  # (B, T)
+    return bias[:, None, None, :]  # (B, 1, 1, T)
+
+
+def causal_bias(seq: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``(B, 1, T, T)`` additive mask for ``seq`` ``(B, T)``: query t sees the real keys s <= t
+    (the same rows as :func:`causal_mask` for every real query)."""
+    t = seq.shape[1]
+    later = torch.full((t, t), -torch.inf, dtype=dtype, device=seq.device).triu(1)  # (T, T): -inf above the diagonal
+    return later + padding_bias(seq, dtype)  # (B, 1, T, T)
 
 
 def peter_mask(total_len: int, peter: bool = True) -> torch.Tensor:

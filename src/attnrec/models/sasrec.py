@@ -65,7 +65,7 @@ from attnrec.models.event_context import (
     target_rule,
 )
 from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
-from attnrec.models.masks import causal_mask
+from attnrec.models.masks import causal_bias
 from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives, draw_negatives
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
@@ -255,7 +255,7 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         # Positions count from the window's start, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
         emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
-        allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items only
+        allowed = causal_bias(seq, keep.dtype)  # (B, 1, T, T) additive: earlier real items only
         if self.event_ctx is not None:  # + time/event/rating embeddings; interval biases (-inf off the causal mask)
             emb = self.event_ctx.add_inputs(emb, batch or {"seq": seq})  # (B, T, D)
             allowed = self.event_ctx.attention_mask(allowed, batch or {"seq": seq}, causal=True)  # (B, H, T, T)
