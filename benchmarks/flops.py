@@ -1,4 +1,4 @@
-"""FLOPs of one SASRec / BERT4Rec training epoch, this machine's matmul peak, and the fraction achieved.
+"""FLOPs of one training epoch of SASRec, BERT4Rec, gSASRec, eSASRec or HSTU, this machine's matmul peak, and the fraction achieved.
 
     nice -n 10 .venv/bin/python benchmarks/flops.py        # writes benchmarks/results/flops.{json,md}
     .venv/bin/python benchmarks/flops.py --step-study      # steps and peak in turns: flops_steps.{json,md}
@@ -12,8 +12,11 @@ predicted positions (SASRec: real next-item targets; BERT4Rec: masked positions,
 epoch's actual Cloze masking), ``I`` the catalog size, ``S`` the sampled negatives::
 
     encoder, forward, per row   = L * (8 T d^2  +  4 T^2 d  +  4 T d f)     # Q,K,V,O; QK^T and AV; FFN
+        eSASRec (LiGR)          = L * (8 T d^2  +  4 T^2 d  +  4 T d^2  +  6 T d m d)   # + 2 gates, SwiGLU (m x)
+        HSTU                    = L * (4 T d H (dv + dqk)  +  2 T^2 H (dqk + dv)  +  2 T H dv d)   # f1; QK^T, AV; f2
     output, forward             = 2 N d (I + 1)    full softmax  (BERT4Rec adds 2 N d^2 for its projection)
-                                = 2 N d (S + 1)    sampled softmax,    4 N d for BCE
+                                = 2 N d (S + 1)    sampled softmax (S: negatives per position), 4 N d for BCE
+                                = 2 N d (k + 1)    gSASRec's gBCE with k negatives
     training = 3 x forward (backward = grads of inputs and of weights)
 
 These are the model's FLOPs (the usual convention of a fraction of peak: work a faster kernel could
@@ -54,14 +57,19 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ML1M = ROOT / ".." / "shared" / "data" / "ml-1m" / "ml-1m.txt.gz"
 # The issue's configuration: max length 200, hidden 64, 2 blocks, batch 128, full cross-entropy.
-REFERENCE = {
-    "sasrec": {"hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 200, "loss": "ce"},
-    "bert4rec": {"hidden": 64, "n_layers": 2, "n_heads": 2, "max_len": 200, "loss": "ce"},
+# Name -> (registered model, settings); the 2023-25 models at their ML-1M presets' model settings.
+REFERENCE: dict[str, tuple[str, dict[str, Any]]] = {
+    "sasrec": ("sasrec", {"hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 200, "loss": "ce"}),
+    "bert4rec": ("bert4rec", {"hidden": 64, "n_layers": 2, "n_heads": 2, "max_len": 200, "loss": "ce"}),
+    "gsasrec": ("gsasrec", {}),
+    "esasrec": ("esasrec", {"negatives": "sequence"}),
+    "hstu": ("hstu", {"negatives": "sequence"}),
+    "hstu-large": ("hstu", {"n_layers": 8, "n_heads": 2, "dqk": 25, "dv": 25, "negatives": "sequence"}),
 }
 
 
 # The benchmark runs' ML-1M SASRec (sasrec-ce-full.toml): dropout 0.2 and no attention dropout.
-STEP_CONFIG = REFERENCE["sasrec"] | {"dropout": 0.2, "attn_dropout": 0.0}
+STEP_CONFIG = REFERENCE["sasrec"][1] | {"dropout": 0.2, "attn_dropout": 0.0}
 
 
 def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch_size: int, seed: int = 0,
@@ -80,20 +88,33 @@ def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch
     return out
 
 
+def layer_flops(model_name: str, cfg: Any, t: int) -> int:
+    """Forward FLOPs of one encoder layer over one row of padded width ``t`` (the module docstring)."""
+    d = cfg.hidden
+    if model_name == "hstu":  # f1 (U, V, Q, K), Q K^T and A V per head, f2
+        hv, hqk = cfg.n_heads * cfg.dv, cfg.n_heads * cfg.dqk
+        return 2 * t * d * 2 * (hv + hqk) + 2 * t * t * (hqk + hv) + 2 * t * hv * d
+    attention = 8 * t * d * d + 4 * t * t * d  # Q, K, V, O; Q K^T and A V
+    if model_name == "esasrec":  # + two gates and the SwiGLU's three matrices
+        return attention + 4 * t * d * d + 6 * t * d * d * cfg.ff_multiplier
+    return attention + 4 * t * d * (4 * d if model_name == "bert4rec" else d)  # + the FFN
+
+
 def batch_flops(model_name: str, cfg: Any, model: Any, batch: Any, items: int) -> dict[str, int]:
     """Rows, predicted positions and training FLOPs of one batch (the module docstring's formula)."""
-    d, layers = cfg.hidden, cfg.n_layers
-    f = 4 * d if model_name == "bert4rec" else d
+    d = cfg.hidden
     positions = int((batch["target" if "target" in batch else "labels"] > 0).sum())
     encoder = 0
-    chunks = model.chunks(batch["seq"]) if hasattr(model, "chunks") else [(batch["seq"], batch["seq"].shape[1])]
+    chunks = model.chunks(batch["seq"]) if model_name == "bert4rec" else [(batch["seq"], batch["seq"].shape[1])]
     for part, t in chunks:  # t: the padded width the encoder computes
-        encoder += len(part) * layers * (8 * t * d * d + 4 * t * t * d + 4 * t * d * f)
-    loss = getattr(cfg, "loss", "ce")
+        encoder += len(part) * cfg.n_layers * layer_flops(model_name, cfg, t)
+    loss = "gbce" if model_name == "gsasrec" else getattr(cfg, "loss", "ce")
     if loss == "ce":
         out = 2 * positions * d * items
     elif loss == "sampled_ce":
-        out = 2 * positions * d * (getattr(cfg, "n_negatives", 0) + getattr(cfg, "in_batch_negatives", 0) + 1)
+        out = 2 * positions * d * (cfg.n_negatives + cfg.in_batch_negatives + 1)
+    elif loss == "gbce":  # the positive and k negatives per position
+        out = 2 * positions * d * (cfg.n_negatives + 1)
     else:
         out = 4 * positions * d
     if model_name == "bert4rec":
@@ -229,12 +250,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--other-load", default="other jobs were running", help="what else ran (recorded)")
     p.add_argument("--step-study", action="store_true",
                    help="only the interleaved step study (training steps and the peak in turns): flops_steps.{json,md}")
+    p.add_argument("--models", nargs="+", choices=list(REFERENCE), default=list(REFERENCE),
+                   help="the step study's models (default: all)")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     if a.step_study:
+        train = _train_of(a.data)
+        studies = []
+        for name in a.models:
+            model, cfg = REFERENCE[name]
+            studies.append(step_study(train, model, STEP_CONFIG if name == "sasrec" else cfg) | {"name": name})
+            print(f"{name}: {studies[-1]['median_fraction']:.1%}", flush=True)
         study = {"machine": {"cpu": _cpu(), "cores": os.cpu_count(), "torch": torch.__version__},
-                 "other_load": a.other_load, "git_sha": git_sha(),
-                 "studies": [step_study(_train_of(a.data), "sasrec", STEP_CONFIG)]}
+                 "other_load": a.other_load, "git_sha": git_sha(), "studies": studies}
         (RESULTS / "flops_steps.json").write_text(json.dumps(study, indent=2, default=float) + "\n")
         (RESULTS / "flops_steps.md").write_text(steps_markdown(study))
         print(steps_markdown(study))
@@ -248,20 +276,21 @@ def main(argv: list[str] | None = None) -> None:
     trains: dict[str, Any] = {}
     if a.data.exists():
         trains[str(a.data.resolve())] = _train_of(a.data)
-        for name, cfg in REFERENCE.items():
-            try:
-                res["reference"][name] = count_epoch(name, cfg, trains[str(a.data.resolve())], 128) | {"config": cfg}
-            except KeyError:  # model not registered in this checkout
-                continue
+        for name, (model, cfg) in REFERENCE.items():
+            res["reference"][name] = count_epoch(model, cfg, trains[str(a.data.resolve())], 128) | {
+                "model": model, "config": cfg}
         res["evaluation"] = [evaluation_seconds(a.data, t) for t in sorted({1, os.cpu_count() or 1})]
+    models = {m for m, _ in REFERENCE.values()}
     for f in sorted(a.runs.glob("*.json")) if a.runs.exists() else []:
         run = json.loads(f.read_text())
-        if run.get("model") not in ("sasrec", "bert4rec") or not run.get("seconds_per_epoch"):
+        if run.get("model") not in models or not run.get("seconds_per_epoch"):
             continue
+        if run["train_config"].get("device") not in (None, "auto", "cpu"):
+            continue  # a GPU's seconds against the CPU's peak would mean nothing
         path = Path(run["data"]["path"])
         path = path if path.is_absolute() else (ROOT / path)
-        if not path.exists():
-            continue
+        if not path.exists() or path.resolve() != a.data.resolve():
+            continue  # runs on the reference file only (ML-1M)
         key = str(path.resolve())
         trains.setdefault(key, _train_of(path))
         tc = run["train_config"]
@@ -293,23 +322,26 @@ def markdown(res: dict[str, Any]) -> str:
         sizes = ", ".join(f"{n}: {g:.0f}" for n, g in pk["gflops_by_size"].items())
         lines.append(f"| {t} | {pk['peak_gflops']:.0f} | {sizes} | {pk['wall_peak_gflops']:.0f} |")
     if res["reference"]:
-        lines += ["", "## One ML-1M epoch (max length 200, d=64, 2 blocks, batch 128, full softmax)", "",
-                  "| model | training rows | predicted positions | encoder TFLOP | output TFLOP | total TFLOP |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "## One ML-1M training epoch (batch 128)", "",
+                  "SASRec and BERT4Rec: max length 200, d 64, 2 blocks, full softmax. gSASRec, eSASRec, HSTU and "
+                  "HSTU-large: their ML-1M presets' model settings (negatives per sequence).", "",
+                  "| model | settings | training rows | predicted positions | encoder TFLOP | output TFLOP | total TFLOP |",
+                  "|---|---|---|---|---|---|---|"]
         for name, r in res["reference"].items():
-            lines.append(f"| {name} | {r['rows']:,} | {r['positions']:,} | {r['encoder_flops'] / 1e12:.2f} | "
+            cfg = ", ".join(f"{k} {v}" for k, v in r["config"].items()) or "defaults"
+            lines.append(f"| {name} | {cfg} | {r['rows']:,} | {r['positions']:,} | {r['encoder_flops'] / 1e12:.2f} | "
                          f"{r['output_flops'] / 1e12:.2f} | {r['flops'] / 1e12:.2f} |")
     if res.get("evaluation"):
         lines += ["", "## Full-ranking evaluation of every ML-1M test user (SASRec, d 64, 2 blocks, max length 200)", "",
-                  "Best of 3 (`attnrec.evaluation.protocol.evaluate`, history excluded, batches of 256 cases in "
-                  "order of history length). Wall seconds count the other jobs' interference; CPU seconds are this "
+                  "Best of 3 (`attnrec.evaluation.protocol.evaluate`, history excluded, its default batches: cases in "
+                  "order of history length, at most 16,384 history positions a batch). Wall seconds count the other jobs' interference; CPU seconds are this "
                   "process's.", "", "| threads | users | wall s | CPU s | load average |", "|---|---|---|---|---|"]
         for e in res["evaluation"]:
             lines.append(f"| {e['threads']} | {e['users']:,} | {e['wall_seconds']:.2f} | {e['cpu_seconds']:.2f} | "
                          f"{e['load_average']:.1f} |")
     lines += ["", "## Benchmark runs", ""]
     if not res["runs"]:
-        lines.append("No SASRec/BERT4Rec result files in `benchmarks/results/runs/` yet.")
+        lines.append("No CPU result files of these models on this file in `benchmarks/results/runs/` yet.")
     else:
         lines += ["| run | model | threads | TFLOP/epoch | s/epoch | achieved GFLOP/s | peak GFLOP/s | fraction |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -337,10 +369,10 @@ def steps_markdown(res: dict[str, Any]) -> str:
     for st in res["studies"]:
         cfg = ", ".join(f"{k} {v}" for k, v in st["config"].items())
         for i, r in enumerate(st["rounds"], 1):
-            lines.append(f"| {st['model']} | {cfg} | {st['steps']} | {st['flops_per_step'] / 1e9:.1f} | {i} | "
+            lines.append(f"| {st.get('name', st['model'])} | {cfg} | {st['steps']} | {st['flops_per_step'] / 1e9:.1f} | {i} | "
                          f"{r['peak_gflops']:.0f} | {r['cpu_seconds_per_step']:.3f} | {r['achieved_gflops']:.1f} | "
                          f"{r['fraction_of_peak']:.1%} |")
-        lines.append(f"\nMedian fraction ({st['model']}): **{st['median_fraction']:.1%}** (load average "
+        lines.append(f"\nMedian fraction ({st.get('name', st['model'])}): **{st['median_fraction']:.1%}** (load average "
                      f"{st['load_average']:.1f}).")
     return "\n".join(lines) + "\n"
 

@@ -36,3 +36,23 @@ def test_step_study_sets_each_round_against_its_own_peak() -> None:
     assert st["median_fraction"] in [r["fraction_of_peak"] for r in st["rounds"]]
     assert "Median fraction (sasrec)" in flops.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"},
                                                                 "other_load": "none", "studies": [st]})
+
+
+def test_the_2023_25_models_are_counted_by_their_own_layers_and_losses() -> None:
+    rng = np.random.default_rng(2)
+    train = Sequences.from_lists([list(rng.integers(1, 41, n)) for n in rng.integers(2, 20, 100)], 40)
+    t, d = 12, 8
+    hstu = {"hidden": d, "n_layers": 1, "n_heads": 2, "dqk": 3, "dv": 5, "max_len": t, "n_negatives": 7}
+    got = flops.count_epoch("hstu", hstu, train, 100)
+    f1 = 2 * t * d * 2 * (2 * 5 + 2 * 3)  # U, V (2 heads x 5) and Q, K (2 heads x 3)
+    attention = 2 * t * t * 2 * 3 + 2 * t * t * 2 * 5  # Q K^T and A V per head
+    f2 = 2 * t * 2 * 5 * d
+    assert got["encoder_flops"] == 3 * 100 * (f1 + attention + f2)
+    assert got["output_flops"] == 3 * 2 * got["positions"] * d * (7 + 1)  # target and 7 negatives a position
+    esasrec = {"hidden": d, "n_layers": 1, "max_len": t, "ff_multiplier": 2, "n_negatives": 5}
+    got = flops.count_epoch("esasrec", esasrec, train, 100)
+    per_row = 8 * t * d * d + 4 * t * t * d + 4 * t * d * d + 3 * 2 * t * d * 2 * d  # + gates, SwiGLU
+    assert got["encoder_flops"] == 3 * 100 * per_row
+    gsasrec = {"hidden": d, "n_layers": 1, "max_len": t, "n_negatives": 9}
+    got = flops.count_epoch("gsasrec", gsasrec, train, 100)
+    assert got["output_flops"] == 3 * 2 * got["positions"] * d * 10
