@@ -367,13 +367,15 @@ def steps_markdown(res: dict[str, Any]) -> str:
              "| model | config | steps | GFLOP/step | round | peak GFLOP/s | CPU s/step | achieved GFLOP/s | fraction |",
              "|---|---|---|---|---|---|---|---|---|"]
     for st in res["studies"]:
-        cfg = ", ".join(f"{k} {v}" for k, v in st["config"].items())
+        cfg = ", ".join(f"{k} {v}" for k, v in st["config"].items()) or "defaults"
         for i, r in enumerate(st["rounds"], 1):
             lines.append(f"| {st.get('name', st['model'])} | {cfg} | {st['steps']} | {st['flops_per_step'] / 1e9:.1f} | {i} | "
                          f"{r['peak_gflops']:.0f} | {r['cpu_seconds_per_step']:.3f} | {r['achieved_gflops']:.1f} | "
                          f"{r['fraction_of_peak']:.1%} |")
-        lines.append(f"\nMedian fraction ({st.get('name', st['model'])}): **{st['median_fraction']:.1%}** (load average "
-                     f"{st['load_average']:.1f}).")
+    lines += ["", "Median fraction per model:", ""]
+    for st in res["studies"]:
+        lines.append(f"- {st.get('name', st['model'])}: **{st['median_fraction']:.1%}** (load average "
+                     f"{st['load_average']:.1f} at its end)")
     return "\n".join(lines) + "\n"
 
 
