@@ -56,3 +56,18 @@ def test_the_2023_25_models_are_counted_by_their_own_layers_and_losses() -> None
     gsasrec = {"hidden": d, "n_layers": 1, "max_len": t, "n_negatives": 9}
     got = flops.count_epoch("gsasrec", gsasrec, train, 100)
     assert got["output_flops"] == 3 * 2 * got["positions"] * d * 10
+
+
+def test_runs_are_set_against_the_highest_peak_measured_so_far(tmp_path) -> None:
+    import json
+
+    previous = tmp_path / "flops.json"
+    previous.write_text(json.dumps({"peaks": {"1": {"peak_gflops": 92.0}, "2": {"peak_gflops": 100.0}}}))
+    best = flops.highest_peaks({1: {"peak_gflops": 63.0}, 2: {"peak_gflops": 141.0}}, previous)
+    assert best["1"] == {"peak_gflops": 92.0, "measured": "an earlier flops.json"}  # today's low peak is not used
+    assert best["2"]["peak_gflops"] == 141.0  # a higher peak today replaces the old one
+    capped = flops.highest_peaks({1: {"peak_gflops": 63.0}, 2: {"peak_gflops": 231.0}}, previous)
+    assert capped["2"]["peak_gflops"] == 2 * 92.0  # two cores never beat twice the best single core
+    previous.write_text(json.dumps({"best_peaks": best}))
+    assert flops.highest_peaks({1: {"peak_gflops": 70.0}}, previous)["1"]["peak_gflops"] == 92.0
+    assert flops.highest_peaks({1: {"peak_gflops": 70.0}}, tmp_path / "none.json")["1"]["peak_gflops"] == 70.0
