@@ -36,7 +36,7 @@ def test_protocol_by_name_sets_negatives_seed_and_cut_offs() -> None:
     # Full ranking has no negatives: its recorded protocol does not change with the count asked for.
     assert protocol_by_name("full", 10) == FULL
     assert protocol_by_name("sampled-uniform") == PAPER_SASREC
-    with pytest.raises(ValueError, match="unknown protocol 'halfway'; use full, sampled-uniform, sampled-popularity"):
+    with pytest.raises(ValueError, match="unknown protocol 'halfway'; use full, full-history, sampled-uniform, sampled-popularity"):
         protocol_by_name("halfway")
     with pytest.raises(ValueError, match="n_negatives must be >= 1"):
         protocol_by_name("sampled-uniform", 0)

@@ -128,6 +128,7 @@ EXPECTED_CAPABILITIES = {
     "transrec": SEQUENTIAL | {"candidate_scoring"},
     "peter": {"trainable"},  # the explain task: Trainable[EncodedReviews], no catalog scores
     "pop": {"closed_form", "scores_catalog"},  # fitted by counting, not by the training loop
+    "recent": {"closed_form", "scores_catalog"},  # counting, and the history at scoring time
     "content": {"closed_form", "scores_catalog", "factorised"},  # attribute cosine: profile @ item vectors
 }
 SMALL_CONFIG = {"peter": {"emsize": 16, "n_heads": 2, "ffn": 16}}

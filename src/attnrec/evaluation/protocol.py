@@ -86,6 +86,9 @@ class Protocol:
 
 PROTOCOLS: dict[str, Protocol] = {
     "full": Protocol(),
+    # every item a candidate, the history too: for logs that repeat themselves (shops, streams), where
+    # removing the history but the target makes any repeated target compete with unseen items only
+    "full-history": Protocol(exclude_seen=False),
     "sampled-uniform": Protocol(candidates="sampled", n_negatives=DEFAULT_NEGATIVES, sampler="uniform"),
     "sampled-popularity": Protocol(candidates="sampled", n_negatives=DEFAULT_NEGATIVES, sampler="popularity"),
 }

@@ -13,6 +13,7 @@ from attnrec.models import (
     ncf,  # noqa: F401
     peter,  # noqa: F401
     pop,  # noqa: F401
+    recent,  # noqa: F401
     sasrec,  # noqa: F401
     transrec,  # noqa: F401
 )
