@@ -14,9 +14,11 @@ to each model's scoring function; it is deterministic and needs no training data
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Self
 
 import numpy as np
 import torch
+from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models.batching import last_items
@@ -35,6 +37,30 @@ BaseFn = Callable[[torch.Tensor], torch.Tensor]
 def item_counts(train: Sequences) -> np.ndarray:
     """Training interactions per item index, length ``n_items + 1`` (padding counts 0)."""
     return np.bincount(train.items, minlength=train.n_items + 1).astype(np.int64)
+
+
+class CountedItems(nn.Module):
+    """The fit of the counting baselines (POP, Recent): each item's training interactions, in a buffer
+    (saved and moved with the module, never trained; key ``"counts"``, float64)."""
+
+    counts: torch.Tensor
+
+    def __init__(self, n_users: int, n_items: int) -> None:
+        super().__init__()
+        self.n_users, self.n_items = n_users, n_items
+        self.register_buffer("counts", torch.zeros(n_items + 1, dtype=torch.float64))  # (I+1,)
+
+    def fit(self, train: Sequences, rng: np.random.Generator) -> Self:
+        """Count each item's training interactions (``rng`` is unused: counting is exact)."""
+        if train.n_items != self.n_items:
+            raise ValueError(f"training data has {train.n_items} items, the model {self.n_items}")
+        with torch.no_grad():
+            self.counts.copy_(torch.from_numpy(item_counts(train).astype(np.float64)))  # (I+1,)
+        return self
+
+    def num_parameters(self) -> int:
+        """No trainable parameters (the counts are statistics, not weights)."""
+        return 0
 
 
 def user_inputs(users: np.ndarray, histories: Sequences, n: int = FOLD_IN_ITEMS) -> Batch:

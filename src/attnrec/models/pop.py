@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import item_counts
+from attnrec.models._baselines import CountedItems
 from attnrec.models.contracts import Batch, ClosedForm
 from attnrec.models.registry import register
 
@@ -32,25 +31,12 @@ class PopConfig:
     config=PopConfig,
     presets={"ml-1m": {}, "beauty": {}, "demo": {}},
 )
-class Pop(nn.Module, ClosedForm):
+class Pop(CountedItems, ClosedForm):
     """POP: the most popular items of the training data, the same for every user."""
 
-    counts: torch.Tensor
-
     def __init__(self, config: PopConfig, n_users: int, n_items: int) -> None:
-        super().__init__()
+        super().__init__(n_users, n_items)
         self.config = config
-        self.n_users, self.n_items = n_users, n_items
-        # A buffer, not a parameter: saved and moved with the module, never trained.
-        self.register_buffer("counts", torch.zeros(n_items + 1, dtype=torch.float64))  # (I+1,)
-
-    def fit(self, train: Sequences, rng: np.random.Generator) -> Pop:
-        """Count each item's training interactions (``rng`` is unused: counting is exact)."""
-        if train.n_items != self.n_items:
-            raise ValueError(f"training data has {train.n_items} items, the model {self.n_items}")
-        with torch.no_grad():
-            self.counts.copy_(torch.from_numpy(item_counts(train).astype(np.float64)))  # (I+1,)
-        return self
 
     def score_inputs(self, users: np.ndarray, histories: Sequences,
                      request_time: np.ndarray | None = None) -> Batch:
@@ -62,7 +48,3 @@ class Pop(nn.Module, ClosedForm):
         scores = self.counts.to(torch.float32).clone()  # (I+1,)
         scores[0] = -torch.inf
         return scores.expand(len(batch["users"]), -1).clone()  # (B, I+1)
-
-    def num_parameters(self) -> int:
-        """No trainable parameters (the counts are statistics, not weights)."""
-        return 0

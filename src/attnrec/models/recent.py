@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import item_counts
+from attnrec.models._baselines import CountedItems
 from attnrec.models.batching import last_items
 from attnrec.models.contracts import Batch, ClosedForm
 from attnrec.models.registry import register
@@ -42,25 +41,12 @@ class RecentConfig:
 
 
 @register("recent", config=RecentConfig, presets={"default": {}, "demo": {}})
-class Recent(nn.Module, ClosedForm):
+class Recent(CountedItems, ClosedForm):
     """Recent: the history's latest items first (most recent on top), then the most popular items."""
 
-    counts: torch.Tensor
-
     def __init__(self, config: RecentConfig, n_users: int, n_items: int) -> None:
-        super().__init__()
+        super().__init__(n_users, n_items)
         self.config = config
-        self.n_users, self.n_items = n_users, n_items
-        # A buffer, not a parameter: saved and moved with the module, never trained.
-        self.register_buffer("counts", torch.zeros(n_items + 1, dtype=torch.float64))  # (I+1,)
-
-    def fit(self, train: Sequences, rng: np.random.Generator) -> Recent:
-        """Count each item's training interactions (``rng`` is unused: counting is exact)."""
-        if train.n_items != self.n_items:
-            raise ValueError(f"training data has {train.n_items} items, the model {self.n_items}")
-        with torch.no_grad():
-            self.counts.copy_(torch.from_numpy(item_counts(train).astype(np.float64)))  # (I+1,)
-        return self
 
     def score_inputs(self, users: np.ndarray, histories: Sequences,
                      request_time: np.ndarray | None = None) -> Batch:
@@ -78,7 +64,3 @@ class Recent(nn.Module, ClosedForm):
         scores.scatter_reduce_(1, seq, position, reduce="amax")  # a repeated item keeps its latest position
         scores[:, 0] = -torch.inf  # padding (also where the left padding scattered)
         return scores
-
-    def num_parameters(self) -> int:
-        """No trainable parameters (the counts are statistics, not weights)."""
-        return 0
