@@ -35,13 +35,13 @@ def reference(model_dir: Path, data_name: str, data_dir: Path, share: float, see
     from attnrec.recommend import Recommender
 
     data = load_dataset(data_name, data_dir=data_dir)
-    cold = set(data.items.to_external(cold_items(data, share, np.random.default_rng(seed))))
+    cold = cold_items(data, share, np.random.default_rng(seed))  # internal indices of data, as the test targets
     rec = Recommender.load(model_dir, device="cpu")
     assert rec.items_ is not None
     if list(rec.items_.external) != list(data.items.external):
         raise SystemExit(f"{model_dir}: its item map differs from {data_name}'s (not a run on this data)")
     cases = leave_one_out(data).test
-    is_cold = np.isin(np.asarray(data.items.to_external(cases.targets), dtype=object), list(cold))
+    is_cold = np.isin(cases.targets, cold)
     res = evaluate(rec.score_histories, cases, FULL, groups={"cold": is_cold, "warm": ~is_cold})
     return {"model_dir": str(model_dir), "data": data_name, "cold_items": share, "cold_seed": seed,
             "n_cases": len(cases), "protocol": FULL.describe(), "metrics": res.metrics, "groups": res.groups}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnrec.models.masks import PADDING_BIAS, bidirectional_mask, causal_bias, causal_mask, padding_bias
+from attnrec.models.masks import PADDING_BIAS, causal_bias, causal_mask, padding_bias
 
 SEQ = torch.tensor([[0, 0, 3, 4, 5], [1, 2, 3, 4, 5], [0, 0, 0, 0, 7]])  # left-padded (B=3, T=5)
 
@@ -28,7 +28,8 @@ def test_the_biases_give_the_boolean_masks_attention_on_real_queries_and_finite_
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(3, 2, 5, 4, generator=g) * 3 for _ in range(3))  # (B, H, T, D/H)
     real = (SEQ > 0)[:, None, :, None]  # (B, 1, T, 1)
-    for bias, mask in ((causal_bias(SEQ), causal_mask(SEQ)), (padding_bias(SEQ), bidirectional_mask(SEQ))):
+    every_real_key = (SEQ > 0)[:, None, None, :] | torch.eye(5, dtype=torch.bool)  # (B, 1, T, T) bidirectional
+    for bias, mask in ((causal_bias(SEQ), causal_mask(SEQ)), (padding_bias(SEQ), every_real_key)):
         got = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (B, H, T, D/H)
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         torch.testing.assert_close(got * real, want * real, rtol=0, atol=1e-6)

@@ -2,9 +2,9 @@
 
 Item sequences are left-padded with item 0, so padding keys are the positions where ``seq == 0``.
 
-Two forms. The boolean masks are True where attention is *allowed*, ``(B, 1, T, T)`` or ``(T, T)``;
-a padding query is given itself as a key, since a row with no allowed key would be a softmax over
-nothing (NaN). The additive biases are what the softmax attention of SASRec, eSASRec and BERT4Rec
+Two forms. The boolean masks (HSTU's pointwise attention, PETER) are True where attention is
+*allowed*, ``(B, 1, T, T)`` or ``(T, T)``; a padding query is given itself as a key, since a row with
+no allowed key would be a softmax over nothing (NaN). The additive biases are what the softmax attention of SASRec, eSASRec and BERT4Rec
 adds to its logits: 0 where allowed, ``-inf`` for a later key and :data:`PADDING_BIAS` for a padding
 key. They are built from small broadcast tensors in one pass; a boolean mask would be converted to
 the same float form inside the fused kernel on every call, which on the CPU cost about as much as
@@ -28,13 +28,6 @@ def causal_mask(seq: torch.Tensor) -> torch.Tensor:
     real_key = (seq > 0)[:, None, None, :]  # (B, 1, 1, T)
     eye = torch.eye(t, dtype=torch.bool, device=seq.device)  # (T, T)
     return (causal & real_key) | eye  # (B, 1, T, T)
-
-
-def bidirectional_mask(seq: torch.Tensor) -> torch.Tensor:
-    """``(B, 1, T, T)`` for ``seq`` ``(B, T)``: every query sees every real key; padding queries also see themselves."""
-    t = seq.shape[1]
-    real_key = (seq > 0)[:, None, None, :]  # (B, 1, 1, T)
-    return real_key | torch.eye(t, dtype=torch.bool, device=seq.device)  # (B, 1, T, T)
 
 
 def padding_bias(seq: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
