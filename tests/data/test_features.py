@@ -142,6 +142,7 @@ def test_readers_of_every_format(tmp_path: Path, gz: bool) -> None:
     ("noval.csv", "item,genre\n,x\n", None, r"noval\.csv: line 2: missing ID \(column 'item'\)"),
     ("bad.json", '{"1": [1, 2],\n "2": [3,, 4]}', None, r"bad\.json:2: not valid JSON"),
     ("ragged.csv", "item,genre\na,x\nb,y,z\n", None, r"ragged\.csv:3: expected 2 fields, saw 3"),
+    ("short.csv", "item,genre,year\na,x,1990\n\nb,y\n", None, r"short\.csv:4: expected 3 fields, saw 2"),
     ("empty.csv", "", None, r"empty\.csv: the file is empty"),
 ])  # fmt: skip
 def test_bad_feature_files_name_file_and_line(

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from attnrec.checkpoint import CheckpointError
-from attnrec.data.schema import Interactions
+from attnrec.data.build import from_columns
+from attnrec.data.schema import DataSource, Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from attnrec.training.config import TrainConfig
@@ -35,6 +36,15 @@ def test_best_validation_epoch_weights_are_restored(ring: Interactions) -> None:
     assert res.best_epoch == 2 and res.epochs == 5 and "no validation improvement" in res.stopped
     for k, v in m.state_dict().items():
         assert torch.equal(v, snapshots[1][k])
+
+
+def test_training_data_without_a_training_row_is_a_clear_error_not_a_nan_loss() -> None:
+    # three events a user: leave-one-out keeps one for training, and a next-item model needs two
+    log = from_columns(["u1"] * 3 + ["u2"] * 3, ["a", "b", "c", "b", "c", "d"], source=DataSource("tiny", sha256="0" * 64))
+    split = leave_one_out(log)
+    m = SASRec(CFG, log.n_users, log.n_items)
+    with pytest.raises(ValueError, match="no training rows"):
+        train(m, split.train, lambda _: {"NDCG@10": 0.0}, TrainConfig(max_epochs=1), progress=False)
 
 
 def test_min_mode_and_lr_decay_stop(ring: Interactions) -> None:

@@ -17,6 +17,7 @@ The ID column is ``id_column`` when given, else the first column named like an I
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Mapping
 from dataclasses import replace
@@ -219,7 +220,21 @@ def _read_text(p: Path, name: str) -> tuple[pd.DataFrame, LineOf]:
         raise DataError(f"{p}: cannot be read as a table ({e})") from None
     if len(df) == 0:
         raise DataError(f"{p}: the file has a header but no rows")
+    short = _short_row(p, sep, len(df.columns))
+    if short is not None:  # pandas fills a short row with empty cells: a cut line would lose features silently
+        raise DataError(f"{p}:{short[0]}: expected {len(df.columns)} fields, saw {short[1]}")
     return df, lambda row: f"line {line_of_row(p, row, 2)}"
+
+
+def _short_row(p: Path, sep: str, width: int) -> tuple[int, int] | None:
+    """``(line, fields)`` of the first data row with fewer than ``width`` fields, if any."""
+    with open_text(p) as fh:
+        reader = csv.reader(fh, delimiter=sep)
+        next(reader, None)  # the header
+        for row in reader:
+            if row and len(row) < width:  # [] is a blank line, which pandas skips too
+                return reader.line_num, len(row)
+    return None
 
 
 __all__ = [

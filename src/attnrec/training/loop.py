@@ -127,7 +127,12 @@ class _Loop(Generic[T]):
             raise ValueError("embeddings with sparse gradients (sparse_embedding) support neither grad_clip nor "
                              "multi-process training")
         self.stepper = Stepper(module, cfg, device, self.rank, self.world)
-        self.n_batches = max(1, math.ceil(module.train_rows(self.train_data) / cfg.batch_size))
+        rows = module.train_rows(self.train_data)
+        if rows == 0:  # else every epoch is one empty batch whose mean loss is NaN, reported as divergence
+            raise ValueError(f"the training data gives {type(module).__name__} no training rows: too few events per "
+                             "user after the split (leave-one-out holds out each user's last two; a next-item "
+                             "model needs two more)")
+        self.n_batches = max(1, math.ceil(rows / cfg.batch_size))
         self.t0 = time.perf_counter() - self.state.result.seconds
         result, stopped = self.state.result, "max_epochs"
         start = self.state.epoch + 1
