@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
+import re
+from pathlib import Path
 
 import pytest
 
@@ -12,10 +15,14 @@ from attnrec.config import config_from_dict
 from attnrec.data.demo import make_demo
 from attnrec.data.schema import Interactions
 from attnrec.data.split import Split, leave_one_out
+from attnrec.models.promises import PROMISES
 from attnrec.models.registry import get_spec
 from attnrec.training.config import TrainConfig
 
 MODELS = list_models("sequential")
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "runs"
+# run names as the promises cite them: a dataset prefix, then more dash-separated words (a glob * allowed)
+RUN_NAME = re.compile(r"\b(?:ml-1m|ml-100k|ml-latest-small|beauty|amazon-toys|amazon-sports)(?:-[a-z0-9*]+)+")
 
 
 @functools.cache
@@ -48,3 +55,21 @@ def test_time_budget_stops_training_after_the_epoch_that_exceeds_it(name: str) -
 def test_baselines_have_presets_for_the_papers_datasets_and_the_demo() -> None:
     for name in ("pop", "bprmf", "ncf", "fmc", "fpmc", "transrec", "gru4rec", "gru4rec-plus", "caser"):
         assert {"ml-1m", "beauty", "demo"} <= set(get_spec(name).presets), name
+
+
+def test_every_preset_states_its_promise_and_no_promise_is_orphaned() -> None:
+    for name in list_models():
+        spec = get_spec(name)
+        assert set(PROMISES.get(name, {})) == set(spec.presets), name
+        for preset in spec.presets:
+            assert len(spec.promise(preset)) > 40, (name, preset)  # a sentence, not a placeholder
+    assert set(PROMISES) <= set(list_models())
+
+
+def test_every_run_a_promise_cites_is_a_committed_result() -> None:
+    # A promise backs its claim with a run name; a renamed or deleted result must not leave it dangling.
+    runs = {p.stem for p in RESULTS.glob("*.json")}
+    cited = {m for text in (p for d in PROMISES.values() for p in d.values()) for m in RUN_NAME.findall(text)}
+    assert cited, "the pattern finds no run names: the test would pass vacuously"
+    for name in cited:
+        assert any(fnmatch.fnmatch(run, name) for run in runs), name

@@ -67,3 +67,5 @@ def models(
             cells = [str(spec.presets[p].get(section, {}).get(key, "")) for p in spec.presets]
             table.add_row(f"{section}.{key}", str(value), *cells)
     out.print(table)
+    for preset in spec.presets:  # what each preset claims, and the committed run behind the claim
+        out.print(f"[bold]preset {preset}[/bold]: {spec.promise(preset)}", soft_wrap=True)

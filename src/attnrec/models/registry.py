@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from attnrec.models.contracts import ClosedForm
+from attnrec.models.promises import promise
 from attnrec.search_space import SearchSpace
 
 T = TypeVar("T")
@@ -38,6 +39,10 @@ class ModelSpec:
     presets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     search_space: SearchSpace | None = None
     needs_item_features: bool = False  # reads nothing but an item feature table (the content baseline)
+
+    def promise(self, preset: str) -> str:
+        """What ``preset`` promises, and what was measured with it (:mod:`attnrec.models.promises`)."""
+        return promise(self.name, preset)
 
     @property
     def kind(self) -> str:
