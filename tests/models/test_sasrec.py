@@ -8,6 +8,7 @@ from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
 from attnrec.models.losses import softmax_cross_entropy
+from attnrec.models.masks import causal_bias
 from attnrec.models.negatives import draw_negatives
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from causality import assert_causal
@@ -151,3 +152,44 @@ def test_config_rejects_bad_values() -> None:
         SASRec(SASRecConfig(hidden=10, n_heads=3), 1, 5)
     with pytest.raises(ValueError, match="^hidden, n_layers, n_heads and max_len must be positive$"):
         SASRecConfig(max_len=0)
+
+
+def test_authors_attention_is_the_reference_sublayer_by_hand() -> None:
+    # The authors' code: Q/K/V projections, softmax over earlier real keys, heads concatenated with no
+    # output layer, and the normalised queries added back; in training no dropout on that output.
+    m = _model(authors_attention=True, n_layers=1, attn_dropout=0.0, dropout=0.9)
+    block = m.blocks[0]
+    assert "attn.out.weight" not in dict(block.named_parameters())
+    assert "attn.out.weight" in dict(_model().blocks[0].named_parameters())  # the default keeps it
+    seq = torch.tensor([[0, 0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6]])
+    real = seq > 0
+    x = torch.randn(1, 12, 16) * real[..., None]
+    block.train()  # dropout 0.9 would change an attention output it applied to
+    with torch.no_grad():
+        q = block.ln_attn(x)
+        qh = block.attn.q(q).view(1, 12, 2, 8).transpose(1, 2)
+        kh = block.attn.k(x).view(1, 12, 2, 8).transpose(1, 2)
+        vh = block.attn.v(x).view(1, 12, 2, 8).transpose(1, 2)
+        allowed = torch.ones(12, 12, dtype=torch.bool).tril() & real[:, None, None, :] | torch.eye(12, dtype=torch.bool)
+        p = (qh @ kh.transpose(-1, -2) / 8**0.5).masked_fill(~allowed, -torch.inf).softmax(-1)
+        want = q + (p @ vh).transpose(1, 2).reshape(1, 12, 16)  # (1, T, D) the sublayer's output
+        got = q + block.drop(block.attn(q, x, causal_bias(seq, x.dtype))[0])
+    torch.testing.assert_close(got[real], want[real])
+
+
+def test_authors_attention_stays_causal_and_trains(ring: Interactions) -> None:
+    assert_causal(_model(authors_attention=True).encode)
+    with pytest.raises(ValueError, match="authors_attention"):
+        SASRecConfig(authors_attention=True, difsr=True)
+    split = leave_one_out(ring)
+    m = SASRec(SASRecConfig(**(SMALL | {"authors_attention": True})), ring.n_users, ring.n_items)  # type: ignore[arg-type]
+    opt = torch.optim.Adam(m.parameters(), 5e-3)
+    losses = []
+    for epoch in range(6):
+        for batch in m.train_batches(split.train, 64, np.random.default_rng(epoch)):
+            loss_value = m.loss(batch)
+            opt.zero_grad()
+            loss_value.backward()
+            opt.step()
+        losses.append(loss_value.item())
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]

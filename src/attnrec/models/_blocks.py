@@ -10,15 +10,15 @@ from torch import nn
 class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention; queries and keys/values may come from different inputs."""
 
-    def __init__(self, hidden: int, n_heads: int, dropout: float) -> None:
-        super().__init__()
+    def __init__(self, hidden: int, n_heads: int, dropout: float, project: bool = True) -> None:
+        super().__init__()  # project=False: heads concatenated without an output layer (SASRec's authors' code)
         if hidden % n_heads:
             raise ValueError(f"hidden size {hidden} is not divisible by {n_heads} heads")
         self.n_heads, self.dropout = n_heads, dropout
         self.q = nn.Linear(hidden, hidden)
         self.k = nn.Linear(hidden, hidden)
         self.v = nn.Linear(hidden, hidden)
-        self.out = nn.Linear(hidden, hidden)
+        self.out: nn.Module = nn.Linear(hidden, hidden) if project else nn.Identity()
 
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False
@@ -44,7 +44,8 @@ class MultiHeadAttention(nn.Module):
             # a float mask (time-interval biases, -inf where not allowed) adds to the logits as in the kernel
             masked = logits + allowed if allowed.is_floating_point() else logits.masked_fill(~allowed, -torch.inf)
             weights = masked.softmax(-1)  # (B, H, Tq, T)
-        return self.out(y.transpose(1, 2).reshape(b, tq, d)), weights  # (B, Tq, D)
+        out: torch.Tensor = self.out(y.transpose(1, 2).reshape(b, tq, d))  # (B, Tq, D)
+        return out, weights
 
 
 class PointWiseFeedForward(nn.Module):

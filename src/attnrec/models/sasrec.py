@@ -4,7 +4,9 @@ A causal transformer over the user's last ``max_len`` items predicts the next it
 position. The computation follows the authors' code: embeddings scaled by sqrt(d) plus learnable
 positions, pre-LayerNorm blocks whose attention queries are normalised while keys/values are not,
 a ReLU point-wise FFN of width d, padding positions zeroed after every block, a final LayerNorm,
-and the item embedding reused as the output layer.
+and the item embedding reused as the output layer. Two differences from that code, both kept by
+default so that committed results repeat: the attention has an output projection (as PyTorch's
+``nn.MultiheadAttention``) and dropout on its output; ``authors_attention`` removes both.
 
 Losses: ``bce`` (the paper: one unseen negative per position), ``ce`` (full softmax over the
 catalog, computed in chunks) and ``sampled_ce`` for catalogs too large for a full softmax: a
@@ -85,6 +87,9 @@ class SASRecConfig(EventFields):
     # Dropout on attention probabilities (the authors' code uses `dropout`; 0 lets PyTorch use its
     # fused attention kernel, about 2x faster on CPU). None means "same as dropout".
     attn_dropout: float | None = None
+    # The authors' attention exactly: heads concatenated without an output projection, and dropout on
+    # the attention probabilities only, none on the attention's output (attnrec's block has both).
+    authors_attention: bool = False
     loss: str = "bce"  # "bce" (paper: 1 negative per position), "ce" (full softmax), "sampled_ce"
     n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
@@ -120,6 +125,8 @@ class SASRecConfig(EventFields):
         if self.sparse_embedding and self.loss == "ce":
             raise ValueError("sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)")
         check_feature_options(self.item_features, self.id_dropout, self.sparse_embedding or False)
+        if self.difsr and self.authors_attention:
+            raise ValueError("difsr cannot be combined with authors_attention")
         if self.difsr and self.sparse_embedding:
             raise ValueError("sparse_embedding cannot be combined with difsr")
 
@@ -132,8 +139,9 @@ class SASRecBlock(nn.Module):
         self.ln_attn = nn.LayerNorm(c.hidden, eps=1e-8)
         p = c.dropout if c.attn_dropout is None else c.attn_dropout
         # n_side > 0: DIF-SR attention with one attribute stream per feature field
-        self.attn = DecoupledAttention(c.hidden, c.n_heads, p, n_side) if n_side else MultiHeadAttention(c.hidden, c.n_heads, p)
-        self.drop = nn.Dropout(c.dropout)
+        self.attn = (DecoupledAttention(c.hidden, c.n_heads, p, n_side) if n_side
+                     else MultiHeadAttention(c.hidden, c.n_heads, p, project=not c.authors_attention))
+        self.drop = nn.Identity() if c.authors_attention else nn.Dropout(c.dropout)  # on the attention's output
         self.ln_ffn = nn.LayerNorm(c.hidden, eps=1e-8)
         self.ffn = PointWiseFeedForward(c.hidden, c.hidden, c.dropout, "relu")
 
