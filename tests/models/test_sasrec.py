@@ -169,6 +169,9 @@ def test_authors_attention_is_the_reference_sublayer_by_hand() -> None:
     seq = torch.tensor([[0, 0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6]])
     real = seq > 0
     x = torch.randn(1, 12, 16) * real[..., None]
+    with torch.no_grad():  # a zero FFN leaves the block's output as LayerNorm(the attention sublayer's)
+        block.ffn.fc2.weight.zero_()
+        block.ffn.fc2.bias.zero_()
     block.train()  # dropout 0.9 would change an attention output it applied to
     with torch.no_grad():
         q = block.ln_attn(x)
@@ -177,8 +180,8 @@ def test_authors_attention_is_the_reference_sublayer_by_hand() -> None:
         vh = block.attn.v(x).view(1, 12, 2, 8).transpose(1, 2)
         allowed = torch.ones(12, 12, dtype=torch.bool).tril() & real[:, None, None, :] | torch.eye(12, dtype=torch.bool)
         p = (qh @ kh.transpose(-1, -2) / 8**0.5).masked_fill(~allowed, -torch.inf).softmax(-1)
-        want = q + (p @ vh).transpose(1, 2).reshape(1, 12, 16)  # (1, T, D) the sublayer's output
-        got = q + block.drop(block.attn(q, x, causal_bias(seq, x.dtype))[0])
+        want = block.ln_ffn(q + (p @ vh).transpose(1, 2).reshape(1, 12, 16))  # (1, T, D)
+        got = block(x, causal_bias(seq, x.dtype), real[..., None].float())[0]  # the block's own forward
     torch.testing.assert_close(got[real], want[real])
 
 

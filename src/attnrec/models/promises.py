@@ -15,7 +15,8 @@ from __future__ import annotations
 _DEMO = ("the built-in demo data (`--data demo`: 2,000 users, 500 items) within a few minutes on 2 CPU "
          "cores, for `make demo` and the tests; no promise on real data")
 _BERT4REC_TABLE = ("the BERT4Rec paper's Table 2 protocol (pop-sampled) on its {data} file, with the preset's "
-                   "time budget on one CPU thread: {figure} (benchmarks/results/compare/{data})")
+                   "time budget on one CPU thread (a few Beauty rows with a longer one, named under the table): "
+                   "{figure} (benchmarks/results/compare/{data})")
 
 PROMISES: dict[str, dict[str, str]] = {
     "sasrec": {
