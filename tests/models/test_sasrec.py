@@ -66,12 +66,14 @@ def test_padding_is_never_attended_nor_scored() -> None:
     assert torch.isneginf(s_long[:, 0]).all()
 
 
-def test_chunked_cross_entropy_matches_reference_values_and_gradients() -> None:
+@pytest.mark.parametrize("fast", [False, True])
+def test_chunked_cross_entropy_matches_reference_values_and_gradients(fast: bool) -> None:
+    """Both kernels (several chunks each: 1,300 rows) against torch's cross-entropy of the full logits."""
     torch.manual_seed(0)
     h = torch.randn(1300, 8, requires_grad=True)
     w = torch.randn(50, 8, requires_grad=True)
     t = torch.randint(1, 50, (1300,))
-    ours = softmax_cross_entropy(h, w, t)
+    ours = softmax_cross_entropy(h, w, t, fast=fast)
     ours.backward()
     gh, gw = h.grad.clone(), w.grad.clone()  # type: ignore[union-attr]
     h.grad = w.grad = None
@@ -83,14 +85,15 @@ def test_chunked_cross_entropy_matches_reference_values_and_gradients() -> None:
     assert torch.allclose(gh, h.grad, atol=1e-6) and torch.allclose(gw, w.grad, atol=1e-6)  # type: ignore[arg-type]
 
 
-def test_chunked_cross_entropy_with_bias_scaled_upstream_and_without_grad() -> None:
+@pytest.mark.parametrize("fast", [False, True])
+def test_chunked_cross_entropy_with_bias_scaled_upstream_and_without_grad(fast: bool) -> None:
     """The gradients are computed in the forward pass: an upstream factor, a bias and no_grad must still hold."""
     torch.manual_seed(1)
     h = torch.randn(700, 8, requires_grad=True)
     w = torch.randn(40, 8, requires_grad=True)
     b = torch.randn(40, requires_grad=True)
     t = torch.randint(1, 40, (700,))
-    (3.0 * softmax_cross_entropy(h, w, t, b)).backward()
+    (3.0 * softmax_cross_entropy(h, w, t, b, fast=fast)).backward()
     got = [x.grad.clone() for x in (h, w, b)]  # type: ignore[union-attr]
     h.grad = w.grad = b.grad = None
     logits = h @ w.T + b
@@ -99,8 +102,26 @@ def test_chunked_cross_entropy_with_bias_scaled_upstream_and_without_grad() -> N
     for ours, ref in zip(got, (h.grad, w.grad, b.grad), strict=True):
         assert ref is not None and torch.allclose(ours, ref, atol=1e-6)
     with torch.no_grad():
-        loss = softmax_cross_entropy(h, w, t, b)
+        loss = softmax_cross_entropy(h, w, t, b, fast=fast)
     assert torch.allclose(loss, F.cross_entropy(logits.detach(), t), atol=1e-5) and not loss.requires_grad
+
+
+def test_fast_ce_gives_the_default_loss_and_gradients(ring: Interactions) -> None:
+    """``fast_ce`` changes the kernel, not the objective: same weights and batch, same loss and gradients
+    to float32 rounding (dropout 0, so both see the same network)."""
+    split = leave_one_out(ring)
+    batch = next(iter(_model().train_batches(split.train, 64, np.random.default_rng(0))))
+    got = []
+    for fast in (False, True):
+        torch.manual_seed(0)
+        m = SASRec(SASRecConfig(**(SMALL | {"loss": "ce", "dropout": 0.0, "fast_ce": fast})),  # type: ignore[arg-type]
+                   ring.n_users, ring.n_items)
+        loss = m.loss(batch)
+        loss.backward()
+        got.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
+    (l0, g0), (l1, g1) = got
+    assert torch.allclose(l0, l1, atol=1e-6) and len(g0) == len(g1) > 0
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g0, g1, strict=True))
 
 
 def test_bce_negatives_avoid_the_users_items() -> None:

@@ -94,6 +94,9 @@ class SASRecConfig(EventFields):
     n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
+    # ce through the item-major kernel (attnrec.models.losses): one exponential per logit, cache-sized
+    # chunks, faster on CPU; equal to the default to float32 rounding, not bit for bit, hence off.
+    fast_ce: bool = False
     # Sparse (row-wise) gradients for the item embedding, updated by lazy Adam (SparseAdam): with
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
     # no grad_clip.
@@ -347,7 +350,7 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
                 pos_logit, torch.ones_like(pos_logit)
             ) + F.binary_cross_entropy_with_logits(neg_logit, torch.zeros_like(neg_logit))
         if self.config.loss == "ce":
-            return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
+            return softmax_cross_entropy(h, emb, pos, fast=self.config.fast_ce)  # chunked: never all (N, I+1) logits
         neg = batch["negative"]  # (S,) negatives shared by the batch
         pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
         neg_logit = h @ self._rows(neg, emb).T  # (N, S)
