@@ -94,8 +94,8 @@ class SASRecConfig(EventFields):
     n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
-    # ce through the item-major kernel (attnrec.models.losses): one exponential per logit, cache-sized
-    # chunks, faster on CPU; equal to the default to float32 rounding, not bit for bit, hence off.
+    # ce through the item-major kernel (attnrec.models.losses): one exponential per logit, chunks of 128
+    # rows, faster on CPU; equal to the default to float32 rounding, not bit for bit, hence off.
     fast_ce: bool = False
     # Sparse (row-wise) gradients for the item embedding, updated by lazy Adam (SparseAdam): with
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
