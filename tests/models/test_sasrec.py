@@ -12,6 +12,7 @@ from attnrec.models.masks import causal_bias
 from attnrec.models.negatives import draw_negatives
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from causality import assert_causal
+from grad_checks import assert_trains
 
 SMALL = {"hidden": 16, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1}
 
@@ -129,20 +130,6 @@ def test_bce_negatives_avoid_the_users_items() -> None:
     neg = draw_negatives(np.array([0, 1]), (2, 500), 8, train.user_item_keys(), np.random.default_rng(0))
     assert not np.isin(neg[0], [1, 2, 3, 4, 5]).any() and not np.isin(neg[1], [6, 7]).any()
     assert neg.min() >= 1 and neg.max() <= 8
-
-
-def assert_trains(m: SASRec, train: Sequences) -> None:
-    """Six epochs of Adam: every epoch's last loss finite, the last below the first."""
-    opt = torch.optim.Adam(m.parameters(), 5e-3)
-    losses = []
-    for epoch in range(6):
-        for batch in m.train_batches(train, 64, np.random.default_rng(epoch)):
-            loss_value = m.loss(batch)
-            opt.zero_grad()
-            loss_value.backward()
-            opt.step()
-        losses.append(loss_value.item())
-    assert np.isfinite(losses).all() and losses[-1] < losses[0]
 
 
 @pytest.mark.parametrize("loss", ["bce", "ce", "sampled_ce"])

@@ -1,4 +1,4 @@
-"""The transformer pieces SASRec, BERT4Rec and PETER share word for word: multi-head attention and the FFN."""
+"""The transformer pieces SASRec, BERT4Rec and PETER share word for word: multi-head attention, the FFN, dropout."""
 
 from __future__ import annotations
 
@@ -48,15 +48,47 @@ class MultiHeadAttention(nn.Module):
         return out, weights
 
 
+class FastDropout(nn.Module):
+    """Dropout whose masks come from 16-bit random integers, four from each 64-bit draw of torch's generator.
+
+    ``nn.Dropout`` draws a Bernoulli variable per element, which on CPU costs more than the layer it
+    follows in a small model (8-33 ms for a ``(128, 50..200, 64)`` batch, one thread); these masks take
+    about 40% of that. Each element is kept with probability ``1 - p`` rounded to 1/32768 and scaled by
+    ``1 / (1 - p)``. The random stream differs from ``nn.Dropout``'s, so results are not bit for bit
+    those of a model with ``nn.Dropout``; seeded the same, it repeats itself exactly.
+    """
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` with each element zeroed with probability ``p`` and the others scaled (training only)."""
+        if not self.training or self.p == 0:
+            return x
+        if self.p >= 1:
+            return x * 0.0
+        n = x.numel()
+        bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # 63 random bits each
+        lanes = bits.view(torch.int16)[:n].view(x.shape)  # the low 15 bits of every 16-bit lane are uniform
+        keep = (lanes & 0x7FFF) >= round(self.p * 32768)  # (x.shape) True with probability 1 - p
+        return x * (keep.to(x.dtype) * (1.0 / (1.0 - self.p)))
+
+
+def dropout(p: float, fast: bool = False) -> nn.Module:
+    """``nn.Dropout(p)``, or :class:`FastDropout` with ``fast`` (a model's ``fast_dropout`` option)."""
+    return FastDropout(p) if fast else nn.Dropout(p)
+
+
 class PointWiseFeedForward(nn.Module):
     """Two position-wise linear layers with an activation and dropout after each."""
 
-    def __init__(self, hidden: int, inner: int, dropout: float, activation: str) -> None:
+    def __init__(self, hidden: int, inner: int, dropout_p: float, activation: str, fast_dropout: bool = False) -> None:
         super().__init__()
         self.fc1 = nn.Linear(hidden, inner)
         self.fc2 = nn.Linear(inner, hidden)
         self.act: nn.Module = nn.GELU() if activation == "gelu" else nn.ReLU()
-        self.drop = nn.Dropout(dropout)
+        self.drop = dropout(dropout_p, fast_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, T, D)`` -> ``(B, T, D)``."""
