@@ -38,6 +38,20 @@ def test_step_study_sets_each_round_against_its_own_peak() -> None:
                                                                 "other_load": "none", "studies": [st]})
 
 
+def test_the_fast_kernel_variant_is_the_same_model_and_work_as_sasrec() -> None:
+    """``sasrec-fast`` differs from the step study's SASRec only in the two kernel switches, so its FLOPs are the same."""
+    model, cfg = flops.STEP_VARIANTS["sasrec-fast"]
+    assert model == "sasrec"
+    assert {k: v for k, v in cfg.items() if k not in ("fast_ce", "fast_dropout")} == flops.STEP_CONFIG
+    assert cfg["fast_ce"] is True and cfg["fast_dropout"] is True
+    rng = np.random.default_rng(3)
+    train = Sequences.from_lists([list(rng.integers(1, 31, n)) for n in rng.integers(2, 15, 300)], 30)
+    small = {"hidden": 8, "n_layers": 1, "n_heads": 1, "max_len": 16, "loss": "ce"}
+    fast = flops.step_study(train, "sasrec", small | {"fast_ce": True, "fast_dropout": True}, steps=2, rounds=1)
+    plain = flops.step_study(train, "sasrec", small, steps=2, rounds=1)
+    assert fast["flops_per_step"] == plain["flops_per_step"] > 0
+
+
 def test_the_2023_25_models_are_counted_by_their_own_layers_and_losses() -> None:
     rng = np.random.default_rng(2)
     train = Sequences.from_lists([list(rng.integers(1, 41, n)) for n in rng.integers(2, 20, 100)], 40)
