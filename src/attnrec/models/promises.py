@@ -33,7 +33,9 @@ PROMISES: dict[str, dict[str, str]] = {
         "ml-1m-ce": "attnrec's full-softmax SASRec (d 64, dropout 0.2, n 200): on ml-1m.txt full "
                     "HR@10 0.3025 / NDCG@10 0.1738 in 94 epochs on one CPU thread (ml-1m-sasrec-ce), "
                     "above the BCE paper setting's 0.2517 / 0.1338; patience 5 can stop early on a small "
-                    "validation set (train.min_epochs / train.smooth, README)",
+                    "validation set (train.min_epochs / train.smooth, README); on a sparse file with max length "
+                    "50, dropout 0.5 and patience 20, amazon-toys full 0.1169 / 0.0719 ID-only "
+                    "(amazon-toys-sasrec-ce-v2048-seed0, validation on 2,048 users)",
         "demo": _DEMO,
     },
     "bert4rec": {
