@@ -169,9 +169,14 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
                         "fraction_of_peak": achieved / peak})
     finally:
         torch.set_num_threads(old)
-    fractions = sorted(r["fraction_of_peak"] for r in out)
     return {"model": model_name, "config": model_config, "steps": steps, "flops_per_step": flops / steps,
-            "rounds": out, "median_fraction": fractions[len(fractions) // 2], "load_average": os.getloadavg()[0]}
+            "rounds": out, "median_fraction": median_fraction(out), "load_average": os.getloadavg()[0]}
+
+
+def median_fraction(rounds: list[dict[str, float]]) -> float:
+    """The median (the upper one of an even count) of the rounds' fractions of the peak."""
+    fractions = sorted(r["fraction_of_peak"] for r in rounds)
+    return fractions[len(fractions) // 2]
 
 
 def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat: int = 3) -> dict[str, Any]:
@@ -291,8 +296,7 @@ def main(argv: list[str] | None = None) -> None:
                 one = step_study(train, model, STEP_CONFIG if name == "sasrec" else cfg, rounds=1) | {"name": name}
                 if name in studies:
                     one["rounds"] = studies[name]["rounds"] + one["rounds"]
-                fractions = sorted(r["fraction_of_peak"] for r in one["rounds"])
-                studies[name] = one | {"median_fraction": fractions[len(fractions) // 2]}
+                studies[name] = one | {"median_fraction": median_fraction(one["rounds"])}
         for name, st in studies.items():
             print(f"{name}: {st['median_fraction']:.1%}", flush=True)
         study = {"machine": {"cpu": _cpu(), "cores": os.cpu_count(), "torch": torch.__version__},

@@ -125,6 +125,12 @@ def test_fast_ce_gives_the_default_loss_and_gradients(ring: Interactions) -> Non
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g0, g1, strict=True))
 
 
+@pytest.mark.parametrize("loss", ["bce", "sampled_ce"])
+def test_fast_ce_without_the_full_softmax_is_an_error(loss: str) -> None:
+    with pytest.raises(ValueError, match="fast_ce .* needs loss ce"):
+        SASRecConfig(loss=loss, fast_ce=True)
+
+
 def test_bce_negatives_avoid_the_users_items() -> None:
     train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7]], 8)
     neg = draw_negatives(np.array([0, 1]), (2, 500), 8, train.user_item_keys(), np.random.default_rng(0))

@@ -128,6 +128,8 @@ class SASRecConfig(EventFields):
         require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len)
         if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
             raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
+        if self.fast_ce and self.loss != "ce":
+            raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
         if self.sparse_embedding and self.loss == "ce":
             raise ValueError("sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)")
         check_feature_options(self.item_features, self.id_dropout, self.sparse_embedding or False)
