@@ -71,9 +71,11 @@ REFERENCE: dict[str, tuple[str, dict[str, Any]]] = {
 
 # The benchmark runs' ML-1M SASRec (sasrec-ce-full.toml): dropout 0.2 and no attention dropout.
 STEP_CONFIG = REFERENCE["sasrec"][1] | {"dropout": 0.2, "attn_dropout": 0.0}
-# Step-study entries beyond REFERENCE (the same FLOPs, another kernel): SASRec with its CPU kernels on.
-STEP_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "sasrec-fast": ("sasrec", STEP_CONFIG | {"fast_ce": True, "fast_dropout": True}),
+# Step-study entries beyond REFERENCE (the same FLOPs, another kernel or precision): name -> (registered
+# model, settings, train.amp). SASRec with its CPU kernels on, in float32 and under bfloat16 autocast.
+STEP_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "sasrec-fast": ("sasrec", STEP_CONFIG | {"fast_ce": True, "fast_dropout": True}, "none"),
+    "sasrec-fast-bf16": ("sasrec", STEP_CONFIG | {"fast_ce": True, "fast_dropout": True}, "bf16"),
 }
 
 
@@ -129,10 +131,14 @@ def batch_flops(model_name: str, cfg: Any, model: Any, batch: Any, items: int) -
 
 
 def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps: int = 8, rounds: int = 3,
-               seed: int = 0) -> dict[str, Any]:
+               seed: int = 0, amp: str = "none") -> dict[str, Any]:
     """Training steps and the matmul peak measured in turns in one process on one thread, so both see the
     same machine (a busy sibling core lowers both alike); per round: the peak, the CPU seconds of
-    ``steps`` optimizer steps (forward, backward, Adam) after one warm-up step, and their fraction."""
+    ``steps`` optimizer steps (forward, backward, Adam) after one warm-up step, and their fraction.
+
+    ``amp = "bf16"`` runs the forward and the loss under bfloat16 autocast, as ``train.amp = "bf16"``
+    does; the fraction is still taken of the float32 peak (the issue's yardstick), and the round also
+    records the bfloat16 matmul peak (``bf16_peak_gflops``) so the reader sees both."""
     from attnrec.config import config_from_dict
     from attnrec.models.registry import get_spec
 
@@ -148,9 +154,13 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
             break
     flops = sum(batch_flops(model_name, cfg, model, b, train.n_items + 1)["flops"] for b in batches[1:])
 
+    low = amp == "bf16"
+
     def step(batch: Any) -> None:
         opt.zero_grad(set_to_none=True)
-        model.loss(batch).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            loss = model.loss(batch)
+        loss.backward()
         opt.step()
 
     old = torch.get_num_threads()
@@ -165,11 +175,14 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
                 step(b)
             seconds = (time.process_time() - c) / steps
             achieved = flops / steps / seconds / 1e9
-            out.append({"peak_gflops": peak, "cpu_seconds_per_step": seconds, "achieved_gflops": achieved,
-                        "fraction_of_peak": achieved / peak})
+            row = {"peak_gflops": peak, "cpu_seconds_per_step": seconds, "achieved_gflops": achieved,
+                   "fraction_of_peak": achieved / peak}
+            if low:
+                row["bf16_peak_gflops"] = matmul_peak(1, sizes=(1024, 2048), repeat=2, dtype=torch.bfloat16)["peak_gflops"]
+            out.append(row)
     finally:
         torch.set_num_threads(old)
-    return {"model": model_name, "config": model_config, "steps": steps, "flops_per_step": flops / steps,
+    return {"model": model_name, "config": model_config, "amp": amp, "steps": steps, "flops_per_step": flops / steps,
             "rounds": out, "median_fraction": median_fraction(out), "load_average": os.getloadavg()[0]}
 
 
@@ -179,8 +192,9 @@ def median_fraction(rounds: list[dict[str, float]]) -> float:
     return fractions[len(fractions) // 2]
 
 
-def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat: int = 3) -> dict[str, Any]:
-    """Best float32 GFLOP/s of square ``torch.mm`` at ``threads`` threads.
+def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat: int = 3,
+                dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """Best GFLOP/s of square ``torch.mm`` at ``threads`` threads (float32 unless ``dtype``).
 
     Two rates: per wall second, and per CPU second of this process times ``threads`` (what the
     threads would do with their cores to themselves). On a shared machine the wall rate is lowered
@@ -192,7 +206,7 @@ def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat
     cpu: dict[str, float] = {}
     try:
         for n in sizes:
-            a, b = torch.randn(n, n), torch.randn(n, n)
+            a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
             torch.mm(a, b)  # warm-up
             walls, cpus = [], []
             for _ in range(repeat):
@@ -289,11 +303,12 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     if a.step_study:
         train = _train_of(a.data)
-        entries = {name: REFERENCE.get(name) or STEP_VARIANTS[name] for name in a.models}
+        entries = {name: STEP_VARIANTS[name] if name in STEP_VARIANTS else (*REFERENCE[name], "none")
+                   for name in a.models}
         studies: dict[str, dict[str, Any]] = {}
         for _ in range(a.rounds):  # rounds outer, models inner: each model's rounds spread over the same stretch
-            for name, (model, cfg) in entries.items():
-                one = step_study(train, model, STEP_CONFIG if name == "sasrec" else cfg, rounds=1) | {"name": name}
+            for name, (model, cfg, amp) in entries.items():
+                one = step_study(train, model, STEP_CONFIG if name == "sasrec" else cfg, rounds=1, amp=amp) | {"name": name}
                 if name in studies:
                     one["rounds"] = studies[name]["rounds"] + one["rounds"]
                 studies[name] = one | {"median_fraction": median_fraction(one["rounds"])}
@@ -410,14 +425,19 @@ def steps_markdown(res: dict[str, Any]) -> str:
              "measured at another time.", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}; {res['other_load']}; code "
              f"{str(res.get('git_sha', ''))[:12]}.", "",
-             "| model | config | steps | GFLOP/step | round | peak GFLOP/s | CPU s/step | achieved GFLOP/s | fraction |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "An `amp` of bf16 runs the forward and the loss under bfloat16 autocast (`train.amp = \"bf16\"`); its "
+             "fraction is still of the float32 peak, and the last column gives that round's bfloat16 peak.", "",
+             "| model | config | amp | steps | GFLOP/step | round | peak GFLOP/s | CPU s/step | achieved GFLOP/s | fraction "
+             "| bf16 peak GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for st in res["studies"]:
         cfg = ", ".join(f"{k} {v}" for k, v in st["config"].items()) or "defaults"
         for i, r in enumerate(st["rounds"], 1):
-            lines.append(f"| {st.get('name', st['model'])} | {cfg} | {st['steps']} | {st['flops_per_step'] / 1e9:.1f} | {i} | "
-                         f"{r['peak_gflops']:.0f} | {r['cpu_seconds_per_step']:.3f} | {r['achieved_gflops']:.1f} | "
-                         f"{r['fraction_of_peak']:.1%} |")
+            bf16 = f"{r['bf16_peak_gflops']:.0f}" if "bf16_peak_gflops" in r else "-"
+            lines.append(f"| {st.get('name', st['model'])} | {cfg} | {st.get('amp', 'none')} | {st['steps']} | "
+                         f"{st['flops_per_step'] / 1e9:.1f} | {i} | {r['peak_gflops']:.0f} | "
+                         f"{r['cpu_seconds_per_step']:.3f} | {r['achieved_gflops']:.1f} | {r['fraction_of_peak']:.1%} | "
+                         f"{bf16} |")
     lines += ["", "Median fraction per model:", ""]
     for st in res["studies"]:
         lines.append(f"- {st.get('name', st['model'])}: **{st['median_fraction']:.1%}** (load average "

@@ -40,8 +40,8 @@ def test_step_study_sets_each_round_against_its_own_peak() -> None:
 
 def test_the_fast_kernel_variant_is_the_same_model_and_work_as_sasrec() -> None:
     """``sasrec-fast`` differs from the step study's SASRec only in the two kernel switches, so its FLOPs are the same."""
-    model, cfg = flops.STEP_VARIANTS["sasrec-fast"]
-    assert model == "sasrec"
+    model, cfg, amp = flops.STEP_VARIANTS["sasrec-fast"]
+    assert model == "sasrec" and amp == "none"
     assert {k: v for k, v in cfg.items() if k not in ("fast_ce", "fast_dropout")} == flops.STEP_CONFIG
     assert cfg["fast_ce"] is True and cfg["fast_dropout"] is True
     rng = np.random.default_rng(3)
@@ -50,6 +50,27 @@ def test_the_fast_kernel_variant_is_the_same_model_and_work_as_sasrec() -> None:
     fast = flops.step_study(train, "sasrec", small | {"fast_ce": True, "fast_dropout": True}, steps=2, rounds=1)
     plain = flops.step_study(train, "sasrec", small, steps=2, rounds=1)
     assert fast["flops_per_step"] == plain["flops_per_step"] > 0
+
+
+def test_the_bf16_variant_is_the_fast_variant_under_autocast_set_against_the_float32_peak() -> None:
+    """``sasrec-fast-bf16`` is ``sasrec-fast``'s model and work; only the precision differs, and each round
+    records the bfloat16 peak beside the float32 one that the fraction is taken of."""
+    fast = flops.STEP_VARIANTS["sasrec-fast"]
+    model, cfg, amp = flops.STEP_VARIANTS["sasrec-fast-bf16"]
+    assert (model, cfg) == fast[:2] and amp == "bf16"
+    rng = np.random.default_rng(4)
+    train = Sequences.from_lists([list(rng.integers(1, 31, n)) for n in rng.integers(2, 15, 300)], 30)
+    small = {"hidden": 8, "n_layers": 1, "n_heads": 1, "max_len": 16, "loss": "ce", "fast_ce": True}
+    low = flops.step_study(train, "sasrec", small, steps=2, rounds=1, amp="bf16")
+    plain = flops.step_study(train, "sasrec", small, steps=2, rounds=1)
+    assert low["amp"] == "bf16" and plain["amp"] == "none"
+    assert low["flops_per_step"] == plain["flops_per_step"] > 0
+    (r,) = low["rounds"]
+    assert r["bf16_peak_gflops"] > 0 and r["fraction_of_peak"] == r["achieved_gflops"] / r["peak_gflops"]
+    assert "bf16_peak_gflops" not in plain["rounds"][0]
+    table = flops.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"}, "other_load": "none",
+                                  "studies": [plain | {"name": "p"}, low | {"name": "b"}]})
+    assert "| p | " in table and "| none |" in table and "| bf16 |" in table
 
 
 def test_the_2023_25_models_are_counted_by_their_own_layers_and_losses() -> None:
