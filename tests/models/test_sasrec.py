@@ -107,6 +107,28 @@ def test_chunked_cross_entropy_with_bias_scaled_upstream_and_without_grad(fast: 
     assert torch.allclose(loss, F.cross_entropy(logits.detach(), t), atol=1e-5) and not loss.requires_grad
 
 
+@pytest.mark.parametrize("fast", [False, True])
+def test_chunked_cross_entropy_under_bf16_autocast_is_the_float32_loss_to_bf16_rounding(fast: bool) -> None:
+    """``train.amp = "bf16"``: both kernels take their matrix products in bfloat16 and keep the log-sum-exp,
+    the loss and the gradients float32; the result is the float32 one to bfloat16 rounding, and not
+    equal to it (autocast really took effect)."""
+    torch.manual_seed(2)
+    h = torch.randn(1300, 16, requires_grad=True)
+    w = (0.5 * torch.randn(50, 16)).requires_grad_()
+    t = torch.randint(1, 50, (1300,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = softmax_cross_entropy(h, w, t, fast=fast)
+    low.backward()
+    gh, gw = h.grad.clone(), w.grad.clone()  # type: ignore[union-attr]
+    h.grad = w.grad = None
+    ref = softmax_cross_entropy(h, w, t, fast=fast)
+    ref.backward()
+    assert low.dtype == gh.dtype == gw.dtype == torch.float32
+    assert abs(low.item() - ref.item()) < 0.01 * ref.item() and not torch.equal(low, ref)
+    for got, want in ((gh, h.grad), (gw, w.grad)):
+        assert want is not None and F.cosine_similarity(got.flatten(), want.flatten(), dim=0) > 0.995
+
+
 def test_fast_ce_gives_the_default_loss_and_gradients(ring: Interactions) -> None:
     """``fast_ce`` changes the kernel, not the objective: same weights and batch, same loss and gradients
     to float32 rounding (dropout 0, so both see the same network)."""

@@ -65,6 +65,22 @@ def _final_state(ring: Interactions, epochs: int, state_dir: Path | None, seed: 
     return m.state_dict()
 
 
+def test_bf16_autocast_trains_float32_weights_to_the_float32_runs_losses(ring: Interactions) -> None:
+    """``amp = "bf16"`` changes the arithmetic of the forward pass, not the model: the weights and their
+    optimizer stay float32, and each epoch's loss is the float32 run's to bfloat16 rounding (but not
+    equal to it: autocast took effect)."""
+    split = leave_one_out(ring)
+    losses = {}
+    for amp in ("none", "bf16"):
+        m = _model(ring)
+        cfg = TrainConfig(max_epochs=3, patience=100, batch_size=64, seed=1, amp=amp)
+        res = train(m, split.train, lambda _: {"NDCG@10": time.monotonic()}, cfg, progress=False)
+        assert all(p.dtype == torch.float32 for p in m.parameters())
+        losses[amp] = np.array([h["loss"] for h in res.history])
+    assert np.isfinite(losses["bf16"]).all() and losses["bf16"][-1] < losses["bf16"][0]
+    assert np.allclose(losses["bf16"], losses["none"], rtol=0.02) and not np.array_equal(losses["bf16"], losses["none"])
+
+
 def test_resume_continues_exactly(ring: Interactions, tmp_path: Path) -> None:
     uninterrupted = _final_state(ring, 4, None)
     _final_state(ring, 2, tmp_path)  # "crash" after epoch 2
