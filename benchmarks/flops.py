@@ -73,9 +73,10 @@ REFERENCE: dict[str, tuple[str, dict[str, Any]]] = {
 STEP_CONFIG = REFERENCE["sasrec"][1] | {"dropout": 0.2, "attn_dropout": 0.0}
 # Step-study entries beyond REFERENCE (the same FLOPs, another kernel or precision): name -> (registered
 # model, settings, train.amp). SASRec with its CPU kernels on, in float32 and under bfloat16 autocast.
+_FAST = STEP_CONFIG | {"fast_ce": True, "fast_dropout": True}
 STEP_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "sasrec-fast": ("sasrec", STEP_CONFIG | {"fast_ce": True, "fast_dropout": True}, "none"),
-    "sasrec-fast-bf16": ("sasrec", STEP_CONFIG | {"fast_ce": True, "fast_dropout": True}, "bf16"),
+    "sasrec-fast": ("sasrec", _FAST, "none"),
+    "sasrec-fast-bf16": ("sasrec", _FAST, "bf16"),
 }
 
 
@@ -136,11 +137,13 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
     same machine (a busy sibling core lowers both alike); per round: the peak, the CPU seconds of
     ``steps`` optimizer steps (forward, backward, Adam) after one warm-up step, and their fraction.
 
-    ``amp = "bf16"`` runs the forward and the loss under bfloat16 autocast, as ``train.amp = "bf16"``
-    does; the fraction is still taken of the float32 peak (the issue's yardstick), and the round also
-    records the bfloat16 matmul peak (``bf16_peak_gflops``) so the reader sees both."""
+    ``amp`` is a ``train.amp`` value: the forward and the loss run under the training loop's autocast
+    (:func:`attnrec.training.step.amp_autocast`); the fraction is still taken of the float32 peak (the
+    issue's yardstick), and each round also records the matmul peak in that precision
+    (``bf16_peak_gflops`` for bf16) so the reader sees both."""
     from attnrec.config import config_from_dict
     from attnrec.models.registry import get_spec
+    from attnrec.training.step import AMP_DTYPES, amp_autocast
 
     spec = get_spec(model_name)
     cfg = config_from_dict(spec.config_cls, dict(model_config))
@@ -154,11 +157,11 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
             break
     flops = sum(batch_flops(model_name, cfg, model, b, train.n_items + 1)["flops"] for b in batches[1:])
 
-    low = amp == "bf16"
+    low = AMP_DTYPES.get(amp)
 
     def step(batch: Any) -> None:
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+        with amp_autocast("cpu", low):
             loss = model.loss(batch)
         loss.backward()
         opt.step()
@@ -177,8 +180,8 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
             achieved = flops / steps / seconds / 1e9
             row = {"peak_gflops": peak, "cpu_seconds_per_step": seconds, "achieved_gflops": achieved,
                    "fraction_of_peak": achieved / peak}
-            if low:
-                row["bf16_peak_gflops"] = matmul_peak(1, sizes=(1024, 2048), repeat=2, dtype=torch.bfloat16)["peak_gflops"]
+            if low is not None:
+                row[f"{amp}_peak_gflops"] = matmul_peak(1, sizes=(1024, 2048), repeat=2, dtype=low)["peak_gflops"]
             out.append(row)
     finally:
         torch.set_num_threads(old)

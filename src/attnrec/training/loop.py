@@ -34,7 +34,7 @@ from attnrec.training.state import (
     save_state,
     trajectory,
 )
-from attnrec.training.step import Stepper
+from attnrec.training.step import AMP_DTYPES, Stepper
 
 __all__ = ["TrainResult", "Validate", "resolve_device", "train"]
 
@@ -116,7 +116,7 @@ class _Loop(Generic[T]):
         self.main = self.rank == 0
         module.to(device)
         self.opt = make_optimizer(module, cfg)
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp)
+        self.amp_dtype = AMP_DTYPES.get(cfg.amp)
         self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp == "fp16" and device.type == "cuda")
         self.state, resume = TrainState(), None
         self.settings = trajectory(cfg)  # saved with every state, checked on resume

@@ -14,6 +14,16 @@ from attnrec.training.config import TrainConfig
 
 log = logging.getLogger("attnrec.training")
 
+# ``train.amp`` -> the autocast dtype ("none" is absent: no autocast).
+AMP_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def amp_autocast(device_type: str, amp_dtype: torch.dtype | None) -> torch.autocast:
+    """The autocast context of a training step's forward pass and loss: ``amp_dtype`` (from
+    :data:`AMP_DTYPES`), or a disabled context when mixed precision is off. Weights, optimizer state and
+    the backward's accumulation stay float32."""
+    return torch.autocast(device_type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
+
 
 class LossOf(nn.Module):
     """``forward(batch)`` = the model's loss, so DistributedDataParallel and torch.compile can wrap it.
@@ -81,7 +91,7 @@ class Stepper:
             empty = distributed.batch_rows(batch) == 0
             scale = 0.0 if empty else self.world * self._terms(batch) / max(terms, 1)
         batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-        with torch.autocast(self.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+        with amp_autocast(self.device.type, amp_dtype):
             loss = self.runner(batch, scale, empty)  # scalar
         if self.world > 1:  # the global loss (and rank 0's save decision) on every rank, before backward
             stats = torch.stack([loss.detach().float() / self.world,
