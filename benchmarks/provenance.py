@@ -10,7 +10,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def git_sha() -> str:
-    """The checked-out commit; ``ATTNREC_GIT_SHA`` in a copy of the tree without .git (a remote machine)."""
+    """The checked-out commit, or ``ATTNREC_GIT_SHA`` when set: a remote machine's copy of the tree may
+    carry a .git at an older commit than the one its files come from."""
+    if os.environ.get("ATTNREC_GIT_SHA"):
+        return os.environ["ATTNREC_GIT_SHA"]
     try:
         return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
                                        stderr=subprocess.DEVNULL).strip()

@@ -76,7 +76,8 @@ PROMISES: dict[str, dict[str, str]] = {
                  "(ml-1m-hstu-negatives-sequence-10ep); the paper reports 0.1720 after 101",
         "ml-1m-large": "HSTU-large's recipe (8 layers, 2 heads); the paper reports full HR@10 0.3294 / "
                        "NDCG@10 0.1893. With the full softmax (loss=ce) 101 GPU epochs reached 0.3325 / "
-                       "0.1923 (ml-1m-hstu-large-ce-gpu2), attnrec's best on ML-1M",
+                       "0.1923 (ml-1m-hstu-large-ce-gpu2) and 153 reached 0.3371 / 0.1962 "
+                       "(ml-1m-hstu-large-ce-gpu3), attnrec's best on ML-1M",
         "demo": _DEMO,
     },
     "peter": {
