@@ -23,3 +23,11 @@ def test_a_tree_without_git_takes_the_commit_from_the_environment(
     assert provenance.git_sha() == "abc1234"
     monkeypatch.delenv("ATTNREC_GIT_SHA")
     assert provenance.git_sha() == "unknown"
+
+
+def test_the_environment_wins_over_a_copied_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a remote machine's copy of the tree can carry a .git at an older commit than its files
+    if not (provenance.ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    monkeypatch.setenv("ATTNREC_GIT_SHA", "0123abc")
+    assert provenance.git_sha() == "0123abc"
