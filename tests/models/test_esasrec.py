@@ -214,3 +214,51 @@ def test_per_sequence_negatives_score_each_position_against_its_own_sequences() 
                     logits[1:][negs[b] == tgt] = -torch.inf  # an accidental hit is no negative
                     terms.append(F.cross_entropy(logits[None], torch.tensor([0])))
         torch.testing.assert_close(m.loss(batch | {"negative": negs}), torch.stack(terms).mean())
+
+
+def _table_grad(item_table_dropout: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The item table's gradient after one full-softmax training loss (rate 0.5), and every dropout
+    output shaped like the whole table."""
+    m = _model(loss="ce", dropout=0.5, item_table_dropout=item_table_dropout).train()
+    batch = next(iter(m.train_batches(Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11]], 30), 8,
+                                      np.random.default_rng(0))))
+    tables: list[torch.Tensor] = []
+    dropout = F.dropout
+
+    def recording(x: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        out = dropout(x, *args, **kwargs)  # type: ignore[arg-type]
+        if x.shape == m.item_emb.weight.shape:
+            tables.append(out.detach())
+        return out
+
+    monkeypatch.setattr(F, "dropout", recording)
+    torch.manual_seed(1)
+    m.loss(batch).backward()
+    grad = m.item_emb.weight.grad
+    assert grad is not None
+    return grad, tables
+
+
+def test_item_table_dropout_drops_inputs_and_output_layer_with_one_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    grad, tables = _table_grad(True, monkeypatch)
+    assert len(tables) == 1  # one mask a step, shared by the inputs and the output layer
+    dropped = tables[0][1:] == 0  # (I, D) the real items' dropped entries
+    assert 0.35 < dropped.float().mean() < 0.65
+    # Every item gets a gradient through the full softmax, so an entry gets none exactly where the one
+    # mask dropped it: a separate input mask, or an undropped output layer, breaks this equality.
+    assert torch.equal(grad[1:] == 0, dropped)
+    assert (grad[0] == 0).all()  # the padding row stays untouched
+    off, tables = _table_grad(False, monkeypatch)
+    assert not tables and (off[1:] == 0).float().mean() < 0.05  # without it no table is dropped out
+
+
+def test_item_table_dropout_changes_nothing_at_rate_zero_nor_when_scoring() -> None:
+    batch = next(iter(_model(loss="ce").train_batches(Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30), 8,
+                                                      np.random.default_rng(0))))
+    on, off = _model(loss="ce", dropout=0.0, item_table_dropout=True), _model(loss="ce", dropout=0.0)
+    with torch.no_grad():
+        torch.testing.assert_close(on.train().loss(batch), off.train().loss(batch), rtol=0, atol=0)
+    on, off = _model(item_table_dropout=True), _model()  # eval mode, dropout 0.1
+    seq = {"seq": torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])}
+    with torch.no_grad():
+        torch.testing.assert_close(on.score(seq), off.score(seq), rtol=0, atol=0)

@@ -25,6 +25,11 @@ batch's 256 learned much more slowly; docs/models.md). With the ``popularity``/`
 in-batch negatives every logit gets the log-Q correction; uniform draws need none (it is the same
 constant for every item).
 ``ce`` is the full softmax, for small catalogs.
+
+``item_table_dropout`` follows the reference's item net: during training the whole item table is
+dropped out once per step and serves as both the input embeddings (which then get the usual dropout
+after the positions are added) and the output layer. Off (the default, as every committed run
+trained), only the inputs are dropped out.
 """
 
 from __future__ import annotations
@@ -75,6 +80,10 @@ class ESASRecConfig:
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity", "mixed"
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
     negatives: str = "batch"  # sampled_ce: drawn once per "batch" or once per training "sequence"
+    # The reference's item-table dropout (RecTools' item net): in training, each step drops out the
+    # whole item table once (rate `dropout`) and uses it for the inputs and as the output layer, so
+    # the softmax's item vectors are regularised too. Off: only the inputs are dropped out.
+    item_table_dropout: bool = False
 
     def __post_init__(self) -> None:
         if self.loss not in ("sampled_ce", "ce"):
@@ -238,14 +247,25 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
         return int((batch["target"] > 0).sum())
 
+    def training_item_table(self) -> torch.Tensor:
+        """The item table ``(I+1, D)`` a training step uses for inputs and outputs: with
+        ``item_table_dropout``, dropped out once (rate ``dropout``) while in training mode."""
+        emb = self.item_emb.weight  # (I+1, D)
+        if self.config.item_table_dropout:
+            return F.dropout(emb, self.config.dropout, self.training)  # (I+1, D), one mask per step
+        return emb
+
     def loss(self, batch: Batch) -> torch.Tensor:
         """Softmax cross-entropy of the next item over real (non-padding) positions only."""
         target = batch["target"]  # (B, T)
         real = target > 0
-        states = self.encode(batch["seq"])  # (B, T, D)
+        emb = self.training_item_table()  # (I+1, D)
+        seq = batch["seq"]  # (B, T)
+        # (B, T, D) the outputs' dropped rows; padding_idx keeps padding's row out of the gradient, as item_emb does
+        content = F.embedding(seq, emb, padding_idx=0) if self.config.item_table_dropout else None
+        states = self.run(seq, content=content)[0]  # (B, T, D)
         h = states[real]  # (N, D) real positions only
         pos = target[real]  # (N,)
-        emb = self.item_emb.weight  # (I+1, D)
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
         neg = batch["negative"]  # (S,) shared by the batch, or (B, S) each sequence its own
