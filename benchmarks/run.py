@@ -4,6 +4,7 @@
     python benchmarks/run.py --table            # regenerate benchmarks/results/README.md
     python benchmarks/run.py --state-dir /scratch/state CONFIG.toml   # resumable training
     python benchmarks/run.py --seeds 0,1,2 CONFIG.toml   # one run per training seed
+    python benchmarks/run.py --device cuda CONFIG.toml   # the same run on a GPU
 
 A config has a ``[run]`` table (name, data, data_dir (a named dataset's folder: it brings its feature
 files), format, model, preset, split, valid_users,
@@ -28,6 +29,7 @@ of every session, and its fit time is the training loop's clock summed over the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -55,15 +57,20 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
 
 
 def run_seeds(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None,
-              seeds: list[int] | None = None) -> list[Path]:
+              seeds: list[int] | None = None, device: str | None = None) -> list[Path]:
     """Train and evaluate a configuration once per seed (``seeds`` overrides the config's); one result each.
 
     Without seeds it is one run, ``<out_dir>/<name>.json``; with seeds, ``<out_dir>/<name>-seed<k>.json``
-    each, resumable apart in ``state_dir/<name>-seed<k>``.
+    each, resumable apart in ``state_dir/<name>-seed<k>``. ``device`` overrides the config's
+    ``train.device``: the same run, under the same name, on another machine (the result records the
+    device and the machine).
     """
     sha = git_sha()  # the code that runs, not HEAD at the end
-    return [run_configured(cfg, root=ROOT, out_dir=out_dir, git_sha=sha, progress=progress, state_dir=state_dir)
-            for cfg in seed_runs(RunConfig.from_toml(config_path), seeds)]
+    cfg = RunConfig.from_toml(config_path)
+    if device is not None:
+        cfg = dataclasses.replace(cfg, train_settings={**cfg.train_settings, "device": device})
+    return [run_configured(c, root=ROOT, out_dir=out_dir, git_sha=sha, progress=progress, state_dir=state_dir)
+            for c in seed_runs(cfg, seeds)]
 
 
 def table(runs_dir: Path = RUNS, links: str | None = None) -> str:
@@ -96,11 +103,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="keep a resumable training state in STATE_DIR/<run name>; resume from it if present")
     parser.add_argument("--seeds", type=_seeds, default=None,
                         help="run each config once per training seed, e.g. 0,1,2 (overrides its [run] seeds)")
+    parser.add_argument("--device", default=None,
+                        help="train on this device (cpu, cuda, cuda:1, auto) instead of the config's train.device")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         for c in args.configs:
-            for path in run_seeds(c.resolve(), args.out, args.progress, args.state_dir, args.seeds):
+            for path in run_seeds(c.resolve(), args.out, args.progress, args.state_dir, args.seeds, args.device):
                 print(path)
     except (ConfigError, DataError, ValueError) as e:  # bad input: one line, no traceback
         raise SystemExit(f"error: {e}") from None

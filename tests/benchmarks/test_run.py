@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from bench_scripts import load
 
 from attnrec.evaluation.published import ML_1M_SHA256
@@ -128,3 +129,18 @@ def test_results_elsewhere_never_rewrite_the_committed_table(tmp_path: Path) -> 
     bench_run.main(["--table", "--out", str(tmp_path / "runs")])
     assert (tmp_path / "runs" / "README.md").read_text().startswith("# Benchmark results")
     assert (committed.read_text() if committed.exists() else None) == before
+
+
+def test_device_flag_runs_a_gpu_config_here_under_its_own_name(tmp_path: Path) -> None:
+    data = _log(tmp_path / "ring.txt")
+    config = _config(tmp_path / "gpu.toml", data, 1)
+    config.write_text(config.read_text().replace("threads = 1", 'threads = 1\ndevice = "cuda"'))
+    bench_run.main(["--device", "cpu", "--out", str(tmp_path / "runs"), str(config)])
+    result = json.loads((tmp_path / "runs" / "ring.json").read_text())
+    assert result["train_config"]["device"] == "cpu" and result["train"]["epochs"] == 1
+
+
+def test_an_unknown_device_is_a_one_line_error(tmp_path: Path) -> None:
+    config = _config(tmp_path / "a.toml", _log(tmp_path / "ring.txt"), 1)
+    with pytest.raises(SystemExit, match="^error: .*device must be auto, cpu, cuda, cuda:N or mps, not 'tpu'"):
+        bench_run.main(["--device", "tpu", "--out", str(tmp_path / "runs"), str(config)])

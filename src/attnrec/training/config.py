@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -66,6 +67,8 @@ class TrainConfig:
             raise ValueError("lr_schedule='cosine' and lr_decay < 1 both set the learning rate; choose one")
         if self.mode not in ("max", "min"):
             raise ValueError("mode must be 'max' or 'min'")
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):  # a clear error, not torch's
+            raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}")
         if self.amp not in ("none", "bf16", "fp16"):
             raise ValueError("amp must be none, bf16 or fp16")
         if self.lr <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.eval_every < 1:
