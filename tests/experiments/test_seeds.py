@@ -81,3 +81,14 @@ def test_a_run_trained_on_a_gpu_names_it_and_a_cpu_run_does_not() -> None:
     assert any(line.startswith("| g (GPU: NVIDIA H200) | sasrec |") for line in lines)  # its s/epoch are a GPU's
     assert any(line.startswith("| c | sasrec |") for line in lines)  # the machine had one, the run did not use it
     assert any(line.startswith("| b | sasrec |") for line in lines)
+
+
+def test_a_seed_trained_on_a_gpu_is_named_and_kept_out_of_the_cpu_seconds() -> None:
+    cpu = [_record("a-seed0", 0.1, 0), _record("a-seed2", 0.3, 2)]
+    gpu = _record("a-seed1", 0.2, 1) | {"train_config": {"device": "cuda"}, "seconds_per_epoch": 100.0}
+    gpu["machine"] = gpu["machine"] | {"cuda": "NVIDIA H200"}
+    row = next(line for line in results_markdown([*cpu, gpu], "cmd", "src", "runs/").splitlines()
+               if line.startswith("| a, "))
+    assert row.startswith("| a, 3 seeds ([0](runs/a-seed0.json), [1 (GPU: NVIDIA H200)](runs/a-seed1.json), "
+                          "[2](runs/a-seed2.json)) |")
+    assert "| 3/3/3 (best 2/2/2) | 1.0 |" in row  # the CPU seeds' 1.0 s, not a mean with the GPU's 100

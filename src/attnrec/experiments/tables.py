@@ -140,11 +140,17 @@ def side_by_side(results: Sequence[Record]) -> list[str]:
     return lines if by_data else []
 
 
-def run_label(r: Record) -> str:
-    """A run's name, with the GPU it trained on where it did: its seconds are not this CPU's."""
+def trained_on_gpu(r: Record) -> str | None:
+    """The GPU a run trained on, or None where it trained on a CPU (even on a machine with a GPU)."""
     device = str((r.get("train_config") or {}).get("device", "cpu"))
     gpu = (r.get("machine") or {}).get("cuda")
-    return f"{r['name']} (GPU: {gpu})" if gpu and device != "cpu" else r["name"]
+    return str(gpu) if gpu and device != "cpu" else None
+
+
+def run_label(r: Record) -> str:
+    """A run's name, with the GPU it trained on where it did: its seconds are not this CPU's."""
+    gpu = trained_on_gpu(r)
+    return f"{r['name']} (GPU: {gpu})" if gpu else r["name"]
 
 
 def _side_by_side_rows(model: str, r: Record, sha: str) -> list[str]:
@@ -225,7 +231,8 @@ def _protocol_section(dname: str, ptext: str, split: str, rows: Sequence[tuple[R
                          + " |" * len(group_cols) + " | | | | |")
     if seeded:
         lines.append(f"Rows over seeds: mean ± sample standard deviation (n - 1) of the seed runs linked; the seed is "
-                     f"{SEED_VARIES}. Epochs and fit time per seed; s/epoch the mean, peak RSS the largest.")
+                     f"{SEED_VARIES}. Epochs and fit time per seed; s/epoch the mean (of the CPU seeds where a seed names "
+                     "the GPU it trained on), peak RSS the largest.")
     comparable = "full ranking" in ptext and not parse_split(split)[1].get("cold_items")
     published = full_ranking_figures(rows[0][0]["data"]["sha256"]) if comparable else []
     if published:
@@ -241,11 +248,17 @@ def _seed_row(runs: Sequence[tuple[Record, Record]], groups: Sequence[str], link
     spreads = metric_spreads([e["metrics"] for _, e in runs])
     group_spreads = {g: metric_spreads([e.get("groups", {}).get(g, {}).get("metrics", {}) for _, e in runs])
                      for g in groups}
-    files = ", ".join(f"[{x[SEED_KEY]['seed']}]({links}{x['name']}.json)" for x, _ in runs)
+    def link(x: Record) -> str:
+        gpu = trained_on_gpu(x)
+        return f"[{x[SEED_KEY]['seed']}{f' (GPU: {gpu})' if gpu else ''}]({links}{x['name']}.json)"
+
+    files = ", ".join(link(x) for x, _ in runs)
     trs = [x.get("train") or {} for x, _ in runs]
     epochs = "/".join(str(t.get("epochs", "")) for t in trs) + " (best " + "/".join(
         str(t.get("best_epoch", "")) for t in trs) + ")"
-    per_epoch = sum(x["seconds_per_epoch"] or 0 for x, _ in runs) / len(runs)
+    # seconds of one kind of machine: the CPU seeds' where some seeds trained on a GPU
+    timed = [x for x, _ in runs if not trained_on_gpu(x)] or [x for x, _ in runs]
+    per_epoch = sum(x["seconds_per_epoch"] or 0 for x in timed) / len(timed)
     fit = "/".join(f"{x['fit_seconds'] / 60:.1f}" for x, _ in runs)
     lines = [f"| {r[SEED_KEY]['group']}, {len(runs)} seed{'s' if len(runs) > 1 else ''} ({files}) | {r['model']} | "
              + " | ".join(spreads[k].text() if k in spreads else "nan" for k in METRICS)
