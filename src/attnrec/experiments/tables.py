@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnrec.data.split import DEFAULT_SPLIT, parse_split
 from attnrec.evaluation.metrics import METRICS
-from attnrec.evaluation.published import LABELS, best_full_ranking, full_ranking_figures
+from attnrec.evaluation.published import LABELS, ML_1M_SHA256, best_full_ranking, full_ranking_figures
 from attnrec.experiments.seeds import SEED_KEY, SEED_VARIES, group_seed_runs, metric_spreads
 
 if TYPE_CHECKING:
@@ -140,6 +140,44 @@ def side_by_side(results: Sequence[Record]) -> list[str]:
     return lines if by_data else []
 
 
+def _selectable(r: Record) -> bool:
+    """A run chosen among others on validation: full-ranking validation monitored on NDCG@10, full test."""
+    return ((r.get("train") or {}).get("best_value") is not None and "full" in r["evaluations"]
+            and r.get("valid_protocol", "").split(",")[0] == "full ranking over all items"
+            and r["train_config"].get("monitor") == "NDCG@10")
+
+
+def training_cost(results: Sequence[Record]) -> list[str]:
+    """What each model's training cost on the papers' ml-1m.txt: per model and machine kind, the run
+    with the best validation NDCG@10 (default split), its seconds per epoch, epochs and time to its best
+    validation, and peak memory. A GPU's seconds and a CPU's are never mixed in one row."""
+    best: dict[tuple[str, str], Record] = {}
+    for r in results:
+        if r["data"]["sha256"] != ML_1M_SHA256 or r.get("split", DEFAULT_SPLIT) != DEFAULT_SPLIT or not _selectable(r):
+            continue
+        large = "-large" if "large" in str(r.get("preset") or "") else ""  # HSTU-large is a model of its own
+        key = (r["model"] + large, trained_on_gpu(r) or "CPU")
+        if key not in best or r["train"]["best_value"] > best[key]["train"]["best_value"]:
+            best[key] = r
+    if not best:
+        return []
+    lines = ["## Training cost on ml-1m.txt", "",
+             "Per model and machine, the run with the best validation NDCG@10 (full ranking, leave-one-out); "
+             "test figures under full ranking. A GPU row's seconds depend on how many runs shared the GPU (its "
+             "notes, below, say); a CPU row's on the day's host and the other jobs on its cores.", "",
+             "| model | machine | run | preset | loss | valid NDCG@10 | test NDCG@10 | test HR@10 | s/epoch "
+             "| epochs (best) | time to best | fit time | peak RSS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (model, machine), r in sorted(best.items()):
+        tr, m, spe = r["train"], r["evaluations"]["full"]["metrics"], r["seconds_per_epoch"] or 0.0
+        preset, loss = r.get("preset") or "(config)", (r.get("model_config") or {}).get("loss", "")
+        lines.append(f"| {model} | {machine} | {r['name']} | {preset} | {loss} | {tr['best_value']:.4f} | "
+                     f"{m['NDCG@10']:.4f} | {m['HR@10']:.4f} | {spe:.1f} | {tr['epochs']} ({tr['best_epoch']}) | "
+                     f"{tr['best_epoch'] * spe / 60:.1f} min | {r['fit_seconds'] / 60:.1f} min | "
+                     f"{r['peak_rss_mb']:.0f} MB |")
+    return lines + [""]
+
+
 def trained_on_gpu(r: Record) -> str | None:
     """The GPU a run trained on, or None where it trained on a CPU (even on a machine with a GPU)."""
     device = str((r.get("train_config") or {}).get("device", "cpu"))
@@ -184,6 +222,7 @@ def results_markdown(results: Sequence[Record], generated_by: str, sources: str,
              "heading names another.",
              "Model selection (early stopping) uses the validation split only; numbers below are on test.", ""]
     lines += side_by_side(results)
+    lines += training_cost(results)
     groups: dict[tuple[str, str, str], list[tuple[Record, Record]]] = {}
     for r in results:
         for ev in r["evaluations"].values():
