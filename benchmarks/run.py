@@ -68,7 +68,10 @@ def run_seeds(config_path: Path, out_dir: Path = RUNS, progress: bool = False, s
     sha = git_sha()  # the code that runs, not HEAD at the end
     cfg = RunConfig.from_toml(config_path)
     if device is not None:
-        cfg = dataclasses.replace(cfg, train_settings={**cfg.train_settings, "device": device})
+        # the config's notes may describe its own machine: say this run was moved
+        note = f"run with --device {device} (the config's device: {cfg.train_settings.get('device', 'auto')})"
+        cfg = dataclasses.replace(cfg, train_settings={**cfg.train_settings, "device": device},
+                                  notes=f"{cfg.notes}; {note}" if cfg.notes else note)
     return [run_configured(c, root=ROOT, out_dir=out_dir, git_sha=sha, progress=progress, state_dir=state_dir)
             for c in seed_runs(cfg, seeds)]
 

@@ -138,6 +138,7 @@ def test_device_flag_runs_a_gpu_config_here_under_its_own_name(tmp_path: Path) -
     bench_run.main(["--device", "cpu", "--out", str(tmp_path / "runs"), str(config)])
     result = json.loads((tmp_path / "runs" / "ring.json").read_text())
     assert result["train_config"]["device"] == "cpu" and result["train"]["epochs"] == 1
+    assert result["notes"] == "run with --device cpu (the config's device: cuda)"
 
 
 def test_an_unknown_device_is_a_one_line_error(tmp_path: Path) -> None:
