@@ -216,6 +216,32 @@ def test_per_sequence_negatives_score_each_position_against_its_own_sequences() 
         torch.testing.assert_close(m.loss(batch | {"negative": negs}), torch.stack(terms).mean())
 
 
+
+def test_per_position_negatives_score_each_position_against_its_own() -> None:
+    m = _model(negatives="position", dropout=0.0)
+    assert m.shared_batch_keys == frozenset()
+    train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30)
+    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
+    b, t = batch["seq"].shape
+    assert batch["negative"].shape == (b, t, 8)
+    negs = torch.randint(1, 31, (b, t, 8), generator=torch.Generator().manual_seed(3))
+    negs[0, -1, :2] = batch["target"][0, -1]  # an accidental hit at one position only
+    with torch.no_grad():
+        states, emb = m.encode(batch["seq"]), m.item_emb.weight
+        terms = []
+        for i in range(b):
+            for j in range(t):
+                tgt = int(batch["target"][i, j])
+                if tgt:  # by hand: the position against its own draws
+                    logits = torch.cat([states[i, j] @ emb[tgt][:, None], states[i, j] @ emb[negs[i, j]].T])
+                    logits[1:][negs[i, j] == tgt] = -torch.inf
+                    terms.append(F.cross_entropy(logits[None], torch.tensor([0])))
+        torch.testing.assert_close(m.loss(batch | {"negative": negs}), torch.stack(terms).mean())
+        # the same draws at every position of a row are the per-sequence loss
+        row = negs[:, -1, :]  # (B, S)
+        torch.testing.assert_close(m.loss(batch | {"negative": row[:, None, :].expand(b, t, 8)}),
+                                   m.loss(batch | {"negative": row}))
+
 def _table_grad(item_table_dropout: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The item table's gradient after one full-softmax training loss (rate 0.5), and every dropout
     output shaped like the whole table."""

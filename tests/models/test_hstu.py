@@ -210,3 +210,22 @@ def test_per_sequence_negatives_are_each_rows_own() -> None:
     with torch.no_grad():
         torch.testing.assert_close(m.loss(batch | {"negative": negs}), m.loss(batch | {"negative": shared}))
         assert not torch.isclose(m.loss(batch | {"negative": other}), m.loss(batch | {"negative": shared}))
+
+
+def test_per_position_negatives_are_each_positions_own() -> None:
+    m = _model(negatives="position", dropout=0.0)
+    assert m.shared_batch_keys == frozenset()
+    train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30)
+    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
+    b, t = batch["seq"].shape
+    s = m.config.n_negatives
+    assert batch["negative"].shape == (b, t, s)
+    row = torch.arange(9, 9 + s).expand(b, s)
+    real = batch["target"] > 0
+    other = row[:, None, :].expand(b, t, s).clone()
+    last = real.nonzero()[-1]  # one scored position draws other items
+    other[last[0], last[1]] = torch.arange(1, 1 + s)
+    with torch.no_grad():
+        same = m.loss(batch | {"negative": row[:, None, :].expand(b, t, s)})
+        torch.testing.assert_close(same, m.loss(batch | {"negative": row}))  # per position = per sequence here
+        assert not torch.isclose(m.loss(batch | {"negative": other}), same)  # and each position reads its own

@@ -41,4 +41,21 @@ def test_per_sequence_draws_give_each_row_its_own_negatives_and_corrections() ->
     for item, logq in zip(out["negative"].flatten().tolist(), out["neg_logq"].flatten().tolist(), strict=True):
         assert np.isclose(logq, np.log(4 * q[item] + 2 * (flat == item).sum() / len(flat)), atol=1e-6)
     with pytest.raises(ValueError, match="negatives must be one of"):
-        SharedNegatives.build(np.array([1]), 3, "uniform", 2, per="position")
+        SharedNegatives.build(np.array([1]), 3, "uniform", 2, per="item")
+
+
+def test_per_position_draws_give_each_position_its_own_negatives_and_corrections() -> None:
+    from attnrec.models.negatives import SharedNegatives, whole_batch_keys
+
+    target = np.array([[0, 1, 2], [2, 2, 3], [0, 0, 1]])  # (B=3, T=3), 0 = no target
+    neg = SharedNegatives.build(np.array([1, 1, 2, 3]), 1000, "uniform", 6, per="position").draw(
+        target, np.random.default_rng(0))["negative"]
+    assert neg.shape == (3, 3, 6)
+    assert len({tuple(neg[b, t].tolist()) for b in range(3) for t in range(3)}) == 9  # every position its own
+    pop = SharedNegatives.build(np.array([1, 1, 2, 3]), 3, "popularity", 4, in_batch=2, per="position")
+    out = pop.draw(target, np.random.default_rng(1))
+    assert out["negative"].shape == out["neg_logq"].shape == (3, 3, 6) and out["target_logq"].shape == (3, 3)
+    flat = target[target > 0]
+    for item, logq in zip(out["negative"].flatten().tolist(), out["neg_logq"].flatten().tolist(), strict=True):
+        assert np.isclose(logq, np.log(4 * pop.q[item] + 2 * (flat == item).sum() / len(flat)), atol=1e-6)
+    assert whole_batch_keys("position") == frozenset()  # rows of the batch: DDP splits them with the inputs

@@ -21,7 +21,8 @@ SASRec/BERT4Rec: :func:`attnrec.models.losses.batch_sampled_softmax`) draws them
 (``negatives="batch"``): ``O(positions x negatives)`` scores, no embedding gathered per draw. With
 ``negatives="sequence"`` (the presets) each training sequence draws its own, shared by its positions:
 closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M the
-batch's 256 learned much more slowly; docs/models.md). With the ``popularity``/``mixed`` samplers or
+batch's 256 learned much more slowly; docs/models.md). ``negatives="position"`` draws them per
+position, as the paper does (the scored positions' vectors gathered: ``N x S x D`` memory). With the ``popularity``/``mixed`` samplers or
 in-batch negatives every logit gets the log-Q correction; uniform draws need none (it is the same
 constant for every item).
 ``ce`` is the full softmax, for small catalogs.
@@ -79,7 +80,7 @@ class ESASRecConfig:
     n_negatives: int = 256  # sampled_ce: catalog negatives per batch (or per sequence, see negatives)
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity", "mixed"
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
-    negatives: str = "batch"  # sampled_ce: drawn once per "batch" or once per training "sequence"
+    negatives: str = "batch"  # sampled_ce: drawn once per "batch", per training "sequence" or per "position"
     # The reference's item-table dropout (RecTools' item net): in training, each step drops out the
     # whole item table once (rate `dropout`) and uses it for the inputs and as the output layer, so
     # the softmax's item vectors are regularised too. Off: only the inputs are dropped out.
@@ -268,9 +269,9 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         pos = target[real]  # (N,)
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
-        neg = batch["negative"]  # (S,) shared by the batch, or (B, S) each sequence its own
+        neg = batch["negative"]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
         pos_logit = (h * emb[pos]).sum(-1)  # (N,)
-        neg_logit = negative_logits(h, emb[neg], states, real)  # (N, S)
+        neg_logit = negative_logits(h, lambda idx: emb[idx], neg, states, real)  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     # -- inference: the last position's state against every item -----------------------------

@@ -29,8 +29,8 @@ over the catalog. Two choices differ from the reference, both documented in ``do
 negatives are drawn per training sequence (``negatives="sequence"``, the presets; shared by the
 sequence's positions) or per batch (``"batch"``, the library's cheapest sampled softmax,
 :class:`~attnrec.models.negatives.SharedNegatives`), where the reference draws 128 per position
-(``O(positions x negatives x d)`` memory); on ML-1M the batch's 128 learned far more slowly than
-the sequence's. And a time gap is measured from the query event's own timestamp, so no position sees
+(``O(positions x negatives x d)`` memory; ``negatives="position"`` does that too); on ML-1M the
+batch's 128 learned far more slowly than the sequence's. And a time gap is measured from the query event's own timestamp, so no position sees
 anything of the event it predicts (the reference measures from the next event's timestamp).
 
 Timestamps: an optional batch entry ``"timestamps"`` ``(B, T)`` int64 seconds aligned with
@@ -89,7 +89,7 @@ class HSTUConfig:
     n_negatives: int = 128  # sampled_ce: catalog negatives per batch (or per sequence, see negatives)
     sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform" (the reference), "popularity", "mixed"
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
-    negatives: str = "batch"  # sampled_ce: drawn once per "batch" or once per training "sequence"
+    negatives: str = "batch"  # sampled_ce: drawn once per "batch", per training "sequence" or per "position"
 
     def __post_init__(self) -> None:
         if self.loss not in ("sampled_ce", "ce"):
@@ -316,9 +316,9 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         pos = target[real]  # (N,)
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, self.item_vectors(), pos)  # chunked, column 0 excluded
-        neg = batch["negative"]  # (S,) shared by the batch, or (B, S) each sequence its own
+        neg = batch["negative"]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
         pos_logit = (h * self._unit_items(pos)).sum(-1)  # (N,)
-        neg_logit = negative_logits(h, self._unit_items(neg), states, real)  # (N, S)
+        neg_logit = negative_logits(h, self._unit_items, neg, states, real)  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     def _unit_items(self, idx: torch.Tensor) -> torch.Tensor:

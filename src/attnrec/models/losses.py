@@ -215,14 +215,16 @@ def batch_sampled_softmax(
     """:func:`sampled_softmax_cross_entropy` over a batch's negatives (``batch["negative"]``).
 
     ``rows`` selects the scored positions of the batch's ``(B, T)`` grid. The negatives are ``(S,)``,
-    shared by the batch, or ``(B, S)``, each sequence its own (then ``neg_logit`` ``(N, S)`` must score
-    each position against its own sequence's, as :func:`negative_logits` does). When they
+    shared by the batch, ``(B, S)``, each sequence its own, or ``(B, T, S)``, each position its own (then
+    ``neg_logit`` ``(N, S)`` must score each position against its own, as :func:`negative_logits` does). When they
     were drawn non-uniformly the batch also holds their log-Q corrections (``neg_logq``, and
     ``target_logq`` per position); uniform draws leave them out, as their correction is a constant.
     """
     corrected = "neg_logq" in batch
     negative, neg_logq = batch["negative"], batch.get("neg_logq")
-    if negative.dim() == 2:  # per sequence: each scored position takes its sequence's row
+    if negative.dim() == 3:  # per position: the scored positions' own rows
+        negative, neg_logq = negative[rows], None if neg_logq is None else neg_logq[rows]  # (N, S)
+    elif negative.dim() == 2:  # per sequence: each scored position takes its sequence's row
         negative = negative[:, None, :].expand(*rows.shape, -1)[rows]  # (B, S) -> (N, S)
         neg_logq = None if neg_logq is None else neg_logq[:, None, :].expand(*rows.shape, -1)[rows]
     return sampled_softmax_cross_entropy(pos_logit, neg_logit, target, negative,
@@ -230,17 +232,23 @@ def batch_sampled_softmax(
                                          neg_logq if corrected else None)
 
 
-def negative_logits(scored: torch.Tensor, vectors: torch.Tensor, states: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Logits ``(N, S)`` of the scored positions against their negatives' ``vectors``.
+def negative_logits(
+    scored: torch.Tensor, vectors_of: Callable[[torch.Tensor], torch.Tensor], negative: torch.Tensor,
+    states: torch.Tensor, rows: torch.Tensor,
+) -> torch.Tensor:
+    """Logits ``(N, S)`` of the scored positions against their negatives.
 
     ``scored`` ``(N, D)`` are the states of the positions ``rows`` (a ``(B, T)`` mask) of ``states``
-    ``(B, T, D)``. Negatives shared by the batch (``vectors`` ``(S, D)``): ``scored @ vectors.T``. Each
-    sequence its own (``(B, S, D)``): one batched product ``(B, T, S)`` of which the scored rows are kept
-    (gathering ``S`` vectors per position instead would cost ``N x S x D`` memory).
+    ``(B, T, D)``; ``vectors_of`` maps item indices to output vectors ``(*idx.shape, D)``. Negatives
+    shared by the batch (``negative`` ``(S,)``): ``scored @ vectors.T``. Each sequence its own
+    (``(B, S)``): one batched product ``(B, T, S)`` of which the scored rows are kept. Each position its
+    own (``(B, T, S)``, the references'): the scored rows' ``S`` vectors each, ``N x S x D`` memory.
     """
-    if vectors.dim() == 2:
-        return scored @ vectors.T  # (N, D) @ (D, S)
-    return (states @ vectors.transpose(1, 2))[rows]  # (B, T, D) @ (B, D, S) -> (B, T, S) -> (N, S)
+    if negative.dim() == 1:
+        return scored @ vectors_of(negative).T  # (N, D) @ (D, S)
+    if negative.dim() == 2:
+        return (states @ vectors_of(negative).transpose(1, 2))[rows]  # (B, T, D) @ (B, D, S) -> (B, T, S) -> (N, S)
+    return torch.einsum("nd,nsd->ns", scored, vectors_of(negative[rows]))  # (N, D) x (N, S, D) -> (N, S)
 
 
 def bpr_loss(x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:

@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 SAMPLERS = ("uniform", "popularity", "mixed")
-# Who draws a sampled softmax's negatives: the batch once ("batch", shared by every position), or each
-# training sequence its own ("sequence", shared by that sequence's positions; closer to the references
-# that draw per position, and every step touches B times as many catalog items).
-NEGATIVES_PER = ("batch", "sequence")
+# Who draws a sampled softmax's negatives: the batch once ("batch", shared by every position), each
+# training sequence its own ("sequence", shared by that sequence's positions: every step touches B times
+# as many catalog items), or each position its own ("position", as the eSASRec and HSTU references do:
+# the scored positions' S vectors each are gathered, N x S x D memory).
+NEGATIVES_PER = ("batch", "sequence", "position")
 
 # Batch entries of a sampled softmax drawn once per batch (not per row): a model using
 # SharedNegatives declares them as its ``shared_batch_keys``, so DDP ranks keep them whole.
@@ -30,7 +31,8 @@ def check_negatives_per(per: str) -> None:
 
 def whole_batch_keys(per: str) -> frozenset[str]:
     """The batch entries DDP ranks keep whole: the negatives when the batch draws them once
-    (:data:`SHARED_KEYS`); none when each sequence draws its own (they are rows, split like the inputs)."""
+    (:data:`SHARED_KEYS`); none when each sequence or position draws its own (they are rows, split like
+    the inputs)."""
     return SHARED_KEYS if per == "batch" else frozenset()
 
 
@@ -92,7 +94,7 @@ class SharedNegatives:
     in_batch: int
     q: np.ndarray  # (n_items + 1,) the catalog proposal
     cdf: np.ndarray | None  # (n_items + 1,) its cumulative sum; None for uniform draws (a constant correction)
-    per_sequence: bool = False  # True: each row of the batch draws its own negatives ((B, S) instead of (S,))
+    per: str = "batch"  # one of NEGATIVES_PER: negative is (S,), (B, S) or (B, T, S)
 
     @classmethod
     def build(
@@ -103,17 +105,18 @@ class SharedNegatives:
         is one of :data:`NEGATIVES_PER`."""
         check_negatives_per(per)
         q = negative_proposal(train_items, n_items, sampler)
-        return cls(n_items, n_negatives, in_batch, q, None if sampler == "uniform" else np.cumsum(q), per == "sequence")
+        return cls(n_items, n_negatives, in_batch, q, None if sampler == "uniform" else np.cumsum(q), per)
 
     def draw(self, target: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
         """Negatives for a batch whose targets are ``target`` (any shape, rows first; 0 = no target).
 
-        Returns ``negative`` ``(S,)`` (``(B, S)`` per sequence, ``B = len(target)``) and, unless the
-        correction is a constant (uniform catalog negatives only), ``neg_logq`` of ``negative``'s shape
-        and ``target_logq`` (``target``'s shape, 0 where ``target`` is 0). Per sequence, a row's expected
-        count of item ``k`` among its own draws is the same ``n_negatives * q(k) + in_batch * c_k / N``.
+        Returns ``negative`` ``(S,)`` (``(B, S)`` per sequence, ``B = len(target)``; ``(*target.shape, S)``
+        per position, padding positions included) and, unless the correction is a constant (uniform
+        catalog negatives only), ``neg_logq`` of ``negative``'s shape and ``target_logq`` (``target``'s
+        shape, 0 where ``target`` is 0). Per sequence or position, the expected count of item ``k`` among
+        a row's own draws is the same ``n_negatives * q(k) + in_batch * c_k / N``.
         """
-        rows: tuple[int, ...] = (len(target),) if self.per_sequence else ()
+        rows: tuple[int, ...] = {"batch": (), "sequence": (len(target),), "position": target.shape}[self.per]
         parts = []
         if self.n_negatives:
             if self.cdf is None:
@@ -124,7 +127,7 @@ class SharedNegatives:
         flat = target[target > 0]  # (N,) real targets
         if self.in_batch:
             parts.append(flat[rng.integers(0, len(flat), (*rows, self.in_batch))])
-        neg = np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]  # ([B,] S)
+        neg = np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]  # ([B, [T,]] S)
         out = {"negative": torch.from_numpy(neg)}
         if self.cdf is None and not self.in_batch:
             return out  # uniform catalog negatives only: -log E[k] is the same for every item
