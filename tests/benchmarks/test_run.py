@@ -145,3 +145,24 @@ def test_an_unknown_device_is_a_one_line_error(tmp_path: Path) -> None:
     config = _config(tmp_path / "a.toml", _log(tmp_path / "ring.txt"), 1)
     with pytest.raises(SystemExit, match="^error: .*device must be auto, cpu, cuda, cuda:N or mps, not 'tpu'"):
         bench_run.main(["--device", "tpu", "--out", str(tmp_path / "runs"), str(config)])
+
+
+def test_gpu_batch_runs_configs_at_once_each_under_its_own_name(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    data = _log(tmp_path / "ring.txt")
+    config = _config(tmp_path / "ring.toml", data, 1)
+    script = bench_run.ROOT / "benchmarks" / "gpu_batch.sh"
+    env = os.environ | {"DEVICE": "cpu", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(script), str(tmp_path / "out"), "abc1234", str(config), f"{config}:1"],
+                          cwd=bench_run.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    plain, seeded = (json.loads((tmp_path / "out" / "res" / f"{n}.json").read_text()) for n in ("ring", "ring-seed1"))
+    assert plain["git_sha"] == seeded["git_sha"] == "abc1234" and seeded["train_config"]["seed"] == 1
+    assert (tmp_path / "out" / "state" / "ring-seed1" / "train_state.json").exists()
+    assert (tmp_path / "out" / "logs" / "ring-seed1.log").exists()
+    bad = subprocess.run(["bash", str(script), str(tmp_path / "bad"), "abc1234", str(tmp_path / "missing.toml")],
+                         cwd=bench_run.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1  # one run failed
