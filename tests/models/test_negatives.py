@@ -59,3 +59,20 @@ def test_per_position_draws_give_each_position_its_own_negatives_and_corrections
     for item, logq in zip(out["negative"].flatten().tolist(), out["neg_logq"].flatten().tolist(), strict=True):
         assert np.isclose(logq, np.log(4 * pop.q[item] + 2 * (flat == item).sum() / len(flat)), atol=1e-6)
     assert whole_batch_keys("position") == frozenset()  # rows of the batch: DDP splits them with the inputs
+
+
+def test_position_logits_dense_and_gathered_agree_with_by_hand() -> None:
+    import torch
+
+    from attnrec.models.losses import POSITION_DENSE, position_logits
+
+    g = torch.Generator().manual_seed(0)
+    scored, table = torch.randn(5, 4, generator=g), torch.randn(31, 4, generator=g)  # 30 items + padding
+    negative = torch.randint(1, 31, (5, 3), generator=g)
+    by_hand = torch.stack([torch.stack([scored[n] @ table[negative[n, s]] for s in range(3)]) for n in range(5)])
+    assert table.shape[0] <= POSITION_DENSE * 3  # the dense path, in chunks of 2 rows
+    torch.testing.assert_close(position_logits(scored, table, negative, chunk=2), by_hand)
+    wide = torch.randn(POSITION_DENSE * 3 + 1, 4, generator=g)  # one item too many: the gathered path
+    torch.testing.assert_close(position_logits(scored, wide, negative),
+                               torch.einsum("nd,nsd->ns", scored, wide[negative]))
+    assert position_logits(scored[:0], table, negative[:0]).shape == (0, 3)

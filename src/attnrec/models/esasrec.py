@@ -55,7 +55,12 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import batch_sampled_softmax, negative_logits, softmax_cross_entropy
+from attnrec.models.losses import (
+    batch_sampled_softmax,
+    negative_logits,
+    position_logits,
+    softmax_cross_entropy,
+)
 from attnrec.models.masks import causal_bias
 from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
 from attnrec.models.registry import register
@@ -271,7 +276,10 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
         neg = batch["negative"]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
         pos_logit = (h * emb[pos]).sum(-1)  # (N,)
-        neg_logit = negative_logits(h, lambda idx: emb[idx], neg, states, real)  # (N, S)
+        if neg.dim() == 3:
+            neg_logit = position_logits(h, emb, neg[real])  # (N, S) each position its own
+        else:
+            neg_logit = negative_logits(h, emb[neg], states, real)  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     # -- inference: the last position's state against every item -----------------------------

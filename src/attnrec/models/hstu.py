@@ -61,7 +61,12 @@ from attnrec.models.contracts import (
     WeightedLoss,
 )
 from attnrec.models.event_context import LOG_BUCKET_WIDTH, TIMESTAMPS, log_bucket
-from attnrec.models.losses import batch_sampled_softmax, negative_logits, softmax_cross_entropy
+from attnrec.models.losses import (
+    batch_sampled_softmax,
+    negative_logits,
+    position_logits,
+    softmax_cross_entropy,
+)
 from attnrec.models.masks import causal_mask
 from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
 from attnrec.models.registry import register
@@ -318,7 +323,10 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
             return softmax_cross_entropy(h, self.item_vectors(), pos)  # chunked, column 0 excluded
         neg = batch["negative"]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
         pos_logit = (h * self._unit_items(pos)).sum(-1)  # (N,)
-        neg_logit = negative_logits(h, self._unit_items, neg, states, real)  # (N, S)
+        if neg.dim() == 3:  # each position its own, against the whole (normalised) table
+            neg_logit = position_logits(h, self._unit_items(torch.arange(self.n_items + 1, device=h.device)), neg[real])
+        else:
+            neg_logit = negative_logits(h, self._unit_items(neg), states, real)  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     def _unit_items(self, idx: torch.Tensor) -> torch.Tensor:
