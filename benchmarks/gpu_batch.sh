@@ -4,7 +4,7 @@
 #   benchmarks/gpu_batch.sh OUT COMMIT CONFIG[:SEED] ...
 #
 # OUT gets res/ (the result JSON files), state/ (each run's training state: carry it back to resume a run
-# cut off by the call's time limit) and logs/. COMMIT is recorded in each result (the machine's copy of
+# cut off by the call's time limit), logs/ and models/ (what `save = true` configs saved). COMMIT is recorded in each result (the machine's copy of
 # the tree may carry an older .git). The data comes from an ignored gpudata/ folder carried with the tree
 # (a copy of ../shared/data), linked to ../shared/data there. DEVICE (default cuda) is the device passed
 # to benchmarks/run.py --device. Exit status: the number of runs that failed.
@@ -24,4 +24,6 @@ for spec in "$@"; do
 done
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+# models saved by configs with `save = true` land in runs/<name> of this copy of the tree: bring them back
+if [ -d runs ]; then mkdir -p "$out/models" && cp -r runs/. "$out/models/"; fi
 exit $failed
