@@ -163,6 +163,7 @@ def test_gpu_batch_runs_configs_at_once_each_under_its_own_name(tmp_path: Path) 
     assert plain["git_sha"] == seeded["git_sha"] == "abc1234" and seeded["train_config"]["seed"] == 1
     assert (tmp_path / "out" / "state" / "ring-seed1" / "train_state.json").exists()
     assert (tmp_path / "out" / "logs" / "ring-seed1.log").exists()
+    assert not (tmp_path / "out" / "models").exists()  # nothing saved: nothing of runs/ brought back
     bad = subprocess.run(["bash", str(script), str(tmp_path / "bad"), "abc1234", str(tmp_path / "missing.toml")],
                          cwd=bench_run.ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 1  # one run failed
