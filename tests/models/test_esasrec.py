@@ -16,6 +16,7 @@ from attnrec.models.esasrec import ESASRec, ESASRecConfig, LiGRLayer
 from attnrec.models.losses import sampled_softmax_cross_entropy
 from attnrec.models.masks import causal_mask
 from causality import assert_causal
+from position_negatives import position_batch
 
 SMALL = {"hidden": 16, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1, "n_negatives": 8}
 
@@ -216,14 +217,10 @@ def test_per_sequence_negatives_score_each_position_against_its_own_sequences() 
         torch.testing.assert_close(m.loss(batch | {"negative": negs}), torch.stack(terms).mean())
 
 
-
 def test_per_position_negatives_score_each_position_against_its_own() -> None:
     m = _model(negatives="position", dropout=0.0)
-    assert m.shared_batch_keys == frozenset()
-    train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30)
-    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
+    batch = position_batch(m, 8)
     b, t = batch["seq"].shape
-    assert batch["negative"].shape == (b, t, 8)
     negs = torch.randint(1, 31, (b, t, 8), generator=torch.Generator().manual_seed(3))
     negs[0, -1, :2] = batch["target"][0, -1]  # an accidental hit at one position only
     with torch.no_grad():

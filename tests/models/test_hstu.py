@@ -16,6 +16,7 @@ from attnrec.evaluation.protocol import FULL
 from attnrec.models.hstu import HSTU, HSTUConfig, time_buckets
 from attnrec.recommend import load
 from attnrec.recommend.insight import explain_recommendation
+from position_negatives import position_batch
 
 SMALL = {"hidden": 16, "dqk": 8, "dv": 8, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1,
          "n_negatives": 10}
@@ -214,12 +215,9 @@ def test_per_sequence_negatives_are_each_rows_own() -> None:
 
 def test_per_position_negatives_are_each_positions_own() -> None:
     m = _model(negatives="position", dropout=0.0)
-    assert m.shared_batch_keys == frozenset()
-    train = Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30)
-    batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
-    b, t = batch["seq"].shape
     s = m.config.n_negatives
-    assert batch["negative"].shape == (b, t, s)
+    batch = position_batch(m, s)
+    b, t = batch["seq"].shape
     row = torch.arange(9, 9 + s).expand(b, s)
     real = batch["target"] > 0
     other = row[:, None, :].expand(b, t, s).clone()
