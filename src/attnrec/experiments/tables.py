@@ -98,19 +98,23 @@ def split_note(split: str, named: bool = True) -> str:
     return name
 
 
+def _selectable(r: Record) -> bool:
+    """A run chosen among others on validation: full-ranking validation monitored on NDCG@10, full test."""
+    return ((r.get("train") or {}).get("best_value") is not None and "full" in r["evaluations"]
+            and r.get("valid_protocol", "").split(",")[0] == "full ranking over all items"
+            and r["train_config"].get("monitor") == "NDCG@10")
+
+
 def _best_per_split(results: Sequence[Record]) -> dict[tuple[str, str], dict[str, Record]]:
     """Per (data file, split) and model of :data:`SIDE_BY_SIDE`: the run with the best validation score."""
     by_data: dict[tuple[str, str], dict[str, Record]] = {}
     for r in results:
-        tr = r.get("train") or {}
-        if (r["model"] not in SIDE_BY_SIDE or tr.get("best_value") is None or "full" not in r["evaluations"]
-                or parse_split(r.get("split", DEFAULT_SPLIT))[1].get("cold_items")  # other test cases
-                or r.get("valid_protocol", "").split(",")[0] != "full ranking over all items"
-                or r["train_config"].get("monitor") != "NDCG@10"):
+        if (r["model"] not in SIDE_BY_SIDE or not _selectable(r)
+                or parse_split(r.get("split", DEFAULT_SPLIT))[1].get("cold_items")):  # other test cases
             continue
         # Validation scores of different splits are not comparable: each split has its own rows.
         best = by_data.setdefault((r["data"]["sha256"], r.get("split", DEFAULT_SPLIT)), {})
-        if r["model"] not in best or tr["best_value"] > best[r["model"]]["train"]["best_value"]:
+        if r["model"] not in best or r["train"]["best_value"] > best[r["model"]]["train"]["best_value"]:
             best[r["model"]] = r
     return by_data
 
@@ -138,13 +142,6 @@ def side_by_side(results: Sequence[Record]) -> list[str]:
             lines += _side_by_side_rows(model, best[model], sha)
         lines.append("")
     return lines if by_data else []
-
-
-def _selectable(r: Record) -> bool:
-    """A run chosen among others on validation: full-ranking validation monitored on NDCG@10, full test."""
-    return ((r.get("train") or {}).get("best_value") is not None and "full" in r["evaluations"]
-            and r.get("valid_protocol", "").split(",")[0] == "full ranking over all items"
-            and r["train_config"].get("monitor") == "NDCG@10")
 
 
 def training_cost(results: Sequence[Record]) -> list[str]:

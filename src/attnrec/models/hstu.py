@@ -29,9 +29,10 @@ over the catalog. Two choices differ from the reference, both documented in ``do
 negatives are drawn per training sequence (``negatives="sequence"``, the presets; shared by the
 sequence's positions) or per batch (``"batch"``, the library's cheapest sampled softmax,
 :class:`~attnrec.models.negatives.SharedNegatives`), where the reference draws 128 per position
-(``O(positions x negatives x d)`` memory; ``negatives="position"`` does that too); on ML-1M the
-batch's 128 learned far more slowly than the sequence's. And a time gap is measured from the query event's own timestamp, so no position sees
-anything of the event it predicts (the reference measures from the next event's timestamp).
+(``O(positions x negatives x d)`` memory; ``negatives="position"`` draws that way too); on ML-1M the
+batch's 128 learned far more slowly than the sequence's. And a time gap is measured from the query
+event's own timestamp, so no position sees anything of the event it predicts (the reference measures
+from the next event's timestamp).
 
 Timestamps: an optional batch entry ``"timestamps"`` ``(B, T)`` int64 seconds aligned with
 ``"seq"`` (``<= 0``: padding or unknown, and then no time bias for that pair). :meth:`HSTU.train_batches`
@@ -323,8 +324,8 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
             return softmax_cross_entropy(h, self.item_vectors(), pos)  # chunked, column 0 excluded
         neg = batch["negative"]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
         pos_logit = (h * self._unit_items(pos)).sum(-1)  # (N,)
-        if neg.dim() == 3:  # each position its own, against the whole (normalised) table
-            neg_logit = position_logits(h, self._unit_items(torch.arange(self.n_items + 1, device=h.device)), neg[real])
+        if neg.dim() == 3:  # each position its own, against the whole normalised table
+            neg_logit = position_logits(h, self.item_vectors(), neg[real])  # (N, S)
         else:
             neg_logit = negative_logits(h, self._unit_items(neg), states, real)  # (N, S)
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform

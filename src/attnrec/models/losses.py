@@ -216,8 +216,8 @@ def batch_sampled_softmax(
 
     ``rows`` selects the scored positions of the batch's ``(B, T)`` grid. The negatives are ``(S,)``,
     shared by the batch, ``(B, S)``, each sequence its own, or ``(B, T, S)``, each position its own (then
-    ``neg_logit`` ``(N, S)`` must score each position against its own, as :func:`negative_logits` does). When they
-    were drawn non-uniformly the batch also holds their log-Q corrections (``neg_logq``, and
+    ``neg_logit`` ``(N, S)`` must score each position against its own, as :func:`negative_logits` and
+    :func:`position_logits` do). When they were drawn non-uniformly the batch also holds their log-Q corrections (``neg_logq``, and
     ``target_logq`` per position); uniform draws leave them out, as their correction is a constant.
     """
     corrected = "neg_logq" in batch

@@ -14,8 +14,8 @@ import torch
 SAMPLERS = ("uniform", "popularity", "mixed")
 # Who draws a sampled softmax's negatives: the batch once ("batch", shared by every position), each
 # training sequence its own ("sequence", shared by that sequence's positions: every step touches B times
-# as many catalog items), or each position its own ("position", as the eSASRec and HSTU references do:
-# the scored positions' S vectors each are gathered, N x S x D memory).
+# as many catalog items), or each position its own ("position", as the eSASRec and HSTU references do;
+# scored by attnrec.models.losses.position_logits).
 NEGATIVES_PER = ("batch", "sequence", "position")
 
 # Batch entries of a sampled softmax drawn once per batch (not per row): a model using
