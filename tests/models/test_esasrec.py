@@ -239,6 +239,7 @@ def test_per_position_negatives_score_each_position_against_its_own() -> None:
         torch.testing.assert_close(m.loss(batch | {"negative": row[:, None, :].expand(b, t, 8)}),
                                    m.loss(batch | {"negative": row}))
 
+
 def _table_grad(item_table_dropout: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The item table's gradient after one full-softmax training loss (rate 0.5), and every dropout
     output shaped like the whole table."""
