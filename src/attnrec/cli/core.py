@@ -62,7 +62,7 @@ SplitOpt = Annotated[str, typer.Option(
     "last-qualifying: the last event of --target-events rated >= --min-target-rating (next buy, liked).")]
 ValidUsersOpt = Annotated[int, typer.Option(
     "--valid-users", min=0, help="leave-one-out: validate on this many users (drawn with seed 0); every other "
-    "user also trains on its second-to-last item (the BERT4Rec code and RecTools benchmark protocol). 0 = all users.")]
+    "user also trains on its second-to-last item (aprec's protocol; the BERT4Rec code trains on all but the test item). 0 = all users.")]
 ModelDirOpt = Annotated[Path, typer.Option("--model", "-m", help="A model directory written by 'attnrec train'.")]
 NegativesOpt = Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
 # The candidate filters of `recommend` and `batch` (the same request options, the same words).

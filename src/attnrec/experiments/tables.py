@@ -94,7 +94,7 @@ def split_note(split: str, named: bool = True) -> str:
                 "whose target is a cold/warm item; validation on warm targets only")
     if base == "leave-one-out" and params.get("valid_users"):
         return (f"{name}: validation on {params['valid_users']:.0f} sampled users, every other user also trains on its "
-                "validation item (the BERT4Rec code's and the RecTools benchmark's protocol); same test cases")
+                "validation item (aprec's protocol; the BERT4Rec code trains on all but the test item); same test cases")
     return name
 
 
