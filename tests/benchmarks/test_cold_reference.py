@@ -39,3 +39,24 @@ def test_the_table_shows_the_stripped_warm_figures_or_says_they_were_not_measure
     assert "not measured" in old
     header = ref.markdown([_row(True)]).splitlines()[4]
     assert header.count("|") == new.count("|") == old.count("|"), "every row has the header's columns"
+
+
+def test_the_gap_is_the_cold_runs_warm_ndcg_relative_to_each_reference() -> None:
+    cold_run = {"name": "cold", "evaluations": {"full": {"groups": {"warm": {"n_cases": 8,
+                                                                              "metrics": {"NDCG@10": 0.048}}}}}}
+    with_stripped, without = _row(True), _row(False)
+    without["model_dir"] = "runs/old"
+    g = ref.gaps(cold_run, [with_stripped, without])
+    # 0.048 / 0.05 - 1 = -4%; against the stripped reference 0.048 / 0.0412 - 1 = +16.5%
+    assert abs(g[0]["gap_full"] - -0.04) < 1e-12
+    assert abs(g[0]["gap_stripped"] - (0.048 / 0.0412 - 1)) < 1e-12
+    assert g[1]["gap_stripped"] is None
+    table = ref.gaps_markdown(g).splitlines()
+    assert table[-2].endswith("| 0.0500 | -4.0% | 0.0412 | +16.5% |")
+    assert "not measured" in table[-1] and table[-1].count("|") == table[-2].count("|")
+
+
+def test_a_new_measurement_replaces_the_row_of_the_same_model_name_and_keeps_the_others() -> None:
+    old = [{"model_dir": "runs/a", "v": 1}, {"model_dir": "elsewhere/b", "v": 1}]
+    new = [{"model_dir": "runs/b", "v": 2}, {"model_dir": "runs/c", "v": 2}]
+    assert ref.merged(old, new) == [{"model_dir": "runs/a", "v": 1}, *new]
