@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from attnrec import Recommender
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
+from attnrec.models._blocks import FastDropout
 from attnrec.models.esasrec import ESASRec, ESASRecConfig, LiGRLayer
 from attnrec.models.losses import sampled_softmax_cross_entropy
 from attnrec.models.masks import causal_mask
@@ -274,6 +276,32 @@ def test_item_table_dropout_drops_inputs_and_output_layer_with_one_mask(monkeypa
     assert (grad[0] == 0).all()  # the padding row stays untouched
     off, tables = _table_grad(False, monkeypatch)
     assert not tables and (off[1:] == 0).float().mean() < 0.05  # without it no table is dropped out
+
+
+def test_fast_dropout_keeps_item_table_dropout_one_mask_for_inputs_and_output_layer() -> None:
+    m = _model(loss="ce", dropout=0.5, item_table_dropout=True, fast_dropout=True).train()
+    assert isinstance(m.table_drop, FastDropout) and isinstance(m.emb_drop, FastDropout)
+    assert not any(isinstance(x, nn.Dropout) for x in m.modules())  # no nn.Dropout left behind
+    batch = next(iter(m.train_batches(Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11]], 30), 8,
+                                      np.random.default_rng(0))))
+    tables: list[torch.Tensor] = []
+    m.table_drop.register_forward_hook(lambda _m, _i, out: tables.append(out.detach()))
+    torch.manual_seed(1)
+    m.loss(batch).backward()
+    assert len(tables) == 1
+    dropped = tables[0][1:] == 0  # (I, D)
+    assert 0.35 < dropped.float().mean() < 0.65
+    grad = m.item_emb.weight.grad
+    assert grad is not None and torch.equal(grad[1:] == 0, dropped)  # one mask, inputs and outputs alike
+
+
+def test_fast_dropout_scores_as_the_plain_model_with_the_same_weights() -> None:
+    fast, plain = _model(item_table_dropout=True, fast_dropout=True), _model(item_table_dropout=True)
+    assert fast.state_dict().keys() == plain.state_dict().keys()  # checkpoints load either way
+    plain.load_state_dict(fast.state_dict())
+    seq = {"seq": torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])}
+    with torch.no_grad():
+        torch.testing.assert_close(fast.score(seq), plain.score(seq), rtol=0, atol=0)
 
 
 def test_item_table_dropout_changes_nothing_at_rate_zero_nor_when_scoring() -> None:

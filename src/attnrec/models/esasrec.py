@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import MultiHeadAttention
+from attnrec.models._blocks import MultiHeadAttention, dropout
 from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
 from attnrec.models.contracts import (
     AttentionInspectable,
@@ -90,6 +90,10 @@ class ESASRecConfig:
     # whole item table once (rate `dropout`) and uses it for the inputs and as the output layer, so
     # the softmax's item vectors are regularised too. Off: only the inputs are dropped out.
     item_table_dropout: bool = False
+    # Dropout masks from 16-bit random integers (attnrec.models._blocks.FastDropout), as SASRec's option:
+    # the same distribution from another random stream (hence off); at d 256 on the CPU the Bernoulli
+    # draws took a quarter of a bf16 training step.
+    fast_dropout: bool = False
 
     def __post_init__(self) -> None:
         if self.loss not in ("sampled_ce", "ce"):
@@ -106,12 +110,12 @@ class ESASRecConfig:
 class SwiGLU(nn.Module):
     """The LiGR feed-forward: ``W2 Dropout(SiLU(W1 z) * W3 z)``, no biases."""
 
-    def __init__(self, hidden: int, inner: int, dropout: float) -> None:
+    def __init__(self, hidden: int, inner: int, p: float, fast_dropout: bool = False) -> None:
         super().__init__()
         self.w1 = nn.Linear(hidden, inner, bias=False)  # through SiLU: the gate
         self.w3 = nn.Linear(hidden, inner, bias=False)  # the value it gates
         self.w2 = nn.Linear(inner, hidden, bias=False)
-        self.drop = nn.Dropout(dropout)
+        self.drop = dropout(p, fast_dropout)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``(B, T, D)`` -> ``(B, T, D)``."""
@@ -128,9 +132,9 @@ class LiGRLayer(nn.Module):
         self.attn = MultiHeadAttention(c.hidden, c.n_heads, c.dropout if c.attn_dropout is None else c.attn_dropout)
         self.gate_attn = nn.Linear(c.hidden, c.hidden)
         self.ln_ffn = nn.LayerNorm(c.hidden)
-        self.ffn = SwiGLU(c.hidden, c.hidden * c.ff_multiplier, c.dropout)
+        self.ffn = SwiGLU(c.hidden, c.hidden * c.ff_multiplier, c.dropout, c.fast_dropout)
         self.gate_ffn = nn.Linear(c.hidden, c.hidden)
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = dropout(c.dropout, c.fast_dropout)
 
     def forward(
         self, x: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False, last: int = 0
@@ -183,7 +187,8 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         self.n_items = n_items
         self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
         self.pos_emb = nn.Embedding(c.max_len, c.hidden)
-        self.emb_drop = nn.Dropout(c.dropout)
+        self.emb_drop = dropout(c.dropout, c.fast_dropout)
+        self.table_drop = dropout(c.dropout, c.fast_dropout)  # item_table_dropout's one mask a step
         self.layers = nn.ModuleList(LiGRLayer(c) for _ in range(c.n_layers))
         for name, p in self.named_parameters():  # Xavier-normal matrices, as the authors initialise
             if p.dim() > 1:
@@ -258,7 +263,8 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         ``item_table_dropout``, dropped out once (rate ``dropout``) while in training mode."""
         emb = self.item_emb.weight  # (I+1, D)
         if self.config.item_table_dropout:
-            return F.dropout(emb, self.config.dropout, self.training)  # (I+1, D), one mask per step
+            out: torch.Tensor = self.table_drop(emb)  # (I+1, D), one mask per step (training mode only)
+            return out
         return emb
 
     def loss(self, batch: Batch) -> torch.Tensor:
