@@ -60,3 +60,15 @@ def test_a_new_measurement_replaces_the_row_of_the_same_model_name_and_keeps_the
     old = [{"model_dir": "runs/a", "v": 1}, {"model_dir": "elsewhere/b", "v": 1}]
     new = [{"model_dir": "runs/b", "v": 2}, {"model_dir": "runs/c", "v": 2}]
     assert ref.merged(old, new) == [{"model_dir": "runs/a", "v": 1}, *new]
+
+
+def test_full_history_gaps_set_each_cold_model_against_each_reference() -> None:
+    m = {"NDCG@10": 0.045, "HR@10": 0.09}
+    cold_model = {"model_dir": "runs/cold", "groups": {"warm": {"n_cases": 8, "metrics": m},
+                                                       "cold": {"n_cases": 2, "metrics": {"NDCG@10": 0.02}}}}
+    g = ref.full_gaps([cold_model], [_row(True), _row(False)])
+    assert len(g) == 2 and abs(g[0]["gap"] - (0.045 / 0.05 - 1)) < 1e-12  # -10%
+    lines = ref.full_gaps_markdown(g).splitlines()
+    assert lines[-1] == "| cold | m | 8 | 0.0450 | 0.0500 | -10.0% | 0.0200 |"
+    assert lines[-3].count("|") == lines[-1].count("|")  # the header's columns
+    assert ref.full_gaps_markdown([]) == ""
