@@ -155,38 +155,42 @@ def full_gaps(cold_models: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
     return out
 
 
+def _section(title: str, intro: str, header: list[str], body: list[str]) -> str:
+    """A markdown section: title, paragraph, a table of ``header`` columns and ``body`` rows (empty without rows)."""
+    if not body:
+        return ""
+    lines = ["", f"## {title}", "", intro, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header), *body]
+    return "\n".join(lines) + "\n"
+
+
 def full_gaps_markdown(rows: list[dict[str, Any]]) -> str:
     """The table of :func:`full_gaps` rows (empty when there are none)."""
-    if not rows:
-        return ""
-    lines = ["", "## Cold-protocol models on the reference's test inputs", "",
-             "The saved cold-protocol model (its cold items added from their features) tested on the normal "
-             "test cases with full histories, cold items included as inputs and embedded from their features "
-             "alone: the reference's very inputs, so the warm columns compare the two models on identical cases.",
-             "", "| cold model | reference | warm cases | cold model NDCG@10 warm | reference NDCG@10 warm | gap | "
-             "cold model NDCG@10 cold targets |", "|---|---|---|---|---|---|---|"]
-    for g in rows:
-        lines.append(f"| {g['cold_model']} | {g['reference']} | {g['warm_cases']:,} | {g['cold_warm_ndcg10']:.4f} | "
-                     f"{g['reference_warm_ndcg10']:.4f} | {g['gap']:+.1%} | {g['cold_targets_ndcg10']:.4f} |")
-    return "\n".join(lines) + "\n"
+    body = [f"| {g['cold_model']} | {g['reference']} | {g['warm_cases']:,} | {g['cold_warm_ndcg10']:.4f} | "
+            f"{g['reference_warm_ndcg10']:.4f} | {g['gap']:+.1%} | {g['cold_targets_ndcg10']:.4f} |" for g in rows]
+    return _section(
+        "Cold-protocol models on the reference's test inputs",
+        "The saved cold-protocol model (its cold items added from their features) tested on the normal test cases "
+        "with full histories, cold items included as inputs and embedded from their features alone: the "
+        "reference's very inputs, so the warm columns compare the two models on identical cases.",
+        ["cold model", "reference", "warm cases", "cold model NDCG@10 warm", "reference NDCG@10 warm", "gap",
+         "cold model NDCG@10 cold targets"], body)
 
 
 def gaps_markdown(rows: list[dict[str, Any]]) -> str:
     """The table of :func:`gaps` rows (empty when there are none)."""
-    if not rows:
-        return ""
-    lines = ["", "## Cold-protocol runs against the references", "",
-             "The cold run's warm targets (its own test inputs: cold items never in histories) against each "
-             "reference on the same warm targets, with full histories and with the cold items taken out of them. "
-             "Issue #19 asks for a gap of no more than -3%.", "",
-             "| cold run | reference | warm cases | cold run NDCG@10 | reference, full histories | gap | "
-             "reference, cold out of histories | gap |", "|---|---|---|---|---|---|---|---|"]
+    body = []
     for g in rows:
         stripped = ("not measured | " if g["reference_stripped_ndcg10"] is None
                     else f"{g['reference_stripped_ndcg10']:.4f} | {g['gap_stripped']:+.1%}")
-        lines.append(f"| {g['cold_run']} | {g['reference']} | {g['cold_warm_cases']:,} | {g['cold_warm_ndcg10']:.4f} | "
-                     f"{g['reference_warm_ndcg10']:.4f} | {g['gap_full']:+.1%} | {stripped} |")
-    return "\n".join(lines) + "\n"
+        body.append(f"| {g['cold_run']} | {g['reference']} | {g['cold_warm_cases']:,} | {g['cold_warm_ndcg10']:.4f} | "
+                    f"{g['reference_warm_ndcg10']:.4f} | {g['gap_full']:+.1%} | {stripped} |")
+    return _section(
+        "Cold-protocol runs against the references",
+        "The cold run's warm targets (its own test inputs: cold items never in histories) against each reference on "
+        "the same warm targets, with full histories and with the cold items taken out of them. Issue #19 asks for a "
+        "gap of no more than -3%.",
+        ["cold run", "reference", "warm cases", "cold run NDCG@10", "reference, full histories", "gap",
+         "reference, cold out of histories", "gap"], body)
 
 
 def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
