@@ -25,40 +25,57 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnrec.data.schema import Interactions
 from attnrec.data.split import EvalSet
 from provenance import git_sha  # benchmarks/provenance.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
+if TYPE_CHECKING:  # loaded where a model is, as the other attnrec imports below
+    from attnrec.recommend import Recommender
+
+
+def _grouped(model_dir: Path, data: Interactions, is_cold: Callable[[np.ndarray], np.ndarray], mismatch: str,
+             settings: dict[str, Any]) -> tuple[Recommender, EvalSet, dict[str, Any]]:
+    """The saved model at ``model_dir`` (its item map must be ``data``'s, else ``mismatch`` ends the script),
+    the leave-one-out test cases of ``data``, and their record: all cases, and the cold and warm targets apart."""
+    from attnrec.data.split import leave_one_out
+    from attnrec.evaluation.protocol import FULL, evaluate
+    from attnrec.recommend import Recommender
+
+    rec = Recommender.load(model_dir, device="cpu")
+    assert rec.items_ is not None
+    if list(rec.items_.external) != list(data.items.external):
+        raise SystemExit(f"{model_dir}: {mismatch}")
+    cases = leave_one_out(data).test
+    cold = is_cold(cases.targets)
+    res = evaluate(rec.score_histories, cases, FULL, groups={"cold": cold, "warm": ~cold})
+    return rec, cases, {"model_dir": str(model_dir), **settings, "n_cases": len(cases), "protocol": FULL.describe(),
+                        "metrics": res.metrics, "groups": dict(res.groups)}
+
 
 def reference(model_dir: Path, data_name: str, data_dir: Path, share: float, seed: int) -> dict[str, Any]:
     """Test metrics of the saved model at ``model_dir``: all cases, and the would-be cold and warm targets apart."""
     from attnrec.data.cold import cold_items
     from attnrec.data.datasets import load_dataset
-    from attnrec.data.split import leave_one_out
     from attnrec.evaluation.protocol import FULL, evaluate
-    from attnrec.recommend import Recommender
 
     data = load_dataset(data_name, data_dir=data_dir)
     cold = cold_items(data, share, np.random.default_rng(seed))  # internal indices of data, as the test targets
-    rec = Recommender.load(model_dir, device="cpu")
-    assert rec.items_ is not None
-    if list(rec.items_.external) != list(data.items.external):
-        raise SystemExit(f"{model_dir}: its item map differs from {data_name}'s (not a run on this data)")
-    cases = leave_one_out(data).test
-    is_cold = np.isin(cases.targets, cold)
-    res = evaluate(rec.score_histories, cases, FULL, groups={"cold": is_cold, "warm": ~is_cold})
+    settings = {"data": data_name, "cold_items": share, "cold_seed": seed}
+    rec, cases, record = _grouped(model_dir, data, lambda targets: np.isin(targets, cold),
+                                  f"its item map differs from {data_name}'s (not a run on this data)", settings)
     stripped = warm_without_cold(cases, cold)
     res_stripped = evaluate(rec.score_histories, stripped, FULL)
-    groups = dict(res.groups) | {"warm_stripped": {"n_cases": len(stripped), "metrics": res_stripped.metrics}}
-    return {"model_dir": str(model_dir), "data": data_name, "cold_items": share, "cold_seed": seed,
-            "n_cases": len(cases), "protocol": FULL.describe(), "metrics": res.metrics, "groups": groups}
+    record["groups"]["warm_stripped"] = {"n_cases": len(stripped), "metrics": res_stripped.metrics}
+    return record
 
 
 def cold_model_full(model_dir: Path, data_name: str, data_dir: Path, share: float, seed: int) -> dict[str, Any]:
@@ -70,23 +87,12 @@ def cold_model_full(model_dir: Path, data_name: str, data_dir: Path, share: floa
     """
     from attnrec.data.cold import cold_start
     from attnrec.data.datasets import load_dataset
-    from attnrec.data.split import leave_one_out
-    from attnrec.evaluation.protocol import FULL, evaluate
-    from attnrec.recommend import Recommender
 
     cs = cold_start(load_dataset(data_name, data_dir=data_dir), share, seed)  # the log re-indexed as it trained
-    rec = Recommender.load(model_dir, device="cpu")
-    assert rec.items_ is not None
-    if list(rec.items_.external) != list(cs.data.items.external):
-        raise SystemExit(f"{model_dir}: its items are not {data_name}'s warm items followed by the cold draw "
-                         f"(share {share:g}, seed {seed}): not a cold-protocol run of these settings with its cold "
-                         "items added")
-    cases = leave_one_out(cs.data).test
-    is_cold = cs.is_cold(cases.targets)
-    res = evaluate(rec.score_histories, cases, FULL, groups={"cold": is_cold, "warm": ~is_cold})
-    return {"model_dir": str(model_dir), "data": data_name, "cold_items": share, "cold_seed": seed,
-            "n_cases": len(cases), "protocol": FULL.describe(), "histories": "full, cold items included",
-            "metrics": res.metrics, "groups": dict(res.groups)}
+    settings = {"data": data_name, "cold_items": share, "cold_seed": seed, "histories": "full, cold items included"}
+    mismatch = (f"its items are not {data_name}'s warm items followed by the cold draw (share {share:g}, seed "
+                f"{seed}): not a cold-protocol run of these settings with its cold items added")
+    return _grouped(model_dir, cs.data, cs.is_cold, mismatch, settings)[2]
 
 
 def warm_without_cold(cases: EvalSet, cold: np.ndarray) -> EvalSet:
@@ -123,10 +129,15 @@ def _stripped(row: dict[str, Any]) -> str:
     return f"{s['n_cases']:,} | {s['metrics']['NDCG@10']:.4f} | {s['metrics']['HR@10']:.4f}"
 
 
+def cold_run_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """What the gaps need of a cold-protocol result file: its name and its warm targets' group."""
+    return {"name": result["name"], "warm": result["evaluations"]["full"]["groups"]["warm"]}
+
+
 def gaps(cold_run: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The cold-protocol run's warm NDCG@10 against each reference's, on full and on stripped histories
-    (relative gap: negative when the cold run is below the reference)."""
-    warm = cold_run["evaluations"]["full"]["groups"]["warm"]
+    """The cold-protocol run's warm NDCG@10 (a :func:`cold_run_summary`) against each reference's, on full
+    and on stripped histories (relative gap: negative when the cold run is below the reference)."""
+    warm = cold_run["warm"]
     mine = warm["metrics"]["NDCG@10"]
     out = []
     for r in rows:
@@ -193,10 +204,16 @@ def gaps_markdown(rows: list[dict[str, Any]]) -> str:
          "reference, cold out of histories", "gap"], body)
 
 
-def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``old`` rows with those of the same model directory name replaced by ``new`` ones, new names appended."""
-    names = {Path(r["model_dir"]).name for r in new}
-    return [r for r in old if Path(r["model_dir"]).name not in names] + new
+def _dir_name(r: dict[str, Any]) -> str:
+    return Path(r["model_dir"]).name
+
+
+def merged(old: list[dict[str, Any]], new: list[dict[str, Any]],
+           key: Callable[[dict[str, Any]], str] = _dir_name) -> list[dict[str, Any]]:
+    """``old`` rows with those of the same ``key`` (the model directory's name) replaced by ``new`` ones,
+    new keys appended."""
+    names = {key(r) for r in new}
+    return [r for r in old if key(r) not in names] + new
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -218,12 +235,8 @@ def main(argv: list[str] | None = None) -> None:
     # rows written before rows carried their own sha measured at the file's
     old = [{"git_sha": before.get("git_sha")} | r for r in before.get("rows", [])]
     rows = merged(old, new)
-    # a cold run keeps only what the gaps need (its warm group); one of the same name replaces the earlier
-    given = [json.loads(f.read_text()) for f in a.cold_run]
-    given = [{"name": r["name"], "evaluations": {"full": {"groups": {"warm": r["evaluations"]["full"]["groups"]["warm"]}}}}
-             for r in given]
-    names = {r["name"] for r in given}
-    runs = [r for r in before.get("cold_runs", []) if r["name"] not in names] + given
+    given = [cold_run_summary(json.loads(f.read_text())) for f in a.cold_run]
+    runs = merged(before.get("cold_runs", []), given, key=lambda r: str(r["name"]))
     table = [g for run in runs for g in gaps(run, rows)]
     measured = [cold_model_full(d, a.data, a.data_dir, a.share, a.seed) | {"git_sha": sha} for d in a.cold_model]
     cold_models = merged(before.get("cold_models", []), measured)

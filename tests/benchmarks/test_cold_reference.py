@@ -42,8 +42,9 @@ def test_the_table_shows_the_stripped_warm_figures_or_says_they_were_not_measure
 
 
 def test_the_gap_is_the_cold_runs_warm_ndcg_relative_to_each_reference() -> None:
-    cold_run = {"name": "cold", "evaluations": {"full": {"groups": {"warm": {"n_cases": 8,
-                                                                              "metrics": {"NDCG@10": 0.048}}}}}}
+    result = {"name": "cold", "evaluations": {"full": {"groups": {"warm": {"n_cases": 8,
+                                                                            "metrics": {"NDCG@10": 0.048}}}}}}
+    cold_run = ref.cold_run_summary(result)
     with_stripped, without = _row(True), _row(False)
     without["model_dir"] = "runs/old"
     g = ref.gaps(cold_run, [with_stripped, without])
