@@ -94,6 +94,8 @@ def test_two_process_ddp_matches_one_process(tmp_path: Path) -> None:
     one = train_script.ddp_run()  # the same run in this (single) process
     ref = train_script.summary(one)
     assert ddp["world_size"] == 2 and ref["world_size"] == 1
+    # The group went once, with no DistributedDataParallel left to free after it (the shutdown abort).
+    assert ddp["ddp_alive_at_destroy"] == [0]
     assert ddp["train"]["epochs"] == ref["train"]["epochs"] == train_script.DDP_TRAIN["max_epochs"]
     steps = ref["train"]["epochs"] * -(-train_script.DDP_USERS // train_script.DDP_TRAIN["batch_size"])
     for k, v in one.core.state_dict().items():

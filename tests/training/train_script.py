@@ -9,6 +9,7 @@ The same functions run in the test process for the uninterrupted / one-process r
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: synthetic_logs.ring_log
 
@@ -75,13 +77,23 @@ def main() -> None:
     if a.mode == "resume":
         resume_run(a.path, a.sleep)
         return
+    destroy, alive = torch.distributed.destroy_process_group, []
+
+    def counting_destroy(*args: Any, **kwargs: Any) -> None:
+        # Every object the collector tracks, garbage not yet collected included: a wrapper left for
+        # the collector would be freed at interpreter shutdown, after the group (see cleanup()).
+        alive.append(sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects()))
+        destroy(*args, **kwargs)
+
+    torch.distributed.destroy_process_group = counting_destroy
     rec = ddp_run()
     if distributed.is_main():
         from safetensors.torch import save_file
 
         a.path.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in rec.core.state_dict().items()}, str(a.path / "weights.safetensors"))
-        (a.path / "summary.json").write_text(json.dumps(summary(rec), default=float))
+        (a.path / "summary.json").write_text(json.dumps({**summary(rec), "ddp_alive_at_destroy": alive},
+                                                        default=float))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ batch from the same seeded generator and trains on its own slice of the rows
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Collection
 from datetime import timedelta
@@ -78,11 +79,16 @@ def cleanup(sync: bool = True) -> None:
 
     The barrier matters: a rank that tears gloo down while a peer is still sending (the last
     broadcast of the run) can abort the peer with ``terminate called without an active exception``.
+    So does the collection before the group goes: DistributedDataParallel sits in a reference
+    cycle, so a dropped wrapper (and its reducer's hold on the group) lives until the garbage
+    collector runs; left to interpreter shutdown, freeing it aborts the process with the same
+    message (about one run in twenty on two cores). Callers drop their wrapper first.
     Pass ``sync=False`` when leaving because of an error, which the other ranks may never reach.
     """
     if is_initialized():
         if sync and world_size() > 1:
             dist.barrier()
+        gc.collect()
         dist.destroy_process_group()
 
 

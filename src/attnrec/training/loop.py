@@ -127,6 +127,18 @@ class _Loop(Generic[T]):
             raise ValueError("embeddings with sparse gradients (sparse_embedding) support neither grad_clip nor "
                              "multi-process training")
         self.stepper = Stepper(module, cfg, device, self.rank, self.world)
+        try:
+            result = self._epochs(resume)
+        finally:  # the DistributedDataParallel wrapper must not outlive its process group (distributed.cleanup)
+            self.stepper.release()
+        if self.state.best is not None:
+            module.load_state_dict(self.state.best)
+        module.eval()
+        return result
+
+    def _epochs(self, resume: TrainState | None) -> TrainResult:
+        """Train epoch after epoch (from ``resume`` when given) until a stopping rule fires."""
+        cfg, module = self.cfg, self.module
         rows = module.train_rows(self.train_data)
         if rows == 0:  # else every epoch is one empty batch whose mean loss is NaN, reported as divergence
             raise ValueError(f"the training data gives {type(module).__name__} no training rows: too few events per "
@@ -157,9 +169,6 @@ class _Loop(Generic[T]):
                 stopped = reason
                 break
         result.stopped = stopped
-        if self.state.best is not None:
-            module.load_state_dict(self.state.best)
-        module.eval()
         return result
 
     def _train_epoch(self, epoch: int, resume: TrainState | None) -> EpochRecord:

@@ -67,7 +67,8 @@ class Stepper:
         self.shared = shared_keys(module)
         # asked once: a Protocol isinstance check is slow for a per-step question
         self.weighted: WeightedLoss | None = module if isinstance(module, WeightedLoss) else None
-        runner: nn.Module = LossOf(module)
+        self.local = LossOf(module)
+        runner: nn.Module = self.local
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -78,6 +79,10 @@ class Stepper:
             else:
                 log.info("compile=True ignored on %s (CUDA only)", device)
         self.runner = runner
+
+    def release(self) -> None:
+        """Drop the DistributedDataParallel wrapper (if any), which must not outlive the process group."""
+        self.runner = self.local
 
     def step(
         self, batch: Batch, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
