@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import CACHE, RESULTS, Server, payloads, proc_status, train_ml1m  # noqa: E402
+from load_harness import Server, proc_status  # noqa: E402
+from load_test import CACHE, RESULTS, payloads, train_ml1m  # noqa: E402
 
 API_KEY = "soak-test-key-0123456789abcdef"
 LIMIT = 1 << 20  # the server's default body limit (1 MiB)

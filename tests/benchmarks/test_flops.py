@@ -8,6 +8,7 @@ from bench_scripts import load
 from attnrec.data.schema import Sequences
 
 flops = load("flops")
+report = load("flops_report")
 
 
 def test_encoder_flops_count_each_batch_width() -> None:
@@ -34,8 +35,8 @@ def test_step_study_sets_each_round_against_its_own_peak() -> None:
         assert r["achieved_gflops"] == st["flops_per_step"] / r["cpu_seconds_per_step"] / 1e9
         assert r["fraction_of_peak"] == r["achieved_gflops"] / r["peak_gflops"]
     assert st["median_fraction"] in [r["fraction_of_peak"] for r in st["rounds"]]
-    assert "- sasrec: **" in flops.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"},
-                                                                "other_load": "none", "studies": [st]})
+    assert "- sasrec: **" in report.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"},
+                                                                 "other_load": "none", "studies": [st]})
 
 
 def test_the_fast_kernel_variant_is_the_same_model_and_work_as_sasrec() -> None:
@@ -68,8 +69,8 @@ def test_the_bf16_variant_is_the_fast_variant_under_autocast_set_against_the_flo
     (r,) = low["rounds"]
     assert r["bf16_peak_gflops"] > 0 and r["fraction_of_peak"] == r["achieved_gflops"] / r["peak_gflops"]
     assert "bf16_peak_gflops" not in plain["rounds"][0]
-    table = flops.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"}, "other_load": "none",
-                                  "studies": [plain | {"name": "p"}, low | {"name": "b"}]})
+    table = report.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"}, "other_load": "none",
+                                   "studies": [plain | {"name": "p"}, low | {"name": "b"}]})
     assert "| p | " in table and "| none |" in table and "| bf16 |" in table
 
 

@@ -14,6 +14,7 @@ from attnrec.evaluation.metrics import ranking_metrics
 from attnrec.evaluation.protocol import _full_ranks
 
 peers = load("peers")
+common = load("peer_common")
 
 
 def test_peer_ranking_rule_is_attnrecs() -> None:
@@ -26,17 +27,17 @@ def test_peer_ranking_rule_is_attnrecs() -> None:
         ref = _full_ranks(scores.clone(), Sequences.from_lists(hists, n), targets, True).numpy()
         rows = torch.as_tensor(np.repeat(np.arange(b), [len(h) for h in hists]), dtype=torch.long)
         cols = torch.as_tensor(np.concatenate([np.asarray(h, dtype=np.int64) for h in hists]), dtype=torch.long)
-        got = peers._full_ranks(scores.clone(), targets, rows, cols, [0]).numpy()
+        got = common.full_ranks(scores.clone(), targets, rows, cols, [0]).numpy()
         np.testing.assert_array_equal(got, ref)
         want = ranking_metrics(ref, (10,))
-        have = peers._ranking_metrics(got)
+        have = common.ranking_metrics(got)
         assert abs(have["NDCG@10"] - want["NDCG@10"]) < 1e-12 and abs(have["HR@10"] - want["HR@10"]) < 1e-12
 
 
 def test_unknown_target_is_a_miss() -> None:
     scores = torch.zeros(2, 6)
-    ranks = peers._full_ranks(scores, torch.tensor([-1, 3]), torch.tensor([1]), torch.tensor([2]), [0])
-    assert ranks[0] == torch.iinfo(torch.int64).max and peers._ranking_metrics(ranks.numpy())["HR@10"] == 0.5
+    ranks = common.full_ranks(scores, torch.tensor([-1, 3]), torch.tensor([1]), torch.tensor([2]), [0])
+    assert ranks[0] == torch.iinfo(torch.int64).max and common.ranking_metrics(ranks.numpy())["HR@10"] == 0.5
 
 
 def _result(epoch_seconds: list[float], partial: dict[str, float] | None, cap: float, reach: float | None) -> dict:
