@@ -9,7 +9,9 @@
 A config has a ``[run]`` table (name, data, data_dir (a named dataset's folder: it brings its feature
 files), format, model, preset, split, valid_users,
 valid_protocol, protocols, save, notes) and optional ``[model]`` / ``[train]`` tables that
-override the preset. Data paths are relative to the repository root. The run and the table go
+override the preset; ``[run] base = "other.toml"`` (relative to the config's folder) starts from another
+config's three tables and overrides them key by key (its name is not inherited), so a variant of a run
+says only what differs. Data paths are relative to the repository root. The run and the table go
 through attnrec's one experiment runner and renderer (:mod:`attnrec.experiments`).
 
 Seeds: ``[run] seeds = [0, 1, 2]`` (or ``--seeds 0,1,2``, which overrides the config's) runs the

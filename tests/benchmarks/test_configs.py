@@ -12,7 +12,7 @@ from attnrec.experiments.configured import RunConfig, seed_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_CONFIGS = sorted(p for p in (ROOT / "benchmarks" / "configs").rglob("*.toml")
-                     if "model" in tomllib.loads(p.read_text()).get("run", {}))
+                     if {"model", "base"} & set(tomllib.loads(p.read_text()).get("run", {})))
 
 
 def test_the_run_configs_are_found() -> None:

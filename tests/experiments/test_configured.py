@@ -44,6 +44,34 @@ def test_bad_configs_fail_with_one_clear_line(tmp_path: Path, run: str, extra: s
         RunConfig.from_toml(_config(tmp_path, run, extra))
 
 
+def test_a_config_on_a_base_overrides_it_key_by_key(tmp_path: Path) -> None:
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "grand.toml").write_text('[run]\nname = "grand"\ndata = "demo"\nmodel = "sasrec"\n'
+                                                  'notes = "bf16"\n[model]\nhidden = 8\nfast_dropout = true\n'
+                                                  '[train]\namp = "bf16"\nmax_epochs = 3\n')
+    (tmp_path / "base" / "parent.toml").write_text('[run]\nbase = "grand.toml"\nseeds = [0, 1]\n'
+                                                   '[model]\nn_layers = 1\n')
+    child = _config(tmp_path, 'base = "base/parent.toml"\nnotes = "float32"',
+                    '[model]\nfast_dropout = false\n[train]\namp = "none"\n')
+    cfg = RunConfig.from_toml(child)
+    assert cfg.name == "run"  # its own (the file's stem): a base's name is never inherited
+    assert (cfg.data, cfg.model, cfg.notes, cfg.seeds) == ("demo", "sasrec", "float32", (0, 1))
+    assert cfg.model_settings == {"hidden": 8, "fast_dropout": False, "n_layers": 1}
+    assert cfg.train_settings == {"amp": "none", "max_epochs": 3}
+
+
+@pytest.mark.parametrize(("base", "message"), [
+    ('"missing.toml"', r"base missing.toml: no such config file"),
+    ('"run.toml"', "the bases form a loop"),
+    ('"loop.toml"', "the bases form a loop"),
+    ("3", "base must be the path of another config"),
+])
+def test_bad_bases_fail_with_one_clear_line(tmp_path: Path, base: str, message: str) -> None:
+    (tmp_path / "loop.toml").write_text('[run]\nbase = "run.toml"\n')
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_toml(_config(tmp_path, f'base = {base}\ndata = "demo"\nmodel = "pop"'))
+
+
 def test_a_named_dataset_from_a_data_dir_brings_its_item_features(tmp_path: Path) -> None:
     import gzip
     import json

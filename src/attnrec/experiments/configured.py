@@ -2,7 +2,8 @@
 
 A config has a ``[run]`` table (:class:`RunConfig`: name, data, format, model, preset, split,
 valid_users, valid_protocol, protocols, save, notes, cold_items, cold_seed, seeds) and optional ``[model]`` /
-``[train]`` tables that override the preset. :func:`run_configured` trains and tests it through the one
+``[train]`` tables that override the preset; ``[run] base = "other.toml"`` starts from another
+config's tables and overrides them key by key. :func:`run_configured` trains and tests it through the one
 runner (:func:`~attnrec.experiments.runner.run_one`) and writes ``<out_dir>/<name>.json``; the
 tables of :mod:`attnrec.experiments.tables` are rendered from those records. A config naming
 ``seeds`` is one run per seed (:func:`seed_runs`, :mod:`attnrec.experiments.seeds`).
@@ -94,18 +95,42 @@ class RunConfig:
     @classmethod
     def from_toml(cls, path: Path) -> RunConfig:
         """Read a run config; unknown tables or ``[run]`` keys are errors that list the valid ones."""
-        tables = load_toml(path, ("run", "model", "train"))
+        tables = _resolved_tables(path, ())
         run = tables["run"]
         known = {f.name for f in dataclasses.fields(cls)} - {"model_settings", "train_settings", "path", "seed_group"}
         unknown = set(run) - known
         if unknown:
-            raise ConfigError(f"{path}: unknown [run] keys {sorted(unknown)}; valid: {sorted(known)}")
+            raise ConfigError(f"{path}: unknown [run] keys {sorted(unknown)}; valid: {sorted(known | {'base'})}")
         missing = [k for k in ("data", "model") if k not in run]
         if missing:
             raise ConfigError(f"{path}: [run] needs {' and '.join(missing)}")
         values = run | {"name": run.get("name", path.stem), "protocols": tuple(run.get("protocols", ("full",))),
                         "seeds": tuple(run.get("seeds", ()))}
         return cls(**values, model_settings=tables["model"], train_settings=tables["train"], path=path)
+
+
+def _resolved_tables(path: Path, seen: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
+    """The ``[run]``, ``[model]`` and ``[train]`` tables of ``path`` laid over those of the config its
+    ``[run] base`` names (a path relative to ``path``'s folder; bases may have bases), key by key.
+
+    A near-copy of a run (the same run in float32, say) is then a few lines that say what differs.
+    The base's ``name`` is never inherited: a run's name is its own or its file's stem.
+    """
+    tables = load_toml(path, ("run", "model", "train"))
+    base = tables["run"].pop("base", None)
+    if base is None:
+        return tables
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{path}: [run] base must be the path of another config, not {base!r}")
+    parent = (path.parent / base).resolve()
+    chain = (*seen, path.resolve())
+    if parent in chain:
+        raise ConfigError(f"{path}: [run] base {base} leads back to {parent.name}: the bases form a loop")
+    if not parent.is_file():
+        raise ConfigError(f"{path}: [run] base {base}: no such config file")
+    inherited = _resolved_tables(parent, chain)
+    inherited["run"].pop("name", None)
+    return {k: inherited[k] | tables[k] for k in ("run", "model", "train")}
 
 
 def seed_runs(cfg: RunConfig, seeds: Sequence[int] | None = None) -> list[RunConfig]:
