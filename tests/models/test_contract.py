@@ -14,7 +14,7 @@ from attnrec.data.features import FeatureTable
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.context import ItemFeatures, ModelContext
-from attnrec.models.contracts import capabilities
+from attnrec.models.contracts import WeightedLoss, capabilities
 from attnrec.models.registry import get_spec
 from synthetic_logs import ring_log
 
@@ -150,3 +150,27 @@ def _context() -> ModelContext:
     data = _with_tags(ring_log(n_users=20, n_items=10))
     assert data.item_features is not None
     return ModelContext(ItemFeatures.from_table(data.item_features, data.items))
+
+
+# The shifted next-item models: inputs "seq" and targets "target" of one shape, target t the item after input t.
+SHIFTED = ["sasrec", "esasrec", "gsasrec", "hstu", "gru4rec"]
+
+
+@pytest.mark.parametrize("name", SHIFTED)
+def test_a_first_item_is_never_a_target(name: str) -> None:
+    """Inputs ``[0, 0, a, b]`` and targets ``[0, a, b, c]`` would ask the model for ``a`` after nothing but
+    padding: no next-item case (SASRec's o_t is padding where s_t is; the authors' code never trains it)."""
+    from attnrec.data.schema import Sequences
+
+    spec = get_spec(name)
+    model = spec.cls(config_from_dict(spec.config_cls, {"max_len": 6}), 3, 20)
+    train = Sequences.from_lists([[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11], [12, 13]], 20)  # short, longer than 7, two
+    batch = next(iter(model.train_batches(train, 8, np.random.default_rng(0))))
+    seq, target = batch["seq"], batch["target"]  # (B, T)
+    assert seq.shape == target.shape
+    assert not ((seq == 0) & (target > 0)).any()  # a target only after a real input
+    firsts = {1, 4, 12}  # each history's first item: in a window only where its history fits
+    assert not firsts & set(target.flatten().tolist())
+    assert int((target > 0).sum()) == 2 + 6 + 1  # 2 of [1, 2, 3]; 6 of the longer one's last 7; 1 of [12, 13]
+    if isinstance(model, WeightedLoss):  # the loss averages over exactly these
+        assert model.loss_terms(batch) == 9

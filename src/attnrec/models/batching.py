@@ -76,6 +76,17 @@ def next_item_windows(train: Sequences, max_len: int) -> tuple[np.ndarray, np.nd
     return users, train.padded(max_len + 1, users)
 
 
+def shifted_pair(windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs ``seq`` and next-item targets ``target`` ``(B, T)`` of left-padded windows ``(B, T + 1)``.
+
+    A target is kept only where its input is a real item. The first item of a history shorter than
+    the window follows padding: predicting it from nothing is no next-item case, and the papers'
+    objective (SASRec's o_t is padding where the input s_t is) and the authors' code never train it.
+    """
+    seq = windows[:, :-1]  # (B, T)
+    return torch.from_numpy(seq), torch.from_numpy(np.where(seq > 0, windows[:, 1:], 0))  # (B, T) each
+
+
 def negative_batches(
     train: Sequences, users: np.ndarray, n_items: int, n_negatives: int, batch_size: int, rng: np.random.Generator
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -162,7 +173,7 @@ def shifted_batches(
     """One epoch of the shifted next-item objective: ``(users (B,), batch)`` in shuffled order.
 
     Each batch holds the last ``max_len + 1`` items of its users split into inputs ``seq`` ``(B, T)``
-    and next-item targets ``target`` ``(B, T)`` (left-padded); with ``shared``, the negatives the
+    and next-item targets ``target`` ``(B, T)`` (left-padded; :func:`shifted_pair`); with ``shared``, the negatives the
     batch shares and their log-Q corrections are drawn after the rows (the models' RNG order). ``only``:
     just these users (e.g. those with a target of the wanted event type), else every user with two items.
     """
@@ -172,8 +183,9 @@ def shifted_batches(
         users, windows = users[keep], windows[keep]
     for idx in batches(len(users), batch_size, rng):
         w = windows[idx]  # (B, T+1)
-        batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
+        seq, target = shifted_pair(w)  # (B, T) each
+        batch = {"seq": seq, "target": target}
         if shared is not None:  # negatives shared by the batch, with their log-Q corrections
-            batch |= shared.draw(w[:, 1:], rng)
+            batch |= shared.draw(target.numpy(), rng)
         yield users[idx], batch
 

@@ -69,7 +69,8 @@ def target_users(train: Sequences, width: int, rule: TargetRule, model: str) -> 
     """The users with a next-item window (``width + 1`` newest items) holding at least one qualifying target."""
     users = np.flatnonzero(train.lengths() >= 2)
     cols = column_batch(train, rule_columns(rule), width + 1, users, model)
-    ok = rule.qualifies({k: v[:, 1:] for k, v in cols.items()}) & (train.padded(width + 1, users)[:, 1:] > 0)
+    # a real target after a real input (shifted_pair): a first item is no next-item case
+    ok = rule.qualifies({k: v[:, 1:] for k, v in cols.items()}) & (train.padded(width + 1, users)[:, :-1] > 0)
     return users[ok.any(1)]
 
 

@@ -31,7 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import item_counts
-from attnrec.models.batching import batches, next_item_rows, next_item_windows
+from attnrec.models.batching import batches, next_item_rows, next_item_windows, shifted_pair
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.losses import softmax_cross_entropy
 from attnrec.models.registry import register
@@ -149,7 +149,8 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
             weights /= weights.sum()
         for idx in batches(len(users), batch_size, rng):
             w = windows[idx]  # (B, T+1)
-            batch = {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:])}
+            seq, target = shifted_pair(w)  # (B, T) each
+            batch = {"seq": seq, "target": target}
             if weights is not None:
                 batch["negative"] = torch.from_numpy(rng.choice(len(weights), size=c.n_negatives, p=weights))
             yield batch

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models.batching import batches, next_item_rows, next_item_windows
+from attnrec.models.batching import batches, next_item_rows, next_item_windows, shifted_pair
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -142,8 +142,8 @@ class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         for idx in batches(len(users), batch_size, rng):
             w = windows[idx]  # (B, T+1)
             neg = rng.integers(1, self.n_items + 1, size=(len(idx), self.config.n_negatives))  # (B, k)
-            yield {"seq": torch.from_numpy(w[:, :-1]), "target": torch.from_numpy(w[:, 1:]),
-                   "negative": torch.from_numpy(neg)}
+            seq, target = shifted_pair(w)  # (B, T) each
+            yield {"seq": seq, "target": target, "negative": torch.from_numpy(neg)}
 
     def loss_terms(self, batch: Batch) -> int:
         """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
