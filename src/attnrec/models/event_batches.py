@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, Sequences
-from attnrec.models.batching import sliding_window_matrix
+from attnrec.models.batching import shifted_pair, sliding_window_matrix
 from attnrec.models.contracts import Batch
 from attnrec.models.event_context import (
     BATCH_KEYS,
@@ -69,8 +69,8 @@ def target_users(train: Sequences, width: int, rule: TargetRule, model: str) -> 
     """The users with a next-item window (``width + 1`` newest items) holding at least one qualifying target."""
     users = np.flatnonzero(train.lengths() >= 2)
     cols = column_batch(train, rule_columns(rule), width + 1, users, model)
-    # a real target after a real input (shifted_pair): a first item is no next-item case
-    ok = rule.qualifies({k: v[:, 1:] for k, v in cols.items()}) & (train.padded(width + 1, users)[:, :-1] > 0)
+    _, target = shifted_pair(train.padded(width + 1, users))  # (U, T) the targets the batches train
+    ok = rule.qualifies({k: v[:, 1:] for k, v in cols.items()}) & (target.numpy() > 0)
     return users[ok.any(1)]
 
 

@@ -156,9 +156,9 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
             yield batch
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Mean next-item loss over positions whose input and target are both real items."""
+        """Mean next-item loss over the real targets (each after a real input: batching.shifted_pair)."""
         seq, target = batch["seq"], batch["target"]  # (B, T), (B, T)
-        real = (seq > 0) & (target > 0)
+        real = target > 0
         h = self.encode(seq)[real]  # (N, H)
         pos = target[real]  # (N,)
         if self.config.loss == "ce":  # chunked over positions: never materialises the (N, I+1) logits

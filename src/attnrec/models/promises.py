@@ -69,7 +69,8 @@ PROMISES: dict[str, dict[str, str]] = {
                   "after ~200 epochs; a per-batch-negatives GPU run stopped at 0.0255 / 0.0138; with the "
                   "reference's item-table dropout and validation on 2,048 users 0.0596 / 0.0338 "
                   "(amazon-sports-esasrec-itemdrop-v2048, 40 CPU epochs); under the authors' protocol (validation "
-                  "on every user, patience 50) 0.0488 / 0.0272 (amazon-sports-esasrec-authors)",
+                  "on every user, patience 50) 0.0488 / 0.0272 (amazon-sports-esasrec-authors); at width 64 (the "
+                  "authors' README table) 0.0561 / 0.0314 (amazon-sports-esasrec-authors-d64)",
         "toys": "the authors' Toys settings (FFN x1); published full HR@10 0.0939 / NDCG@10 0.0538; "
                 "36 CPU epochs with per-batch negatives reached 0.0654 / 0.0405 (amazon-toys-esasrec); with the "
                 "reference's item-table dropout and validation on 2,048 users 0.1080 / 0.0653 "
