@@ -26,8 +26,8 @@ PROMISES: dict[str, dict[str, str]] = {
                  "(ml-100k full 0.2047 / 0.1025, ml-latest-small 0.0639 / 0.0283)",
         "paper-sparse": "the paper's sparse-data settings (n 50, dropout 0.5) and its 200 epochs, the "
                         "setting the paper used for Amazon files; off its home data, against the S3-Rec "
-                        "table's BCE SASRec (full HR@10 0.0675 / NDCG@10 0.0374): amazon-toys 0.0630 / "
-                        "0.0364, 93% / 97%, validation still rising at epoch 200 "
+                        "table's BCE SASRec (full HR@10 0.0675 / NDCG@10 0.0374): amazon-toys 0.0639 / "
+                        "0.0360, 95% / 96%, validation still rising at epoch 200 "
                         "(amazon-toys-sasrec-bce-paper); amazon-sports 0.0298 / 0.0163 against 0.0350 / "
                         "0.0192, 85% / 85%, best epoch 85 (amazon-sports-sasrec-bce-paper; docs/models.md)",
         "ml-1m-ce": "attnrec's full-softmax SASRec (d 64, dropout 0.2, n 200): on ml-1m.txt full "
