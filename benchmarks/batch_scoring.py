@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,8 @@ def score_worker(model_dir: str, source: str, out: str, kind: str) -> dict[str, 
             "output_mb": _mb(os.path.getsize(out))}
 
 
-WORKERS = {"--train": train_worker, "--synth": synth_worker, "--score": score_worker}
+WORKERS: dict[str, Callable[..., dict[str, Any]]] = {"--train": train_worker, "--synth": synth_worker,
+                                                     "--score": score_worker}
 
 
 def _run(flag: str, *args: str) -> dict[str, Any]:

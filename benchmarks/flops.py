@@ -82,13 +82,13 @@ STEP_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
 
 
 def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch_size: int, seed: int = 0,
-                epoch: int = 1) -> dict[str, float]:
+                epoch: int = 1) -> dict[str, int]:
     """Rows, predicted positions and FLOPs of one training epoch (see the module docstring)."""
     from attnrec.config import config_from_dict
     from attnrec.models.registry import get_spec
 
     spec = get_spec(model_name)
-    cfg = config_from_dict(spec.config_cls, dict(model_config))
+    cfg: Any = config_from_dict(spec.config_cls, dict(model_config))  # whichever model's config dataclass
     model = spec.cls(cfg, train.n_users, train.n_items)
     out = {"rows": 0, "positions": 0, "encoder_flops": 0, "output_flops": 0, "flops": 0}
     for batch in model.train_batches(train, batch_size, np.random.default_rng([seed, epoch])):
@@ -99,13 +99,15 @@ def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch
 
 def layer_flops(model_name: str, cfg: Any, t: int) -> int:
     """Forward FLOPs of one encoder layer over one row of padded width ``t`` (the module docstring)."""
-    d = cfg.hidden
+    d: int = cfg.hidden
     if model_name == "hstu":  # f1 (U, V, Q, K), Q K^T and A V per head, f2
-        hv, hqk = cfg.n_heads * cfg.dv, cfg.n_heads * cfg.dqk
+        hv: int = cfg.n_heads * cfg.dv
+        hqk: int = cfg.n_heads * cfg.dqk
         return 2 * t * d * 2 * (hv + hqk) + 2 * t * t * (hqk + hv) + 2 * t * hv * d
     attention = 8 * t * d * d + 4 * t * t * d  # Q, K, V, O; Q K^T and A V
     if model_name == "esasrec":  # + two gates and the SwiGLU's three matrices
-        return attention + 4 * t * d * d + 6 * t * d * d * cfg.ff_multiplier
+        multiplier: int = cfg.ff_multiplier
+        return attention + 4 * t * d * d + 6 * t * d * d * multiplier
     return attention + 4 * t * d * (4 * d if model_name == "bert4rec" else d)  # + the FFN
 
 
@@ -147,7 +149,7 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
     from attnrec.training.step import AMP_DTYPES, amp_autocast
 
     spec = get_spec(model_name)
-    cfg = config_from_dict(spec.config_cls, dict(model_config))
+    cfg: Any = config_from_dict(spec.config_cls, dict(model_config))  # whichever model's config dataclass
     torch.manual_seed(seed)
     model = spec.cls(cfg, train.n_users, train.n_items).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -44,10 +44,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-MODEL = {"hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 50, "dropout": 0.2}
-SAMPLED = {"loss": "sampled_ce", "sampler": "popularity", "n_negatives": 1024, "in_batch_negatives": 256}
-FULL_CE = {"loss": "ce"}
-LOSSES = {"sampled_ce": SAMPLED, "sampled_ce+sparse": SAMPLED | {"sparse_embedding": True}, "ce": FULL_CE}
+# Keyword arguments of SASRecConfig (and the model settings of Recommender): values of mixed types.
+MODEL: dict[str, Any] = {"hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 50, "dropout": 0.2}
+SAMPLED: dict[str, Any] = {"loss": "sampled_ce", "sampler": "popularity", "n_negatives": 1024,
+                           "in_batch_negatives": 256}
+FULL_CE: dict[str, Any] = {"loss": "ce"}
+LOSSES: dict[str, dict[str, Any]] = {"sampled_ce": SAMPLED, "sampled_ce+sparse": SAMPLED | {"sparse_embedding": True},
+                                     "ce": FULL_CE}
 
 
 def synthetic_sequences(n_users: int, n_items: int, seed: int = 0, max_len: int = 50) -> Any:
@@ -90,7 +93,7 @@ def step_worker(n_items: int, loss: str, steps: int, batch: int, threads: int) -
     rss_start = _rss()
     train = synthetic_sequences(batch * (steps + 1), n_items)
     torch.manual_seed(0)
-    model = SASRec(SASRecConfig(**(MODEL | LOSSES[loss])), 1, n_items)  # type: ignore[arg-type]
+    model = SASRec(SASRecConfig(**(MODEL | LOSSES[loss])), 1, n_items)
     opt = make_optimizer(model, TrainConfig(lr=1e-3))
     t = time.perf_counter()
     batches = list(model.train_batches(train, batch, np.random.default_rng(0)))
@@ -100,7 +103,7 @@ def step_worker(n_items: int, loss: str, steps: int, batch: int, threads: int) -
     def step(b: dict[str, Any]) -> float:
         value = model.loss(b)
         opt.zero_grad(set_to_none=True)
-        value.backward()
+        value.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         opt.step()
         return float(value.item())
 
@@ -130,7 +133,7 @@ def run_step(n_items: int, loss: str, steps: int, batch: int, threads: int) -> d
     cmd = [sys.executable, __file__, "--step-worker", str(n_items), loss, str(steps), str(batch), str(threads)]
     t = time.perf_counter()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])  # the worker's JSON record
     res["process_seconds"] = time.perf_counter() - t
     print(f"  {loss:10s} {n_items:>9,} items: {res['seconds_per_step']:.3f} s/step "
           f"(CPU {res['cpu_seconds_per_step']:.3f} s), step peak "
@@ -179,7 +182,8 @@ def retrieval(n_items: int, n_users: int, n_requests: int, nprobes: list[int], t
     t = time.perf_counter()
     rec.fit(data, small, progress=False)
     fit_seconds = time.perf_counter() - t
-    users = rec.users_.to_external(small.test.users)  # type: ignore[union-attr]
+    assert rec.users_ is not None  # set by fit
+    users = rec.users_.to_external(small.test.users)
     requests = [{"user": u, "k": 10} for u in users]
     singles = requests[:32]
     exact, t_batch = _timed(lambda: rec.recommend_many(requests), 2)
@@ -200,7 +204,7 @@ def retrieval(n_items: int, n_users: int, n_requests: int, nprobes: list[int], t
             approx, ta = _timed(lambda nprobe=nprobe, ann=ann: ann.recommend_many(requests, nprobe=nprobe), 2)
             ca = CPU["last"]
             _, ts = _timed(lambda nprobe=nprobe, ann=ann: [ann.recommend_many([r], nprobe=nprobe) for r in singles])
-            row = {"index": ann.index.kind, "nlist": ann.index.nlist, "nprobe": nprobe, "build_seconds": t_build,  # type: ignore[attr-defined]
+            row = {"index": ann.index.kind, "nlist": ann.index.nlist, "nprobe": nprobe, "build_seconds": t_build,
                    "batch_ms_per_request": 1e3 * ta / len(requests), "single_ms": 1e3 * ts / len(singles),
                    "batch_cpu_ms_per_request": 1e3 * ca / len(requests), "single_cpu_ms": 1e3 * CPU["last"] / len(singles),
                    "recall@10": recall_at_k([a.items for a in approx], [e.items for e in exact])}
@@ -231,11 +235,11 @@ def retrieval(n_items: int, n_users: int, n_requests: int, nprobes: list[int], t
             index, t_build = _timed(lambda kind=kind, vectors=vectors: build_index(vectors, kind=kind, threads=threads))
             for nprobe in nprobes:
                 (_, ids), ta = _timed(lambda nprobe=nprobe, index=index, queries=queries: index.search(queries, 10, nprobe))
-                out["clustered"].append({"noise": noise, "index": index.kind, "nlist": index.nlist, "nprobe": nprobe,  # type: ignore[attr-defined]
+                out["clustered"].append({"noise": noise, "index": index.kind, "nlist": index.nlist, "nprobe": nprobe,
                                          "build_seconds": t_build, "batch_ms_per_request": 1e3 * ta / n_requests,
                                          "batch_cpu_ms_per_request": 1e3 * CPU["last"] / n_requests,
                                          "recall@10": recall_at_k(ids.tolist(), truth.tolist())})
-                print(f"  clustered (noise {noise}) {index.kind} nprobe {nprobe}: recall@10 "  # type: ignore[attr-defined]
+                print(f"  clustered (noise {noise}) {index.kind} nprobe {nprobe}: recall@10 "
                       f"{out['clustered'][-1]['recall@10']:.3f}", flush=True)
             del index
             gc.collect()
@@ -313,8 +317,8 @@ def markdown(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--step-worker":
-        n, loss, steps, batch, threads = argv[1:6]
-        print(json.dumps(step_worker(int(n), loss, int(steps), int(batch), int(threads))))
+        n_items, loss, steps, batch, threads = argv[1:6]
+        print(json.dumps(step_worker(int(n_items), loss, int(steps), int(batch), int(threads))))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small catalogs; results are printed, not saved")
@@ -326,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     if a.retrieval_only:
-        res = json.loads((RESULTS / "large_catalog.json").read_text())
+        res: dict[str, Any] = json.loads((RESULTS / "large_catalog.json").read_text())
         print("retrieval:", flush=True)
         res["retrieval"] = retrieval(1_000_000, 2000, 256, [8, 32, 128], a.threads)
         res["retrieval"]["other_load"] = a.other_load
@@ -337,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {RESULTS / 'large_catalog.json'} and large_catalog.md")
         return
     sizes = [2_000, 20_000] if a.quick else [10_000, 100_000, 1_000_000]
-    res: dict[str, Any] = {"machine": machine(a.threads), "model": MODEL, "sampled": SAMPLED, "steps": []}
+    res = {"machine": machine(a.threads), "model": MODEL, "sampled": SAMPLED, "steps": []}
     print("training steps:", flush=True)
     for n in sizes:
         res["steps"].append(run_step(n, "sampled_ce", 5, a.batch, a.threads))

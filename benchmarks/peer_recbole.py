@@ -23,7 +23,7 @@ def worker_recbole(s: dict[str, Any]) -> dict[str, Any]:
         k.setdefault("weights_only", False)
         return _load(*a, **k)
 
-    torch.load = load  # type: ignore[assignment]
+    torch.load = load
     import recbole
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation

@@ -213,7 +213,7 @@ def summarise(lib: str, r: dict[str, Any]) -> dict[str, Any]:
     r["seconds_per_epoch_estimated"] = not secs and bool(part and part["batches"])
     if secs:
         r["seconds_per_epoch"] = sum(secs) / len(secs)
-    elif r["seconds_per_epoch_estimated"]:  # no whole epoch within the cap: scale the batches it did
+    elif part and r["seconds_per_epoch_estimated"]:  # no whole epoch within the cap: scale the batches it did
         r["seconds_per_epoch"] = part["seconds"] / part["batches"] * r["batches_per_epoch"]
     else:
         r["seconds_per_epoch"] = float("nan")

@@ -156,8 +156,8 @@ def rating_baselines(data: ReviewData, split: ReviewSplit, seed: int) -> dict[st
              "Item mean": mean_by(data.item, data.n_items + 1)[data.item[te]]}
     mf, mf_info = matrix_factorisation(data, split, seed)
     preds["Matrix factorisation"] = mf
-    out = {k: {"RMSE": rmse(v, r[te], data.rating_range), "MAE": mae(v, r[te], data.rating_range)}
-           for k, v in preds.items()}
+    out: dict[str, dict[str, Any]] = {k: {"RMSE": rmse(v, r[te], data.rating_range),
+                                         "MAE": mae(v, r[te], data.rating_range)} for k, v in preds.items()}
     out["Matrix factorisation"]["selected"] = mf_info
     return out
 

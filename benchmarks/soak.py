@@ -210,7 +210,7 @@ def failed_valid(res: dict[str, Any]) -> int:
         return int(res["failed_by_kind"].get("valid", 0))
     # Runs recorded before the per-kind count: every failure that was not a malformed or oversized
     # body answered wrongly (those are counted apart in ``counts``) was a valid request's.
-    wrong = sum(n for k, n in res["counts"].items() if k.startswith("oversized") and k.split()[1] != "413")
+    wrong: int = sum(n for k, n in res["counts"].items() if k.startswith("oversized") and k.split()[1] != "413")
     wrong += sum(n for k, n in res["counts"].items() if k.startswith("malformed") and not k.split()[1].startswith("4"))
     return int(res["failures"]) - wrong
 
