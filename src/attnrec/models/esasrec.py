@@ -19,11 +19,11 @@ Loss ``sampled_ce`` (the paper's): a softmax over each position's target and ``n
 items. The paper draws uniform negatives per position. attnrec's sampled softmax (shared with
 SASRec/BERT4Rec: :func:`attnrec.models.losses.batch_sampled_softmax`) draws them once per batch
 (``negatives="batch"``): ``O(positions x negatives)`` scores, no embedding gathered per draw. With
-``negatives="sequence"`` (the ``ml-1m`` preset) each training sequence draws its own, shared by its positions:
-closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M the
-batch's 256 learned much more slowly; docs/models.md). ``negatives="position"`` draws them per
-position, as the paper and the Amazon presets do (:func:`attnrec.models.losses.position_logits`). With the
-``popularity``/``mixed`` samplers or in-batch negatives every logit gets the log-Q correction; uniform
+``negatives="sequence"`` (the ``ml-1m`` preset) each training sequence draws its own, shared by its
+positions: closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M
+the batch's 256 learned much more slowly; docs/models.md). ``negatives="position"`` draws them per
+position, as the paper and the Amazon presets do (:func:`attnrec.models.losses.position_logits`).
+With the ``popularity``/``mixed`` samplers or in-batch negatives every logit gets the log-Q correction; uniform
 draws need none (it is the same constant for every item).
 ``ce`` is the full softmax, for small catalogs.
 
