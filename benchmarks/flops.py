@@ -101,13 +101,11 @@ def layer_flops(model_name: str, cfg: Any, t: int) -> int:
     """Forward FLOPs of one encoder layer over one row of padded width ``t`` (the module docstring)."""
     d: int = cfg.hidden
     if model_name == "hstu":  # f1 (U, V, Q, K), Q K^T and A V per head, f2
-        hv: int = cfg.n_heads * cfg.dv
-        hqk: int = cfg.n_heads * cfg.dqk
+        hv, hqk = int(cfg.n_heads * cfg.dv), int(cfg.n_heads * cfg.dqk)
         return 2 * t * d * 2 * (hv + hqk) + 2 * t * t * (hqk + hv) + 2 * t * hv * d
     attention = 8 * t * d * d + 4 * t * t * d  # Q, K, V, O; Q K^T and A V
     if model_name == "esasrec":  # + two gates and the SwiGLU's three matrices
-        multiplier: int = cfg.ff_multiplier
-        return attention + 4 * t * d * d + 6 * t * d * d * multiplier
+        return attention + 4 * t * d * d + 6 * t * d * d * int(cfg.ff_multiplier)
     return attention + 4 * t * d * (4 * d if model_name == "bert4rec" else d)  # + the FFN
 
 

@@ -48,8 +48,7 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
         """The last interaction of every evaluated user is its validation target (attnrec's split)."""
         order = interactions.sort_values(Columns.Datetime, ascending=False, kind="stable")
         rank = order.groupby(Columns.User, sort=False).cumcount().reindex(interactions.index)
-        mask: np.ndarray = ((rank == 0) & interactions[Columns.User].isin(evaluated)).to_numpy()
-        return mask
+        return np.asarray((rank == 0) & interactions[Columns.User].isin(evaluated), dtype=bool)
 
     def rank_all(module: Any, hists: list[list[str]], targets: list[str]) -> np.ndarray:
         """Ranks of the targets under attnrec's rule, from RecTools' network (last position's logits)."""
@@ -136,8 +135,7 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
                 self.best_state = {k: v.detach().clone() for k, v in module.torch_model.state_dict().items()}
                 return False
             self.bad += 1
-            patience: int = s["patience"]
-            return self.bad >= patience
+            return self.bad >= int(s["patience"])
 
     def get_trainer() -> Trainer:
         return Trainer(max_epochs=s["max_epochs"], deterministic=True, accelerator="cpu", devices=1,

@@ -37,21 +37,20 @@ FROM_THE_DATA = {"n_events"}
 RESULTS = ROOT / "benchmarks" / "results" / "runs"
 
 
-def _committed_runs() -> list[tuple[Path, str]]:
-    return [(path, run.name) for path in RUN_CONFIGS for run in seed_runs(RunConfig.from_toml(path))
+def _committed_runs() -> list[RunConfig]:
+    return [run for path in RUN_CONFIGS for run in seed_runs(RunConfig.from_toml(path))
             if (RESULTS / f"{run.name}.json").exists()]
 
 
-@pytest.mark.parametrize("path,name", _committed_runs(), ids=lambda v: v if isinstance(v, str) else "")
-def test_a_committed_result_is_still_what_its_config_builds(path: Path, name: str) -> None:
+@pytest.mark.parametrize("run", _committed_runs(), ids=lambda run: run.name)
+def test_a_committed_result_is_still_what_its_config_builds(run: RunConfig) -> None:
     # A preset or default that changes must not make an old config describe a model its result never
     # trained: the config pins what the result ran. A field the result does not record came later, and
     # its default is the behaviour from before it existed.
-    recorded = json.loads((RESULTS / f"{name}.json").read_text())["model_config"]
-    run = next(r for r in seed_runs(RunConfig.from_toml(path)) if r.name == name)
+    recorded = json.loads((RESULTS / f"{run.name}.json").read_text())["model_config"]
     config = Recommender(run.model, run.model_settings, run.train_settings, preset=run.preset).config
     assert config is not None
     defaults = {f.name: f.default for f in dataclasses.fields(config)}
     differ = {k: (recorded.get(k, defaults[k]), v) for k, v in dataclasses.asdict(config).items()
               if k not in FROM_THE_DATA and recorded.get(k, defaults[k]) != v}
-    assert not differ, f"{name}: (recorded, built now) {differ}"
+    assert not differ, f"{run.name}: (recorded, built now) {differ}"

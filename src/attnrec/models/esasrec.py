@@ -23,8 +23,8 @@ SASRec/BERT4Rec: :func:`attnrec.models.losses.batch_sampled_softmax`) draws them
 positions: closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M
 the batch's 256 learned much more slowly; docs/models.md). ``negatives="position"`` draws them per
 position, as the paper and the Amazon presets do (:func:`attnrec.models.losses.position_logits`).
-With the ``popularity``/``mixed`` samplers or in-batch negatives every logit gets the log-Q correction; uniform
-draws need none (it is the same constant for every item).
+With the ``popularity``/``mixed`` samplers or in-batch negatives every logit gets the log-Q
+correction; uniform draws need none (it is the same constant for every item).
 ``ce`` is the full softmax, for small catalogs.
 
 ``item_table_dropout`` follows the reference's item net: during training the whole item table is
