@@ -19,6 +19,7 @@ test: $(STAMP) lint typecheck layers
 	$(BIN)/pytest
 
 lint: $(STAMP)
+	$(BIN)/ruff format --check $(wildcard src tests benchmarks)
 	$(BIN)/ruff check $(wildcard src tests benchmarks)
 
 typecheck: $(STAMP)

@@ -47,8 +47,10 @@ from provenance import git_sha
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-ML1M_CANDIDATES = [ROOT.parent / "shared" / "data" / "ml-1m" / "ml-1m.txt.gz",
-                   Path("/work/shared/data/ml-1m/ml-1m.txt.gz")]
+ML1M_CANDIDATES = [
+    ROOT.parent / "shared" / "data" / "ml-1m" / "ml-1m.txt.gz",
+    Path("/work/shared/data/ml-1m/ml-1m.txt.gz"),
+]
 MODEL = {"hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 50, "dropout": 0.2, "attn_dropout": 0.0}
 # The 1M-user run measures memory; on the shared core a full-size model would take most of an hour,
 # so it scores with a smaller SASRec (its ML-1M run is measured too, to relate the two).
@@ -78,7 +80,9 @@ def train_worker(data: str, out_dir: str, which: str) -> dict[str, Any]:
     from attnrec.recommend import Recommender
 
     interactions = load_dataset(data)
-    rec = Recommender("sasrec", MODEL if which == "model" else MODEL_1M, TRAIN | {"max_epochs": EPOCHS[which]})
+    rec = Recommender(
+        "sasrec", MODEL if which == "model" else MODEL_1M, TRAIN | {"max_epochs": EPOCHS[which]}
+    )
     t = time.perf_counter()
     rec.fit(interactions, progress=False)
     rec.save(out_dir)
@@ -113,8 +117,13 @@ def synth_worker(path: str, n_users: int, data: str) -> dict[str, Any]:
             users = pa.array([f"s{u:07d}" for u in range(lo, lo + n)])
             hist = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat.tolist(), pa.string()))
             writer.write_table(pa.Table.from_arrays([users, hist], schema=schema))
-    return {"seconds": time.perf_counter() - t, "bytes": os.path.getsize(path), "users": n_users,
-            "mean_history": total / n_users, "peak_rss_mb": _mb(_status("VmHWM"))}
+    return {
+        "seconds": time.perf_counter() - t,
+        "bytes": os.path.getsize(path),
+        "users": n_users,
+        "mean_history": total / n_users,
+        "peak_rss_mb": _mb(_status("VmHWM")),
+    }
 
 
 def score_worker(model_dir: str, source: str, out: str, kind: str) -> dict[str, Any]:
@@ -136,20 +145,37 @@ def score_worker(model_dir: str, source: str, out: str, kind: str) -> dict[str, 
     def progress(chunk: ChunkDone) -> None:
         while todo and chunk.users_done >= todo[0]:
             todo.pop(0)
-            marks.append({"users": chunk.users_done, "rss_mb": _mb(_status("VmRSS")),
-                          "seconds": round(time.perf_counter() - t0, 1)})
+            marks.append(
+                {
+                    "users": chunk.users_done,
+                    "rss_mb": _mb(_status("VmRSS")),
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
 
     res = score_to_parquet(rec, src, out, k=K, chunk_users=CHUNK, progress=progress, model_label="benchmark")
     cpu = time.process_time() - c0
-    return {"kind": kind, "users": res.users, "fallbacks": res.fallbacks, "chunks": res.chunks,
-            "seconds": res.seconds, "cpu_seconds": cpu, "users_per_second": res.users / res.seconds,
-            "rss_start_mb": _mb(rss_start), "rss_loaded_mb": _mb(rss_loaded), "rss_marks": marks,
-            "peak_rss_mb": _mb(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024),
-            "output_mb": _mb(os.path.getsize(out))}
+    return {
+        "kind": kind,
+        "users": res.users,
+        "fallbacks": res.fallbacks,
+        "chunks": res.chunks,
+        "seconds": res.seconds,
+        "cpu_seconds": cpu,
+        "users_per_second": res.users / res.seconds,
+        "rss_start_mb": _mb(rss_start),
+        "rss_loaded_mb": _mb(rss_loaded),
+        "rss_marks": marks,
+        "peak_rss_mb": _mb(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024),
+        "output_mb": _mb(os.path.getsize(out)),
+    }
 
 
-WORKERS: dict[str, Callable[..., dict[str, Any]]] = {"--train": train_worker, "--synth": synth_worker,
-                                                     "--score": score_worker}
+WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "--train": train_worker,
+    "--synth": synth_worker,
+    "--score": score_worker,
+}
 
 
 def _run(flag: str, *args: str) -> dict[str, Any]:
@@ -171,45 +197,73 @@ def machine() -> dict[str, Any]:
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    return {"cpu": cpu, "cores": os.cpu_count(), "affinity": sorted(os.sched_getaffinity(0)),
-            "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0), "torch": torch.__version__,
-            "python": platform.python_version(), "load_average_at_start": os.getloadavg()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "load_average_at_start": os.getloadavg(),
+    }
 
 
 def _model_line(name: str, m: dict[str, Any]) -> str:
     settings = ", ".join(f"{k}={v}" for k, v in m["settings"].items())
     tr = m.get("training")
-    how = (f"trained {tr['epochs']} epoch(s) on ML-1M in {tr['seconds'] / 60:.1f} min (validation NDCG@10 "
-           f"{tr['valid_ndcg10']:.4f})" if tr else f"loaded from {m['dir']}")
+    how = (
+        f"trained {tr['epochs']} epoch(s) on ML-1M in {tr['seconds'] / 60:.1f} min (validation NDCG@10 "
+        f"{tr['valid_ndcg10']:.4f})"
+        if tr
+        else f"loaded from {m['dir']}"
+    )
     return f"- `{name}`: SASRec ({settings}); {how}."
 
 
 def markdown(res: dict[str, Any]) -> str:
     m, syn = res["machine"], res["runs"][-1]
-    lines = ["# Batch scoring to Parquet (`attnrec batch`)", "",
-             "Generated by `benchmarks/batch_scoring.py` from `batch_scoring.json`; do not edit.", "",
-             f"Machine: {m['cpu']}, pinned to core(s) {m['affinity']} of {m['cores']}, {m['threads']} torch thread, "
-             f"torch {m['torch']}; load average {m['load_average_at_start'][0]:.1f} at the start and "
-             f"{res['load_average_at_end'][0]:.1f} at the end ({res['other_load']}). Commit {res['git_sha'][:10]}; "
-             f"total {res['seconds'] / 60:.1f} min.", "",
-             f"Top-{res['k']}, seen items excluded, chunks of {res['chunk_users']:,} users, one row per user "
-             "(`--layout wide`). Wall seconds include waiting for the shared core; CPU seconds (this process) "
-             "do not, and are the comparable figure. Models:", ""]
+    lines = [
+        "# Batch scoring to Parquet (`attnrec batch`)",
+        "",
+        "Generated by `benchmarks/batch_scoring.py` from `batch_scoring.json`; do not edit.",
+        "",
+        f"Machine: {m['cpu']}, pinned to core(s) {m['affinity']} of {m['cores']}, {m['threads']} torch thread, "
+        f"torch {m['torch']}; load average {m['load_average_at_start'][0]:.1f} at the start and "
+        f"{res['load_average_at_end'][0]:.1f} at the end ({res['other_load']}). Commit {res['git_sha'][:10]}; "
+        f"total {res['seconds'] / 60:.1f} min.",
+        "",
+        f"Top-{res['k']}, seen items excluded, chunks of {res['chunk_users']:,} users, one row per user "
+        "(`--layout wide`). Wall seconds include waiting for the shared core; CPU seconds (this process) "
+        "do not, and are the comparable figure. Models:",
+        "",
+    ]
     lines += [_model_line(name, model) for name, model in res["models"].items()]
-    lines += ["", "| run | model | users | wall s | CPU s | users per CPU s | peak RSS MB | RSS after loading MB | "
-              "output MB |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| run | model | users | wall s | CPU s | users per CPU s | peak RSS MB | RSS after loading MB | "
+        "output MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res["runs"]:
-        lines.append(f"| {r['name']} | `{r['model']}` | {r['users']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
-                     f"{r['users'] / r['cpu_seconds']:,.0f} | {r['peak_rss_mb']:,.0f} | {r['rss_loaded_mb']:,.0f} | "
-                     f"{r['output_mb']:,.0f} |")
+        lines.append(
+            f"| {r['name']} | `{r['model']}` | {r['users']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
+            f"{r['users'] / r['cpu_seconds']:,.0f} | {r['peak_rss_mb']:,.0f} | {r['rss_loaded_mb']:,.0f} | "
+            f"{r['output_mb']:,.0f} |"
+        )
     inp = res["synth_input"]
-    lines += ["", f"## Resident memory while scoring {syn['users']:,} users", "",
-              f"Input: {inp['bytes'] / 2**20:,.0f} MB of Parquet ({inp['users']:,} rows, histories of 5-200 ML-1M "
-              f"items, mean {inp['mean_history']:.1f}, Zipf popularity), written in row groups of {ROW_GROUP:,}; "
-              "the users are unknown to the model, so each is scored from its history (and gets a `fallback` "
-              "note).", "",
-              "| users done | RSS MB | wall s |", "|---|---|---|",
-              f"| 0 (model loaded) | {syn['rss_loaded_mb']:,.0f} | 0 |"]
+    lines += [
+        "",
+        f"## Resident memory while scoring {syn['users']:,} users",
+        "",
+        f"Input: {inp['bytes'] / 2**20:,.0f} MB of Parquet ({inp['users']:,} rows, histories of 5-200 ML-1M "
+        f"items, mean {inp['mean_history']:.1f}, Zipf popularity), written in row groups of {ROW_GROUP:,}; "
+        "the users are unknown to the model, so each is scored from its history (and gets a `fallback` "
+        "note).",
+        "",
+        "| users done | RSS MB | wall s |",
+        "|---|---|---|",
+        f"| 0 (model loaded) | {syn['rss_loaded_mb']:,.0f} | 0 |",
+    ]
     lines += [f"| {r['users']:,} | {r['rss_mb']:,.0f} | {r['seconds']:.0f} |" for r in syn["rss_marks"]]
     lines += ["", f"Peak RSS of the run: {syn['peak_rss_mb']:,.0f} MB; output {syn['output_mb']:,.0f} MB."]
     return "\n".join(lines) + "\n"
@@ -229,8 +283,11 @@ def _model(tmp: str, data: str, which: str, given: str | None) -> tuple[str, dic
 def _score(name: str, which: str, model_dir: str, source: str, out: str, kind: str) -> dict[str, Any]:
     print(f"scoring: {name} ...", flush=True)
     r = {"name": name, "model": which} | _run("--score", model_dir, source, out, kind)
-    print(f"  {r['users']:,} users in {r['seconds']:.1f} s ({r['cpu_seconds']:.1f} CPU s), peak RSS "
-          f"{r['peak_rss_mb']:.0f} MB, RSS marks {[m['rss_mb'] for m in r['rss_marks']]}", flush=True)
+    print(
+        f"  {r['users']:,} users in {r['seconds']:.1f} s ({r['cpu_seconds']:.1f} CPU s), peak RSS "
+        f"{r['peak_rss_mb']:.0f} MB, RSS marks {[m['rss_mb'] for m in r['rss_marks']]}",
+        flush=True,
+    )
     return r
 
 
@@ -245,7 +302,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="20k synthetic users; printed, not saved")
     p.add_argument("--model", help="a saved SASRec trained on ML-1M for the ML-1M run (default: train one)")
-    p.add_argument("--model-1m", help="a saved SASRec trained on ML-1M for the synthetic run (default: train one)")
+    p.add_argument(
+        "--model-1m", help="a saved SASRec trained on ML-1M for the synthetic run (default: train one)"
+    )
     p.add_argument("--data", help="ML-1M file (default ../shared/data/ml-1m/ml-1m.txt.gz)")
     p.add_argument("--users", type=int, default=1_000_000, help="synthetic users")
     p.add_argument("--other-load", default="other jobs were running", help="what else ran (recorded)")
@@ -255,19 +314,39 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("ML-1M not found; pass --data PATH")
     n_users = 20_000 if a.quick else a.users
     t0 = time.perf_counter()
-    res: dict[str, Any] = {"machine": machine(), "git_sha": git_sha(), "train": TRAIN, "k": K, "chunk_users": CHUNK,
-                           "other_load": a.other_load, "data": Path(data).name, "models": {}, "runs": []}
+    res: dict[str, Any] = {
+        "machine": machine(),
+        "git_sha": git_sha(),
+        "train": TRAIN,
+        "k": K,
+        "chunk_users": CHUNK,
+        "other_load": a.other_load,
+        "data": Path(data).name,
+        "models": {},
+        "runs": [],
+    }
     with tempfile.TemporaryDirectory(prefix="attnrec-batch-") as tmp:
         big, res["models"]["model"] = _model(tmp, data, "model", a.model)
         small, res["models"]["model_1m"] = _model(tmp, data, "model_1m", a.model_1m)
-        res["runs"].append(_score("ML-1M, all users (`--data`)", "model", big, data, f"{tmp}/a.parquet", "dataset"))
-        res["runs"].append(_score("ML-1M, all users (`--data`)", "model_1m", small, data, f"{tmp}/b.parquet",
-                                  "dataset"))
+        res["runs"].append(
+            _score("ML-1M, all users (`--data`)", "model", big, data, f"{tmp}/a.parquet", "dataset")
+        )
+        res["runs"].append(
+            _score("ML-1M, all users (`--data`)", "model_1m", small, data, f"{tmp}/b.parquet", "dataset")
+        )
         users_file = f"{tmp}/users.parquet"
         print(f"writing {n_users:,} synthetic users ...", flush=True)
         res["synth_input"] = _run("--synth", users_file, str(n_users), data)
-        res["runs"].append(_score("synthetic, Parquet input (`--users`)", "model_1m", small, users_file,
-                                  f"{tmp}/c.parquet", "file"))
+        res["runs"].append(
+            _score(
+                "synthetic, Parquet input (`--users`)",
+                "model_1m",
+                small,
+                users_file,
+                f"{tmp}/c.parquet",
+                "file",
+            )
+        )
     res["seconds"] = time.perf_counter() - t0
     res["load_average_at_end"] = os.getloadavg()
     if a.quick:

@@ -39,9 +39,11 @@ RUNS = ROOT / "benchmarks" / "results" / "runs"
 OUT_MD = ROOT / "benchmarks" / "results" / "context_gains.md"
 OUT_PNG = ROOT / "docs" / "img" / "context-gains.png"
 COMMAND = "python benchmarks/context_gains.py"
-RULE = ("|mean(variant) - mean(baseline)| > max(std(baseline), std(variant)), the larger of the two sample "
-        "standard deviations over seeds; a side with one seed has no standard deviation, and one seed on both "
-        "sides gives no verdict")
+RULE = (
+    "|mean(variant) - mean(baseline)| > max(std(baseline), std(variant)), the larger of the two sample "
+    "standard deviations over seeds; a side with one seed has no standard deviation, and one seed on both "
+    "sides gives no verdict"
+)
 
 
 class Comparison(NamedTuple):  # named tuples, not dataclasses: the tests load this script outside sys.modules
@@ -73,9 +75,14 @@ class Side(NamedTuple):
         trs = [r.get("train") or {} for r in self.records]
         stops = list(dict.fromkeys(str(t.get("stopped", "?")) for t in trs))
         rising = sum(still_rising(t) for t in trs)
-        return ("/".join(str(t.get("epochs", "?")) for t in trs) + " (best "
-                + "/".join(str(t.get("best_epoch", "?")) for t in trs) + "), stopped: " + "; ".join(stops)
-                + (f"; {rising} of {len(trs)} still improving when stopped" if rising else ""))
+        return (
+            "/".join(str(t.get("epochs", "?")) for t in trs)
+            + " (best "
+            + "/".join(str(t.get("best_epoch", "?")) for t in trs)
+            + "), stopped: "
+            + "; ".join(stops)
+            + (f"; {rising} of {len(trs)} still improving when stopped" if rising else "")
+        )
 
 
 class Result(NamedTuple):
@@ -163,7 +170,9 @@ def load_config(path: Path) -> list[Comparison]:
     for i, c in enumerate(cfg.get("comparison", [])):
         unknown = set(c) - fields
         if unknown:
-            raise ValueError(f"{path}: comparison {i + 1} has unknown keys {sorted(unknown)} (known: {sorted(fields)})")
+            raise ValueError(
+                f"{path}: comparison {i + 1} has unknown keys {sorted(unknown)} (known: {sorted(fields)})"
+            )
         out.append(Comparison(**c))
     return out
 
@@ -171,8 +180,9 @@ def load_config(path: Path) -> list[Comparison]:
 def run_records(runs_dir: Path, name: str) -> list[Record]:
     """The result records of run ``name``: its seed runs ``<name>-seed<k>.json`` by seed, else ``<name>.json``."""
     pattern = re.compile(re.escape(name) + r"-seed(\d+)\.json")
-    seeded = sorted((int(m.group(1)), p) for p in runs_dir.glob(f"{name}-seed*.json")
-                    if (m := pattern.fullmatch(p.name)))
+    seeded = sorted(
+        (int(m.group(1)), p) for p in runs_dir.glob(f"{name}-seed*.json") if (m := pattern.fullmatch(p.name))
+    )
     records = [json.loads(p.read_text()) for _, p in seeded]
     records = [r for r in records if (r.get(SEED_KEY) or {}).get("group", name) == name]
     if records:
@@ -189,8 +199,10 @@ def side(name: str, records: Sequence[Record], metric: str, protocol: str) -> Si
     for r in records:
         ev = r["evaluations"].get(protocol)
         if ev is None or metric not in ev["metrics"]:
-            raise ValueError(f"{r['name']}: no {metric} under protocol {protocol!r} "
-                             f"(protocols: {sorted(r['evaluations'])})")
+            raise ValueError(
+                f"{r['name']}: no {metric} under protocol {protocol!r} "
+                f"(protocols: {sorted(r['evaluations'])})"
+            )
         evs.append(ev)
     return Side(name, tuple(records), tuple(evs), spread([e["metrics"][metric] for e in evs]))
 
@@ -198,7 +210,12 @@ def side(name: str, records: Sequence[Record], metric: str, protocol: str) -> Si
 def _setting(ev: Record) -> dict[str, Any]:
     """What must be equal for two evaluations' figures to be compared: data file, split, test cases, protocol."""
     p = {k: v for k, v in ev["protocol"].items() if k != "seed"}
-    return {"data sha256": ev["data"]["sha256"], "split": ev["split"], "test cases": ev["n_cases"], "protocol": p}
+    return {
+        "data sha256": ev["data"]["sha256"],
+        "split": ev["split"],
+        "test cases": ev["n_cases"],
+        "protocol": p,
+    }
 
 
 def mismatch(baseline: Side, variant: Side) -> str:
@@ -224,11 +241,18 @@ def _row(r: Result) -> str:
     c = r.comparison
     b = r.baseline.text() if r.baseline else "not run yet"
     v = r.variant.text() if r.variant else "not run yet"
-    gain = "" if r.gain is None else _pct(r.gain) + (f" ± {_pct(r.gain_error, False)}" if r.gain_error else "")
-    epochs = "; ".join(f"{label}: {s.epochs()}" for label, s in (("baseline", r.baseline), ("variant", r.variant))
-                       if s is not None)
-    return (f"| {c.dataset} | {c.what} | `{c.baseline}` | {b} | `{c.variant}` | {v} | {c.metric} | {gain} "
-            f"| {r.verdict()} | {epochs} |")
+    gain = (
+        "" if r.gain is None else _pct(r.gain) + (f" ± {_pct(r.gain_error, False)}" if r.gain_error else "")
+    )
+    epochs = "; ".join(
+        f"{label}: {s.epochs()}"
+        for label, s in (("baseline", r.baseline), ("variant", r.variant))
+        if s is not None
+    )
+    return (
+        f"| {c.dataset} | {c.what} | `{c.baseline}` | {b} | `{c.variant}` | {v} | {c.metric} | {gain} "
+        f"| {r.verdict()} | {epochs} |"
+    )
 
 
 def _protocols(r: Result) -> str:
@@ -242,34 +266,47 @@ def _protocols(r: Result) -> str:
 
 
 def _run_files(s: Side) -> str:
-    return ", ".join(f"[{x['name']}](runs/{x['name']}.json) (git {str(x.get('git_sha', '?'))[:10]}, "
-                     f"{x.get('finished', '?')})" for x in s.records)
+    return ", ".join(
+        f"[{x['name']}](runs/{x['name']}.json) (git {str(x.get('git_sha', '?'))[:10]}, "
+        f"{x.get('finished', '?')})"
+        for x in s.records
+    )
 
 
-def markdown(results: Sequence[Result], config: str = "benchmarks/configs/context-gains.toml",
-             runs: str = "benchmarks/results/runs", code: str = "") -> str:
+def markdown(
+    results: Sequence[Result],
+    config: str = "benchmarks/configs/context-gains.toml",
+    runs: str = "benchmarks/results/runs",
+    code: str = "",
+) -> str:
     """The report: how to read it, one table row per comparison, then each one's protocol, note and files."""
-    lines = [f"<!-- generated by `{COMMAND}` from {config} and {runs}/*.json; do not edit -->",
-             "# Context inputs vs ID-only runs (issue #19)", "",
-             "Each row: an ID-only SASRec run (baseline) and the same configuration with one kind of context input "
-             "(variant), test figures. Values: the metric's mean ± sample standard deviation (n - 1) over the "
-             "training seeds (the seed changes the training only; the split is the same for every seed); a run "
-             "without seeds counts as one seed (no standard deviation). Gain: (variant mean - baseline mean) / "
-             f"baseline mean, ± the larger seed standard deviation in % of the baseline mean. Beyond the seed "
-             f"spread: {RULE}. Protocol of each row (split, test users, full ranking, history excluded) as its "
-             "result files record it: see below. Epochs: per seed, with the best (validation) epoch; still improving "
-             "when stopped: a run stopped by its time budget whose best epoch was one of its last two. Runs not yet "
-             "in the results directory are listed as not run yet."
-             + (f" Generated at code {code[:12]}." if code else ""), "",
-             "| dataset | context input | baseline | baseline value | variant | variant value | metric | gain "
-             "| beyond the seed spread? | epochs (best), stop |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"<!-- generated by `{COMMAND}` from {config} and {runs}/*.json; do not edit -->",
+        "# Context inputs vs ID-only runs (issue #19)",
+        "",
+        "Each row: an ID-only SASRec run (baseline) and the same configuration with one kind of context input "
+        "(variant), test figures. Values: the metric's mean ± sample standard deviation (n - 1) over the "
+        "training seeds (the seed changes the training only; the split is the same for every seed); a run "
+        "without seeds counts as one seed (no standard deviation). Gain: (variant mean - baseline mean) / "
+        f"baseline mean, ± the larger seed standard deviation in % of the baseline mean. Beyond the seed "
+        f"spread: {RULE}. Protocol of each row (split, test users, full ranking, history excluded) as its "
+        "result files record it: see below. Epochs: per seed, with the best (validation) epoch; still improving "
+        "when stopped: a run stopped by its time budget whose best epoch was one of its last two. Runs not yet "
+        "in the results directory are listed as not run yet."
+        + (f" Generated at code {code[:12]}." if code else ""),
+        "",
+        "| dataset | context input | baseline | baseline value | variant | variant value | metric | gain "
+        "| beyond the seed spread? | epochs (best), stop |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     lines += [_row(r) for r in results]
     lines += ["", "## Protocols, notes and result files", ""]
     for r in results:
         c = r.comparison
-        lines.append(f"- **{c.dataset}, {c.what}** ({c.protocol}): {_protocols(r)}."
-                     + (f" Note: {c.note.strip()}" if c.note else ""))
+        lines.append(
+            f"- **{c.dataset}, {c.what}** ({c.protocol}): {_protocols(r)}."
+            + (f" Note: {c.note.strip()}" if c.note else "")
+        )
         for label, s in (("baseline", r.baseline), ("variant", r.variant)):
             if s is not None:
                 lines.append(f"  - {label}: {_run_files(s)}")
@@ -295,15 +332,26 @@ def plot(results: Sequence[Result], path: Path) -> Path:
             continue
         beyond = r.beyond_spread
         color = "0.6" if not beyond else ("tab:green" if r.gain > 0 else "tab:red")
-        ax.barh(y, r.gain, color=color, height=0.6, xerr=r.gain_error, capsize=4,
-                hatch="//" if beyond is None else None, edgecolor="0.3")
+        ax.barh(
+            y,
+            r.gain,
+            color=color,
+            height=0.6,
+            xerr=r.gain_error,
+            capsize=4,
+            hatch="//" if beyond is None else None,
+            edgecolor="0.3",
+        )
         ax.text(r.gain, y + 0.33, f"{r.gain:+.1f}%", ha="center", va="bottom", fontsize=8)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(ys, labels, fontsize=8)
     ax.set_xlabel("gain of the variant's mean over the ID-only mean (%)")
-    ax.set_title("Context inputs vs ID-only SASRec (test, full ranking, history excluded)\n"
-                 "error bars: ± the larger seed std; green / red: beyond the seed spread,\n"
-                 "grey: within it, hatched: one seed each (no spread)", fontsize=9)
+    ax.set_title(
+        "Context inputs vs ID-only SASRec (test, full ranking, history excluded)\n"
+        "error bars: ± the larger seed std; green / red: beyond the seed spread,\n"
+        "grey: within it, hatched: one seed each (no spread)",
+        fontsize=9,
+    )
     ax.grid(axis="x", alpha=0.3)
     lo, hi = ax.get_xlim()
     ax.set_xlim(min(lo, -5), max(hi, 5))  # room for the "not run yet" labels
@@ -324,7 +372,9 @@ def _rel(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", type=Path, default=CONFIG, help="the comparisons (TOML, [[comparison]] tables)")
+    p.add_argument(
+        "--config", type=Path, default=CONFIG, help="the comparisons (TOML, [[comparison]] tables)"
+    )
     p.add_argument("--runs", type=Path, default=RUNS, help="the result files of benchmarks/run.py")
     p.add_argument("--md", type=Path, default=OUT_MD, help="the report to write")
     p.add_argument("--png", type=Path, default=OUT_PNG, help="the plot to write")
@@ -334,7 +384,10 @@ def main(argv: list[str] | None = None) -> None:
     args.md.write_text(markdown(results, _rel(args.config), _rel(args.runs), git_sha()))
     plot(results, args.png)
     for r in results:
-        print(f"{r.comparison.dataset}, {r.comparison.what}: {r.verdict()}" + (f" ({_pct(r.gain)})" if r.gain else ""))
+        print(
+            f"{r.comparison.dataset}, {r.comparison.what}: {r.verdict()}"
+            + (f" ({_pct(r.gain)})" if r.gain else "")
+        )
     print(f"wrote {args.md} and {args.png}")
 
 

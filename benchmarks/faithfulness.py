@@ -61,16 +61,33 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CONFIG = ROOT / "benchmarks" / "configs" / "faithfulness.toml"
 BASELINES = ("random", "recency")
-PROTOCOL: dict[str, Any] = {"users": 200, "min_history": 5, "seed": 0, "targets": 1,
-            "deletion": [0.05, 0.1, 0.2, 0.3, 0.5], "insertion": [0.05, 0.1, 0.2, 0.3, 0.5], "head": 0.1, "steps": 32, "bootstrap": 1000, "methods": list(METHODS),
-            "baselines": list(BASELINES), "default_method": "greedy"}
+PROTOCOL: dict[str, Any] = {
+    "users": 200,
+    "min_history": 5,
+    "seed": 0,
+    "targets": 1,
+    "deletion": [0.05, 0.1, 0.2, 0.3, 0.5],
+    "insertion": [0.05, 0.1, 0.2, 0.3, 0.5],
+    "head": 0.1,
+    "steps": 32,
+    "bootstrap": 1000,
+    "methods": list(METHODS),
+    "baselines": list(BASELINES),
+    "default_method": "greedy",
+}
 SUMMARY_ONLY = frozenset({"head", "bootstrap", "default_method"})
 """Protocol keys that only change the summary: a state made under other values is still valid."""
 QUICK: dict[str, int] = {"users": 8, "steps": 8, "bootstrap": 200}
 # rows the model encodes per explanation (W = window length): what attribution.py does per method
-PASSES = {"attention": "2 passes, 2 rows", "rollout": "2 passes, 2 rows", "occlusion": "2 passes, 1 + W rows",
-          "greedy": "~log2(W) + 1 passes, <= W rows each",
-          "integrated_gradients": "2 passes, steps + 2 rows (K backward)", "random": "0", "recency": "0"}
+PASSES = {
+    "attention": "2 passes, 2 rows",
+    "rollout": "2 passes, 2 rows",
+    "occlusion": "2 passes, 1 + W rows",
+    "greedy": "~log2(W) + 1 passes, <= W rows each",
+    "integrated_gradients": "2 passes, steps + 2 rows (K backward)",
+    "random": "0",
+    "recency": "0",
+}
 
 
 # -- pure protocol functions (tested in tests/benchmarks/test_faithfulness.py) -----------------------
@@ -97,12 +114,12 @@ TOP = (1, 3)
 def deletion_histories(history: np.ndarray, order: np.ndarray, ms: Sequence[int]) -> list[np.ndarray]:
     """For each ``m``: ``history`` without the first ``min(m, W - 1)`` positions of ``order`` (``W = len(order)``)."""
     cap = len(order) - 1  # one event stays: an empty history has no score
-    return [np.delete(history, order[:min(m, cap)]) for m in ms]
+    return [np.delete(history, order[: min(m, cap)]) for m in ms]
 
 
 def insertion_histories(history: np.ndarray, order: np.ndarray, ms: Sequence[int]) -> list[np.ndarray]:
     """For each ``m``: only the first ``min(m, W)`` positions of ``order``, in chronological order."""
-    return [history[np.sort(order[:min(m, len(order))])] for m in ms]
+    return [history[np.sort(order[: min(m, len(order))])] for m in ms]
 
 
 def normalised(scores: np.ndarray, full: float, reference: float) -> np.ndarray:
@@ -164,8 +181,15 @@ def _window(rec: Recommender, user: int, history: np.ndarray) -> np.ndarray:
     return np.arange(len(history) - w, len(history))
 
 
-def _orders(rec: Recommender, user: int, history: np.ndarray, events: np.ndarray, targets: np.ndarray,
-            p: dict[str, Any], na: dict[str, str]) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
+def _orders(
+    rec: Recommender,
+    user: int,
+    history: np.ndarray,
+    events: np.ndarray,
+    targets: np.ndarray,
+    p: dict[str, Any],
+    na: dict[str, str],
+) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
     """Per method: the ranked history positions (of the window ``events``) per target, and seconds per explanation."""
     assert rec.items_ is not None
     orders: dict[str, list[np.ndarray]] = {}
@@ -174,8 +198,16 @@ def _orders(rec: Recommender, user: int, history: np.ndarray, events: np.ndarray
         if method in na:
             continue
         try:
-            a = attribute(rec.core, history, targets, n_items=len(rec.items_), method=method,
-                          user=user, steps=p["steps"], device=rec.device)
+            a = attribute(
+                rec.core,
+                history,
+                targets,
+                n_items=len(rec.items_),
+                method=method,
+                user=user,
+                steps=p["steps"],
+                device=rec.device,
+            )
         except AttributionError as e:  # a capability the model lacks: the same for every user
             na[method] = str(e)
             continue
@@ -184,8 +216,9 @@ def _orders(rec: Recommender, user: int, history: np.ndarray, events: np.ndarray
     for method in p["baselines"]:
         start = time.perf_counter()
         if method == "random":
-            orders[method] = [random_order(events, np.random.default_rng([p["seed"], user, k]))
-                              for k in range(len(targets))]
+            orders[method] = [
+                random_order(events, np.random.default_rng([p["seed"], user, k])) for k in range(len(targets))
+            ]
         else:
             orders[method] = [recency_order(events)] * len(targets)
         seconds[method] = (time.perf_counter() - start) / len(targets)
@@ -196,29 +229,39 @@ def evaluate_user(rec: Recommender, user: int, p: dict[str, Any], na: dict[str, 
     """Deletion and insertion curves of every method for ``user``'s top ``p["targets"]`` items."""
     assert rec.histories_ is not None
     h = rec.histories_
-    history = h.items[h.offsets[user]:h.offsets[user + 1]].astype(np.int64)
+    history = h.items[h.offsets[user] : h.offsets[user + 1]].astype(np.int64)
     full = _score(rec, user, [history])[0]
     candidates = np.ones(len(full), dtype=bool)
     candidates[0] = False  # padding
     candidates[history] = False
     masked = np.where(candidates, full, -np.inf)
-    targets = np.argsort(-masked, kind="stable")[:p["targets"]]
+    targets = np.argsort(-masked, kind="stable")[: p["targets"]]
     reference = float(full[candidates].mean())
     events = _window(rec, user, history)
     orders, seconds = _orders(rec, user, history, events, targets, p, na)
     dm, im = counts(p["deletion"], len(events)), counts(p["insertion"], len(events))
     dt = [*TOP, *dm]  # top-1 / top-3 first, then the curve's steps
-    variants = [v for method in orders for order in orders[method]
-                for v in deletion_histories(history, order, dt) + insertion_histories(history, order, im)]
+    variants = [
+        v
+        for method in orders
+        for order in orders[method]
+        for v in deletion_histories(history, order, dt) + insertion_histories(history, order, im)
+    ]
     scores = _score(rec, user, variants)  # one batched forward pass for every method, target and m
     out: dict[str, Any] = {"user": user, "window": len(events), "methods": {}}
     row = 0
     for method, per_target in orders.items():
-        rec_m: dict[str, list[Any]] = {"deletion": [], "insertion": [], "top": [], "deletion_rank": [], "raw_drop": []}
+        rec_m: dict[str, list[Any]] = {
+            "deletion": [],
+            "insertion": [],
+            "top": [],
+            "deletion_rank": [],
+            "raw_drop": [],
+        }
         for k, _ in enumerate(per_target):
             t = int(targets[k])
-            top, d = scores[row:row + len(TOP)], scores[row + len(TOP):row + len(dt)]
-            i = scores[row + len(dt):row + len(dt) + len(im)]
+            top, d = scores[row : row + len(TOP)], scores[row + len(TOP) : row + len(dt)]
+            i = scores[row + len(dt) : row + len(dt) + len(im)]
             row += len(dt) + len(im)
             rec_m["top"].append(normalised(top[:, t], full[t], reference).tolist())
             rec_m["deletion"].append(normalised(d[:, t], full[t], reference).tolist())
@@ -249,17 +292,23 @@ def summarise(records: list[dict[str, Any]], p: dict[str, Any], na: dict[str, st
         ranks = np.array([np.mean(r["deletion_rank"], 0) for r in rs])
         per_user = {
             "deletion_auc": np.array([deletion_auc(dm, c) for c in dele]),
-            "deletion_auc_head": np.array([deletion_auc(head, c[:len(head)]) for c in dele]),
+            "deletion_auc_head": np.array([deletion_auc(head, c[: len(head)]) for c in dele]),
             "insertion_auc": np.array([auc(im, c) for c in ins]),
-            "top1_drop": 1 - tops[:, top1], "top3_drop": 1 - tops[:, top3],
+            "top1_drop": 1 - tops[:, top1],
+            "top3_drop": 1 - tops[:, top3],
             "rank_after_top3": ranks[:, top3],
             "raw_top1_drop": np.array([np.mean(r["raw_drop"], 0)[top1] for r in rs]),
             "ms_per_explanation": 1000 * np.array([r["seconds"] for r in rs]),
         }
         out[method] = {k: bootstrap(v, rng, p["bootstrap"]) for k, v in per_user.items()}
-        out[method] |= {"status": "ok", "users": len(rs), "median_rank_after_top3": float(np.median(ranks[:, top3])),
-                        "deletion_curve": dele.mean(0).round(6).tolist(), "insertion_curve": ins.mean(0).round(6).tolist(),
-                        "forward_passes": PASSES.get(method, "")}
+        out[method] |= {
+            "status": "ok",
+            "users": len(rs),
+            "median_rank_after_top3": float(np.median(ranks[:, top3])),
+            "deletion_curve": dele.mean(0).round(6).tolist(),
+            "insertion_curve": ins.mean(0).round(6).tolist(),
+            "forward_passes": PASSES.get(method, ""),
+        }
         users[method] = [r["user"] for r in records if method in r["methods"]]
         kept[method] = per_user
     default = p["default_method"]
@@ -268,7 +317,8 @@ def summarise(records: list[dict[str, Any]], p: dict[str, Any], na: dict[str, st
             rng = np.random.default_rng([p["seed"], 3])
             out[default].setdefault("paired", {})[base] = {
                 k: bootstrap(kept[default][k] - kept[base][k], rng, p["bootstrap"])
-                for k in ("deletion_auc", "deletion_auc_head", "insertion_auc")}
+                for k in ("deletion_auc", "deletion_auc_head", "insertion_auc")
+            }
     return out
 
 
@@ -293,8 +343,9 @@ def _cell_state(state_dir: Path | None, key: str, p: dict[str, Any]) -> dict[str
     return {"protocol": p, "records": [], "na": {}, "done": False}
 
 
-def run_cell(entry: dict[str, str], p: dict[str, Any], state_dir: Path | None, deadline: float,
-             device: str) -> dict[str, Any]:
+def run_cell(
+    entry: dict[str, str], p: dict[str, Any], state_dir: Path | None, deadline: float, device: str
+) -> dict[str, Any]:
     """One (dataset, model) cell, resumed from ``state_dir`` and stopped at ``deadline`` (``time.time()``)."""
     key = f"{entry['data']}--{entry['model']}"
     st = _cell_state(state_dir, key, p)
@@ -317,14 +368,28 @@ def run_cell(entry: dict[str, str], p: dict[str, Any], state_dir: Path | None, d
     if state_dir is not None:
         (state_dir / f"{key}.json").write_text(json.dumps(st))
     print(f"{key}: {len(st['records'])} of {len(users)} users", flush=True)
-    return {"data": entry["data"], "model": entry["model"], "path": entry["path"], "model_name": rec.name,
-            "n_items": len(rec.items_), "max_len": rec.max_len, "users": len(st["records"]),
-            "users_planned": len(users), "complete": st["done"],
-            "methods": summarise(st["records"], p, st["na"])}
+    return {
+        "data": entry["data"],
+        "model": entry["model"],
+        "path": entry["path"],
+        "model_name": rec.name,
+        "n_items": len(rec.items_),
+        "max_len": rec.max_len,
+        "users": len(st["records"]),
+        "users_planned": len(users),
+        "complete": st["done"],
+        "methods": summarise(st["records"], p, st["na"]),
+    }
 
 
-def run(config: Path, *, quick: bool = False, state_dir: Path | None = None, time_budget: float = 0.0,
-        device: str = "cpu") -> dict[str, Any]:
+def run(
+    config: Path,
+    *,
+    quick: bool = False,
+    state_dir: Path | None = None,
+    time_budget: float = 0.0,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """Every cell of ``config``; returns the result object that :func:`markdown` renders."""
     p, models = read_config(config, quick)
     start = time.time()
@@ -344,16 +409,30 @@ def run(config: Path, *, quick: bool = False, state_dir: Path | None = None, tim
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", type=Path, default=CONFIG, help="protocol and [[models]] (TOML)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for faithfulness.{json,md,png} (default benchmarks/results; --quick: runs/faithfulness-quick)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for faithfulness.{json,md,png} (default benchmarks/results; --quick: runs/faithfulness-quick)",
+    )
     parser.add_argument("--quick", action="store_true", help=f"cut the protocol to {QUICK} (a smoke check)")
-    parser.add_argument("--state-dir", type=Path, default=None, help="keep finished users per cell; resume from them")
-    parser.add_argument("--time-budget", type=float, default=0.0, help="stop cleanly after this many seconds (0: none)")
+    parser.add_argument(
+        "--state-dir", type=Path, default=None, help="keep finished users per cell; resume from them"
+    )
+    parser.add_argument(
+        "--time-budget", type=float, default=0.0, help="stop cleanly after this many seconds (0: none)"
+    )
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: leave the other cores alone)")
-    parser.add_argument("--table", action="store_true", help="only regenerate the .md and .png from the .json")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: leave the other cores alone)"
+    )
+    parser.add_argument(
+        "--table", action="store_true", help="only regenerate the .md and .png from the .json"
+    )
     a = parser.parse_args(argv)
     out = a.out or (ROOT / "runs" / "faithfulness-quick" if a.quick else RESULTS)
     result = out / "faithfulness.json"
@@ -361,7 +440,13 @@ def main(argv: list[str] | None = None) -> None:
         res = json.loads(result.read_text())
     else:
         torch.set_num_threads(a.threads)
-        res = run(a.config.resolve(), quick=a.quick, state_dir=a.state_dir, time_budget=a.time_budget, device=a.device)
+        res = run(
+            a.config.resolve(),
+            quick=a.quick,
+            state_dir=a.state_dir,
+            time_budget=a.time_budget,
+            device=a.device,
+        )
         out.mkdir(parents=True, exist_ok=True)
         result.write_text(json.dumps(res, indent=2) + "\n")
     (out / "faithfulness.md").write_text(markdown(res))

@@ -81,8 +81,9 @@ STEP_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
 }
 
 
-def count_epoch(model_name: str, model_config: dict[str, Any], train: Any, batch_size: int, seed: int = 0,
-                epoch: int = 1) -> dict[str, int]:
+def count_epoch(
+    model_name: str, model_config: dict[str, Any], train: Any, batch_size: int, seed: int = 0, epoch: int = 1
+) -> dict[str, int]:
     """Rows, predicted positions and FLOPs of one training epoch (see the module docstring)."""
     from attnrec.config import config_from_dict
     from attnrec.models.registry import get_spec
@@ -114,7 +115,9 @@ def batch_flops(model_name: str, cfg: Any, model: Any, batch: Any, items: int) -
     d = cfg.hidden
     positions = int((batch["target" if "target" in batch else "labels"] > 0).sum())
     encoder = 0
-    chunks = model.chunks(batch["seq"]) if model_name == "bert4rec" else [(batch["seq"], batch["seq"].shape[1])]
+    chunks = (
+        model.chunks(batch["seq"]) if model_name == "bert4rec" else [(batch["seq"], batch["seq"].shape[1])]
+    )
     for part, t in chunks:  # t: the padded width the encoder computes
         encoder += len(part) * cfg.n_layers * layer_flops(model_name, cfg, t)
     loss = "gbce" if model_name == "gsasrec" else getattr(cfg, "loss", "ce")
@@ -128,12 +131,24 @@ def batch_flops(model_name: str, cfg: Any, model: Any, batch: Any, items: int) -
         out = 4 * positions * d
     if model_name == "bert4rec":
         out += 2 * positions * d * d
-    return {"rows": len(batch["seq"]), "positions": positions, "encoder_flops": 3 * encoder, "output_flops": 3 * out,
-            "flops": 3 * encoder + 3 * out}
+    return {
+        "rows": len(batch["seq"]),
+        "positions": positions,
+        "encoder_flops": 3 * encoder,
+        "output_flops": 3 * out,
+        "flops": 3 * encoder + 3 * out,
+    }
 
 
-def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps: int = 8, rounds: int = 3,
-               seed: int = 0, amp: str = "none") -> dict[str, Any]:
+def step_study(
+    train: Any,
+    model_name: str,
+    model_config: dict[str, Any],
+    steps: int = 8,
+    rounds: int = 3,
+    seed: int = 0,
+    amp: str = "none",
+) -> dict[str, Any]:
     """Training steps and the matmul peak measured in turns in one process on one thread, so both see the
     same machine (a busy sibling core lowers both alike); per round: the peak, the CPU seconds of
     ``steps`` optimizer steps (forward, backward, Adam) after one warm-up step, and their fraction.
@@ -179,15 +194,29 @@ def step_study(train: Any, model_name: str, model_config: dict[str, Any], steps:
                 step(b)
             seconds = (time.process_time() - c) / steps
             achieved = flops / steps / seconds / 1e9
-            row = {"peak_gflops": peak, "cpu_seconds_per_step": seconds, "achieved_gflops": achieved,
-                   "fraction_of_peak": achieved / peak}
+            row = {
+                "peak_gflops": peak,
+                "cpu_seconds_per_step": seconds,
+                "achieved_gflops": achieved,
+                "fraction_of_peak": achieved / peak,
+            }
             if low is not None:
-                row[f"{amp}_peak_gflops"] = matmul_peak(1, sizes=(1024, 2048), repeat=2, dtype=low)["peak_gflops"]
+                row[f"{amp}_peak_gflops"] = matmul_peak(1, sizes=(1024, 2048), repeat=2, dtype=low)[
+                    "peak_gflops"
+                ]
             out.append(row)
     finally:
         torch.set_num_threads(old)
-    return {"model": model_name, "config": model_config, "amp": amp, "steps": steps, "flops_per_step": flops / steps,
-            "rounds": out, "median_fraction": median_fraction(out), "load_average": os.getloadavg()[0]}
+    return {
+        "model": model_name,
+        "config": model_config,
+        "amp": amp,
+        "steps": steps,
+        "flops_per_step": flops / steps,
+        "rounds": out,
+        "median_fraction": median_fraction(out),
+        "load_average": os.getloadavg()[0],
+    }
 
 
 def median_fraction(rounds: list[dict[str, float]]) -> float:
@@ -196,8 +225,12 @@ def median_fraction(rounds: list[dict[str, float]]) -> float:
     return fractions[len(fractions) // 2]
 
 
-def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat: int = 3,
-                dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+def matmul_peak(
+    threads: int,
+    sizes: tuple[int, ...] = (512, 1024, 2048),
+    repeat: int = 3,
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, Any]:
     """Best GFLOP/s of square ``torch.mm`` at ``threads`` threads (float32 unless ``dtype``).
 
     Two rates: per wall second, and per CPU second of this process times ``threads`` (what the
@@ -222,8 +255,13 @@ def matmul_peak(threads: int, sizes: tuple[int, ...] = (512, 1024, 2048), repeat
             cpu[str(n)] = 2 * n**3 / max(min(cpus), 1e-9) / 1e9 * threads
     finally:
         torch.set_num_threads(old)
-    return {"threads": threads, "gflops_by_size": cpu, "wall_gflops_by_size": wall, "peak_gflops": max(cpu.values()),
-            "wall_peak_gflops": max(wall.values())}
+    return {
+        "threads": threads,
+        "gflops_by_size": cpu,
+        "wall_gflops_by_size": wall,
+        "peak_gflops": max(cpu.values()),
+        "wall_peak_gflops": max(wall.values()),
+    }
 
 
 def evaluation_seconds(path: Path, threads: int, repeat: int = 7) -> dict[str, Any]:
@@ -236,7 +274,11 @@ def evaluation_seconds(path: Path, threads: int, repeat: int = 7) -> dict[str, A
 
     cases = leave_one_out(load_dataset(str(path))).test
     torch.manual_seed(0)
-    model = SASRec(SASRecConfig(hidden=64, n_layers=2, n_heads=1, max_len=200, loss="ce"), int(cases.users.max()) + 1, cases.histories.n_items).eval()
+    model = SASRec(
+        SASRecConfig(hidden=64, n_layers=2, n_heads=1, max_len=200, loss="ce"),
+        int(cases.users.max()) + 1,
+        cases.histories.n_items,
+    ).eval()
 
     def scorer(users: np.ndarray, histories: Any, request_time: np.ndarray | None = None) -> torch.Tensor:
         return model.score(model.score_inputs(users, histories, request_time))
@@ -253,8 +295,13 @@ def evaluation_seconds(path: Path, threads: int, repeat: int = 7) -> dict[str, A
             cpus.append(time.process_time() - c)
     finally:
         torch.set_num_threads(old)
-    return {"threads": threads, "users": len(cases), "wall_seconds": min(walls), "cpu_seconds": min(cpus),
-            "load_average": os.getloadavg()[0]}
+    return {
+        "threads": threads,
+        "users": len(cases),
+        "wall_seconds": min(walls),
+        "cpu_seconds": min(cpus),
+        "load_average": os.getloadavg()[0],
+    }
 
 
 def highest_peaks(peaks: dict[int, dict[str, Any]], previous: Path) -> dict[str, dict[str, Any]]:
@@ -266,15 +313,20 @@ def highest_peaks(peaks: dict[int, dict[str, Any]], previous: Path) -> dict[str,
     today = time.strftime("%Y-%m-%d")
     out = {str(t): {"peak_gflops": v["peak_gflops"], "measured": today} for t, v in peaks.items()}
     old = json.loads(previous.read_text()) if previous.exists() else {}
-    earlier = old.get("best_peaks") or {t: {"peak_gflops": v["peak_gflops"], "measured": "an earlier flops.json"}
-                                        for t, v in old.get("peaks", {}).items()}
+    earlier = old.get("best_peaks") or {
+        t: {"peak_gflops": v["peak_gflops"], "measured": "an earlier flops.json"}
+        for t, v in old.get("peaks", {}).items()
+    }
     for t, v in earlier.items():
         if t in out and v["peak_gflops"] > out[t]["peak_gflops"]:
             out[t] = v
     if "1" in out:  # t cores cannot exceed t times one: CPU seconds undercount idle threads at small sizes
         for t, v in out.items():
             if v["peak_gflops"] > int(t) * out["1"]["peak_gflops"]:
-                out[t] = {"peak_gflops": int(t) * out["1"]["peak_gflops"], "measured": f"{t} x the 1-thread peak"}
+                out[t] = {
+                    "peak_gflops": int(t) * out["1"]["peak_gflops"],
+                    "measured": f"{t} x the 1-thread peak",
+                }
     return out
 
 
@@ -297,29 +349,52 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--runs", type=Path, default=RESULTS / "runs")
     p.add_argument("--data", type=Path, default=ML1M, help="ML-1M file for the reference FLOP counts")
     p.add_argument("--other-load", default="other jobs were running", help="what else ran (recorded)")
-    p.add_argument("--step-study", action="store_true",
-                   help="only the interleaved step study (training steps and the peak in turns): flops_steps.{json,md}")
-    p.add_argument("--models", nargs="+", choices=list(REFERENCE) + list(STEP_VARIANTS), default=list(REFERENCE),
-                   help="the step study's models (default: those of REFERENCE)")
-    p.add_argument("--rounds", type=int, default=3, help="step study: rounds per model, the models taking turns")
-    p.add_argument("--out", default="flops_steps", help="step study: result files benchmarks/results/OUT.{json,md}")
+    p.add_argument(
+        "--step-study",
+        action="store_true",
+        help="only the interleaved step study (training steps and the peak in turns): flops_steps.{json,md}",
+    )
+    p.add_argument(
+        "--models",
+        nargs="+",
+        choices=list(REFERENCE) + list(STEP_VARIANTS),
+        default=list(REFERENCE),
+        help="the step study's models (default: those of REFERENCE)",
+    )
+    p.add_argument(
+        "--rounds", type=int, default=3, help="step study: rounds per model, the models taking turns"
+    )
+    p.add_argument(
+        "--out", default="flops_steps", help="step study: result files benchmarks/results/OUT.{json,md}"
+    )
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     if a.step_study:
         train = _train_of(a.data)
-        entries = {name: STEP_VARIANTS[name] if name in STEP_VARIANTS else (*REFERENCE[name], "none")
-                   for name in a.models}
+        entries = {
+            name: STEP_VARIANTS[name] if name in STEP_VARIANTS else (*REFERENCE[name], "none")
+            for name in a.models
+        }
         studies: dict[str, dict[str, Any]] = {}
-        for _ in range(a.rounds):  # rounds outer, models inner: each model's rounds spread over the same stretch
+        for _ in range(
+            a.rounds
+        ):  # rounds outer, models inner: each model's rounds spread over the same stretch
             for name, (model, cfg, amp) in entries.items():
-                one = step_study(train, model, STEP_CONFIG if name == "sasrec" else cfg, rounds=1, amp=amp) | {"name": name}
+                one = step_study(
+                    train, model, STEP_CONFIG if name == "sasrec" else cfg, rounds=1, amp=amp
+                ) | {"name": name}
                 if name in studies:
                     one["rounds"] = studies[name]["rounds"] + one["rounds"]
                 studies[name] = one | {"median_fraction": median_fraction(one["rounds"])}
         for name, st in studies.items():
             print(f"{name}: {st['median_fraction']:.1%}", flush=True)
-        study = {"machine": {"cpu": _cpu(), "cores": os.cpu_count(), "torch": torch.__version__},
-                 "other_load": a.other_load, "git_sha": git_sha(), "out": a.out, "studies": list(studies.values())}
+        study = {
+            "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "torch": torch.__version__},
+            "other_load": a.other_load,
+            "git_sha": git_sha(),
+            "out": a.out,
+            "studies": list(studies.values()),
+        }
         (RESULTS / f"{a.out}.json").write_text(json.dumps(study, indent=2, default=float) + "\n")
         (RESULTS / f"{a.out}.md").write_text(steps_markdown(study))
         print(steps_markdown(study))
@@ -327,16 +402,27 @@ def main(argv: list[str] | None = None) -> None:
     load0 = os.getloadavg()
     peaks = {t: matmul_peak(t) for t in sorted({1, os.cpu_count() or 1})}
     best = highest_peaks(peaks, RESULTS / "flops.json")
-    res: dict[str, Any] = {"peaks": {str(t): v for t, v in peaks.items()}, "best_peaks": best, "reference": {}, "runs": [],
-                           "machine": {"cpu": _cpu(), "cores": os.cpu_count(),
-                                       "torch": torch.__version__, "load_average_at_start": load0},
-                           "other_load": a.other_load}
+    res: dict[str, Any] = {
+        "peaks": {str(t): v for t, v in peaks.items()},
+        "best_peaks": best,
+        "reference": {},
+        "runs": [],
+        "machine": {
+            "cpu": _cpu(),
+            "cores": os.cpu_count(),
+            "torch": torch.__version__,
+            "load_average_at_start": load0,
+        },
+        "other_load": a.other_load,
+    }
     trains: dict[str, Any] = {}
     if a.data.exists():
         trains[str(a.data.resolve())] = _train_of(a.data)
         for name, (model, cfg) in REFERENCE.items():
             res["reference"][name] = count_epoch(model, cfg, trains[str(a.data.resolve())], 128) | {
-                "model": model, "config": cfg}
+                "model": model,
+                "config": cfg,
+            }
         res["evaluation"] = [evaluation_seconds(a.data, t) for t in sorted({1, os.cpu_count() or 1})]
     models = {m for m, _ in REFERENCE.values()}
     for f in sorted(a.runs.glob("*.json")) if a.runs.exists() else []:
@@ -352,15 +438,30 @@ def main(argv: list[str] | None = None) -> None:
         key = str(path.resolve())
         trains.setdefault(key, _train_of(path))
         tc = run["train_config"]
-        counted = count_epoch(run["model"], run["model_config"], trains[key], tc["batch_size"], tc.get("seed", 0))
+        counted = count_epoch(
+            run["model"], run["model_config"], trains[key], tc["batch_size"], tc.get("seed", 0)
+        )
         threads = int(tc.get("threads") or run["machine"].get("torch_threads") or 1)
-        peak = best[str(threads)]["peak_gflops"] if str(threads) in best else matmul_peak(threads)["peak_gflops"]
+        peak = (
+            best[str(threads)]["peak_gflops"] if str(threads) in best else matmul_peak(threads)["peak_gflops"]
+        )
         achieved = counted["flops"] / run["seconds_per_epoch"] / 1e9
-        res["runs"].append({"run": run["name"], "model": run["model"], "file": str(f.relative_to(ROOT)),
-                            "threads": threads, "seconds_per_epoch": run["seconds_per_epoch"],
-                            "achieved_gflops": achieved, "peak_gflops": peak,
-                            "fraction_of_peak": achieved / peak, "amp": tc.get("amp", "none"),
-                            "machine": run.get("machine", {}), "notes": run.get("notes", "")} | counted)
+        res["runs"].append(
+            {
+                "run": run["name"],
+                "model": run["model"],
+                "file": str(f.relative_to(ROOT)),
+                "threads": threads,
+                "seconds_per_epoch": run["seconds_per_epoch"],
+                "achieved_gflops": achieved,
+                "peak_gflops": peak,
+                "fraction_of_peak": achieved / peak,
+                "amp": tc.get("amp", "none"),
+                "machine": run.get("machine", {}),
+                "notes": run.get("notes", ""),
+            }
+            | counted
+        )
     res["load_average_at_end"] = os.getloadavg()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "flops.json").write_text(json.dumps(res, indent=2, default=float) + "\n")

@@ -47,10 +47,27 @@ class Server:
     def __init__(self, name: str, model_dir: Path, threads: int, extra: list[str]) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "attnrec", "serve", "--model", f"{name}={model_dir}", "--host", "127.0.0.1",
-               "--port", str(self.port), "--threads", str(threads), "--log-level", "warning", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "attnrec",
+            "serve",
+            "--model",
+            f"{name}={model_dir}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--threads",
+            str(threads),
+            "--log-level",
+            "warning",
+            *extra,
+        ]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
 
     def wait_ready(self, timeout: float = 600) -> float:
         import httpx
@@ -104,10 +121,19 @@ async def drive(url: str, bodies: list[dict[str, Any]], concurrency: int, warmup
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
     lat = np.array(latencies) * 1000
-    return {"requests": len(bodies), "concurrency": concurrency, "wall_s": wall, "rps": len(bodies) / wall,
-            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
-            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()), "mean_ms": float(lat.mean()),
-            "errors": len(errors), "error_samples": errors[:3]}
+    return {
+        "requests": len(bodies),
+        "concurrency": concurrency,
+        "wall_s": wall,
+        "rps": len(bodies) / wall,
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p95_ms": float(np.percentile(lat, 95)),
+        "p99_ms": float(np.percentile(lat, 99)),
+        "max_ms": float(lat.max()),
+        "mean_ms": float(lat.mean()),
+        "errors": len(errors),
+        "error_samples": errors[:3],
+    }
 
 
 async def drive_raw(url: str, bodies: list[dict[str, Any]], concurrency: int, warmup: int) -> dict[str, Any]:
@@ -120,10 +146,14 @@ async def drive_raw(url: str, bodies: list[dict[str, Any]], concurrency: int, wa
     payloads = [json.dumps(b).encode() for b in bodies]
 
     def request(data: bytes) -> bytes:
-        return (f"POST /v1/recommend HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+        return (
+            f"POST /v1/recommend HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode() + data
 
-    async def call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes) -> tuple[int, bytes]:
+    async def call(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
+    ) -> tuple[int, bytes]:
         writer.write(request(data))
         head = await reader.readuntil(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
@@ -172,10 +202,20 @@ async def drive_raw(url: str, bodies: list[dict[str, Any]], concurrency: int, wa
     for _, w in conns:
         w.close()
     lat = np.array(latencies) * 1000
-    return {"requests": len(bodies), "concurrency": concurrency, "wall_s": wall, "rps": len(bodies) / wall,
-            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
-            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()), "mean_ms": float(lat.mean()),
-            "errors": len(errors), "error_samples": errors[:3], "reconnects": reconnects}
+    return {
+        "requests": len(bodies),
+        "concurrency": concurrency,
+        "wall_s": wall,
+        "rps": len(bodies) / wall,
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p95_ms": float(np.percentile(lat, 95)),
+        "p99_ms": float(np.percentile(lat, 99)),
+        "max_ms": float(lat.max()),
+        "mean_ms": float(lat.mean()),
+        "errors": len(errors),
+        "error_samples": errors[:3],
+        "reconnects": reconnects,
+    }
 
 
 def client_main(args: argparse.Namespace) -> None:

@@ -58,16 +58,30 @@ def train_ml1m(model: str, seconds: float) -> Path:
     torch.set_num_threads(2)
     data = read_pairs(ML1M, name="ml-1m")
     split = leave_one_out(data)
-    cfg = {"sasrec": {"hidden": 50, "max_len": 200, "dropout": 0.2},
-           "bert4rec": {"hidden": 64, "max_len": 200}}[model]
-    rec = Recommender(model, cfg, {"max_epochs": 200, "time_budget": seconds, "eval_every": 5, "device": "cpu",
-                                   "lr": 1e-3, "batch_size": 128})
+    cfg = {
+        "sasrec": {"hidden": 50, "max_len": 200, "dropout": 0.2},
+        "bert4rec": {"hidden": 64, "max_len": 200},
+    }[model]
+    rec = Recommender(
+        model,
+        cfg,
+        {
+            "max_epochs": 200,
+            "time_budget": seconds,
+            "eval_every": 5,
+            "device": "cpu",
+            "lr": 1e-3,
+            "batch_size": 128,
+        },
+    )
     rec.fit(data, split, progress=False)
     rec.evaluate(split.test, FULL)
     return rec.save(out)
 
 
-def synthetic_1m(arch: str = "sasrec", n_items: int = 1_000_000, n_users: int = 10_000, hidden: int = 64) -> Path:
+def synthetic_1m(
+    arch: str = "sasrec", n_items: int = 1_000_000, n_users: int = 10_000, hidden: int = 64
+) -> Path:
     """``arch`` with random weights over an ``n_items`` catalog (latency only; the scores mean nothing)."""
     out = CACHE / f"{arch}-synthetic-{n_items}"
     if (out / "config.json").exists():
@@ -115,18 +129,43 @@ def payloads(model_dir: Path, n: int, seed: int = 0, explain: str | None = None)
 
 # -- the client (its own process) ------------------------------------------------------------------
 def run_client(url: str, bodies_file: Path, concurrency: int, warmup: int, client: str) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "_client", "--url", url, "--bodies", str(bodies_file),
-           "--concurrency", str(concurrency), "--warmup", str(warmup), "--client", client]
+    cmd = [
+        sys.executable,
+        __file__,
+        "_client",
+        "--url",
+        url,
+        "--bodies",
+        str(bodies_file),
+        "--concurrency",
+        str(concurrency),
+        "--warmup",
+        str(warmup),
+        "--client",
+        client,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=900)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 # -- the study -------------------------------------------------------------------------------------
-def run_setting(name: str, model_dir: Path, setting: dict[str, Any], levels: list[int], n_requests: int,
-                threads: int, client: str) -> list[dict[str, Any]]:
+def run_setting(
+    name: str,
+    model_dir: Path,
+    setting: dict[str, Any],
+    levels: list[int],
+    n_requests: int,
+    threads: int,
+    client: str,
+) -> list[dict[str, Any]]:
     explain = setting.get("explain")  # a request option, not a server flag
-    extra = [(f"--{k.replace('_', '-')}" if v else f"--no-{k.replace('_', '-')}") if isinstance(v, bool)
-             else f"--{k.replace('_', '-')}={v}" for k, v in setting.items() if k != "explain"]
+    extra = [
+        (f"--{k.replace('_', '-')}" if v else f"--no-{k.replace('_', '-')}")
+        if isinstance(v, bool)
+        else f"--{k.replace('_', '-')}={v}"
+        for k, v in setting.items()
+        if k != "explain"
+    ]
     server = Server(name, model_dir, threads, extra)
     rows = []
     try:
@@ -139,16 +178,29 @@ def run_setting(name: str, model_dir: Path, setting: dict[str, Any], levels: lis
             load_before = os.getloadavg()[0]
             res = run_client(server.url, bodies_file, c, min(50, n_requests // 10), client)
             after = proc_status(server.proc.pid)
-            res.update({"model": name, "setting": setting, "threads": threads, "ready_s": ready_s,
-                        "server_rss_mib": after["VmRSS"], "server_peak_rss_mib": after["VmHWM"],
-                        "server_idle_rss_mib": idle["VmRSS"],
-                        "server_cpu_s": after["cpu_s"] - before["cpu_s"],
-                        "loadavg_1min": max(load_before, os.getloadavg()[0])})
-            res["server_cpu_ms_per_request"] = 1000 * res["server_cpu_s"] / (n_requests + min(50, n_requests // 10))
-            print(f"{name:22s} {json.dumps(setting):44s} c={c:<3d} p50 {res['p50_ms']:7.2f} p95 {res['p95_ms']:7.2f} "
-                  f"p99 {res['p99_ms']:7.2f} ms  {res['rps']:7.1f} req/s  errors {res['errors']}  "
-                  f"rss {res['server_rss_mib']:.0f} MiB  server cpu {res['server_cpu_ms_per_request']:.2f} ms/req  "
-                  f"client cpu {res['client_cpu_ms_per_request']:.2f} ms/req  load {res['loadavg_1min']:.1f}", flush=True)
+            res.update(
+                {
+                    "model": name,
+                    "setting": setting,
+                    "threads": threads,
+                    "ready_s": ready_s,
+                    "server_rss_mib": after["VmRSS"],
+                    "server_peak_rss_mib": after["VmHWM"],
+                    "server_idle_rss_mib": idle["VmRSS"],
+                    "server_cpu_s": after["cpu_s"] - before["cpu_s"],
+                    "loadavg_1min": max(load_before, os.getloadavg()[0]),
+                }
+            )
+            res["server_cpu_ms_per_request"] = (
+                1000 * res["server_cpu_s"] / (n_requests + min(50, n_requests // 10))
+            )
+            print(
+                f"{name:22s} {json.dumps(setting):44s} c={c:<3d} p50 {res['p50_ms']:7.2f} p95 {res['p95_ms']:7.2f} "
+                f"p99 {res['p99_ms']:7.2f} ms  {res['rps']:7.1f} req/s  errors {res['errors']}  "
+                f"rss {res['server_rss_mib']:.0f} MiB  server cpu {res['server_cpu_ms_per_request']:.2f} ms/req  "
+                f"client cpu {res['client_cpu_ms_per_request']:.2f} ms/req  load {res['loadavg_1min']:.1f}",
+                flush=True,
+            )
             rows.append(res)
     finally:
         server.stop()
@@ -164,8 +216,12 @@ def markdown(report: dict[str, Any]) -> str:
         f"python {env['python']}, torch {env['torch']}). Load average at start: {env['loadavg']}.",
         f"Each row: {report['n_requests']} `POST /v1/recommend` requests (k=10; half known users, half ad-hoc "
         "histories of 10-50 items with one unknown item"
-        + ("; `explain=...` rows ask every request for per-item explanations of its first 10 items, top 3 history "
-           "items each" if any(r["setting"].get("explain") for r in report["rows"]) else "")
+        + (
+            "; `explain=...` rows ask every request for per-item explanations of its first 10 items, top 3 history "
+            "items each"
+            if any(r["setting"].get("explain") for r in report["rows"])
+            else ""
+        )
         + ") from a separate client process over loopback "
         f"({report['client']} client: one keep-alive connection per concurrent request), after a short warm-up. "
         "Latency is measured by the client. `load avg` is the machine's 1-minute load average during the row "
@@ -177,17 +233,23 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for r in report["rows"]:
         s = r["setting"]
-        batching = "off" if s.get("max_batch", 32) == 1 else f"≤{s.get('max_batch', 32)}, wait {s.get('max_wait_ms', 0)} ms"
+        batching = (
+            "off"
+            if s.get("max_batch", 32) == 1
+            else f"≤{s.get('max_batch', 32)}, wait {s.get('max_wait_ms', 0)} ms"
+        )
         if s.get("inline"):
             batching += ", inline"
         if s.get("gc_freeze") is False:
             batching += ", heap not frozen"
         if s.get("explain"):
             batching = f"explain={s['explain']} (not batched)"
-        lines.append(f"| {r['model']} | {r['n_items']:,} | {s.get('backend', 'torch')} | {batching} | {r['concurrency']} "
-                     f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.0f} | {r['errors']} "
-                     f"| {r['server_rss_mib']:.0f} | {r['server_cpu_ms_per_request']:.2f} "
-                     f"| {r['client_cpu_ms_per_request']:.2f} | {r['loadavg_1min']:.1f} |")
+        lines.append(
+            f"| {r['model']} | {r['n_items']:,} | {s.get('backend', 'torch')} | {batching} | {r['concurrency']} "
+            f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.0f} | {r['errors']} "
+            f"| {r['server_rss_mib']:.0f} | {r['server_cpu_ms_per_request']:.2f} "
+            f"| {r['client_cpu_ms_per_request']:.2f} | {r['loadavg_1min']:.1f} |"
+        )
     lines += ["", "Models:", ""]
     for name, m in report["models"].items():
         lines.append(f"- **{name}**: {m['description']}")
@@ -203,16 +265,29 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads in the server")
     ap.add_argument("--train-seconds", type=float, default=120)
     ap.add_argument("--models", default="sasrec-ml1m,bert4rec-ml1m,sasrec-1m")
-    ap.add_argument("--max-batch", type=int, default=32, help="the servers' micro-batch size (--max-batch of serve)")
-    ap.add_argument("--study", default="full", choices=["full", "batching", "default", "inline", "gc", "explain"],
-                    help="full: batching and backend comparison on SASRec ML-1M plus every model with the default; "
-                    "gc: every model with the default (heap frozen after loading) and with --no-gc-freeze; "
-                    "explain: every model with the default, then with per-item explanations in every request")
-    ap.add_argument("--explain-method", default="greedy",
-                    help="the explain study's method(s), comma-separated: a row each (e.g. greedy,occlusion)")
+    ap.add_argument(
+        "--max-batch", type=int, default=32, help="the servers' micro-batch size (--max-batch of serve)"
+    )
+    ap.add_argument(
+        "--study",
+        default="full",
+        choices=["full", "batching", "default", "inline", "gc", "explain"],
+        help="full: batching and backend comparison on SASRec ML-1M plus every model with the default; "
+        "gc: every model with the default (heap frozen after loading) and with --no-gc-freeze; "
+        "explain: every model with the default, then with per-item explanations in every request",
+    )
+    ap.add_argument(
+        "--explain-method",
+        default="greedy",
+        help="the explain study's method(s), comma-separated: a row each (e.g. greedy,occlusion)",
+    )
     ap.add_argument("--quick", action="store_true", help="200 requests, SASRec ML-1M only")
-    ap.add_argument("--client", default="raw", choices=["raw", "httpx"],
-                    help="load generator: hand-written keep-alive HTTP/1.1 (light) or an httpx pool")
+    ap.add_argument(
+        "--client",
+        default="raw",
+        choices=["raw", "httpx"],
+        help="load generator: hand-written keep-alive HTTP/1.1 (light) or an httpx pool",
+    )
     ap.add_argument("--render", action="store_true", help="only regenerate OUT.md from OUT.json")
     ap.add_argument("--prepare-only", action="store_true", help="train/build the checkpoints and stop")
     ap.add_argument("--out", default=str(RESULTS / "load_test"))
@@ -248,9 +323,14 @@ def main() -> None:
         ev = (meta.get("evaluations") or [{}])[-1].get("metrics", {})
         descriptions[name] = (
             f"{meta['model']} {json.dumps(meta['model_config'])}, {meta['n_items']:,} items, {meta['n_users']:,} users; "
-            + (f"trained {tr.get('epochs')} epoch(s) in {tr.get('seconds', 0):.0f}s (time budget "
-               f"{meta['train_config'].get('time_budget', 0):.0f}s, checked after each epoch), test NDCG@10 "
-               f"{ev.get('NDCG@10', float('nan')):.4f} (full ranking)" if tr else "random weights (latency only)"))
+            + (
+                f"trained {tr.get('epochs')} epoch(s) in {tr.get('seconds', 0):.0f}s (time budget "
+                f"{meta['train_config'].get('time_budget', 0):.0f}s, checked after each epoch), test NDCG@10 "
+                f"{ev.get('NDCG@10', float('nan')):.4f} (full ranking)"
+                if tr
+                else "random weights (latency only)"
+            )
+        )
 
     if args.prepare_only:
         return
@@ -259,7 +339,10 @@ def main() -> None:
     if args.study in ("full", "batching") and "sasrec-ml1m" in models:
         plan += [("sasrec-ml1m", {"max_batch": 1}), ("sasrec-ml1m", {"max_batch": 32, "max_wait_ms": 2.0})]
         if args.study == "full":
-            plan += [("sasrec-ml1m", {**default, "backend": "onnx"}), ("sasrec-ml1m", {**default, "inline": True})]
+            plan += [
+                ("sasrec-ml1m", {**default, "backend": "onnx"}),
+                ("sasrec-ml1m", {**default, "inline": True}),
+            ]
     plan += [(name, default) for name in models]
     if args.study == "gc":  # the tail-latency fix: the same servers without gc.freeze() after loading
         plan += [(name, {**default, "gc_freeze": False}) for name in models]
@@ -270,12 +353,21 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     loadavg = " ".join(f"{x:.1f}" for x in os.getloadavg())
     report = {
-        "environment": {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "platform": platform.platform(),
-                        "python": platform.python_version(), "torch": torch.__version__, "loadavg": loadavg,
-                        "server_threads": args.threads},
-        "n_requests": args.requests, "levels": levels, "models": {n: {"path": str(p), "description": descriptions[n]}
-                                                                   for n, p in models.items()},
-        "rows": rows, "notes": [], "client": args.client,
+        "environment": {
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "loadavg": loadavg,
+            "server_threads": args.threads,
+        },
+        "n_requests": args.requests,
+        "levels": levels,
+        "models": {n: {"path": str(p), "description": descriptions[n]} for n, p in models.items()},
+        "rows": rows,
+        "notes": [],
+        "client": args.client,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -46,8 +46,10 @@ def ranking_metrics(ranks: Any, k: int = 10) -> dict[str, float]:
 
     r = np.asarray(ranks, dtype=np.float64)
     hit = r < k
-    return {f"NDCG@{k}": float(np.where(hit, 1.0 / np.log2(r + 2.0), 0.0).mean()) if len(r) else float("nan"),
-            f"HR@{k}": float(hit.mean()) if len(r) else float("nan")}
+    return {
+        f"NDCG@{k}": float(np.where(hit, 1.0 / np.log2(r + 2.0), 0.0).mean()) if len(r) else float("nan"),
+        f"HR@{k}": float(hit.mean()) if len(r) else float("nan"),
+    }
 
 
 def versions(*names: str) -> dict[str, str]:

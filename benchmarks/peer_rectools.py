@@ -63,17 +63,24 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
                 x = np.zeros((min(256, len(targets) - lo), width), dtype=np.int64)
                 rows: list[int] = []
                 cols: list[int] = []
-                for r, h in enumerate(hists[lo:lo + 256]):
+                for r, h in enumerate(hists[lo : lo + 256]):
                     ids = [internal[i] for i in h if i in internal]  # as recommend() drops unknown items
                     if ids:
-                        x[r, -min(len(ids), width):] = ids[-width:]
+                        x[r, -min(len(ids), width) :] = ids[-width:]
                     rows += [r] * len(ids)
                     cols += ids
                 sess = net.encode_sessions({"x": torch.as_tensor(x)}, item_embs)[:, -1, :]
                 scores = net.similarity_module(sess, item_embs).float()
-                tg = torch.tensor([internal.get(t, -1) for t in targets[lo:lo + 256]], dtype=torch.long)
-                out.append(full_ranks(scores, tg, torch.tensor(rows, dtype=torch.long),
-                                       torch.tensor(cols, dtype=torch.long), extra).numpy())
+                tg = torch.tensor([internal.get(t, -1) for t in targets[lo : lo + 256]], dtype=torch.long)
+                out.append(
+                    full_ranks(
+                        scores,
+                        tg,
+                        torch.tensor(rows, dtype=torch.long),
+                        torch.tensor(cols, dtype=torch.long),
+                        extra,
+                    ).numpy()
+                )
         return np.concatenate(out) if out else np.zeros(0, np.int64)
 
     cap = float(s.get("time_cap") or 0.0)
@@ -127,9 +134,16 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
             module.eval()
             m = ranking_metrics(rank_all(module, valid_hist, valid_targets))
             module.train(mode)
-            self.evals.append({"epoch": epoch, "seconds": time.perf_counter() - self._v,
-                               "at_seconds": time.perf_counter() - self.start, "NDCG@10": m["NDCG@10"],
-                               "HR@10": m["HR@10"], "val_loss": val_loss})
+            self.evals.append(
+                {
+                    "epoch": epoch,
+                    "seconds": time.perf_counter() - self._v,
+                    "at_seconds": time.perf_counter() - self.start,
+                    "NDCG@10": m["NDCG@10"],
+                    "HR@10": m["HR@10"],
+                    "val_loss": val_loss,
+                }
+            )
             if m["NDCG@10"] > self.best:
                 self.best, self.bad, self.best_epoch = m["NDCG@10"], 0, epoch
                 self.best_state = {k: v.detach().clone() for k, v in module.torch_model.state_dict().items()}
@@ -138,16 +152,36 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
             return self.bad >= int(s["patience"])
 
     def get_trainer() -> Trainer:
-        return Trainer(max_epochs=s["max_epochs"], deterministic=True, accelerator="cpu", devices=1,
-                       enable_checkpointing=False, logger=False, enable_progress_bar=False,
-                       enable_model_summary=False, check_val_every_n_epoch=s["eval_every"],
-                       num_sanity_val_steps=0, callbacks=[Monitor()])
+        return Trainer(
+            max_epochs=s["max_epochs"],
+            deterministic=True,
+            accelerator="cpu",
+            devices=1,
+            enable_checkpointing=False,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            check_val_every_n_epoch=s["eval_every"],
+            num_sanity_val_steps=0,
+            callbacks=[Monitor()],
+        )
 
-    model = SASRecModel(n_blocks=s["n_layers"], n_heads=s["n_heads"], n_factors=s["hidden"],
-                        dropout_rate=s["dropout"], session_max_len=s["max_len"], loss="softmax", lr=s["lr"],
-                        batch_size=s["batch_size"], epochs=s["max_epochs"], deterministic=True,
-                        item_net_block_types=(IdEmbeddingsItemNet,), get_val_mask_func=val_mask,
-                        get_trainer_func=get_trainer, recommend_torch_device="cpu")
+    model = SASRecModel(
+        n_blocks=s["n_layers"],
+        n_heads=s["n_heads"],
+        n_factors=s["hidden"],
+        dropout_rate=s["dropout"],
+        session_max_len=s["max_len"],
+        loss="softmax",
+        lr=s["lr"],
+        batch_size=s["batch_size"],
+        epochs=s["max_epochs"],
+        deterministic=True,
+        item_net_block_types=(IdEmbeddingsItemNet,),
+        get_val_mask_func=val_mask,
+        get_trainer_func=get_trainer,
+        recommend_torch_device="cpu",
+    )
     t0 = time.perf_counter()
     model.fit(dataset)
     fit = time.perf_counter() - t0
@@ -164,12 +198,18 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
         model.torch_model.load_state_dict(mon.best_state)
     model.torch_model.eval()
     # The restored weights must give the best validation score again (not timed).
-    recheck = ranking_metrics(rank_all(model.lightning_model, valid_hist, valid_targets))["NDCG@10"] if mon.evals else None
+    recheck = (
+        ranking_metrics(rank_all(model.lightning_model, valid_hist, valid_targets))["NDCG@10"]
+        if mon.evals
+        else None
+    )
     t1 = time.perf_counter()
     reco = model.recommend(users=test_users, dataset=dataset, k=10, filter_viewed=True)
     eval_seconds = time.perf_counter() - t1
-    ranks = {(str(u), str(i)): int(r) for u, i, r in zip(reco[Columns.User], reco[Columns.Item], reco[Columns.Rank],
-                                                         strict=True)}
+    ranks = {
+        (str(u), str(i)): int(r)
+        for u, i, r in zip(reco[Columns.User], reco[Columns.Item], reco[Columns.Rank], strict=True)
+    }
     hr = ndcg = 0.0
     for u, target in zip(test_users, test_targets, strict=True):
         r = ranks.get((u, target))  # 1-based
@@ -181,17 +221,30 @@ def worker_rectools(s: dict[str, Any]) -> dict[str, Any]:
     check = ranking_metrics(rank_all(model.lightning_model, [history[u] for u in test_users], test_targets))
     check["seconds"] = time.perf_counter() - t2
     prep = model.lightning_model.data_preparator
-    note = ("validation NDCG@10 (early stopping, best weights) scored by peers.py; RecTools' trainer only "
-            "validates a loss; ranks the items of its training windows only")
+    note = (
+        "validation NDCG@10 (early stopping, best weights) scored by peers.py; RecTools' trainer only "
+        "validates a loss; ranks the items of its training windows only"
+    )
     if s["attn_dropout"] != s["dropout"]:
         note += f"; attention dropout is its single dropout rate {s['dropout']}"
-    return {"epoch_seconds": mon.epochs, "epochs": len(mon.epochs), "best_epoch": mon.best_epoch, "evals": mon.evals,
-            "valid_seconds_each": sum(e["seconds"] for e in mon.evals) / max(len(mon.evals), 1),
-            "fit_seconds": fit, "test_eval_seconds": eval_seconds, "test": {"NDCG@10": ndcg / n, "HR@10": hr / n},
-            "test_cases": n, "test_check": check, "best_valid_recheck": recheck, "catalog_items": len(prep.item_id_map.external_ids)
-            - prep.n_item_extra_tokens, "batches_per_epoch": math.ceil(prep.train_dataset.user_id_map.size
-                                                                     / s["batch_size"]),
-            "partial_epoch": mon.partial, "time_cap": cap,
-            "peak_rss_mb": peak_mb(), "version": rectools.__version__,
-            "packages": versions("torch", "numpy", "pandas", "pytorch-lightning"), "note": note}
-
+    return {
+        "epoch_seconds": mon.epochs,
+        "epochs": len(mon.epochs),
+        "best_epoch": mon.best_epoch,
+        "evals": mon.evals,
+        "valid_seconds_each": sum(e["seconds"] for e in mon.evals) / max(len(mon.evals), 1),
+        "fit_seconds": fit,
+        "test_eval_seconds": eval_seconds,
+        "test": {"NDCG@10": ndcg / n, "HR@10": hr / n},
+        "test_cases": n,
+        "test_check": check,
+        "best_valid_recheck": recheck,
+        "catalog_items": len(prep.item_id_map.external_ids) - prep.n_item_extra_tokens,
+        "batches_per_epoch": math.ceil(prep.train_dataset.user_id_map.size / s["batch_size"]),
+        "partial_epoch": mon.partial,
+        "time_cap": cap,
+        "peak_rss_mb": peak_mb(),
+        "version": rectools.__version__,
+        "packages": versions("torch", "numpy", "pandas", "pytorch-lightning"),
+        "note": note,
+    }

@@ -76,9 +76,21 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ML1M = ROOT.parent / "shared" / "data" / "ml-1m" / "ml-1m.txt.gz"
 SETTINGS: dict[str, Any] = {
-    "hidden": 64, "n_layers": 2, "n_heads": 1, "max_len": 200, "dropout": 0.1, "attn_dropout": 0.0,
-    "lr": 1e-3, "beta2": 0.98, "batch_size": 128, "max_epochs": 200, "eval_every": 2, "patience": 5, "seed": 0,
-    "threads": 2, "time_cap": 0.0,
+    "hidden": 64,
+    "n_layers": 2,
+    "n_heads": 1,
+    "max_len": 200,
+    "dropout": 0.1,
+    "attn_dropout": 0.0,
+    "lr": 1e-3,
+    "beta2": 0.98,
+    "batch_size": 128,
+    "max_epochs": 200,
+    "eval_every": 2,
+    "patience": 5,
+    "seed": 0,
+    "threads": 2,
+    "time_cap": 0.0,
 }
 PACKAGES = {
     "recbole": ["recbole==1.2.1", "numpy<2", "scipy<1.14", "pandas<2.2"],
@@ -107,14 +119,27 @@ def export(data_spec: str) -> dict[str, Any]:
             s = seqs[u]
             for pos, i in enumerate(s):
                 inter.write(f"{users[u]}\t{items[i - 1]}\t{pos}\n")
-                if pos < len(s) - 1 or len(s) < 3:  # the test history (all but the last item) of evaluated users
+                if (
+                    pos < len(s) - 1 or len(s) < 3
+                ):  # the test history (all but the last item) of evaluated users
                     train.write(f"{users[u]},{items[i - 1]},{pos}\n")
-    test = {"users": [users[u] for u in split.test.users], "targets": [items[i - 1] for i in split.test.targets]}
+    test = {
+        "users": [users[u] for u in split.test.users],
+        "targets": [items[i - 1] for i in split.test.targets],
+    }
     (d / "test.json").write_text(json.dumps(test))
     lengths = seqs.lengths()
-    return {"data": data.source.name, "sha256": data.source.sha256, "users": data.n_users, "items": data.n_items,
-            "interactions": len(data), "test_users": len(split.test), "split": split.describe(),
-            "users_with_3": int((lengths == 3).sum()), "users_below_3": int((lengths < 3).sum())}
+    return {
+        "data": data.source.name,
+        "sha256": data.source.sha256,
+        "users": data.n_users,
+        "items": data.n_items,
+        "interactions": len(data),
+        "test_users": len(split.test),
+        "split": split.describe(),
+        "users_with_3": int((lengths == 3).sum()),
+        "users_below_3": int((lengths < 3).sum()),
+    }
 
 
 # -- environments ----------------------------------------------------------------------------------
@@ -146,8 +171,13 @@ def run_worker(python: Path, lib: str, settings: dict[str, Any]) -> dict[str, An
     t0 = time.perf_counter()
     log = WORK / f"{lib}.log"
     with open(log, "w") as fh:
-        code = subprocess.call([str(python), __file__, "--worker", lib, json.dumps(settings), str(out)],
-                               env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=WORK)
+        code = subprocess.call(
+            [str(python), __file__, "--worker", lib, json.dumps(settings), str(out)],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=WORK,
+        )
     if code != 0 or not out.exists():
         raise SystemExit(f"{lib} failed (exit {code}); see {log}")
     res: dict[str, Any] = json.loads(out.read_text())
@@ -156,6 +186,7 @@ def run_worker(python: Path, lib: str, settings: dict[str, Any]) -> dict[str, An
 
 
 # -- workers: attnrec's here; the peers' in peer_recbole.py and peer_rectools.py (their own environments) --
+
 
 def _first_reaching(evals: list[dict[str, Any]], key: str = "NDCG@10") -> float | None:
     for e in evals:
@@ -175,10 +206,21 @@ def worker_attnrec(s: dict[str, Any], data_spec: str) -> dict[str, Any]:
     torch.set_num_threads(s["threads"])
     data = load_dataset(data_spec)
     split = leave_one_out(data)
-    model = {k: s[k] for k in ("hidden", "n_layers", "n_heads", "max_len", "dropout", "attn_dropout")} | {"loss": "ce"}
-    train = {"lr": s["lr"], "batch_size": s["batch_size"], "max_epochs": s["max_epochs"], "eval_every": s["eval_every"],
-             "patience": s["patience"], "seed": s["seed"], "threads": s["threads"], "device": "cpu",
-             "beta2": s.get("beta2", 0.98), "time_budget": s.get("time_cap", 0.0)}
+    model = {k: s[k] for k in ("hidden", "n_layers", "n_heads", "max_len", "dropout", "attn_dropout")} | {
+        "loss": "ce"
+    }
+    train = {
+        "lr": s["lr"],
+        "batch_size": s["batch_size"],
+        "max_epochs": s["max_epochs"],
+        "eval_every": s["eval_every"],
+        "patience": s["patience"],
+        "seed": s["seed"],
+        "threads": s["threads"],
+        "device": "cpu",
+        "beta2": s.get("beta2", 0.98),
+        "time_budget": s.get("time_cap", 0.0),
+    }
     rec = Recommender("sasrec", model, train)
     t0 = time.perf_counter()
     rec.fit(data, split, valid_protocol=FULL, progress=False)
@@ -195,15 +237,29 @@ def worker_attnrec(s: dict[str, Any], data_spec: str) -> dict[str, Any]:
         clock += h["train_seconds"]
         if "valid" in h:
             clock += valid_each
-            evals.append({"epoch": h["epoch"], "at_seconds": clock, "NDCG@10": h["valid"]["NDCG@10"],
-                          "HR@10": h["valid"]["HR@10"]})
-    return {"epoch_seconds": [h["train_seconds"] for h in tr.history], "epochs": tr.epochs, "best_epoch": tr.best_epoch,
-            "valid_seconds_each": valid_each, "evals": evals, "fit_seconds": fit, "test_eval_seconds": eval_seconds,
-            "test": {"NDCG@10": test["NDCG@10"], "HR@10": test["HR@10"]}, "stopped": tr.stopped,
-            "time_cap": float(s.get("time_cap") or 0.0), "peak_rss_mb": peak_mb(),
-            "version": __import__("attnrec").__version__,
-            "packages": versions("torch", "numpy")}
-
+            evals.append(
+                {
+                    "epoch": h["epoch"],
+                    "at_seconds": clock,
+                    "NDCG@10": h["valid"]["NDCG@10"],
+                    "HR@10": h["valid"]["HR@10"],
+                }
+            )
+    return {
+        "epoch_seconds": [h["train_seconds"] for h in tr.history],
+        "epochs": tr.epochs,
+        "best_epoch": tr.best_epoch,
+        "valid_seconds_each": valid_each,
+        "evals": evals,
+        "fit_seconds": fit,
+        "test_eval_seconds": eval_seconds,
+        "test": {"NDCG@10": test["NDCG@10"], "HR@10": test["HR@10"]},
+        "stopped": tr.stopped,
+        "time_cap": float(s.get("time_cap") or 0.0),
+        "peak_rss_mb": peak_mb(),
+        "version": __import__("attnrec").__version__,
+        "packages": versions("torch", "numpy"),
+    }
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -231,20 +287,30 @@ def _time_cap(r: dict[str, Any]) -> float:
 def markdown(res: dict[str, Any], notes: str = "") -> str:
     """peers.md from the results in ``res``, with ``notes`` (markdown on how the run went) at the end."""
     libs = res.get("libraries", {})
-    lines = ["# SASRec on ML-1M: attnrec vs RecBole vs RecTools", "",
-             "Generated by `benchmarks/peers.py` from `peers.json`; do not edit.", ""]
+    lines = [
+        "# SASRec on ML-1M: attnrec vs RecBole vs RecTools",
+        "",
+        "Generated by `benchmarks/peers.py` from `peers.json`; do not edit.",
+        "",
+    ]
     if "split" in res:
         sp = res["split"]
-        lines += [f"Data: {sp['data']} (sha256 {sp['sha256'][:12]}), {sp['users']:,} users, {sp['items']:,} items, "
-                  f"{sp['interactions']:,} interactions; split {sp['split']}; test on {sp['test_users']:,} users, "
-                  "full ranking, history excluded.", "",
-                  f"Settings: {json.dumps(res.get('settings', {}))}. Machine: {res.get('machine', '')}.", ""]
+        lines += [
+            f"Data: {sp['data']} (sha256 {sp['sha256'][:12]}), {sp['users']:,} users, {sp['items']:,} items, "
+            f"{sp['interactions']:,} interactions; split {sp['split']}; test on {sp['test_users']:,} users, "
+            "full ranking, history excluded.",
+            "",
+            f"Settings: {json.dumps(res.get('settings', {}))}. Machine: {res.get('machine', '')}.",
+            "",
+        ]
     if not libs:
         return "\n".join(lines + ["No results yet: run `benchmarks/peers.py`."]) + "\n"
     base = libs.get("attnrec")
-    lines += ["| library | version | s/epoch | x attnrec s/epoch | epochs (best) | test eval s | total wall s | "
-              "x attnrec wall | valid NDCG@10 >= 0.18 after s | peak RSS MB | test NDCG@10 | test HR@10 |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| library | version | s/epoch | x attnrec s/epoch | epochs (best) | test eval s | total wall s | "
+        "x attnrec wall | valid NDCG@10 >= 0.18 after s | peak RSS MB | test NDCG@10 | test HR@10 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for lib, r in libs.items():
         ratio = r["seconds_per_epoch"] / base["seconds_per_epoch"] if base else float("nan")
         wall = r["total_wall_seconds"] / base["total_wall_seconds"] if base else float("nan")
@@ -256,24 +322,38 @@ def markdown(res: dict[str, Any], notes: str = "") -> str:
         epochs = f"{r['epochs']}" + (f" + {part['batches']}/{r['batches_per_epoch']} batches" if part else "")
         best = r.get("best_epoch", "")
         best = f"{best:.2f}" if isinstance(best, float) else best
-        lines.append(f"| {lib} | {r.get('version', '')} | {r['seconds_per_epoch']:.1f}{est} | {ratio:.2f} | {epochs} "
-                     f"({best}) | {r['test_eval_seconds']:.1f} | {r['total_wall_seconds']:.0f} | "
-                     f"{wall:.2f} | {never if reach is None else f'{reach:.0f}'} | {r['peak_rss_mb']:.0f} | "
-                     f"{r['test']['NDCG@10']:.4f} | {r['test']['HR@10']:.4f} |")
+        lines.append(
+            f"| {lib} | {r.get('version', '')} | {r['seconds_per_epoch']:.1f}{est} | {ratio:.2f} | {epochs} "
+            f"({best}) | {r['test_eval_seconds']:.1f} | {r['total_wall_seconds']:.0f} | "
+            f"{wall:.2f} | {never if reach is None else f'{reach:.0f}'} | {r['peak_rss_mb']:.0f} | "
+            f"{r['test']['NDCG@10']:.4f} | {r['test']['HR@10']:.4f} |"
+        )
     caps = {_time_cap(r) for r in libs.values()}
-    lines += ["", "Notes: all three validate and test under the same protocol (full ranking, history excluded) and "
-              "keep the weights of the best validation NDCG@10; the peers' models are scored by peers.py where the "
-              "library cannot do it. RecBole trains on every prefix (one target per sample) with post-LN blocks.",
-              *(["- Time cap: each library's training stops once it has run "
-                 + " / ".join(f"{c:.0f} s" for c in sorted(caps)) + " (the peers after the batch that passes it, "
-                 "then their weights so far are validated as a last epoch would be; attnrec at the end of the epoch "
-                 "that passes it). A capped run's test figures are those of its best validated weights within the "
-                 "cap, not of a converged model; \"not within the cap\" means its time to NDCG@10 0.18 is longer "
-                 "than the cap. Seconds per epoch marked (est.) come from the batches of an unfinished epoch."]
-                if any(caps) else []),
-              *[f"- {lib}: {r['note']}" for lib, r in libs.items() if r.get("note")],
-              *[f"- {lib} under its own protocol ({o['protocol']}): NDCG@10 {o['NDCG@10']:.4f}, HR@10 {o['HR@10']:.4f}"
-                for lib, r in libs.items() if (o := r.get("test_own_protocol"))]]
+    lines += [
+        "",
+        "Notes: all three validate and test under the same protocol (full ranking, history excluded) and "
+        "keep the weights of the best validation NDCG@10; the peers' models are scored by peers.py where the "
+        "library cannot do it. RecBole trains on every prefix (one target per sample) with post-LN blocks.",
+        *(
+            [
+                "- Time cap: each library's training stops once it has run "
+                + " / ".join(f"{c:.0f} s" for c in sorted(caps))
+                + " (the peers after the batch that passes it, "
+                "then their weights so far are validated as a last epoch would be; attnrec at the end of the epoch "
+                "that passes it). A capped run's test figures are those of its best validated weights within the "
+                'cap, not of a converged model; "not within the cap" means its time to NDCG@10 0.18 is longer '
+                "than the cap. Seconds per epoch marked (est.) come from the batches of an unfinished epoch."
+            ]
+            if any(caps)
+            else []
+        ),
+        *[f"- {lib}: {r['note']}" for lib, r in libs.items() if r.get("note")],
+        *[
+            f"- {lib} under its own protocol ({o['protocol']}): NDCG@10 {o['NDCG@10']:.4f}, HR@10 {o['HR@10']:.4f}"
+            for lib, r in libs.items()
+            if (o := r.get("test_own_protocol"))
+        ],
+    ]
     if notes.strip():
         lines += ["", "## How the run went", "", notes.strip()]
     return "\n".join(lines) + "\n"
@@ -301,28 +381,49 @@ def main(argv: list[str] | None = None) -> None:
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", choices=["recbole", "rectools", "attnrec"], action="append")
-    p.add_argument("--data", default=str(ML1M), help="dataset for attnrec.load_dataset (default: the papers' ML-1M)")
+    p.add_argument(
+        "--data", default=str(ML1M), help="dataset for attnrec.load_dataset (default: the papers' ML-1M)"
+    )
     p.add_argument("--max-epochs", type=int, default=SETTINGS["max_epochs"])
     p.add_argument("--threads", type=int, default=SETTINGS["threads"])
-    p.add_argument("--attn-dropout", type=float, default=SETTINGS["attn_dropout"],
-                   help="attnrec and RecBole; RecTools always uses dropout on attention probabilities")
-    p.add_argument("--dropout", type=float, default=SETTINGS["dropout"], help="dropout on hidden states (all three)")
-    p.add_argument("--time-cap", type=float, default=SETTINGS["time_cap"],
-                   help="seconds of training per library, 0 = none (RecBole's epoch on ML-1M takes over an hour)")
+    p.add_argument(
+        "--attn-dropout",
+        type=float,
+        default=SETTINGS["attn_dropout"],
+        help="attnrec and RecBole; RecTools always uses dropout on attention probabilities",
+    )
+    p.add_argument(
+        "--dropout", type=float, default=SETTINGS["dropout"], help="dropout on hidden states (all three)"
+    )
+    p.add_argument(
+        "--time-cap",
+        type=float,
+        default=SETTINGS["time_cap"],
+        help="seconds of training per library, 0 = none (RecBole's epoch on ML-1M takes over an hour)",
+    )
     p.add_argument("--table", action="store_true", help="only rebuild peers.md from peers.json")
     p.add_argument("--out", type=Path, default=RESULTS / "peers.json")
-    p.add_argument("--notes", type=Path, help="a markdown file (how and where the run went) to include in peers.md")
+    p.add_argument(
+        "--notes", type=Path, help="a markdown file (how and where the run went) to include in peers.md"
+    )
     a = p.parse_args(argv)
     res: dict[str, Any] = json.loads(a.out.read_text()) if a.out.exists() else {}
     if not a.table:
         WORK.mkdir(parents=True, exist_ok=True)
-        settings = SETTINGS | {"max_epochs": a.max_epochs, "threads": a.threads, "attn_dropout": a.attn_dropout,
-                               "dropout": a.dropout, "time_cap": a.time_cap, "data": a.data}
+        settings = SETTINGS | {
+            "max_epochs": a.max_epochs,
+            "threads": a.threads,
+            "attn_dropout": a.attn_dropout,
+            "dropout": a.dropout,
+            "time_cap": a.time_cap,
+            "data": a.data,
+        }
         res["split"] = export(a.data)
         res["settings"] = settings
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        res["machine"] = (f"{os.cpu_count()} cores, run on CPUs {cpus}, load average {os.getloadavg()[0]:.1f} "
-                          "at the start")
+        res["machine"] = (
+            f"{os.cpu_count()} cores, run on CPUs {cpus}, load average {os.getloadavg()[0]:.1f} at the start"
+        )
         libs = res.setdefault("libraries", {})
         for lib in a.only or ["recbole", "rectools", "attnrec"]:
             print(f"{lib}: preparing ...", flush=True)
@@ -331,8 +432,10 @@ def main(argv: list[str] | None = None) -> None:
             libs[lib] = summarise(lib, run_worker(python, lib, settings) | {"settings": settings})
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(res, indent=2) + "\n")
-            print(f"{lib}: {libs[lib]['seconds_per_epoch']:.1f} s/epoch, test NDCG@10 {libs[lib]['test']['NDCG@10']:.4f}",
-                  flush=True)
+            print(
+                f"{lib}: {libs[lib]['seconds_per_epoch']:.1f} s/epoch, test NDCG@10 {libs[lib]['test']['NDCG@10']:.4f}",
+                flush=True,
+            )
     md = markdown(res, a.notes.read_text() if a.notes else "")
     (a.out.parent / "peers.md").write_text(md)
     print(md)

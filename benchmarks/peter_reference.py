@@ -72,17 +72,54 @@ class BenchError(Exception):
     """A problem with the inputs or the reference run, reported as one line."""
 
 
-def reference_argv(data_dir: Path, checkpoint: Path, cfg: dict[str, Any], seed: int, use_feature: bool) -> list[str]:
+def reference_argv(
+    data_dir: Path, checkpoint: Path, cfg: dict[str, Any], seed: int, use_feature: bool
+) -> list[str]:
     """The reference ``main.py`` arguments of one run: the config's sizes, schedule and budget, on CPU."""
     m, t, d = cfg["model"], cfg["train"], cfg["data"]
-    argv = ["--data_path", str(data_dir / "reviews.pickle"), "--index_dir", str(data_dir / "1"),
-            "--emsize", str(m["emsize"]), "--nhead", str(m["n_heads"]), "--nhid", str(m["ffn"]),
-            "--nlayers", str(m["n_layers"]), "--dropout", str(m["dropout"]), "--lr", str(t["lr"]),
-            "--clip", str(t["grad_clip"]), "--epochs", str(t["max_epochs"]), "--batch_size", str(t["batch_size"]),
-            "--seed", str(seed), "--checkpoint", str(checkpoint), "--outf", "generated.txt",
-            "--vocab_size", str(d["max_vocab"]), "--endure_times", str(t["max_lr_decays"]),
-            "--rating_reg", str(m["rating_weight"]), "--context_reg", str(m["context_weight"]),
-            "--text_reg", str(m["text_weight"]), "--words", str(d["max_words"]), "--peter_mask"]
+    argv = [
+        "--data_path",
+        str(data_dir / "reviews.pickle"),
+        "--index_dir",
+        str(data_dir / "1"),
+        "--emsize",
+        str(m["emsize"]),
+        "--nhead",
+        str(m["n_heads"]),
+        "--nhid",
+        str(m["ffn"]),
+        "--nlayers",
+        str(m["n_layers"]),
+        "--dropout",
+        str(m["dropout"]),
+        "--lr",
+        str(t["lr"]),
+        "--clip",
+        str(t["grad_clip"]),
+        "--epochs",
+        str(t["max_epochs"]),
+        "--batch_size",
+        str(t["batch_size"]),
+        "--seed",
+        str(seed),
+        "--checkpoint",
+        str(checkpoint),
+        "--outf",
+        "generated.txt",
+        "--vocab_size",
+        str(d["max_vocab"]),
+        "--endure_times",
+        str(t["max_lr_decays"]),
+        "--rating_reg",
+        str(m["rating_weight"]),
+        "--context_reg",
+        str(m["context_weight"]),
+        "--text_reg",
+        str(m["text_weight"]),
+        "--words",
+        str(d["max_words"]),
+        "--peter_mask",
+    ]
     return argv + (["--use_feature"] if use_feature else [])
 
 
@@ -105,8 +142,12 @@ def parse_generated(text: str) -> list[tuple[list[str], list[str], list[str]]]:
     """
     lines = text.split("\n")
     if len(lines) % 4 != 1 or lines[-1] != "":
-        raise BenchError(f"generated text: {len(lines) - 1} lines, not blocks of 4 (reference, context, generated, blank)")
-    return [(lines[k].split(), lines[k + 1].split(), lines[k + 2].split()) for k in range(0, len(lines) - 1, 4)]
+        raise BenchError(
+            f"generated text: {len(lines) - 1} lines, not blocks of 4 (reference, context, generated, blank)"
+        )
+    return [
+        (lines[k].split(), lines[k + 1].split(), lines[k + 2].split()) for k in range(0, len(lines) - 1, 4)
+    ]
 
 
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\]: (.*)$")
@@ -131,20 +172,35 @@ def parse_log(stdout: str) -> dict[str, Any]:
     return {"epochs": len(starts), "epoch_seconds": seconds, "printed": printed}
 
 
-def score(refs: list[list[str]], generated: list[list[str]], true_f: list[str], feats: list[str],
-          cap: int) -> dict[str, float]:
+def score(
+    refs: list[list[str]], generated: list[list[str]], true_f: list[str], feats: list[str], cap: int
+) -> dict[str, float]:
     """attnrec's text metrics and the looping share (percent) of ``generated`` against ``refs``."""
-    return explanation_metrics(refs, generated, true_f, feats) | {"looping": 100.0 * looping_share(generated, cap)}
+    return explanation_metrics(refs, generated, true_f, feats) | {
+        "looping": 100.0 * looping_share(generated, cap)
+    }
 
 
-def scoring_targets(data: ReviewData, split: ReviewSplit, cap: int) -> tuple[list[list[str]], list[str], list[str]]:
+def scoring_targets(
+    data: ReviewData, split: ReviewSplit, cap: int
+) -> tuple[list[list[str]], list[str], list[str]]:
     """The references (the test sentences' first ``cap`` words), ground-truth features and feature set."""
-    return ([data.tokens(int(i))[:cap] for i in split.test], [data.feature[int(i)] for i in split.test],
-            sorted(data.features()))
+    return (
+        [data.tokens(int(i))[:cap] for i in split.test],
+        [data.feature[int(i)] for i in split.test],
+        sorted(data.features()),
+    )
 
 
-def run_reference(reference: Path, data: ReviewData, split: ReviewSplit, cfg: dict[str, Any], seed: int,
-                  use_feature: bool, work: Path) -> dict[str, Any]:
+def run_reference(
+    reference: Path,
+    data: ReviewData,
+    split: ReviewSplit,
+    cfg: dict[str, Any],
+    seed: int,
+    use_feature: bool,
+    work: Path,
+) -> dict[str, Any]:
     """Train and test the reference in a subprocess; its generated test explanations scored by attnrec."""
     data_dir = work.parent / f"data-seed{seed}"
     if not (data_dir / "1" / "test.index").exists():
@@ -153,13 +209,19 @@ def run_reference(reference: Path, data: ReviewData, split: ReviewSplit, cfg: di
     threads = int(cfg["train"].get("threads", 1))
     cmd = reference_command(reference, reference_argv(data_dir, work, cfg, seed, use_feature), seed, threads)
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    env = os.environ | {"OMP_NUM_THREADS": str(threads), "PYTHONDONTWRITEBYTECODE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = os.environ | {
+        "OMP_NUM_THREADS": str(threads),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     p = subprocess.run(cmd, cwd=reference, capture_output=True, text=True, env=env)
     after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - t0
     (work / "reference.log").write_text(p.stdout + p.stderr)
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BenchError(f"the reference run failed (exit {p.returncode}): {last}; log in {work / 'reference.log'}")
+        raise BenchError(
+            f"the reference run failed (exit {p.returncode}): {last}; log in {work / 'reference.log'}"
+        )
     log = parse_log(p.stdout)
     blocks = parse_generated((work / "generated.txt").read_text(encoding="utf-8"))
     refs, true_f, feats = scoring_targets(data, split, cfg["data"]["max_words"])
@@ -168,20 +230,32 @@ def run_reference(reference: Path, data: ReviewData, split: ReviewSplit, cfg: di
     metrics = score(refs, [b[2] for b in blocks], true_f, feats, cfg["data"]["max_words"])
     metrics |= {"RMSE": log["printed"]["RMSE"], "MAE": log["printed"]["MAE"]}  # clipped to 1-5 as attnrec's
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return {"decodings": {REFERENCE_DECODING: metrics}, "epochs": log["epochs"],
-            "epoch_seconds": float(np.mean(log["epoch_seconds"])) if log["epoch_seconds"] else float("nan"),
-            "cpu_seconds": cpu, "cpu_seconds_per_epoch": cpu / max(log["epochs"], 1), "wall_seconds": wall,
-            "printed": log["printed"], "reference_text_mismatches": sum(b[0] != r for b, r in zip(blocks, refs, strict=True)),
-            "examples": [" ".join(b[2]) for b in blocks[:5]]}
+    return {
+        "decodings": {REFERENCE_DECODING: metrics},
+        "epochs": log["epochs"],
+        "epoch_seconds": float(np.mean(log["epoch_seconds"])) if log["epoch_seconds"] else float("nan"),
+        "cpu_seconds": cpu,
+        "cpu_seconds_per_epoch": cpu / max(log["epochs"], 1),
+        "wall_seconds": wall,
+        "printed": log["printed"],
+        "reference_text_mismatches": sum(b[0] != r for b, r in zip(blocks, refs, strict=True)),
+        "examples": [" ".join(b[2]) for b in blocks[:5]],
+    }
 
 
-def run_attnrec(data: ReviewData, split: ReviewSplit, cfg: dict[str, Any], seed: int,
-                use_feature: bool) -> dict[str, Any]:
+def run_attnrec(
+    data: ReviewData, split: ReviewSplit, cfg: dict[str, Any], seed: int, use_feature: bool
+) -> dict[str, Any]:
     """Train attnrec's PETER (the paper's rating head and checkpoint) and score each configured decoding."""
     cap = cfg["data"]["max_words"]
     model = cfg["model"] | {"max_words": cap, "use_feature": use_feature}
-    ex = Explainer("peter", model, cfg["train"] | {"seed": seed, "device": "cpu"}, preset=None,
-                   max_vocab=cfg["data"]["max_vocab"])
+    ex = Explainer(
+        "peter",
+        model,
+        cfg["train"] | {"seed": seed, "device": "cpu"},
+        preset=None,
+        max_vocab=cfg["data"]["max_vocab"],
+    )
     c0 = time.process_time()
     ex.fit(data, split, progress=False)
     refs, true_f, feats = scoring_targets(data, split, cap)
@@ -192,12 +266,21 @@ def run_attnrec(data: ReviewData, split: ReviewSplit, cfg: dict[str, Any], seed:
         if not out:  # the whole-run CPU time, as the reference's: training, validation, one test decoding
             cpu = time.process_time() - c0
         truth = data.rating[split.test]
-        out[name] = score(refs, gen, true_f, feats, cap) | {"RMSE": rmse(pred, truth, data.rating_range),
-                                                            "MAE": mae(pred, truth, data.rating_range)}
+        out[name] = score(refs, gen, true_f, feats, cap) | {
+            "RMSE": rmse(pred, truth, data.rating_range),
+            "MAE": mae(pred, truth, data.rating_range),
+        }
     tr = ex.train_result_
     assert tr is not None
-    return {"decodings": out, "epochs": tr.epochs, "best_epoch": tr.best_epoch, "stopped": tr.stopped,
-            "epoch_seconds": tr.seconds_per_epoch, "cpu_seconds": cpu, "cpu_seconds_per_epoch": cpu / max(tr.epochs, 1)}
+    return {
+        "decodings": out,
+        "epochs": tr.epochs,
+        "best_epoch": tr.best_epoch,
+        "stopped": tr.stopped,
+        "epoch_seconds": tr.seconds_per_epoch,
+        "cpu_seconds": cpu,
+        "cpu_seconds_per_epoch": cpu / max(tr.epochs, 1),
+    }
 
 
 def effective_config(cfg: dict[str, Any], quick: bool) -> dict[str, Any]:
@@ -259,7 +342,9 @@ def _claim(state_dir: Path, state: dict[str, Any], key: str) -> bool:
         return True
 
 
-def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep: Path | None = None) -> dict[str, Any]:
+def run(
+    cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep: Path | None = None
+) -> dict[str, Any]:
     """Every missing (implementation, model, seed) cell, saved to ``state_dir/state.json`` as each ends.
 
     Several processes may share ``state_dir`` (one per core): each runs the cells no live process has
@@ -273,8 +358,14 @@ def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep
     path, data = review_data(cfg)
     if "records" in cfg["data"]:
         data = data.take(np.arange(min(cfg["data"]["records"], len(data))))
-    info = {"file": path.name, "sha256": data.source.sha256, "records": len(data), "users": data.n_users,
-            "items": data.n_items, "features": len(data.features())}
+    info = {
+        "file": path.name,
+        "sha256": data.source.sha256,
+        "records": len(data),
+        "users": data.n_users,
+        "items": data.n_items,
+        "features": len(data.features()),
+    }
     fingerprint = {"config": cfg, "data": info}
     state_file = state_dir / "state.json"
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -284,7 +375,9 @@ def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep
     if state and state.get("fingerprint") != json.loads(json.dumps(fingerprint)):
         raise BenchError(f"{source} was made with another config or data; use another --state-dir")
     state |= {"fingerprint": fingerprint, "cells": state.get("cells", {})}
-    state["reference_files"] = {f: hashlib.sha256((reference / f).read_bytes()).hexdigest() for f in REFERENCE_FILES}
+    state["reference_files"] = {
+        f: hashlib.sha256((reference / f).read_bytes()).hexdigest() for f in REFERENCE_FILES
+    }
     for seed in cfg["data"]["seeds"]:
         split = random_split(data, seed)
         for model, use_feature in MODELS.items():
@@ -294,30 +387,59 @@ def run(cfg: dict[str, Any], reference: Path, state_dir: Path, quick: bool, keep
                     continue
                 print(f"{key}: running", flush=True)
                 if impl == "reference":
-                    cell = run_reference(reference, data, split, cfg, seed, use_feature,
-                                         state_dir / f"reference-{model.replace('+', '-plus')}-seed{seed}")
+                    cell = run_reference(
+                        reference,
+                        data,
+                        split,
+                        cfg,
+                        seed,
+                        use_feature,
+                        state_dir / f"reference-{model.replace('+', '-plus')}-seed{seed}",
+                    )
                 else:
                     cell = run_attnrec(data, split, cfg, seed, use_feature)
                 with _locked(state_dir):  # keeps the cells another process saved meanwhile
                     _merge(state, state_file)
-                    state["cells"][key] = cell | {"split": [len(split.train), len(split.valid), len(split.test)]}
-                    for f in [state_file, *([keep] if keep is not None else [])]:  # a stopped run resumes here
+                    state["cells"][key] = cell | {
+                        "split": [len(split.train), len(split.valid), len(split.test)]
+                    }
+                    for f in [
+                        state_file,
+                        *([keep] if keep is not None else []),
+                    ]:  # a stopped run resumes here
                         f.write_text(json.dumps(state, indent=1, default=str) + "\n")
-                print(f"{key}: " + json.dumps({k: round(v, 3) for k, v in next(iter(cell["decodings"].values())).items()}),
-                      flush=True)
+                print(
+                    f"{key}: "
+                    + json.dumps({k: round(v, 3) for k, v in next(iter(cell["decodings"].values())).items()}),
+                    flush=True,
+                )
     with _locked(state_dir):
         _merge(state, state_file)
-    return state | {"quick": quick, "machine": {"cpu": platform.processor() or platform.machine(),
-                                                "cores": os.cpu_count(), "torch": torch.__version__,
-                                                "python": platform.python_version()}}
+    return state | {
+        "quick": quick,
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reference", help="a checkout of lileipisces/PETER (main.py, module.py, utils.py, rouge.py, bleu.py)")
+    ap.add_argument(
+        "--reference",
+        help="a checkout of lileipisces/PETER (main.py, module.py, utils.py, rouge.py, bleu.py)",
+    )
     ap.add_argument("--config", default=str(ROOT / "benchmarks/configs/peter-reference.toml"))
-    ap.add_argument("--quick", action="store_true", help="a smoke test: [quick] of the config, results in the state dir")
-    ap.add_argument("--state-dir", help="where cells, exports and reference runs are kept (default runs/peter-reference[-quick])")
+    ap.add_argument(
+        "--quick", action="store_true", help="a smoke test: [quick] of the config, results in the state dir"
+    )
+    ap.add_argument(
+        "--state-dir",
+        help="where cells, exports and reference runs are kept (default runs/peter-reference[-quick])",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
     ap.add_argument("--render", metavar="JSON", help="only rewrite the markdown of a results JSON file")
     args = ap.parse_args()
@@ -335,7 +457,9 @@ def main() -> None:
         with open(args.config, "rb") as fh:
             cfg = tomllib.load(fh)
         state_dir = Path(args.state_dir or ROOT / ("runs/peter-reference" + ("-quick" if args.quick else "")))
-        keep = None if args.quick or args.state_dir else ROOT / "benchmarks/results/peter_reference_state.json"
+        keep = (
+            None if args.quick or args.state_dir else ROOT / "benchmarks/results/peter_reference_state.json"
+        )
         results = run(cfg, reference, state_dir.resolve(), args.quick, keep)
         out = state_dir if args.quick else Path(args.out)
         name = "peter_reference-quick" if args.quick else "peter_reference"

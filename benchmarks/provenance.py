@@ -15,7 +15,8 @@ def git_sha() -> str:
     if os.environ.get("ATTNREC_GIT_SHA"):
         return os.environ["ATTNREC_GIT_SHA"]
     try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
-                                       stderr=subprocess.DEVNULL).strip()
+        return subprocess.check_output(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, text=True, stderr=subprocess.DEVNULL
+        ).strip()
     except (OSError, subprocess.CalledProcessError):
         return os.environ.get("ATTNREC_GIT_SHA", "unknown")

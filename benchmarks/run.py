@@ -47,7 +47,9 @@ RESULTS = ROOT / "benchmarks" / "results"
 RUNS = RESULTS / "runs"
 
 
-def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None) -> Path:
+def run(
+    config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None
+) -> Path:
     """Train and evaluate one configuration without seeds; write ``<out_dir>/<name>.json``.
 
     ``state_dir``: keep a resumable training state in ``state_dir/<name>`` (see the module doc).
@@ -58,8 +60,14 @@ def run(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_d
     return paths[0]
 
 
-def run_seeds(config_path: Path, out_dir: Path = RUNS, progress: bool = False, state_dir: Path | None = None,
-              seeds: list[int] | None = None, device: str | None = None) -> list[Path]:
+def run_seeds(
+    config_path: Path,
+    out_dir: Path = RUNS,
+    progress: bool = False,
+    state_dir: Path | None = None,
+    seeds: list[int] | None = None,
+    device: str | None = None,
+) -> list[Path]:
     """Train and evaluate a configuration once per seed (``seeds`` overrides the config's); one result each.
 
     Without seeds it is one run, ``<out_dir>/<name>.json``; with seeds, ``<out_dir>/<name>-seed<k>.json``
@@ -72,10 +80,15 @@ def run_seeds(config_path: Path, out_dir: Path = RUNS, progress: bool = False, s
     if device is not None:
         # the config's notes may describe its own machine: say this run was moved
         note = f"run with --device {device} (the config's device: {cfg.train_settings.get('device', 'auto')})"
-        cfg = dataclasses.replace(cfg, train_settings={**cfg.train_settings, "device": device},
-                                  notes=f"{cfg.notes}; {note}" if cfg.notes else note)
-    return [run_configured(c, root=ROOT, out_dir=out_dir, git_sha=sha, progress=progress, state_dir=state_dir)
-            for c in seed_runs(cfg, seeds)]
+        cfg = dataclasses.replace(
+            cfg,
+            train_settings={**cfg.train_settings, "device": device},
+            notes=f"{cfg.notes}; {note}" if cfg.notes else note,
+        )
+    return [
+        run_configured(c, root=ROOT, out_dir=out_dir, git_sha=sha, progress=progress, state_dir=state_dir)
+        for c in seed_runs(cfg, seeds)
+    ]
 
 
 def table(runs_dir: Path = RUNS, links: str | None = None) -> str:
@@ -87,7 +100,9 @@ def table(runs_dir: Path = RUNS, links: str | None = None) -> str:
     results = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
     if links is None:
         links = "runs/" if runs_dir.resolve() == RUNS.resolve() else ""
-    return results_markdown(results, "python benchmarks/run.py --table", "benchmarks/results/runs/*.json", links)
+    return results_markdown(
+        results, "python benchmarks/run.py --table", "benchmarks/results/runs/*.json", links
+    )
 
 
 def _seeds(text: str) -> list[int]:
@@ -98,23 +113,42 @@ def _seeds(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("configs", nargs="*", type=Path, help="TOML run configs")
     parser.add_argument("--table", action="store_true", help="regenerate benchmarks/results/README.md")
-    parser.add_argument("--out", type=Path, default=RUNS,
-                        help="where result JSON files go; another folder than the default gets its own README.md table")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RUNS,
+        help="where result JSON files go; another folder than the default gets its own README.md table",
+    )
     parser.add_argument("--progress", action="store_true")
-    parser.add_argument("--state-dir", type=Path, default=None,
-                        help="keep a resumable training state in STATE_DIR/<run name>; resume from it if present")
-    parser.add_argument("--seeds", type=_seeds, default=None,
-                        help="run each config once per training seed, e.g. 0,1,2 (overrides its [run] seeds)")
-    parser.add_argument("--device", default=None,
-                        help="train on this device (cpu, cuda, cuda:1, auto) instead of the config's train.device")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="keep a resumable training state in STATE_DIR/<run name>; resume from it if present",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=None,
+        help="run each config once per training seed, e.g. 0,1,2 (overrides its [run] seeds)",
+    )
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="train on this device (cpu, cuda, cuda:1, auto) instead of the config's train.device",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         for c in args.configs:
-            for path in run_seeds(c.resolve(), args.out, args.progress, args.state_dir, args.seeds, args.device):
+            for path in run_seeds(
+                c.resolve(), args.out, args.progress, args.state_dir, args.seeds, args.device
+            ):
                 print(path)
     except (ConfigError, DataError, ValueError) as e:  # bad input: one line, no traceback
         raise SystemExit(f"error: {e}") from None

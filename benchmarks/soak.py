@@ -71,7 +71,7 @@ def request_bytes(host: str, path: str, body: bytes, chunked: bool = False, key:
     head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nX-API-Key: {key}\r\n"
     if not chunked:
         return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-    parts = [body[i:i + 65536] for i in range(0, len(body), 65536)]
+    parts = [body[i : i + 65536] for i in range(0, len(body), 65536)]
     chunks = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in parts)
     return (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + chunks + b"0\r\n\r\n"
 
@@ -125,8 +125,15 @@ class Connection:
         self.reader = self.writer = None
 
 
-async def soak(url: str, model: str, valid: list[dict[str, Any]], seconds: float, concurrency: int,
-               reload_paths: list[str], seed: int) -> dict[str, Any]:
+async def soak(
+    url: str,
+    model: str,
+    valid: list[dict[str, Any]],
+    seconds: float,
+    concurrency: int,
+    reload_paths: list[str],
+    seed: int,
+) -> dict[str, Any]:
     host, port = url.removeprefix("http://").split(":")
     bad = malformed_bodies(seed)
     big = b'{"history": [' + b",".join([b'"1"'] * (LIMIT // 4 + 1000)) + b"]}"
@@ -151,7 +158,9 @@ async def soak(url: str, model: str, valid: list[dict[str, Any]], seconds: float
                 kind, data, chunked = "oversized", big, bool(i % 2)
             i += concurrency
             t = time.perf_counter()
-            status, payload, _ = await conn.call(request_bytes(f"{host}:{port}", "/v1/recommend", data, chunked))
+            status, payload, _ = await conn.call(
+                request_bytes(f"{host}:{port}", "/v1/recommend", data, chunked)
+            )
             dt = time.perf_counter() - t
             counts[f"{kind} {status}"] += 1
             if kind == "valid":
@@ -168,26 +177,48 @@ async def soak(url: str, model: str, valid: list[dict[str, Any]], seconds: float
         done = []
         for j, path in enumerate(reload_paths, 1):
             conn = Connection(host, int(port))  # a fresh connection: an idle one is closed by the server
-            await asyncio.sleep(max(0.0, t_end - time.monotonic() - seconds * (1 - j / (len(reload_paths) + 1))))
+            await asyncio.sleep(
+                max(0.0, t_end - time.monotonic() - seconds * (1 - j / (len(reload_paths) + 1)))
+            )
             t = time.perf_counter()
             body = json.dumps({"model": model, "path": path}).encode()
             status, payload, _ = await conn.call(request_bytes(f"{host}:{port}", "/v1/admin/reload", body))
-            done.append({"at_s": round(seconds - (t_end - time.monotonic()), 1), "status": status,
-                         "seconds": round(time.perf_counter() - t, 2), "answer": payload[:300].decode(errors="replace")})
+            done.append(
+                {
+                    "at_s": round(seconds - (t_end - time.monotonic()), 1),
+                    "status": status,
+                    "seconds": round(time.perf_counter() - t, 2),
+                    "answer": payload[:300].decode(errors="replace"),
+                }
+            )
             conn.close()
         return done
 
     reloads, *_ = await asyncio.gather(reloader(), *(worker(w) for w in range(concurrency)))
     lat = np.array(latencies) * 1000
-    return {"counts": dict(sorted(counts.items())), "reloads": reloads, "failures": len(failures),
-            "failed_by_kind": dict(sorted(failed.items())),
-            "failure_samples": failures[:5], "valid_requests": len(latencies),
-            "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
-            "max_ms": float(lat.max())}
+    return {
+        "counts": dict(sorted(counts.items())),
+        "reloads": reloads,
+        "failures": len(failures),
+        "failed_by_kind": dict(sorted(failed.items())),
+        "failure_samples": failures[:5],
+        "valid_requests": len(latencies),
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p99_ms": float(np.percentile(lat, 99)),
+        "max_ms": float(lat.max()),
+    }
 
 
-async def run(url: str, pid: int, model: str, valid: list[dict[str, Any]], seconds: float, concurrency: int,
-              reload_paths: list[str], seed: int) -> dict[str, Any]:
+async def run(
+    url: str,
+    pid: int,
+    model: str,
+    valid: list[dict[str, Any]],
+    seconds: float,
+    concurrency: int,
+    reload_paths: list[str],
+    seed: int,
+) -> dict[str, Any]:
     rss: list[tuple[float, float]] = []
     t0 = time.monotonic()
 
@@ -210,8 +241,12 @@ def failed_valid(res: dict[str, Any]) -> int:
         return int(res["failed_by_kind"].get("valid", 0))
     # Runs recorded before the per-kind count: every failure that was not a malformed or oversized
     # body answered wrongly (those are counted apart in ``counts``) was a valid request's.
-    wrong: int = sum(n for k, n in res["counts"].items() if k.startswith("oversized") and k.split()[1] != "413")
-    wrong += sum(n for k, n in res["counts"].items() if k.startswith("malformed") and not k.split()[1].startswith("4"))
+    wrong: int = sum(
+        n for k, n in res["counts"].items() if k.startswith("oversized") and k.split()[1] != "413"
+    )
+    wrong += sum(
+        n for k, n in res["counts"].items() if k.startswith("malformed") and not k.split()[1].startswith("4")
+    )
     return int(res["failures"]) - wrong
 
 
@@ -240,12 +275,20 @@ def verdict(res: dict[str, Any]) -> dict[str, Any]:
     phases = rss_phases(res)
     drift = [max(abs(m - p[0]) for m in p) for p in phases]
     steps = [b[0] - a[-1] for a, b in zip(phases, phases[1:], strict=False)]
-    return {"no_5xx": five == 0, "server_errors": five, "transport_failures": transport,
-            "failed_valid": failed_valid(res), "no_failed_valid": failed_valid(res) == 0,
-            "reloads_ok": all(r["status"] == 200 for r in res["reloads"]),
-            "rss_first_mib": rss[0], "rss_last_mib": rss[-1], "rss_max_mib": max(rss),
-            "rss_drift_between_reloads_mib": drift, "rss_step_at_reloads_mib": steps,
-            "rss_flat": all(d <= 0.02 * p[0] for d, p in zip(drift, phases, strict=True))}
+    return {
+        "no_5xx": five == 0,
+        "server_errors": five,
+        "transport_failures": transport,
+        "failed_valid": failed_valid(res),
+        "no_failed_valid": failed_valid(res) == 0,
+        "reloads_ok": all(r["status"] == 200 for r in res["reloads"]),
+        "rss_first_mib": rss[0],
+        "rss_last_mib": rss[-1],
+        "rss_max_mib": max(rss),
+        "rss_drift_between_reloads_mib": drift,
+        "rss_step_at_reloads_mib": steps,
+        "rss_flat": all(d <= 0.02 * p[0] for d, p in zip(drift, phases, strict=True)),
+    }
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -272,8 +315,10 @@ def markdown(report: dict[str, Any]) -> str:
         "not answered 4xx)",
         f"- both reloads answered 200: **{'yes' if v['reloads_ok'] else 'NO'}**",
         f"- RSS flat under traffic: **{'yes' if v['rss_flat'] else 'NO'}** (largest drift within a phase between "
-        "reloads, after 30 s of warm-up: " + ", ".join(f"{d:.1f}" for d in v["rss_drift_between_reloads_mib"])
-        + " MiB; step at each reload: " + ", ".join(f"{d:+.1f}" for d in v["rss_step_at_reloads_mib"])
+        "reloads, after 30 s of warm-up: "
+        + ", ".join(f"{d:.1f}" for d in v["rss_drift_between_reloads_mib"])
+        + " MiB; step at each reload: "
+        + ", ".join(f"{d:+.1f}" for d in v["rss_step_at_reloads_mib"])
         + f" MiB; {v['rss_first_mib']:.0f} MiB at start, {v['rss_max_mib']:.0f} max, {v['rss_last_mib']:.0f} at the end)",
         f"- valid requests: p50 {res['p50_ms']:.1f} ms, p99 {res['p99_ms']:.1f} ms, max {res['max_ms']:.0f} ms",
         "",
@@ -317,15 +362,33 @@ def main() -> None:
     try:
         server.wait_ready()
         valid = payloads(model_dir, 5000, seed=args.seed)
-        res = asyncio.run(run(server.url, server.proc.pid, "sasrec", valid, args.minutes * 60, args.concurrency,
-                              [str(twin), str(model_dir)], args.seed))
+        res = asyncio.run(
+            run(
+                server.url,
+                server.proc.pid,
+                "sasrec",
+                valid,
+                args.minutes * 60,
+                args.concurrency,
+                [str(twin), str(model_dir)],
+                args.seed,
+            )
+        )
     finally:
         server.stop()
     report = {
-        "environment": {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "platform": platform.platform(),
-                        "python": platform.python_version(), "torch": torch.__version__, "loadavg": loadavg},
+        "environment": {
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "loadavg": loadavg,
+        },
         "model": f"sasrec trained on ML-1M by benchmarks/load_test.py ({model_dir.name})",
-        "minutes": args.minutes, "concurrency": args.concurrency, "server_threads": args.threads,
+        "minutes": args.minutes,
+        "concurrency": args.concurrency,
+        "server_threads": args.threads,
         "result": res,
     }
     out = Path(args.out)

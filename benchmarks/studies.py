@@ -44,14 +44,34 @@ from attnrec.training.config import TrainConfig
 from provenance import git_sha  # benchmarks/provenance.py, beside this script
 
 STUDIES: dict[str, dict[str, Any]] = {
-    "hidden": {"key": "hidden", "values": [16, 32, 64, 128, 256], "short": [16, 64],
-               "label": "hidden size d", "log": True},
-    "mask": {"key": "mask_prob", "values": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], "short": [0.2, 0.6],
-             "label": "mask proportion p", "log": False},
-    "maxlen": {"key": "max_len", "values": [10, 20, 30, 40, 50, 100, 200, 300, 400], "short": [10, 50],
-               "label": "maximum length N", "log": True},
-    "positions": {"key": "use_positions", "values": [True, False], "short": [True, False],
-                  "label": "positional embedding", "log": False},
+    "hidden": {
+        "key": "hidden",
+        "values": [16, 32, 64, 128, 256],
+        "short": [16, 64],
+        "label": "hidden size d",
+        "log": True,
+    },
+    "mask": {
+        "key": "mask_prob",
+        "values": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        "short": [0.2, 0.6],
+        "label": "mask proportion p",
+        "log": False,
+    },
+    "maxlen": {
+        "key": "max_len",
+        "values": [10, 20, 30, 40, 50, 100, 200, 300, 400],
+        "short": [10, 50],
+        "label": "maximum length N",
+        "log": True,
+    },
+    "positions": {
+        "key": "use_positions",
+        "values": [True, False],
+        "short": [True, False],
+        "label": "positional embedding",
+        "log": False,
+    },
 }
 SHORT_EPOCHS = 10  # an epoch cap, not a time budget: points stay comparable on a shared machine
 
@@ -64,9 +84,13 @@ def sample_users(data: Interactions, n: int, seed: int = 0) -> Interactions:
     rows = np.isin(data.user, keep)
     src = data.source
     name = f"{src.name.split('.')[0]}-{n}users"
-    return from_columns(data.users.to_external(data.user[rows]), data.items.to_external(data.item[rows]),
-                        None if data.timestamp is None else data.timestamp[rows],
-                        source=DataSource(name, src.path, src.format, ""), item_titles=data.item_titles)
+    return from_columns(
+        data.users.to_external(data.user[rows]),
+        data.items.to_external(data.item[rows]),
+        None if data.timestamp is None else data.timestamp[rows],
+        source=DataSource(name, src.path, src.format, ""),
+        item_titles=data.item_titles,
+    )
 
 
 def default_preset(data: Interactions, spec: str) -> str:
@@ -78,9 +102,18 @@ def default_preset(data: Interactions, spec: str) -> str:
 
 
 def run_study(
-    study: str, spec: str, *, values: list[Any] | None = None, preset: str | None = None,
-    max_epochs: int | None = None, time_budget: float = 0.0, users: int = 0, seed: int = 0,
-    out: Path = Path("."), extra: dict[str, Any] | None = None, threads: int = 0,
+    study: str,
+    spec: str,
+    *,
+    values: list[Any] | None = None,
+    preset: str | None = None,
+    max_epochs: int | None = None,
+    time_budget: float = 0.0,
+    users: int = 0,
+    seed: int = 0,
+    out: Path = Path("."),
+    extra: dict[str, Any] | None = None,
+    threads: int = 0,
     train_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train one BERT4Rec per value of the study's setting and write the table, plot and JSON.
@@ -92,7 +125,10 @@ def run_study(
     preset = preset or default_preset(full_data, spec)
     data = sample_users(full_data, users, seed) if users else full_data
     base = get_spec("bert4rec").presets[preset]
-    model_base, train_base = dict(base["model"]) | dict(extra or {}), dict(base["train"]) | dict(train_extra or {})
+    model_base, train_base = (
+        dict(base["model"]) | dict(extra or {}),
+        dict(base["train"]) | dict(train_extra or {}),
+    )
     chosen = list(values) if values is not None else list(st["values"])
     notes = []
     if chosen != st["values"]:
@@ -116,31 +152,55 @@ def run_study(
     for v in chosen:
         cfg = model_base | {st["key"]: v}
         if study == "maxlen" and model_base.get("sliding_step"):  # keep the authors' step / N ratio
-            cfg["sliding_step"] = max(1, round(v * model_base["sliding_step"] / model_base.get("max_len", 200)))
+            cfg["sliding_step"] = max(
+                1, round(v * model_base["sliding_step"] / model_base.get("max_len", 200))
+            )
         t0 = time.perf_counter()
-        outcome = run_one(RunRequest("bert4rec", None, cfg, train_base, FULL, (FULL, PAPER_BERT4REC)), data, split)
+        outcome = run_one(
+            RunRequest("bert4rec", None, cfg, train_base, FULL, (FULL, PAPER_BERT4REC)), data, split
+        )
         tr = outcome.recommender.train_result_
         assert tr is not None
         full, sampled = outcome.results
-        row = {"value": v, "full": full.metrics, "sampled": sampled.metrics, "epochs": tr.epochs,
-               "best_epoch": tr.best_epoch, "train_seconds": round(tr.seconds, 1), "stopped": tr.stopped,
-               "wall_seconds": round(time.perf_counter() - t0, 1),
-               "n_parameters": count_parameters(outcome.recommender)}
+        row = {
+            "value": v,
+            "full": full.metrics,
+            "sampled": sampled.metrics,
+            "epochs": tr.epochs,
+            "best_epoch": tr.best_epoch,
+            "train_seconds": round(tr.seconds, 1),
+            "stopped": tr.stopped,
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "n_parameters": count_parameters(outcome.recommender),
+        }
         rows.append(row)
-        print(f"{st['key']}={v}: full NDCG@10 {full.metrics['NDCG@10']:.4f} HR@10 {full.metrics['HR@10']:.4f} | "
-              f"pop-sampled NDCG@10 {sampled.metrics['NDCG@10']:.4f} HR@10 {sampled.metrics['HR@10']:.4f} | "
-              f"{tr.epochs} epochs, {tr.seconds:.0f}s ({tr.stopped})", flush=True)
+        print(
+            f"{st['key']}={v}: full NDCG@10 {full.metrics['NDCG@10']:.4f} HR@10 {full.metrics['HR@10']:.4f} | "
+            f"pop-sampled NDCG@10 {sampled.metrics['NDCG@10']:.4f} HR@10 {sampled.metrics['HR@10']:.4f} | "
+            f"{tr.epochs} epochs, {tr.seconds:.0f}s ({tr.stopped})",
+            flush=True,
+        )
     capped = budget_note(st["key"], rows, train_base)
     if capped:
         shortened = (shortened + "; " if shortened else "SHORTENED: ") + capped
         print(shortened, flush=True)
     result = {
-        "study": study, "setting": st["key"], "label": st["label"], "data": dataclasses.asdict(data.source),
-        "split": split.name, "preset": preset, "model_config": model_base,
-        "train_config": train_base, "protocols": {"full": FULL.describe(), "sampled": PAPER_BERT4REC.describe()},
-        "shortened": shortened, "rows": rows, "git": git_sha(), "machine": platform.platform(),
+        "study": study,
+        "setting": st["key"],
+        "label": st["label"],
+        "data": dataclasses.asdict(data.source),
+        "split": split.name,
+        "preset": preset,
+        "model_config": model_base,
+        "train_config": train_base,
+        "protocols": {"full": FULL.describe(), "sampled": PAPER_BERT4REC.describe()},
+        "shortened": shortened,
+        "rows": rows,
+        "git": git_sha(),
+        "machine": platform.platform(),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "torch_threads": torch.get_num_threads(), "python": sys.version.split()[0],
+        "torch_threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
     }
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"{study}-{data.source.name.split('.')[0]}"
@@ -161,8 +221,10 @@ def budget_note(key: str, rows: list[dict[str, Any]], train: dict[str, Any]) -> 
     capped = [row["value"] for row in rows if str(row["stopped"]).startswith("time budget")]
     if not capped:
         return ""
-    return (f"{key} = {', '.join(map(str, capped))} stopped on the {train.get('time_budget', 0):.0f} s training "
-            "time budget, not on validation (not converged)")
+    return (
+        f"{key} = {', '.join(map(str, capped))} stopped on the {train.get('time_budget', 0):.0f} s training "
+        "time budget, not on validation (not converged)"
+    )
 
 
 def render(path: Path) -> list[Path]:
@@ -218,21 +280,40 @@ def _value(text: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", choices=[*STUDIES, "all", "render"], help="a study, all four, or render: rewrite the "
-                   "table and plot of the study JSON files that follow")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "study",
+        choices=[*STUDIES, "all", "render"],
+        help="a study, all four, or render: rewrite the table and plot of the study JSON files that follow",
+    )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="render only: study JSON files")
     p.add_argument("--data", default="demo", help="demo, a named dataset (ml-1m, beauty) or a file")
     p.add_argument("--preset", help="BERT4Rec preset to start from [default: the data's]")
     p.add_argument("--values", help="comma-separated subset of the study's values (shortens it)")
     p.add_argument("--max-epochs", type=int, help="cap on epochs per point (shortens it)")
-    p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training per point (shortens it)")
-    p.add_argument("--users", type=int, default=0, help="train and test on a sample of this many users (shortens it)")
-    p.add_argument("--short", action="store_true", help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs per point")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="other settings for every point, as attnrec train's --set: model.KEY, train.KEY "
-                   "or a key only one of the two has")
+    p.add_argument(
+        "--time-budget", type=float, default=0.0, help="seconds of training per point (shortens it)"
+    )
+    p.add_argument(
+        "--users", type=int, default=0, help="train and test on a sample of this many users (shortens it)"
+    )
+    p.add_argument(
+        "--short", action="store_true", help=f"a quick check: two values, <= {SHORT_EPOCHS} epochs per point"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="other settings for every point, as attnrec train's --set: model.KEY, train.KEY "
+        "or a key only one of the two has",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads for training [default: torch's, all cores]")
+    p.add_argument(
+        "--threads", type=int, default=0, help="torch threads for training [default: torch's, all cores]"
+    )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
     a = p.parse_args(argv)
     if a.study == "render":
@@ -242,16 +323,34 @@ def main(argv: list[str] | None = None) -> None:
             print("wrote", *render(f))
         return
     if a.files:
-        p.error(f"unexpected arguments after {a.study!r}: {' '.join(map(str, a.files))} (only render takes files)")
+        p.error(
+            f"unexpected arguments after {a.study!r}: {' '.join(map(str, a.files))} (only render takes files)"
+        )
     # The CLI's own rules: model.KEY / train.KEY, or a bare key that only one of the two configs has.
     over = resolve_overrides({"model": get_spec("bert4rec").config_cls, "train": TrainConfig}, a.set)
     extra, train_extra = ({k: _value(v) for k, v in over[section].items()} for section in ("model", "train"))
     for study in STUDIES if a.study == "all" else [a.study]:
-        values = [_value(v) for v in a.values.split(",")] if a.values else (STUDIES[study]["short"] if a.short else None)
+        values = (
+            [_value(v) for v in a.values.split(",")]
+            if a.values
+            else (STUDIES[study]["short"] if a.short else None)
+        )
         max_epochs = a.max_epochs or (SHORT_EPOCHS if a.short else None)
         print(f"== study {study} on {a.data}", flush=True)
-        run_study(study, a.data, values=values, preset=a.preset, max_epochs=max_epochs, time_budget=a.time_budget,
-                  users=a.users, seed=a.seed, out=a.out, extra=extra, threads=a.threads, train_extra=train_extra)
+        run_study(
+            study,
+            a.data,
+            values=values,
+            preset=a.preset,
+            max_epochs=max_epochs,
+            time_budget=a.time_budget,
+            users=a.users,
+            seed=a.seed,
+            out=a.out,
+            extra=extra,
+            threads=a.threads,
+            train_extra=train_extra,
+        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ import torch
 SEQ = torch.tensor([[0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6, 11]])  # left-padded, 12 positions
 
 
-def assert_causal(encode: Callable[[torch.Tensor], torch.Tensor], position: int = 7, new_item: int = 20) -> None:
+def assert_causal(
+    encode: Callable[[torch.Tensor], torch.Tensor], position: int = 7, new_item: int = 20
+) -> None:
     """Changing the item at ``position`` leaves every earlier position's state of ``encode`` unchanged and
     changes its own (so the check cannot pass on a model that ignores its input)."""
     changed = SEQ.clone()

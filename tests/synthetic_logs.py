@@ -13,8 +13,14 @@ from attnrec.models.sasrec import SASRec, SASRecConfig
 
 
 def ring_log(
-    n_users: int = 150, n_items: int = 40, seed: int = 0, *, min_len: int = 6, follow: float = 0.85,
-    source: DataSource | None = None, item_titles: dict[str, str] | None = None,
+    n_users: int = 150,
+    n_items: int = 40,
+    seed: int = 0,
+    *,
+    min_len: int = 6,
+    follow: float = 0.85,
+    source: DataSource | None = None,
+    item_titles: dict[str, str] | None = None,
 ) -> Interactions:
     """Users walk a ring of items: item i is followed by i+1 with probability ``follow``."""
     rng = np.random.default_rng(seed)
@@ -25,7 +31,9 @@ def ring_log(
             step = t if rng.random() < follow else int(rng.integers(n_items))
             users.append(f"u{u}")
             items.append(f"i{(start + step) % n_items}")
-    return from_columns(users, items, source=source or DataSource("ring", sha256="0" * 64), item_titles=item_titles)
+    return from_columns(
+        users, items, source=source or DataSource("ring", sha256="0" * 64), item_titles=item_titles
+    )
 
 
 def write_cycle_pairs(path: Path, n_users: int, n_items: int, min_len: int, max_len: int) -> Path:
@@ -55,11 +63,19 @@ def hourly_shop_log(n_users: int = 40, length: int = 8) -> Interactions:
     items, ts = hourly_sequences(n_users, seed=0, length=length)
     users = np.repeat([f"u{u}" for u in range(n_users)], length)
     events = np.where(np.arange(items.size) % 3 == 2, "buy", "view")
-    return from_columns(users, [f"i{i}" for i in items.ravel()], timestamps=ts.ravel(), events=events,
-                        source=DataSource("hourly-shop"))
+    return from_columns(
+        users,
+        [f"i{i}" for i in items.ravel()],
+        timestamps=ts.ravel(),
+        events=events,
+        source=DataSource("hourly-shop"),
+    )
 
 
-HOURLY_VARIANTS: dict[str, dict[str, object]] = {"id-only": {}, "time": {"time_features": "periodic", "request_time": True}}
+HOURLY_VARIANTS: dict[str, dict[str, object]] = {
+    "id-only": {},
+    "time": {"time_features": "periodic", "request_time": True},
+}
 """The two SASRec settings the hour-of-day tests compare: ID-only and periodic time with the request time."""
 
 

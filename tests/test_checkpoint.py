@@ -21,7 +21,9 @@ def test_tensors_round_trip_and_corruption_is_detected(tmp_path: Path) -> None:
         load_tensors(tmp_path / "nope.safetensors")
 
 
-def test_saved_model_loads_with_identical_scores_and_no_training_data(ring: Interactions, tmp_path: Path) -> None:
+def test_saved_model_loads_with_identical_scores_and_no_training_data(
+    ring: Interactions, tmp_path: Path
+) -> None:
     rec = Recommender("sasrec", {"hidden": 8, "n_layers": 1, "max_len": 10, "loss": "ce"}, {"max_epochs": 1})
     rec.fit(ring, progress=False)
     rec.save(tmp_path / "m")
@@ -31,7 +33,13 @@ def test_saved_model_loads_with_identical_scores_and_no_training_data(ring: Inte
     assert a.items == b.items and a.scores == pytest.approx(b.scores, abs=1e-6)
     assert loaded.train_config == rec.train_config and loaded.config == rec.config
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
-        "arrays.safetensors", "config.json", "id_maps.json", "manifest.json", "titles.json", "weights.safetensors"]
+        "arrays.safetensors",
+        "config.json",
+        "id_maps.json",
+        "manifest.json",
+        "titles.json",
+        "weights.safetensors",
+    ]
 
 
 def test_damaged_checkpoints_give_clear_errors(ring: Interactions, tmp_path: Path) -> None:
@@ -55,7 +63,9 @@ def test_damaged_checkpoints_give_clear_errors(ring: Interactions, tmp_path: Pat
         Recommender.load(d2)
 
 
-def test_one_load_dispatches_on_the_task_and_each_class_refuses_the_other(ring: Interactions, tmp_path: Path) -> None:
+def test_one_load_dispatches_on_the_task_and_each_class_refuses_the_other(
+    ring: Interactions, tmp_path: Path
+) -> None:
     import json
 
     import attnrec
@@ -87,7 +97,9 @@ def test_capabilities_are_asked_once_per_core(ring: Interactions) -> None:
     pop.fit(ring, progress=False)
     assert pop.capabilities.closed_form and not pop.capabilities.factorised
     assert pop.train_result_ is not None and pop.train_result_.stopped == "fitted"
-    sas = Recommender("sasrec", {"hidden": 8, "n_layers": 1, "max_len": 10}, {"max_epochs": 1}).fit(ring, progress=False)
+    sas = Recommender("sasrec", {"hidden": 8, "n_layers": 1, "max_len": 10}, {"max_epochs": 1}).fit(
+        ring, progress=False
+    )
     assert sas.capabilities.factorised and sas.capabilities.attention and not sas.capabilities.closed_form
     sas.core = pop.core  # a new core: its capabilities replace the old ones
     assert sas.capabilities.closed_form and not sas.capabilities.factorised

@@ -24,8 +24,12 @@ EXPECTED = json.loads((LEGACY / "expected.json").read_text())
 
 @pytest.fixture(scope="module")
 def split():  # type: ignore[no-untyped-def]
-    data = ring_log(n_users=60, n_items=30, source=DataSource("ring", sha256="0" * 64),
-                    item_titles={f"i{i}": f"Item {i}" for i in range(30)})
+    data = ring_log(
+        n_users=60,
+        n_items=30,
+        source=DataSource("ring", sha256="0" * 64),
+        item_titles={f"i{i}": f"Item {i}" for i in range(30)},
+    )
     return leave_one_out(data)
 
 

@@ -32,9 +32,15 @@ FILES = ("arrays.safetensors", "config.json", "id_maps.json", "titles.json", "we
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    log = ring_log(n_users=40, n_items=20, source=DataSource("ring"),
-                   item_titles={f"i{i}": f"Item {i}" for i in range(20)})
-    rec = Recommender("sasrec", {"hidden": 8, "n_layers": 1, "max_len": 10}, {"max_epochs": 1, "device": "cpu"})
+    log = ring_log(
+        n_users=40,
+        n_items=20,
+        source=DataSource("ring"),
+        item_titles={f"i{i}": f"Item {i}" for i in range(20)},
+    )
+    rec = Recommender(
+        "sasrec", {"hidden": 8, "n_layers": 1, "max_len": 10}, {"max_epochs": 1, "device": "cpu"}
+    )
     return rec.fit(log, progress=False).save(tmp_path_factory.mktemp("m") / "good")
 
 
@@ -42,6 +48,7 @@ def _json_edit(name: str, edit: Callable[[object], object]) -> Callable[[Path], 
     def apply(d: Path) -> None:
         f = d / name
         f.write_text(json.dumps(edit(json.loads(f.read_text())), indent=2, sort_keys=True))
+
     return apply
 
 
@@ -64,6 +71,7 @@ def _truncate(name: str) -> Callable[[Path], None]:
     def apply(d: Path) -> None:
         f = d / name
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
     return apply
 
 
@@ -85,8 +93,15 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "id_maps malformed JSON": (_write("id_maps.json", '{"users": ['), "id_maps.json"),
     "manifest malformed JSON": (_write("manifest.json", "{not json"), "manifest.json"),
     "manifest not a manifest": (_write("manifest.json", '{"files": []}'), "manifest.json"),
-    "manifest names a path": (_write("manifest.json", json.dumps({"manifest_version": 1, "files": {
-        "../config.json": {"sha256": "0" * 64, "bytes": 1}}})), "manifest.json"),
+    "manifest names a path": (
+        _write(
+            "manifest.json",
+            json.dumps(
+                {"manifest_version": 1, "files": {"../config.json": {"sha256": "0" * 64, "bytes": 1}}}
+            ),
+        ),
+        "manifest.json",
+    ),
 } | {f"{name} removed": (_remove(name), name) for name in FILES}
 
 
@@ -130,13 +145,16 @@ def test_files_the_manifest_does_not_list_are_ignored(saved: Path, tmp_path: Pat
     shutil.copytree(saved, d)
     (d / "notes.txt").write_text("trained on Tuesday")
     (d / "train_state").mkdir()  # what `attnrec train` keeps beside a resumable run
-    assert attnrec.load(d, device="cpu").recommend(user="u3", k=5).items == \
-        attnrec.load(saved, device="cpu").recommend(user="u3", k=5).items
+    assert (
+        attnrec.load(d, device="cpu").recommend(user="u3", k=5).items
+        == attnrec.load(saved, device="cpu").recommend(user="u3", k=5).items
+    )
 
 
 # -- directories without a manifest: a warning, and their structure is still checked ------------------
 def test_directory_without_manifest_loads_identically_with_a_warning(
-        saved: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    saved: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     d = tmp_path / "old"
     shutil.copytree(saved, d)
     (d / "manifest.json").unlink()
@@ -144,7 +162,10 @@ def test_directory_without_manifest_loads_identically_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="attnrec"):
         rec = attnrec.load(d, device="cpu")
     assert any("no manifest.json" in r.getMessage() for r in caplog.records)
-    assert rec.recommend(user="u3", k=5).items == attnrec.load(saved, device="cpu").recommend(user="u3", k=5).items
+    assert (
+        rec.recommend(user="u3", k=5).items
+        == attnrec.load(saved, device="cpu").recommend(user="u3", k=5).items
+    )
     assert sorted(p.name for p in d.iterdir()) == before, "loading never writes into the directory"
 
 
@@ -161,7 +182,7 @@ def _config(edit: Callable[[dict[str, object]], dict[str, object]]) -> Callable[
 def _drop_line(d: Path) -> None:  # the issue's "id_maps.json shifted by one line"
     lines = (d / "id_maps.json").read_text().splitlines()
     at = next(i for i, ln in enumerate(lines) if '"items"' in ln) + 1
-    (d / "id_maps.json").write_text("\n".join(lines[:at] + lines[at + 1:]))
+    (d / "id_maps.json").write_text("\n".join(lines[:at] + lines[at + 1 :]))
 
 
 def _other_arrays(d: Path) -> None:  # with config.json's checksum of them updated too
@@ -174,10 +195,25 @@ NO_MANIFEST: dict[str, tuple[Callable[[Path], None], str]] = {
     "id_maps one line removed": (_drop_line, "id_maps.json: 19 items where config.json says n_items = 20"),
     "id_maps a list": (_write("id_maps.json", "[]"), "id_maps.json: not an object"),
     "titles a list": (_write("titles.json", '["x"]'), "titles.json: not a mapping"),
-    "n_items a string": (_config(lambda c: c | {"n_items": "20"}), "config.json: 'n_items' is missing or not of JSON type integer"),
+    "n_items a string": (
+        _config(lambda c: c | {"n_items": "20"}),
+        "config.json: 'n_items' is missing or not of JSON type integer",
+    ),
     "unknown data key": (_config(lambda c: c | {"data": {"name": "x", "rows": 3}}), "config.json: .*rows"),
-    "config asks for a huge model": (_config(lambda c: c | {"model_config": c["model_config"] | {  # type: ignore[operator]
-        "max_len": 10**9}}), r"weights do not match config.json \(pos_emb.weight: \(10, 8\) stored"),
+    "config asks for a huge model": (
+        _config(
+            lambda c: (
+                c
+                | {
+                    "model_config": c["model_config"]
+                    | {  # type: ignore[operator]
+                        "max_len": 10**9
+                    }
+                }
+            )
+        ),
+        r"weights do not match config.json \(pos_emb.weight: \(10, 8\) stored",
+    ),
     "arrays of another model": (_other_arrays, "arrays.safetensors: popularity has 31 entries for 20 items"),
 }
 
@@ -196,8 +232,17 @@ def test_directory_without_manifest_is_checked_for_structure(saved: Path, tmp_pa
 
 
 # -- the CLI and the server ---------------------------------------------------------------------------
-@pytest.mark.parametrize("case", ["id_maps shifted by one", "titles edited", "config edited", "titles.json removed",
-                                  "weights truncated", "manifest malformed JSON"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "id_maps shifted by one",
+        "titles edited",
+        "config edited",
+        "titles.json removed",
+        "weights truncated",
+        "manifest malformed JSON",
+    ],
+)
 def test_cli_refuses_a_damaged_directory_with_one_line(saved: Path, tmp_path: Path, case: str) -> None:
     d, name = _damaged(saved, tmp_path, case)
     result = CliRunner().invoke(cli, ["recommend", "--model", str(d), "--user", "u3"])

@@ -8,6 +8,16 @@ from attnrec.models.registry import get_spec, list_models  # noqa: E402
 from attnrec.recommend import Explainer, Recommendation, Recommender, load  # noqa: E402
 
 __all__ = [
-    "__version__", "ConfigError", "DataError", "IdMap", "Interactions", "Sequences",
-    "Explainer", "Recommender", "Recommendation", "load", "get_spec", "list_models",
+    "__version__",
+    "ConfigError",
+    "DataError",
+    "IdMap",
+    "Interactions",
+    "Sequences",
+    "Explainer",
+    "Recommender",
+    "Recommendation",
+    "load",
+    "get_spec",
+    "list_models",
 ]

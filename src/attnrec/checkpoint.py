@@ -117,17 +117,31 @@ def _manifest_entries(path: Path) -> dict[str, tuple[str, int]]:
     """``name -> (sha256, bytes)`` from the manifest ``path``; one clear error for any malformation."""
     man = read_json(path)
     files = man.get("files") if isinstance(man, dict) else None
-    if not isinstance(man, dict) or man.get("manifest_version") != MANIFEST_VERSION or not isinstance(files, dict):
-        raise CheckpointError(f"{path}: not an attnrec manifest (expected manifest_version "
-                              f"{MANIFEST_VERSION} and a 'files' table)")
+    if (
+        not isinstance(man, dict)
+        or man.get("manifest_version") != MANIFEST_VERSION
+        or not isinstance(files, dict)
+    ):
+        raise CheckpointError(
+            f"{path}: not an attnrec manifest (expected manifest_version "
+            f"{MANIFEST_VERSION} and a 'files' table)"
+        )
     entries: dict[str, tuple[str, int]] = {}
     for name, entry in files.items():
         sha = entry.get("sha256") if isinstance(entry, dict) else None
         size = entry.get("bytes") if isinstance(entry, dict) else None
-        if (not _PLAIN_NAME.match(name) or name == MANIFEST or not isinstance(sha, str) or not _SHA256.match(sha)
-                or not isinstance(size, int) or isinstance(size, bool) or size < 0):
-            raise CheckpointError(f"{path}: malformed entry {str(name)[:80]!r} (expected a file name with its "
-                                  "sha256 and bytes)")
+        if (
+            not _PLAIN_NAME.match(name)
+            or name == MANIFEST
+            or not isinstance(sha, str)
+            or not _SHA256.match(sha)
+            or not isinstance(size, int)
+            or isinstance(size, bool)
+            or size < 0
+        ):
+            raise CheckpointError(
+                f"{path}: malformed entry {str(name)[:80]!r} (expected a file name with its sha256 and bytes)"
+            )
         entries[name] = (sha, size)
     return entries
 
@@ -154,9 +168,13 @@ def read_verified(directory: Path) -> dict[str, bytes] | None:
         except OSError as e:
             raise CheckpointError(f"{f}: cannot be read ({e.strerror or e})") from None
         if len(data) != size:
-            raise CheckpointError(f"{f}: {len(data)} bytes where {MANIFEST} says {size}; the file is truncated "
-                                  "or corrupted (or was edited)")
+            raise CheckpointError(
+                f"{f}: {len(data)} bytes where {MANIFEST} says {size}; the file is truncated "
+                "or corrupted (or was edited)"
+            )
         if hashlib.sha256(data).hexdigest() != sha:
-            raise CheckpointError(f"{f}: checksum differs from {MANIFEST}; the file is corrupted or was edited")
+            raise CheckpointError(
+                f"{f}: checksum differs from {MANIFEST}; the file is corrupted or was edited"
+            )
         out[name] = data
     return out

@@ -98,8 +98,10 @@ def resolve_overrides(
         if not owners:
             raise ConfigError(f"--set {key}: unknown key; valid keys: {valid}")
         if len(owners) > 1:
-            raise ConfigError(f"--set {key}: ambiguous, both configs have it; write "
-                              + " or ".join(f"{s}.{name}" for s in owners))
+            raise ConfigError(
+                f"--set {key}: ambiguous, both configs have it; write "
+                + " or ".join(f"{s}.{name}" for s in owners)
+            )
         found[owners[0]][name] = value
     return found
 

@@ -111,20 +111,26 @@ class SearchSpace:
 
     def without(self, fixed: Mapping[str, Sequence[str]]) -> SearchSpace:
         """The space less the keys in ``fixed`` (per table): settings the user fixed are not searched."""
-        keep = {t: {k: d for k, d in dims.items() if k not in fixed.get(t, ())} for t, dims in self.tables().items()}
+        keep = {
+            t: {k: d for k, d in dims.items() if k not in fixed.get(t, ())}
+            for t, dims in self.tables().items()
+        }
         return SearchSpace(keep["model"], keep["train"])
 
     def reachable(self, fixed: Mapping[str, Mapping[str, Any]]) -> SearchSpace:
         """The space less the entries whose ``when`` can never hold: on a fixed value (``fixed[table]``)
         outside its list, or on a searched choice none of whose values is in it."""
+
         def can_hold(dims: Mapping[str, Dimension], key: str, values: tuple[Scalar, ...], table: str) -> bool:
             dim = dims.get(key)
             if dim is None:
                 return fixed.get(table, {}).get(key) in values
             return not isinstance(dim, Choice) or any(c in values for c in dim.choices)
 
-        keep = {t: {k: d for k, d in dims.items() if all(can_hold(dims, c, v, t) for c, v in d.when.items())}
-                for t, dims in self.tables().items()}
+        keep = {
+            t: {k: d for k, d in dims.items() if all(can_hold(dims, c, v, t) for c, v in d.when.items())}
+            for t, dims in self.tables().items()
+        }
         return SearchSpace(keep["model"], keep["train"])
 
     def to_dict(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -138,12 +144,16 @@ class SearchSpace:
             hints = _field_types(classes[table])
             for key, dim in dims.items():
                 if key not in hints:
-                    raise ConfigError(f"{where}: unknown [{table}] key {key!r}; valid keys: {', '.join(sorted(hints))}")
+                    raise ConfigError(
+                        f"{where}: unknown [{table}] key {key!r}; valid keys: {', '.join(sorted(hints))}"
+                    )
                 _check_kind(dim, hints[key], f"{where}: [{table}] {key}")
                 for cond in dim.when:
                     if cond not in hints or (cond in dims and dims[cond].when):
-                        raise ConfigError(f"{where}: [{table}] {key}: 'when' names {cond!r}, which must be a "
-                                          f"{table} setting, searched unconditionally or not at all")
+                        raise ConfigError(
+                            f"{where}: [{table}] {key}: 'when' names {cond!r}, which must be a "
+                            f"{table} setting, searched unconditionally or not at all"
+                        )
 
     def check_values(self, bases: Mapping[str, object], where: str) -> None:
         """Every choice and range end is a valid setting on its own over the base config of its table."""
@@ -154,21 +164,26 @@ class SearchSpace:
                     try:
                         config_from_dict(type(bases[table]), {key: value}, base=bases[table])
                     except ConfigError as e:
-                        raise ConfigError(f"{where}: [{table}] {key} = {value!r} is not a valid setting ({e})") from None
+                        raise ConfigError(
+                            f"{where}: [{table}] {key} = {value!r} is not a valid setting ({e})"
+                        ) from None
 
 
 class Suggester(Protocol):
     """What :func:`sample` draws from: the ``suggest_*`` methods of an ``optuna.trial.Trial``."""
 
-    def suggest_float(self, name: str, low: float, high: float, *, step: float | None = None,
-                      log: bool = False) -> float: ...
+    def suggest_float(
+        self, name: str, low: float, high: float, *, step: float | None = None, log: bool = False
+    ) -> float: ...
 
     def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int: ...
 
     def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any: ...
 
 
-def sample(space: SearchSpace, trial: Suggester, fixed: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def sample(
+    space: SearchSpace, trial: Suggester, fixed: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """One draw of every entry whose ``when`` holds, as ``{"model": {...}, "train": {...}}``.
 
     Parameters are named ``model.KEY`` / ``train.KEY``. ``fixed`` holds each table's settings that
@@ -195,7 +210,9 @@ def space_from_toml(path: str | Path, classes: Mapping[str, type]) -> SearchSpac
         for key, entry in data[table].items():
             where = f"{path}: [{table}] {key}"
             if key not in hints:
-                raise ConfigError(f"{path}: unknown [{table}] key {key!r}; valid keys: {', '.join(sorted(hints))}")
+                raise ConfigError(
+                    f"{path}: unknown [{table}] key {key!r}; valid keys: {', '.join(sorted(hints))}"
+                )
             try:
                 tables[table][key] = _dimension(entry, hints[key])
             except ConfigError as e:
@@ -212,10 +229,14 @@ _ENTRY_KEYS = {"low", "high", "log", "step", "choices", "when"}
 def _dimension(entry: object, hint: type) -> Dimension:
     """One TOML entry as a range of a field of type ``hint``."""
     if not isinstance(entry, dict):
-        raise ConfigError(f"expected a table such as {{low = 0.1, high = 0.5}} or {{choices = [...]}}, not {entry!r}")
+        raise ConfigError(
+            f"expected a table such as {{low = 0.1, high = 0.5}} or {{choices = [...]}}, not {entry!r}"
+        )
     unknown = sorted(set(entry) - _ENTRY_KEYS)
     if unknown:
-        raise ConfigError(f"unknown entry key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_ENTRY_KEYS))}")
+        raise ConfigError(
+            f"unknown entry key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_ENTRY_KEYS))}"
+        )
     when = _condition(entry.get("when", {}))
     if "choices" in entry:
         extra = sorted(set(entry) - {"choices", "when"})
@@ -240,7 +261,9 @@ def _dimension(entry: object, hint: type) -> Dimension:
 
 def _condition(value: object) -> dict[str, tuple[Scalar, ...]]:
     if not isinstance(value, dict) or not all(isinstance(v, list) and v for v in value.values()):
-        raise ConfigError(f"when must be a table of non-empty lists, e.g. when = {{loss = [\"sampled_ce\"]}}, not {value!r}")
+        raise ConfigError(
+            f'when must be a table of non-empty lists, e.g. when = {{loss = ["sampled_ce"]}}, not {value!r}'
+        )
     return {str(k): tuple(v) for k, v in value.items()}
 
 
@@ -262,7 +285,9 @@ def _field_types(cls: type) -> dict[str, type]:
     out: dict[str, type] = {}
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
-        args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) else [hint]
+        args = (
+            [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) else [hint]
+        )
         scalar = args[0] if len(args) == 1 and args[0] in (bool, int, float, str) else object
         out[f.name] = scalar
     return out
@@ -270,8 +295,14 @@ def _field_types(cls: type) -> dict[str, type]:
 
 def _check_kind(dim: Dimension, hint: type, where: str) -> None:
     """A declared range fits its field: ``Int`` on int fields, ``Float`` on float fields, choices on any scalar."""
-    ok = isinstance(dim, Choice) and hint is not object or isinstance(dim, Int) and hint is int \
-        or isinstance(dim, Float) and hint is float
+    ok = (
+        isinstance(dim, Choice)
+        and hint is not object
+        or isinstance(dim, Int)
+        and hint is int
+        or isinstance(dim, Float)
+        and hint is float
+    )
     if not ok:
         raise ConfigError(f"{where}: a {type(dim).__name__} range does not fit a {hint.__name__} setting")
 

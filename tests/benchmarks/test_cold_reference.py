@@ -14,13 +14,16 @@ ref = load("cold_reference")
 
 def test_warm_cases_lose_their_cold_history_items_and_cold_or_emptied_cases_go() -> None:
     hist = Sequences.from_lists([[1, 5, 2], [5], [3, 4], [6, 5, 7]], n_items=7)
-    cases = EvalSet(np.array([10, 11, 12, 13]), hist, np.array([4, 2, 5, 1]),
-                    {"rating": np.array([1.0, 2.0, 3.0, 4.0])})
+    cases = EvalSet(
+        np.array([10, 11, 12, 13]), hist, np.array([4, 2, 5, 1]), {"rating": np.array([1.0, 2.0, 3.0, 4.0])}
+    )
     out = ref.warm_without_cold(cases, np.array([5]))
     # user 11's history held only the cold item 5; user 12's target is cold
     assert out.users.tolist() == [10, 13]
-    assert [out.histories.items[a:b].tolist() for a, b in zip(out.histories.offsets[:-1], out.histories.offsets[1:],
-                                                             strict=True)] == [[1, 2], [6, 7]]
+    assert [
+        out.histories.items[a:b].tolist()
+        for a, b in zip(out.histories.offsets[:-1], out.histories.offsets[1:], strict=True)
+    ] == [[1, 2], [6, 7]]
     assert out.targets.tolist() == [4, 1]
     assert out.target_columns["rating"].tolist() == [1.0, 4.0]
 
@@ -42,8 +45,10 @@ def test_the_table_shows_the_stripped_warm_figures_or_says_they_were_not_measure
 
 
 def test_the_gap_is_the_cold_runs_warm_ndcg_relative_to_each_reference() -> None:
-    result = {"name": "cold", "evaluations": {"full": {"groups": {"warm": {"n_cases": 8,
-                                                                            "metrics": {"NDCG@10": 0.048}}}}}}
+    result = {
+        "name": "cold",
+        "evaluations": {"full": {"groups": {"warm": {"n_cases": 8, "metrics": {"NDCG@10": 0.048}}}}},
+    }
     cold_run = ref.cold_run_summary(result)
     with_stripped, without = _row(True), _row(False)
     without["model_dir"] = "runs/old"
@@ -65,8 +70,13 @@ def test_a_new_measurement_replaces_the_row_of_the_same_model_name_and_keeps_the
 
 def test_full_history_gaps_set_each_cold_model_against_each_reference() -> None:
     m = {"NDCG@10": 0.045, "HR@10": 0.09}
-    cold_model = {"model_dir": "runs/cold", "groups": {"warm": {"n_cases": 8, "metrics": m},
-                                                       "cold": {"n_cases": 2, "metrics": {"NDCG@10": 0.02}}}}
+    cold_model = {
+        "model_dir": "runs/cold",
+        "groups": {
+            "warm": {"n_cases": 8, "metrics": m},
+            "cold": {"n_cases": 2, "metrics": {"NDCG@10": 0.02}},
+        },
+    }
     g = ref.full_gaps([cold_model], [_row(True), _row(False)])
     assert len(g) == 2 and abs(g[0]["gap"] - (0.045 / 0.05 - 1)) < 1e-12  # -10%
     lines = ref.full_gaps_markdown(g).splitlines()

@@ -14,21 +14,41 @@ from bench_scripts import load
 
 gains = load("context_gains")
 
-PROTOCOL_TEXT = "test on toy (sha256 abc), split leave-one-out, 3 users, full ranking over all items, history excluded"
+PROTOCOL_TEXT = (
+    "test on toy (sha256 abc), split leave-one-out, 3 users, full ranking over all items, history excluded"
+)
 
 
-def record(name: str, ndcg: float, seed: int | None = None, *, sha: str = "abc", split: str = "leave-one-out",
-           epochs: int = 10, best: int = 9, stopped: str = "time budget of 180s reached") -> dict[str, Any]:
+def record(
+    name: str,
+    ndcg: float,
+    seed: int | None = None,
+    *,
+    sha: str = "abc",
+    split: str = "leave-one-out",
+    epochs: int = 10,
+    best: int = 9,
+    stopped: str = "time budget of 180s reached",
+) -> dict[str, Any]:
     """A result record with the keys the report reads."""
     group = name if seed is None else name.rsplit("-seed", 1)[0]
     r: dict[str, Any] = {
-        "name": name, "valid_protocol": "full ranking over all items, history excluded", "git_sha": "0" * 40,
-        "finished": "2026-01-01T00:00:00Z", "split": split,
+        "name": name,
+        "valid_protocol": "full ranking over all items, history excluded",
+        "git_sha": "0" * 40,
+        "finished": "2026-01-01T00:00:00Z",
+        "split": split,
         "train": {"epochs": epochs, "best_epoch": best, "stopped": stopped},
-        "evaluations": {"full": {
-            "metrics": {"NDCG@10": ndcg, "HR@10": 2 * ndcg}, "split": split, "n_cases": 3,
-            "protocol": {"candidates": "full", "exclude_seen": True, "seed": 0},
-            "data": {"name": "toy", "sha256": sha}, "protocol_text": PROTOCOL_TEXT.replace("leave-one-out", split)}},
+        "evaluations": {
+            "full": {
+                "metrics": {"NDCG@10": ndcg, "HR@10": 2 * ndcg},
+                "split": split,
+                "n_cases": 3,
+                "protocol": {"candidates": "full", "exclude_seen": True, "seed": 0},
+                "data": {"name": "toy", "sha256": sha},
+                "protocol_text": PROTOCOL_TEXT.replace("leave-one-out", split),
+            }
+        },
     }
     if seed is not None:
         r["seed_run"] = {"group": group, "seed": seed, "varies": "the training seed"}
@@ -118,14 +138,20 @@ def test_different_data_or_split_is_not_comparable(tmp_path: Path) -> None:
 
 def test_config_metric_and_unknown_keys(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[[comparison]]\ndataset = "toy"\nwhat = "time"\nbaseline = "toy-ce"\nvariant = "toy-ce-time"\n'
-                   'metric = "HR@10"\n\n[[comparison]]\ndataset = "toy"\nwhat = "x"\nbaseline = "a"\nvariant = "b"\n')
+    cfg.write_text(
+        '[[comparison]]\ndataset = "toy"\nwhat = "time"\nbaseline = "toy-ce"\nvariant = "toy-ce-time"\n'
+        'metric = "HR@10"\n\n[[comparison]]\ndataset = "toy"\nwhat = "x"\nbaseline = "a"\nvariant = "b"\n'
+    )
     first, second = gains.load_config(cfg)
     assert first.metric == "HR@10" and second.metric == "NDCG@10" and second.protocol == "full"
     write_runs(tmp_path / "runs", "toy-ce", [0.10, 0.12])
     write_runs(tmp_path / "runs", "toy-ce-time", [0.15, 0.16])
-    assert gains.compare(first, tmp_path / "runs").baseline.spread.mean == pytest.approx(0.22), "HR@10 = 2 x NDCG"
-    cfg.write_text('[[comparison]]\ndataset = "toy"\nwhat = "x"\nbaseline = "a"\nvariant = "b"\nmetrc = "MRR"\n')
+    assert gains.compare(first, tmp_path / "runs").baseline.spread.mean == pytest.approx(0.22), (
+        "HR@10 = 2 x NDCG"
+    )
+    cfg.write_text(
+        '[[comparison]]\ndataset = "toy"\nwhat = "x"\nbaseline = "a"\nvariant = "b"\nmetrc = "MRR"\n'
+    )
     with pytest.raises(ValueError, match="unknown keys"):
         gains.load_config(cfg)
 
@@ -141,9 +167,11 @@ def test_main_writes_the_report_and_the_plot(tmp_path: Path) -> None:
     write_runs(runs, "toy-ce", [0.10, 0.12, 0.14])
     write_runs(runs, "toy-ce-time", [0.15, 0.16, 0.17])
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[[comparison]]\ndataset = "toy"\nwhat = "time"\nbaseline = "toy-ce"\nvariant = "toy-ce-time"\n'
-                   'note = "a note"\n\n[[comparison]]\ndataset = "toy"\nwhat = "events"\nbaseline = "toy-ce"\n'
-                   'variant = "toy-ce-events"\n')
+    cfg.write_text(
+        '[[comparison]]\ndataset = "toy"\nwhat = "time"\nbaseline = "toy-ce"\nvariant = "toy-ce-time"\n'
+        'note = "a note"\n\n[[comparison]]\ndataset = "toy"\nwhat = "events"\nbaseline = "toy-ce"\n'
+        'variant = "toy-ce-events"\n'
+    )
     md, png = tmp_path / "out" / "gains.md", tmp_path / "out" / "gains.png"
     gains.main(["--config", str(cfg), "--runs", str(runs), "--md", str(md), "--png", str(png)])
     text = md.read_text()

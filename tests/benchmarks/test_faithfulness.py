@@ -37,10 +37,13 @@ def test_deletion_and_insertion_follow_the_ranking() -> None:
     history = np.array([10, 11, 12, 13, 14, 15])
     order = np.array([4, 1, 5, 0, 2, 3])  # positions, most important first
     dele = faith.deletion_histories(history, order, [1, 2, 3, 10])
-    assert [d.tolist() for d in dele] == [[10, 11, 12, 13, 15], [10, 12, 13, 15], [10, 12, 13], [13]], \
+    assert [d.tolist() for d in dele] == [[10, 11, 12, 13, 15], [10, 12, 13, 15], [10, 12, 13], [13]], (
         "m = 10 is capped at W - 1 = 5: one event stays"
+    )
     ins = faith.insertion_histories(history, order, [1, 2, 3, 10])
-    assert [i.tolist() for i in ins] == [[14], [11, 14], [11, 14, 15], history.tolist()], "chronological order kept"
+    assert [i.tolist() for i in ins] == [[14], [11, 14], [11, 14, 15], history.tolist()], (
+        "chronological order kept"
+    )
 
 
 def test_deletion_in_a_window_keeps_the_older_events() -> None:
@@ -66,7 +69,11 @@ def test_normalisation_rank_and_intervals() -> None:
     assert faith.rank_of(scores, 2, cand) == 1, "a tie is not above, padding and history do not count"
     assert faith.rank_of(scores, 1, cand) == 3
     s = faith.bootstrap(np.array([1.0, 2.0, 3.0, 4.0]), np.random.default_rng(0), 500)
-    assert s["mean"] == 2.5 and s["lo"] < 2.5 < s["hi"] and s["se"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
+    assert (
+        s["mean"] == 2.5
+        and s["lo"] < 2.5 < s["hi"]
+        and s["se"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
+    )
     assert s == faith.bootstrap(np.array([1.0, 2.0, 3.0, 4.0]), np.random.default_rng(0), 500)
     assert report.clearly_below({"lo": 0.1, "hi": 0.2}, {"lo": 0.3, "hi": 0.4})
     assert not report.clearly_below({"lo": 0.1, "hi": 0.35}, {"lo": 0.3, "hi": 0.4}), "overlap is not clear"
@@ -76,12 +83,20 @@ def test_normalisation_rank_and_intervals() -> None:
 def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("faith")
     data = make_demo(n_users=60, n_items=40, seed=1)
-    for name, cfg in [("sasrec", {"hidden": 16, "n_layers": 1, "n_heads": 1, "max_len": 12}), ("gru4rec", {})]:
-        rec = Recommender(name, cfg, {"max_epochs": 1, "batch_size": 64, "threads": 1, "seed": 0, "device": "cpu"})
+    for name, cfg in [
+        ("sasrec", {"hidden": 16, "n_layers": 1, "n_heads": 1, "max_len": 12}),
+        ("gru4rec", {}),
+    ]:
+        rec = Recommender(
+            name, cfg, {"max_epochs": 1, "batch_size": 64, "threads": 1, "seed": 0, "device": "cpu"}
+        )
         rec.fit(data, progress=False).save(d / name)
     (d / "config.toml").write_text(
         "[protocol]\nusers = 4\nsteps = 4\nbootstrap = 50\n"
-        + "".join(f'[[models]]\ndata = "demo"\nmodel = "{m}"\npath = "{d / m}"\n' for m in ("sasrec", "gru4rec")))
+        + "".join(
+            f'[[models]]\ndata = "demo"\nmodel = "{m}"\npath = "{d / m}"\n' for m in ("sasrec", "gru4rec")
+        )
+    )
     return d
 
 
@@ -92,8 +107,12 @@ def test_end_to_end(saved: Path) -> None:
         r = faith.evaluate_user(rec, user, p, {})
         occ = r["methods"]["occlusion"]["raw_drop"][0][0]  # exactly occlusion's top event removed
         for method, m in r["methods"].items():
-            assert occ >= m["raw_drop"][0][0] - 1e-5, f"{method} found a larger single-event drop than occlusion"
-        assert r["methods"]["greedy"]["raw_drop"][0][0] == pytest.approx(occ, abs=1e-6), "greedy's round 1 is occlusion"
+            assert occ >= m["raw_drop"][0][0] - 1e-5, (
+                f"{method} found a larger single-event drop than occlusion"
+            )
+        assert r["methods"]["greedy"]["raw_drop"][0][0] == pytest.approx(occ, abs=1e-6), (
+            "greedy's round 1 is occlusion"
+        )
     res = faith.run(saved / "config.toml")
     cells = {c["model"]: c for c in res["cells"]}
     sas, gru = cells["sasrec"]["methods"], cells["gru4rec"]["methods"]
@@ -106,7 +125,9 @@ def test_end_to_end(saved: Path) -> None:
     assert "n/a: " in text and "greedy (default) is" in text and "| gru4rec | occlusion |" in text
 
 
-def test_cells_stop_on_the_budget_and_resume(saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cells_stop_on_the_budget_and_resume(
+    saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     p, models = faith.read_config(saved / "config.toml", quick=False)
     cut = faith.run_cell(models[0], p, tmp_path, 0.0, "cpu")  # deadline in the past: stops before any user
     assert cut["users"] == 0 and not cut["complete"]

@@ -30,13 +30,16 @@ def test_step_study_sets_each_round_against_its_own_peak() -> None:
     cfg = {"hidden": 8, "n_layers": 1, "n_heads": 1, "max_len": 16, "loss": "ce"}
     st = flops.step_study(train, "sasrec", cfg, steps=2, rounds=2)
     epoch = flops.count_epoch("sasrec", cfg, train, 128, seed=0, epoch=0)
-    assert 0 < st["flops_per_step"] <= epoch["flops"] / 2, "two full batches of 128 rows: at most half of 300 rows' work"
+    assert 0 < st["flops_per_step"] <= epoch["flops"] / 2, (
+        "two full batches of 128 rows: at most half of 300 rows' work"
+    )
     for r in st["rounds"]:
         assert r["achieved_gflops"] == st["flops_per_step"] / r["cpu_seconds_per_step"] / 1e9
         assert r["fraction_of_peak"] == r["achieved_gflops"] / r["peak_gflops"]
     assert st["median_fraction"] in [r["fraction_of_peak"] for r in st["rounds"]]
-    assert "- sasrec: **" in report.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"},
-                                                                 "other_load": "none", "studies": [st]})
+    assert "- sasrec: **" in report.steps_markdown(
+        {"machine": {"cpu": "x", "cores": 2, "torch": "t"}, "other_load": "none", "studies": [st]}
+    )
 
 
 def test_the_fast_kernel_variant_is_the_same_model_and_work_as_sasrec() -> None:
@@ -48,7 +51,9 @@ def test_the_fast_kernel_variant_is_the_same_model_and_work_as_sasrec() -> None:
     rng = np.random.default_rng(3)
     train = Sequences.from_lists([list(rng.integers(1, 31, n)) for n in rng.integers(2, 15, 300)], 30)
     small = {"hidden": 8, "n_layers": 1, "n_heads": 1, "max_len": 16, "loss": "ce"}
-    fast = flops.step_study(train, "sasrec", small | {"fast_ce": True, "fast_dropout": True}, steps=2, rounds=1)
+    fast = flops.step_study(
+        train, "sasrec", small | {"fast_ce": True, "fast_dropout": True}, steps=2, rounds=1
+    )
     plain = flops.step_study(train, "sasrec", small, steps=2, rounds=1)
     assert fast["flops_per_step"] == plain["flops_per_step"] > 0
 
@@ -69,8 +74,13 @@ def test_the_bf16_variant_is_the_fast_variant_under_autocast_set_against_the_flo
     (r,) = low["rounds"]
     assert r["bf16_peak_gflops"] > 0 and r["fraction_of_peak"] == r["achieved_gflops"] / r["peak_gflops"]
     assert "bf16_peak_gflops" not in plain["rounds"][0]
-    table = report.steps_markdown({"machine": {"cpu": "x", "cores": 2, "torch": "t"}, "other_load": "none",
-                                   "studies": [plain | {"name": "p"}, low | {"name": "b"}]})
+    table = report.steps_markdown(
+        {
+            "machine": {"cpu": "x", "cores": 2, "torch": "t"},
+            "other_load": "none",
+            "studies": [plain | {"name": "p"}, low | {"name": "b"}],
+        }
+    )
     assert "| p | " in table and "| none |" in table and "| bf16 |" in table
 
 
@@ -100,7 +110,10 @@ def test_runs_are_set_against_the_highest_peak_measured_so_far(tmp_path) -> None
     previous = tmp_path / "flops.json"
     previous.write_text(json.dumps({"peaks": {"1": {"peak_gflops": 92.0}, "2": {"peak_gflops": 100.0}}}))
     best = flops.highest_peaks({1: {"peak_gflops": 63.0}, 2: {"peak_gflops": 141.0}}, previous)
-    assert best["1"] == {"peak_gflops": 92.0, "measured": "an earlier flops.json"}  # today's low peak is not used
+    assert best["1"] == {
+        "peak_gflops": 92.0,
+        "measured": "an earlier flops.json",
+    }  # today's low peak is not used
     assert best["2"]["peak_gflops"] == 141.0  # a higher peak today replaces the old one
     capped = flops.highest_peaks({1: {"peak_gflops": 63.0}, 2: {"peak_gflops": 231.0}}, previous)
     assert capped["2"]["peak_gflops"] == 2 * 92.0  # two cores never beat twice the best single core

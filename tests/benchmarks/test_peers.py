@@ -26,7 +26,9 @@ def test_peer_ranking_rule_is_attnrecs() -> None:
         targets = torch.as_tensor(rng.integers(1, n + 1, b))
         ref = _full_ranks(scores.clone(), Sequences.from_lists(hists, n), targets, True).numpy()
         rows = torch.as_tensor(np.repeat(np.arange(b), [len(h) for h in hists]), dtype=torch.long)
-        cols = torch.as_tensor(np.concatenate([np.asarray(h, dtype=np.int64) for h in hists]), dtype=torch.long)
+        cols = torch.as_tensor(
+            np.concatenate([np.asarray(h, dtype=np.int64) for h in hists]), dtype=torch.long
+        )
         got = common.full_ranks(scores.clone(), targets, rows, cols, [0]).numpy()
         np.testing.assert_array_equal(got, ref)
         want = ranking_metrics(ref, (10,))
@@ -40,13 +42,25 @@ def test_unknown_target_is_a_miss() -> None:
     assert ranks[0] == torch.iinfo(torch.int64).max and common.ranking_metrics(ranks.numpy())["HR@10"] == 0.5
 
 
-def _result(epoch_seconds: list[float], partial: dict[str, float] | None, cap: float, reach: float | None) -> dict:
+def _result(
+    epoch_seconds: list[float], partial: dict[str, float] | None, cap: float, reach: float | None
+) -> dict:
     evals = [{"epoch": 1, "at_seconds": 50.0, "NDCG@10": 0.1}]
     if reach is not None:
         evals.append({"epoch": 2, "at_seconds": reach, "NDCG@10": 0.181})
-    return {"epoch_seconds": epoch_seconds, "partial_epoch": partial, "batches_per_epoch": 100, "time_cap": cap,
-            "epochs": len(epoch_seconds), "best_epoch": 1.5 if partial else 2, "evals": evals, "fit_seconds": 100.0,
-            "test_eval_seconds": 5.0, "peak_rss_mb": 1000.0, "test": {"NDCG@10": 0.1, "HR@10": 0.2}}
+    return {
+        "epoch_seconds": epoch_seconds,
+        "partial_epoch": partial,
+        "batches_per_epoch": 100,
+        "time_cap": cap,
+        "epochs": len(epoch_seconds),
+        "best_epoch": 1.5 if partial else 2,
+        "evals": evals,
+        "fit_seconds": 100.0,
+        "test_eval_seconds": 5.0,
+        "peak_rss_mb": 1000.0,
+        "test": {"NDCG@10": 0.1, "HR@10": 0.2},
+    }
 
 
 def test_time_capped_peer_without_a_whole_epoch_gets_an_estimated_epoch_time() -> None:

@@ -21,9 +21,17 @@ def _ratings(n_users: int = 30, n_items: int = 20, n: int = 500, seed: int = 0) 
     ub, ib = rng.normal(0, 0.8, n_users), rng.normal(0, 0.8, n_items + 1)
     rating = np.clip(np.round(3 + ub[user] + ib[item] + rng.normal(0, 0.3, n)), 1, 5)
     words = tuple("sound is good" for _ in range(n))
-    return ReviewData(user, item, rating, ("sound",) * n, ("good",) * n, words, np.ones(n),
-                      IdMap(np.array([f"u{i}" for i in range(n_users)], dtype=object)),
-                      IdMap(np.array([f"i{i}" for i in range(1, n_items + 1)], dtype=object), offset=1))
+    return ReviewData(
+        user,
+        item,
+        rating,
+        ("sound",) * n,
+        ("good",) * n,
+        words,
+        np.ones(n),
+        IdMap(np.array([f"u{i}" for i in range(n_users)], dtype=object)),
+        IdMap(np.array([f"i{i}" for i in range(1, n_items + 1)], dtype=object), offset=1),
+    )
 
 
 def test_matrix_factorisation_learns_through_the_one_loop(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,7 +44,9 @@ def test_peers_table() -> None:
 @pytest.mark.parametrize("data", ["ml-1m", "beauty"])
 def test_comparison_tables(data: str) -> None:
     d = RESULTS / "compare" / data
-    assert Comparison.from_dict(_json(d / "comparison.json")).to_markdown() == (d / "comparison.md").read_text()
+    assert (
+        Comparison.from_dict(_json(d / "comparison.json")).to_markdown() == (d / "comparison.md").read_text()
+    )
 
 
 @pytest.mark.parametrize("path", sorted((RESULTS / "studies").glob("*.json")), ids=lambda p: p.stem)

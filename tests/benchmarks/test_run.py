@@ -47,12 +47,14 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: Path) -> None:
     whole = json.loads(bench_run.run(_config(tmp_path / "a.toml", data, 4), tmp_path / "whole").read_text())
 
     state = tmp_path / "state"
-    first = json.loads(bench_run.run(_config(tmp_path / "b.toml", data, 2), tmp_path / "first", state_dir=state)
-                       .read_text())
+    first = json.loads(
+        bench_run.run(_config(tmp_path / "b.toml", data, 2), tmp_path / "first", state_dir=state).read_text()
+    )
     assert first["train"]["epochs"] == 2 and (state / "ring" / "train_state.json").exists()
     # The budget is raised and the same command is run again: it continues at epoch 3.
-    second = json.loads(bench_run.run(_config(tmp_path / "b.toml", data, 4), tmp_path / "second", state_dir=state)
-                        .read_text())
+    second = json.loads(
+        bench_run.run(_config(tmp_path / "b.toml", data, 4), tmp_path / "second", state_dir=state).read_text()
+    )
     assert [h["epoch"] for h in second["train"]["history"]] == [1, 2, 3, 4]
     # Epochs 1-2 come from the saved state (their timings too), not from training them again.
     assert second["train"]["history"][:2] == first["train"]["history"]
@@ -66,10 +68,23 @@ def test_each_seed_is_a_run_of_its_own_and_seed_0_is_the_plain_run(tmp_path: Pat
     plain = json.loads(bench_run.run(_config(tmp_path / "a.toml", data, 2), tmp_path / "plain").read_text())
     assert plain["name"] == "ring" and "seed_run" not in plain  # a config without seeds: file name unchanged
     state = tmp_path / "state"
-    bench_run.main(["--seeds", "0,1", "--out", str(tmp_path / "seeded"), "--state-dir", str(state),
-                    str(_config(tmp_path / "b.toml", data, 2))])
+    bench_run.main(
+        [
+            "--seeds",
+            "0,1",
+            "--out",
+            str(tmp_path / "seeded"),
+            "--state-dir",
+            str(state),
+            str(_config(tmp_path / "b.toml", data, 2)),
+        ]
+    )
     seed0, seed1 = (json.loads((tmp_path / "seeded" / f"ring-seed{k}.json").read_text()) for k in (0, 1))
-    assert (seed0["seed_run"]["group"], seed0["seed_run"]["seed"], seed1["train_config"]["seed"]) == ("ring", 0, 1)
+    assert (seed0["seed_run"]["group"], seed0["seed_run"]["seed"], seed1["train_config"]["seed"]) == (
+        "ring",
+        0,
+        1,
+    )
     assert (state / "ring-seed0" / "train_state.json").exists() and (state / "ring-seed1").exists()
     # Seed 0 is the default training seed: the same run as the plain one; seed 1 trains differently.
     assert seed0["evaluations"]["full"]["metrics"] == plain["evaluations"]["full"]["metrics"]
@@ -79,22 +94,32 @@ def test_each_seed_is_a_run_of_its_own_and_seed_0_is_the_plain_run(tmp_path: Pat
     assert "| ring, 2 seeds ([0](ring-seed0.json), [1](ring-seed1.json)) |" in table
 
 
-def _result(name: str, model: str, valid: float, test: float, split: str = "leave-one-out") -> dict[str, object]:
+def _result(
+    name: str, model: str, valid: float, test: float, split: str = "leave-one-out"
+) -> dict[str, object]:
     full = {k: test for k in ("HR@10", "NDCG@10")}
-    return {"name": name, "model": model, "data": {"name": "ml-1m.txt.gz", "sha256": ML_1M_SHA256}, "split": split,
-            "valid_protocol": "full ranking over all items, history excluded",
-            "train_config": {"monitor": "NDCG@10"}, "fit_seconds": 60.0,
-            "train": {"best_value": valid, "epochs": 3, "best_epoch": 2},
-            "evaluations": {"full": {"metrics": full}}}
+    return {
+        "name": name,
+        "model": model,
+        "data": {"name": "ml-1m.txt.gz", "sha256": ML_1M_SHA256},
+        "split": split,
+        "valid_protocol": "full ranking over all items, history excluded",
+        "train_config": {"monitor": "NDCG@10"},
+        "fit_seconds": 60.0,
+        "train": {"best_value": valid, "epochs": 3, "best_epoch": 2},
+        "evaluations": {"full": {"metrics": full}},
+    }
 
 
 def test_side_by_side_picks_each_models_run_on_validation_not_test() -> None:
-    lines = side_by_side([
-        _result("b-valid-best", "bert4rec", 0.15, 0.10),
-        _result("b-test-best", "bert4rec", 0.12, 0.20),  # better on test, worse on validation
-        _result("s-only", "sasrec", 0.18, 0.17),
-        _result("g", "gru4rec", 0.30, 0.30),  # not part of the comparison
-    ])
+    lines = side_by_side(
+        [
+            _result("b-valid-best", "bert4rec", 0.15, 0.10),
+            _result("b-test-best", "bert4rec", 0.12, 0.20),  # better on test, worse on validation
+            _result("s-only", "sasrec", 0.18, 0.17),
+            _result("g", "gru4rec", 0.30, 0.30),  # not part of the comparison
+        ]
+    )
     rows = [line for line in lines if line.startswith("| bert4rec |") or line.startswith("| sasrec |")]
     assert [r.split(" | ")[1] for r in rows] == ["b-valid-best", "s-only"]
     published = next(line for line in lines if line.startswith("| bert4rec, published"))
@@ -104,10 +129,12 @@ def test_side_by_side_picks_each_models_run_on_validation_not_test() -> None:
 
 def test_side_by_side_never_compares_validation_scores_across_splits() -> None:
     sampled = "leave-one-out (valid_users=2048, seed=0)"
-    lines = side_by_side([
-        _result("all-users", "bert4rec", 0.15, 0.10),
-        _result("sampled-users", "bert4rec", 0.30, 0.12, sampled),  # 2,048 other validation users
-    ])
+    lines = side_by_side(
+        [
+            _result("all-users", "bert4rec", 0.15, 0.10),
+            _result("sampled-users", "bert4rec", 0.30, 0.12, sampled),  # 2,048 other validation users
+        ]
+    )
     headings = [line for line in lines if line.startswith("### ")]
     assert len(headings) == 2 and "valid_users=2048" in headings[1] and "valid_users" not in headings[0]
     rows = [line.split(" | ")[1] for line in lines if line.startswith("| bert4rec |")]
@@ -143,7 +170,9 @@ def test_device_flag_runs_a_gpu_config_here_under_its_own_name(tmp_path: Path) -
 
 def test_an_unknown_device_is_a_one_line_error(tmp_path: Path) -> None:
     config = _config(tmp_path / "a.toml", _log(tmp_path / "ring.txt"), 1)
-    with pytest.raises(SystemExit, match="^error: .*device must be auto, cpu, cuda, cuda:N or mps, not 'tpu'"):
+    with pytest.raises(
+        SystemExit, match="^error: .*device must be auto, cpu, cuda, cuda:N or mps, not 'tpu'"
+    ):
         bench_run.main(["--device", "tpu", "--out", str(tmp_path / "runs"), str(config)])
 
 
@@ -156,14 +185,28 @@ def test_gpu_batch_runs_configs_at_once_each_under_its_own_name(tmp_path: Path) 
     config = _config(tmp_path / "ring.toml", data, 1)
     script = bench_run.ROOT / "benchmarks" / "gpu_batch.sh"
     env = os.environ | {"DEVICE": "cpu", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    done = subprocess.run(["bash", str(script), str(tmp_path / "out"), "abc1234", str(config), f"{config}:1"],
-                          cwd=bench_run.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["bash", str(script), str(tmp_path / "out"), "abc1234", str(config), f"{config}:1"],
+        cwd=bench_run.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
-    plain, seeded = (json.loads((tmp_path / "out" / "res" / f"{n}.json").read_text()) for n in ("ring", "ring-seed1"))
+    plain, seeded = (
+        json.loads((tmp_path / "out" / "res" / f"{n}.json").read_text()) for n in ("ring", "ring-seed1")
+    )
     assert plain["git_sha"] == seeded["git_sha"] == "abc1234" and seeded["train_config"]["seed"] == 1
     assert (tmp_path / "out" / "state" / "ring-seed1" / "train_state.json").exists()
     assert (tmp_path / "out" / "logs" / "ring-seed1.log").exists()
     assert not (tmp_path / "out" / "models").exists()  # nothing saved: nothing of runs/ brought back
-    bad = subprocess.run(["bash", str(script), str(tmp_path / "bad"), "abc1234", str(tmp_path / "missing.toml")],
-                         cwd=bench_run.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    bad = subprocess.run(
+        ["bash", str(script), str(tmp_path / "bad"), "abc1234", str(tmp_path / "missing.toml")],
+        cwd=bench_run.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert bad.returncode == 1  # one run failed

@@ -19,7 +19,9 @@ def test_the_benchmark_study_searches_the_space_file_less_the_fixed_settings(tmp
     assert sorted(plan.space.model) == ["dropout", "hidden", "max_len", "n_layers"]  # loss, n_heads fixed
     assert sorted(plan.space.train) == ["batch_size", "lr", "lr_schedule", "weight_decay"]
     assert plan.model_config.loss == "ce" and plan.train_config.threads == 1  # type: ignore[attr-defined]
-    smoke = plan_search(bench.make_settings(bench.parser().parse_args(["--set", "max_len=50", "--out", str(tmp_path)])))
+    smoke = plan_search(
+        bench.make_settings(bench.parser().parse_args(["--set", "max_len=50", "--out", str(tmp_path)]))
+    )
     assert "max_len" not in smoke.space.model and smoke.model_config.max_len == 50  # type: ignore[attr-defined]
 
 
@@ -28,11 +30,26 @@ def test_the_report_puts_the_hand_tuned_run_beside_the_best_trial(ring, tmp_path
     args = bench.parser().parse_args(["--out", str(tmp_path)])
     args.argv, args.git_sha = ["--out", str(tmp_path)], "0" * 40
     split = leave_one_out(ring)
-    summary = {"data": {"name": "ring"}, "split": split.describe(), "selection": "best validation NDCG@10",
-               "space": {}, "best": {"trial": 3, "valid_value": 0.19, "params": {"model.dropout": 0.12}},
-               "test": {"protocol_text": "test on ring, full ranking"}, "trials": {"complete": 4, "total": 5},
-               "trial_list": [{"number": 3, "state": "complete", "value": 0.19, "epochs": 20, "seconds": 800.0,
-                               "params": {"model.dropout": 0.12}, "note": ""}]}
+    summary = {
+        "data": {"name": "ring"},
+        "split": split.describe(),
+        "selection": "best validation NDCG@10",
+        "space": {},
+        "best": {"trial": 3, "valid_value": 0.19, "params": {"model.dropout": 0.12}},
+        "test": {"protocol_text": "test on ring, full ranking"},
+        "trials": {"complete": 4, "total": 5},
+        "trial_list": [
+            {
+                "number": 3,
+                "state": "complete",
+                "value": 0.19,
+                "epochs": 20,
+                "seconds": 800.0,
+                "params": {"model.dropout": 0.12},
+                "note": "",
+            }
+        ],
+    }
     outcome = TuneOutcome("s", "NDCG@10", 3, 0.19, {"model.dropout": 0.12}, None, [], {}, 1.0)
     outcome.test = type("Test", (), {"metrics": {"NDCG@10": 0.2, "HR@10": 0.33}})()  # type: ignore[assignment]
     result = bench.record(outcome, summary, args, {"model": {}, "train": {}}, 60.0)

@@ -34,11 +34,16 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Recomme
     """A saved tiny SASRec and the ``user item`` file it was trained on."""
     d = tmp_path_factory.mktemp("batch")
     log = ring_log(90, 30, 2, source=DataSource("ring"))
-    rec = Recommender("sasrec", {"hidden": 8, "n_layers": 1, "max_len": 12},
-                      {"max_epochs": 1, "batch_size": 64, "device": "cpu"}).fit(log, progress=False)
+    rec = Recommender(
+        "sasrec",
+        {"hidden": 8, "n_layers": 1, "max_len": 12},
+        {"max_epochs": 1, "batch_size": 64, "device": "cpu"},
+    ).fit(log, progress=False)
     rec.save(d / "model")
     seqs = log.sequences()
-    lines = [f"{log.users.external[u]} {i}" for u in range(log.n_users) for i in log.items.to_external(seqs[u])]
+    lines = [
+        f"{log.users.external[u]} {i}" for u in range(log.n_users) for i in log.items.to_external(seqs[u])
+    ]
     (d / "pairs.txt").write_text("\n".join(lines) + "\n")
     return d / "model", d / "pairs.txt", Recommender.load(d / "model", device="cpu")
 
@@ -46,8 +51,19 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Recomme
 def test_batch_over_a_dataset_equals_recommend(setup: tuple[Path, Path, Recommender], tmp_path: Path) -> None:
     model, pairs, rec = setup
     out = tmp_path / "recs.parquet"
-    code, output = run("--model", str(model), "--data", str(pairs), "--out", str(out), "-k", "5",
-                       "--chunk-users", "16", "--no-progress")
+    code, output = run(
+        "--model",
+        str(model),
+        "--data",
+        str(pairs),
+        "--out",
+        str(out),
+        "-k",
+        "5",
+        "--chunk-users",
+        "16",
+        "--no-progress",
+    )
     assert code == 0, output
     assert f"wrote {out}: top 5 for 90 users (wide)" in output and "peak RSS" in output
     rows = pq.read_table(out).to_pylist()
@@ -63,31 +79,69 @@ def test_batch_over_a_user_file_with_filters(setup: tuple[Path, Path, Recommende
     users = tmp_path / "users.csv"
     users.write_text('user,history\nu1,\nghost,\n,"i3 i4"\n')
     out = tmp_path / "long.parquet"
-    code, output = run("--model", str(model), "--users", str(users), "--out", str(out), "-k", "3",
-                       "--layout", "long", "--include-seen", "--exclude", "i5,unknown-item", "--no-progress")
+    code, output = run(
+        "--model",
+        str(model),
+        "--users",
+        str(users),
+        "--out",
+        str(out),
+        "-k",
+        "3",
+        "--layout",
+        "long",
+        "--include-seen",
+        "--exclude",
+        "i5,unknown-item",
+        "--no-progress",
+    )
     assert code == 0, output
     assert "unknown-item" in output and "1 not personalised" in output
     rows = pq.read_table(out).to_pylist()
-    assert [(r["user"], r["rank"]) for r in rows] == [("u1", 1), ("u1", 2), ("u1", 3), ("ghost", 1), ("ghost", 2),
-                                                       ("ghost", 3), (None, 1), (None, 2), (None, 3)]
+    assert [(r["user"], r["rank"]) for r in rows] == [
+        ("u1", 1),
+        ("u1", 2),
+        ("u1", 3),
+        ("ghost", 1),
+        ("ghost", 2),
+        ("ghost", 3),
+        (None, 1),
+        (None, 2),
+        (None, 3),
+    ]
     want = rec.recommend(history=["i3", "i4"], k=3, exclude_seen=False, exclude=["i5", "unknown-item"])
     assert [r["item"] for r in rows[6:]] == want.items
     assert rows[3]["fallback"] == "unknown user 'ghost': most popular items"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ([], "give either --data DATA (every user of a dataset) or --users FILE"),
-    (["--data", "demo", "--users", "u.csv"], "give either --data DATA (every user of a dataset) or --users FILE"),
-    (["--users", "{tmp}/missing.csv"], "{tmp}/missing.csv: file not found"),
-    (["--users", "{tmp}/bad.jsonl"], "{tmp}/bad.jsonl line 2: no user and no history"),
-    (["--users", "{tmp}/ok.csv", "--include", "nope"], "include: none of its 1 item(s) is known to the model"),
-])
-def test_bad_input_is_one_error_line(setup: tuple[Path, Path, Recommender], tmp_path: Path, args: list[str],
-                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give either --data DATA (every user of a dataset) or --users FILE"),
+        (
+            ["--data", "demo", "--users", "u.csv"],
+            "give either --data DATA (every user of a dataset) or --users FILE",
+        ),
+        (["--users", "{tmp}/missing.csv"], "{tmp}/missing.csv: file not found"),
+        (["--users", "{tmp}/bad.jsonl"], "{tmp}/bad.jsonl line 2: no user and no history"),
+        (
+            ["--users", "{tmp}/ok.csv", "--include", "nope"],
+            "include: none of its 1 item(s) is known to the model",
+        ),
+    ],
+)
+def test_bad_input_is_one_error_line(
+    setup: tuple[Path, Path, Recommender], tmp_path: Path, args: list[str], message: str
+) -> None:
     (tmp_path / "bad.jsonl").write_text('{"user": "u1"}\n{"history": null}\n')
     (tmp_path / "ok.csv").write_text("user\nu1\n")
-    code, output = run("--model", str(setup[0]), "--out", str(tmp_path / "o.parquet"),
-                       *(a.format(tmp=tmp_path) for a in args))
+    code, output = run(
+        "--model",
+        str(setup[0]),
+        "--out",
+        str(tmp_path / "o.parquet"),
+        *(a.format(tmp=tmp_path) for a in args),
+    )
     assert code == 2, output
     assert output.strip() == f"error: {message.format(tmp=tmp_path)}"  # one line, naming the file
 
@@ -112,14 +166,25 @@ def test_a_resume_with_other_arguments_needs_no_resume(
     setup: tuple[Path, Path, Recommender], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model, pairs, _ = setup
-    base = ["--model", str(model), "--data", str(pairs), "--out", str(tmp_path / "recs.parquet"),
-            "--chunk-users", "16", "--no-progress"]
+    base = [
+        "--model",
+        str(model),
+        "--data",
+        str(pairs),
+        "--out",
+        str(tmp_path / "recs.parquet"),
+        "--chunk-users",
+        "16",
+        "--no-progress",
+    ]
     _crashing_run([*base, "-k", "4"], monkeypatch)
     code, output = run(*base, "-k", "5")
     assert code == 2
-    assert output.strip() == ("error: " + str(tmp_path / "recs.parquet.parts") + " holds an unfinished run with "
-                              "other arguments (k: 4 -> 5); re-run with the same arguments to resume it, or start "
-                              "afresh (--no-resume)")
+    assert output.strip() == (
+        "error: " + str(tmp_path / "recs.parquet.parts") + " holds an unfinished run with "
+        "other arguments (k: 4 -> 5); re-run with the same arguments to resume it, or start "
+        "afresh (--no-resume)"
+    )
     code, output = run(*base, "-k", "4")
     assert code == 0 and "1 of 6 chunks resumed" in output
     _crashing_run([*base, "-k", "4"], monkeypatch)
@@ -137,8 +202,12 @@ def test_a_killed_process_resumes(setup: tuple[Path, Path, Recommender], tmp_pat
     out, whole = tmp_path / "recs.parquet", tmp_path / "whole.parquet"
     args = ["--model", str(model), "--users", str(big), "-k", "3", "--chunk-users", "8", "--no-progress"]
     env = {"PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, "-m", "attnrec", "batch", *args, "--out", str(out)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnrec", "batch", *args, "--out", str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     parts = tmp_path / "recs.parquet.parts"
     deadline = time.monotonic() + 120
     while len(list(parts.glob("part-*.parquet"))) < 3 and proc.poll() is None and time.monotonic() < deadline:

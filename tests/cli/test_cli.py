@@ -25,8 +25,22 @@ from attnrec.models.sasrec import SASRecConfig
 from attnrec.training.config import TrainConfig
 
 runner = CliRunner()
-TINY = ["--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1", "--set", "max_epochs=1",
-        "--set", "batch_size=64", "--set", "threads=1", "--no-progress", "--quiet"]
+TINY = [
+    "--set",
+    "hidden=8",
+    "--set",
+    "max_len=12",
+    "--set",
+    "n_layers=1",
+    "--set",
+    "max_epochs=1",
+    "--set",
+    "batch_size=64",
+    "--set",
+    "threads=1",
+    "--no-progress",
+    "--quiet",
+]
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -76,8 +90,18 @@ def test_train_saves_a_checkpoint_and_reports_protocol(pairs: Path, model_dir: P
 
 
 def test_train_output(pairs: Path, tmp_path: Path) -> None:
-    code, output = run("train", "--data", str(pairs), "--out", str(tmp_path / "m"), *TINY,
-                       "--protocol", "sampled-uniform", "--negatives", "10")
+    code, output = run(
+        "train",
+        "--data",
+        str(pairs),
+        "--out",
+        str(tmp_path / "m"),
+        *TINY,
+        "--protocol",
+        "sampled-uniform",
+        "--negatives",
+        "10",
+    )
     assert code == 0, output
     assert "best epoch 1" in output and "s/epoch" in output
     assert "full ranking over all items" in output and "10 uniform-sampled negatives" in output
@@ -88,8 +112,20 @@ def test_train_output(pairs: Path, tmp_path: Path) -> None:
 def test_toml_config_and_set_overrides(pairs: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('[model]\nhidden = 16\nloss = "ce"\n[train]\nlr = 0.01\nbatch_size = 32\n')
-    code, output = run("train", "--data", str(pairs), "--out", str(tmp_path / "m"), "--config", str(cfg),
-                       *TINY, "--set", "train.lr=0.005", "--seed", "3")
+    code, output = run(
+        "train",
+        "--data",
+        str(pairs),
+        "--out",
+        str(tmp_path / "m"),
+        "--config",
+        str(cfg),
+        *TINY,
+        "--set",
+        "train.lr=0.005",
+        "--seed",
+        "3",
+    )
     assert code == 0, output
     meta = json.loads((tmp_path / "m" / "config.json").read_text())
     # TOML < --set < explicit flags; TINY's hidden=8 overrides the file's 16.
@@ -103,7 +139,9 @@ def test_resume_continues_from_the_saved_state(pairs: Path, tmp_path: Path) -> N
     assert run("train", "--data", str(pairs), "--out", str(out), *TINY)[0] == 0
     assert (out / "train_state" / "train_state.json").is_file()
     first = json.loads((out / "config.json").read_text())["train_result"]
-    code, output = run("train", "--data", str(pairs), "--out", str(out), *TINY, "--max-epochs", "2", "--resume")
+    code, output = run(
+        "train", "--data", str(pairs), "--out", str(out), *TINY, "--max-epochs", "2", "--resume"
+    )
     assert code == 0, output
     resumed = json.loads((out / "config.json").read_text())["train_result"]
     assert [h["epoch"] for h in resumed["history"]] == [1, 2]
@@ -114,7 +152,9 @@ def test_resume_continues_from_the_saved_state(pairs: Path, tmp_path: Path) -> N
 
 def test_demo_data_with_temporal_split(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    code, output = run("train", "--data", "demo", "--split", "temporal", "--out", str(out), *TINY, "--no-baseline")
+    code, output = run(
+        "train", "--data", "demo", "--split", "temporal", "--out", str(out), *TINY, "--no-baseline"
+    )
     assert code == 0, output
     assert "split temporal" in output and "on demo" in output
     code, output = run("evaluate", "--model", str(out), "--data", "demo", "--target", "valid")
@@ -124,39 +164,70 @@ def test_demo_data_with_temporal_split(tmp_path: Path) -> None:
 
 def test_validation_on_sampled_users_is_kept_by_evaluate(pairs: Path, tmp_path: Path) -> None:
     out, ev = tmp_path / "v", tmp_path / "ev.json"
-    code, output = run("train", "--data", str(pairs), "--valid-users", "30", "--out", str(out), *TINY, "--no-baseline")
+    code, output = run(
+        "train", "--data", str(pairs), "--valid-users", "30", "--out", str(out), *TINY, "--no-baseline"
+    )
     assert code == 0, output
     assert "valid_users=30" in output and "30 validation" in output
-    code, output = run("evaluate", "--model", str(out), "--data", str(pairs), "--target", "valid", "--json", str(ev))
+    code, output = run(
+        "evaluate", "--model", str(out), "--data", str(pairs), "--target", "valid", "--json", str(ev)
+    )
     assert code == 0, output
     assert "valid_users=30" in output  # re-split as in training, not on every user
     split = leave_one_out(read_pairs(pairs), valid_users=30)
-    assert json.loads(ev.read_text())["results"][0]["metrics"] == pytest.approx(attnrec.load(out).evaluate(
-        split.valid, target="valid").metrics)
+    assert json.loads(ev.read_text())["results"][0]["metrics"] == pytest.approx(
+        attnrec.load(out).evaluate(split.valid, target="valid").metrics
+    )
     fails("train", "--data", "demo", "--split", "temporal", "--valid-users", "5", *TINY)
 
 
 def test_next_buy_split_from_the_cli_is_kept_by_evaluate(tmp_path: Path) -> None:
     log, out = tmp_path / "shop.csv", tmp_path / "buy"
-    rows = ["user,item,timestamp,event"] + [f"u{u},i{(u + t) % 9 + 1},{t},{'buy' if t % 3 == 2 else 'view'}"
-                                            for u in range(30) for t in range(10)]
+    rows = ["user,item,timestamp,event"] + [
+        f"u{u},i{(u + t) % 9 + 1},{t},{'buy' if t % 3 == 2 else 'view'}" for u in range(30) for t in range(10)
+    ]
     log.write_text("\n".join(rows) + "\n")
-    code, output = run("train", "--data", str(log), "--split", "last-qualifying", "--target-events", "buy",
-                       "--out", str(out), *TINY, "--no-baseline")
+    code, output = run(
+        "train",
+        "--data",
+        str(log),
+        "--split",
+        "last-qualifying",
+        "--target-events",
+        "buy",
+        "--out",
+        str(out),
+        *TINY,
+        "--no-baseline",
+    )
     assert code == 0, output
     assert "split last-qualifying (target_events=buy)" in output
     code, output = run("evaluate", "--model", str(out), "--data", str(log))
     assert code == 0, output
     assert "split last-qualifying (target_events=buy)" in output  # re-split on the same target type
     assert "last-qualifying split only" in fails("train", "--data", str(log), "--target-events", "buy", *TINY)
-    assert "unknown event 'order'" in fails("train", "--data", str(log), "--split", "last-qualifying",
-                                            "--target-events", "order", *TINY)
+    assert "unknown event 'order'" in fails(
+        "train", "--data", str(log), "--split", "last-qualifying", "--target-events", "order", *TINY
+    )
 
 
 def test_evaluate_matches_python_api(pairs: Path, model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "ev.json"
-    code, output = run("evaluate", "--model", str(model_dir), "--data", str(pairs), "--protocol", "full",
-                       "--protocol", "sampled-popularity", "--negatives", "10", "--json", str(out))
+    code, output = run(
+        "evaluate",
+        "--model",
+        str(model_dir),
+        "--data",
+        str(pairs),
+        "--protocol",
+        "full",
+        "--protocol",
+        "sampled-popularity",
+        "--negatives",
+        "10",
+        "--json",
+        str(out),
+    )
     assert code == 0, output
     assert "full ranking" in output and "10 popularity-sampled negatives (seed 0)" in output
     assert "MISMATCH" not in output
@@ -173,7 +244,9 @@ def test_evaluate_matches_python_api(pairs: Path, model_dir: Path, tmp_path: Pat
 
 def test_evaluate_warns_on_other_data(pairs: Path, model_dir: Path, tmp_path: Path) -> None:
     other = tmp_path / "other.txt"
-    other.write_text("\n".join(pairs.read_text().splitlines()[:600]) + "\nnew_user i1\nnew_user i2\nnew_user zz\n")
+    other.write_text(
+        "\n".join(pairs.read_text().splitlines()[:600]) + "\nnew_user i1\nnew_user i2\nnew_user zz\n"
+    )
     code, output = run("evaluate", "--model", str(model_dir), "--data", str(other), "--target", "valid")
     assert code == 0, output
     assert "DATA MISMATCH" in output and "left out" in output  # the unknown target 'zz' is dropped
@@ -189,8 +262,18 @@ def test_recommend_for_user_equals_python_api(model_dir: Path) -> None:
 
 
 def test_recommend_for_history_equals_python_api(model_dir: Path) -> None:
-    code, output = run("recommend", "--model", str(model_dir), "--history", "i3, i4,i5", "-k", "4",
-                       "--exclude", "i6", "--json")
+    code, output = run(
+        "recommend",
+        "--model",
+        str(model_dir),
+        "--history",
+        "i3, i4,i5",
+        "-k",
+        "4",
+        "--exclude",
+        "i6",
+        "--json",
+    )
     assert code == 0, output
     got = json.loads(output)
     want = attnrec.load(model_dir).recommend(history=["i3", "i4", "i5"], k=4, exclude=["i6"])
@@ -242,12 +325,16 @@ def test_data_and_models(pairs: Path) -> None:
 def test_csv_with_mapped_columns(tmp_path: Path) -> None:
     table = tmp_path / "log.csv"
     table.write_text("who,what,when\na,x,3\na,y,1\nb,x,2\n")
-    code, output = run("data", "--data", str(table), "--columns", "user=who,item=what,timestamp=when", "--json")
+    code, output = run(
+        "data", "--data", str(table), "--columns", "user=who,item=what,timestamp=when", "--json"
+    )
     assert code == 0, output
     desc = json.loads(output)
     assert (desc["users"], desc["items"], desc["interactions"]) == (2, 2, 3)
     assert "role=column" in fails("data", "--data", str(table), "--columns", "user")
-    assert "missing column 'nobody'" in fails("data", "--data", str(table), "--columns", "user=nobody,item=what")
+    assert "missing column 'nobody'" in fails(
+        "data", "--data", str(table), "--columns", "user=nobody,item=what"
+    )
 
 
 # -- help ------------------------------------------------------------------------------------------
@@ -267,8 +354,9 @@ def test_top_level_help_lists_commands() -> None:
 
 
 def test_python_dash_m() -> None:
-    proc = subprocess.run([sys.executable, "-m", "attnrec", "--help"], capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnrec", "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 0 and "recommend" in proc.stdout
 
 
@@ -320,7 +408,9 @@ def test_bad_config_values(pairs: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[model\nhidden=")
     assert "invalid TOML" in fails("train", "--data", str(pairs), "--config", str(bad), *TINY)
-    assert "config file not found" in fails("train", "--data", str(pairs), "--config", str(tmp_path / "x.toml"))
+    assert "config file not found" in fails(
+        "train", "--data", str(pairs), "--config", str(tmp_path / "x.toml")
+    )
     sect = tmp_path / "sect.toml"
     sect.write_text("[modle]\nhidden = 3\n")
     assert "unknown section" in fails("train", "--data", str(pairs), "--config", str(sect))
@@ -345,7 +435,9 @@ def test_recommend_needs_user_or_history(model_dir: Path) -> None:
 
 
 def test_bad_evaluate_options(pairs: Path, model_dir: Path) -> None:
-    assert "--target" in fails("evaluate", "--model", str(model_dir), "--data", str(pairs), "--target", "train")
+    assert "--target" in fails(
+        "evaluate", "--model", str(model_dir), "--data", str(pairs), "--target", "train"
+    )
     assert "--ks" in fails("evaluate", "--model", str(model_dir), "--data", str(pairs), "--ks", "a,b")
     code, output = run("evaluate", "--model", str(model_dir), "--data", str(pairs), "--protocol", "halfway")
     assert code == 2 and "halfway" in output  # click's own usage error

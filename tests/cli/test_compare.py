@@ -58,11 +58,17 @@ def test_also_tests_the_same_fitted_models_under_more_protocols(small: Interacti
     (full,) = both.others
     alone = compare(as_ml1m, ["pop", "fmc"], protocol=PAPER_BERT4REC, preset=None, train=QUICK)
     assert [r.metrics for r in both.runs] == [r.metrics for r in alone.runs]  # the extra test changes nothing
-    assert full.protocol == FULL and full.selection == PAPER_BERT4REC and [r.model for r in full.runs] == ["pop", "fmc"]
+    assert (
+        full.protocol == FULL
+        and full.selection == PAPER_BERT4REC
+        and [r.model for r in full.runs] == ["pop", "fmc"]
+    )
     assert full.runs[0].published is None and both.runs[0].published is not None  # only the paper's protocol
     # The same fitted models: sampled candidates are a subset of the full ranking, so HR can only drop.
     assert all(f.metrics["HR@10"] <= s.metrics["HR@10"] for f, s in zip(full.runs, both.runs, strict=True))
-    assert all(f.epochs == s.epochs and f.n_params == s.n_params for f, s in zip(full.runs, both.runs, strict=True))
+    assert all(
+        f.epochs == s.epochs and f.n_params == s.n_params for f, s in zip(full.runs, both.runs, strict=True)
+    )
     md = both.to_markdown()
     assert md.index("# Model comparison") < md.index("## Model comparison") and md.count("| FMC |") == 2
     assert "model selection on the validation cases under 100 popularity-sampled" in md.split("## ")[1]
@@ -90,16 +96,35 @@ def _pairs_file(tmp_path: Path) -> Path:
     data = make_demo(n_users=80, n_items=40, seed=4, mean_length=12)
     path = tmp_path / "pairs.txt"
     seqs = data.sequences()
-    path.write_text("".join(f"{u + 1} {data.items.to_external([i])[0]}\n"
-                            for u in range(data.n_users) for i in seqs[u]))
+    path.write_text(
+        "".join(f"{u + 1} {data.items.to_external([i])[0]}\n" for u in range(data.n_users) for i in seqs[u])
+    )
     return path
 
 
 def test_cli_writes_markdown_and_json(tmp_path: Path) -> None:
     path = _pairs_file(tmp_path)
     out = tmp_path / "cmp"
-    res = runner.invoke(app, ["compare", "--data", str(path), "--models", "pop,fmc", "--protocol",
-                              "sampled-popularity", "--also", "full", "--max-epochs", "1", "--device", "cpu", "--out", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "compare",
+            "--data",
+            str(path),
+            "--models",
+            "pop,fmc",
+            "--protocol",
+            "sampled-popularity",
+            "--also",
+            "full",
+            "--max-epochs",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     table = (out / "comparison.md").read_text()
     assert "| POP |" in table and "| FMC |" in table and "100 popularity-sampled negatives" in table
@@ -127,8 +152,22 @@ def test_shortfalls_against_the_paper_are_flagged_until_explained(small: Interac
 
 def test_render_rewrites_the_table_from_json_with_notes(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
-    res = runner.invoke(app, ["compare", "--data", "demo", "--models", "pop", "--also", "sampled-uniform",
-                              "--device", "cpu", "--out", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "compare",
+            "--data",
+            "demo",
+            "--models",
+            "pop",
+            "--also",
+            "sampled-uniform",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     before = json.loads((out / "comparison.json").read_text())
     notes = tmp_path / "notes.md"
@@ -148,8 +187,19 @@ def test_render_rewrites_the_table_from_json_with_notes(tmp_path: Path) -> None:
 def test_update_replaces_the_given_models_rows_and_records_their_settings(tmp_path: Path) -> None:
     path = _pairs_file(tmp_path)
     out = tmp_path / "cmp"
-    common = ["compare", "--data", str(path), "--protocol", "sampled-popularity", "--also", "full",
-              "--device", "cpu", "--out", str(out)]
+    common = [
+        "compare",
+        "--data",
+        str(path),
+        "--protocol",
+        "sampled-popularity",
+        "--also",
+        "full",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     first = runner.invoke(app, [*common, "--models", "pop,fmc", "--max-epochs", "1"])
     assert first.exit_code == 0, first.output
     before = json.loads((out / "comparison.json").read_text())
@@ -163,7 +213,10 @@ def test_update_replaces_the_given_models_rows_and_records_their_settings(tmp_pa
         assert rows["fmc"]["epochs"] == 2 and rows["fmc"]["settings"] == {"max_epochs": 2}
     assert after["settings"] == before["settings"]
     md = (out / "comparison.md").read_text()
-    assert "Rows run apart from the table, with their own settings: FMC (max_epochs=2); BPR-MF (max_epochs=2)" in md
+    assert (
+        "Rows run apart from the table, with their own settings: FMC (max_epochs=2); BPR-MF (max_epochs=2)"
+        in md
+    )
     other = runner.invoke(app, [*common[:4], "sampled-uniform", *common[5:], "--models", "pop", "--update"])
     assert other.exit_code != 0 and "cannot merge" in other.output
     assert json.loads((out / "comparison.json").read_text()) == after  # a refused merge writes nothing

@@ -21,8 +21,20 @@ from attnrec.data.readers.lines import read_pairs
 from attnrec.experiments.tracking import TensorBoardTracker, mlflow_name
 
 runner = CliRunner()
-TINY = ["--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1", "--set", "batch_size=64",
-        "--set", "threads=1", "--no-progress", "--quiet"]
+TINY = [
+    "--set",
+    "hidden=8",
+    "--set",
+    "max_len=12",
+    "--set",
+    "n_layers=1",
+    "--set",
+    "batch_size=64",
+    "--set",
+    "threads=1",
+    "--no-progress",
+    "--quiet",
+]
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -54,15 +66,39 @@ def mlflow_run(pairs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp)  # anything MLflow writes beside the store stays in tmp
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        code, output = run("train", "--data", str(pairs), "--out", str(out), *TINY, "--max-epochs", "3",
-                           "--protocol", "sampled-uniform", "--negatives", "10", "--track", "mlflow",
-                           "--track-uri", uri, "--experiment", "exp1", "--run-name", "first")
+        code, output = run(
+            "train",
+            "--data",
+            str(pairs),
+            "--out",
+            str(out),
+            *TINY,
+            "--max-epochs",
+            "3",
+            "--protocol",
+            "sampled-uniform",
+            "--negatives",
+            "10",
+            "--track",
+            "mlflow",
+            "--track-uri",
+            uri,
+            "--experiment",
+            "exp1",
+            "--run-name",
+            "first",
+        )
     assert code == 0, output
     client = mlflow.MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("exp1")
     (found,) = client.search_runs([exp.experiment_id])
-    return {"client": client, "run": found, "output": output, "out": out,
-            "meta": json.loads((out / "config.json").read_text())}
+    return {
+        "client": client,
+        "run": found,
+        "output": output,
+        "out": out,
+        "meta": json.loads((out / "config.json").read_text()),
+    }
 
 
 def test_mlflow_run_has_the_settings_and_the_data(mlflow_run: dict[str, Any], pairs: Path) -> None:
@@ -76,7 +112,10 @@ def test_mlflow_run_has_the_settings_and_the_data(mlflow_run: dict[str, Any], pa
     data = read_pairs(pairs)
     assert run_.data.tags["data.sha256"] == data.source.sha256 == meta["data"]["sha256"]
     assert (params["data.users"], params["data.items"], params["data.interactions"]) == (
-        str(data.n_users), str(data.n_items), str(len(data)))
+        str(data.n_users),
+        str(data.n_items),
+        str(len(data)),
+    )
     assert params["run.model"] == "sasrec" and params["run.split"] == "leave-one-out"
     assert f"tracked: MLflow run {run_.info.run_id} (experiment 'exp1')" in mlflow_run["output"]
 
@@ -129,17 +168,30 @@ def test_an_unusable_store_fails_before_training(pairs: Path, tmp_path: Path) ->
     pytest.importorskip("mlflow")
     (tmp_path / "file").write_text("")
     out = tmp_path / "m"
-    code, output = run("train", "--data", str(pairs), "--out", str(out), *TINY, "--track", "mlflow",
-                       "--track-uri", f"sqlite:///{tmp_path}/file/m.db")
+    code, output = run(
+        "train",
+        "--data",
+        str(pairs),
+        "--out",
+        str(out),
+        *TINY,
+        "--track",
+        "mlflow",
+        "--track-uri",
+        f"sqlite:///{tmp_path}/file/m.db",
+    )
     assert code == 2, output
     assert f"error: --track mlflow: cannot open the tracking store sqlite:///{tmp_path}/file/m.db" in output
     assert not out.exists()  # nothing trained
 
 
-def test_missing_mlflow_is_one_line_with_the_install_hint(pairs: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_mlflow_is_one_line_with_the_install_hint(
+    pairs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "mlflow", None)
-    code, output = run("train", "--data", str(pairs), "--out", str(tmp_path / "m"), *TINY, "--track", "mlflow")
+    code, output = run(
+        "train", "--data", str(pairs), "--out", str(tmp_path / "m"), *TINY, "--track", "mlflow"
+    )
     assert code == 2, output
     assert "error: --track mlflow needs the mlflow package: pip install 'attnrec[mlflow]'" in output
     assert list(tmp_path.iterdir()) == []
@@ -163,8 +215,22 @@ def test_tensorboard_scalars_of_a_resumed_run(pairs: Path, tmp_path: Path) -> No
     pytest.importorskip("tensorboard")
     out, tb = tmp_path / "m", tmp_path / "tb"
     assert run("train", "--data", str(pairs), "--out", str(out), *TINY, "--max-epochs", "1")[0] == 0
-    code, output = run("train", "--data", str(pairs), "--out", str(out), *TINY, "--max-epochs", "3", "--resume",
-                       "--track", "tensorboard", "--track-uri", str(tb), "--no-baseline")
+    code, output = run(
+        "train",
+        "--data",
+        str(pairs),
+        "--out",
+        str(out),
+        *TINY,
+        "--max-epochs",
+        "3",
+        "--resume",
+        "--track",
+        "tensorboard",
+        "--track-uri",
+        str(tb),
+        "--no-baseline",
+    )
     assert code == 0, output
     meta = json.loads((out / "config.json").read_text())
     history = meta["train_result"]["history"]
@@ -181,20 +247,25 @@ def test_tensorboard_scalars_of_a_resumed_run(pairs: Path, tmp_path: Path) -> No
     assert series("valid/NDCG@10")[1] == pytest.approx([h["valid"]["NDCG@10"] for h in history], rel=1e-6)
     (ev,) = [e for e in meta["evaluations"] if e["target"] == "test"]
     assert series("test/full/NDCG@10") == ([0], pytest.approx([ev["metrics"]["NDCG@10"]], rel=1e-6))
-    texts = {tag: events.Tensors(tag)[0].tensor_proto.string_val[0].decode() for tag in events.Tags()["tensors"]}
+    texts = {
+        tag: events.Tensors(tag)[0].tensor_proto.string_val[0].decode() for tag in events.Tags()["tensors"]
+    }
     assert texts["model_dir/text_summary"] == str(out.resolve())
     assert texts["test/full/protocol/text_summary"] == ev["protocol_text"]
     assert "| model.hidden | 8 |" in texts["settings/text_summary"]
     assert texts["status/text_summary"] == "FINISHED"
     plugin = pytest.importorskip("tensorboard.plugins.hparams.plugin_data_pb2")
-    start = plugin.HParamsPluginData.FromString(events.PluginTagToContent("hparams")["_hparams_/session_start_info"])
+    start = plugin.HParamsPluginData.FromString(
+        events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    )
     hparams = {k: v.number_value or v.string_value for k, v in start.session_start_info.hparams.items()}
     assert hparams["model.hidden"] == 8 and hparams["data.sha256"] == meta["data"]["sha256"]
     assert hparams["train.lr"] == pytest.approx(meta["train_config"]["lr"])
 
 
-def test_a_tracker_failing_mid_run_loses_no_training(pairs: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tracker_failing_mid_run_loses_no_training(
+    pairs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("tensorboard")
 
     def unreachable(*_: object) -> None:
@@ -202,9 +273,23 @@ def test_a_tracker_failing_mid_run_loses_no_training(pairs: Path, tmp_path: Path
 
     monkeypatch.setattr(TensorBoardTracker, "_log_scalars", unreachable)
     out = tmp_path / "m"
-    code, output = run("train", "--data", str(pairs), "--out", str(out), *TINY, "--max-epochs", "2",
-                       "--track", "tensorboard", "--track-uri", str(tmp_path / "tb"))
+    code, output = run(
+        "train",
+        "--data",
+        str(pairs),
+        "--out",
+        str(out),
+        *TINY,
+        "--max-epochs",
+        "2",
+        "--track",
+        "tensorboard",
+        "--track-uri",
+        str(tmp_path / "tb"),
+    )
     assert code == 0, output
     assert output.count("tensorboard tracking failed") == 1, output
     assert "tracking failed while logging epoch 1 (disk full); training goes on" in output
-    assert json.loads((out / "config.json").read_text())["train_result"]["epochs"] == 2  # trained, tested, saved
+    assert (
+        json.loads((out / "config.json").read_text())["train_result"]["epochs"] == 2
+    )  # trained, tested, saved

@@ -15,8 +15,25 @@ from attnrec.cli.main import app
 from synthetic_logs import write_cycle_pairs
 
 runner = CliRunner()
-TINY = ["--model", "sasrec", "--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1", "--set", "n_heads=1",
-        "--set", "batch_size=64", "--set", "threads=1", "--max-epochs", "1", "--quiet"]
+TINY = [
+    "--model",
+    "sasrec",
+    "--set",
+    "hidden=8",
+    "--set",
+    "max_len=12",
+    "--set",
+    "n_layers=1",
+    "--set",
+    "n_heads=1",
+    "--set",
+    "batch_size=64",
+    "--set",
+    "threads=1",
+    "--max-epochs",
+    "1",
+    "--quiet",
+]
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -40,24 +57,42 @@ def test_tune_exports_a_config_that_train_accepts_and_reproduces(pairs: Path, tm
     assert summary["trials"]["complete"] == 2 and summary["test"]["target"] == "test"
     assert (out / "tune.db").exists()  # the default storage, which a second run resumes from
 
-    code, output = run("train", "--data", str(pairs), "--config", str(out / "best.toml"), "--out", str(tmp_path / "m"),
-                       "--quiet", "--no-progress", "--no-baseline")
+    code, output = run(
+        "train",
+        "--data",
+        str(pairs),
+        "--config",
+        str(out / "best.toml"),
+        "--out",
+        str(tmp_path / "m"),
+        "--quiet",
+        "--no-progress",
+        "--no-baseline",
+    )
     assert code == 0, output
     # the same settings and seed: the retrained model reaches the best trial's validation value
     found = re.search(r"validation NDCG@10 ([0-9.]+)", output)
-    assert found is not None and float(found.group(1)) == pytest.approx(summary["best"]["valid_value"], abs=1e-4)
+    assert found is not None and float(found.group(1)) == pytest.approx(
+        summary["best"]["valid_value"], abs=1e-4
+    )
 
     code, output = run("tune", "--data", str(pairs), *TINY, "--trials", "2", "--out", str(out))
     assert code == 0 and "2 trial(s): 2 complete" in output  # resumed: nothing left to run
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["--model", "nope"], "unknown model 'nope'"),
-    (["--space", "SPACE"], r"space.toml: unknown \[model\] key 'dropuot'"),
-    (["--storage", "sqlite:////no/such/dir/t.db"], "--storage sqlite:////no/such/dir/t.db: cannot open it"),
-    (["--metric", "NDCG@7"], "unknown metric 'NDCG@7'"),
-    (["--set", "model.hidden=x"], "hidden: 'x' is not a valid int"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--model", "nope"], "unknown model 'nope'"),
+        (["--space", "SPACE"], r"space.toml: unknown \[model\] key 'dropuot'"),
+        (
+            ["--storage", "sqlite:////no/such/dir/t.db"],
+            "--storage sqlite:////no/such/dir/t.db: cannot open it",
+        ),
+        (["--metric", "NDCG@7"], "unknown metric 'NDCG@7'"),
+        (["--set", "model.hidden=x"], "hidden: 'x' is not a valid int"),
+    ],
+)
 def test_bad_input_is_one_error_line(pairs: Path, tmp_path: Path, extra: list[str], message: str) -> None:
     space = tmp_path / "space.toml"
     space.write_text("[model]\ndropuot = {low = 0.0, high = 0.5}\n")
@@ -71,17 +106,36 @@ def test_bad_input_is_one_error_line(pairs: Path, tmp_path: Path, extra: list[st
 def test_tune_has_useful_help() -> None:
     code, output = run("tune", "--help")
     assert code == 0 and "Usage" in output and "Example" in output
-    for option in ("--data", "--space", "--trials", "--time-budget", "--trial-budget", "--jobs", "--storage", "--metric"):
+    for option in (
+        "--data",
+        "--space",
+        "--trials",
+        "--time-budget",
+        "--trial-budget",
+        "--jobs",
+        "--storage",
+        "--metric",
+    ):
         assert option in output
 
 
 def test_without_optuna_the_cli_loads_and_tune_says_what_to_install(pairs: Path) -> None:
-    probe = ("import sys; sys.modules['optuna'] = None; from attnrec.cli.main import main; "
-             "sys.argv = ['attnrec', *sys.argv[1:]]; main()")
-    help_run = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, timeout=120,
-                              check=False)
+    probe = (
+        "import sys; sys.modules['optuna'] = None; from attnrec.cli.main import main; "
+        "sys.argv = ['attnrec', *sys.argv[1:]]; main()"
+    )
+    help_run = subprocess.run(
+        [sys.executable, "-c", probe, "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert help_run.returncode == 0 and "tune" in help_run.stdout
-    tune_run = subprocess.run([sys.executable, "-c", probe, "tune", "--data", str(pairs)], capture_output=True,
-                              text=True, timeout=120, check=False)
+    tune_run = subprocess.run(
+        [sys.executable, "-c", probe, "tune", "--data", str(pairs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert tune_run.returncode == 2 and "Traceback" not in tune_run.stderr
-    assert "attnrec tune needs Optuna (optuna is not installed): pip install 'attnrec[tune]'" in tune_run.stderr
+    assert (
+        "attnrec tune needs Optuna (optuna is not installed): pip install 'attnrec[tune]'" in tune_run.stderr
+    )

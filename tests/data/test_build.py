@@ -132,7 +132,12 @@ def test_take_and_truncate_end(seqs: Sequences) -> None:
     assert t.n_items == 9
     cut = seqs.truncate_end(2)
     assert [list(cut[i]) for i in range(4)] == [[1], [], [], [5, 6, 7]]
-    assert [list(x) for x in (seqs.truncate_end(0)[u] for u in range(4))] == [[1, 2, 3], [], [4], [5, 6, 7, 8, 9]]
+    assert [list(x) for x in (seqs.truncate_end(0)[u] for u in range(4))] == [
+        [1, 2, 3],
+        [],
+        [4],
+        [5, 6, 7, 8, 9],
+    ]
 
 
 def test_user_item_keys(seqs: Sequences) -> None:

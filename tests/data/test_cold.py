@@ -16,9 +16,16 @@ from synthetic_logs import ring_log
 
 def log_with_features(n_items: int = 40) -> Interactions:
     data = ring_log(n_users=150, n_items=n_items)
-    table = FeatureTable.from_frame(pd.DataFrame({
-        "item_id": [f"i{k}" for k in range(n_items)], "tags": [[f"t{k % 5}", f"g{k % 3}"] for k in range(n_items)],
-    }), "item_id", {"tags": "multi"})
+    table = FeatureTable.from_frame(
+        pd.DataFrame(
+            {
+                "item_id": [f"i{k}" for k in range(n_items)],
+                "tags": [[f"t{k % 5}", f"g{k % 3}"] for k in range(n_items)],
+            }
+        ),
+        "item_id",
+        {"tags": "multi"},
+    )
     return with_features(data, item=table)
 
 

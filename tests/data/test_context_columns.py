@@ -58,7 +58,14 @@ def test_sequences_carry_the_logs_columns_in_their_dtypes() -> None:
     assert data.items.to_external(seqs[a]) == ["a0", "a1", "a2", "a3", "a4", "a5"]
     codes = seqs.columns["event"][seqs.offsets[a] : seqs.offsets[a + 1]]
     assert event_names(data.events, codes) == ["view", "cart", "buy", "view", "cart", "buy"]  # type: ignore[arg-type]
-    assert seqs.columns["rating"][seqs.offsets[a] : seqs.offsets[a + 1]].tolist() == [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]
+    assert seqs.columns["rating"][seqs.offsets[a] : seqs.offsets[a + 1]].tolist() == [
+        0.5,
+        1.5,
+        2.5,
+        3.5,
+        4.5,
+        5.5,
+    ]
     assert data.sequences(columns=False).columns == {}
 
 
@@ -68,7 +75,9 @@ def test_event_vocabulary_is_sorted_names_with_codes_from_one() -> None:
     assert event_codes(data.events, ["buy", "view", "cart"]).tolist() == [1, 3, 2]
     assert event_names(data.events, [0, 1, 3]) == ["", "buy", "view"]
     assert event_vocabulary(np.array(["x", "a", "x"], dtype=object)).to_list() == ["a", "x"]
-    with pytest.raises(DataError, match=r"event 'refund' is not in the event vocabulary \['buy', 'cart', 'view'\]"):
+    with pytest.raises(
+        DataError, match=r"event 'refund' is not in the event vocabulary \['buy', 'cart', 'view'\]"
+    ):
         event_codes(data.events, ["buy", "refund"])
 
 
@@ -90,7 +99,9 @@ def test_take_truncate_select_and_padded_column_keep_columns_aligned() -> None:
         for r in range(seqs.n_users):
             lookup = {i: t for i, t, _, _ in full[r]}
             assert all(lookup[int(i)] == t for i, t in zip(items[r], stamps[r], strict=True) if i)
-        assert np.array_equal(ratings[1][items[0] > 0], seqs.padded_column("rating", max_len)[0][items[0] > 0])
+        assert np.array_equal(
+            ratings[1][items[0] > 0], seqs.padded_column("rating", max_len)[0][items[0] > 0]
+        )
 
 
 def test_sequence_columns_are_checked() -> None:
@@ -112,7 +123,9 @@ def test_leave_one_out_carries_columns_and_the_targets_own() -> None:
     assert _pairs(split.valid.histories) == [full[u][:-2] for u in split.valid.users]
     test_ts = split.test.target_columns["timestamp"]
     assert test_ts.tolist() == [full[u][-1][1] for u in split.test.users]
-    assert event_names(data.events, split.test.target_columns["event"]) == [full[u][-1][2] for u in split.test.users]  # type: ignore[arg-type]
+    assert event_names(data.events, split.test.target_columns["event"]) == [
+        full[u][-1][2] for u in split.test.users
+    ]  # type: ignore[arg-type]
     assert split.valid.target_columns["rating"].tolist() == [full[u][-2][3] for u in split.valid.users]
 
 
@@ -144,7 +157,10 @@ def test_table_event_and_rating_columns_arrive_as_sequence_columns(tmp_path: Pat
     seqs = data.sequences()
     assert data.items.to_external(seqs[0]) == ["y", "x"]
     assert event_names(data.events, seqs.columns["event"][:2]) == ["view", "buy"]  # type: ignore[arg-type]
-    assert seqs.columns["rating"][:2].tolist() == [1.0, 4.5] and seqs.columns["timestamp"][:2].tolist() == [10, 20]
+    assert seqs.columns["rating"][:2].tolist() == [1.0, 4.5] and seqs.columns["timestamp"][:2].tolist() == [
+        10,
+        20,
+    ]
 
 
 def test_a_log_without_context_has_no_columns(tmp_path: Path) -> None:

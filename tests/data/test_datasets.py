@@ -95,7 +95,9 @@ def test_parquet_with_mapped_columns(tmp_path: Path) -> None:
     assert detect_format(p) == "parquet"
     data = load_dataset(p, columns={"user": "who", "item": "what", "timestamp": "when"})
     assert data.items.to_external(data.sequences()[0]) == ["y", "x"]
-    with pytest.raises(DataError, match=r"missing column for user .*available columns: 'who', 'what', 'when'"):
+    with pytest.raises(
+        DataError, match=r"missing column for user .*available columns: 'who', 'what', 'when'"
+    ):
         load_dataset(p)
 
 
@@ -113,7 +115,9 @@ def test_unknown_format_and_spec(tmp_path: Path) -> None:
         load_dataset(p, columns={"user": "a"})
     with pytest.raises(DataError, match="min_rating needs ratings"):
         load_dataset(p, min_rating=3)
-    with pytest.raises(DataError, match=r"'ml-2m' is neither an existing file nor a named dataset \(demo, ml-1m"):
+    with pytest.raises(
+        DataError, match=r"'ml-2m' is neither an existing file nor a named dataset \(demo, ml-1m"
+    ):
         load_dataset("ml-2m")
     with pytest.raises(DataError, match="unknown JSON layout"):
         load_dataset(write(tmp_path / "x.json", '{"a": 1}\n'))
@@ -168,7 +172,9 @@ def test_offline_message_says_what_and_where(tmp_path: Path) -> None:
 
 
 def test_no_network_message(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"(?s)could not be downloaded \(URLError.*network disabled.*Download http"):
+    with pytest.raises(
+        DataError, match=r"(?s)could not be downloaded \(URLError.*network disabled.*Download http"
+    ):
         load_dataset("steam", data_dir=tmp_path)
 
 
@@ -280,7 +286,15 @@ def test_describe_by_hand() -> None:
     assert d["source"]["sha256"] == "ab" * 32
     json.dumps(d)  # serialisable
     text = format_description(d)
-    for needle in ("users          3", "interactions   6", "median 2", "p90 2.8", "2 days", "buy 2", "ab" * 32):
+    for needle in (
+        "users          3",
+        "interactions   6",
+        "median 2",
+        "p90 2.8",
+        "2 days",
+        "buy 2",
+        "ab" * 32,
+    ):
         assert needle in text
 
 
@@ -323,13 +337,18 @@ def _int_pairs(n: int) -> list[str]:
     return [f"{u % 7} {10 + u % 13}" for u in range(n)]
 
 
-@pytest.mark.parametrize(("odd", "at", "message"), [
-    ("hello world", 51, r"ints\.txt:51: 'hello' is not an integer ID like the other user IDs"),
-    ("12 abc", 51, r"ints\.txt:51: 'abc' is not an integer ID like the other item IDs"),
-    ("hello world", 500, r"ints\.txt:500: 'hello' is not an integer ID"),  # beyond the detection's head
-    ("3 11 12 13 14 15 16 17", 51, r"ints\.txt:51: 8 fields where the other lines are 'user item' pairs"),
-])
-def test_a_line_that_breaks_the_detected_format_is_named(tmp_path: Path, odd: str, at: int, message: str) -> None:
+@pytest.mark.parametrize(
+    ("odd", "at", "message"),
+    [
+        ("hello world", 51, r"ints\.txt:51: 'hello' is not an integer ID like the other user IDs"),
+        ("12 abc", 51, r"ints\.txt:51: 'abc' is not an integer ID like the other item IDs"),
+        ("hello world", 500, r"ints\.txt:500: 'hello' is not an integer ID"),  # beyond the detection's head
+        ("3 11 12 13 14 15 16 17", 51, r"ints\.txt:51: 8 fields where the other lines are 'user item' pairs"),
+    ],
+)
+def test_a_line_that_breaks_the_detected_format_is_named(
+    tmp_path: Path, odd: str, at: int, message: str
+) -> None:
     lines = _int_pairs(600)
     lines[at - 1] = odd
     p = write(tmp_path / "ints.txt", "\n".join(lines) + "\n")
@@ -356,8 +375,10 @@ def test_text_and_mixed_id_columns_still_read(tmp_path: Path) -> None:
     text = write(tmp_path / "text.txt", "".join(f"u{i % 5} i{i}\n" for i in range(40)))
     assert load_dataset(text).source.format == "pairs"
     # Amazon-style item IDs: all-digit ISBNs beside B0... ASINs, about half each: a text column
-    mixed = write(tmp_path / "mixed.txt", "".join(f"{i % 5} {'0' * 9 + str(i % 10) if i % 2 else f'B00X{i}'}\n"
-                                                  for i in range(40)))
+    mixed = write(
+        tmp_path / "mixed.txt",
+        "".join(f"{i % 5} {'0' * 9 + str(i % 10) if i % 2 else f'B00X{i}'}\n" for i in range(40)),
+    )
     assert len(load_dataset(mixed)) == 40
     users = write(tmp_path / "users.txt", "".join(f"{i} {i + 1} {i + 2} {i + 3}\n" for i in range(30)))
     assert load_dataset(users).source.format == "user-lines"

@@ -91,10 +91,14 @@ def test_transitions_beat_popularity(demo) -> None:
     pop = np.bincount(split.train.items, minlength=data.n_items + 1).astype(np.float64)
     trans = _transition_matrix(split.train)
 
-    def popularity(users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+    def popularity(
+        users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> torch.Tensor:
         return torch.as_tensor(np.tile(pop, (len(users), 1)))
 
-    def transitions(users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+    def transitions(
+        users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> torch.Tensor:
         last = histories.items[histories.offsets[1:] - 1]
         return torch.as_tensor(trans[last] + 1e-6 * pop[None, :])  # popularity breaks ties
 

@@ -112,9 +112,13 @@ def write(path: Path, text: str, gz: bool = False) -> Path:
 def test_readers_of_every_format(tmp_path: Path, gz: bool) -> None:
     suffix = ".gz" if gz else ""
     csv = read_features(write(tmp_path / f"i.csv{suffix}", "movieId,genres,year\n1,A|B,1990\n2,B,\n", gz))
-    tsv = read_features(write(tmp_path / f"i.tsv{suffix}", "movieId\tgenres\tyear\n1\tA|B\t1990\n2\tB\t\n", gz))
+    tsv = read_features(
+        write(tmp_path / f"i.tsv{suffix}", "movieId\tgenres\tyear\n1\tA|B\t1990\n2\tB\t\n", gz)
+    )
     txt = read_features(write(tmp_path / f"i.txt{suffix}", "movieId;genres;year\n1;A|B;1990\n2;B;\n", gz))
-    js = read_features(write(tmp_path / f"a.json{suffix}", '{"1": ["A", "B"], "2": ["B"]}', gz), value_field="genres")
+    js = read_features(
+        write(tmp_path / f"a.json{suffix}", '{"1": ["A", "B"], "2": ["B"]}', gz), value_field="genres"
+    )
     recs = json.dumps({"1": {"genres": "A|B", "year": 1990}, "2": {"genres": "B", "year": None}})
     nested = read_features(write(tmp_path / f"n.json{suffix}", recs, gz))
     lines = '{"movieId": 1, "genres": ["A", "B"], "year": 1990}\n{"movieId": 2, "genres": ["B"]}\n'
@@ -162,7 +166,9 @@ def test_load_dataset_with_feature_files_and_frames(tmp_path: Path) -> None:
     users = pd.DataFrame({"userId": ["u1", "u2"], "age": [30, 40]})
     data = load_dataset(log, item_features=feats, user_features=users,
                         item_feature_columns={"id": "movieId", "genres": "multi"})  # fmt: skip
-    assert data.item_features is not None and data.item_features.kinds() == {"genres": "multi"}  # declared only
+    assert data.item_features is not None and data.item_features.kinds() == {
+        "genres": "multi"
+    }  # declared only
     assert data.user_features is not None and data.user_features.kinds() == {"age": "numeric"}
     assert data.item_features.extra_ids(data.items) == ["9"]
     # keyed by external IDs: a k-core that drops items and re-indexes keeps the same table, still aligned
@@ -179,7 +185,9 @@ def test_load_dataset_with_feature_files_and_frames(tmp_path: Path) -> None:
 def test_log_items_without_rows_are_an_error_unless_empty(tmp_path: Path) -> None:
     log = _log_file(tmp_path)
     feats = write(tmp_path / "movies.csv", "movieId,genres\n1,A\n")
-    with pytest.raises(DataError, match=r"movies\.csv: no feature row for 2 of the log's 3 items \(e\.g\. 2, 3\)"):
+    with pytest.raises(
+        DataError, match=r"movies\.csv: no feature row for 2 of the log's 3 items \(e\.g\. 2, 3\)"
+    ):
         load_dataset(log, item_features=feats)
     data = load_dataset(log, item_features=feats, missing_features="empty")
     assert data.item_features is not None and data.item_features.align(data.items).missing_ids == ("2", "3")
@@ -204,7 +212,9 @@ def test_feature_columns_option_syntax() -> None:
     assert parse_feature_columns("id=movieId,genres=multi", True, False) == ({"id": "movieId", "genres": "multi"},
                                                                              None)  # fmt: skip
     assert parse_feature_columns("item.id=movieId,user.age=numeric,x=auto") == (
-        {"id": "movieId", "x": "auto"}, {"age": "numeric", "x": "auto"})
+        {"id": "movieId", "x": "auto"},
+        {"age": "numeric", "x": "auto"},
+    )
     with pytest.raises(DataError, match="'genres' is not of the form id=<column> or <column>=<kind>"):
         parse_feature_columns("genres")
 
@@ -216,10 +226,16 @@ def test_cli_reads_feature_files(tmp_path: Path) -> None:
     result = runner.invoke(app, ["data", "--data", str(log), "--item-features", str(feats),
                                  "--feature-columns", "id=movieId,genres=multi,year=numeric"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "item features  3 of 3 items have a row" in result.output and "genres       multi, 3 values" in result.output
+    assert (
+        "item features  3 of 3 items have a row" in result.output
+        and "genres       multi, 3 values" in result.output
+    )
     bad = write(tmp_path / "bad.csv", "movieId,year\n1,1990\n1,1991\n")
     result = runner.invoke(app, ["data", "--data", str(log), "--item-features", str(bad)])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "bad.csv: line 3: ID '1' already has a row (line 2)" in result.output
     result = runner.invoke(app, ["data", "--data", str(log), "--feature-columns", "id=movieId"])
-    assert result.exit_code == 2 and "--feature-columns needs --item-features or --user-features" in result.output
+    assert (
+        result.exit_code == 2
+        and "--feature-columns needs --item-features or --user-features" in result.output
+    )

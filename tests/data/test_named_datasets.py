@@ -49,7 +49,11 @@ def field_values(data: Interactions, role: str, field: str, ext: str) -> list[st
     index = ids.get(ext)
     assert index is not None
     vocab = table.fields[field].vocab  # type: ignore[union-attr]
-    row = aligned.multi[field][index] if field in aligned.multi else aligned.categorical[field][index : index + 1]
+    row = (
+        aligned.multi[field][index]
+        if field in aligned.multi
+        else aligned.categorical[field][index : index + 1]
+    )
     return vocab.to_external(row[row > 0])
 
 
@@ -98,7 +102,9 @@ def test_ml100k_with_genres_users_ratings_and_timestamps(tmp_path: Path) -> None
     assert items.numeric["year"].tolist() == [0.0, 1995.0, 1995.0, 0.0] and not items.present["year"][3]
     users = data.user_features.align(data.users)  # type: ignore[union-attr]
     assert users.numeric["age"].tolist() == [24.0, 53.0]
-    assert field_values(data, "user", "zip_prefix", "2") == ["T"] and field_values(data, "user", "gender", "1") == ["M"]
+    assert field_values(data, "user", "zip_prefix", "2") == ["T"] and field_values(
+        data, "user", "gender", "1"
+    ) == ["M"]
 
 
 def test_ml1m_features_follow_the_papers_id_mapping(tmp_path: Path) -> None:
@@ -112,13 +118,19 @@ def test_ml1m_features_follow_the_papers_id_mapping(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="differs from the papers' ml-1m file"):
         data = load_dataset("ml-1m", data_dir=tmp_path)
     assert field_values(data, "item", "genres", "1") == ["Comedy", "War"]  # sas 1 = MovieLens 6
-    assert field_values(data, "user", "gender", "1") == ["M"] and field_values(data, "user", "age", "2") == ["1"]
+    assert field_values(data, "user", "gender", "1") == ["M"] and field_values(data, "user", "age", "2") == [
+        "1"
+    ]
     assert data.item_features.ids.to_list() == ["1", "2"]  # type: ignore[union-attr]  # movie 7: no new ID
 
 
 def test_ml_latest_small_with_genres_tags_and_half_stars(tmp_path: Path) -> None:
     root = tmp_path / "ml-latest-small"
-    write(root / "ratings.csv.gz", "userId,movieId,rating,timestamp\n1,1,4.5,20\n1,2,0.5,10\n2,1,3.0,5\n", gz=True)
+    write(
+        root / "ratings.csv.gz",
+        "userId,movieId,rating,timestamp\n1,1,4.5,20\n1,2,0.5,10\n2,1,3.0,5\n",
+        gz=True,
+    )
     write(root / "movies.csv.gz", 'movieId,title,genres\n1,"Heat, The (1995)",Action|Crime\n'
           "2,Untitled,(no genres listed)\n3,Cold One (2001),Drama\n", gz=True)  # fmt: skip
     write(root / "tags.csv.gz", "userId,movieId,tag,timestamp\n1,1,Dark hero,1\n2,1,dark,2\n1,2,slow,3\n"
@@ -129,7 +141,9 @@ def test_ml_latest_small_with_genres_tags_and_half_stars(tmp_path: Path) -> None
     assert field_values(data, "item", "genres", "1") == ["Action", "Crime"] and field_values(
         data, "item", "genres", "2") == []  # fmt: skip
     # tag words of at least 2 movies (TEXT_MIN_COUNT): "dark" is kept, "hero", "slow", "comedy" are not
-    assert field_values(data, "item", "tags", "1") == ["dark"] and field_values(data, "item", "tags", "2") == ["dark"]
+    assert field_values(data, "item", "tags", "1") == ["dark"] and field_values(
+        data, "item", "tags", "2"
+    ) == ["dark"]
     aligned = data.item_features.align(data.items)  # type: ignore[union-attr]
     assert aligned.numeric["year"].tolist() == [0.0, 1995.0, 0.0] and aligned.extra_ids == ("3",)
 
@@ -151,8 +165,12 @@ def test_taobao_sorts_stably_by_time_and_keeps_events_and_categories(tmp_path: P
     assert data.items.to_external(seqs[1]) == ["103", "100"]
     assert event_names(data.events, seqs.columns["event"]) == ["cart", "buy", "pv", "pv", "fav"]  # type: ignore[arg-type]
     assert data.events is not None and data.events.to_list() == ["buy", "cart", "fav", "pv"]
-    assert field_values(data, "item", "category", "100") == ["7"] and field_values(data, "item", "category", "103") == ["9"]
-    with pytest.raises(DataError, match=r"(?s)cannot fetch it.*Download https://tianchi\.aliyun\.com/dataset/649"):
+    assert field_values(data, "item", "category", "100") == ["7"] and field_values(
+        data, "item", "category", "103"
+    ) == ["9"]
+    with pytest.raises(
+        DataError, match=r"(?s)cannot fetch it.*Download https://tianchi\.aliyun\.com/dataset/649"
+    ):
         load_dataset("taobao", data_dir=tmp_path / "empty")
 
 
@@ -200,7 +218,9 @@ def test_real_amazon_toys() -> None:
     assert f["fields"]["attributes"]["per_row"] == pytest.approx(4.27, abs=0.01)
 
 
-@needs("amazon-sports/Sports_and_Outdoors.txt.gz", "amazon-sports/Sports_and_Outdoors_item2attributes.json.gz")
+@needs(
+    "amazon-sports/Sports_and_Outdoors.txt.gz", "amazon-sports/Sports_and_Outdoors_item2attributes.json.gz"
+)
 def test_real_amazon_sports() -> None:
     data = load_dataset("amazon-sports", data_dir=SHARED)
     assert _counts(data) == (35_598, 18_357, 296_337)
@@ -216,7 +236,8 @@ def test_real_ml100k() -> None:
     assert _counts(data) == (943, 1_682, 100_000)
     # the log itself is what it was before (user, item, timestamp and rating columns)
     assert _digest(data.user, data.item, data.timestamp, data.rating) == (
-        "37b703b55fb2c6527e3902dd63cd6229a30b900215e44d1748cd03cff1c58995")
+        "37b703b55fb2c6527e3902dd63cd6229a30b900215e44d1748cd03cff1c58995"
+    )
     d = describe(data)
     assert d["ratings"]["min"] == 1.0 and d["ratings"]["max"] == 5.0 and d["time"]["span_days"] == 214.84
     items, users = d["features"]["item"], d["features"]["user"]
@@ -242,7 +263,10 @@ def test_real_ml1m_gains_features_without_changing_its_log() -> None:
     assert _counts(data) == (6_040, 3_416, 999_611) and data.source.sha256 == DATASETS["ml-1m"].paper_sha256
     # the user and item columns hash as they did before feature tables existed
     assert _digest(data.user, data.item) == "7537e2d2d18392581579f16e5f6ddf2b435df7e876aa4555fb43a2390f3d478d"
-    items, users = describe_features(data.item_features, data.items), describe_features(data.user_features, data.users)
+    items, users = (
+        describe_features(data.item_features, data.items),
+        describe_features(data.user_features, data.users),
+    )
     assert items is not None and items["covered"] == 3_416 and items["fields"]["genres"]["values"] == 18
     assert users is not None and users["covered"] == 6_040 and users["fields"]["age"]["values"] == 7
     # sas item 1 = MovieLens 1198, Raiders of the Lost Ark: Action|Adventure

@@ -58,7 +58,14 @@ def test_pairs_malformed_line_names_file_and_line(tmp_path: Path) -> None:
 
 def test_empty_and_missing_files(tmp_path: Path) -> None:
     empty = write(tmp_path / "empty.txt", "\n\n")
-    for reader in (read_pairs, read_user_lines, read_movielens_dat, read_ml100k, read_amazon_json, read_table):
+    for reader in (
+        read_pairs,
+        read_user_lines,
+        read_movielens_dat,
+        read_ml100k,
+        read_amazon_json,
+        read_table,
+    ):
         with pytest.raises(DataError, match="empty"):
             reader(empty)
     with pytest.raises(DataError, match="not found"):
@@ -168,7 +175,10 @@ def test_amazon_json_and_python_literals(tmp_path: Path, gz: bool) -> None:
     assert seqs(data) == {"A1": ["B1", "B2"], "A2": ["B1"]}
     assert data.rating is not None and list(data.rating) == [2.0, 5.0, 4.0]
     assert data.source.format == "amazon-json"
-    assert seqs(read_amazon_json(write(tmp_path / "r2.json", AMAZON), min_rating=4)) == {"A1": ["B2"], "A2": ["B1"]}
+    assert seqs(read_amazon_json(write(tmp_path / "r2.json", AMAZON), min_rating=4)) == {
+        "A1": ["B2"],
+        "A2": ["B1"],
+    }
 
 
 def test_amazon_json_never_evaluates_code(tmp_path: Path) -> None:
@@ -202,7 +212,9 @@ def test_steam_json(tmp_path: Path) -> None:
     )
     data = read_steam_json(write(tmp_path / "steam.json", text, gz=True))
     assert seqs(data) == {"Chaos": ["328100", "725280"]}
-    assert data.timestamp is not None and data.timestamp[0] == pd.Timestamp("2017-10-10", tz="UTC").timestamp()
+    assert (
+        data.timestamp is not None and data.timestamp[0] == pd.Timestamp("2017-10-10", tz="UTC").timestamp()
+    )
     assert data.rating is None
 
 
@@ -233,7 +245,9 @@ MAPPING = {"user": "visitor", "item": "product", "timestamp": "when", "rating": 
 def test_csv_with_mapped_columns_and_dates(tmp_path: Path, gz: bool) -> None:
     data = read_table(write(tmp_path / ("t.csv.gz" if gz else "t.csv"), CSV, gz=gz), MAPPING)
     assert seqs(data) == {"v1": ["p2", "p1"], "v2": ["p1"]}
-    assert data.timestamp is not None and data.timestamp[0] == pd.Timestamp("2021-01-01", tz="UTC").timestamp()
+    assert (
+        data.timestamp is not None and data.timestamp[0] == pd.Timestamp("2021-01-01", tz="UTC").timestamp()
+    )
     assert data.event is not None and list(data.event) == ["buy", "view", "view"]
     assert data.rating is not None and list(data.rating) == [5, 4, 3]
     assert data.source.format == "csv"
@@ -247,7 +261,9 @@ def test_tsv_with_default_column_names(tmp_path: Path) -> None:
 
 
 def test_parquet(tmp_path: Path) -> None:
-    df = pd.DataFrame({"user": [1, 1, 2], "item": [10.0, 11.0, 10.0], "timestamp": [3, 1, 2], "rating": [1, 2, 3]})
+    df = pd.DataFrame(
+        {"user": [1, 1, 2], "item": [10.0, 11.0, 10.0], "timestamp": [3, 1, 2], "rating": [1, 2, 3]}
+    )
     p = tmp_path / "t.parquet"
     df.to_parquet(p)
     data = read_table(p, min_rating=2)
@@ -267,7 +283,9 @@ def test_headerless_table_by_position(tmp_path: Path) -> None:
 
 def test_table_missing_columns(tmp_path: Path) -> None:
     p = write(tmp_path / "t.csv", "customer,thing\n1,2\n")
-    with pytest.raises(DataError, match=r"t\.csv: missing column for user .*available columns: 'customer', 'thing'"):
+    with pytest.raises(
+        DataError, match=r"t\.csv: missing column for user .*available columns: 'customer', 'thing'"
+    ):
         read_table(p)
     with pytest.raises(DataError, match=r"missing column 'when' \(mapped as timestamp\)"):
         read_table(p, {"user": "customer", "item": "thing", "timestamp": "when"})
@@ -282,7 +300,10 @@ def test_table_missing_columns(tmp_path: Path) -> None:
         ("user,item,rating\n1,2,3\n1,3,4,5\n", r"t\.csv:3: expected 3 fields, saw 4"),
         ("user,item,rating\n1,2,3\n\n1,,4\n", r"t\.csv: line 4: missing item"),
         ("user,item,rating\n1,2,3\n1,3,good\n", r"t\.csv: line 3: rating 'good' is not a number"),
-        ("user,item,timestamp\n1,2,3\n1,3,yesterday\n", r"t\.csv: line 3: timestamp 'yesterday' is not a number"),
+        (
+            "user,item,timestamp\n1,2,3\n1,3,yesterday\n",
+            r"t\.csv: line 3: timestamp 'yesterday' is not a number",
+        ),
         ("user,item,rating\n", r"t\.csv: the file has a header but no rows"),
     ],
 )
@@ -297,7 +318,9 @@ def test_table_bad_rows(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_titles_movies_dat_latin1_and_mapping(tmp_path: Path) -> None:
-    movies = write(tmp_path / "movies.dat", "1::Toy Story (1995)::Animation\n2::Café (1999)::Drama\n", encoding="latin-1")
+    movies = write(
+        tmp_path / "movies.dat", "1::Toy Story (1995)::Animation\n2::Café (1999)::Drama\n", encoding="latin-1"
+    )
     assert read_titles(movies) == {"1": "Toy Story (1995)", "2": "Café (1999)"}
     mapping = write(tmp_path / "sas_to_original_items.txt", "1 2\n2 1\n3 99\n")
     assert read_id_mapping(mapping) == {"1": "2", "2": "1", "3": "99"}
@@ -311,7 +334,9 @@ def test_titles_other_formats(tmp_path: Path) -> None:
     assert read_titles(csv) == {"1": "American President, The (1995)"}
     tsv = write(tmp_path / "titles.txt", "a\tFirst thing\nb\tSecond\n")
     assert read_titles(tsv) == {"a": "First thing", "b": "Second"}
-    games = write(tmp_path / "steam_games.json", "{'id': '620', 'app_name': 'Portal 2'}\n{'title': 'no id'}\n", gz=True)
+    games = write(
+        tmp_path / "steam_games.json", "{'id': '620', 'app_name': 'Portal 2'}\n{'title': 'no id'}\n", gz=True
+    )
     assert read_titles(games) == {"620": "Portal 2"}
     with pytest.raises(DataError, match=r"movies2\.dat:1: expected 'id::title::genres'"):
         read_titles(write(tmp_path / "movies2.dat", "just a line\n"))

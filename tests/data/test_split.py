@@ -74,7 +74,10 @@ def test_leave_one_out_with_a_validation_sample(demo) -> None:  # type: ignore[n
 
 def test_parse_split_inverts_describe(demo) -> None:  # type: ignore[no-untyped-def]
     assert parse_split("leave-one-out") == ("leave-one-out", {})
-    assert parse_split("leave-one-out (valid_users=2048, seed=0)") == ("leave-one-out", {"valid_users": 2048, "seed": 0})
+    assert parse_split("leave-one-out (valid_users=2048, seed=0)") == (
+        "leave-one-out",
+        {"valid_users": 2048, "seed": 0},
+    )
     for split in (leave_one_out(demo, valid_users=40, seed=5), temporal_split(demo)):
         assert parse_split(split.describe()) == (split.name, split.params)
 
@@ -101,7 +104,9 @@ def test_temporal_split_exact() -> None:
     data = from_columns(users, items, times)
     split = temporal_split(data, valid_fraction=0.2, test_fraction=0.2)
     t_valid, t_test = split.params["valid_cutoff"], split.params["test_cutoff"]
-    assert t_valid == pytest.approx(np.quantile(times, 0.6)) and t_test == pytest.approx(np.quantile(times, 0.8))
+    assert t_valid == pytest.approx(np.quantile(times, 0.6)) and t_test == pytest.approx(
+        np.quantile(times, 0.8)
+    )
     ext = data.items.to_external
     # Training: everything strictly before the validation cut-off.
     seqs = data.sequences()

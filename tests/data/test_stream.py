@@ -27,13 +27,15 @@ def _same(a: Interactions, b: Interactions) -> None:
 
 def _log(n: int = 500, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "user_id": rng.integers(0, 40, n) * 7 + 1000,
-        "item_id": rng.zipf(1.5, n) % 90,
-        "rating": rng.integers(1, 6, n).astype(np.float64),
-        "timestamp": rng.integers(0, 50, n),  # many ties: file order must break them
-        "event": rng.choice(["view", "cart", "buy"], n),
-    })
+    return pd.DataFrame(
+        {
+            "user_id": rng.integers(0, 40, n) * 7 + 1000,
+            "item_id": rng.zipf(1.5, n) % 90,
+            "rating": rng.integers(1, 6, n).astype(np.float64),
+            "timestamp": rng.integers(0, 50, n),  # many ties: file order must break them
+            "event": rng.choice(["view", "cart", "buy"], n),
+        }
+    )
 
 
 @pytest.mark.parametrize("batch_rows", [7, 64, 10_000])

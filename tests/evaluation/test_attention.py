@@ -25,8 +25,15 @@ CONFIGS = {
 def summary(rec: Recommender, **kw) -> AttentionSummary:  # type: ignore[no-untyped-def]
     """The attention summary of ``rec``'s model over its stored histories (the CLI's default)."""
     assert rec.histories_ is not None and rec.users_ is not None and rec.max_len is not None
-    return attention_summary(rec.core, rec.histories_, rec.users_.to_list(), name=rec.name, max_len=rec.max_len,
-                             device=rec.device, **kw)
+    return attention_summary(
+        rec.core,
+        rec.histories_,
+        rec.users_.to_list(),
+        name=rec.name,
+        max_len=rec.max_len,
+        device=rec.device,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +57,19 @@ def test_summary_is_a_proper_average(models, name) -> None:  # type: ignore[no-u
     rec, _ = models[name]
     s = summary(rec, n_users=50, seed=1)
     n_layers, n_heads, t = 2, 2, 20
-    assert s.absolute.shape == (n_layers, n_heads, t, t) and s.relative.shape == (n_layers, n_heads, 2 * t - 1)
+    assert s.absolute.shape == (n_layers, n_heads, t, t) and s.relative.shape == (
+        n_layers,
+        n_heads,
+        2 * t - 1,
+    )
     assert s.n_users == 50 and len(s.users) == 50
     seen = s.query_counts > 0
     assert np.allclose(s.absolute[:, :, seen].sum(-1), 1.0, atol=1e-5), "each real query's weights sum to 1"
     assert np.allclose(s.relative.sum(-1), 1.0, atol=1e-5), "mean mass over offsets sums to 1"
     assert s.query_counts[-1] == 50, "the predicting position is real for every user"
-    assert s.predicting == ("[mask] after the history" if name == "bert4rec" else "the most recent history item")
+    assert s.predicting == (
+        "[mask] after the history" if name == "bert4rec" else "the most recent history item"
+    )
     future = np.triu(np.ones((t, t), dtype=bool), 1)
     if name == "sasrec":
         assert s.absolute[..., future].max() == 0, "SASRec is causal"
@@ -105,7 +118,9 @@ def test_explain_lists_history_items_by_attention(models, name) -> None:  # type
     newest = [a for a in ex.attended if a.back == 0]
     assert newest and newest[0].item == hist[-1]
     assert (ex.self_weight > 0) == (name == "bert4rec")
-    assert ex.predicting == ("[mask] after the history" if name == "bert4rec" else "the most recent history item")
+    assert ex.predicting == (
+        "[mask] after the history" if name == "bert4rec" else "the most recent history item"
+    )
     json.dumps(ex.to_dict())
 
 
@@ -144,15 +159,18 @@ def test_models_without_attention_are_refused() -> None:
 def test_cli_attention_and_explain(models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _, path = models["bert4rec"]
     runner = CliRunner()
-    res = runner.invoke(app, ["attention", "--model", str(path), "--out", str(tmp_path / "att"), "--users", "15",
-                              "--no-plot"])  # plotting itself is tested above
+    res = runner.invoke(
+        app, ["attention", "--model", str(path), "--out", str(tmp_path / "att"), "--users", "15", "--no-plot"]
+    )  # plotting itself is tested above
     assert res.exit_code == 0, res.output
     assert "on last 5" in res.output
     for f in ("attention.json", "attention.npz"):
         assert (tmp_path / "att" / f).exists()
     assert json.loads((tmp_path / "att" / "attention.json").read_text())["n_users"] == 15
-    res = runner.invoke(app, ["explain-rec", "--model", str(path), "--user", "1", "-k", "3", "--json",
-                              "--method", "attention"])
+    res = runner.invoke(
+        app,
+        ["explain-rec", "--model", str(path), "--user", "1", "-k", "3", "--json", "--method", "attention"],
+    )
     assert res.exit_code == 0, res.output
     payload = json.loads(res.stdout)
     assert len(payload["recommended"]) == 3 and payload["attended"]

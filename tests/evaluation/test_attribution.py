@@ -35,10 +35,19 @@ def planted(rng: np.random.Generator, trigger: int, length: int = 7) -> list[int
 def trained() -> SASRec:
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    seqs = Sequences.from_lists([planted(rng, int(rng.integers(1, N_TRIGGERS + 1))) for _ in range(1500)], N_ITEMS)
-    model = SASRec(SASRecConfig(hidden=32, n_heads=1, n_layers=2, max_len=10, dropout=0.0, loss="ce"), 1500, N_ITEMS)
-    train(model, seqs, lambda m: {"NDCG@10": 0.0}, TrainConfig(max_epochs=25, batch_size=128, lr=5e-3, device="cpu", eval_every=1000,
-                                                 threads=1, seed=0), progress=False)
+    seqs = Sequences.from_lists(
+        [planted(rng, int(rng.integers(1, N_TRIGGERS + 1))) for _ in range(1500)], N_ITEMS
+    )
+    model = SASRec(
+        SASRecConfig(hidden=32, n_heads=1, n_layers=2, max_len=10, dropout=0.0, loss="ce"), 1500, N_ITEMS
+    )
+    train(
+        model,
+        seqs,
+        lambda m: {"NDCG@10": 0.0},
+        TrainConfig(max_epochs=25, batch_size=128, lr=5e-3, device="cpu", eval_every=1000, threads=1, seed=0),
+        progress=False,
+    )
     return model.eval()
 
 
@@ -62,14 +71,16 @@ def test_occlusion_is_exactly_the_score_change_of_removing_each_event() -> None:
         full = rescore(model, history, target)
         assert a.scores[k] == pytest.approx(full, abs=1e-5)
         for j, pos in enumerate(a.events):
-            without = history[:pos] + history[pos + 1:]  # an older event slides into the window
+            without = history[:pos] + history[pos + 1 :]  # an older event slides into the window
             assert a.values[k, j] == pytest.approx(full - rescore(model, without, target), abs=1e-5)
 
 
 def test_integrated_gradients_are_complete() -> None:
     model = untrained()
     history = np.array([3, 7, 12, 1, 19])
-    a = attribute(model, history, np.array([2, 5, 11, 17]), n_items=20, method="integrated_gradients", steps=64)
+    a = attribute(
+        model, history, np.array([2, 5, 11, 17]), n_items=20, method="integrated_gradients", steps=64
+    )
     assert a.baseline is not None and a.completeness_gap is not None
     moved = np.abs(a.scores - a.baseline)
     assert moved.min() > 1e-3, "the baseline must actually change the scores, or the check is empty"
@@ -92,8 +103,11 @@ def test_the_planted_trigger_is_ranked_first(trained: SASRec, method: str) -> No
     for trigger in range(1, N_TRIGGERS + 1):
         history = planted(rng, trigger)[:-1]
         with torch.no_grad():
-            top = int(trained.score(trained.score_inputs(np.array([0]), Sequences.from_lists([history], N_ITEMS)))
-                      [0].argmax())
+            top = int(
+                trained.score(trained.score_inputs(np.array([0]), Sequences.from_lists([history], N_ITEMS)))[
+                    0
+                ].argmax()
+            )
         assert top == trigger + N_TRIGGERS, "the model learned the rule (else the test says nothing)"
         a = attribute(trained, np.array(history), np.array([top]), n_items=N_ITEMS, method=method)
         assert history[int(a.events[a.ranking(0)[0]])] == trigger, f"{method} missed the planted trigger"
@@ -118,8 +132,11 @@ def brute_greedy(model: Scorer, history: list[int], target: int, events: list[in
     size = 1
     while len(chosen) < depth:
         left = [e for e in events if e not in chosen]
-        without = {e: rescore(model, [h for p, h in enumerate(history) if p not in {*chosen, e}], target) for e in left}
-        chosen += sorted(left, key=lambda e: (without[e], -e))[:min(size, depth - len(chosen))]
+        without = {
+            e: rescore(model, [h for p, h in enumerate(history) if p not in {*chosen, e}], target)
+            for e in left
+        }
+        chosen += sorted(left, key=lambda e: (without[e], -e))[: min(size, depth - len(chosen))]
         size *= 2
     return chosen
 
@@ -134,10 +151,14 @@ def test_greedy_chooses_in_rounds_what_lowers_the_score_most() -> None:
     for k, target in enumerate(targets.tolist()):
         order = a.events[a.ranking(k)].tolist()
         assert sorted(order) == a.events.tolist(), "every window event is ranked once"
-        assert order[:5] == brute_greedy(model, history, target, a.events.tolist(), 5)  # rounds of 1, 2, then 2
+        assert order[:5] == brute_greedy(
+            model, history, target, a.events.tolist(), 5
+        )  # rounds of 1, 2, then 2
         assert order[0] == occ.events[occ.ranking(k)[0]], "round 1 is occlusion's top event"
         first = a.ranking(k)[0]
-        assert a.values[k, first] == pytest.approx(occ.values[k, first], abs=1e-5), "round 1's drop is occlusion's"
+        assert a.values[k, first] == pytest.approx(occ.values[k, first], abs=1e-5), (
+            "round 1's drop is occlusion's"
+        )
     fewer = attribute(model, np.array(history), targets, n_items=20, method="greedy", depth=3)
     assert np.array_equal(fewer.order[:, :3], a.order[:, :3]), "a smaller depth makes the same first choices"
 
@@ -156,8 +177,11 @@ CASES = [*SMALL, "sasrec+features", "bert4rec+features"]  # the fused item table
 def features() -> ModelContext:
     """Items ``i0..i19``: category ``k % 3`` (internal item ``k + 1``)."""
     ids = [f"i{k}" for k in range(20)]
-    table = FeatureTable.from_frame(pd.DataFrame({"item_id": ids, "category": [f"c{k % 3}" for k in range(20)]}),
-                                    "item_id", {"category": "categorical"})
+    table = FeatureTable.from_frame(
+        pd.DataFrame({"item_id": ids, "category": [f"c{k % 3}" for k in range(20)]}),
+        "item_id",
+        {"category": "categorical"},
+    )
     return ModelContext(ItemFeatures.from_table(table, IdMap(np.array(ids, dtype=object), 1), ()))
 
 
@@ -211,14 +235,22 @@ def test_content_is_the_items_own_row_before_positions(case: str) -> None:
     assert len(items) == 4 and emb[items].abs().sum() > 0
     assert torch.equal(emb[items], emb[items[:1]].expand(4, -1)), "one item, four positions: the same content"
     if case.startswith("bert4rec"):  # [mask] keeps its own, non-zero row (kept by the IG baseline)
-        assert batch["seq"][0, -1] == 21 and emb[-1].abs().sum() > 0 and not torch.equal(emb[-1], emb[items[0]])
+        assert (
+            batch["seq"][0, -1] == 21 and emb[-1].abs().sum() > 0 and not torch.equal(emb[-1], emb[items[0]])
+        )
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_integrated_gradients_are_complete_for_every_model(case: str) -> None:
     model = embedding_model(case)
-    a = attribute(model, np.array([3, 7, 12, 1, 19]), np.array([2, 5, 11, 17]), n_items=20,
-                  method="integrated_gradients", steps=64)
+    a = attribute(
+        model,
+        np.array([3, 7, 12, 1, 19]),
+        np.array([2, 5, 11, 17]),
+        n_items=20,
+        method="integrated_gradients",
+        steps=64,
+    )
     assert a.baseline is not None and a.completeness_gap is not None
     moved = np.abs(a.scores - a.baseline)
     assert moved.min() > 1e-3, "the baseline must actually change the scores, or the check is empty"
@@ -233,4 +265,6 @@ def test_occlusion_is_the_score_change_for_every_model(case: str) -> None:
     full = rescore(model, history, target)
     assert a.scores[0] == pytest.approx(full, abs=1e-5)
     for j, pos in enumerate(a.events):
-        assert a.values[0, j] == pytest.approx(full - rescore(model, history[:pos] + history[pos + 1:], target), abs=1e-5)
+        assert a.values[0, j] == pytest.approx(
+            full - rescore(model, history[:pos] + history[pos + 1 :], target), abs=1e-5
+        )

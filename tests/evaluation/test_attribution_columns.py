@@ -13,16 +13,28 @@ from attnrec.models.context import ModelContext
 from attnrec.models.sasrec import SASRec, SASRecConfig
 
 HISTORY = np.array([3, 7, 2, 9])
-COLUMNS = {"timestamp": np.array([1_700_000_000, 1_700_003_000, 1_700_090_000, 1_700_200_000]),
-           "event": np.array([1, 2, 2, 1])}
+COLUMNS = {
+    "timestamp": np.array([1_700_000_000, 1_700_003_000, 1_700_090_000, 1_700_200_000]),
+    "event": np.array([1, 2, 2, 1]),
+}
 TARGETS = np.array([4, 5])
 
 
 def model() -> SASRec:
     torch.manual_seed(0)
-    cfg = SASRecConfig(hidden=16, max_len=8, n_heads=2, dropout=0.0, loss="ce", time_intervals=8,
-                       time_features="periodic", event_input=True)
-    net = SASRec(cfg, 1, 12, ModelContext(events=IdMap(np.array(["buy", "view"], dtype=object), offset=1))).eval()
+    cfg = SASRecConfig(
+        hidden=16,
+        max_len=8,
+        n_heads=2,
+        dropout=0.0,
+        loss="ce",
+        time_intervals=8,
+        time_features="periodic",
+        event_input=True,
+    )
+    net = SASRec(
+        cfg, 1, 12, ModelContext(events=IdMap(np.array(["buy", "view"], dtype=object), offset=1))
+    ).eval()
     with torch.no_grad():
         net.event_ctx.intervals.normal_(0.0, 1.0)  # type: ignore[union-attr]  # visible interval biases
     return net
@@ -53,10 +65,13 @@ def test_greedy_removes_its_chosen_events_with_their_time_and_type() -> None:
     for k in range(len(TARGETS)):
         order = att.ranking(k)
         first = np.arange(4) != order[0]
-        np.testing.assert_allclose(att.values[k, order[0]], full[k] - _score(net, first)[k], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            att.values[k, order[0]], full[k] - _score(net, first)[k], rtol=1e-5, atol=1e-6
+        )
         second = first & (np.arange(4) != order[1])  # round 2: the drop given the first choice is gone
-        np.testing.assert_allclose(att.values[k, order[1]], _score(net, first)[k] - _score(net, second)[k],
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            att.values[k, order[1]], _score(net, first)[k] - _score(net, second)[k], rtol=1e-5, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("method", ["attention", "rollout"])

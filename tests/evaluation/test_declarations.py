@@ -26,7 +26,11 @@ def test_the_table_metrics_are_what_the_default_cut_offs_give() -> None:
 def test_named_protocols_are_the_papers() -> None:
     assert PROTOCOLS["full"] == FULL == Protocol()
     assert PAPER_SASREC == Protocol("sampled", DEFAULT_NEGATIVES, "uniform") == PROTOCOLS["sampled-uniform"]
-    assert PAPER_BERT4REC == Protocol("sampled", DEFAULT_NEGATIVES, "popularity") == PROTOCOLS["sampled-popularity"]
+    assert (
+        PAPER_BERT4REC
+        == Protocol("sampled", DEFAULT_NEGATIVES, "popularity")
+        == PROTOCOLS["sampled-popularity"]
+    )
     assert DEFAULT_NEGATIVES == 100
 
 
@@ -36,7 +40,10 @@ def test_protocol_by_name_sets_negatives_seed_and_cut_offs() -> None:
     # Full ranking has no negatives: its recorded protocol does not change with the count asked for.
     assert protocol_by_name("full", 10) == FULL
     assert protocol_by_name("sampled-uniform") == PAPER_SASREC
-    with pytest.raises(ValueError, match="unknown protocol 'halfway'; use full, full-history, sampled-uniform, sampled-popularity"):
+    with pytest.raises(
+        ValueError,
+        match="unknown protocol 'halfway'; use full, full-history, sampled-uniform, sampled-popularity",
+    ):
         protocol_by_name("halfway")
     with pytest.raises(ValueError, match="n_negatives must be >= 1"):
         protocol_by_name("sampled-uniform", 0)
@@ -52,5 +59,7 @@ def test_make_split_builds_each_named_split() -> None:
     assert make_split(data, "temporal").describe() == temporal_split(data).describe()
     with pytest.raises(ValueError, match="applies to the leave-one-out split only, not temporal"):
         make_split(data, "temporal", valid_users=5)
-    with pytest.raises(ValueError, match="unknown split 'random'; use leave-one-out, temporal, last-qualifying"):
+    with pytest.raises(
+        ValueError, match="unknown split 'random'; use leave-one-out, temporal, last-qualifying"
+    ):
         make_split(data, "random")

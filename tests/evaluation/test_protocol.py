@@ -87,7 +87,9 @@ def test_candidate_scorer_gives_the_full_scorers_ranks() -> None:
     cases = _cases(hist, targets, n_items)
     seen: list[torch.Tensor] = []
 
-    def candidates(users: np.ndarray, h: Sequences, items: torch.Tensor, request_time: np.ndarray | None = None) -> torch.Tensor:
+    def candidates(
+        users: np.ndarray, h: Sequences, items: torch.Tensor, request_time: np.ndarray | None = None
+    ) -> torch.Tensor:
         seen.append(items)
         return torch.as_tensor(table[users], dtype=torch.float32).gather(1, items)
 
@@ -95,8 +97,9 @@ def test_candidate_scorer_gives_the_full_scorers_ranks() -> None:
         proto = Protocol(candidates="sampled", sampler=sampler, n_negatives=20, ks=(1, 5, 10))
         pop = np.arange(n_items + 1, dtype=np.float64)
         full = evaluate(_fixed_scorer(table), cases, proto, popularity=pop, batch_size=7)
-        cand = evaluate(_fixed_scorer(table), cases, proto, popularity=pop, batch_size=7,
-                        candidate_scorer=candidates)
+        cand = evaluate(
+            _fixed_scorer(table), cases, proto, popularity=pop, batch_size=7, candidate_scorer=candidates
+        )
         assert cand.metrics == full.metrics
         assert 0 < full.metrics["MRR"] < 1
     assert all(items.shape[1] == 21 for items in seen)  # the target and 20 negatives, never the catalog
@@ -106,9 +109,15 @@ def test_candidate_scorer_gives_the_full_scorers_ranks() -> None:
 def test_result_records_protocol_and_data() -> None:
     table = np.random.default_rng(0).random((3, 11))
     src = DataSource("x", "/p", "pairs", "ab" * 32)
-    res = evaluate(_fixed_scorer(table), _cases([[1], [2], [3]], [4, 5, 6], 10),
-                   Protocol(candidates="sampled", sampler="popularity", n_negatives=3, seed=5),
-                   popularity=np.arange(11), data=src, split="leave-one-out", target="test")
+    res = evaluate(
+        _fixed_scorer(table),
+        _cases([[1], [2], [3]], [4, 5, 6], 10),
+        Protocol(candidates="sampled", sampler="popularity", n_negatives=3, seed=5),
+        popularity=np.arange(11),
+        data=src,
+        split="leave-one-out",
+        target="test",
+    )
     d = res.to_dict()
     assert d["protocol"]["sampler"] == "popularity" and d["protocol"]["seed"] == 5
     assert d["data"]["sha256"] == "ab" * 32 and d["n_cases"] == 3
@@ -119,7 +128,11 @@ def test_bad_protocols_and_empty_cases() -> None:
     with pytest.raises(ValueError, match="candidates must be 'full' or 'sampled'"):
         Protocol(candidates="some")
     with pytest.raises(ValueError, match="needs item popularity counts"):
-        evaluate(_fixed_scorer(np.ones((1, 3))), _cases([[1]], [2], 2), Protocol(candidates="sampled", sampler="popularity"))
+        evaluate(
+            _fixed_scorer(np.ones((1, 3))),
+            _cases([[1]], [2], 2),
+            Protocol(candidates="sampled", sampler="popularity"),
+        )
     with pytest.raises(DataError, match="no test cases"):
         evaluate(_fixed_scorer(np.ones((1, 3))), _cases([], [], 2), Protocol())
 
@@ -145,5 +158,7 @@ def test_metrics_do_not_depend_on_how_cases_are_batched() -> None:
     cases = _cases(hist, targets, 30)
     one = evaluate(_fixed_scorer(table), cases, Protocol(ks=(1, 5, 10)), batch_size=1)
     for size, positions in ((256, 16384), (7, 20), (3, 1)):
-        res = evaluate(_fixed_scorer(table), cases, Protocol(ks=(1, 5, 10)), batch_size=size, batch_positions=positions)
+        res = evaluate(
+            _fixed_scorer(table), cases, Protocol(ks=(1, 5, 10)), batch_size=size, batch_positions=positions
+        )
         assert res.metrics == one.metrics

@@ -22,7 +22,9 @@ from attnrec.models.registry import list_models
 
 def test_table2_values_as_published() -> None:
     ml = BERT4REC_TABLE2.results["ml-1m"]
-    assert ml["POP"]["HR@10"] == 0.1358 and ml["BERT4Rec"]["MRR"] == 0.4254 and ml["Caser"]["NDCG@5"] == 0.3832
+    assert (
+        ml["POP"]["HR@10"] == 0.1358 and ml["BERT4Rec"]["MRR"] == 0.4254 and ml["Caser"]["NDCG@5"] == 0.3832
+    )
     beauty = BERT4REC_TABLE2.results["beauty"]
     assert beauty["GRU4Rec+"]["HR@1"] == 0.0551 and beauty["BPR-MF"]["NDCG@10"] == 0.1064
     for rows in BERT4REC_TABLE2.results.values():
@@ -35,8 +37,11 @@ def test_table2_values_as_published() -> None:
 def test_only_the_papers_protocol_and_file_match(sha: str) -> None:
     assert published_table(sha, PAPER_BERT4REC) is BERT4REC_TABLE2
     assert published_metrics("fpmc", sha, PAPER_BERT4REC) is not None
-    for other in (FULL, Protocol("sampled", n_negatives=50, sampler="popularity"),
-                  Protocol("sampled", n_negatives=100, sampler="uniform")):
+    for other in (
+        FULL,
+        Protocol("sampled", n_negatives=50, sampler="popularity"),
+        Protocol("sampled", n_negatives=100, sampler="uniform"),
+    ):
         assert published_metrics("fpmc", sha, other) is None
     assert published_metrics("fpmc", sha, PAPER_BERT4REC, split="temporal") is None
     # A validation sample changes what is trained on, not the test cases: still the paper's protocol.

@@ -22,7 +22,9 @@ from synthetic_logs import HOURLY_VARIANTS, hourly_sequences, train_hourly_sasre
 def _cases(n: int = 9) -> EvalSet:
     """``n`` users with histories of different lengths (so evaluation reorders them); target item ``u + 1``."""
     hist = Sequences.from_lists([[1] * (1 + (u * 5) % 7) for u in range(n)], n_items=n + 1)
-    return EvalSet(np.arange(n), hist, np.arange(n) + 1, {"timestamp": 1000 + 10 * np.arange(n, dtype=np.int64)})
+    return EvalSet(
+        np.arange(n), hist, np.arange(n) + 1, {"timestamp": 1000 + 10 * np.arange(n, dtype=np.int64)}
+    )
 
 
 def test_each_case_is_scored_at_its_own_target_time_and_the_result_says_so() -> None:
@@ -40,12 +42,18 @@ def test_each_case_is_scored_at_its_own_target_time_and_the_result_says_so() -> 
     assert timed.request_time == TARGET_TIME and "request time = target timestamp" in timed.describe()
     assert timed.to_dict()["request_time"] == TARGET_TIME
     untimed = evaluate(clock, dataclasses.replace(cases, target_columns={}), Protocol(ks=(1,)), batch_size=2)
-    assert untimed.metrics["HR@1"] == 0.0 and untimed.request_time == "" and "request time" not in untimed.describe()
+    assert (
+        untimed.metrics["HR@1"] == 0.0
+        and untimed.request_time == ""
+        and "request time" not in untimed.describe()
+    )
 
 
 def _hourly_cases(n_users: int, seed: int) -> tuple[Sequences, EvalSet]:
     items, ts = hourly_sequences(n_users, seed)
-    seqs = Sequences(np.arange(0, items.size + 1, items.shape[1]), items.ravel(), 24, {"timestamp": ts.ravel()})
+    seqs = Sequences(
+        np.arange(0, items.size + 1, items.shape[1]), items.ravel(), 24, {"timestamp": ts.ravel()}
+    )
     return seqs, EvalSet(np.arange(n_users), seqs.truncate_end(1), items[:, -1], {"timestamp": ts[:, -1]})
 
 
@@ -56,13 +64,16 @@ def test_a_request_time_model_is_evaluated_at_the_target_time_an_id_only_one_ign
     for name, over in HOURLY_VARIANTS.items():
         model = train_hourly_sasrec(train, over)
 
-        def scorer(users: np.ndarray, hist: Sequences, request_time: np.ndarray | None = None,
-                   m: SASRec = model) -> torch.Tensor:
+        def scorer(
+            users: np.ndarray, hist: Sequences, request_time: np.ndarray | None = None, m: SASRec = model
+        ) -> torch.Tensor:
             return m.score(m.score_inputs(users, hist, request_time))
 
         proto = Protocol(ks=(6,), exclude_seen=False)
-        hits[name] = (evaluate(scorer, cases, proto).metrics["HR@6"],
-                      evaluate(scorer, dataclasses.replace(cases, target_columns={}), proto).metrics["HR@6"])
+        hits[name] = (
+            evaluate(scorer, cases, proto).metrics["HR@6"],
+            evaluate(scorer, dataclasses.replace(cases, target_columns={}), proto).metrics["HR@6"],
+        )
     assert hits["id-only"][0] == hits["id-only"][1]  # ID-only: the request time changes nothing
     # with the target's hour the next item's group is known; without it (gap 0) it is a guess
     assert hits["time"][0] > 0.9 > 0.5 > hits["time"][1], hits

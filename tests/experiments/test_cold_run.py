@@ -31,8 +31,11 @@ SMALL_SASREC = {"hidden": 16, "n_heads": 2, "n_layers": 1, "max_len": 20, "loss"
 def cold() -> ColdStart:
     data = ring_log(n_users=120, n_items=30)
     ids = data.items.to_list()
-    table = FeatureTable.from_frame(pd.DataFrame({"item_id": ids, "tags": [[f"t{int(i[1:]) % 6}"] for i in ids]}),
-                                    "item_id", {"tags": "multi"})
+    table = FeatureTable.from_frame(
+        pd.DataFrame({"item_id": ids, "tags": [[f"t{int(i[1:]) % 6}"] for i in ids]}),
+        "item_id",
+        {"tags": "multi"},
+    )
     return cold_start(with_features(data, item=table), 0.2, seed=0)
 
 
@@ -66,7 +69,9 @@ def _run(model: str, settings: dict[str, object]) -> tuple[Recommender, dict[str
 def test_an_id_only_model_cannot_rank_cold_items() -> None:
     rec, res = _run("sasrec", SMALL_SASREC)
     cs = cold()
-    assert rec.items_ is not None and len(rec.items_) == cs.n_warm  # nothing was added: no features in its table
+    assert (
+        rec.items_ is not None and len(rec.items_) == cs.n_warm
+    )  # nothing was added: no features in its table
     groups = res["groups"]
     assert groups["cold"]["n_cases"] == cs.record.n_test_targets > 0
     assert groups["cold"]["metrics"]["HR@10"] == 0.0  # every cold target behind all warm items
@@ -81,10 +86,10 @@ def test_a_feature_model_scores_cold_items_from_features_with_zero_id_vectors() 
     assert rec.items_ is not None and rec.items_.to_list() == cs.data.items.to_list()
     assert "added after training" in str(res["cold"]["scored"])  # type: ignore[index]
     emb = rec.core.item_emb.weight  # type: ignore[union-attr]
-    assert torch.equal(emb[cs.n_warm + 1: cs.data.n_items + 1], torch.zeros(cs.data.n_items - cs.n_warm, 16))
+    assert torch.equal(emb[cs.n_warm + 1 : cs.data.n_items + 1], torch.zeros(cs.data.n_items - cs.n_warm, 16))
     users, hist = cs.split.test.users[:8], cs.split.test.histories.take(np.arange(8))
     scores = rec.score_histories(users, hist)
-    assert torch.isfinite(scores[:, cs.n_warm + 1:]).all()
+    assert torch.isfinite(scores[:, cs.n_warm + 1 :]).all()
     assert res["groups"]["cold"]["metrics"]["HR@10"] > 0  # type: ignore[index]
 
 
@@ -97,15 +102,18 @@ def test_changing_a_cold_items_features_changes_its_score() -> None:
     first = cs.cold_ids[0]
     scores = []
     for tag_of_first in (_tag(first), "t" + str((int(_tag(first)[1:]) + 1) % 6)):
-        features = pd.DataFrame({"item_id": cs.cold_ids,
-                                 "tags": [[tag_of_first if i == first else _tag(i)] for i in cs.cold_ids]})
+        features = pd.DataFrame(
+            {"item_id": cs.cold_ids, "tags": [[tag_of_first if i == first else _tag(i)] for i in cs.cold_ids]}
+        )
         rec = Recommender("sasrec", SMALL_SASREC | {"item_features": "sum"}, FAST | {"seed": 0})
         rec.fit(cs.warm, cs.split, progress=False)
         rec.add_items(features)
-        scores.append(rec.score_histories(cs.split.test.users[:4], cs.split.test.histories.take(np.arange(4))))
+        scores.append(
+            rec.score_histories(cs.split.test.users[:4], cs.split.test.histories.take(np.arange(4)))
+        )
     col = cs.n_warm + 1  # the first cold item
     assert not torch.allclose(scores[0][:, col], scores[1][:, col])
-    assert torch.allclose(scores[0][:, col + 1:], scores[1][:, col + 1:])  # the other cold items: unchanged
+    assert torch.allclose(scores[0][:, col + 1 :], scores[1][:, col + 1 :])  # the other cold items: unchanged
 
 
 def test_the_content_baseline_ranks_cold_targets() -> None:

@@ -73,7 +73,10 @@ def test_run_info_flattens_every_setting(ring: Interactions) -> None:
     assert params["run.model"] == "sasrec" and params["run.split"] == split.describe()
     assert params["data.sha256"] == ring.source.sha256
     assert (params["data.users"], params["data.items"], params["data.interactions"]) == (
-        ring.n_users, ring.n_items, len(ring))
+        ring.n_users,
+        ring.n_items,
+        len(ring),
+    )
     # Every field of both configs is there, and nothing else under their prefixes.
     assert {k for k in params if k.startswith("model.")} == {f"model.{k}" for k in vars(rec.config)}
     assert {k for k in params if k.startswith("train.")} == {f"train.{k}" for k in vars(rec.train_config)}
@@ -89,7 +92,9 @@ def test_a_failing_tracker_warns_once_then_stays_off(caplog: pytest.LogCaptureFi
     assert len(warnings) == 1, warnings
     assert "fake tracking failed while logging epoch 1 (store gone); training goes on" in warnings[0]
     assert "second line" not in warnings[0]  # one line, whatever the store says
-    assert t.calls == []  # epoch 2 and the model were not tried: a dead server costs one timeout, not one per epoch
+    assert (
+        t.calls == []
+    )  # epoch 2 and the model were not tried: a dead server costs one timeout, not one per epoch
     t.close("FINISHED")
     assert t.calls == [("close", "FINISHED")]  # the run is still ended, in case the store is back
 
@@ -97,10 +102,21 @@ def test_a_failing_tracker_warns_once_then_stays_off(caplog: pytest.LogCaptureFi
 def test_summary_logs_the_epochs_no_callback_saw() -> None:
     t = Recording()
     t.on_epoch({"epoch": 2, "train_seconds": 1.0, "loss": 0.5, "valid": {"NDCG@10": 0.3}})
-    history = [{"epoch": 1, "train_seconds": 2.0, "loss": 0.9}, {"epoch": 2, "train_seconds": 1.0, "loss": 0.5,
-                                                                  "valid": {"NDCG@10": 0.3}}]
-    t.log_summary(TrainResult(best_epoch=2, best_value=0.3, best_metrics={"NDCG@10": 0.3}, epochs=2, seconds=3.0,
-                              stopped="max_epochs", history=history))  # type: ignore[arg-type]
+    history = [
+        {"epoch": 1, "train_seconds": 2.0, "loss": 0.9},
+        {"epoch": 2, "train_seconds": 1.0, "loss": 0.5, "valid": {"NDCG@10": 0.3}},
+    ]
+    t.log_summary(
+        TrainResult(
+            best_epoch=2,
+            best_value=0.3,
+            best_metrics={"NDCG@10": 0.3},
+            epochs=2,
+            seconds=3.0,
+            stopped="max_epochs",
+            history=history,
+        )
+    )  # type: ignore[arg-type]
     steps = [payload[0] for name, payload in t.calls if name == "scalars"]  # type: ignore[index]
     assert steps == [2, 1, 2]  # epoch 2 as it ended, epoch 1 (trained before a resume) once, then the summary
     assert ("scalars", (1, {"train/epoch_seconds": 2.0, "train/loss": 0.9})) in t.calls
@@ -109,12 +125,19 @@ def test_summary_logs_the_epochs_no_callback_saw() -> None:
 
 def test_test_results_carry_their_protocol() -> None:
     t = Recording()
-    res = EvalResult({"NDCG@10": 0.25}, FULL, "leave-one-out", "test", 50, DataSource("d", sha256="ab" * 32), 0.1)
+    res = EvalResult(
+        {"NDCG@10": 0.25}, FULL, "leave-one-out", "test", 50, DataSource("d", sha256="ab" * 32), 0.1
+    )
     t.log_test("full", res)
-    assert t.calls == [("scalars", (0, {"test/full/NDCG@10": 0.25})), ("texts", {"test/full/protocol": res.describe()})]
+    assert t.calls == [
+        ("scalars", (0, {"test/full/NDCG@10": 0.25})),
+        ("texts", {"test/full/protocol": res.describe()}),
+    ]
 
 
-@pytest.mark.parametrize("status, exc", [("FINISHED", None), ("FAILED", ValueError), ("KILLED", KeyboardInterrupt)])
+@pytest.mark.parametrize(
+    "status, exc", [("FINISHED", None), ("FAILED", ValueError), ("KILLED", KeyboardInterrupt)]
+)
 def test_the_group_ends_every_run_with_the_outcome(status: str, exc: type[BaseException] | None) -> None:
     a, b = Recording(), Recording()
     try:
@@ -132,13 +155,17 @@ def test_mlflow_names_have_no_at_sign() -> None:
     assert mlflow_name("a+b") == "a_b"
 
 
-@pytest.mark.parametrize("kind, modules", [("mlflow", ["mlflow"]), ("tensorboard", ["tensorboard",
-                                                                                     "torch.utils.tensorboard"])])
-def test_a_missing_package_names_its_extra(kind: str, modules: list[str], monkeypatch: pytest.MonkeyPatch,
-                                           tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kind, modules", [("mlflow", ["mlflow"]), ("tensorboard", ["tensorboard", "torch.utils.tensorboard"])]
+)
+def test_a_missing_package_names_its_extra(
+    kind: str, modules: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for m in modules:
         monkeypatch.setitem(sys.modules, m, None)  # import raises ImportError, as when not installed
-    with pytest.raises(TrackingError, match=rf"--track {kind} needs the {kind} package: pip install 'attnrec\[{kind}\]'"):
+    with pytest.raises(
+        TrackingError, match=rf"--track {kind} needs the {kind} package: pip install 'attnrec\[{kind}\]'"
+    ):
         if kind == "mlflow":
             MlflowTracker(f"sqlite:///{tmp_path}/m.db")
         else:
@@ -152,7 +179,9 @@ def test_open_trackers_checks_the_flags_before_opening_anything(tmp_path: Path) 
         open_trackers([], [str(tmp_path)], model="sasrec")
     with pytest.raises(TrackingError, match="--run-name applies to a tracked run"):
         open_trackers([], model="sasrec", run_name="r")
-    with pytest.raises(TrackingError, match="--experiment names an MLflow experiment: it needs --track mlflow"):
+    with pytest.raises(
+        TrackingError, match="--experiment names an MLflow experiment: it needs --track mlflow"
+    ):
         open_trackers(["tensorboard"], [str(tmp_path / "tb")], model="sasrec", experiment="e")
     with pytest.raises(TrackingError, match=r"--track-uri given 1 time\(s\) for 2 --track"):
         open_trackers(["mlflow", "tensorboard"], [str(tmp_path / "tb")], model="sasrec")

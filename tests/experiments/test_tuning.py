@@ -29,9 +29,16 @@ TINY_TRAIN = {"max_epochs": 1, "batch_size": 64, "threads": 1}
 
 
 def settings(tmp_path: Path, **kw: Any) -> TuneSettings:
-    values: dict[str, Any] = {"model": "sasrec", "out": tmp_path / "out", "storage": f"sqlite:///{tmp_path / 't.db'}",
-                              "study": "s", "model_settings": TINY_MODEL, "train_settings": TINY_TRAIN,
-                              "trials": 2, "verbose": False}
+    values: dict[str, Any] = {
+        "model": "sasrec",
+        "out": tmp_path / "out",
+        "storage": f"sqlite:///{tmp_path / 't.db'}",
+        "study": "s",
+        "model_settings": TINY_MODEL,
+        "train_settings": TINY_TRAIN,
+        "trials": 2,
+        "verbose": False,
+    }
     return TuneSettings(**(values | kw))
 
 
@@ -62,7 +69,10 @@ class AlwaysPrune(BasePruner):
 
 
 def test_selection_sees_validation_only_and_the_best_trial_is_tested_once(
-    tmp_path: Path, ring: Interactions, split: Split, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    ring: Interactions,
+    split: Split,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tested: list[tuple[dict[str, Any], str, int]] = []
     test_cases_seen_by_fit: list[int] = []
@@ -88,7 +98,11 @@ def test_selection_sees_validation_only_and_the_best_trial_is_tested_once(
     assert outcome.best_trial == best.number and outcome.best_value == best.value
     # one test evaluation, of the best trial's model, on every test case
     assert tested == [(best.user_attrs["model_config"], "test", len(split.test))]
-    assert outcome.test is not None and outcome.test.target == "test" and outcome.test.protocol.candidates == "full"
+    assert (
+        outcome.test is not None
+        and outcome.test.target == "test"
+        and outcome.test.protocol.candidates == "full"
+    )
     # the fixed settings are not searched, and every trial ran with them
     assert not {f"model.{k}" for k in TINY_MODEL} & {p for t in trials for p in t.params}
     assert all(t.user_attrs["model_config"]["hidden"] == 8 for t in trials)
@@ -97,7 +111,10 @@ def test_selection_sees_validation_only_and_the_best_trial_is_tested_once(
     summary = json.loads((s.out / "summary.json").read_text())
     assert summary["best"]["trial"] == best.number and summary["best"]["valid_value"] == best.value
     assert summary["trials"] == {"complete": 3, "pruned": 0, "failed": 0, "interrupted": 0, "total": 3}
-    assert summary["test"]["metrics"] == outcome.test.metrics and "full ranking" in summary["test"]["protocol_text"]
+    assert (
+        summary["test"]["metrics"] == outcome.test.metrics
+        and "full ranking" in summary["test"]["protocol_text"]
+    )
     best_toml = tomllib.loads((s.out / "best.toml").read_text())
     assert best_toml["model"]["dropout"] == best.params["model.dropout"]
     assert best_toml["train"]["lr"] == best.params["train.lr"]
@@ -106,7 +123,9 @@ def test_selection_sees_validation_only_and_the_best_trial_is_tested_once(
 
 
 def test_an_interrupted_study_resumes_without_redoing_finished_trials(
-    tmp_path: Path, ring: Interactions, split: Split,
+    tmp_path: Path,
+    ring: Interactions,
+    split: Split,
 ) -> None:
     s = settings(tmp_path, trials=3)
     with pytest.raises(KeyboardInterrupt):
@@ -129,7 +148,9 @@ def test_an_interrupted_study_resumes_without_redoing_finished_trials(
     assert counter.epochs == 0 and len(stored(s)) == 4
 
 
-def test_a_trial_left_running_by_a_killed_process_is_retried(tmp_path: Path, ring: Interactions, split: Split) -> None:
+def test_a_trial_left_running_by_a_killed_process_is_retried(
+    tmp_path: Path, ring: Interactions, split: Split
+) -> None:
     s = settings(tmp_path, trials=1)
     tune(s, ring, split)
     study = optuna.load_study(study_name=s.study, storage=s.storage)
@@ -143,7 +164,9 @@ def test_a_trial_left_running_by_a_killed_process_is_retried(tmp_path: Path, rin
     assert outcome.counts["complete"] == 2 and len(trials) == 3
 
 
-def test_the_pruner_stops_a_trial_after_a_validated_epoch(tmp_path: Path, ring: Interactions, split: Split) -> None:
+def test_the_pruner_stops_a_trial_after_a_validated_epoch(
+    tmp_path: Path, ring: Interactions, split: Split
+) -> None:
     s = settings(tmp_path, trials=2, train_settings=TINY_TRAIN | {"max_epochs": 4})
     outcome = tune(s, ring, split, pruner=AlwaysPrune())
     trials = stored(s)
@@ -179,11 +202,15 @@ def test_prune_callback_reports_validated_epochs_only() -> None:
     assert cb.pruned_at == 3
 
 
-def test_a_study_resumed_with_other_settings_is_refused(tmp_path: Path, ring: Interactions, split: Split) -> None:
+def test_a_study_resumed_with_other_settings_is_refused(
+    tmp_path: Path, ring: Interactions, split: Split
+) -> None:
     s = settings(tmp_path, trials=1)
     tune(s, ring, split)
     other = dataclasses.replace(s, model_settings=TINY_MODEL | {"hidden": 16})
-    with pytest.raises(ConfigError, match=r"study 's' .* was started with other settings \(model_config differ\)"):
+    with pytest.raises(
+        ConfigError, match=r"study 's' .* was started with other settings \(model_config differ\)"
+    ):
         tune(other, ring, split)
 
 
@@ -193,19 +220,31 @@ def test_a_storage_that_cannot_be_opened_is_a_clear_error(url: str) -> None:
         open_storage(url)
 
 
-@pytest.mark.parametrize(("kw", "message"), [
-    ({"metric": "NDCG@20"}, "unknown metric 'NDCG@20'"),
-    ({"pruner": "hyperband"}, "unknown pruner 'hyperband'"),
-    ({"train_settings": {"monitor": "HR@10"}}, "train.monitor=HR@10 differs from the metric"),
-    ({"model": "nope"}, "unknown model 'nope'"),
-    ({"model": "pop"}, "pop declares no search space"),
-])
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"metric": "NDCG@20"}, "unknown metric 'NDCG@20'"),
+        ({"pruner": "hyperband"}, "unknown pruner 'hyperband'"),
+        ({"train_settings": {"monitor": "HR@10"}}, "train.monitor=HR@10 differs from the metric"),
+        ({"model": "nope"}, "unknown model 'nope'"),
+        ({"model": "pop"}, "pop declares no search space"),
+    ],
+)
 def test_bad_settings_fail_before_any_trial(
-    tmp_path: Path, ring: Interactions, split: Split, kw: dict[str, Any], message: str,
+    tmp_path: Path,
+    ring: Interactions,
+    split: Split,
+    kw: dict[str, Any],
+    message: str,
 ) -> None:
     with pytest.raises((ConfigError, KeyError), match=message):
-        tune(settings(tmp_path, **({"model_settings": {}, "train_settings": {}} if "model" in kw else {}) | kw),
-             ring, split)
+        tune(
+            settings(
+                tmp_path, **({"model_settings": {}, "train_settings": {}} if "model" in kw else {}) | kw
+            ),
+            ring,
+            split,
+        )
     assert not (tmp_path / "t.db").exists()
 
 
@@ -215,6 +254,8 @@ def test_parallel_workers_share_the_storage(tmp_path: Path, ring: Interactions, 
     outcome = tune(s, ring, split)
     trials = stored(s)
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
-    assert len({json.dumps(t.params, sort_keys=True) for t in trials}) == 2  # the workers draw different points
+    assert (
+        len({json.dumps(t.params, sort_keys=True) for t in trials}) == 2
+    )  # the workers draw different points
     assert all(t.user_attrs["train_config"]["threads"] == 1 for t in trials)
     assert outcome.test is not None

@@ -31,11 +31,22 @@ def pop_metrics() -> dict[str, float]:
     return fit("pop", data, split).evaluate(split.test, FULL).metrics
 
 
-def fit(name: str, data: Interactions, split: Split | None = None, *, config: dict[str, Any] | None = None,
-        epochs: int = 15, **train: Any) -> Recommender:
+def fit(
+    name: str,
+    data: Interactions,
+    split: Split | None = None,
+    *,
+    config: dict[str, Any] | None = None,
+    epochs: int = 15,
+    **train: Any,
+) -> Recommender:
     """Fit ``name`` with its demo preset for exactly ``epochs`` epochs (no early stop, no time budget)."""
-    rec = Recommender(name, config=config, preset="demo",
-                      train={"max_epochs": epochs, "patience": 1000, "time_budget": 0, "threads": 1} | train)
+    rec = Recommender(
+        name,
+        config=config,
+        preset="demo",
+        train={"max_epochs": epochs, "patience": 1000, "time_budget": 0, "threads": 1} | train,
+    )
     return rec.fit(data, split, progress=False)
 
 
@@ -116,9 +127,12 @@ def assert_deterministic(name: str, epochs: int = 2) -> None:
     data, split = demo()
     cases = split.test
     rows = np.arange(32)
-    scores = [fit(name, data, split, epochs=epochs, seed=s).score_histories(cases.users[rows],
-                                                                               cases.histories.take(rows))
-              for s in (3, 3, 4)]
+    scores = [
+        fit(name, data, split, epochs=epochs, seed=s).score_histories(
+            cases.users[rows], cases.histories.take(rows)
+        )
+        for s in (3, 3, 4)
+    ]
     assert torch.equal(scores[0], scores[1])
     assert not torch.equal(scores[0], scores[2])
 

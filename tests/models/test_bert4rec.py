@@ -157,7 +157,9 @@ def test_sliding_windows_cover_long_histories() -> None:
 
 def test_length_chunks_give_the_padded_batch_states_and_loss() -> None:
     rng = np.random.default_rng(3)
-    seqs = Sequences.from_lists([list(rng.integers(1, N_ITEMS + 1, n)) for n in rng.integers(1, 16, 40)], N_ITEMS)
+    seqs = Sequences.from_lists(
+        [list(rng.integers(1, N_ITEMS + 1, n)) for n in rng.integers(1, 16, 40)], N_ITEMS
+    )
     for over in ({"loss": "ce"}, {"loss": "sampled_ce", "n_negatives": 8}):
         padded, chunked = small(**over), small(length_chunks=4, **over)
         batch = next(chunked.train_batches(seqs, 40, np.random.default_rng(0)))
@@ -166,7 +168,9 @@ def test_length_chunks_give_the_padded_batch_states_and_loss() -> None:
         assert min(w for _, w in parts) < 12 and max(w for _, w in parts) == 12  # short rows skip the padding
         sel = batch["labels"] > 0
         with torch.no_grad():
-            assert torch.allclose(chunked.encode_at(batch["seq"], sel), padded.encode(batch["seq"])[sel], atol=1e-5)
+            assert torch.allclose(
+                chunked.encode_at(batch["seq"], sel), padded.encode(batch["seq"])[sel], atol=1e-5
+            )
             assert torch.allclose(chunked.loss(batch), padded.loss(batch), atol=1e-5)
     for model in (padded, chunked):  # no dropout in small(): the same gradients, parameter by parameter
         model.train().loss(batch).backward()
@@ -178,8 +182,13 @@ def _skewed(n_users: int = 64, seed: int = 0) -> Sequences:
     """Histories over a Zipf-popular catalog, so that a popularity proposal is far from uniform."""
     rng = np.random.default_rng(seed)
     p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
-    return Sequences.from_lists([list(rng.choice(np.arange(1, N_ITEMS + 1), int(rng.integers(4, 12)), p=p / p.sum()))
-                                 for _ in range(n_users)], N_ITEMS)
+    return Sequences.from_lists(
+        [
+            list(rng.choice(np.arange(1, N_ITEMS + 1), int(rng.integers(4, 12)), p=p / p.sum()))
+            for _ in range(n_users)
+        ],
+        N_ITEMS,
+    )
 
 
 def test_full_softmax_loss_is_the_cross_entropy_of_the_scores_at_masked_positions() -> None:
@@ -187,8 +196,9 @@ def test_full_softmax_loss_is_the_cross_entropy_of_the_scores_at_masked_position
     batch = next(model.train_batches(_skewed(), 16, np.random.default_rng(0)))
     sel = batch["labels"] > 0
     with torch.no_grad():  # the scoring path of score(), applied to every masked position
-        logits = factorised_scores(model.project(model.encode(batch["seq"])[sel]), model.item_vectors(),
-                                   model.item_bias())
+        logits = factorised_scores(
+            model.project(model.encode(batch["seq"])[sel]), model.item_vectors(), model.item_bias()
+        )
         want = torch.nn.functional.cross_entropy(logits, batch["labels"][sel])
         torch.testing.assert_close(model.loss(batch), want)
 
@@ -215,7 +225,9 @@ def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(
     assert batch["target_logq"].shape == batch["labels"].shape and batch["neg_logq"].shape == (4000,)
 
     g_full, g_corrected = flat_grad(full, batch), flat_grad(sampled, batch)
-    g_uncorrected = flat_grad(sampled, {k: v for k, v in batch.items() if k not in ("neg_logq", "target_logq")})
+    g_uncorrected = flat_grad(
+        sampled, {k: v for k, v in batch.items() if k not in ("neg_logq", "target_logq")}
+    )
     err_corrected, err_uncorrected = 1 - cosine(g_corrected, g_full), 1 - cosine(g_uncorrected, g_full)
     assert err_corrected < 0.01
     assert err_uncorrected > 10 * err_corrected  # the correction, not the many draws, removes the bias
@@ -241,9 +253,22 @@ def demo():  # type: ignore[no-untyped-def]
 
 def _fit(demo, epochs: int = 1, seed: int = 0, batch_size: int = 64) -> Recommender:  # type: ignore[no-untyped-def]
     data, split = demo
-    cfg = {"hidden": 32, "max_len": 30, "mask_prob": 0.3, "dropout": 0.1, "attn_dropout": 0.1, "sliding_step": 10}
-    train = {"max_epochs": epochs, "batch_size": batch_size, "lr": 3e-3, "seed": seed, "device": "cpu",
-             "patience": 50}
+    cfg = {
+        "hidden": 32,
+        "max_len": 30,
+        "mask_prob": 0.3,
+        "dropout": 0.1,
+        "attn_dropout": 0.1,
+        "sliding_step": 10,
+    }
+    train = {
+        "max_epochs": epochs,
+        "batch_size": batch_size,
+        "lr": 3e-3,
+        "seed": seed,
+        "device": "cpu",
+        "patience": 50,
+    }
     return Recommender("bert4rec", cfg, train=train).fit(data, split, progress=False)
 
 
@@ -269,7 +294,9 @@ def test_same_seed_same_scores(demo) -> None:  # type: ignore[no-untyped-def]
 def test_beats_popularity_on_sequential_data(demo) -> None:  # type: ignore[no-untyped-def]
     _, split = demo
     rec = _fit(demo, epochs=16, batch_size=32)
-    pop = torch.as_tensor(np.bincount(split.train.items, minlength=split.train.n_items + 1), dtype=torch.float32)
+    pop = torch.as_tensor(
+        np.bincount(split.train.items, minlength=split.train.n_items + 1), dtype=torch.float32
+    )
     pop_res = evaluate(lambda u, h, request_time=None: pop.expand(len(u), -1).clone(), split.test, FULL)
     res = rec.evaluate(split.test, FULL)
     assert res.metrics["NDCG@10"] > 1.5 * pop_res.metrics["NDCG@10"], (res.metrics, pop_res.metrics)

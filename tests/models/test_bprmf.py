@@ -34,7 +34,9 @@ def board() -> tuple[Interactions, Recommender]:
     return data, fit("bprmf", data, epochs=30, batch_size=64)
 
 
-def test_checkerboard_unseen_items_of_the_right_parity_come_first(board: tuple[Interactions, Recommender]) -> None:
+def test_checkerboard_unseen_items_of_the_right_parity_come_first(
+    board: tuple[Interactions, Recommender],
+) -> None:
     data, rec = board
     right = 0
     for u in range(data.n_users):
@@ -63,8 +65,11 @@ def test_scores_shape_padding_and_loss_decreases() -> None:
     seen = set(zip(batch["user"].tolist(), batch["positive"].tolist(), strict=True))
     keys = {(u, i) for u in range(data.n_users) for i in split.train[u].tolist()}
     assert seen <= keys
-    assert not any((u, int(j)) in keys for u, row in zip(batch["user"].tolist(), batch["negative"], strict=True)
-                   for j in row), "negatives are never items of the user's training history"
+    assert not any(
+        (u, int(j)) in keys
+        for u, row in zip(batch["user"].tolist(), batch["negative"], strict=True)
+        for j in row
+    ), "negatives are never items of the user's training history"
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     first = model.loss(batch).item()
     for _ in range(20):

@@ -33,14 +33,20 @@ def test_training_instances_have_windows_targets_and_unseen_negatives() -> None:
     data, split = demo()
     model = Caser(CaserConfig(window=4, targets=2, n_negatives=5), data.n_users, data.n_items)
     batch = next(model.train_batches(split.train, 200, np.random.default_rng(0)))
-    assert batch["window"].shape[1] == 4 and batch["positive"].shape[1] == 2 and batch["negative"].shape[1] == 5
-    for u, w, pos, neg in zip(*(batch[k].tolist() for k in ("user", "window", "positive", "negative")), strict=True):
+    assert (
+        batch["window"].shape[1] == 4 and batch["positive"].shape[1] == 2 and batch["negative"].shape[1] == 5
+    )
+    for u, w, pos, neg in zip(
+        *(batch[k].tolist() for k in ("user", "window", "positive", "negative")), strict=True
+    ):
         seq = split.train[u].tolist()
         assert not set(seq) & set(neg)
         # Some position p >= 1 of the user's sequence has exactly this instance: the 4 items before p
         # (left-padded) as the window and the 2 items from p on (right-padded) as the positives.
-        instances = [([0] * (4 - min(p, 4)) + seq[max(0, p - 4) : p], (seq[p : p + 2] + [0, 0])[:2])
-                     for p in range(1, len(seq))]
+        instances = [
+            ([0] * (4 - min(p, 4)) + seq[max(0, p - 4) : p], (seq[p : p + 2] + [0, 0])[:2])
+            for p in range(1, len(seq))
+        ]
         assert (w, pos) in instances, (u, w, pos)
     assert torch.isfinite(model.loss(batch))
     assert model.train_rows(split.train) == int(np.maximum(split.train.lengths() - 1, 0).sum())

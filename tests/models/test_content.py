@@ -20,8 +20,11 @@ from synthetic_logs import ring_log
 
 def three_items(**config: float) -> Content:
     """Items a = {x}, b = {y}, c = {x, y} over two attribute values."""
-    table = FeatureTable.from_frame(pd.DataFrame({"item_id": ["a", "b", "c"], "attrs": [["x"], ["y"], ["x", "y"]]}),
-                                    "item_id", {"attrs": "multi"})
+    table = FeatureTable.from_frame(
+        pd.DataFrame({"item_id": ["a", "b", "c"], "attrs": [["x"], ["y"], ["x", "y"]]}),
+        "item_id",
+        {"attrs": "multi"},
+    )
     ctx = ModelContext(ItemFeatures.from_table(table, IdMap(np.array(["a", "b", "c"], dtype=object), 1)))
     return Content(ContentConfig(**config), 1, 3, ctx)  # type: ignore[arg-type]
 
@@ -62,9 +65,16 @@ def test_bad_settings_and_missing_features_are_one_line_errors() -> None:
 
 def test_a_cold_item_with_matching_attributes_ranks_above_a_non_matching_one() -> None:
     data = ring_log(n_users=60, n_items=12)
-    table = FeatureTable.from_frame(pd.DataFrame({
-        "item_id": [f"i{k}" for k in range(12)] + ["new_match", "new_other"],
-        "tags": [[f"t{k % 3}"] for k in range(12)] + [["t0"], ["zz"]]}), "item_id", {"tags": "multi"})
+    table = FeatureTable.from_frame(
+        pd.DataFrame(
+            {
+                "item_id": [f"i{k}" for k in range(12)] + ["new_match", "new_other"],
+                "tags": [[f"t{k % 3}"] for k in range(12)] + [["t0"], ["zz"]],
+            }
+        ),
+        "item_id",
+        {"tags": "multi"},
+    )
     data = with_features(data, item=table)
     rec = Recommender("content").fit(data, progress=False)
     new = table.rekey({"new_match": "new_match", "new_other": "new_other"})

@@ -27,8 +27,11 @@ NEEDS_ITEM_FEATURES = {n for n in list_models("sequential") if get_spec(n).needs
 
 def _with_tags(data: Interactions) -> Interactions:
     ids = data.items.to_list()
-    table = FeatureTable.from_frame(pd.DataFrame({"item_id": ids, "tags": [[f"t{int(i[1:]) % 5}"] for i in ids]}),
-                                    "item_id", {"tags": "multi"})
+    table = FeatureTable.from_frame(
+        pd.DataFrame({"item_id": ids, "tags": [[f"t{int(i[1:]) % 5}"] for i in ids]}),
+        "item_id",
+        {"tags": "multi"},
+    )
     return with_features(data, item=table)
 
 
@@ -80,14 +83,18 @@ def test_same_seed_same_scores_other_seed_other_scores(fitted: Recommender, ring
     b = _fit(fitted.name, ring).score_histories(users, hist)
     c = _fit(fitted.name, ring, seed=1).score_histories(users, hist)
     assert torch.allclose(a, b, atol=1e-6, equal_nan=True)
-    assert not torch.allclose(a, c, atol=1e-6, equal_nan=True), "the seed must reach initialisation and sampling"
+    assert not torch.allclose(a, c, atol=1e-6, equal_nan=True), (
+        "the seed must reach initialisation and sampling"
+    )
 
 
 def test_config_round_trip(fitted: Recommender) -> None:
     assert config_from_dict(type(fitted.config), config_to_dict(fitted.config)) == fitted.config
 
 
-def test_candidate_scores_are_the_matching_columns_of_the_full_scores(fitted: Recommender, ring: Interactions) -> None:
+def test_candidate_scores_are_the_matching_columns_of_the_full_scores(
+    fitted: Recommender, ring: Interactions
+) -> None:
     from attnrec.evaluation.protocol import Protocol, evaluate
 
     split = leave_one_out(ring)
@@ -114,7 +121,9 @@ TRANSFORMER = {"attention", "weighted_loss", "shared_batch"}
 EXPECTED_CAPABILITIES = {
     "sasrec": FACTORISED | TRANSFORMER | {"embedding_inputs"},
     "bert4rec": FACTORISED | {"item_bias"} | TRANSFORMER | {"embedding_inputs"},
-    "hstu": FACTORISED | TRANSFORMER | {"embedding_inputs"},  # attention: unnormalised SiLU weights, not probabilities
+    "hstu": FACTORISED
+    | TRANSFORMER
+    | {"embedding_inputs"},  # attention: unnormalised SiLU weights, not probabilities
     "esasrec": FACTORISED | TRANSFORMER | {"embedding_inputs"},
     # negatives drawn per sequence (B, k): split with the rows under DDP, nothing shared by the batch
     "gsasrec": FACTORISED | {"attention", "embedding_inputs", "weighted_loss"},
@@ -164,7 +173,9 @@ def test_a_first_item_is_never_a_target(name: str) -> None:
 
     spec = get_spec(name)
     model = spec.cls(config_from_dict(spec.config_cls, {"max_len": 6}), 3, 20)
-    train = Sequences.from_lists([[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11], [12, 13]], 20)  # short, longer than 7, two
+    train = Sequences.from_lists(
+        [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11], [12, 13]], 20
+    )  # short, longer than 7, two
     batch = next(iter(model.train_batches(train, 8, np.random.default_rng(0))))
     seq, target = batch["seq"], batch["target"]  # (B, T)
     assert seq.shape == target.shape

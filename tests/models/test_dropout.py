@@ -55,7 +55,9 @@ def test_sasrec_with_fast_dropout_trains_and_scores_as_without_it(ring: Interact
     fast = SASRec(SASRecConfig(**(SMALL | {"fast_dropout": True})), ring.n_users, ring.n_items)  # type: ignore[arg-type]
     plain = SASRec(SASRecConfig(**SMALL), ring.n_users, ring.n_items)  # type: ignore[arg-type]
     plain.load_state_dict(fast.state_dict())
-    assert sum(isinstance(m, FastDropout) for m in fast.modules()) == 5  # embeddings + 2 a block (FFN's used twice)
+    assert (
+        sum(isinstance(m, FastDropout) for m in fast.modules()) == 5
+    )  # embeddings + 2 a block (FFN's used twice)
     assert not any(isinstance(m, nn.Dropout) for m in fast.modules())  # none left behind
     assert not any(isinstance(m, FastDropout) for m in plain.modules())
     seq = torch.tensor([[0, 0, 1, 2, 3], [4, 5, 6, 7, 8]])

@@ -45,7 +45,9 @@ def test_ligr_layer_by_hand() -> None:
     (so it reads x itself), SwiGLU W1 = W3 = W2 = I (f = SiLU(z) * z = z^2 sigmoid(z)), and the FFN
     gate G2 = 0 with bias (0, ln 3), i.e. sigmoid = (1/2, 3/4).
     """
-    layer = LiGRLayer(ESASRecConfig(hidden=2, n_heads=1, n_layers=1, max_len=4, dropout=0.0, ff_multiplier=1)).eval()
+    layer = LiGRLayer(
+        ESASRecConfig(hidden=2, n_heads=1, n_layers=1, max_len=4, dropout=0.0, ff_multiplier=1)
+    ).eval()
     eye = torch.eye(2)
     with torch.no_grad():
         for lin in (layer.attn.q, layer.attn.k):
@@ -118,14 +120,21 @@ def test_sampled_softmax_over_every_item_is_the_full_softmax() -> None:
     full = F.cross_entropy(h @ emb[1:].T, target - 1)
     torch.testing.assert_close(sampled_softmax_cross_entropy(pos_logit, neg_logit, target, every), full)
     same_q = torch.full((8,), math.log(3.0))  # a constant log-Q correction changes nothing
-    got = sampled_softmax_cross_entropy(pos_logit, neg_logit, target, every, torch.full((6,), math.log(3.0)), same_q)
+    got = sampled_softmax_cross_entropy(
+        pos_logit, neg_logit, target, every, torch.full((6,), math.log(3.0)), same_q
+    )
     torch.testing.assert_close(got, full)
     # and through the model: sampled_ce with every item as a negative is its ce loss
     ce = _model(loss="ce", dropout=0.0)
     sampled = _model(loss="sampled_ce", dropout=0.0)
     sampled.load_state_dict(ce.state_dict())
-    batch = next(iter(ce.train_batches(Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30), 8,
-                                       np.random.default_rng(0))))
+    batch = next(
+        iter(
+            ce.train_batches(
+                Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30), 8, np.random.default_rng(0)
+            )
+        )
+    )
     with torch.no_grad():
         torch.testing.assert_close(sampled.loss(batch | {"negative": torch.arange(1, 31)}), ce.loss(batch))
 
@@ -134,12 +143,18 @@ def test_batches_share_negatives_and_shift_targets() -> None:
     m = _model(n_negatives=20)
     train = Sequences.from_lists([[1, 2, 3, 4], [5, 6]], 30)
     batch = next(iter(m.train_batches(train, 8, np.random.default_rng(0))))
-    assert batch["negative"].shape == (20,) and set(batch) == {"seq", "target", "negative"}  # uniform: no log-Q
+    assert batch["negative"].shape == (20,) and set(batch) == {
+        "seq",
+        "target",
+        "negative",
+    }  # uniform: no log-Q
     for seq, tgt in zip(batch["seq"], batch["target"], strict=True):
         real = tgt > 0
         assert torch.equal(seq[real][1:], tgt[real][:-1])
     pop = _model(sampler="popularity")
-    assert {"neg_logq", "target_logq"} <= set(next(iter(pop.train_batches(train, 8, np.random.default_rng(0)))))
+    assert {"neg_logq", "target_logq"} <= set(
+        next(iter(pop.train_batches(train, 8, np.random.default_rng(0))))
+    )
 
 
 def test_save_load_gives_identical_scores(ring: Interactions, tmp_path: Path) -> None:
@@ -179,8 +194,9 @@ def test_learns_sequential_structure_beyond_popularity(ring: Interactions) -> No
 def test_presets_carry_the_published_settings() -> None:
     ml = Recommender("esasrec", preset="ml-1m")
     assert (ml.config.hidden, ml.config.n_layers, ml.config.max_len, ml.config.dropout) == (64, 2, 200, 0.1)
-    assert {p: Recommender("esasrec", preset=p).config.ff_multiplier for p in ("beauty", "sports", "toys")} == {
-        "beauty": 4, "sports": 2, "toys": 1}
+    assert {
+        p: Recommender("esasrec", preset=p).config.ff_multiplier for p in ("beauty", "sports", "toys")
+    } == {"beauty": 4, "sports": 2, "toys": 1}
     # The Amazon presets are the training that reproduced the published Toys and Sports figures under the
     # authors' protocol: the README table's width 64 (not the loo configs' 256), item-table dropout,
     # 256 negatives per position, attention dropout at the preset's 0.2.
@@ -193,7 +209,9 @@ def test_presets_carry_the_published_settings() -> None:
 def test_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="loss must be sampled_ce or ce, not 'bce'"):
         ESASRecConfig(loss="bce")
-    with pytest.raises(ValueError, match="^hidden, n_layers, n_heads, max_len and ff_multiplier must be positive$"):
+    with pytest.raises(
+        ValueError, match="^hidden, n_layers, n_heads, max_len and ff_multiplier must be positive$"
+    ):
         ESASRecConfig(ff_multiplier=0)
     with pytest.raises(ValueError, match="hidden size 10 is not divisible by 3 heads"):
         ESASRec(ESASRecConfig(hidden=10, n_heads=3), 1, 5)
@@ -245,16 +263,24 @@ def test_per_position_negatives_score_each_position_against_its_own() -> None:
         torch.testing.assert_close(m.loss(batch | {"negative": negs}), torch.stack(terms).mean())
         # the same draws at every position of a row are the per-sequence loss
         row = negs[:, -1, :]  # (B, S)
-        torch.testing.assert_close(m.loss(batch | {"negative": row[:, None, :].expand(b, t, 8)}),
-                                   m.loss(batch | {"negative": row}))
+        torch.testing.assert_close(
+            m.loss(batch | {"negative": row[:, None, :].expand(b, t, 8)}), m.loss(batch | {"negative": row})
+        )
 
 
-def _table_grad(item_table_dropout: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def _table_grad(
+    item_table_dropout: bool, monkeypatch: pytest.MonkeyPatch
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The item table's gradient after one full-softmax training loss (rate 0.5), and every dropout
     output shaped like the whole table."""
     m = _model(loss="ce", dropout=0.5, item_table_dropout=item_table_dropout).train()
-    batch = next(iter(m.train_batches(Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11]], 30), 8,
-                                      np.random.default_rng(0))))
+    batch = next(
+        iter(
+            m.train_batches(
+                Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11]], 30), 8, np.random.default_rng(0)
+            )
+        )
+    )
     tables: list[torch.Tensor] = []
     dropout = F.dropout
 
@@ -272,7 +298,9 @@ def _table_grad(item_table_dropout: bool, monkeypatch: pytest.MonkeyPatch) -> tu
     return grad, tables
 
 
-def test_item_table_dropout_drops_inputs_and_output_layer_with_one_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_item_table_dropout_drops_inputs_and_output_layer_with_one_mask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     grad, tables = _table_grad(True, monkeypatch)
     assert len(tables) == 1  # one mask a step, shared by the inputs and the output layer
     dropped = tables[0][1:] == 0  # (I, D) the real items' dropped entries
@@ -289,8 +317,13 @@ def test_fast_dropout_keeps_item_table_dropout_one_mask_for_inputs_and_output_la
     m = _model(loss="ce", dropout=0.5, item_table_dropout=True, fast_dropout=True).train()
     assert isinstance(m.table_drop, FastDropout) and isinstance(m.emb_drop, FastDropout)
     assert not any(isinstance(x, nn.Dropout) for x in m.modules())  # no nn.Dropout left behind
-    batch = next(iter(m.train_batches(Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11]], 30), 8,
-                                      np.random.default_rng(0))))
+    batch = next(
+        iter(
+            m.train_batches(
+                Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11]], 30), 8, np.random.default_rng(0)
+            )
+        )
+    )
     tables: list[torch.Tensor] = []
     m.table_drop.register_forward_hook(lambda _m, _i, out: tables.append(out.detach()))
     torch.manual_seed(1)
@@ -312,8 +345,13 @@ def test_fast_dropout_scores_as_the_plain_model_with_the_same_weights() -> None:
 
 
 def test_item_table_dropout_changes_nothing_at_rate_zero_nor_when_scoring() -> None:
-    batch = next(iter(_model(loss="ce").train_batches(Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30), 8,
-                                                      np.random.default_rng(0))))
+    batch = next(
+        iter(
+            _model(loss="ce").train_batches(
+                Sequences.from_lists([[1, 2, 3, 4, 5], [6, 7, 8]], 30), 8, np.random.default_rng(0)
+            )
+        )
+    )
     on, off = _model(loss="ce", dropout=0.0, item_table_dropout=True), _model(loss="ce", dropout=0.0)
     with torch.no_grad():
         torch.testing.assert_close(on.train().loss(batch), off.train().loss(batch), rtol=0, atol=0)

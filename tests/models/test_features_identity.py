@@ -38,7 +38,175 @@ CASES = {
 # figures on the earlier machines; the initial-weights digests above still anchor to commit ac36d66.
 # SASRec's two rows were recomputed again when the shifted next-item batches stopped making a
 # history's first item a target after padding (batching.shifted_pair); BERT4Rec's did not move.
-TRAINED = {"bert4rec": [[0.0, 0.34297, 0.080408, 0.562945, 0.021855, 0.30984, 0.052378, 0.49411, 0.150598, 1.695817, 0.101934, 1.646966, 0.101905, 0.066828, 0.105939, 0.072262, 0.0, 0.246077, 0.070593, 0.491295, 0.022273, 0.253818, 0.088132, 0.612801, 0.079295, 1.104206, 0.061814, 1.079825, 0.059401, 0.049613, 0.057343, 0.051315, 11.464978, 0.111981, 0.060942, 0.055521, 0.055084, 0.564152, 7.038249, 0.039649, 0.697098], [-0.323816, -0.446895, 0.290532, 0.287396, -0.076355, 0.32981, 0.173916, 0.395427, -0.197157, -0.354717, 0.673427, -0.273009]], "sasrec-bce": [[0.0, 1.102173, 0.209859, 2.212593, 0.065446, 1.207161, 0.218466, 1.835592, 0.143571, 2.779993, 0.211722, 2.275112, 0.230145, 0.147783, 0.224212, 0.231026, 0.0, 1.277262, 0.150911, 2.475335, 0.063616, 0.969032, 0.161312, 2.943104, 0.112082, 2.020636, 0.211418, 1.923247, 0.177431, 0.159185, 0.220388, 0.200694, 6.49546, 0.281432, 0.31499, 0.855881], [1.634706, -0.514106, -1.277573, -0.917756, 0.318549, -0.785478, 0.881243, -0.558418, -0.680928, -0.059027, 0.317079, -0.354559]], "sasrec-ce": [[0.0, 1.881412, 0.218961, 2.968308, 0.080494, 1.944615, 0.191736, 2.684687, 0.230912, 3.557604, 0.256539, 2.972241, 0.204392, 0.304134, 0.268845, 0.403533, 0.0, 1.531761, 0.140036, 2.646122, 0.063917, 1.154061, 0.13942, 3.094227, 0.151779, 2.671918, 0.159936, 2.347836, 0.151279, 0.235115, 0.203048, 0.280229, 8.814032, 0.221605, 0.620524, 1.033149], [1.202535, -0.247545, -1.158974, -0.90239, -0.156117, -0.920287, 0.154895, -0.418114, -0.715174, -0.048704, 0.608882, -0.19253]]}
+TRAINED = {
+    "bert4rec": [
+        [
+            0.0,
+            0.34297,
+            0.080408,
+            0.562945,
+            0.021855,
+            0.30984,
+            0.052378,
+            0.49411,
+            0.150598,
+            1.695817,
+            0.101934,
+            1.646966,
+            0.101905,
+            0.066828,
+            0.105939,
+            0.072262,
+            0.0,
+            0.246077,
+            0.070593,
+            0.491295,
+            0.022273,
+            0.253818,
+            0.088132,
+            0.612801,
+            0.079295,
+            1.104206,
+            0.061814,
+            1.079825,
+            0.059401,
+            0.049613,
+            0.057343,
+            0.051315,
+            11.464978,
+            0.111981,
+            0.060942,
+            0.055521,
+            0.055084,
+            0.564152,
+            7.038249,
+            0.039649,
+            0.697098,
+        ],
+        [
+            -0.323816,
+            -0.446895,
+            0.290532,
+            0.287396,
+            -0.076355,
+            0.32981,
+            0.173916,
+            0.395427,
+            -0.197157,
+            -0.354717,
+            0.673427,
+            -0.273009,
+        ],
+    ],
+    "sasrec-bce": [
+        [
+            0.0,
+            1.102173,
+            0.209859,
+            2.212593,
+            0.065446,
+            1.207161,
+            0.218466,
+            1.835592,
+            0.143571,
+            2.779993,
+            0.211722,
+            2.275112,
+            0.230145,
+            0.147783,
+            0.224212,
+            0.231026,
+            0.0,
+            1.277262,
+            0.150911,
+            2.475335,
+            0.063616,
+            0.969032,
+            0.161312,
+            2.943104,
+            0.112082,
+            2.020636,
+            0.211418,
+            1.923247,
+            0.177431,
+            0.159185,
+            0.220388,
+            0.200694,
+            6.49546,
+            0.281432,
+            0.31499,
+            0.855881,
+        ],
+        [
+            1.634706,
+            -0.514106,
+            -1.277573,
+            -0.917756,
+            0.318549,
+            -0.785478,
+            0.881243,
+            -0.558418,
+            -0.680928,
+            -0.059027,
+            0.317079,
+            -0.354559,
+        ],
+    ],
+    "sasrec-ce": [
+        [
+            0.0,
+            1.881412,
+            0.218961,
+            2.968308,
+            0.080494,
+            1.944615,
+            0.191736,
+            2.684687,
+            0.230912,
+            3.557604,
+            0.256539,
+            2.972241,
+            0.204392,
+            0.304134,
+            0.268845,
+            0.403533,
+            0.0,
+            1.531761,
+            0.140036,
+            2.646122,
+            0.063917,
+            1.154061,
+            0.13942,
+            3.094227,
+            0.151779,
+            2.671918,
+            0.159936,
+            2.347836,
+            0.151279,
+            0.235115,
+            0.203048,
+            0.280229,
+            8.814032,
+            0.221605,
+            0.620524,
+            1.033149,
+        ],
+        [
+            1.202535,
+            -0.247545,
+            -1.158974,
+            -0.90239,
+            -0.156117,
+            -0.920287,
+            0.154895,
+            -0.418114,
+            -0.715174,
+            -0.048704,
+            0.608882,
+            -0.19253,
+        ],
+    ],
+}
 
 
 def _digest(tensors: dict[str, torch.Tensor]) -> str:
@@ -54,7 +222,9 @@ def run_case(model: str, settings: dict[str, object]) -> tuple[str, list[float],
     change and its first 12 finite scores for 5 users."""
     data = ring_log(n_users=30, n_items=20)
     spec = get_spec(model)
-    core = build_core(spec, config_from_dict(spec.config_cls, dict(settings)), data.n_users, data.n_items, seed=3)
+    core = build_core(
+        spec, config_from_dict(spec.config_cls, dict(settings)), data.n_users, data.n_items, seed=3
+    )
     assert isinstance(core, torch.nn.Module)
     before = {k: v.detach().clone() for k, v in core.state_dict().items()}
     init = _digest(before)
@@ -67,7 +237,11 @@ def run_case(model: str, settings: dict[str, object]) -> tuple[str, list[float],
         core.loss(batch).backward()
         opt.step()
     sd = core.state_dict()
-    weights = [float((sd[k].double() - before[k].double()).abs().sum()) for k in sorted(sd) if sd[k].is_floating_point()]
+    weights = [
+        float((sd[k].double() - before[k].double()).abs().sum())
+        for k in sorted(sd)
+        if sd[k].is_floating_point()
+    ]
     core.eval()
     seqs = data.sequences()
     with torch.no_grad():
@@ -75,12 +249,13 @@ def run_case(model: str, settings: dict[str, object]) -> tuple[str, list[float],
     return init, weights, [float(x) for x in scores[torch.isfinite(scores)].double()[:12]]
 
 
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_features_off_builds_trains_and_scores_as_before(name: str) -> None:
     model, settings, want_init = CASES[name]
     init, weights, scores = run_case(model, settings)
-    assert init == want_init, "the initial weights must be bit-identical (parameter creation order and RNG use)"
+    assert init == want_init, (
+        "the initial weights must be bit-identical (parameter creation order and RNG use)"
+    )
     want_weights, want_scores = TRAINED[name]
     assert weights == pytest.approx(want_weights, rel=1e-5, abs=1e-6)
     assert scores == pytest.approx(want_scores, rel=1e-5, abs=1e-5)

@@ -26,12 +26,18 @@ N_ITEMS = 12
 
 def item_table(n: int = N_ITEMS) -> FeatureTable:
     """Item ``i{k}``: category ``k % 3``, tags {k % 4, k % 5 + 10} (item 11 has none), price k (missing for 5)."""
-    return FeatureTable.from_frame(pd.DataFrame({
-        "item_id": [f"i{k}" for k in range(n)],
-        "category": [f"c{k % 3}" for k in range(n)],
-        "tags": [[] if k == 11 else [f"t{k % 4}", f"t{k % 5 + 10}"] for k in range(n)],
-        "price": [np.nan if k == 5 else float(k) for k in range(n)],
-    }), "item_id", {"category": "categorical", "tags": "multi", "price": "numeric"})
+    return FeatureTable.from_frame(
+        pd.DataFrame(
+            {
+                "item_id": [f"i{k}" for k in range(n)],
+                "category": [f"c{k % 3}" for k in range(n)],
+                "tags": [[] if k == 11 else [f"t{k % 4}", f"t{k % 5 + 10}"] for k in range(n)],
+                "price": [np.nan if k == 5 else float(k) for k in range(n)],
+            }
+        ),
+        "item_id",
+        {"category": "categorical", "tags": "multi", "price": "numeric"},
+    )
 
 
 def context(fields: tuple[str, ...] = ()) -> ModelContext:
@@ -48,12 +54,15 @@ def sasrec(**over: object) -> SASRec:
 SEQ = torch.tensor([[0, 0, 3, 1, 4, 7, 2, 9]])
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"item_features": "mean"}, "item_features must be one of"),
-    ({"id_dropout": 0.5}, "id_dropout drops ID embeddings"),
-    ({"item_features": "sum", "id_dropout": 1.0}, r"id_dropout must be in \[0, 1\)"),
-    ({"item_features": "sum", "sparse_embedding": True}, "sparse_embedding cannot be combined"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"item_features": "mean"}, "item_features must be one of"),
+        ({"id_dropout": 0.5}, "id_dropout drops ID embeddings"),
+        ({"item_features": "sum", "id_dropout": 1.0}, r"id_dropout must be in \[0, 1\)"),
+        ({"item_features": "sum", "sparse_embedding": True}, "sparse_embedding cannot be combined"),
+    ],
+)
 def test_inconsistent_feature_settings_are_refused(bad: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         SASRecConfig(**bad)  # type: ignore[arg-type]
@@ -80,7 +89,9 @@ def test_feature_vectors_follow_the_fields_meaning() -> None:
     assert torch.equal(tabs[2, 6], torch.zeros(16))  # i5's price is missing: no contribution
     assert not torch.equal(tabs[2, 7], torch.zeros(16))
     assert torch.equal(tabs[:, 0], torch.zeros(3, 16))  # padding has no features
-    assert torch.allclose(model.item_vectors(), model.item_emb.weight + tabs.sum(0) * (torch.arange(13) > 0)[:, None])
+    assert torch.allclose(
+        model.item_vectors(), model.item_emb.weight + tabs.sum(0) * (torch.arange(13) > 0)[:, None]
+    )
 
 
 @pytest.mark.parametrize("mode", ["sum", "concat", "gate"])
@@ -101,8 +112,16 @@ def test_an_items_features_change_its_own_row_and_nothing_else_outside_the_encod
     assert torch.equal(s0[:, others], s1[:, others]) and not torch.allclose(s0[:, 5], s1[:, 5])
 
 
-@pytest.mark.parametrize("over", [{"item_features": "sum"}, {"item_features": "concat"}, {"item_features": "gate"},
-                                  {"difsr": True}, {"item_features": "gate", "difsr": True}])
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"item_features": "sum"},
+        {"item_features": "concat"},
+        {"item_features": "gate"},
+        {"difsr": True},
+        {"item_features": "gate", "difsr": True},
+    ],
+)
 def test_sasrec_stays_causal_with_features(over: dict[str, object]) -> None:
     model = sasrec(**over)
     later = SEQ.clone()
@@ -117,7 +136,9 @@ def test_difsr_reads_features_in_attention_only() -> None:
     assert model.item_ctx is not None
     assert torch.equal(model.item_vectors(), model.item_emb.weight)  # the output layer is the ID embedding
     h0 = model.encode(SEQ)
-    model.item_ctx.fields[0].codes[3] = model.item_ctx.fields[0].codes[2]  # an item in the history changes category
+    model.item_ctx.fields[0].codes[3] = model.item_ctx.fields[0].codes[
+        2
+    ]  # an item in the history changes category
     assert not torch.allclose(model.encode(SEQ)[:, -1], h0[:, -1])  # ... which its attention logits see
 
 
@@ -133,13 +154,16 @@ def test_id_dropout_draws_in_training_only() -> None:
     assert 0 < int(dropped.sum()) < N_ITEMS
 
 
-@pytest.mark.parametrize("model_name, over", [
-    ("sasrec", {"loss": "bce", "item_features": "sum", "id_dropout": 0.3}),
-    ("sasrec", {"loss": "ce", "item_features": "concat"}),
-    ("sasrec", {"loss": "sampled_ce", "n_negatives": 5, "item_features": "gate", "difsr": True}),
-    ("bert4rec", {"item_features": "sum", "id_dropout": 0.3}),
-    ("bert4rec", {"loss": "sampled_ce", "n_negatives": 5, "item_features": "gate"}),
-])
+@pytest.mark.parametrize(
+    "model_name, over",
+    [
+        ("sasrec", {"loss": "bce", "item_features": "sum", "id_dropout": 0.3}),
+        ("sasrec", {"loss": "ce", "item_features": "concat"}),
+        ("sasrec", {"loss": "sampled_ce", "n_negatives": 5, "item_features": "gate", "difsr": True}),
+        ("bert4rec", {"item_features": "sum", "id_dropout": 0.3}),
+        ("bert4rec", {"loss": "sampled_ce", "n_negatives": 5, "item_features": "gate"}),
+    ],
+)
 def test_every_option_trains(model_name: str, over: dict[str, object]) -> None:
     data = ring_log(n_users=30, n_items=N_ITEMS)
     ctx = ModelContext(ItemFeatures.from_table(item_table(), data.items))
@@ -153,7 +177,9 @@ def test_every_option_trains(model_name: str, over: dict[str, object]) -> None:
     emb0 = model.item_ctx.fields[0].proj.weight.detach().clone()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     model.train()
-    for _, batch in zip(range(3), model.train_batches(data.sequences(), 8, np.random.default_rng(0)), strict=False):
+    for _, batch in zip(
+        range(3), model.train_batches(data.sequences(), 8, np.random.default_rng(0)), strict=False
+    ):
         opt.zero_grad()
         loss = model.loss(batch)
         assert torch.isfinite(loss)
@@ -177,14 +203,29 @@ def test_bert4rec_mask_token_keeps_its_own_row_with_features() -> None:
 def test_new_items_are_encoded_with_the_training_codes() -> None:
     spec = context().item_features
     assert spec is not None
-    new = FeatureTable.from_frame(pd.DataFrame({
-        "item_id": ["n1", "n2"], "category": ["c2", "unseen"], "tags": [["t1", "zz"], ["t3"]], "price": [5.5, np.nan],
-    }), "item_id", {"category": "categorical", "tags": "multi", "price": "numeric"})
+    new = FeatureTable.from_frame(
+        pd.DataFrame(
+            {
+                "item_id": ["n1", "n2"],
+                "category": ["c2", "unseen"],
+                "tags": [["t1", "zz"], ["t3"]],
+                "price": [5.5, np.nan],
+            }
+        ),
+        "item_id",
+        {"category": "categorical", "tags": "multi", "price": "numeric"},
+    )
     rows = spec.encode(new)
     old = spec.aligned
-    assert rows.categorical["category"].tolist() == [old.categorical["category"][3], 0]  # c2 as item i2; unseen -> 0
+    assert rows.categorical["category"].tolist() == [
+        old.categorical["category"][3],
+        0,
+    ]  # c2 as item i2; unseen -> 0
     assert rows.multi["tags"].shape[1] == old.multi["tags"].shape[1]
-    assert rows.multi["tags"][0].tolist()[:2] == [old.multi["tags"][2][0], 0]  # t1 as item i1's first tag; zz -> 0
+    assert rows.multi["tags"][0].tolist()[:2] == [
+        old.multi["tags"][2][0],
+        0,
+    ]  # t1 as item i1's first tag; zz -> 0
     mean, std = spec.stats["price"]
     assert rows.numeric["price"][0] == pytest.approx((5.5 - mean) / std)
     assert rows.present["price"].tolist() == [True, False]

@@ -35,7 +35,10 @@ def test_transition_positions() -> None:
 
 def test_fmc_has_no_user_factors_and_ignores_the_user() -> None:
     data, split = demo()
-    fmc, fpmc = FMC(FPMCConfig(dim=8), data.n_users, data.n_items), FPMC(FPMCConfig(dim=8), data.n_users, data.n_items)
+    fmc, fpmc = (
+        FMC(FPMCConfig(dim=8), data.n_users, data.n_items),
+        FPMC(FPMCConfig(dim=8), data.n_users, data.n_items),
+    )
     assert not hasattr(fmc, "user_emb") and hasattr(fpmc, "user_emb")
     assert sum(p.numel() for p in fmc.parameters()) == 2 * 8 * (data.n_items + 1)
     hist = split.test.histories.take(np.array([0, 0]))

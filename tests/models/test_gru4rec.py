@@ -49,11 +49,15 @@ def test_sampled_losses_mask_accidental_hits() -> None:
         h = plus.encode(seq)[seq.gt(0) & target.gt(0)]
         pos = target[seq.gt(0) & target.gt(0)]
         r_pos = (h * plus.out_emb(pos)).sum(-1) + plus.out_bias[pos]
-        r_neg = torch.stack([(h * plus.out_emb.weight[n]).sum(-1) + plus.out_bias[n] for n in (4, 5, 6, 9)], 1)
+        r_neg = torch.stack(
+            [(h * plus.out_emb.weight[n]).sum(-1) + plus.out_bias[n] for n in (4, 5, 6, 9)], 1
+        )
         hit = torch.tensor([[n == p for n in (4, 5, 6, 9)] for p in pos.tolist()])
         s = r_neg.masked_fill(hit, -torch.inf).softmax(-1)
         if loss == "bpr-max":
-            want = (-torch.log((s * torch.sigmoid(r_pos[:, None] - r_neg)).sum(-1)) + (s * r_neg**2).sum(-1)).mean()
+            want = (
+                -torch.log((s * torch.sigmoid(r_pos[:, None] - r_neg)).sum(-1)) + (s * r_neg**2).sum(-1)
+            ).mean()
         else:
             want = (s * (torch.sigmoid(r_neg - r_pos[:, None]) + torch.sigmoid(r_neg**2))).sum(-1).mean()
         torch.testing.assert_close(got, want)
@@ -67,7 +71,9 @@ def test_config_and_registration() -> None:
         GRU4RecConfig(loss="top1")
 
 
-@pytest.mark.parametrize("name,loss", [("gru4rec", "ce"), ("gru4rec-plus", "bpr-max"), ("gru4rec-plus", "top1-max")])
+@pytest.mark.parametrize(
+    "name,loss", [("gru4rec", "ce"), ("gru4rec-plus", "bpr-max"), ("gru4rec-plus", "top1-max")]
+)
 def test_recovers_a_deterministic_chain(name: str, loss: str) -> None:
     data = chain()
     rec = fit(name, data, config={"loss": loss}, epochs=20, batch_size=32)

@@ -34,7 +34,9 @@ def test_beta_follows_the_papers_formula() -> None:
     assert gbce_beta(256, 3417, 0.0) == 1.0  # t = 0: plain BCE
     assert gbce_beta(256, 3417, 1.0) == pytest.approx(256 / 3416)  # t = 1: beta = alpha, calibrated
     assert gbce_beta(256, 3417, 0.75) == pytest.approx(1 - 0.75 * (1 - 256 / 3416))
-    assert gbce_beta(50, 20, 0.75) == 1.0  # k >= |I| - 1: every other item is a negative, nothing to calibrate
+    assert (
+        gbce_beta(50, 20, 0.75) == 1.0
+    )  # k >= |I| - 1: every other item is a negative, nothing to calibrate
     with pytest.raises(ValueError, match=r"gbce_t must be in \[0, 1\], not 1.5"):
         gbce_beta(2, 5, 1.5)
 
@@ -137,5 +139,7 @@ def test_learns_sequential_structure_beyond_popularity(ring: Interactions) -> No
 def test_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match=r"gbce_t must be in \[0, 1\], not -0.1"):
         GSASRecConfig(gbce_t=-0.1)
-    with pytest.raises(ValueError, match="^hidden, n_layers, n_heads, max_len and n_negatives must be positive$"):
+    with pytest.raises(
+        ValueError, match="^hidden, n_layers, n_heads, max_len and n_negatives must be positive$"
+    ):
         GSASRecConfig(n_negatives=0)

@@ -18,12 +18,24 @@ from attnrec.recommend import load
 from attnrec.recommend.insight import explain_recommendation
 from position_negatives import position_batch
 
-SMALL = {"hidden": 16, "dqk": 8, "dv": 8, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1,
-         "n_negatives": 10}
+SMALL = {
+    "hidden": 16,
+    "dqk": 8,
+    "dv": 8,
+    "n_layers": 2,
+    "n_heads": 2,
+    "max_len": 12,
+    "dropout": 0.1,
+    "n_negatives": 10,
+}
 SEQ = torch.tensor([[0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6, 11], [0] * 9 + [4, 5, 6]])
 DAY = 86_400
-TS = torch.tensor([[0, 0, 10, 70, DAY, 2 * DAY, 2 * DAY + 5, 9 * DAY, 30 * DAY, 31 * DAY, 200 * DAY, 201 * DAY],
-                   [0] * 9 + [DAY, 3 * DAY, 50 * DAY]])
+TS = torch.tensor(
+    [
+        [0, 0, 10, 70, DAY, 2 * DAY, 2 * DAY + 5, 9 * DAY, 30 * DAY, 31 * DAY, 200 * DAY, 201 * DAY],
+        [0] * 9 + [DAY, 3 * DAY, 50 * DAY],
+    ]
+)
 
 
 def _model(**over: object) -> HSTU:
@@ -47,7 +59,9 @@ def test_a_later_item_or_timestamp_never_changes_an_earlier_output(with_time: bo
         changed = [m.encode(later_item, ts)] + ([m.encode(SEQ, later_time)] if with_time else [])
     for out in changed:
         torch.testing.assert_close(out[0, : t + 1], base[0, : t + 1], rtol=0, atol=1e-6)
-        assert not torch.allclose(out[0, t + 1], base[0, t + 1], atol=1e-4), "the change must reach its own position"
+        assert not torch.allclose(out[0, t + 1], base[0, t + 1], atol=1e-4), (
+            "the change must reach its own position"
+        )
 
 
 def test_attention_rows_are_silu_sums_not_normalised() -> None:
@@ -107,7 +121,9 @@ def test_newest_position_only_equals_the_full_pass_and_the_scores() -> None:
             batch = {"seq": SEQ} if ts is None else {"seq": SEQ, "timestamps": ts}
             scores = m.score(batch)
         torch.testing.assert_close(last[:, 0], full, rtol=1e-5, atol=1e-6)
-        want = full @ torch.nn.functional.normalize(m.item_emb.weight, dim=-1).T / 0.05  # cosine / temperature
+        want = (
+            full @ torch.nn.functional.normalize(m.item_emb.weight, dim=-1).T / 0.05
+        )  # cosine / temperature
         torch.testing.assert_close(scores[:, 1:], want[:, 1:], rtol=1e-5, atol=1e-5)
         assert torch.isneginf(scores[:, 0]).all()
 
@@ -132,7 +148,9 @@ def test_bad_timestamps_and_settings_are_refused() -> None:
         m.encode(SEQ, TS.double())
     with pytest.raises(ValueError, match="loss must be sampled_ce or ce, not 'bce'"):
         HSTUConfig(loss="bce")
-    with pytest.raises(ValueError, match="^hidden, n_layers, n_heads, dqk, dv, max_len and time_buckets must be positive$"):
+    with pytest.raises(
+        ValueError, match="^hidden, n_layers, n_heads, dqk, dv, max_len and time_buckets must be positive$"
+    ):
         HSTUConfig(dqk=0)
     with pytest.raises(ValueError, match="temperature > 0"):
         HSTUConfig(temperature=0.0)
@@ -225,5 +243,7 @@ def test_per_position_negatives_are_each_positions_own() -> None:
     other[last[0], last[1]] = torch.arange(1, 1 + s)
     with torch.no_grad():
         same = m.loss(batch | {"negative": row[:, None, :].expand(b, t, s)})
-        torch.testing.assert_close(same, m.loss(batch | {"negative": row}))  # per position = per sequence here
+        torch.testing.assert_close(
+            same, m.loss(batch | {"negative": row})
+        )  # per position = per sequence here
         assert not torch.isclose(m.loss(batch | {"negative": other}), same)  # and each position reads its own

@@ -42,5 +42,9 @@ def test_last_position_state_equals_the_full_pass(model: str) -> None:
         scores = core.score(batch)
     # and the scores built on it are the full pass's
     want = full if model == "sasrec" else core.project(full)
-    torch.testing.assert_close(scores[:, 1:], (want @ core.item_vectors().T)[:, 1:]
-                               + (0 if model == "sasrec" else core.item_bias()[1:]), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        scores[:, 1:],
+        (want @ core.item_vectors().T)[:, 1:] + (0 if model == "sasrec" else core.item_bias()[1:]),
+        rtol=1e-5,
+        atol=1e-5,
+    )

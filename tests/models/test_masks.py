@@ -29,17 +29,23 @@ def test_the_causal_bias_gives_the_boolean_masks_attention_on_every_row() -> Non
     got = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_bias(SEQ))  # (B, H, T, D/H)
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(SEQ))
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
-    assert not torch.equal(got[0, :, 1], got[0, :, 0]), "padding query 1 sees itself, not an average with query 0's key"
+    assert not torch.equal(got[0, :, 1], got[0, :, 0]), (
+        "padding query 1 sees itself, not an average with query 0's key"
+    )
 
 
 def test_the_padding_bias_gives_bidirectional_attention_on_real_queries_and_finite_padding_rows() -> None:
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(3, 2, 5, 4, generator=g) * 3 for _ in range(3))  # (B, H, T, D/H)
     real = (SEQ > 0)[:, None, :, None]  # (B, 1, T, 1)
-    every_real_key = (SEQ > 0)[:, None, None, :] | torch.eye(5, dtype=torch.bool)  # (B, 1, T, T) bidirectional
+    every_real_key = (SEQ > 0)[:, None, None, :] | torch.eye(
+        5, dtype=torch.bool
+    )  # (B, 1, T, T) bidirectional
     got = F.scaled_dot_product_attention(q, k, v, attn_mask=padding_bias(SEQ))  # (B, H, T, D/H)
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=every_real_key)
-    torch.testing.assert_close(got * real, want * real, rtol=0, atol=1e-6)  # BERT4Rec never reads padding rows
+    torch.testing.assert_close(
+        got * real, want * real, rtol=0, atol=1e-6
+    )  # BERT4Rec never reads padding rows
     assert torch.isfinite(got).all()  # a padding query without real keys still gets a finite row
 
 

@@ -68,10 +68,14 @@ def test_peter_plus_puts_the_feature_after_the_ids() -> None:
 
 
 def _batch() -> dict[str, torch.Tensor]:
-    return {"user": torch.tensor([0, 1]), "item": torch.tensor([1, 2]), "feature": torch.tensor([4, 5]),
-            "rating": torch.tensor([5.0, 2.0]),
-            "text": torch.tensor([[BOS_ID, 4, 5, EOS_ID, PAD_ID], [BOS_ID, 6, EOS_ID, PAD_ID, PAD_ID]]),
-            "context": torch.tensor([[4, 5, PAD_ID], [6, PAD_ID, PAD_ID]])}
+    return {
+        "user": torch.tensor([0, 1]),
+        "item": torch.tensor([1, 2]),
+        "feature": torch.tensor([4, 5]),
+        "rating": torch.tensor([5.0, 2.0]),
+        "text": torch.tensor([[BOS_ID, 4, 5, EOS_ID, PAD_ID], [BOS_ID, 6, EOS_ID, PAD_ID, PAD_ID]]),
+        "context": torch.tensor([[4, 5, PAD_ID], [6, PAD_ID, PAD_ID]]),
+    }
 
 
 def test_losses_match_their_definitions() -> None:
@@ -84,7 +88,9 @@ def test_losses_match_their_definitions() -> None:
     rating = model.rating_mlp(h[:, 0]).squeeze(-1)
     context = torch.log_softmax(model.hidden2token(h[:, 1]), -1)
     words = torch.log_softmax(model.hidden2token(h[:, model.src_len :]), -1)
-    want_t = -(words[0, 0, 4] + words[0, 1, 5] + words[0, 2, EOS_ID] + words[1, 0, 6] + words[1, 1, EOS_ID]) / 5
+    want_t = (
+        -(words[0, 0, 4] + words[0, 1, 5] + words[0, 2, EOS_ID] + words[1, 0, 6] + words[1, 1, EOS_ID]) / 5
+    )
     want_c = -(context[0, 4] + context[0, 5] + context[1, 6]) / 3
     torch.testing.assert_close(parts["text"], want_t)
     torch.testing.assert_close(parts["context"], want_c)
@@ -99,8 +105,9 @@ class _Scripted(PETER):
         super().__init__(PETERConfig(**TINY), 2, 2, 12)
         self.scripts, self.calls = scripts, 0
 
-    def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
-                      prefix: torch.Tensor) -> torch.Tensor:
+    def next_logprobs(
+        self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, prefix: torch.Tensor
+    ) -> torch.Tensor:
         self.calls += 1
         t = prefix.shape[1] - 1
         out = torch.full((len(user), 12), -10.0)
@@ -119,7 +126,9 @@ def test_generation_stops_at_eos(beam: int) -> None:
     model.calls = 0
     assert model.generate(torch.tensor([0]), torch.tensor([1]), max_len=10, beam=beam) == [[4, 5]]
     assert model.calls == 3
-    assert model.generate(torch.tensor([1]), torch.tensor([1]), max_len=2, beam=beam) == [[6, 7]]  # max length
+    assert model.generate(torch.tensor([1]), torch.tensor([1]), max_len=2, beam=beam) == [
+        [6, 7]
+    ]  # max length
 
 
 def test_special_words_are_never_generated() -> None:
@@ -139,8 +148,9 @@ def test_special_words_are_never_generated() -> None:
 
 def test_beam_finds_a_better_sequence_than_greedy() -> None:
     class Trap(PETER):
-        def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
-                          prefix: torch.Tensor) -> torch.Tensor:
+        def next_logprobs(
+            self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, prefix: torch.Tensor
+        ) -> torch.Tensor:
             out = torch.full((len(user), 12), -30.0)
             for r, row in enumerate(prefix.tolist()):
                 if len(row) == 1:  # greedy takes 4 (0.6), beam keeps 5 (0.4) whose next word is sure
@@ -160,8 +170,9 @@ def test_beam_finds_a_better_sequence_than_greedy() -> None:
 class _Looper(PETER):
     """Prefers the next word of the 8-word cycle 4 5 ... 11 4 5 ..., the ones after it less, never <eos>."""
 
-    def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
-                      prefix: torch.Tensor) -> torch.Tensor:
+    def next_logprobs(
+        self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, prefix: torch.Tensor
+    ) -> torch.Tensor:
         out = torch.full((len(user), 12), -30.0)
         for r, row in enumerate(prefix.tolist()):
             last = row[-1] if row[-1] >= 4 else 7
@@ -171,7 +182,7 @@ class _Looper(PETER):
 
 
 def _ngrams(ids: list[int], n: int) -> list[tuple[int, ...]]:
-    return [tuple(ids[j:j + n]) for j in range(len(ids) - n + 1)]
+    return [tuple(ids[j : j + n]) for j in range(len(ids) - n + 1)]
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -179,7 +190,20 @@ def test_ngram_blocking_stops_the_loop(beam: int) -> None:
     model = _Looper(PETERConfig(**TINY), 2, 2, 12).eval()
     u, i = torch.tensor([0, 1]), torch.tensor([1, 1])
     plain = model.generate(u, i, max_len=12, beam=beam)
-    assert plain[0] == [8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11]  # the paper's decoding loops through the cycle
+    assert plain[0] == [
+        8,
+        9,
+        10,
+        11,
+        4,
+        5,
+        6,
+        7,
+        8,
+        9,
+        10,
+        11,
+    ]  # the paper's decoding loops through the cycle
     for n in (1, 2, 3):
         for ids in model.generate(u, i, max_len=12, beam=beam, no_repeat_ngram=n):
             grams = _ngrams(ids, n)
@@ -205,20 +229,33 @@ def test_block_repeats_bans_exactly_the_words_that_complete_a_seen_ngram() -> No
 
 def test_registered_as_explain_task() -> None:
     spec = get_spec("peter")
-    assert spec.task == "explain" and "peter" in list_models("explain") and "peter" not in list_models("sequential")
+    assert (
+        spec.task == "explain"
+        and "peter" in list_models("explain")
+        and "peter" not in list_models("sequential")
+    )
     assert spec.presets["paper"]["train"]["lr"] == 1.0 and spec.presets["plus"]["model"]["use_feature"]
 
 
 def _toy_data(n: int = 160):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
-    phrases = {"strings": "these strings sound bright and clear", "tuner": "the tuner is accurate and fast",
-               "strap": "the strap is comfortable"}
+    phrases = {
+        "strings": "these strings sound bright and clear",
+        "tuner": "the tuner is accurate and fast",
+        "strap": "the strap is comfortable",
+    }
     recs = []
     for _ in range(n):
         item = int(rng.integers(6))
         feat = list(phrases)[item % 3]
-        recs.append({"user": f"u{rng.integers(10)}", "item": f"i{item}", "rating": float(3 + item % 3),
-                     "template": (feat, "good", phrases[feat], 1)})
+        recs.append(
+            {
+                "user": f"u{rng.integers(10)}",
+                "item": f"i{item}",
+                "rating": float(3 + item % 3),
+                "template": (feat, "good", phrases[feat], 1),
+            }
+        )
     return from_records(recs)
 
 
@@ -226,8 +263,11 @@ def test_explainer_fit_explain_evaluate_and_save_load_identity(tmp_path: Path) -
     torch.set_num_threads(1)
     data = _toy_data()
     split = random_split(data, seed=0)
-    ex = Explainer(config=TINY | {"use_feature": True, "max_words": 8},
-                   train={"optimizer": "adam", "lr": 0.01, "max_epochs": 12, "threads": 1}, preset="plus")
+    ex = Explainer(
+        config=TINY | {"use_feature": True, "max_words": 8},
+        train={"optimizer": "adam", "lr": 0.01, "max_epochs": 12, "threads": 1},
+        preset="plus",
+    )
     ex.fit(data, split, progress=False)
     assert ex.train_result_ is not None and ex.train_result_.epochs >= 1
     metrics = ex.evaluate(data, split.test)
@@ -283,7 +323,9 @@ def test_rating_baseline_adds_the_fixed_offsets() -> None:
     based.init_rating(4.0, np.array([0.5, -0.25]), np.array([0.0, 0.1, -0.2]))
     plain.init_rating(4.0)
     u, i = torch.tensor([0, 1]), torch.tensor([2, 1])
-    torch.testing.assert_close(based.predict(u, i)[0], plain.predict(u, i)[0] + torch.tensor([0.5 - 0.2, -0.25 + 0.1]))
+    torch.testing.assert_close(
+        based.predict(u, i)[0], plain.predict(u, i)[0] + torch.tensor([0.5 - 0.2, -0.25 + 0.1])
+    )
     assert "user_offset" in based.state_dict() and "user_offset" not in plain.state_dict()
     assert not any(p is based.user_offset for p in based.parameters())  # fixed, never trained
 
@@ -292,14 +334,20 @@ def test_own_rating_checkpoint_is_the_best_validation_rating(tmp_path: Path) -> 
     torch.set_num_threads(1)
     data = _toy_data()
     split = random_split(data, seed=0)
-    ex = Explainer(config=TINY | {"max_words": 8, "rating_checkpoint": "own", "rating_baseline": True,
-                                  "rating_weight": 1.0},
-                   train={"optimizer": "adam", "lr": 0.03, "max_epochs": 8, "threads": 1}, preset="adam")
+    ex = Explainer(
+        config=TINY
+        | {"max_words": 8, "rating_checkpoint": "own", "rating_baseline": True, "rating_weight": 1.0},
+        train={"optimizer": "adam", "lr": 0.03, "max_epochs": 8, "threads": 1},
+        preset="adam",
+    )
     ex.fit(data, split, progress=False)
     assert ex.rating_core_ is not None and ex.rating_baseline_ is not None
     assert ex.rating_baseline_["damping"] in DAMPINGS
     history = [h["valid"]["rating"] for h in ex.train_result_.history if "valid" in h]
-    u, i = torch.from_numpy(np.array(data.user[split.valid])), torch.from_numpy(np.array(data.item[split.valid]))
+    u, i = (
+        torch.from_numpy(np.array(data.user[split.valid])),
+        torch.from_numpy(np.array(data.item[split.valid])),
+    )
     enc_valid = encode_reviews(data.take(split.valid), ex.vocab_, ex.config.max_words)
     with torch.no_grad():
         assert ex._mean_losses(ex.rating_core_, enc_valid)["rating"] == pytest.approx(min(history), rel=1e-5)
@@ -319,13 +367,19 @@ def test_own_rating_snapshot_survives_a_resume(tmp_path: Path) -> None:
     data = _toy_data()
     split = random_split(data, seed=0)
     cfg = TINY | {"max_words": 8, "rating_checkpoint": "own", "rating_weight": 1.0}
-    full = Explainer(config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 4, "threads": 1}, preset="adam")
+    full = Explainer(
+        config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 4, "threads": 1}, preset="adam"
+    )
     full.fit(data, split, progress=False)
     ratings = [h["valid"]["rating"] for h in full.train_result_.history if "valid" in h]
     assert ratings.index(min(ratings)) < 2  # the snapshot to keep is taken before the interruption
-    part = Explainer(config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 2, "threads": 1}, preset="adam")
+    part = Explainer(
+        config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 2, "threads": 1}, preset="adam"
+    )
     part.fit(data, split, state_dir=tmp_path / "state", progress=False)
-    rest = Explainer(config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 4, "threads": 1}, preset="adam")
+    rest = Explainer(
+        config=cfg, train={"optimizer": "adam", "lr": 0.03, "max_epochs": 4, "threads": 1}, preset="adam"
+    )
     rest.fit(data, split, state_dir=tmp_path / "state", progress=False)
     for k, v in full.rating_core_.state_dict().items():
         torch.testing.assert_close(rest.rating_core_.state_dict()[k], v)

@@ -34,8 +34,9 @@ def test_recommends_by_training_popularity() -> None:
     counts = np.bincount(split.train.items, minlength=data.n_items + 1)
     counts[0] = -1
     best = data.items.to_external([int(np.argmax(counts))])[0]
-    assert rec.recommend(history=["no-such-item-but-a-history", data.items.to_external([1])[0]], k=1,
-                         exclude_seen=False).items == [best]
+    assert rec.recommend(
+        history=["no-such-item-but-a-history", data.items.to_external([1])[0]], k=1, exclude_seen=False
+    ).items == [best]
     assert rec.train_result_ is not None and rec.train_result_.stopped == "fitted"
 
 

@@ -47,7 +47,9 @@ def test_attention_weights_come_from_the_forward_pass_that_encodes() -> None:
         q = block.ln_attn(x)
         qh = block.attn.q(q).view(2, 12, 2, 8).transpose(1, 2)
         kh = block.attn.k(x).view(2, 12, 2, 8).transpose(1, 2)
-        allowed = torch.ones(12, 12, dtype=torch.bool).tril() & real[:, None, None, :] | torch.eye(12, dtype=torch.bool)
+        allowed = torch.ones(12, 12, dtype=torch.bool).tril() & real[:, None, None, :] | torch.eye(
+            12, dtype=torch.bool
+        )
         want = (qh @ kh.transpose(-1, -2) / 8**0.5).masked_fill(~allowed, -torch.inf).softmax(-1)
     rows = real[:, None, :, None]  # real queries; a padding query's row is never read (masks.py)
     torch.testing.assert_close(maps[0] * rows, want * rows)
@@ -137,8 +139,11 @@ def test_fast_ce_gives_the_default_loss_and_gradients(ring: Interactions) -> Non
     got = []
     for fast in (False, True):
         torch.manual_seed(0)
-        m = SASRec(SASRecConfig(**(SMALL | {"loss": "ce", "dropout": 0.0, "fast_ce": fast})),  # type: ignore[arg-type]
-                   ring.n_users, ring.n_items)
+        m = SASRec(
+            SASRecConfig(**(SMALL | {"loss": "ce", "dropout": 0.0, "fast_ce": fast})),  # type: ignore[arg-type]
+            ring.n_users,
+            ring.n_items,
+        )
         loss = m.loss(batch)
         loss.backward()
         got.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
@@ -214,7 +219,9 @@ def test_authors_attention_is_the_reference_sublayer_by_hand() -> None:
         qh = block.attn.q(q).view(1, 12, 2, 8).transpose(1, 2)
         kh = block.attn.k(x).view(1, 12, 2, 8).transpose(1, 2)
         vh = block.attn.v(x).view(1, 12, 2, 8).transpose(1, 2)
-        allowed = torch.ones(12, 12, dtype=torch.bool).tril() & real[:, None, None, :] | torch.eye(12, dtype=torch.bool)
+        allowed = torch.ones(12, 12, dtype=torch.bool).tril() & real[:, None, None, :] | torch.eye(
+            12, dtype=torch.bool
+        )
         p = (qh @ kh.transpose(-1, -2) / 8**0.5).masked_fill(~allowed, -torch.inf).softmax(-1)
         want = block.ln_ffn(q + (p @ vh).transpose(1, 2).reshape(1, 12, 16))  # (1, T, D)
         got = block(x, causal_bias(seq, x.dtype), real[..., None].float())[0]  # the block's own forward

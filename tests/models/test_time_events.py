@@ -30,8 +30,12 @@ def log(n_users: int = 12, seed: int = 0, length: int = 14) -> Sequences:
     n = n_users * length
     gaps = rng.choice([60, 600, 3600, 7200, 86400, 3 * 86400], size=(n_users, length))
     ts = 1_700_000_000 + np.cumsum(gaps, axis=1).ravel()
-    return Sequences(np.arange(0, n + 1, length), rng.integers(1, N_ITEMS + 1, n), N_ITEMS, {
-        "timestamp": ts, "event": rng.integers(1, 4, n), "rating": rng.integers(1, 11, n) / 2.0})
+    return Sequences(
+        np.arange(0, n + 1, length),
+        rng.integers(1, N_ITEMS + 1, n),
+        N_ITEMS,
+        {"timestamp": ts, "event": rng.integers(1, 4, n), "rating": rng.integers(1, 11, n) / 2.0},
+    )
 
 
 def sasrec(**over: object) -> SASRec:
@@ -104,8 +108,11 @@ def test_sasrec_stays_causal_with_time_event_and_rating_inputs(key: str, request
     changed = dict(batch)
     changed[key] = batch[key].clone()
     # a time 1 s after the previous event: the smallest gap of the window, which must not rescale earlier intervals
-    changed[key][:, j] = {"timestamps": changed[key][:, j - 1] + 1, "events": 1 + changed[key][:, j] % 3,
-                          "ratings": 5.5 - changed[key][:, j]}[key]
+    changed[key][:, j] = {
+        "timestamps": changed[key][:, j - 1] + 1,
+        "events": 1 + changed[key][:, j] % 3,
+        "ratings": 5.5 - changed[key][:, j],
+    }[key]
     after = _states(model, changed)
     first_seen = j - 1 if request_time and key == "timestamps" else j
     assert torch.equal(before[:, :first_seen], after[:, :first_seen])
@@ -141,11 +148,14 @@ def test_missing_column_is_a_one_line_error_naming_it() -> None:
         SASRec(SASRecConfig(event_input=True), 5, N_ITEMS)
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"time_features": "cyclic"}, "time_features must be one of"),
-    ({"explicit_negatives": True}, "needs min_target_rating"),
-    ({"time_intervals": -1}, ">= 0"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"time_features": "cyclic"}, "time_features must be one of"),
+        ({"explicit_negatives": True}, "needs min_target_rating"),
+        ({"time_intervals": -1}, ">= 0"),
+    ],
+)
 def test_inconsistent_event_settings_are_refused(bad: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         SASRecConfig(**bad)  # type: ignore[arg-type]
@@ -173,8 +183,9 @@ def test_sasrec_targets_only_at_qualifying_events_and_low_ratings_as_negatives()
         ev, rt = cols["event"][u, 1:], cols["rating"][u, 1:]
         ok = np.isin(ev, [1, 2]) & (rt >= 3.0)
         assert np.array_equal(batch["target"][r].numpy(), np.where(ok, windows[u, 1:], 0))
-        assert np.array_equal(batch[EXPLICIT_NEGATIVE][r].numpy(),
-                              np.where(np.isin(ev, [1, 2]) & (rt < 3.0), windows[u, 1:], 0))
+        assert np.array_equal(
+            batch[EXPLICIT_NEGATIVE][r].numpy(), np.where(np.isin(ev, [1, 2]) & (rt < 3.0), windows[u, 1:], 0)
+        )
     loss = model.loss(batch)
     assert torch.isfinite(loss)
     # the explicit negatives are in the loss: it grows with their scores
@@ -184,15 +195,23 @@ def test_sasrec_targets_only_at_qualifying_events_and_low_ratings_as_negatives()
 
 def test_bert4rec_masks_only_qualifying_targets_and_hides_their_event_and_rating() -> None:
     seqs = log(n_users=30)
-    model = bert4rec(**ALL_INPUTS, target_events="buy", min_target_rating=2.0, explicit_negatives=True,
-                     mask_prob=0.5, mask_last_prob=0.3)
+    model = bert4rec(
+        **ALL_INPUTS,
+        target_events="buy",
+        min_target_rating=2.0,
+        explicit_negatives=True,
+        mask_prob=0.5,
+        mask_last_prob=0.3,
+    )
     windows = seqs.padded(10)
     ev, rt = seqs.padded_column("event", 10), seqs.padded_column("rating", 10)
     batch = next(model.train_batches(seqs, 64, np.random.default_rng(0)))
     labels, neg = batch["labels"].numpy(), batch[EXPLICIT_NEGATIVE].numpy()
     assert (labels > 0).any(1).all() and (neg > 0).any()
     for r in range(len(labels)):
-        u = int(np.flatnonzero((batch["timestamps"][r].numpy() == seqs.padded_column("timestamp", 10)).all(1))[0])
+        u = int(
+            np.flatnonzero((batch["timestamps"][r].numpy() == seqs.padded_column("timestamp", 10)).all(1))[0]
+        )
         target, low = labels[r] > 0, neg[r] > 0
         assert (ev[u][target] == 1).all() and (rt[u][target] >= 2.0).all()  # only buys rated >= 2 are targets
         assert (ev[u][low] == 1).all() and (rt[u][low] < 2.0).all()  # low-rated buys only as negatives
@@ -209,7 +228,9 @@ def test_bert4rec_mask_stands_at_the_request_time_and_chunks_keep_the_columns() 
     seqs = log()
     model = bert4rec(**ALL_INPUTS)
     batch = model.score_inputs(np.arange(4), seqs.take(np.arange(4)))
-    assert torch.equal(batch["timestamps"][:, -1], batch["timestamps"][:, -2])  # no request time: the newest event's
+    assert torch.equal(
+        batch["timestamps"][:, -1], batch["timestamps"][:, -2]
+    )  # no request time: the newest event's
     assert (batch["events"][:, -1] == 0).all() and batch["ratings"][:, -1].isnan().all()
     base = model.score(batch)
     later = batch | {REQUEST_TIME: batch["timestamps"][:, -1] + 7 * 3600}
@@ -221,8 +242,11 @@ def test_bert4rec_mask_stands_at_the_request_time_and_chunks_keep_the_columns() 
     train = next(chunked.train_batches(short, 12, np.random.default_rng(0)))
     sel = train["labels"] > 0
     with torch.no_grad():
-        assert torch.allclose(chunked.encode_at(train["seq"], sel, train), model.run(train["seq"], batch=train)[0][sel],
-                              atol=1e-5)
+        assert torch.allclose(
+            chunked.encode_at(train["seq"], sel, train),
+            model.run(train["seq"], batch=train)[0][sel],
+            atol=1e-5,
+        )
 
 
 def test_hstu_reads_the_timestamp_column_for_its_time_bias() -> None:
@@ -235,13 +259,17 @@ def test_hstu_reads_the_timestamp_column_for_its_time_bias() -> None:
             block.rab.time_w.normal_(0.0, 1.0)  # a visible time bias
     seqs = log()
     batch = model.score_inputs(np.arange(3), seqs.take(np.arange(3)))
-    assert torch.equal(batch["timestamps"], torch.from_numpy(seqs.take(np.arange(3)).padded_column("timestamp", 10)))
+    assert torch.equal(
+        batch["timestamps"], torch.from_numpy(seqs.take(np.arange(3)).padded_column("timestamp", 10))
+    )
     plain = Sequences(seqs.offsets, seqs.items, N_ITEMS)  # the same log without its columns
     without = model.score_inputs(np.arange(3), plain.take(np.arange(3)))
     assert "timestamps" not in without and not torch.allclose(model.score(batch), model.score(without))
     train = next(model.train_batches(seqs, 4, np.random.default_rng(0)))
     first = int(np.flatnonzero((seqs.padded(11)[:, :-1] == train["seq"][0].numpy()).all(1))[0])
-    assert torch.equal(train["timestamps"][0], torch.from_numpy(seqs.padded_column("timestamp", 11)[first, :-1]))
+    assert torch.equal(
+        train["timestamps"][0], torch.from_numpy(seqs.padded_column("timestamp", 11)[first, :-1])
+    )
 
 
 def hourly_log(n_users: int, seed: int, length: int = 12) -> Sequences:

@@ -26,8 +26,11 @@ CHUNK = 32  # 150 users: 5 chunks, the last one short
 
 
 def _fit(log: Interactions, seed: int = 0) -> Recommender:
-    rec = Recommender("sasrec", {"hidden": 16, "n_layers": 1, "max_len": 20, "dropout": 0.1},
-                      {"max_epochs": 2, "batch_size": 64, "lr": 5e-3, "device": "cpu", "seed": seed})
+    rec = Recommender(
+        "sasrec",
+        {"hidden": 16, "n_layers": 1, "max_len": 20, "dropout": 0.1},
+        {"max_epochs": 2, "batch_size": 64, "lr": 5e-3, "device": "cpu", "seed": seed},
+    )
     return rec.fit(log, progress=False)
 
 
@@ -57,7 +60,9 @@ def _same_answer(row: dict[str, Any], rec: Recommender, **request: Any) -> None:
 
 
 # -- answers -----------------------------------------------------------------------------------------
-def test_every_user_of_a_log_gets_what_recommend_gives(rec: Recommender, log: Interactions, tmp_path: Path) -> None:
+def test_every_user_of_a_log_gets_what_recommend_gives(
+    rec: Recommender, log: Interactions, tmp_path: Path
+) -> None:
     out = tmp_path / "recs.parquet"
     res = score_to_parquet(rec, log, out, k=10, chunk_users=CHUNK)
     assert (res.users, res.chunks, res.resumed_chunks, res.fallbacks) == (150, 5, 0, 0)
@@ -85,7 +90,9 @@ def test_the_output_records_the_run(rec: Recommender, log: Interactions, tmp_pat
 
 def test_long_layout_holds_the_same_answers(rec: Recommender, log: Interactions, tmp_path: Path) -> None:
     wide = _rows(score_to_parquet(rec, log, tmp_path / "w.parquet", k=5, chunk_users=CHUNK).path)
-    long = _rows(score_to_parquet(rec, log, tmp_path / "l.parquet", k=5, chunk_users=CHUNK, layout="long").path)
+    long = _rows(
+        score_to_parquet(rec, log, tmp_path / "l.parquet", k=5, chunk_users=CHUNK, layout="long").path
+    )
     assert len(long) == 5 * 150
     assert [r["rank"] for r in long[:6]] == [1, 2, 3, 4, 5, 1]
     regrouped: dict[str, list[str]] = {}
@@ -106,15 +113,20 @@ def test_filters_are_those_of_recommend(rec: Recommender, log: Interactions, tmp
     assert all(not set(r["items"]) & h for r, h in zip(excluded, history_items, strict=True))
     assert any(set(r["items"]) & h for r, h in zip(seen_rows, history_items, strict=True))
     include = [f"i{i}" for i in range(0, 40, 3)]
-    inc = _rows(score_to_parquet(rec, log, tmp_path / "inc.parquet", k=4, chunk_users=CHUNK, include=include,
-                                 exclude=["i0"]).path)
+    inc = _rows(
+        score_to_parquet(
+            rec, log, tmp_path / "inc.parquet", k=4, chunk_users=CHUNK, include=include, exclude=["i0"]
+        ).path
+    )
     assert all(set(r["items"]) <= set(include) - {"i0"} for r in inc)
     for u in (0, 77, 149):
         _same_answer(seen_rows[u], rec, user=users[u], k=10, exclude_seen=False)
         _same_answer(inc[u], rec, user=users[u], k=4, include=include, exclude=["i0"])
 
 
-def test_an_include_list_of_unknown_items_only_is_refused(rec: Recommender, log: Interactions, tmp_path: Path) -> None:
+def test_an_include_list_of_unknown_items_only_is_refused(
+    rec: Recommender, log: Interactions, tmp_path: Path
+) -> None:
     with pytest.raises(BatchError, match="include: none of its 2 item"):
         score_to_parquet(rec, log, tmp_path / "x.parquet", include=["nope", "nada"])
 
@@ -135,11 +147,15 @@ def _write(path: Path, requests: list[Request]) -> Path:
     if fmt == ".jsonl":
         path.write_text("".join(json.dumps(r) + "\n\n" for r in requests))  # blank lines are skipped
     elif fmt == ".csv":
-        lines = ["user,history", *(f'{r.get("user", "")},"{" ".join(r.get("history", []))}"' for r in requests)]
+        lines = [
+            "user,history",
+            *(f'{r.get("user", "")},"{" ".join(r.get("history", []))}"' for r in requests),
+        ]
         path.write_text("\n".join(lines) + "\n")
     else:
-        table = pa.table({"user": [r.get("user") for r in requests],
-                          "history": [r.get("history") for r in requests]})
+        table = pa.table(
+            {"user": [r.get("user") for r in requests], "history": [r.get("history") for r in requests]}
+        )
         pq.write_table(table, path, row_group_size=4)  # several row groups, not aligned with the chunks
     return path
 
@@ -161,29 +177,46 @@ def test_a_file_of_users_and_histories(rec: Recommender, tmp_path: Path, suffix:
 def test_integer_ids_in_parquet_are_read_as_text(rec: Recommender, tmp_path: Path) -> None:
     log = ring_log(20, 12, 1)
     ext = [int(i[1:]) for i in log.items.to_list()]
-    int_rec = _fit(Interactions(log.user, log.item, log.users,
-                                type(log.items)(np.array([str(e) for e in ext], dtype=object), 1)))
+    int_rec = _fit(
+        Interactions(
+            log.user, log.item, log.users, type(log.items)(np.array([str(e) for e in ext], dtype=object), 1)
+        )
+    )
     path = tmp_path / "ints.parquet"
-    pq.write_table(pa.table({"user": pa.array([7], pa.int64()), "history": pa.array([[3, 4]], pa.list_(pa.int32()))}),
-                   path)
+    pq.write_table(
+        pa.table({"user": pa.array([7], pa.int64()), "history": pa.array([[3, 4]], pa.list_(pa.int32()))}),
+        path,
+    )
     row = _rows(score_to_parquet(int_rec, path, tmp_path / "o.parquet", k=3).path)[0]
     assert row["user"] == "7"
     _same_answer(row, int_rec, user="7", history=["3", "4"], k=3)
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("gap.csv", "user,history\nu1,\n,\n", r"gap.csv line 3: no user and no history"),
-    ("cols.csv", "who,what\nu1,i1\n", r"cols.csv: needs a 'user' or a 'history' column; found 'who', 'what'"),
-    ("extra.csv", "user\nu1,i2\n", r"extra.csv line 2: 2 cells, the header has 1"),
-    ("broken.jsonl", '{"user": "u1"}\n{"user": \n', r"broken.jsonl line 2: not valid JSON"),
-    ("list.jsonl", '["u1"]\n', r"list.jsonl line 1: expected a JSON object"),
-    ("hist.jsonl", '{"history": [1, {"a": 2}]}\n', r"hist.jsonl line 1: history must be a list of item IDs"),
-    ("flag.jsonl", '{"user": false}\n', r"flag.jsonl line 1: user must be a string or an integer"),
-    ("users.txt", "u1\n", r"users.txt: cannot tell the format from the name"),
-    ("fake.parquet", "not parquet", r"fake.parquet: not a readable Parquet file"),
-])
-def test_bad_input_files_are_one_clear_error(rec: Recommender, tmp_path: Path, name: str, content: str,
-                                             message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("gap.csv", "user,history\nu1,\n,\n", r"gap.csv line 3: no user and no history"),
+        (
+            "cols.csv",
+            "who,what\nu1,i1\n",
+            r"cols.csv: needs a 'user' or a 'history' column; found 'who', 'what'",
+        ),
+        ("extra.csv", "user\nu1,i2\n", r"extra.csv line 2: 2 cells, the header has 1"),
+        ("broken.jsonl", '{"user": "u1"}\n{"user": \n', r"broken.jsonl line 2: not valid JSON"),
+        ("list.jsonl", '["u1"]\n', r"list.jsonl line 1: expected a JSON object"),
+        (
+            "hist.jsonl",
+            '{"history": [1, {"a": 2}]}\n',
+            r"hist.jsonl line 1: history must be a list of item IDs",
+        ),
+        ("flag.jsonl", '{"user": false}\n', r"flag.jsonl line 1: user must be a string or an integer"),
+        ("users.txt", "u1\n", r"users.txt: cannot tell the format from the name"),
+        ("fake.parquet", "not parquet", r"fake.parquet: not a readable Parquet file"),
+    ],
+)
+def test_bad_input_files_are_one_clear_error(
+    rec: Recommender, tmp_path: Path, name: str, content: str, message: str
+) -> None:
     path = tmp_path / name
     path.write_text(content)
     with pytest.raises(DataError, match=message):
@@ -194,7 +227,9 @@ def test_bad_input_files_are_one_clear_error(rec: Recommender, tmp_path: Path, n
 def test_a_parquet_history_column_of_floats_is_refused(rec: Recommender, tmp_path: Path) -> None:
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"user": ["u1"], "history": [[1.5]]}), path)
-    with pytest.raises(DataError, match=r"f.parquet: column 'history' must hold lists of strings or integers"):
+    with pytest.raises(
+        DataError, match=r"f.parquet: column 'history' must hold lists of strings or integers"
+    ):
         score_to_parquet(rec, path, tmp_path / "o.parquet")
 
 
@@ -224,8 +259,9 @@ class CountingSource:
             yield {USER: u}
 
 
-def test_users_are_read_chunk_by_chunk(rec: Recommender, log: Interactions, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_users_are_read_chunk_by_chunk(
+    rec: Recommender, log: Interactions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source, pulled_at_call = CountingSource(log), []
     real = rec.recommend_many
 
@@ -312,8 +348,9 @@ def _arrow_memory_while_reading(path: Path, groups: int) -> tuple[float, int]:
     return path.stat().st_size / groups, most
 
 
-def test_reading_a_parquet_file_holds_as_much_memory_whatever_its_size(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reading_a_parquet_file_holds_as_much_memory_whatever_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """pyarrow's pre-buffering keeps the row groups it read (up to 32 MB at a time) until the reader
     closes: memory that grows with a large file. Reading 16 row groups must hold what reading 4 does."""
     from attnrec.recommend import batch_input
@@ -325,12 +362,15 @@ def test_reading_a_parquet_file_holds_as_much_memory_whatever_its_size(tmp_path:
 
 
 @pytest.mark.parametrize("resume", [True, False])
-def test_a_parts_folder_that_is_not_a_run_is_left_alone(rec: Recommender, log: Interactions, tmp_path: Path,
-                                                        resume: bool) -> None:
+def test_a_parts_folder_that_is_not_a_run_is_left_alone(
+    rec: Recommender, log: Interactions, tmp_path: Path, resume: bool
+) -> None:
     foreign = tmp_path / "recs.parquet.parts"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(BatchError, match=r"recs.parquet.parts exists and holds no batch run \(run.json missing\)"):
+    with pytest.raises(
+        BatchError, match=r"recs.parquet.parts exists and holds no batch run \(run.json missing\)"
+    ):
         score_to_parquet(rec, log, tmp_path / "recs.parquet", resume=resume)
     assert (foreign / "notes.txt").read_text() == "mine"
 

@@ -34,8 +34,12 @@ def category_log(features: bool = True) -> Interactions:
         for _ in range(int(rng.integers(5, 15))):
             users.append(f"u{u}")
             items.append(f"c{c}i{int(rng.integers(PER_CAT))}")
-    feats = pd.DataFrame({"item_id": [f"c{c}i{i}" for c in range(N_CAT) for i in range(PER_CAT)],
-                          "category": [f"cat{c}" for c in range(N_CAT) for _ in range(PER_CAT)]})
+    feats = pd.DataFrame(
+        {
+            "item_id": [f"c{c}i{i}" for c in range(N_CAT) for i in range(PER_CAT)],
+            "category": [f"cat{c}" for c in range(N_CAT) for _ in range(PER_CAT)],
+        }
+    )
     table = FeatureTable.from_frame(feats, "item_id", {"category": "categorical"}) if features else None
     return from_columns(users, items, source=DataSource("cats", sha256="0" * 64), item_features=table)
 
@@ -52,8 +56,12 @@ def fitted(data: Interactions, model: str = "sasrec", **over: object) -> Recomme
     return Recommender(model, config, TRAIN).fit(data, progress=False)
 
 
-@pytest.mark.parametrize("model, over", [("sasrec", {}), ("sasrec", {"item_features": "gate"}), ("bert4rec", {})])
-def test_a_cold_item_of_the_right_category_is_recommended(data: Interactions, model: str, over: dict[str, object]) -> None:
+@pytest.mark.parametrize(
+    "model, over", [("sasrec", {}), ("sasrec", {"item_features": "gate"}), ("bert4rec", {})]
+)
+def test_a_cold_item_of_the_right_category_is_recommended(
+    data: Interactions, model: str, over: dict[str, object]
+) -> None:
     rec = fitted(data, model, **over)
     assert rec.add_items(NEW) == ["new2", "new4"]
     assert rec.items_ is not None and len(rec.items_) == N_CAT * PER_CAT + 2
@@ -65,7 +73,9 @@ def test_a_cold_item_of_the_right_category_is_recommended(data: Interactions, mo
     assert ranked.index("new4") > ranked.index("new2")
     s2, s4 = answer.scores[ranked.index("new2")], answer.scores[ranked.index("new4")]
     assert np.isfinite([s2, s4]).all() and s2 != s4
-    assert all(i.startswith("c2") for i in rec.similar_items("new2", k=3).items)  # its vector is its category's
+    assert all(
+        i.startswith("c2") for i in rec.similar_items("new2", k=3).items
+    )  # its vector is its category's
 
 
 def test_save_and_load_keep_features_and_added_items(data: Interactions, tmp_path: Path) -> None:
@@ -86,7 +96,9 @@ def test_save_and_load_keep_features_and_added_items(data: Interactions, tmp_pat
 
 
 def test_adding_items_is_refused_clearly(data: Interactions) -> None:
-    plain = Recommender("sasrec", {"hidden": 16, "max_len": 10, "n_layers": 1, "loss": "ce"}, TRAIN | {"max_epochs": 1})
+    plain = Recommender(
+        "sasrec", {"hidden": 16, "max_len": 10, "n_layers": 1, "loss": "ce"}, TRAIN | {"max_epochs": 1}
+    )
     plain.fit(data, progress=False)
     with pytest.raises(ConfigError, match="needs a model trained with item features"):
         plain.add_items(NEW)
@@ -102,10 +114,13 @@ def test_adding_items_is_refused_clearly(data: Interactions) -> None:
 
 def test_features_asked_for_on_a_log_without_them_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="needs item features, but the data has none"):
-        Recommender("sasrec", {"item_features": "sum"}, TRAIN).fit(category_log(features=False), progress=False)
+        Recommender("sasrec", {"item_features": "sum"}, TRAIN).fit(
+            category_log(features=False), progress=False
+        )
     with pytest.raises(ConfigError, match="unknown field"):
         Recommender("bert4rec", {"item_features": "sum", "feature_fields": "genres,brand"}, TRAIN).fit(
-            category_log(), progress=False)
+            category_log(), progress=False
+        )
 
 
 def test_items_added_over_http_are_recommended_at_once(data: Interactions) -> None:
@@ -119,9 +134,16 @@ def test_items_added_over_http_are_recommended_at_once(data: Interactions) -> No
 
     rec = fitted(data)
     key = {"Authorization": "Bearer cold-items-key-0123456789"}
-    body = {"model": "m", "items": [{"item_id": "new2", "category": "cat2"}, {"item_id": "new4", "category": "cat4"}]}
-    with TestClient(create_app({"m": rec}, ServingConfig(api_keys=frozenset({key["Authorization"][7:]})))) as c:
-        assert c.post("/v1/admin/items", json=body).status_code == 401  # guarded like the other admin endpoints
+    body = {
+        "model": "m",
+        "items": [{"item_id": "new2", "category": "cat2"}, {"item_id": "new4", "category": "cat4"}],
+    }
+    with TestClient(
+        create_app({"m": rec}, ServingConfig(api_keys=frozenset({key["Authorization"][7:]})))
+    ) as c:
+        assert (
+            c.post("/v1/admin/items", json=body).status_code == 401
+        )  # guarded like the other admin endpoints
         r = c.post("/v1/admin/items", json=body, headers=key)
         assert r.status_code == 200, r.text
         assert r.json() == {"name": "m", "added": ["new2", "new4"], "n_items": N_CAT * PER_CAT + 2}
@@ -129,4 +151,6 @@ def test_items_added_over_http_are_recommended_at_once(data: Interactions) -> No
         assert "new2" in [x["item"] for x in got["items"]]
         again = c.post("/v1/admin/items", json=body, headers=key)
         assert again.status_code == 422 and "already in the catalog" in again.json()["error"]["message"]
-    assert rec.items_ is not None and "new2" not in rec.items_  # copy-on-write: the object passed in is untouched
+    assert (
+        rec.items_ is not None and "new2" not in rec.items_
+    )  # copy-on-write: the object passed in is untouched

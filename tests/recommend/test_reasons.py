@@ -31,7 +31,8 @@ def log() -> Interactions:
 @pytest.fixture(scope="module")
 def sasrec(log: Interactions) -> Recommender:
     return Recommender("sasrec", {"hidden": 16, "n_layers": 1, "max_len": 8, "dropout": 0.1}, FIT).fit(
-        log, progress=False)
+        log, progress=False
+    )
 
 
 def _score(rec: Recommender, history: list[str], item: str) -> float:
@@ -58,7 +59,7 @@ def test_occlusion_values_equal_rescoring_through_the_recommender(sasrec: Recomm
         for e in ex.events:
             pos = len(history) - 1 - e.back
             assert history[pos] == e.item  # back counts from the most recent event
-            without = history[:pos] + history[pos + 1:]
+            without = history[:pos] + history[pos + 1 :]
             assert e.value == pytest.approx(score - _score(sasrec, without, item), abs=1e-4)
         values = [e.value for e in ex.events]
         assert values == sorted(values, reverse=True)  # strongest first
@@ -72,8 +73,9 @@ def test_served_greedy_names_the_benchmarked_ranking_first_events(sasrec: Recomm
     hist = sasrec.items_.to_internal(history)
     for item, ex in zip(r.items, r.explanations, strict=True):
         assert ex is not None and ex.method == "greedy"
-        full = attribute(sasrec.core, hist, sasrec.items_.to_internal([item]), n_items=len(sasrec.items_),
-                         method="greedy")  # depth: half the window, as the faithfulness benchmark ranks
+        full = attribute(
+            sasrec.core, hist, sasrec.items_.to_internal([item]), n_items=len(sasrec.items_), method="greedy"
+        )  # depth: half the window, as the faithfulness benchmark ranks
         first = [history[int(p)] for p in full.events[full.ranking(0)][:GREEDY_DEPTH]]
         assert [e.item for e in ex.events[:GREEDY_DEPTH]] == first
 
@@ -86,8 +88,12 @@ def test_the_reason_names_the_top_positive_titles_with_the_verb(sasrec: Recommen
         top = [e for e in ex.events if e.value > 0][:2]
         want = " and ".join(f"*{e.title}*" for e in top)
         assert ex.reason == (f"Because you watched {want}" if top else None)
-    events = [ExplainedEvent("a", "Toy Story", 0, 0.9), ExplainedEvent("b", None, 1, 0.5),
-              ExplainedEvent("c", "Heat", 2, 0.1), ExplainedEvent("d", "Up", 3, -0.2)]
+    events = [
+        ExplainedEvent("a", "Toy Story", 0, 0.9),
+        ExplainedEvent("b", None, 1, 0.5),
+        ExplainedEvent("c", "Heat", 2, 0.1),
+        ExplainedEvent("d", "Up", 3, -0.2),
+    ]
     assert reason(events) == "Because you interacted with *Toy Story* and item b"
     assert reason(events, "watched", n=5) == "Because you watched *Toy Story*, item b and *Heat*"
     assert reason(events[3:]) is None  # nothing raised the score: no reason is claimed
@@ -116,12 +122,17 @@ def test_per_item_methods_differ_between_items_and_attention_is_shared(sasrec: R
     assert att.to_dict()["explanations"][0]["method"] == "attention"
 
 
-@pytest.mark.parametrize("call", [
-    lambda rec: rec.recommend(user="u1", explain="shapley"),
-    lambda rec: explain_recommendation(rec, user="u1", method="shapley"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda rec: rec.recommend(user="u1", explain="shapley"),
+        lambda rec: explain_recommendation(rec, user="u1", method="shapley"),
+    ],
+)
 def test_an_unknown_method_is_a_clear_error(sasrec: Recommender, call: Callable[[Recommender], Any]) -> None:
-    with pytest.raises(AttributionError, match="unknown explanation method 'shapley'; choose one of attention"):
+    with pytest.raises(
+        AttributionError, match="unknown explanation method 'shapley'; choose one of attention"
+    ):
         call(sasrec)
 
 

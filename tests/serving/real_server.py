@@ -20,8 +20,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(args: list[str], env: dict[str, str] | None = None, ready_s: float = 180,
-                   ready: Callable[[str], bool] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def running_server(
+    args: list[str],
+    env: dict[str, str] | None = None,
+    ready_s: float = 180,
+    ready: Callable[[str], bool] | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``(url, process)`` of ``attnrec serve ARGS`` once ``/readyz`` answers 200 (or ``ready(url)``
     is true, e.g. for a server where a model is meant to fail); stopped on exit.
 
@@ -29,10 +33,26 @@ def running_server(args: list[str], env: dict[str, str] | None = None, ready_s: 
     """
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "attnrec", "serve", *args, "--host", "127.0.0.1", "--port", str(port),
-         "--threads", "1", "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "attnrec",
+            "serve",
+            *args,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+            "--log-level",
+            "warning",
+        ],
         env=dict(os.environ, OMP_NUM_THREADS="1") | (env or {}),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + ready_s
@@ -41,7 +61,11 @@ def running_server(args: list[str], env: dict[str, str] | None = None, ready_s: 
                 out = proc.stdout.read() if proc.stdout else ""
                 raise AssertionError(f"server exited with {proc.returncode}: {out}")
             try:
-                if ready(url) if ready is not None else httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                if (
+                    ready(url)
+                    if ready is not None
+                    else httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+                ):
                     break
             except httpx.TransportError:
                 pass

@@ -29,8 +29,13 @@ class FakeExplainer:
     def explain(self, user: object, item: object, feature: str | None = None) -> dict[str, Any]:
         if str(user) != "u1":
             raise DataError(f"unknown user {user!r}; explanations need IDs seen in training")
-        return {"user": str(user), "item": str(item), "rating": 4.5, "text": f"great {feature or 'story'}",
-                "feature": feature}
+        return {
+            "user": str(user),
+            "item": str(item),
+            "rating": 4.5,
+            "text": f"great {feature or 'story'}",
+            "feature": feature,
+        }
 
 
 @pytest.fixture(scope="module")
@@ -48,20 +53,26 @@ def _error(r: Any, status: int, code: str) -> dict[str, Any]:
 
 
 def _as_python(body: dict[str, Any]) -> tuple[list[str], list[float], list[str | None]]:
-    return ([x["item"] for x in body["items"]], [x["score"] for x in body["items"]],
-            [x["title"] for x in body["items"]])
+    return (
+        [x["item"] for x in body["items"]],
+        [x["score"] for x in body["items"]],
+        [x["title"] for x in body["items"]],
+    )
 
 
-@pytest.mark.parametrize("req", [
-    {"user": "u1", "k": 5},
-    {"user": 1, "k": 5},  # integer IDs are accepted: unknown user 1 -> popularity
-    {"history": ["i3", "i4", "not-an-item"], "k": 7},
-    {"user": "ghost", "k": 4},
-    {"user": "ghost", "history": ["i9"], "k": 4},
-    {"user": "u2", "k": 3, "include": ["i1", "i2", "i3", "i9", "zzz"]},
-    {"user": "u5", "k": 6, "exclude": ["i10", "i11"], "exclude_seen": False},
-    {"history": ["unknown-only"], "k": 2},
-])
+@pytest.mark.parametrize(
+    "req",
+    [
+        {"user": "u1", "k": 5},
+        {"user": 1, "k": 5},  # integer IDs are accepted: unknown user 1 -> popularity
+        {"history": ["i3", "i4", "not-an-item"], "k": 7},
+        {"user": "ghost", "k": 4},
+        {"user": "ghost", "history": ["i9"], "k": 4},
+        {"user": "u2", "k": 3, "include": ["i1", "i2", "i3", "i9", "zzz"]},
+        {"user": "u5", "k": 6, "exclude": ["i10", "i11"], "exclude_seen": False},
+        {"history": ["unknown-only"], "k": 2},
+    ],
+)
 def test_recommend_equals_python_api(client: TestClient, sasrec: Recommender, req: dict[str, Any]) -> None:
     r = client.post("/v1/recommend", json=req)
     assert r.status_code == 200, r.text
@@ -111,7 +122,9 @@ def test_explain_without_explainer_is_501(sasrec: Recommender) -> None:
 def test_models_health_ready_docs(client: TestClient) -> None:
     body = client.get("/v1/models").json()
     sas = next(m for m in body["models"] if m["name"] == "sas")
-    assert sas["model"] == "sasrec" and sas["status"] == "ready" and sas["dataset"]["name"] == "ring-synthetic"
+    assert (
+        sas["model"] == "sasrec" and sas["status"] == "ready" and sas["dataset"]["name"] == "ring-synthetic"
+    )
     assert sas["n_items"] == 60 and sas["config"]["hidden"] == 16 and sas["backend"] == "torch"
     assert set(sas["capabilities"]) == {"recommend", "similar-items"}
     ev = sas["evaluations"][0]
@@ -121,20 +134,25 @@ def test_models_health_ready_docs(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok", "models": {}}
     assert client.get("/readyz").json() == {"status": "ready", "models": {"sas": "ready", "peter": "ready"}}
     spec = client.get("/openapi.json").json()
-    assert {"/v1/recommend", "/v1/similar-items", "/v1/explain", "/v1/models", "/healthz", "/readyz"} <= set(spec["paths"])
+    assert {"/v1/recommend", "/v1/similar-items", "/v1/explain", "/v1/models", "/healthz", "/readyz"} <= set(
+        spec["paths"]
+    )
     assert client.get("/docs").status_code == 200
 
 
-@pytest.mark.parametrize("req,loc", [
-    ({"user": "u1", "k": 0}, "k"),
-    ({"user": "u1", "k": "many"}, "k"),
-    ({"user": "u1", "top_k": 3}, "top_k"),
-    ({"k": 3}, "body"),
-    ({"history": "i1,i2"}, "history"),
-    ({"user": True}, "user"),
-    ({"user": "u1", "exclude_seen": "perhaps"}, "exclude_seen"),
-    ({"user": {"id": 1}}, "user"),
-])
+@pytest.mark.parametrize(
+    "req,loc",
+    [
+        ({"user": "u1", "k": 0}, "k"),
+        ({"user": "u1", "k": "many"}, "k"),
+        ({"user": "u1", "top_k": 3}, "top_k"),
+        ({"k": 3}, "body"),
+        ({"history": "i1,i2"}, "history"),
+        ({"user": True}, "user"),
+        ({"user": "u1", "exclude_seen": "perhaps"}, "exclude_seen"),
+        ({"user": {"id": 1}}, "user"),
+    ],
+)
 def test_recommend_validation_errors(client: TestClient, req: dict[str, Any], loc: str) -> None:
     err = _error(client.post("/v1/recommend", json=req), 422, "invalid_request")
     assert any(d["loc"].startswith(loc) for d in err["details"]), err
@@ -148,9 +166,14 @@ def test_limits_and_other_4xx(client: TestClient) -> None:
     _error(client.post("/v1/recommend", json={"user": "u1", "include": ["i1"] * 41}), 422, "limit_exceeded")
     _error(client.post("/v1/recommend", json={"user": "u1", "exclude": ["i1"] * 41}), 422, "limit_exceeded")
     _error(client.post("/v1/similar-items", json={"item": "i1", "k": 51}), 422, "limit_exceeded")
-    _error(client.post("/v1/recommend", json={"user": "u1", "exclude": ["x" * 1000] * 40}), 413, "body_too_large")
-    err = _error(client.post("/v1/recommend", content=b"{not json", headers={"content-type": "application/json"}),
-                 422, "invalid_request")
+    _error(
+        client.post("/v1/recommend", json={"user": "u1", "exclude": ["x" * 1000] * 40}), 413, "body_too_large"
+    )
+    err = _error(
+        client.post("/v1/recommend", content=b"{not json", headers={"content-type": "application/json"}),
+        422,
+        "invalid_request",
+    )
     assert "malformed JSON" in err["message"]
     _error(client.post("/v1/recommend", json={"model": "nope", "user": "u1"}), 404, "unknown_model")
     err = _error(client.post("/v1/similar-items", json={"item": "nope"}), 404, "unknown_item")
@@ -237,8 +260,9 @@ def test_batched_http_answers_equal_single(sasrec: Recommender) -> None:
     import httpx
 
     app = create_app({"sas": sasrec}, ServingConfig(max_wait_ms=20))
-    reqs = [{"user": f"u{i}", "k": 5} for i in range(16)] + [{"history": [f"i{i}", f"i{i + 1}"], "k": 4}
-                                                              for i in range(8)]
+    reqs = [{"user": f"u{i}", "k": 5} for i in range(16)] + [
+        {"history": [f"i{i}", f"i{i + 1}"], "k": 4} for i in range(8)
+    ]
 
     async def main() -> list[dict[str, Any]]:
         async with app.router.lifespan_context(app):

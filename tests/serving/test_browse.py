@@ -63,7 +63,9 @@ def _by_popularity(rec: Recommender) -> list[str]:
 
 
 # -- GET /v1/items -------------------------------------------------------------------------------
-def test_search_by_title_is_case_insensitive_most_popular_first(client: TestClient, sasrec: Recommender) -> None:
+def test_search_by_title_is_case_insensitive_most_popular_first(
+    client: TestClient, sasrec: Recommender
+) -> None:
     r = client.get("/v1/items", params={"q": "NUMBER 1", "limit": 100})
     assert r.status_code == 200, r.text
     want = [i for i in _by_popularity(sasrec) if "number 1" in (sasrec.titles_.get(i) or "").lower()]
@@ -88,7 +90,11 @@ def test_search_without_a_query_lists_the_most_popular(client: TestClient, sasre
     limited = client.get("/v1/items", params={"q": "number", "limit": 2}).json()
     assert len(limited["items"]) == 2 and limited["more"] is True
     assert client.get("/v1/items", params={"q": "no such title"}).json() == {
-        "model": "sas", "query": "no such title", "items": [], "more": False}
+        "model": "sas",
+        "query": "no such title",
+        "items": [],
+        "more": False,
+    }
 
 
 def test_search_an_explainers_items_and_refuse_objects_without_a_catalog(client: TestClient) -> None:
@@ -97,11 +103,18 @@ def test_search_an_explainers_items_and_refuse_objects_without_a_catalog(client:
     _error(client.get("/v1/items", params={"model": "nope"}), 404, "unknown_model")
 
 
-@pytest.mark.parametrize(("query", "loc"), [
-    ("limit=0", "query.limit"), ("limit=101", "query.limit"), ("limit=many", "query.limit"),
-    ("q=a%01b", "query.q"), (f"q={'x' * 257}", "query.q"), ("q=x&sort=title", "query.sort"),
-    ("q=a&q=b", "query.q"),
-])
+@pytest.mark.parametrize(
+    ("query", "loc"),
+    [
+        ("limit=0", "query.limit"),
+        ("limit=101", "query.limit"),
+        ("limit=many", "query.limit"),
+        ("q=a%01b", "query.q"),
+        (f"q={'x' * 257}", "query.q"),
+        ("q=x&sort=title", "query.sort"),
+        ("q=a&q=b", "query.q"),
+    ],
+)
 def test_search_refuses_bad_queries(client: TestClient, query: str, loc: str) -> None:
     err = _error(client.get(f"/v1/items?{query}"), 422, "invalid_request")
     assert [d["loc"] for d in err["details"]] == [loc], err
@@ -125,28 +138,44 @@ def test_history_of_an_unknown_user_is_404(client: TestClient) -> None:
     _error(client.get("/v1/users/a%2Fb/history"), 404, "unknown_user")  # an ID with a slash is still one ID
 
 
-@pytest.mark.parametrize(("url", "status", "code"), [
-    ("/v1/users/u3/history?limit=0", 422, "invalid_request"),
-    ("/v1/users/u3/history?limit=1001", 422, "invalid_request"),
-    ("/v1/users/u3/history?mode=all", 422, "invalid_request"),
-    ("/v1/users/u%01/history", 422, "invalid_request"),
-    ("/v1/users/u3/history?model=peter", 400, "unsupported"),
-    ("/v1/users/u3/history?model=gone", 404, "unknown_model"),
-])
+@pytest.mark.parametrize(
+    ("url", "status", "code"),
+    [
+        ("/v1/users/u3/history?limit=0", 422, "invalid_request"),
+        ("/v1/users/u3/history?limit=1001", 422, "invalid_request"),
+        ("/v1/users/u3/history?mode=all", 422, "invalid_request"),
+        ("/v1/users/u%01/history", 422, "invalid_request"),
+        ("/v1/users/u3/history?model=peter", 400, "unsupported"),
+        ("/v1/users/u3/history?model=gone", 404, "unknown_model"),
+    ],
+)
 def test_history_refuses_bad_requests(client: TestClient, url: str, status: int, code: str) -> None:
     _error(client.get(url), status, code)
 
 
 # -- POST /v1/explain-rec ------------------------------------------------------------------------
-@pytest.mark.parametrize("req", [{"user": "u1", "k": 5, "top": 3}, {"history": ["i4", "i5", "nope", "i6"], "k": 4},
-                                 {"user": "u2", "history": ["i10", "i11"], "k": 3, "top": 1}])
-def test_explain_rec_equals_the_python_explanation(client: TestClient, sasrec: Recommender,
-                                                   req: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "req",
+    [
+        {"user": "u1", "k": 5, "top": 3},
+        {"history": ["i4", "i5", "nope", "i6"], "k": 4},
+        {"user": "u2", "history": ["i10", "i11"], "k": 3, "top": 1},
+    ],
+)
+def test_explain_rec_equals_the_python_explanation(
+    client: TestClient, sasrec: Recommender, req: dict[str, Any]
+) -> None:
     r = client.post("/v1/explain-rec", json={"model": "sas", "method": "attention", **req})
     assert r.status_code == 200, r.text
     body = r.json()
-    want = explain_recommendation(sasrec, user=req.get("user"), history=req.get("history"), k=req["k"],
-                                  top=req.get("top", 10), method="attention")
+    want = explain_recommendation(
+        sasrec,
+        user=req.get("user"),
+        history=req.get("history"),
+        k=req["k"],
+        top=req.get("top", 10),
+        method="attention",
+    )
     rec = want.recommendation
     assert body["method"] == "attention" and body["shared"] is True
     assert [x["item"] for x in body["items"]] == rec.items
@@ -180,19 +209,29 @@ def test_explain_rec_agrees_with_recommend(client: TestClient) -> None:
     assert [x["item"] for x in why] == [x["item"] for x in recs]
 
 
-@pytest.mark.parametrize(("req", "status", "code", "message"), [
-    ({"user": "nobody"}, 404, "unknown_user", "unknown user 'nobody'"),
-    ({"user": "u1", "k": 21}, 422, "limit_exceeded", "max_k=20"),
-    ({"history": ["i1"] * 31}, 422, "limit_exceeded", "at most 30"),
-    ({"user": "u1", "top": 51}, 422, "invalid_request", "top"),
-    ({"user": "u1", "top": True}, 422, "invalid_request", "top"),
-    ({"k": 3}, 422, "invalid_request", "give a `user` or a `history`"),
-    ({"user": "u1", "why": "attention"}, 422, "invalid_request", "unknown field"),
-    ({"user": "u1", "model": "pop", "method": "attention"}, 501, "cannot_explain", "(pop) has no attention weights"),
-    ({"user": "u1", "feature": "x", "model": "peter"}, 422, "invalid_request", "unknown field"),
-    ({"user": "u1", "model": "peter"}, 400, "unsupported", "does not support recommend"),
-])
-def test_explain_rec_refusals(client: TestClient, req: dict[str, Any], status: int, code: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("req", "status", "code", "message"),
+    [
+        ({"user": "nobody"}, 404, "unknown_user", "unknown user 'nobody'"),
+        ({"user": "u1", "k": 21}, 422, "limit_exceeded", "max_k=20"),
+        ({"history": ["i1"] * 31}, 422, "limit_exceeded", "at most 30"),
+        ({"user": "u1", "top": 51}, 422, "invalid_request", "top"),
+        ({"user": "u1", "top": True}, 422, "invalid_request", "top"),
+        ({"k": 3}, 422, "invalid_request", "give a `user` or a `history`"),
+        ({"user": "u1", "why": "attention"}, 422, "invalid_request", "unknown field"),
+        (
+            {"user": "u1", "model": "pop", "method": "attention"},
+            501,
+            "cannot_explain",
+            "(pop) has no attention weights",
+        ),
+        ({"user": "u1", "feature": "x", "model": "peter"}, 422, "invalid_request", "unknown field"),
+        ({"user": "u1", "model": "peter"}, 400, "unsupported", "does not support recommend"),
+    ],
+)
+def test_explain_rec_refusals(
+    client: TestClient, req: dict[str, Any], status: int, code: str, message: str
+) -> None:
     err = _error(client.post("/v1/explain-rec", json=req), status, code)
     assert message in err["message"], err
 
@@ -222,13 +261,21 @@ def test_history_requests_are_counted_by_route_template(sasrec: Recommender) -> 
 
 # -- API keys ------------------------------------------------------------------------------------
 def test_endpoints_need_the_key_and_the_page_does_not(sasrec: Recommender) -> None:
-    with TestClient(create_app({"sas": sasrec}, ServingConfig(api_keys=frozenset({KEY}), gc_freeze=False))) as c:
-        calls = [("GET", "/v1/items?q=item", None), ("GET", "/v1/users/u1/history", None),
-                 ("POST", "/v1/explain-rec", {"user": "u1", "k": 2})]
+    with TestClient(
+        create_app({"sas": sasrec}, ServingConfig(api_keys=frozenset({KEY}), gc_freeze=False))
+    ) as c:
+        calls = [
+            ("GET", "/v1/items?q=item", None),
+            ("GET", "/v1/users/u1/history", None),
+            ("POST", "/v1/explain-rec", {"user": "u1", "k": 2}),
+        ]
         for method, path, body in calls:
             err = _error(c.request(method, path, json=body), 401, "unauthorized")
             assert "X-API-Key" in err["message"]
-            assert c.request(method, path, json=body, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+            assert (
+                c.request(method, path, json=body, headers={"Authorization": f"Bearer {KEY}"}).status_code
+                == 200
+            )
             assert c.request(method, path, json=body, headers={"X-API-Key": KEY}).status_code == 200
         for path in ("/ui", "/ui/app.js", "/ui/style.css"):  # the page holds no secret; it asks for the key
             assert c.get(path).status_code == 200, path

@@ -57,11 +57,15 @@ def _models_settled(url: str) -> bool:
     """The good model is ready and the damaged one has failed (``/readyz`` stays 503 on purpose)."""
     r = httpx.get(f"{url}/v1/models", headers={"X-API-Key": KEY}, timeout=1)
     return r.status_code == 200 and {m["name"]: m["status"] for m in r.json()["models"]} == {
-        "sas": "ready", "broken": "failed"}
+        "sas": "ready",
+        "broken": "failed",
+    }
 
 
 @pytest.fixture(scope="module")
-def server(sasrec_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def server(
+    sasrec_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     require_browser(os.environ)
     broken = Path(shutil.copytree(sasrec_dir, tmp_path_factory.mktemp("damaged") / "broken"))
     with (broken / "id_maps.json").open("a") as f:
@@ -78,9 +82,17 @@ def driver(server: tuple[str, subprocess.Popen[str]]) -> Iterator[Any]:
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
-                "--disable-gpu", "--disable-extensions", "--no-first-run", "--disable-background-networking",
-                "--disable-sync"):  # less start-up work: nothing here needs them
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        "--disable-gpu",
+        "--disable-extensions",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-sync",
+    ):  # less start-up work: nothing here needs them
         opts.add_argument(arg)
     d = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
     yield d
@@ -99,8 +111,11 @@ class Page:
     def open(self, key: str | None = KEY) -> Page:
         """The page afresh, with ``key`` already kept for this tab (as the key field keeps it) or none."""
         self.d.get(f"{self.url}/ui")
-        self.d.execute_script("sessionStorage.clear(); if (arguments[0]) sessionStorage.setItem('attnrec.apiKey', "
-                              "arguments[0])", key)
+        self.d.execute_script(
+            "sessionStorage.clear(); if (arguments[0]) sessionStorage.setItem('attnrec.apiKey', "
+            "arguments[0])",
+            key,
+        )
         self.d.refresh()
         if key is not None:
             self.wait.until(lambda _: self.options() == ["sas", "broken"])
@@ -122,16 +137,22 @@ class Page:
 
     def items(self, css: str) -> list[str]:
         """The ``data-item`` of every element matching ``css``."""
-        return list(self.d.execute_script(f"return [...document.querySelectorAll('{css}')].map(e => e.dataset.item)"))
+        return list(
+            self.d.execute_script(f"return [...document.querySelectorAll('{css}')].map(e => e.dataset.item)")
+        )
 
     def texts(self, css: str) -> list[str]:
-        return list(self.d.execute_script(f"return [...document.querySelectorAll('{css}')].map(e => e.textContent)"))
+        return list(
+            self.d.execute_script(f"return [...document.querySelectorAll('{css}')].map(e => e.textContent)")
+        )
 
     def count(self, css: str) -> int:
         return int(self.d.execute_script(f"return document.querySelectorAll('{css}').length"))
 
     def options(self) -> list[str]:
-        return list(self.d.execute_script("return [...document.querySelectorAll('#model option')].map(o => o.value)"))
+        return list(
+            self.d.execute_script("return [...document.querySelectorAll('#model option')].map(o => o.value)")
+        )
 
     def message(self, contains: str) -> str:
         """The error line once it says ``contains``."""
@@ -182,7 +203,9 @@ def test_build_a_history_by_search_recommend_and_see_why(page: Page, sasrec: Rec
 
     from selenium.webdriver.support.ui import Select
 
-    page.wait.until(lambda _: page.count("#recs > li details.why") == 5)  # the reasons came (greedy: per item)
+    page.wait.until(
+        lambda _: page.count("#recs > li details.why") == 5
+    )  # the reasons came (greedy: per item)
     page.el("#recs > li:first-child details.why summary").click()
     why = explain_recommendation(sasrec, history=["i12", "i15"], k=5, top=5, method="greedy")
     first = why.explanations[0]
@@ -199,7 +222,9 @@ def test_build_a_history_by_search_recommend_and_see_why(page: Page, sasrec: Rec
     page.wait.until(lambda _: "shares one list" in page.el("#why-note").text)
     page.el("#recs > li:first-child details.why summary").click()
     att = explain_recommendation(sasrec, history=["i12", "i15"], k=5, top=5, method="attention")
-    assert page.texts("#recs > li:first-child .because .title") == [a.title or "(no title)" for a in att.attended]
+    assert page.texts("#recs > li:first-child .because .title") == [
+        a.title or "(no title)" for a in att.attended
+    ]
     Select(page.el("#why-method")).select_by_value("greedy")
 
     page.el("#recs > li:first-child button.similar").click()

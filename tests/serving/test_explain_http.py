@@ -45,9 +45,12 @@ def test_recommend_without_explain_is_unchanged(client: TestClient, sasrec: Reco
     assert off == body
 
 
-@pytest.mark.parametrize("explain", [True, {"method": "occlusion", "top": 2}, {"method": "integrated_gradients"}])
-def test_recommend_with_explain_equals_the_python_api(client: TestClient, sasrec: Recommender,
-                                                      explain: Any) -> None:
+@pytest.mark.parametrize(
+    "explain", [True, {"method": "occlusion", "top": 2}, {"method": "integrated_gradients"}]
+)
+def test_recommend_with_explain_equals_the_python_api(
+    client: TestClient, sasrec: Recommender, explain: Any
+) -> None:
     req = {"history": ["i4", "i5", "nope", "i6", "i7"], "k": 4}
     body = client.post("/v1/recommend", json={**req, "explain": explain})
     assert body.status_code == 200, body.text
@@ -62,7 +65,9 @@ def test_recommend_with_explain_equals_the_python_api(client: TestClient, sasrec
         assert got["method"] == method and got["shared"] is False and got["reason"] == w.reason
         assert got["reason"] is None or got["reason"].startswith(f"Because you {VERB} ")
         assert [(b["item"], b["back"]) for b in got["because"]] == [(e.item, e.back) for e in w.events[:top]]
-        assert np.allclose([b["weight"] for b in got["because"]], [e.value for e in w.events[:top]], atol=1e-5)
+        assert np.allclose(
+            [b["weight"] for b in got["because"]], [e.value for e in w.events[:top]], atol=1e-5
+        )
 
 
 def test_explain_rec_per_item_method_and_one_item(client: TestClient, sasrec: Recommender) -> None:
@@ -76,30 +81,54 @@ def test_explain_rec_per_item_method_and_one_item(client: TestClient, sasrec: Re
     far = sasrec.recommend(user="u2", k=30).items[-1]  # ranked 30th: outside any default top-k
     one = client.post("/v1/explain-rec", json={"user": "u2", "method": "occlusion", "item": far}).json()
     w1 = explain_recommendation(sasrec, user="u2", method="occlusion", item=far, reason_verb=VERB)
-    assert [x["item"] for x in one["items"]] == [far] and one["items"][0]["reason"] == w1.explanations[0].reason
+    assert [x["item"] for x in one["items"]] == [far] and one["items"][0]["reason"] == w1.explanations[
+        0
+    ].reason
     assert np.isclose(one["items"][0]["score"], w1.recommendation.scores[0], atol=1e-5)
 
 
-@pytest.mark.parametrize(("path", "req", "status", "code", "message"), [
-    ("/v1/recommend", {"user": "u1", "explain": {"method": "shapley"}}, 422, "invalid_request", "method"),
-    ("/v1/recommend", {"user": "u1", "explain": {"top": 0}}, 422, "invalid_request", "top"),
-    ("/v1/recommend", {"user": "u1", "explain": "yes"}, 422, "invalid_request", "explain"),
-    ("/v1/recommend", {"user": "u1", "model": "pop", "explain": True}, 501, "cannot_explain",
-     "(pop) scores items without reading the history"),
-    ("/v1/explain-rec", {"user": "u1", "method": "shapley"}, 422, "invalid_request", "method"),
-    ("/v1/explain-rec", {"user": "u1", "method": "occlusion", "item": "no-such"}, 404, "unknown_item",
-     "unknown item 'no-such'"),
-    ("/v1/explain-rec", {"user": "u1", "method": "occlusion", "model": "pop"}, 501, "cannot_explain",
-     "(pop) scores items without reading the history"),
-])
-def test_refusals(client: TestClient, path: str, req: dict[str, Any], status: int, code: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "req", "status", "code", "message"),
+    [
+        ("/v1/recommend", {"user": "u1", "explain": {"method": "shapley"}}, 422, "invalid_request", "method"),
+        ("/v1/recommend", {"user": "u1", "explain": {"top": 0}}, 422, "invalid_request", "top"),
+        ("/v1/recommend", {"user": "u1", "explain": "yes"}, 422, "invalid_request", "explain"),
+        (
+            "/v1/recommend",
+            {"user": "u1", "model": "pop", "explain": True},
+            501,
+            "cannot_explain",
+            "(pop) scores items without reading the history",
+        ),
+        ("/v1/explain-rec", {"user": "u1", "method": "shapley"}, 422, "invalid_request", "method"),
+        (
+            "/v1/explain-rec",
+            {"user": "u1", "method": "occlusion", "item": "no-such"},
+            404,
+            "unknown_item",
+            "unknown item 'no-such'",
+        ),
+        (
+            "/v1/explain-rec",
+            {"user": "u1", "method": "occlusion", "model": "pop"},
+            501,
+            "cannot_explain",
+            "(pop) scores items without reading the history",
+        ),
+    ],
+)
+def test_refusals(
+    client: TestClient, path: str, req: dict[str, Any], status: int, code: str, message: str
+) -> None:
     err = _error(client.post(path, json=req), status, code)
     assert message in err["message"] or any(message in d["loc"] for d in err["details"]), err
 
 
 def test_one_item_histories_say_why_they_have_no_events(client: TestClient) -> None:
     items = client.post("/v1/recommend", json={"history": ["i4"], "k": 2, "explain": True}).json()["items"]
-    assert all(x["explanation"]["because"] == [] and "at least two" in x["explanation"]["note"] for x in items)
+    assert all(
+        x["explanation"]["because"] == [] and "at least two" in x["explanation"]["note"] for x in items
+    )
 
 
 def test_openapi_documents_explain(client: TestClient) -> None:
@@ -107,6 +136,11 @@ def test_openapi_documents_explain(client: TestClient) -> None:
     schemas = spec["components"]["schemas"]
     assert "explain" in schemas["RecommendRequest"]["properties"]
     assert schemas["ExplainOptions"]["properties"]["method"]["enum"] == [
-        "attention", "rollout", "occlusion", "greedy", "integrated_gradients"]
+        "attention",
+        "rollout",
+        "occlusion",
+        "greedy",
+        "integrated_gradients",
+    ]
     assert {"method", "item"} <= set(schemas["ExplainRecRequest"]["properties"])
     assert "501" in spec["paths"]["/v1/recommend"]["post"]["responses"]

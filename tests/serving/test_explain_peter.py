@@ -24,13 +24,23 @@ from attnrec.serving.app import create_app  # noqa: E402
 
 def _reviews():  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
-    phrases = {"strings": "these strings sound bright", "tuner": "the tuner is accurate", "strap": "the strap is soft"}
+    phrases = {
+        "strings": "these strings sound bright",
+        "tuner": "the tuner is accurate",
+        "strap": "the strap is soft",
+    }
     recs = []
     for _ in range(120):
         item = int(rng.integers(6))
         feat = list(phrases)[item % 3]
-        recs.append({"user": f"u{rng.integers(8)}", "item": f"i{item}", "rating": float(3 + item % 3),
-                     "template": (feat, "good", phrases[feat], 1)})
+        recs.append(
+            {
+                "user": f"u{rng.integers(8)}",
+                "item": f"i{item}",
+                "rating": float(3 + item % 3),
+                "template": (feat, "good", phrases[feat], 1),
+            }
+        )
     return reviews.from_records(recs)
 
 
@@ -38,8 +48,11 @@ def _reviews():  # type: ignore[no-untyped-def]
 def peter_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     data = _reviews()
-    ex = explainer.Explainer(config={"emsize": 16, "ffn": 32, "n_heads": 2, "n_layers": 1, "use_feature": True},
-                             train={"lr": 0.01, "max_epochs": 2, "threads": 1, "device": "cpu"}, preset="plus")
+    ex = explainer.Explainer(
+        config={"emsize": 16, "ffn": 32, "n_heads": 2, "n_layers": 1, "use_feature": True},
+        train={"lr": 0.01, "max_epochs": 2, "threads": 1, "device": "cpu"},
+        preset="plus",
+    )
     ex.fit(data, reviews.random_split(data, seed=0), progress=False)
     return ex.save(tmp_path_factory.mktemp("peter") / "peter")  # type: ignore[no-any-return]
 
@@ -56,10 +69,14 @@ def test_explain_endpoint_equals_python_api(peter_dir: Path, sasrec: Recommender
             r = c.post("/v1/explain", json=body)
             assert r.status_code == 200, r.text
             assert r.json()["model"] == "peter"
-            assert r.json()["explanation"] == want.explain(body["user"], body["item"], feature=body.get("feature"))
+            assert r.json()["explanation"] == want.explain(
+                body["user"], body["item"], feature=body.get("feature")
+            )
         r = c.post("/v1/explain", json={"user": "nobody", "item": "i0"})
         assert r.status_code == 404 and "unknown user" in r.json()["error"]["message"]
-        assert c.post("/v1/recommend", json={"user": "u1"}).json()["model"] == "sas"  # default: the recommender
+        assert (
+            c.post("/v1/recommend", json={"user": "u1"}).json()["model"] == "sas"
+        )  # default: the recommender
         assert c.post("/v1/recommend", json={"model": "peter", "user": "u1"}).status_code == 400
         info = {m["name"]: m for m in c.get("/v1/models").json()["models"]}["peter"]
         assert info["model"] == "peter" and info["task"] == "explain" and info["capabilities"] == ["explain"]
@@ -83,7 +100,13 @@ def test_explainer_directory_has_a_manifest_and_damage_is_refused(peter_dir: Pat
     from attnrec.checkpoint import CheckpointError
 
     listed = json.loads((peter_dir / "manifest.json").read_text())["files"]
-    assert sorted(listed) == ["config.json", "features.json", "id_maps.json", "vocab.json", "weights.safetensors"]
+    assert sorted(listed) == [
+        "config.json",
+        "features.json",
+        "id_maps.json",
+        "vocab.json",
+        "weights.safetensors",
+    ]
     d = tmp_path / "p"
     shutil.copytree(peter_dir, d)
     vocab = (d / "vocab.json").read_text()

@@ -53,8 +53,11 @@ def test_sasrec_onnx_parity(sasrec: Recommender, sasrec_onnx: Path) -> None:
 def test_onnx_backend_answers_equal_torch(sasrec: Recommender, sasrec_onnx: Path) -> None:
     onnx_rec = use_onnx(copy.copy(sasrec), sasrec_onnx, threads=1)
     assert isinstance(onnx_rec.core, OnnxCore) and not isinstance(sasrec.core, OnnxCore)
-    for req in ({"user": "u2", "k": 10}, {"history": ["i4", "i5", "i6"], "k": 5}, {"user": "u9", "k": 3,
-                                                                                    "include": ["i1", "i2", "i3"]}):
+    for req in (
+        {"user": "u2", "k": 10},
+        {"history": ["i4", "i5", "i6"], "k": 5},
+        {"user": "u9", "k": 3, "include": ["i1", "i2", "i3"]},
+    ):
         a, b = sasrec.recommend(**req), onnx_rec.recommend(**req)  # type: ignore[arg-type]
         assert a.items == b.items and a.scores == pytest.approx(b.scores, abs=1e-4)
     assert onnx_rec.similar_items("i3", 5).items == sasrec.similar_items("i3", 5).items
@@ -66,8 +69,11 @@ def test_onnx_backend_answers_equal_torch(sasrec: Recommender, sasrec_onnx: Path
 
 @pytest.mark.skipif("bert4rec" not in list_models(), reason="BERT4Rec is not in this install")
 def test_bert4rec_onnx_parity(log: Interactions, tmp_path: Path) -> None:
-    rec = Recommender("bert4rec", {"hidden": 16, "n_layers": 1, "n_heads": 2, "max_len": 20},
-                      {"max_epochs": 1, "device": "cpu"})
+    rec = Recommender(
+        "bert4rec",
+        {"hidden": 16, "n_layers": 1, "n_heads": 2, "max_len": 20},
+        {"max_epochs": 1, "device": "cpu"},
+    )
     rec.fit(log, progress=False)
     path = export_onnx(rec, tmp_path / "bert4rec.onnx")
     sess = session(path, threads=1)

@@ -48,6 +48,10 @@ def test_every_endpoint_survives_fuzzing(case: schemathesis.Case, served: Any) -
     # The per-event lists of /v1/recommend must be as long as `history` (timestamps not decreasing, event names the
     # model's): constraints across fields that OpenAPI cannot state, so a schema-valid body sending one may get a
     # 422. Only for such bodies is "schema-valid data is accepted" not checked; every other check still runs.
-    sends = isinstance(case.body, dict) and any(case.body.get(k) is not None for k in (*EVENT_FIELDS, "request_time"))
-    response = case.call_and_validate(app=served, excluded_checks=[positive_data_acceptance] if sends else None)
+    sends = isinstance(case.body, dict) and any(
+        case.body.get(k) is not None for k in (*EVENT_FIELDS, "request_time")
+    )
+    response = case.call_and_validate(
+        app=served, excluded_checks=[positive_data_acceptance] if sends else None
+    )
     assert response.status_code < 500, response.text

@@ -37,7 +37,9 @@ class FakeExplainer:
 @pytest.fixture(scope="module")
 def client(sasrec: Recommender) -> Iterator[TestClient]:
     cfg = ServingConfig(max_body_bytes=4 << 20, gc_freeze=False)
-    with TestClient(create_app({"sas": sasrec, "peter": FakeExplainer()}, cfg), raise_server_exceptions=False) as c:
+    with TestClient(
+        create_app({"sas": sasrec, "peter": FakeExplainer()}, cfg), raise_server_exceptions=False
+    ) as c:
         yield c
 
 
@@ -54,19 +56,25 @@ def _invalid(r: httpx.Response, loc: str, message: str) -> None:
 SURROGATE, LOW_SURROGATE = "\\ud800", "\\udc00"  # as JSON escapes: the body itself is valid UTF-8
 
 
-@pytest.mark.parametrize("path,body,loc", [
-    ("/v1/recommend", f'{{"user": "{SURROGATE}"}}', "user"),
-    ("/v1/recommend", f'{{"history": ["{LOW_SURROGATE}", "424"]}}', "history.0"),
-    ("/v1/recommend", f'{{"user": "u1", "include": ["i1", "a{SURROGATE}"]}}', "include.1"),
-    ("/v1/recommend", f'{{"user": "u1", "exclude": ["{SURROGATE}"]}}', "exclude.0"),
-    ("/v1/recommend", f'{{"model": "{SURROGATE}", "user": "u1"}}', "model"),
-    ("/v1/similar-items", f'{{"item": "{SURROGATE}"}}', "item"),
-    ("/v1/explain", f'{{"user": "{SURROGATE}", "item": "i1"}}', "user"),
-    ("/v1/explain", f'{{"user": "u1", "item": "i1", "feature": "{LOW_SURROGATE}"}}', "feature"),
-])
+@pytest.mark.parametrize(
+    "path,body,loc",
+    [
+        ("/v1/recommend", f'{{"user": "{SURROGATE}"}}', "user"),
+        ("/v1/recommend", f'{{"history": ["{LOW_SURROGATE}", "424"]}}', "history.0"),
+        ("/v1/recommend", f'{{"user": "u1", "include": ["i1", "a{SURROGATE}"]}}', "include.1"),
+        ("/v1/recommend", f'{{"user": "u1", "exclude": ["{SURROGATE}"]}}', "exclude.0"),
+        ("/v1/recommend", f'{{"model": "{SURROGATE}", "user": "u1"}}', "model"),
+        ("/v1/similar-items", f'{{"item": "{SURROGATE}"}}', "item"),
+        ("/v1/explain", f'{{"user": "{SURROGATE}", "item": "i1"}}', "user"),
+        ("/v1/explain", f'{{"user": "u1", "item": "i1", "feature": "{LOW_SURROGATE}"}}', "feature"),
+    ],
+)
 def test_lone_surrogates_are_422(client: TestClient, path: str, body: str, loc: str) -> None:
-    _invalid(client.post(path, content=body, headers={"content-type": "application/json"}), loc,
-             "lone UTF-16 surrogate")
+    _invalid(
+        client.post(path, content=body, headers={"content-type": "application/json"}),
+        loc,
+        "lone UTF-16 surrogate",
+    )
 
 
 def test_error_answers_are_valid_utf8_whatever_they_quote() -> None:
@@ -76,14 +84,17 @@ def test_error_answers_are_valid_utf8_whatever_they_quote() -> None:
     assert len(body["details"][0]["message"]) < 400
 
 
-@pytest.mark.parametrize("path,req,loc", [
-    ("/v1/recommend", {"user": "u\x001"}, "user"),
-    ("/v1/recommend", {"history": ["i1", "i\n2"]}, "history.1"),
-    ("/v1/recommend", {"user": "u1", "exclude": ["\x7f"]}, "exclude.0"),
-    ("/v1/recommend", {"user": "u1", "include": ["\x85"]}, "include.0"),  # C1 controls too
-    ("/v1/similar-items", {"item": "i\t1"}, "item"),
-    ("/v1/explain", {"user": "u1", "item": "i1", "feature": "\x1b[31m"}, "feature"),
-])
+@pytest.mark.parametrize(
+    "path,req,loc",
+    [
+        ("/v1/recommend", {"user": "u\x001"}, "user"),
+        ("/v1/recommend", {"history": ["i1", "i\n2"]}, "history.1"),
+        ("/v1/recommend", {"user": "u1", "exclude": ["\x7f"]}, "exclude.0"),
+        ("/v1/recommend", {"user": "u1", "include": ["\x85"]}, "include.0"),  # C1 controls too
+        ("/v1/similar-items", {"item": "i\t1"}, "item"),
+        ("/v1/explain", {"user": "u1", "item": "i1", "feature": "\x1b[31m"}, "feature"),
+    ],
+)
 def test_control_characters_are_422(client: TestClient, path: str, req: dict[str, Any], loc: str) -> None:
     _invalid(client.post(path, json=req), loc, "control characters")
 
@@ -97,27 +108,33 @@ def test_ordinary_unicode_ids_still_work(client: TestClient, sasrec: Recommender
     assert r.status_code == 200 and r.json()["user"] == "x" * MAX_ID_CHARS and len(r.json()["items"]) == 2
 
 
-@pytest.mark.parametrize("req,loc,message", [
-    ({"user": "x" * (MAX_ID_CHARS + 1)}, "user", f"at most {MAX_ID_CHARS} characters"),
-    ({"user": 10 ** MAX_ID_CHARS}, "user", f"at most {MAX_ID_CHARS} characters"),  # 257 digits
-    ({"history": ["i1", "y" * 5000]}, "history.1", f"at most {MAX_ID_CHARS} characters"),
-    ({"user": "u1", "model": "m" * 300}, "model", f"at most {MAX_ID_CHARS} characters"),
-    ({"history": ["i1"] * (MAX_IDS + 1)}, "history", f"at most {MAX_IDS} items"),
-    ({"user": "u1", "include": ["i1"] * (MAX_IDS + 1)}, "include", f"at most {MAX_IDS} items"),
-])
+@pytest.mark.parametrize(
+    "req,loc,message",
+    [
+        ({"user": "x" * (MAX_ID_CHARS + 1)}, "user", f"at most {MAX_ID_CHARS} characters"),
+        ({"user": 10**MAX_ID_CHARS}, "user", f"at most {MAX_ID_CHARS} characters"),  # 257 digits
+        ({"history": ["i1", "y" * 5000]}, "history.1", f"at most {MAX_ID_CHARS} characters"),
+        ({"user": "u1", "model": "m" * 300}, "model", f"at most {MAX_ID_CHARS} characters"),
+        ({"history": ["i1"] * (MAX_IDS + 1)}, "history", f"at most {MAX_IDS} items"),
+        ({"user": "u1", "include": ["i1"] * (MAX_IDS + 1)}, "include", f"at most {MAX_IDS} items"),
+    ],
+)
 def test_length_limits_are_422(client: TestClient, req: dict[str, Any], loc: str, message: str) -> None:
     _invalid(client.post("/v1/recommend", json=req), loc, message)
 
 
-@pytest.mark.parametrize("req,loc", [
-    ({"user": "u1", "k": True}, "k"),  # was accepted as k=1
-    ({"user": "u1", "k": "3"}, "k"),
-    ({"user": "u1", "k": 2.5}, "k"),
-    ({"user": "u1", "exclude_seen": "false"}, "exclude_seen"),
-    ({"user": "u1", "exclude_seen": 0}, "exclude_seen"),
-    ({"history": [True]}, "history"),
-    ({"user": "u1", "model": 1}, "model"),
-])
+@pytest.mark.parametrize(
+    "req,loc",
+    [
+        ({"user": "u1", "k": True}, "k"),  # was accepted as k=1
+        ({"user": "u1", "k": "3"}, "k"),
+        ({"user": "u1", "k": 2.5}, "k"),
+        ({"user": "u1", "exclude_seen": "false"}, "exclude_seen"),
+        ({"user": "u1", "exclude_seen": 0}, "exclude_seen"),
+        ({"history": [True]}, "history"),
+        ({"user": "u1", "model": 1}, "model"),
+    ],
+)
 def test_types_are_strict(client: TestClient, req: dict[str, Any], loc: str) -> None:
     r = client.post("/v1/recommend", json=req)
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", r.text
@@ -126,18 +143,25 @@ def test_types_are_strict(client: TestClient, req: dict[str, Any], loc: str) -> 
     assert r.status_code == 422 and r.json()["error"]["details"][0]["loc"] == "k"
 
 
-@pytest.mark.parametrize("body,content_type,message", [
-    (b'{"user": "\xff\xfe"}', "application/json", "not UTF-8"),
-    ('{"user": "u1"}'.encode("utf-16"), "application/json", "not UTF-8"),
-    (b'{"user": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "application/json", "nested too deeply"),
-    (b'{"user": ' + b"9" * 5000 + b"}", "application/json", "malformed JSON"),  # over Python's int digits limit
-    (b"{not json", "application/json", "malformed JSON"),
-    (b"[1, 2]", "application/json", "valid dictionary"),
-    (b'"u1"', "application/json", "valid dictionary"),
-    (b"null", "application/json", "valid dictionary"),
-    (b"user=u1", "application/x-www-form-urlencoded", "valid dictionary"),
-    (b'{"user": "u1"}', "text/plain", "valid dictionary"),
-])
+@pytest.mark.parametrize(
+    "body,content_type,message",
+    [
+        (b'{"user": "\xff\xfe"}', "application/json", "not UTF-8"),
+        ('{"user": "u1"}'.encode("utf-16"), "application/json", "not UTF-8"),
+        (b'{"user": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "application/json", "nested too deeply"),
+        (
+            b'{"user": ' + b"9" * 5000 + b"}",
+            "application/json",
+            "malformed JSON",
+        ),  # over Python's int digits limit
+        (b"{not json", "application/json", "malformed JSON"),
+        (b"[1, 2]", "application/json", "valid dictionary"),
+        (b'"u1"', "application/json", "valid dictionary"),
+        (b"null", "application/json", "valid dictionary"),
+        (b"user=u1", "application/x-www-form-urlencoded", "valid dictionary"),
+        (b'{"user": "u1"}', "text/plain", "valid dictionary"),
+    ],
+)
 def test_malformed_bodies_are_422(client: TestClient, body: bytes, content_type: str, message: str) -> None:
     for path in ("/v1/recommend", "/v1/similar-items", "/v1/explain"):
         _invalid(client.post(path, content=body, headers={"content-type": content_type}), "body", message)
@@ -145,11 +169,20 @@ def test_malformed_bodies_are_422(client: TestClient, body: bytes, content_type:
 
 def test_client_errors_log_no_traceback(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        for body in (f'{{"user": "{SURROGATE}"}}', f'{{"history": ["{LOW_SURROGATE}", "424"]}}',
-                     '{"user": "u1", "k": true}'):
-            assert client.post("/v1/recommend", content=body,
-                               headers={"content-type": "application/json"}).status_code == 422
-        client.post("/v1/recommend", content=b'{"user": "\xff"}', headers={"content-type": "application/json"})
+        for body in (
+            f'{{"user": "{SURROGATE}"}}',
+            f'{{"history": ["{LOW_SURROGATE}", "424"]}}',
+            '{"user": "u1", "k": true}',
+        ):
+            assert (
+                client.post(
+                    "/v1/recommend", content=body, headers={"content-type": "application/json"}
+                ).status_code
+                == 422
+            )
+        client.post(
+            "/v1/recommend", content=b'{"user": "\xff"}', headers={"content-type": "application/json"}
+        )
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
 
 
@@ -190,7 +223,9 @@ def _asgi_post(app: Any, content: Any) -> tuple[httpx.Response, float]:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=30) as c:
                 t0 = asyncio.get_running_loop().time()
-                r = await c.post("/v1/recommend", content=content, headers={"content-type": "application/json"})
+                r = await c.post(
+                    "/v1/recommend", content=content, headers={"content-type": "application/json"}
+                )
                 return r, asyncio.get_running_loop().time() - t0
 
     return asyncio.run(main())
@@ -223,7 +258,10 @@ def test_chunked_body_within_the_limit_is_served(sasrec: Recommender) -> None:
             yield part
 
     r, _ = _asgi_post(create_app({"sas": sasrec}, ServingConfig(gc_freeze=False)), body())
-    assert r.status_code == 200 and [x["item"] for x in r.json()["items"]] == sasrec.recommend(user="u3", k=4).items
+    assert (
+        r.status_code == 200
+        and [x["item"] for x in r.json()["items"]] == sasrec.recommend(user="u3", k=4).items
+    )
 
 
 def test_body_that_never_finishes_is_408(sasrec: Recommender) -> None:
@@ -275,4 +313,9 @@ def test_openapi_states_the_server_limits(sasrec: Recommender) -> None:
     assert spec["components"]["schemas"]["SimilarItemsRequest"]["properties"]["k"]["maximum"] == 7
     error = {"$ref": "#/components/schemas/ErrorResponse"}
     for status in ("405", "413", "422"):
-        assert spec["paths"]["/v1/recommend"]["post"]["responses"][status]["content"]["application/json"]["schema"] == error
+        assert (
+            spec["paths"]["/v1/recommend"]["post"]["responses"][status]["content"]["application/json"][
+                "schema"
+            ]
+            == error
+        )

@@ -26,21 +26,29 @@ def dirs(sasrec_dir: Path, tmp_path: Path) -> dict[str, Path]:
     data = tmp_path / "home" / "alice" / "ratings.dat"
     rec = Recommender.load(sasrec_dir)
     rec.source_ = DataSource("ml-1m", str(data), "ml1m", "ab" * 32)
-    rec.evaluations_ = [dict(ev, data={"name": "ml-1m", "path": str(data), "format": "ml1m", "sha256": "ab" * 32})
-                        for ev in rec.evaluations_]
+    rec.evaluations_ = [
+        dict(ev, data={"name": "ml-1m", "path": str(data), "format": "ml1m", "sha256": "ab" * 32})
+        for ev in rec.evaluations_
+    ]
     broken = tmp_path / "models" / "broken"
     broken.mkdir(parents=True)
     (broken / "config.json").write_text("{not json")
     return {"disk": rec.save(tmp_path / "models" / "sasrec-v1"), "broken": broken}
 
 
-def test_models_never_show_local_paths(dirs: dict[str, Path], sasrec_dir: Path, tmp_path: Path,
-                                       tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_models_never_show_local_paths(
+    dirs: dict[str, Path], sasrec_dir: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     started = datetime.now(UTC).replace(microsecond=0)
     key = "models-test-key-0123456789"
-    app = create_app({"disk": dirs["disk"], "broken": dirs["broken"],
-                      "preloaded": FromDirectory(sasrec_dir, Recommender.load(sasrec_dir))},
-                     ServingConfig(api_keys=frozenset({key})))
+    app = create_app(
+        {
+            "disk": dirs["disk"],
+            "broken": dirs["broken"],
+            "preloaded": FromDirectory(sasrec_dir, Recommender.load(sasrec_dir)),
+        },
+        ServingConfig(api_keys=frozenset({key})),
+    )
     with TestClient(app, headers={"X-API-Key": key}) as c:
         for _ in range(400):
             if "loading" not in c.get("/readyz").json()["models"].values():

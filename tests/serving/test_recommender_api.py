@@ -51,7 +51,9 @@ def test_fallbacks_and_filters(sasrec: Recommender) -> None:
     assert r.method == "model" and "scored from the given history" in (r.fallback or "")
     assert not {"i1", "i2"} & set(r.items)
     r = sasrec.recommend(history=["bogus"], k=3)
-    assert r.method == "popularity" and r.unknown_items == ["bogus"] and "no known items" in (r.fallback or "")
+    assert (
+        r.method == "popularity" and r.unknown_items == ["bogus"] and "no known items" in (r.fallback or "")
+    )
     r = sasrec.recommend(history=["i1"], include=["i1", "i2", "i3"], k=10)
     assert sorted(r.items) == ["i2", "i3"]  # i1 was seen
     r = sasrec.recommend(history=["i1"], include=["i1"], k=10)
@@ -77,8 +79,15 @@ def test_topk_chunked_equals_dense() -> None:
     dense[banned_rows, banned_cols] = -torch.inf
     want = torch.topk(dense, 20, dim=1)
     for chunk in (7, 100, 10_000):
-        v, i = topk_chunked(lambda lo, hi: scores[:, lo:hi].clone(), 5, 1001, 20, banned_rows, banned_cols,
-                            chunk_elements=chunk * 5)
+        v, i = topk_chunked(
+            lambda lo, hi: scores[:, lo:hi].clone(),
+            5,
+            1001,
+            20,
+            banned_rows,
+            banned_cols,
+            chunk_elements=chunk * 5,
+        )
         assert torch.equal(i, want.indices) and torch.equal(v, want.values)
 
 
@@ -101,8 +110,9 @@ class _NoVectors:
     def __init__(self, core: Any) -> None:
         self._core = core
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
         return self._core.score_inputs(users, histories, request_time)  # type: ignore[no-any-return]
 
     def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -141,7 +151,9 @@ def test_similar_items_embedding_and_cooccurrence(sasrec: Recommender) -> None:
     s[[0, i4]] = -np.inf
     assert r.scores == pytest.approx(np.sort(s)[::-1][:5].tolist(), rel=1e-5)
     # the recommendation path also works without factorised scoring (full score matrix)
-    many = plain.recommend_many([{"user": "u1", "k": 4}, {"history": ["i2"], "k": 4, "include": ["i3", "i5"]}])
+    many = plain.recommend_many(
+        [{"user": "u1", "k": 4}, {"history": ["i2"], "k": 4, "include": ["i3", "i5"]}]
+    )
     assert many[0].items == sasrec.recommend(user="u1", k=4).items
     assert sorted(many[1].items) == ["i3", "i5"]
 

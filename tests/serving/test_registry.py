@@ -49,6 +49,7 @@ def test_approximate_recommender_serves_recommend_only(sasrec: Recommender) -> N
 
 def test_batcher_retries_a_batch_answered_with_the_wrong_count() -> None:
     """A batch function that drops answers must not hang or mismatch the waiting requests."""
+
     def first_only(xs: list[int]) -> list[int]:
         return [xs[0] * 2]  # right for one item, short for more
 
@@ -72,8 +73,9 @@ def test_batch_sizes_are_reported_once_per_gathered_batch_even_when_it_is_retrie
     sizes: list[int] = []
 
     async def main() -> list[int]:
-        b: MicroBatcher[int, int] = MicroBatcher(fails_together, None, max_batch=8, max_wait=0.01,
-                                                 on_batch=sizes.append)
+        b: MicroBatcher[int, int] = MicroBatcher(
+            fails_together, None, max_batch=8, max_wait=0.01, on_batch=sizes.append
+        )
         b.start()
         out = await asyncio.wait_for(asyncio.gather(*(b.submit(x) for x in range(6))), 10)
         await b.stop()
@@ -83,8 +85,14 @@ def test_batch_sizes_are_reported_once_per_gathered_batch_even_when_it_is_retrie
     assert sum(sizes) == 6 and len(sizes) < 6  # the gathered batches, not the retries' batches of 1
 
 
-@pytest.mark.parametrize("bad,match", [({"max_k": 0}, "must be positive"), ({"max_wait_ms": -1}, "must be >= 0"),
-                                       ({"backend": "tf"}, "backend must be 'torch' or 'onnx'")])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"max_k": 0}, "must be positive"),
+        ({"max_wait_ms": -1}, "must be >= 0"),
+        ({"backend": "tf"}, "backend must be 'torch' or 'onnx'"),
+    ],
+)
 def test_serving_config_rejects_bad_settings(bad: dict[str, Any], match: str) -> None:
     from attnrec.serving.config import ServingConfig
 

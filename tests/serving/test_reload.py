@@ -75,7 +75,9 @@ def test_reload_twice_under_load_fails_no_request(sasrec_dir: Path, pop_dir: Pat
     async def main() -> list[tuple[float, float, httpx.Response]]:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=AUTH, timeout=60) as c:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://t", headers=AUTH, timeout=60
+            ) as c:
                 while (await c.get("/readyz")).status_code != 200:
                     await asyncio.sleep(0.02)
                 stop = asyncio.Event()
@@ -121,13 +123,19 @@ class Gated:
         return self.rec.similar_items(item, k)
 
 
-def test_a_batch_in_flight_finishes_on_the_old_model(sasrec: Recommender, sasrec_dir: Path, pop_dir: Path) -> None:
+def test_a_batch_in_flight_finishes_on_the_old_model(
+    sasrec: Recommender, sasrec_dir: Path, pop_dir: Path
+) -> None:
     gated = Gated(sasrec)
-    app = create_app({"m": FromDirectory(sasrec_dir, gated)}, ServingConfig(unauthenticated_admin=True, warmup=False))
+    app = create_app(
+        {"m": FromDirectory(sasrec_dir, gated)}, ServingConfig(unauthenticated_admin=True, warmup=False)
+    )
 
     async def main() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
         async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=60) as c:
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=60
+            ) as c:
                 first = asyncio.create_task(c.post("/v1/recommend", json=REQ))
                 while not gated.entered.is_set():
                     await asyncio.sleep(0.01)
@@ -143,8 +151,9 @@ def test_a_batch_in_flight_finishes_on_the_old_model(sasrec: Recommender, sasrec
     assert second.status_code == 200 and items(second.json()) == want(pop_dir)
 
 
-def test_broken_directory_keeps_the_old_model(sasrec_dir: Path, sasrec: Recommender, broken_dir: Path,
-                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_broken_directory_keeps_the_old_model(
+    sasrec_dir: Path, sasrec: Recommender, broken_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with TestClient(create_app({"m": sasrec_dir}, ServingConfig(api_keys=frozenset({KEY})))) as c:
         while c.get("/readyz").status_code != 200:
             time.sleep(0.02)
@@ -154,8 +163,10 @@ def test_broken_directory_keeps_the_old_model(sasrec_dir: Path, sasrec: Recommen
                 r = c.post("/v1/admin/reload", json={"model": "m", "path": str(path)}, headers=AUTH)
             assert r.status_code == 422 and r.json()["error"]["code"] == "reload_failed", r.text
             assert "the previous model keeps serving" in r.json()["error"]["message"]
-            assert any("reload of model 'm'" in rec.getMessage() and "refused" in rec.getMessage()
-                       for rec in caplog.records)
+            assert any(
+                "reload of model 'm'" in rec.getMessage() and "refused" in rec.getMessage()
+                for rec in caplog.records
+            )
             body = c.post("/v1/recommend", json=REQ, headers=AUTH).json()
             assert items(body) == sasrec.recommend(**REQ).items  # type: ignore[arg-type]
         after = c.get("/v1/models", headers=AUTH).json()["models"][0]
@@ -172,21 +183,28 @@ class OnlyExplains:
         return {"text": "because"}
 
 
-def test_reload_refuses_a_model_that_cannot_do_what_the_old_did(sasrec_dir: Path, pop_dir: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reload_refuses_a_model_that_cannot_do_what_the_old_did(
+    sasrec_dir: Path, pop_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import attnrec.serving.lifecycle as lifecycle
 
     real_load = lifecycle.load
-    monkeypatch.setattr(lifecycle, "load", lambda d, device="cpu": OnlyExplains() if d == pop_dir else real_load(d, device))
+    monkeypatch.setattr(
+        lifecycle, "load", lambda d, device="cpu": OnlyExplains() if d == pop_dir else real_load(d, device)
+    )
     with TestClient(create_app({"m": sasrec_dir}, ServingConfig(unauthenticated_admin=True))) as c:
         while c.get("/readyz").status_code != 200:
             time.sleep(0.02)
         r = c.post("/v1/admin/reload", json={"model": "m", "path": str(pop_dir)})
-        assert r.status_code == 422 and "cannot do recommend, similar-items" in r.json()["error"]["message"], r.text
+        assert (
+            r.status_code == 422 and "cannot do recommend, similar-items" in r.json()["error"]["message"]
+        ), r.text
         assert c.post("/v1/recommend", json=REQ).status_code == 200
 
 
-def test_a_failed_model_can_be_fixed_by_a_reload(sasrec_dir: Path, broken_dir: Path, sasrec: Recommender) -> None:
+def test_a_failed_model_can_be_fixed_by_a_reload(
+    sasrec_dir: Path, broken_dir: Path, sasrec: Recommender
+) -> None:
     with TestClient(create_app({"m": broken_dir}, ServingConfig(unauthenticated_admin=True))) as c:
         while c.get("/readyz").json()["models"]["m"] == "loading":
             time.sleep(0.02)
@@ -207,7 +225,9 @@ def test_sighup_reloads_a_real_server(sasrec_dir: Path, pop_dir: Path, tmp_path:
     with running_server(args, env={"ATTNREC_API_KEYS": KEY}) as (url, proc):
         with httpx.Client(base_url=url, headers=AUTH, timeout=30) as c:
             assert items(c.post("/v1/recommend", json=REQ).json()) == want(sasrec_dir)
-            assert httpx.post(f"{url}/v1/recommend", json=REQ).status_code == 401  # the key from the environment
+            assert (
+                httpx.post(f"{url}/v1/recommend", json=REQ).status_code == 401
+            )  # the key from the environment
             shutil.rmtree(served)
             shutil.copytree(pop_dir, served)
             proc.send_signal(signal.SIGHUP)

@@ -25,8 +25,11 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def scrape(c: TestClient | httpx.Response) -> Samples:
     r = c if isinstance(c, httpx.Response) else c.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for fam in text_string_to_metric_families(r.text) for s in fam.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(r.text)
+        for s in fam.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -56,7 +59,9 @@ def test_requests_are_counted_by_route_template_and_status(sasrec: Recommender) 
         hist = value(m, "attnrec_http_request_duration_seconds_count", endpoint="/v1/recommend")
         assert hist == 5
         assert value(m, "attnrec_http_request_duration_seconds_sum", endpoint="/v1/recommend") > 0
-        assert value(m, "attnrec_http_request_duration_seconds_bucket", endpoint="/v1/recommend", le="+Inf") == 5
+        assert (
+            value(m, "attnrec_http_request_duration_seconds_bucket", endpoint="/v1/recommend", le="+Inf") == 5
+        )
         assert value(m, "attnrec_model_load_seconds", model="sas") > 0
         assert value(m, "attnrec_model_loaded_timestamp_seconds", model="sas") > 1.6e9
         assert value(m, "attnrec_batch_size_sum", model="sas") == 3  # warm-up is not a served batch
@@ -69,8 +74,9 @@ def test_batch_sizes_record_micro_batches(sasrec: Recommender) -> None:
     async def main() -> httpx.Response:
         async with app.router.lifespan_context(app):
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-                rs = await asyncio.gather(*(c.post("/v1/recommend", json={"user": f"u{i}", "k": 2})
-                                            for i in range(12)))
+                rs = await asyncio.gather(
+                    *(c.post("/v1/recommend", json={"user": f"u{i}", "k": 2}) for i in range(12))
+                )
                 assert all(r.status_code == 200 for r in rs)
                 return await c.get("/metrics")
 
@@ -102,7 +108,9 @@ def test_failed_load_and_unauthorized_requests_are_visible(sasrec: Recommender, 
             if c.get("/readyz").json()["models"]["broken"] != "loading":
                 break
         m = scrape(c)
-        assert requests(m, "/v1/recommend", "POST", 401) == 1 and requests(m, "/v1/recommend", "POST", 200) == 1
+        assert (
+            requests(m, "/v1/recommend", "POST", 401) == 1 and requests(m, "/v1/recommend", "POST", 200) == 1
+        )
         assert ("attnrec_model_load_seconds", (("model", "broken"),)) not in m  # never loaded: no load time
 
 
@@ -122,8 +130,9 @@ def test_a_client_gone_before_the_answer_is_not_a_server_error(sasrec_dir: Path)
 
     async def run() -> list[dict[str, object]]:
         sent: list[dict[str, object]] = []
-        messages = iter([{"type": "http.request", "body": b'{"user": ', "more_body": True},
-                         {"type": "http.disconnect"}])
+        messages = iter(
+            [{"type": "http.request", "body": b'{"user": ', "more_body": True}, {"type": "http.disconnect"}]
+        )
 
         async def receive() -> dict[str, object]:
             return next(messages)
@@ -131,10 +140,20 @@ def test_a_client_gone_before_the_answer_is_not_a_server_error(sasrec_dir: Path)
         async def send(message: dict[str, object]) -> None:
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "path": "/v1/recommend", "raw_path": b"/v1/recommend",
-                 "query_string": b"", "http_version": "1.1",
-                 "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
-                 "scheme": "http", "server": ("t", 80), "client": ("c", 1), "root_path": "", "app": app}
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/v1/recommend",
+            "raw_path": b"/v1/recommend",
+            "query_string": b"",
+            "http_version": "1.1",
+            "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+            "scheme": "http",
+            "server": ("t", 80),
+            "client": ("c", 1),
+            "root_path": "",
+            "app": app,
+        }
         await app(scope, receive, send)  # type: ignore[arg-type]
         return sent
 

@@ -16,10 +16,19 @@ from attnrec.recommend import Recommender
 
 HEADER_TIMEOUT, KEEP_ALIVE = 2.0, 2  # seconds; short, so that the connection tests are quick
 
+
 @pytest.fixture(scope="module")
 def server(sasrec_dir: Path) -> Iterator[str]:
-    args = ["--model", f"sas={sasrec_dir}", "--model", str(sasrec_dir),
-            "--timeout-headers", str(HEADER_TIMEOUT), "--timeout-keep-alive", str(KEEP_ALIVE)]
+    args = [
+        "--model",
+        f"sas={sasrec_dir}",
+        "--model",
+        str(sasrec_dir),
+        "--timeout-headers",
+        str(HEADER_TIMEOUT),
+        "--timeout-keep-alive",
+        str(KEEP_ALIVE),
+    ]
     with running_server(args) as (url, _):
         yield url
 
@@ -29,8 +38,11 @@ def test_real_server_answers_equal_python_api(server: str, sasrec_dir: Path) -> 
     with httpx.Client(base_url=server, timeout=10) as c:
         models = c.get("/v1/models").json()["models"]
         assert [m["name"] for m in models] == ["sas", sasrec_dir.name]
-        for req in ({"user": "u3", "k": 8}, {"history": ["i1", "i2", "nope"], "k": 5, "exclude": ["i3"]},
-                    {"user": "ghost", "k": 3}):
+        for req in (
+            {"user": "u3", "k": 8},
+            {"history": ["i1", "i2", "nope"], "k": 5, "exclude": ["i3"]},
+            {"user": "ghost", "k": 3},
+        ):
             body = c.post("/v1/recommend", json=req).json()
             want = rec.recommend(**req)  # type: ignore[arg-type]
             assert [x["item"] for x in body["items"]] == want.items
@@ -50,9 +62,11 @@ def test_cli_rejects_bad_model_dirs(tmp_path: Path, sasrec_dir: Path) -> None:
     from attnrec.cli.main import app
 
     runner = CliRunner()
-    for args, msg in ((["--model", str(tmp_path)], "not a saved model directory"),
-                      (["--model", f"a={sasrec_dir}", "--model", f"a={sasrec_dir}"], "given twice"),
-                      (["--model", str(sasrec_dir), "--backend", "tf"], "--backend must be")):
+    for args, msg in (
+        (["--model", str(tmp_path)], "not a saved model directory"),
+        (["--model", f"a={sasrec_dir}", "--model", f"a={sasrec_dir}"], "given twice"),
+        (["--model", str(sasrec_dir), "--backend", "tf"], "--backend must be"),
+    ):
         r = runner.invoke(app, ["serve", *args])
         assert r.exit_code == 2 and msg in r.output, r.output
 
@@ -73,7 +87,7 @@ def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") ->
             return time.monotonic() - t0
         if sent < len(trickle):
             try:
-                sock.sendall(trickle[sent:sent + 1])
+                sock.sendall(trickle[sent : sent + 1])
             except ConnectionError:
                 return time.monotonic() - t0
             sent += 1
@@ -91,7 +105,9 @@ def test_half_open_connections_are_closed(server: str) -> None:
         slow = socket.create_connection((host, int(port)))
         socks.append(slow)
         limit = HEADER_TIMEOUT + 6
-        assert _closed_within(slow, limit, trickle=partial * 20) is not None  # a byte every 0.2 s is not enough
+        assert (
+            _closed_within(slow, limit, trickle=partial * 20) is not None
+        )  # a byte every 0.2 s is not enough
         for s in socks[:-1]:
             assert _closed_within(s, limit) is not None
     finally:
@@ -116,8 +132,10 @@ def test_chunked_body_over_the_limit_is_413_on_a_real_server(server: str) -> Non
     host, port = server.removeprefix("http://").split(":")
     chunk = b"x" * 65536
     with socket.create_connection((host, int(port))) as s:
-        s.sendall(b"POST /v1/recommend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Transfer-Encoding: chunked\r\n\r\n" + b'a\r\n{"user": "\r\n')
+        s.sendall(
+            b"POST /v1/recommend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b'a\r\n{"user": "\r\n'
+        )
         s.settimeout(10)
         sent = 0
         try:
@@ -146,7 +164,15 @@ def test_bad_requests_on_a_real_server(server: str) -> None:
         for path in ("/healthz", "/readyz"):
             r = c.head(path)
             assert r.status_code == 200 and r.content == b""
-        for body in (b'{"user": "\\ud800"}', b'{"history": ["\\udc00", "424"]}', b'{"user": "u1", "k": true}',
-                     b'{"user": "\xff"}', b'{"user": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"):
+        for body in (
+            b'{"user": "\\ud800"}',
+            b'{"history": ["\\udc00", "424"]}',
+            b'{"user": "u1", "k": true}',
+            b'{"user": "\xff"}',
+            b'{"user": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+        ):
             r = c.post("/v1/recommend", content=body, headers={"content-type": "application/json"})
-            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", (body[:40], r.text)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", (
+                body[:40],
+                r.text,
+            )

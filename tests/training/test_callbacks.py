@@ -25,8 +25,11 @@ class Recorder:
 def test_callbacks_see_each_epoch_and_stop_the_run(ring: Interactions) -> None:
     split = leave_one_out(ring)
     watch, stop = Recorder(), Recorder(stop_after=2)
-    rec = attnrec.Recommender("sasrec", {"hidden": 16, "max_len": 20, "loss": "ce"},
-                              {"max_epochs": 5, "batch_size": 32, "patience": 10})
+    rec = attnrec.Recommender(
+        "sasrec",
+        {"hidden": 16, "max_len": 20, "loss": "ce"},
+        {"max_epochs": 5, "batch_size": 32, "patience": 10},
+    )
     rec.fit(ring, split, progress=False, callbacks=[watch, stop])
     result = rec.train_result_
     assert result is not None and result.stopped == "pruned" and result.epochs == 2

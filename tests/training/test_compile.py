@@ -16,8 +16,16 @@ from attnrec.training.step import LossOf
 
 def _model(ring: Interactions, loss: str) -> SASRec:
     torch.manual_seed(0)
-    cfg = SASRecConfig(hidden=16, n_layers=1, max_len=10, dropout=0.0, loss=loss, sampler="popularity",
-                       n_negatives=20, in_batch_negatives=5)
+    cfg = SASRecConfig(
+        hidden=16,
+        n_layers=1,
+        max_len=10,
+        dropout=0.0,
+        loss=loss,
+        sampler="popularity",
+        n_negatives=20,
+        in_batch_negatives=5,
+    )
     return SASRec(cfg, ring.n_users, ring.n_items)
 
 
@@ -26,8 +34,13 @@ def test_compile_flag_is_ignored_on_cpu(ring: Interactions) -> None:
     states = []
     for flag in (False, True):
         m = _model(ring, "ce")
-        train(m, split.train, lambda _: {"NDCG@10": 0.0}, TrainConfig(max_epochs=1, batch_size=64, compile=flag,
-                                                                      device="cpu"), progress=False)
+        train(
+            m,
+            split.train,
+            lambda _: {"NDCG@10": 0.0},
+            TrainConfig(max_epochs=1, batch_size=64, compile=flag, device="cpu"),
+            progress=False,
+        )
         states.append(m.state_dict())
     assert all(torch.equal(v, states[1][k]) for k, v in states[0].items())
 

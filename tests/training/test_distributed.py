@@ -39,8 +39,19 @@ def test_shard_bounds_follow_array_split() -> None:
 
 
 def test_shard_batch_splits_rows_and_keeps_shared_entries() -> None:
-    m = SASRec(SASRecConfig(hidden=8, n_layers=1, max_len=6, loss="sampled_ce", sampler="popularity",
-                            n_negatives=5, in_batch_negatives=0), 3, 20)
+    m = SASRec(
+        SASRecConfig(
+            hidden=8,
+            n_layers=1,
+            max_len=6,
+            loss="sampled_ce",
+            sampler="popularity",
+            n_negatives=5,
+            in_batch_negatives=0,
+        ),
+        3,
+        20,
+    )
     from attnrec.data.schema import Sequences
 
     train = Sequences.from_lists([[1, 2, 3], [4, 5], [6, 7, 8, 9], [1, 3, 5, 7, 9, 11], [2, 4]], 20)
@@ -60,9 +71,24 @@ def test_bert4rec_shards_weighted_by_masked_positions_give_the_global_loss(loss:
     from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
 
     torch.manual_seed(0)
-    m = BERT4Rec(BERT4RecConfig(hidden=8, n_layers=1, max_len=8, dropout=0.0, attn_dropout=0.0, mask_prob=0.5,
-                                loss=loss, n_negatives=7, mask_last_prob=0.0), 6, 20).eval()
-    train = Sequences.from_lists([[1, 2, 3, 4, 5, 6, 7], [4, 5], [6, 7, 8, 9], [1, 3, 5, 7, 9, 11], [2, 4, 6]], 20)
+    m = BERT4Rec(
+        BERT4RecConfig(
+            hidden=8,
+            n_layers=1,
+            max_len=8,
+            dropout=0.0,
+            attn_dropout=0.0,
+            mask_prob=0.5,
+            loss=loss,
+            n_negatives=7,
+            mask_last_prob=0.0,
+        ),
+        6,
+        20,
+    ).eval()
+    train = Sequences.from_lists(
+        [[1, 2, 3, 4, 5, 6, 7], [4, 5], [6, 7, 8, 9], [1, 3, 5, 7, 9, 11], [2, 4, 6]], 20
+    )
     batch = next(iter(m.train_batches(train, 5, np.random.default_rng(3))))
     shards = [distributed.shard_batch(batch, r, 2, m.shared_batch_keys) for r in (0, 1)]
     terms = [loss_terms(m, s) for s in shards]
@@ -100,7 +126,10 @@ def test_two_process_ddp_matches_one_process(tmp_path: Path) -> None:
     steps = ref["train"]["epochs"] * -(-train_script.DDP_USERS // train_script.DDP_TRAIN["batch_size"])
     for k, v in one.core.state_dict().items():
         diff = (v - ddp_weights[k]).abs().max().item()
-        assert diff <= (WEIGHT_ATOL if not k.endswith("attn.k.bias") else 1e-3 * steps), (k, diff)  # lr = 1e-3
+        assert diff <= (WEIGHT_ATOL if not k.endswith("attn.k.bias") else 1e-3 * steps), (
+            k,
+            diff,
+        )  # lr = 1e-3
     for h1, h2 in zip(ref["train"]["history"], ddp["train"]["history"], strict=True):
         assert h1["loss"] == pytest.approx(h2["loss"], abs=1e-5)  # the global batch loss, all-reduced
         for metric, value in h1["valid"].items():
@@ -114,10 +143,36 @@ def test_cli_nproc_launches_torchrun(tmp_path: Path) -> None:
     rows = [f"u{u},i{(s + t) % 30},{t}" for u in range(60) for s in [int(rng.integers(30))] for t in range(8)]
     data.write_text("user,item,timestamp\n" + "\n".join(rows) + "\n")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
-    cmd = [sys.executable, "-m", "attnrec", "train", "--data", str(data), "--model", "sasrec", "--nproc", "2",
-           "--set", "hidden=8", "--set", "n_layers=1", "--set", "max_len=8", "--set", "loss=ce",
-           "--set", "batch_size=16", "--max-epochs", "2", "--device", "cpu", "--out", str(tmp_path / "run"),
-           "--no-progress", "--no-baseline"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnrec",
+        "train",
+        "--data",
+        str(data),
+        "--model",
+        "sasrec",
+        "--nproc",
+        "2",
+        "--set",
+        "hidden=8",
+        "--set",
+        "n_layers=1",
+        "--set",
+        "max_len=8",
+        "--set",
+        "loss=ce",
+        "--set",
+        "batch_size=16",
+        "--max-epochs",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+        "--no-baseline",
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert proc.stdout.count("trained 2 epoch(s)") == 1  # only rank 0 reports, tests and saves

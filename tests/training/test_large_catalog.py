@@ -22,15 +22,24 @@ def _skewed_train(seed: int = 0) -> Sequences:
     """Sequences over a Zipf-popular catalog (so popularity sampling is far from uniform)."""
     rng = np.random.default_rng(seed)
     p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
-    seqs = [rng.choice(np.arange(1, N_ITEMS + 1), size=int(rng.integers(5, 20)), p=p / p.sum()) for _ in range(64)]
+    seqs = [
+        rng.choice(np.arange(1, N_ITEMS + 1), size=int(rng.integers(5, 20)), p=p / p.sum()) for _ in range(64)
+    ]
     return Sequences.from_lists([s.tolist() for s in seqs], N_ITEMS)
 
 
-@pytest.mark.parametrize("negatives", [{"sampler": "popularity", "n_negatives": 20000},
-                                       {"sampler": "mixed", "n_negatives": 20000},
-                                       {"n_negatives": 0, "in_batch_negatives": 20000},
-                                       {"sampler": "popularity", "n_negatives": 10000, "in_batch_negatives": 10000}])
-def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(negatives: dict[str, object]) -> None:
+@pytest.mark.parametrize(
+    "negatives",
+    [
+        {"sampler": "popularity", "n_negatives": 20000},
+        {"sampler": "mixed", "n_negatives": 20000},
+        {"n_negatives": 0, "in_batch_negatives": 20000},
+        {"sampler": "popularity", "n_negatives": 10000, "in_batch_negatives": 10000},
+    ],
+)
+def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(
+    negatives: dict[str, object],
+) -> None:
     base = {"hidden": 16, "n_layers": 1, "max_len": 12, "dropout": 0.0}
     torch.manual_seed(0)
     full = SASRec(SASRecConfig(**(base | {"loss": "ce"})), 1, N_ITEMS)  # type: ignore[arg-type]
@@ -49,8 +58,19 @@ def test_log_q_corrected_sampled_softmax_approximates_the_full_softmax_gradient(
 
 
 def test_in_batch_negatives_are_the_batch_targets_with_their_expected_counts() -> None:
-    m = SASRec(SASRecConfig(hidden=8, n_layers=1, max_len=10, loss="sampled_ce", n_negatives=7, sampler="popularity",
-                            in_batch_negatives=50), 1, N_ITEMS)
+    m = SASRec(
+        SASRecConfig(
+            hidden=8,
+            n_layers=1,
+            max_len=10,
+            loss="sampled_ce",
+            n_negatives=7,
+            sampler="popularity",
+            in_batch_negatives=50,
+        ),
+        1,
+        N_ITEMS,
+    )
     train = _skewed_train()
     batch = next(iter(m.train_batches(train, 16, np.random.default_rng(0))))
     target = batch["target"].numpy()
@@ -107,13 +127,18 @@ def test_faiss_index_recall() -> None:
 def test_approximate_recommender_matches_exact_with_full_probing(kind: str, ring: Interactions) -> None:
     if kind == "faiss" and not faiss_available():
         pytest.skip("faiss-cpu not installed")
-    rec = Recommender("sasrec", {"hidden": 16, "n_layers": 1, "max_len": 10, "loss": "ce"},
-                      {"max_epochs": 1, "batch_size": 64}).fit(ring, progress=False)
+    rec = Recommender(
+        "sasrec",
+        {"hidden": 16, "n_layers": 1, "max_len": 10, "loss": "ce"},
+        {"max_epochs": 1, "batch_size": 64},
+    ).fit(ring, progress=False)
     ann = ApproximateRecommender(rec, kind=kind, nlist=6, nprobe=6)
     users = rec.users_.to_list()[:20]  # type: ignore[union-attr]
-    requests = [{"user": u, "k": 5} for u in users] + [{"history": ["i1", "i2"], "k": 3, "exclude": ["i3"]},
-                                                       {"user": users[0], "k": 3, "include": ["i4", "i5", "i6"]},
-                                                       {"user": "nobody", "k": 2}]
+    requests = [{"user": u, "k": 5} for u in users] + [
+        {"history": ["i1", "i2"], "k": 3, "exclude": ["i3"]},
+        {"user": users[0], "k": 3, "include": ["i4", "i5", "i6"]},
+        {"user": "nobody", "k": 2},
+    ]
     exact, approx = rec.recommend_many(requests), ann.recommend_many(requests)
     for e, a in zip(exact, approx, strict=True):
         assert a.items == e.items
@@ -123,14 +148,25 @@ def test_approximate_recommender_matches_exact_with_full_probing(kind: str, ring
     assert 0.0 < recall_at_k([a.items for a in partial], [e.items for e in exact[:20]]) <= 1.0
 
 
-def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(ring: Interactions, tmp_path: Path) -> None:
+def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(
+    ring: Interactions, tmp_path: Path
+) -> None:
     from attnrec.data.split import leave_one_out
     from attnrec.training.config import TrainConfig
     from attnrec.training.loop import train
     from attnrec.training.optim import Optimizers, make_optimizer
 
-    cfg = SASRecConfig(hidden=8, n_layers=1, max_len=10, dropout=0.1, loss="sampled_ce", sampler="popularity",
-                       n_negatives=5, in_batch_negatives=3, sparse_embedding=True)
+    cfg = SASRecConfig(
+        hidden=8,
+        n_layers=1,
+        max_len=10,
+        dropout=0.1,
+        loss="sampled_ce",
+        sampler="popularity",
+        n_negatives=5,
+        in_batch_negatives=3,
+        sparse_embedding=True,
+    )
     split = leave_one_out(ring)
     torch.manual_seed(0)
     m = SASRec(cfg, ring.n_users, ring.n_items)
@@ -174,5 +210,10 @@ def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(ring: 
     with pytest.raises(ValueError, match="sparse_embedding needs"):
         SASRecConfig(loss="ce", sparse_embedding=True)
     with pytest.raises(ValueError, match="grad_clip"):
-        train(SASRec(cfg, ring.n_users, ring.n_items), split.train, lambda _: {"NDCG@10": 0.0},
-              TrainConfig(max_epochs=1, grad_clip=1.0), progress=False)
+        train(
+            SASRec(cfg, ring.n_users, ring.n_items),
+            split.train,
+            lambda _: {"NDCG@10": 0.0},
+            TrainConfig(max_epochs=1, grad_clip=1.0),
+            progress=False,
+        )

@@ -32,7 +32,9 @@ def test_best_validation_epoch_weights_are_restored(ring: Interactions) -> None:
         snapshots.append({k: v.clone() for k, v in module.state_dict().items()})
         return {"NDCG@10": next(values)}
 
-    res = train(m, split.train, validate, TrainConfig(max_epochs=6, patience=3, batch_size=64), progress=False)
+    res = train(
+        m, split.train, validate, TrainConfig(max_epochs=6, patience=3, batch_size=64), progress=False
+    )
     assert res.best_epoch == 2 and res.epochs == 5 and "no validation improvement" in res.stopped
     for k, v in m.state_dict().items():
         assert torch.equal(v, snapshots[1][k])
@@ -40,7 +42,9 @@ def test_best_validation_epoch_weights_are_restored(ring: Interactions) -> None:
 
 def test_training_data_without_a_training_row_is_a_clear_error_not_a_nan_loss() -> None:
     # three events a user: leave-one-out keeps one for training, and a next-item model needs two
-    log = from_columns(["u1"] * 3 + ["u2"] * 3, ["a", "b", "c", "b", "c", "d"], source=DataSource("tiny", sha256="0" * 64))
+    log = from_columns(
+        ["u1"] * 3 + ["u2"] * 3, ["a", "b", "c", "b", "c", "d"], source=DataSource("tiny", sha256="0" * 64)
+    )
     split = leave_one_out(log)
     m = SASRec(CFG, log.n_users, log.n_items)
     with pytest.raises(ValueError, match="no training rows"):
@@ -50,13 +54,24 @@ def test_training_data_without_a_training_row_is_a_clear_error_not_a_nan_loss() 
 def test_min_mode_and_lr_decay_stop(ring: Interactions) -> None:
     split = leave_one_out(ring)
     m = _model(ring)
-    cfg = TrainConfig(max_epochs=20, optimizer="sgd", lr=0.5, lr_decay=0.25, max_lr_decays=2, monitor="loss",
-                      mode="min", batch_size=64, grad_clip=1.0)
+    cfg = TrainConfig(
+        max_epochs=20,
+        optimizer="sgd",
+        lr=0.5,
+        lr_decay=0.25,
+        max_lr_decays=2,
+        monitor="loss",
+        mode="min",
+        batch_size=64,
+        grad_clip=1.0,
+    )
     res = train(m, split.train, lambda _: {"loss": 1.0}, cfg, progress=False)
     assert res.best_epoch == 1 and res.epochs == 3 and "lowered 2 times" in res.stopped
 
 
-def _final_state(ring: Interactions, epochs: int, state_dir: Path | None, seed: int = 3) -> dict[str, torch.Tensor]:
+def _final_state(
+    ring: Interactions, epochs: int, state_dir: Path | None, seed: int = 3
+) -> dict[str, torch.Tensor]:
     split = leave_one_out(ring)
     m = _model(ring)  # the same initial weights whatever the training seed
     cfg = TrainConfig(max_epochs=epochs, patience=100, batch_size=64, seed=seed)
@@ -78,7 +93,9 @@ def test_bf16_autocast_trains_float32_weights_to_the_float32_runs_losses(ring: I
         assert all(p.dtype == torch.float32 for p in m.parameters())
         losses[amp] = np.array([h["loss"] for h in res.history])
     assert np.isfinite(losses["bf16"]).all() and losses["bf16"][-1] < losses["bf16"][0]
-    assert np.allclose(losses["bf16"], losses["none"], rtol=0.02) and not np.array_equal(losses["bf16"], losses["none"])
+    assert np.allclose(losses["bf16"], losses["none"], rtol=0.02) and not np.array_equal(
+        losses["bf16"], losses["none"]
+    )
 
 
 def test_resume_continues_exactly(ring: Interactions, tmp_path: Path) -> None:
@@ -135,15 +152,22 @@ def test_truncated_training_state_is_detected(ring: Interactions, tmp_path: Path
 
 def test_time_budget_and_monitor_errors(ring: Interactions) -> None:
     split = leave_one_out(ring)
-    res = train(_model(ring), split.train, lambda _: {"NDCG@10": 0.0},
-                TrainConfig(max_epochs=50, time_budget=1e-6, batch_size=64), progress=False)
+    res = train(
+        _model(ring),
+        split.train,
+        lambda _: {"NDCG@10": 0.0},
+        TrainConfig(max_epochs=50, time_budget=1e-6, batch_size=64),
+        progress=False,
+    )
     assert res.epochs == 1 and "time budget" in res.stopped
     with pytest.raises(KeyError, match="monitor"):
         train(_model(ring), split.train, lambda _: {"HR@10": 0.0}, TrainConfig(max_epochs=1), progress=False)
     assert np.isfinite(res.history[0]["loss"])
 
 
-def test_cosine_schedule_sets_each_epochs_learning_rate(ring: Interactions, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cosine_schedule_sets_each_epochs_learning_rate(
+    ring: Interactions, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import attnrec.training.loop as loop
 
     seen: list[float] = []
@@ -179,8 +203,13 @@ def _stop_epoch(ring: Interactions, values: list[float], **cfg: object) -> tuple
     """(epochs run, best epoch, stop reason) for a scripted validation curve."""
     split = leave_one_out(ring)
     curve = iter(values)
-    res = train(_model(ring), split.train, lambda _: {"NDCG@10": next(curve)},
-                TrainConfig(max_epochs=len(values), batch_size=64, **cfg), progress=False)  # type: ignore[arg-type]
+    res = train(
+        _model(ring),
+        split.train,
+        lambda _: {"NDCG@10": next(curve)},
+        TrainConfig(max_epochs=len(values), batch_size=64, **cfg),
+        progress=False,
+    )  # type: ignore[arg-type]
     return res.epochs, res.best_epoch, res.stopped
 
 
@@ -224,8 +253,16 @@ def test_small_validation_is_called_noisy_and_a_large_one_is_not(caplog: pytest.
 
     def result(n: int) -> EvalResult:
         ranks = np.where(np.arange(n) % 20 == 0, 0, 500)  # 5% hits at rank 0: NDCG@10 0.05
-        return EvalResult(ranking_metrics(ranks), FULL, "s", "valid", n, DataSource("d"), 0.0,
-                          standard_errors=ranking_standard_errors(ranks))
+        return EvalResult(
+            ranking_metrics(ranks),
+            FULL,
+            "s",
+            "valid",
+            n,
+            DataSource("d"),
+            0.0,
+            standard_errors=ranking_standard_errors(ranks),
+        )
 
     # se = sqrt(.05 * .95 / n): 0.0069 (14%) on 1,000 users, 0.0015 (3%) on 20,000
     text = warn_if_noisy(result(1000), TrainConfig(patience=5))

@@ -41,16 +41,20 @@ class CrashingSASRec(SASRec):
         return super().loss(batch)
 
 
-def _run(ring: Interactions, state_dir: Path | None, crash_after: int | None = None,
-         **over: object) -> tuple[dict[str, torch.Tensor], list[dict[str, object]]]:
+def _run(
+    ring: Interactions, state_dir: Path | None, crash_after: int | None = None, **over: object
+) -> tuple[dict[str, torch.Tensor], list[dict[str, object]]]:
     split = leave_one_out(ring)
     torch.manual_seed(0)
     m = CrashingSASRec(CFG, ring.n_users, ring.n_items)
     if crash_after is not None:
         m.crash_after = crash_after
-    cfg = TrainConfig(**({"max_epochs": 3, "patience": 100, "batch_size": 16, "seed": 4, "checkpoint_every": 3}
-                         | over))  # type: ignore[arg-type]
-    res = train(m, split.train, lambda _: {"NDCG@10": time.monotonic()}, cfg, state_dir=state_dir, progress=False)
+    cfg = TrainConfig(
+        **({"max_epochs": 3, "patience": 100, "batch_size": 16, "seed": 4, "checkpoint_every": 3} | over)
+    )  # type: ignore[arg-type]
+    res = train(
+        m, split.train, lambda _: {"NDCG@10": time.monotonic()}, cfg, state_dir=state_dir, progress=False
+    )
     return m.state_dict(), [{"epoch": h["epoch"], "loss": h["loss"]} for h in res.history]
 
 
@@ -78,14 +82,22 @@ def test_resume_refuses_a_different_data_stream(ring: Interactions, tmp_path: Pa
         _run(ring, tmp_path, seed=5)
 
 
-def test_resume_refuses_other_training_settings_but_takes_a_longer_budget(ring: Interactions, tmp_path: Path) -> None:
+def test_resume_refuses_other_training_settings_but_takes_a_longer_budget(
+    ring: Interactions, tmp_path: Path
+) -> None:
     ref_state, ref_history = _run(ring, None)
     with pytest.raises(Crash, match="crash at loss evaluation 15"):
         _run(ring, tmp_path, crash_after=14)
-    for over, named in (({"lr": 2e-3}, "lr=0.001 (now 0.002)"), ({"seed": 5}, "seed=4 (now 5)"),
-                        ({"batch_size": 8}, "batch_size=16 (now 8)"), ({"weight_decay": 0.1}, "weight_decay")):
-        with pytest.raises(CheckpointError, match=r"saved with other settings: .*" + named.replace("(", r"\(")
-                           .replace(")", r"\)")) as err:
+    for over, named in (
+        ({"lr": 2e-3}, "lr=0.001 (now 0.002)"),
+        ({"seed": 5}, "seed=4 (now 5)"),
+        ({"batch_size": 8}, "batch_size=16 (now 8)"),
+        ({"weight_decay": 0.1}, "weight_decay"),
+    ):
+        with pytest.raises(
+            CheckpointError,
+            match=r"saved with other settings: .*" + named.replace("(", r"\(").replace(")", r"\)"),
+        ) as err:
             _run(ring, tmp_path, **over)
         assert "\n" not in str(err.value)
     # budgets and stopping rules may change: the run continues exactly
@@ -100,11 +112,15 @@ def test_time_based_checkpoints(ring: Interactions, tmp_path: Path) -> None:
     assert (meta["epoch"], meta["batch"]) == (1, 5)  # saved after every batch
 
 
-def _wait_for_mid_epoch_state(state: Path, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> dict[str, int]:
+def _wait_for_mid_epoch_state(
+    state: Path, proc: subprocess.Popen[bytes], timeout: float = 120.0
+) -> dict[str, int]:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if proc.poll() is not None:
-            raise AssertionError(f"training exited early: {proc.stderr.read().decode() if proc.stderr else ''}")
+            raise AssertionError(
+                f"training exited early: {proc.stderr.read().decode() if proc.stderr else ''}"
+            )
         try:
             meta = json.loads(state.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
@@ -121,8 +137,12 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path: Path)
 
     state_dir = tmp_path / "state"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "resume", str(state_dir), "--sleep", "0.05"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "resume", str(state_dir), "--sleep", "0.05"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         meta = _wait_for_mid_epoch_state(state_dir / "train_state.json", proc)
         time.sleep(0.07)  # let it train past the saved position before the kill

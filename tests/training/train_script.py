@@ -30,8 +30,15 @@ from synthetic_logs import ring_log  # noqa: E402
 # Dropout > 0 and BCE (negatives drawn from the numpy generator) so that resuming has to restore
 # both the data stream and torch's RNG to come out identical.
 RESUME_MODEL = {"hidden": 16, "n_layers": 1, "max_len": 10, "dropout": 0.3, "loss": "bce"}
-RESUME_TRAIN = {"batch_size": 16, "max_epochs": 3, "patience": 100, "seed": 5, "threads": 1,
-                "checkpoint_every": 2, "device": "cpu"}
+RESUME_TRAIN = {
+    "batch_size": 16,
+    "max_epochs": 3,
+    "patience": 100,
+    "seed": 5,
+    "threads": 1,
+    "checkpoint_every": 2,
+    "device": "cpu",
+}
 # DDP vs one process: no dropout (its masks depend on how rows are split), 145 users so the last
 # global batch of 16 has one row and rank 1 gets an empty shard.
 DDP_MODEL = {"hidden": 16, "n_layers": 1, "max_len": 10, "dropout": 0.0, "loss": "ce"}
@@ -91,9 +98,12 @@ def main() -> None:
         from safetensors.torch import save_file
 
         a.path.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in rec.core.state_dict().items()}, str(a.path / "weights.safetensors"))
-        (a.path / "summary.json").write_text(json.dumps({**summary(rec), "ddp_alive_at_destroy": alive},
-                                                        default=float))
+        save_file(
+            {k: v.contiguous() for k, v in rec.core.state_dict().items()}, str(a.path / "weights.safetensors")
+        )
+        (a.path / "summary.json").write_text(
+            json.dumps({**summary(rec), "ddp_alive_at_destroy": alive}, default=float)
+        )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,13 @@ T = TypeVar("T")
 
 # What a user can get wrong; anything else is a bug and keeps its traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    DataError, ConfigError, CheckpointError, ValueError, KeyError, FileNotFoundError, OSError,
+    DataError,
+    ConfigError,
+    CheckpointError,
+    ValueError,
+    KeyError,
+    FileNotFoundError,
+    OSError,
     FloatingPointError,
 )
 
@@ -86,8 +92,9 @@ def log_to_stderr(verbose: bool) -> None:
     """attnrec's log lines (e.g. per epoch) on stderr when ``verbose``, else warnings only."""
     logger = logging.getLogger("attnrec")
     if not any(isinstance(h, _CliLogHandler) for h in logger.handlers):
-        logger.addHandler(_CliLogHandler(console=err, show_path=False, show_level=False, show_time=False,
-                                         markup=False))
+        logger.addHandler(
+            _CliLogHandler(console=err, show_path=False, show_level=False, show_time=False, markup=False)
+        )
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
@@ -98,9 +105,17 @@ def split_list(values: Iterable[str] | None) -> list[str]:
 
 # -- data ------------------------------------------------------------------------------------------
 def load_data(
-    spec: str, fmt: str = "auto", *, min_rating: float | None = None, k_core: int = 0,
-    data_dir: str | None = None, columns: str | None = None, titles: str | None = None,
-    item_features: str | None = None, user_features: str | None = None, feature_columns: str | None = None,
+    spec: str,
+    fmt: str = "auto",
+    *,
+    min_rating: float | None = None,
+    k_core: int = 0,
+    data_dir: str | None = None,
+    columns: str | None = None,
+    titles: str | None = None,
+    item_features: str | None = None,
+    user_features: str | None = None,
+    feature_columns: str | None = None,
     missing_features: str = "error",
 ) -> Interactions:
     """Load ``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log.
@@ -112,55 +127,117 @@ def load_data(
     """
     if feature_columns and item_features is None and user_features is None:
         raise DataError("--feature-columns needs --item-features or --user-features")
-    item_cols, user_cols = parse_feature_columns(feature_columns, item_features is not None, user_features is not None)
+    item_cols, user_cols = parse_feature_columns(
+        feature_columns, item_features is not None, user_features is not None
+    )
     return load_dataset(spec, format=fmt, columns=parse_columns(columns), min_rating=min_rating,
                         k_core=k_core, data_dir=data_dir, titles=titles, item_features=item_features,
                         user_features=user_features, item_feature_columns=item_cols, user_feature_columns=user_cols,
                         missing_features=missing_features)  # fmt: skip
 
 
-DataOpt = Annotated[str, typer.Option(
-    "--data", "-d", help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
-    "ml-latest-small, beauty, steam, amazon-toys, amazon-sports, taobao-sample, otto-sample) or a file path "
-    "(CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).")]
+DataOpt = Annotated[
+    str,
+    typer.Option(
+        "--data",
+        "-d",
+        help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
+        "ml-latest-small, beauty, steam, amazon-toys, amazon-sports, taobao-sample, otto-sample) or a file path "
+        "(CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).",
+    ),
+]
 
 
 @dataclass(frozen=True)
 class DataOptions:
     """How ``--data`` is read: the options every data-reading command shares (see :func:`option_groups`)."""
 
-    fmt: Annotated[str, typer.Option(
-        "--format", "-f", help="File format of --data; 'auto' guesses from the name and content.")] = "auto"
-    min_rating: Annotated[float | None, typer.Option(
-        "--min-rating", help="Keep only interactions rated at least this (implicit feedback from ratings).")] = None
-    k_core: Annotated[int, typer.Option(
-        "--k-core", min=0, help="Repeatedly drop users and items with fewer interactions than this (0 = off).")] = 0
-    data_dir: Annotated[str | None, typer.Option(
-        "--data-dir", help="Where named datasets are looked for and downloaded to.",
-        show_default="$ATTNREC_DATA or ~/.cache/attnrec")] = None
-    columns: Annotated[str | None, typer.Option(
-        "--columns", help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
-        "(names or 0-based positions; roles: user, item, timestamp, rating, event).")] = None
-    titles: Annotated[str | None, typer.Option(
-        "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines).")] = None
-    item_features: Annotated[str | None, typer.Option(
-        "--item-features", help="Item feature table, one row per item (CSV/TSV/Parquet/JSON; e.g. genres, "
-        "category, price).")] = None
-    user_features: Annotated[str | None, typer.Option(
-        "--user-features", help="User feature table, one row per user (CSV/TSV/Parquet/JSON).")] = None
-    feature_columns: Annotated[str | None, typer.Option(
-        "--feature-columns", help="Feature file columns: 'id=movieId,genres=multi,year=numeric' (kinds: "
-        "categorical, multi, numeric, text, auto); prefix item./user. for one file only.")] = None
-    missing_features: Annotated[str, typer.Option(
-        "--missing-features", help="Items/users without a feature row: 'error' or 'empty' (empty features).")] = "error"
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", "-f", help="File format of --data; 'auto' guesses from the name and content."
+        ),
+    ] = "auto"
+    min_rating: Annotated[
+        float | None,
+        typer.Option(
+            "--min-rating",
+            help="Keep only interactions rated at least this (implicit feedback from ratings).",
+        ),
+    ] = None
+    k_core: Annotated[
+        int,
+        typer.Option(
+            "--k-core",
+            min=0,
+            help="Repeatedly drop users and items with fewer interactions than this (0 = off).",
+        ),
+    ] = 0
+    data_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--data-dir",
+            help="Where named datasets are looked for and downloaded to.",
+            show_default="$ATTNREC_DATA or ~/.cache/attnrec",
+        ),
+    ] = None
+    columns: Annotated[
+        str | None,
+        typer.Option(
+            "--columns",
+            help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
+            "(names or 0-based positions; roles: user, item, timestamp, rating, event).",
+        ),
+    ] = None
+    titles: Annotated[
+        str | None,
+        typer.Option(
+            "--titles", help="Item-title file (movies.dat, u.item, movies.csv or 'item<TAB>title' lines)."
+        ),
+    ] = None
+    item_features: Annotated[
+        str | None,
+        typer.Option(
+            "--item-features",
+            help="Item feature table, one row per item (CSV/TSV/Parquet/JSON; e.g. genres, category, price).",
+        ),
+    ] = None
+    user_features: Annotated[
+        str | None,
+        typer.Option("--user-features", help="User feature table, one row per user (CSV/TSV/Parquet/JSON)."),
+    ] = None
+    feature_columns: Annotated[
+        str | None,
+        typer.Option(
+            "--feature-columns",
+            help="Feature file columns: 'id=movieId,genres=multi,year=numeric' (kinds: "
+            "categorical, multi, numeric, text, auto); prefix item./user. for one file only.",
+        ),
+    ] = None
+    missing_features: Annotated[
+        str,
+        typer.Option(
+            "--missing-features",
+            help="Items/users without a feature row: 'error' or 'empty' (empty features).",
+        ),
+    ] = "error"
 
     def load(self, spec: str) -> Interactions:
         """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads."""
         with err.status(f"loading {spec} ..."):
-            return load_data(spec, self.fmt, min_rating=self.min_rating, k_core=self.k_core,
-                             data_dir=self.data_dir, columns=self.columns, titles=self.titles,
-                             item_features=self.item_features, user_features=self.user_features,
-                             feature_columns=self.feature_columns, missing_features=self.missing_features)
+            return load_data(
+                spec,
+                self.fmt,
+                min_rating=self.min_rating,
+                k_core=self.k_core,
+                data_dir=self.data_dir,
+                columns=self.columns,
+                titles=self.titles,
+                item_features=self.item_features,
+                user_features=self.user_features,
+                feature_columns=self.feature_columns,
+                missing_features=self.missing_features,
+            )
 
 
 @dataclass(frozen=True)
@@ -168,8 +245,10 @@ class QueryOptions:
     """Whom to recommend for: a known user or an ad-hoc history, and how many items."""
 
     user: Annotated[str | None, typer.Option("--user", "-u", help="External ID of a known user.")] = None
-    history: Annotated[str | None, typer.Option(
-        "--history", help="Ad-hoc history: comma-separated external item IDs, oldest first.")] = None
+    history: Annotated[
+        str | None,
+        typer.Option("--history", help="Ad-hoc history: comma-separated external item IDs, oldest first."),
+    ] = None
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Number of items to recommend.")] = 10
 
     def history_items(self) -> list[object] | None:
@@ -189,8 +268,12 @@ def option_groups(func: Callable[..., T]) -> Callable[..., T]:
     for p in sig.parameters.values():
         if isinstance(p.annotation, type) and is_dataclass(p.annotation):
             hints = get_type_hints(p.annotation, include_extras=True)
-            options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                         annotation=hints[f.name]) for f in fields(p.annotation)]
+            options = [
+                inspect.Parameter(
+                    f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]
+                )
+                for f in fields(p.annotation)
+            ]
             groups[p.name] = (p.annotation, options)
             params += options
         else:
@@ -223,6 +306,7 @@ def parse_columns(text: str | None) -> dict[str, str | int] | None:
 # -- option choices --------------------------------------------------------------------------------
 def _choice(names: Sequence[str]) -> Callable[[str], str]:
     """A typer ``parser`` that accepts exactly ``names`` (click reports anything else as a usage error)."""
+
     def parse(value: str) -> str:
         if value not in names:
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}")
@@ -235,12 +319,21 @@ parse_protocol_name = _choice(tuple(PROTOCOLS))
 parse_split_name = _choice(SPLITS)
 PROTOCOL_METAVAR = "[" + "|".join(PROTOCOLS) + "]"
 SPLIT_METAVAR = "[" + "|".join(SPLITS) + "]"
-TargetEventsOpt = Annotated[str, typer.Option(
-    "--target-events", help="last-qualifying split: the event types whose last one per user is the target, "
-    "comma-separated names (e.g. buy for 'next buy').")]
-MinTargetRatingOpt = Annotated[float | None, typer.Option(
-    "--min-target-rating", help="last-qualifying split: only events rated at least this are targets (e.g. 4 for "
-    "'liked').")]
+TargetEventsOpt = Annotated[
+    str,
+    typer.Option(
+        "--target-events",
+        help="last-qualifying split: the event types whose last one per user is the target, "
+        "comma-separated names (e.g. buy for 'next buy').",
+    ),
+]
+MinTargetRatingOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--min-target-rating",
+        help="last-qualifying split: only events rated at least this are targets (e.g. 4 for 'liked').",
+    ),
+]
 
 
 def parse_ks(text: str) -> tuple[int, ...]:

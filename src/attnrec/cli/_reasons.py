@@ -14,12 +14,23 @@ from attnrec.evaluation.attribution import METHODS
 from attnrec.recommend import reasons
 from attnrec.recommend.reasons import ItemExplanation, check_event_verbs
 
-ReasonVerb = Annotated[str, typer.Option(
-    "--reason-verb", help="The verb of each reason: 'Because you VERB *A* and *B*' (e.g. watched, bought).")]
-EventVerbOpt = Annotated[list[str] | None, typer.Option(
-    "--event-verb", metavar="NAME=VERB", help="The verb of an event type in reasons, e.g. buy=purchased or "
-    "'cart=added {item} to your cart' ({item}: where the item goes); repeatable. Defaults exist for the Taobao "
-    "(pv, cart, fav, buy) and OTTO (clicks, carts, orders) event types.")]
+ReasonVerb = Annotated[
+    str,
+    typer.Option(
+        "--reason-verb",
+        help="The verb of each reason: 'Because you VERB *A* and *B*' (e.g. watched, bought).",
+    ),
+]
+EventVerbOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--event-verb",
+        metavar="NAME=VERB",
+        help="The verb of an event type in reasons, e.g. buy=purchased or "
+        "'cart=added {item} to your cart' ({item}: where the item goes); repeatable. Defaults exist for the Taobao "
+        "(pv, cart, fav, buy) and OTTO (clicks, carts, orders) event types.",
+    ),
+]
 METHOD_HELP = f"Attribution method: {', '.join(METHODS)} (default greedy: the most faithful in benchmarks/results/faithfulness.md)."
 
 
@@ -34,8 +45,10 @@ def parse_event_verbs(specs: list[str] | None) -> dict[str, str]:
     for spec in specs or []:
         name, sep, verb = spec.partition("=")
         if not sep or not name.strip() or not verb.strip():
-            raise ValueError(f"--event-verb {spec!r}: expected NAME=VERB, e.g. buy=purchased or "
-                             "'cart=added {item} to your cart'")
+            raise ValueError(
+                f"--event-verb {spec!r}: expected NAME=VERB, e.g. buy=purchased or "
+                "'cart=added {item} to your cart'"
+            )
         verbs[name.strip()] = verb
     try:
         return check_event_verbs(verbs)
@@ -53,15 +66,21 @@ def _when(timestamp: float | None) -> str:
         return f"{timestamp:.0f}"
 
 
-def print_item_explanations(explanations: list[ItemExplanation | None], titles: list[str | None], top: int) -> None:
+def print_item_explanations(
+    explanations: list[ItemExplanation | None], titles: list[str | None], top: int
+) -> None:
     """One block per explained item: its reason, then its ``top`` strongest history events with values (and
     their event types and UTC times when the history has them)."""
     for n, (ex, title) in enumerate(zip(explanations, titles, strict=False), 1):
         if ex is None:
             continue
         name = f"{ex.item} ({title})" if title else ex.item
-        out.print(f"#{n} {name}: {ex.reason or ex.note or 'no history event raised its score'}",
-                  soft_wrap=True, markup=False, highlight=False)
+        out.print(
+            f"#{n} {name}: {ex.reason or ex.note or 'no history event raised its score'}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
         if not ex.events:
             continue
         shown = ex.events[:top]
@@ -69,12 +88,22 @@ def print_item_explanations(explanations: list[ItemExplanation | None], titles: 
         table = Table(show_header=True, box=None, padding=(0, 2))
         cols = ["history item", "title", *(["event"] if kinds else []), *(["when (UTC)"] if times else [])]
         for col in (*cols, "items back", ex.method):
-            table.add_column(col, justify="right" if col in ("items back", ex.method) else "left",
-                             no_wrap=col in ("event", "when (UTC)"))
+            table.add_column(
+                col,
+                justify="right" if col in ("items back", ex.method) else "left",
+                no_wrap=col in ("event", "when (UTC)"),
+            )
         for e in shown:
             context = [*([escape(e.event or "")] if kinds else []), *([_when(e.timestamp)] if times else [])]
             table.add_row(escape(e.item), escape(e.title or ""), *context, str(e.back), f"{e.value:.4f}")
         out.print(table)
 
 
-__all__ = ["METHOD_HELP", "EventVerbOpt", "ReasonVerb", "check_verb", "parse_event_verbs", "print_item_explanations"]
+__all__ = [
+    "METHOD_HELP",
+    "EventVerbOpt",
+    "ReasonVerb",
+    "check_verb",
+    "parse_event_verbs",
+    "print_item_explanations",
+]

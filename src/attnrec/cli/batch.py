@@ -36,9 +36,16 @@ class _Bar:
     """A rich progress bar on stderr: rows done (resumed chunks included) and the scoring rate."""
 
     def __init__(self, total: int | None, show: bool) -> None:
-        self.progress = Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[rate]} users/s"), TimeElapsedColumn(),
-                                 console=err, disable=not show, transient=False)
+        self.progress = Progress(
+            TextColumn("scoring"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]} users/s"),
+            TimeElapsedColumn(),
+            console=err,
+            disable=not show,
+            transient=False,
+        )
         self.task = self.progress.add_task("scoring", total=total, rate="-")
         self.start, self.scored = time.perf_counter(), 0
 
@@ -54,39 +61,68 @@ def _summary(res: BatchResult, layout: str, k: int) -> str:
     rate = res.users / res.seconds if res.seconds > 0 else 0.0
     resumed = f"; {res.resumed_chunks} of {res.chunks} chunks resumed" if res.resumed_chunks else ""
     fallback = f"; {res.fallbacks:,} not personalised (see the fallback column)" if res.fallbacks else ""
-    return (f"wrote {res.path}: top {k} for {res.users:,} users ({layout}) in {res.seconds:.1f} s "
-            f"({rate:,.0f} users/s){resumed}{fallback}; peak RSS {peak_mb:,.0f} MB")
+    return (
+        f"wrote {res.path}: top {k} for {res.users:,} users ({layout}) in {res.seconds:.1f} s "
+        f"({rate:,.0f} users/s){resumed}{fallback}; peak RSS {peak_mb:,.0f} MB"
+    )
 
 
-@app.command(epilog="Examples: attnrec batch --model runs/demo --data demo --out recs.parquet -k 100\n\n"
-             "attnrec batch --model runs/demo --users users.csv --out recs.parquet --layout long")
+@app.command(
+    epilog="Examples: attnrec batch --model runs/demo --data demo --out recs.parquet -k 100\n\n"
+    "attnrec batch --model runs/demo --users users.csv --out recs.parquet --layout long"
+)
 @cli_errors
 @option_groups
 def batch(
     model_dir: ModelDirOpt,
     out_path: Annotated[Path, typer.Option("--out", "-o", help="The Parquet file to write.")],
-    data: Annotated[str | None, typer.Option(
-        "--data", "-d", help="Score every user of this dataset ('demo', a named dataset or a file, as in "
-        "'attnrec train'), each from its history there.")] = None,
-    users: Annotated[Path | None, typer.Option(
-        "--users", help="Score the rows of this file: CSV/TSV/JSON lines/Parquet with a 'user' and/or a "
-        "'history' column (item IDs, oldest first).")] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data",
+            "-d",
+            help="Score every user of this dataset ('demo', a named dataset or a file, as in "
+            "'attnrec train'), each from its history there.",
+        ),
+    ] = None,
+    users: Annotated[
+        Path | None,
+        typer.Option(
+            "--users",
+            help="Score the rows of this file: CSV/TSV/JSON lines/Parquet with a 'user' and/or a "
+            "'history' column (item IDs, oldest first).",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Items per user.")] = 100,
-    chunk_users: Annotated[int, typer.Option(
-        "--chunk-users", min=1, help="Users scored and written per part (bounds memory).")] = DEFAULT_CHUNK_USERS,
+    chunk_users: Annotated[
+        int, typer.Option("--chunk-users", min=1, help="Users scored and written per part (bounds memory).")
+    ] = DEFAULT_CHUNK_USERS,
     include_seen: IncludeSeenOpt = False,
     exclude: ExcludeOpt = None,
     include: IncludeOpt = None,
-    layout: Annotated[str, typer.Option(
-        "--layout", parser=_layout, metavar="[wide|long]",
-        help="wide: one row per user (items, scores lists); long: one row per (user, rank, item, score).")]
-    = "wide",
-    resume: Annotated[bool, typer.Option(
-        "--resume/--no-resume", help="Continue an interrupted run from OUT.parts (same arguments only), "
-        "or start afresh.")] = True,
+    layout: Annotated[
+        str,
+        typer.Option(
+            "--layout",
+            parser=_layout,
+            metavar="[wide|long]",
+            help="wide: one row per user (items, scores lists); long: one row per (user, rank, item, score).",
+        ),
+    ] = "wide",
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume/--no-resume",
+            help="Continue an interrupted run from OUT.parts (same arguments only), or start afresh.",
+        ),
+    ] = True,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="Show a progress bar.", show_default="when in a terminal")] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress", help="Show a progress bar.", show_default="when in a terminal"
+        ),
+    ] = None,
     reading: DataOptions = DataOptions(),
 ) -> None:
     """Write the top-K items of every user of --data, or of every row of --users, to a Parquet file.
@@ -105,11 +141,24 @@ def batch(
     banned = [*split_list(exclude)] if exclude else None
     unknown = unknown_filter_items(rec, allowed, banned)
     if unknown:
-        warn_line(f"ignored {len(unknown)} --include/--exclude item(s) unknown to the model: {', '.join(unknown[:10])}"
-                  f"{' ...' if len(unknown) > 10 else ''}")
+        warn_line(
+            f"ignored {len(unknown)} --include/--exclude item(s) unknown to the model: {', '.join(unknown[:10])}"
+            f"{' ...' if len(unknown) > 10 else ''}"
+        )
     bar = _Bar(source.n_rows(), err.is_terminal if progress is None else progress)
     with bar.progress:
-        res = score_to_parquet(rec, source, out_path, k=k, chunk_users=chunk_users, exclude_seen=not include_seen,
-                               include=allowed, exclude=banned, layout=layout, resume=resume, progress=bar,
-                               model_label=str(model_dir))
+        res = score_to_parquet(
+            rec,
+            source,
+            out_path,
+            k=k,
+            chunk_users=chunk_users,
+            exclude_seen=not include_seen,
+            include=allowed,
+            exclude=banned,
+            layout=layout,
+            resume=resume,
+            progress=bar,
+            model_label=str(model_dir),
+        )
     out.print(escape(_summary(res, layout, k)), soft_wrap=True, highlight=False)

@@ -33,48 +33,113 @@ from attnrec.models.registry import get_spec
 )
 @cli_errors
 def compare_cmd(
-    data: Annotated[str | None, typer.Option(
-        "--data", "-d", help="Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path.")] = None,
-    models: Annotated[list[str] | None, typer.Option(
-        "--models", "-m", help="Models to compare, comma-separated or repeated (default: every sequential model).")]
-    = None,
-    protocol: Annotated[str, typer.Option(
-        "--protocol", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR,
-        help="Test (and validation) protocol: full ranking or --negatives sampled negatives.")] = "full",
-    also: Annotated[list[str] | None, typer.Option(
-        "--also", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR,
-        help="Also test the same fitted models under this protocol (repeatable); one more table each.")] = None,
-    negatives: Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
-    = DEFAULT_NEGATIVES,
-    preset: Annotated[str, typer.Option(
-        "--preset", "-p", help="Preset for every model: 'auto' (named after the dataset: ml-1m, beauty, demo), "
-        "'none' (defaults) or a preset name.")] = "auto",
-    time_budget: Annotated[float | None, typer.Option(
-        "--time-budget", min=0, help="Seconds of training per model, 0 = no limit (default: the preset's).")]
-    = None,
-    max_epochs: Annotated[int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")] = None,
-    split: Annotated[str, typer.Option(
-        "--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help="How test and validation cases are held out.")]
-    = DEFAULT_SPLIT,
-    valid_users: Annotated[int, typer.Option(
-        "--valid-users", min=0, help="leave-one-out: validate on this many users (seed 0); the others also train "
-        "on their second-to-last item. 0 = all users.")] = 0,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data", "-d", help="Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path."
+        ),
+    ] = None,
+    models: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--models",
+            "-m",
+            help="Models to compare, comma-separated or repeated (default: every sequential model).",
+        ),
+    ] = None,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            parser=parse_protocol_name,
+            metavar=PROTOCOL_METAVAR,
+            help="Test (and validation) protocol: full ranking or --negatives sampled negatives.",
+        ),
+    ] = "full",
+    also: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--also",
+            parser=parse_protocol_name,
+            metavar=PROTOCOL_METAVAR,
+            help="Also test the same fitted models under this protocol (repeatable); one more table each.",
+        ),
+    ] = None,
+    negatives: Annotated[
+        int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")
+    ] = DEFAULT_NEGATIVES,
+    preset: Annotated[
+        str,
+        typer.Option(
+            "--preset",
+            "-p",
+            help="Preset for every model: 'auto' (named after the dataset: ml-1m, beauty, demo), "
+            "'none' (defaults) or a preset name.",
+        ),
+    ] = "auto",
+    time_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--time-budget",
+            min=0,
+            help="Seconds of training per model, 0 = no limit (default: the preset's).",
+        ),
+    ] = None,
+    max_epochs: Annotated[
+        int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")
+    ] = None,
+    split: Annotated[
+        str,
+        typer.Option(
+            "--split",
+            parser=parse_split_name,
+            metavar=SPLIT_METAVAR,
+            help="How test and validation cases are held out.",
+        ),
+    ] = DEFAULT_SPLIT,
+    valid_users: Annotated[
+        int,
+        typer.Option(
+            "--valid-users",
+            min=0,
+            help="leave-one-out: validate on this many users (seed 0); the others also train "
+            "on their second-to-last item. 0 = all users.",
+        ),
+    ] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of training and of the sampled negatives.")] = 0,
-    device: Annotated[str, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
-    = "auto",
-    out_dir: Annotated[Path, typer.Option(
-        "--out", "-o", help="Directory for comparison.md and comparison.json (rewritten after every model).")]
-    = Path("runs/compare"),
-    notes: Annotated[Path | None, typer.Option(
-        "--notes", help="A markdown file of explanations (e.g. of a shortfall against the paper) to include.")]
-    = None,
-    update: Annotated[bool, typer.Option(
-        "--update", help="Merge into the comparison.json already in --out: the given models' rows are replaced "
-        "(or added) and the others kept; each new row records its own settings (e.g. a larger --time-budget).")]
-    = False,
-    render: Annotated[bool, typer.Option(
-        "--render", help="Train nothing: rewrite comparison.md from the comparison.json in --out (with --notes).")]
-    = False,
+    device: Annotated[
+        str, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")
+    ] = "auto",
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory for comparison.md and comparison.json (rewritten after every model).",
+        ),
+    ] = Path("runs/compare"),
+    notes: Annotated[
+        Path | None,
+        typer.Option(
+            "--notes",
+            help="A markdown file of explanations (e.g. of a shortfall against the paper) to include.",
+        ),
+    ] = None,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update",
+            help="Merge into the comparison.json already in --out: the given models' rows are replaced "
+            "(or added) and the others kept; each new row records its own settings (e.g. a larger --time-budget).",
+        ),
+    ] = False,
+    render: Annotated[
+        bool,
+        typer.Option(
+            "--render",
+            help="Train nothing: rewrite comparison.md from the comparison.json in --out (with --notes).",
+        ),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every epoch.")] = False,
 ) -> None:
     """Train several models on one dataset under one protocol and write the side-by-side table.
@@ -108,13 +173,18 @@ def compare_cmd(
     names = names or default_models(interactions)
     sp = make_split(interactions, split, valid_users)
     train = {"seed": seed, "device": device} | ({"max_epochs": max_epochs} if max_epochs else {})
-    out.print(f"comparing {', '.join(names)} on {interactions.source.name} ({interactions.n_users:,} users, "
-              f"{interactions.n_items:,} items); protocol: {proto.describe()}", soft_wrap=True)
+    out.print(
+        f"comparing {', '.join(names)} on {interactions.source.name} ({interactions.n_users:,} users, "
+        f"{interactions.n_items:,} items); protocol: {proto.describe()}",
+        soft_wrap=True,
+    )
 
     saved = out_dir / "comparison.json"
     if update:
         if not saved.is_file():
-            raise FileNotFoundError(f"--update: no {saved} to merge into; run the comparison without --update first")
+            raise FileNotFoundError(
+                f"--update: no {saved} to merge into; run the comparison without --update first"
+            )
         # Refuse an incompatible merge before any training.
         planned = empty_comparison(interactions, sp, proto, proto)
         planned.others = [empty_comparison(interactions, sp, p, proto) for p in others if p != proto]
@@ -132,12 +202,24 @@ def compare_cmd(
     def written(result: Comparison) -> None:
         md, _ = merged(result).write(out_dir)
         run = result.runs[-1]
-        status = run.error or "  ".join(f"{k} {run.metrics[k]:.4f}" for k in ("HR@10", "NDCG@10") if k in run.metrics)
+        status = run.error or "  ".join(
+            f"{k} {run.metrics[k]:.4f}" for k in ("HR@10", "NDCG@10") if k in run.metrics
+        )
         out.print(f"  {run.model}: {status}  ({run.train_seconds:.0f}s)  -> {md}", soft_wrap=True)
 
-    result = compare(interactions, names, protocol=proto, preset=None if preset == "none" else preset,
-                     time_budget=time_budget, train=train, split=sp, progress=False, on_run=written, also=others,
-                     notes=text)
+    result = compare(
+        interactions,
+        names,
+        protocol=proto,
+        preset=None if preset == "none" else preset,
+        time_budget=time_budget,
+        train=train,
+        split=sp,
+        progress=False,
+        on_run=written,
+        also=others,
+        notes=text,
+    )
     result = merged(result)
     md, js = result.write(out_dir)
     out.print(result.to_markdown(), soft_wrap=True, markup=False)

@@ -56,21 +56,41 @@ from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
 
 # -- option types of these commands ----------------------------------------------------------------
-SplitOpt = Annotated[str, typer.Option(
-    "--split", parser=parse_split_name, metavar=SPLIT_METAVAR,
-    help="leave-one-out: last item is the test target, the one before it validation; temporal: global time cut-offs; "
-    "last-qualifying: the last event of --target-events rated >= --min-target-rating (next buy, liked).")]
-ValidUsersOpt = Annotated[int, typer.Option(
-    "--valid-users", min=0, help="leave-one-out: validate on this many users (drawn with seed 0); every other "
-    "user also trains on its second-to-last item (aprec's protocol; the BERT4Rec code trains on all but the test item). 0 = all users.")]
-ModelDirOpt = Annotated[Path, typer.Option("--model", "-m", help="A model directory written by 'attnrec train'.")]
-NegativesOpt = Annotated[int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")]
+SplitOpt = Annotated[
+    str,
+    typer.Option(
+        "--split",
+        parser=parse_split_name,
+        metavar=SPLIT_METAVAR,
+        help="leave-one-out: last item is the test target, the one before it validation; temporal: global time cut-offs; "
+        "last-qualifying: the last event of --target-events rated >= --min-target-rating (next buy, liked).",
+    ),
+]
+ValidUsersOpt = Annotated[
+    int,
+    typer.Option(
+        "--valid-users",
+        min=0,
+        help="leave-one-out: validate on this many users (drawn with seed 0); every other "
+        "user also trains on its second-to-last item (aprec's protocol; the BERT4Rec code trains on all but the test item). 0 = all users.",
+    ),
+]
+ModelDirOpt = Annotated[
+    Path, typer.Option("--model", "-m", help="A model directory written by 'attnrec train'.")
+]
+NegativesOpt = Annotated[
+    int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")
+]
 # The candidate filters of `recommend` and `batch` (the same request options, the same words).
 IncludeSeenOpt = Annotated[bool, typer.Option("--include-seen", help="Allow items already in the history.")]
-ExcludeOpt = Annotated[list[str] | None, typer.Option(
-    "--exclude", help="Item IDs never to recommend (repeatable or comma-separated).")]
-IncludeOpt = Annotated[list[str] | None, typer.Option(
-    "--include", help="Recommend only among these item IDs (repeatable or comma-separated).")]
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--exclude", help="Item IDs never to recommend (repeatable or comma-separated)."),
+]
+IncludeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--include", help="Recommend only among these item IDs (repeatable or comma-separated)."),
+]
 
 
 def _metrics_table(rows: list[tuple[str, EvalResult]], title: str) -> Table:
@@ -113,46 +133,88 @@ def _training_state_dir(out_dir: Path, resume: bool, main_rank: bool) -> Path:
 @option_groups
 def train(
     data: DataOpt,
-    model: Annotated[str, typer.Option("--model", "-m", help="Registered model name (see 'attnrec models').")]
-    = "sasrec",
-    preset: Annotated[str | None, typer.Option(
-        "--preset", "-p", help="Named preset of the model (see 'attnrec models MODEL').")] = None,
-    config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="TOML file with \\[model] and \\[train] tables.")] = None,
-    overrides: Annotated[list[str] | None, typer.Option(
-        "--set", help="Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
-        "prefix model. or train. when a key is ambiguous).")] = None,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Registered model name (see 'attnrec models').")
+    ] = "sasrec",
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", "-p", help="Named preset of the model (see 'attnrec models MODEL')."),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="TOML file with \\[model] and \\[train] tables.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
+            "prefix model. or train. when a key is ambiguous).",
+        ),
+    ] = None,
     split: SplitOpt = DEFAULT_SPLIT,
     valid_users: ValidUsersOpt = 0,
     target_events: TargetEventsOpt = "",
     min_target_rating: MinTargetRatingOpt = None,
-    out_dir: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL")] = None,
-    device: Annotated[str | None, typer.Option(
-        "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of initialisation, shuffling and negatives.")]
-    = None,
-    max_epochs: Annotated[int | None, typer.Option("--max-epochs", min=1, help="Stop after this many epochs.")]
-    = None,
-    time_budget: Annotated[float | None, typer.Option(
-        "--time-budget", min=0, help="Stop training after this many seconds (0 = no limit).")] = None,
-    protocols: Annotated[list[str] | None, typer.Option(
-        "--protocol", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR,
-        help="Test protocol(s) besides full ranking (repeatable).")] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL"),
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed of initialisation, shuffling and negatives.")
+    ] = None,
+    max_epochs: Annotated[
+        int | None, typer.Option("--max-epochs", min=1, help="Stop after this many epochs.")
+    ] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option("--time-budget", min=0, help="Stop training after this many seconds (0 = no limit)."),
+    ] = None,
+    protocols: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--protocol",
+            parser=parse_protocol_name,
+            metavar=PROTOCOL_METAVAR,
+            help="Test protocol(s) besides full ranking (repeatable).",
+        ),
+    ] = None,
     negatives: NegativesOpt = DEFAULT_NEGATIVES,
-    baseline: Annotated[bool, typer.Option(
-        "--baseline/--no-baseline", help="Also score a popularity ranking (training counts) for comparison.")]
-    = True,
-    resume: Annotated[bool, typer.Option(
-        "--resume", help="Continue an interrupted run from OUT/train_state instead of starting afresh.")] = False,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="Show a progress bar per epoch.", show_default="when in a terminal")] = None,
+    baseline: Annotated[
+        bool,
+        typer.Option(
+            "--baseline/--no-baseline",
+            help="Also score a popularity ranking (training counts) for comparison.",
+        ),
+    ] = True,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Continue an interrupted run from OUT/train_state instead of starting afresh."
+        ),
+    ] = False,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Show a progress bar per epoch.",
+            show_default="when in a terminal",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
     reading: DataOptions = DataOptions(),
     tracking: TrackingOptions = TrackingOptions(),
-    nproc: Annotated[int, typer.Option(
-        "--nproc", min=1, help="Train with N processes on this machine (DistributedDataParallel via torchrun; "
-        "gloo on CPU, NCCL on GPUs). For several machines run torchrun yourself: see docs/scaling.md.")] = 1,
+    nproc: Annotated[
+        int,
+        typer.Option(
+            "--nproc",
+            min=1,
+            help="Train with N processes on this machine (DistributedDataParallel via torchrun; "
+            "gloo on CPU, NCCL on GPUs). For several machines run torchrun yourself: see docs/scaling.md.",
+        ),
+    ] = 1,
 ) -> None:
     """Train a model, select it on validation (full ranking), test it and save it.
 
@@ -165,8 +227,12 @@ def train(
     spec = get_spec(model)
     settings = resolve_overrides({"model": spec.config_cls, "train": TrainConfig}, overrides or [], config)
     model_over, train_over = settings["model"], settings["train"]
-    for key, value in (("device", device), ("seed", seed), ("max_epochs", max_epochs),
-                       ("time_budget", time_budget)):
+    for key, value in (
+        ("device", device),
+        ("seed", seed),
+        ("max_epochs", max_epochs),
+        ("time_budget", time_budget),
+    ):
         if value is not None:
             train_over[key] = value
     check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
@@ -177,14 +243,19 @@ def train(
 
     with tracking.open(model, distributed.is_main()) as trackers:  # a bad store fails before the data is read
         interactions = reading.load(data)
-        sp = make_split(interactions, split, valid_users, target_events=target_events, min_rating=min_target_rating)
+        sp = make_split(
+            interactions, split, valid_users, target_events=target_events, min_rating=min_target_rating
+        )
         distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
         main_rank = distributed.is_main()
         if main_rank:
-            out.print(f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
-                      f"{escape(interactions.source.name)}: {interactions.n_users:,} users, {interactions.n_items:,} "
-                      f"items, {len(interactions):,} interactions; split {sp.describe()}, {len(sp.valid):,} "
-                      f"validation / {len(sp.test):,} test users", soft_wrap=True)
+            out.print(
+                f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
+                f"{escape(interactions.source.name)}: {interactions.n_users:,} users, {interactions.n_items:,} "
+                f"items, {len(interactions):,} interactions; split {sp.describe()}, {len(sp.valid):,} "
+                f"validation / {len(sp.test):,} test users",
+                soft_wrap=True,
+            )
             trackers.log_run(RunInfo.of(rec, interactions, sp))
 
         state_dir = _training_state_dir(out_dir, resume, main_rank)
@@ -201,8 +272,16 @@ def train(
             _test_save_report(rec, interactions, sp, names, negatives, baseline, out_dir, trackers)
 
 
-def _test_save_report(rec: Recommender, interactions: Interactions, sp: Split, protocols: list[str], negatives: int,
-                      baseline: bool, out_dir: Path, trackers: Trackers) -> None:
+def _test_save_report(
+    rec: Recommender,
+    interactions: Interactions,
+    sp: Split,
+    protocols: list[str],
+    negatives: int,
+    baseline: bool,
+    out_dir: Path,
+    trackers: Trackers,
+) -> None:
     """Test the fitted ``rec`` under each protocol (beside a popularity baseline), save it, print and track it all."""
     model = rec.name
     # The baseline row is the registered POP model fitted on the same split.
@@ -220,15 +299,21 @@ def _test_save_report(rec: Recommender, interactions: Interactions, sp: Split, p
     tr = rec.train_result_
     if tr is not None:
         monitor = rec.train_config.monitor
-        out.print(f"trained {tr.epochs} epoch(s) in {tr.seconds:.1f}s ({tr.seconds_per_epoch:.2f} s/epoch); "
-                  f"best epoch {tr.best_epoch} with validation {monitor} {tr.best_value:.4f}; "
-                  f"stopped: {tr.stopped}", soft_wrap=True)
+        out.print(
+            f"trained {tr.epochs} epoch(s) in {tr.seconds:.1f}s ({tr.seconds_per_epoch:.2f} s/epoch); "
+            f"best epoch {tr.best_epoch} with validation {monitor} {tr.best_value:.4f}; "
+            f"stopped: {tr.stopped}",
+            soft_wrap=True,
+        )
         trackers.log_summary(tr)
     trackers.log_model(out_dir)
     _print_results(rows, "model")
     first_user = interactions.users.to_external([0])[0]
-    out.print(f"saved to [bold]{escape(str(out_dir))}[/bold]  (try: attnrec recommend --model "
-              f"{escape(str(out_dir))} --user {escape(first_user)})", soft_wrap=True)
+    out.print(
+        f"saved to [bold]{escape(str(out_dir))}[/bold]  (try: attnrec recommend --model "
+        f"{escape(str(out_dir))} --user {escape(first_user)})",
+        soft_wrap=True,
+    )
     if trackers:
         out.print(f"tracked: {escape(trackers.where)}", soft_wrap=True)
 
@@ -243,10 +328,22 @@ def _launch_torchrun(nproc: int) -> int:
             skip = True
         elif not a.startswith("--nproc="):
             args.append(a)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-           "-m", "attnrec", *args]
-    err.print(f"[dim]launching {nproc} processes: torchrun --standalone --nproc_per_node {nproc} -m attnrec "
-              f"{escape(' '.join(args))}[/dim]", soft_wrap=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "-m",
+        "attnrec",
+        *args,
+    ]
+    err.print(
+        f"[dim]launching {nproc} processes: torchrun --standalone --nproc_per_node {nproc} -m attnrec "
+        f"{escape(' '.join(args))}[/dim]",
+        soft_wrap=True,
+    )
     return subprocess.call(cmd)
 
 
@@ -257,30 +354,53 @@ def _default_split(rec: Recommender) -> dict[str, Any]:
     return next((split_settings(s) for s in recorded if parse_split(s)[0] in SPLITS), {"name": DEFAULT_SPLIT})
 
 
-@app.command(name="evaluate", epilog="Example: attnrec evaluate --model runs/demo --data demo "
-             "--protocol full --protocol sampled-popularity")
+@app.command(
+    name="evaluate",
+    epilog="Example: attnrec evaluate --model runs/demo --data demo "
+    "--protocol full --protocol sampled-popularity",
+)
 @cli_errors
 @option_groups
 def evaluate_cmd(
     model_dir: ModelDirOpt,
     data: DataOpt,
-    protocols: Annotated[list[str] | None, typer.Option(
-        "--protocol", parser=parse_protocol_name, metavar=PROTOCOL_METAVAR, help="Ranking protocol (repeatable).",
-        show_default="full")] = None,
+    protocols: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--protocol",
+            parser=parse_protocol_name,
+            metavar=PROTOCOL_METAVAR,
+            help="Ranking protocol (repeatable).",
+            show_default="full",
+        ),
+    ] = None,
     negatives: NegativesOpt = DEFAULT_NEGATIVES,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled negatives.")] = 0,
-    ks: Annotated[str, typer.Option("--ks", help="Cut-offs K of HR@K and NDCG@K, comma-separated.")] = "1,5,10",
-    split: Annotated[str | None, typer.Option(
-        "--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help="How to re-split the data.",
-        show_default="the split the model was tested on")] = None,
+    ks: Annotated[
+        str, typer.Option("--ks", help="Cut-offs K of HR@K and NDCG@K, comma-separated.")
+    ] = "1,5,10",
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split",
+            parser=parse_split_name,
+            metavar=SPLIT_METAVAR,
+            help="How to re-split the data.",
+            show_default="the split the model was tested on",
+        ),
+    ] = None,
     target_events: TargetEventsOpt = "",
     min_target_rating: MinTargetRatingOpt = None,
-    target: Annotated[str, typer.Option("--target", help="Which held-out split to score: test or valid.")]
-    = "test",
-    include_seen: Annotated[bool, typer.Option(
-        "--include-seen", help="Full ranking: keep the user's history among the candidates.")] = False,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the results to this JSON file.")]
-    = None,
+    target: Annotated[
+        str, typer.Option("--target", help="Which held-out split to score: test or valid.")
+    ] = "test",
+    include_seen: Annotated[
+        bool,
+        typer.Option("--include-seen", help="Full ranking: keep the user's history among the candidates."),
+    ] = False,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the results to this JSON file.")
+    ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
     reading: DataOptions = DataOptions(),
 ) -> None:
@@ -300,30 +420,56 @@ def evaluate_cmd(
     interactions = reading.load(data)
     want, got = rec.source_.sha256, interactions.source.sha256
     if want and got and want != got:
-        warn_line(f"DATA MISMATCH: {interactions.source.name} has sha256 {got[:12]}, but the model was trained "
-                  f"on {rec.source_.name} with sha256 {want[:12]}; these numbers are not comparable to its "
-                  "training-time results")
+        warn_line(
+            f"DATA MISMATCH: {interactions.source.name} has sha256 {got[:12]}, but the model was trained "
+            f"on {rec.source_.name} with sha256 {want[:12]}; these numbers are not comparable to its "
+            "training-time results"
+        )
     elif not (want and got):
         warn_line("cannot verify that this is the data the model was trained on (no sha256 recorded)")
-    sp = (make_split(interactions, split, target_events=target_events, min_rating=min_target_rating) if split
-          else make_split(interactions, **_default_split(rec)))
+    sp = (
+        make_split(interactions, split, target_events=target_events, min_rating=min_target_rating)
+        if split
+        else make_split(interactions, **_default_split(rec))
+    )
     assert rec.users_ is not None and rec.items_ is not None  # set by load()
-    cases, dropped = align_cases(sp.test if target == "test" else sp.valid, interactions.users, interactions.items,
-                                 rec.users_, rec.items_)
+    cases, dropped = align_cases(
+        sp.test if target == "test" else sp.valid,
+        interactions.users,
+        interactions.items,
+        rec.users_,
+        rec.items_,
+    )
     if dropped:
-        warn_line(f"{dropped} of {dropped + len(cases)} {target} cases left out: their user or target item "
-                  "is unknown to the model")
+        warn_line(
+            f"{dropped} of {dropped + len(cases)} {target} cases left out: their user or target item "
+            "is unknown to the model"
+        )
     results = []
     for name in dict.fromkeys(protocols or ["full"]):
         proto = protocol_by_name(name, negatives, seed, cut_offs)
         proto = dataclasses.replace(proto, exclude_seen=not include_seen)
-        results.append(evaluate(rec.score_histories, cases, proto, popularity=rec.popularity_,
-                                data=interactions.source, split=sp.describe(), target=target,
-                                candidate_scorer=rec.score_candidates))  # sampled: score just the candidates
+        results.append(
+            evaluate(
+                rec.score_histories,
+                cases,
+                proto,
+                popularity=rec.popularity_,
+                data=interactions.source,
+                split=sp.describe(),
+                target=target,
+                candidate_scorer=rec.score_candidates,
+            )
+        )  # sampled: score just the candidates
     _print_results([(rec.name, r) for r in results], "model")
     if json_path is not None:
-        payload = {"model_dir": str(model_dir), "model": rec.name, "data_sha256_matches": want == got,
-                   "dropped_cases": dropped, "results": [r.to_dict() for r in results]}
+        payload = {
+            "model_dir": str(model_dir),
+            "model": rec.name,
+            "data_sha256_matches": want == got,
+            "dropped_cases": dropped,
+            "results": [r.to_dict() for r in results],
+        }
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
         out.print(f"wrote {json_path}")
@@ -334,8 +480,10 @@ def _recommendation_json(r: Recommendation) -> str:
     return json.dumps(dataclasses.asdict(r), indent=2, ensure_ascii=False)
 
 
-@app.command(epilog='Examples: attnrec recommend --model runs/demo --user 1 -k 5\n\n'
-             'attnrec recommend --model runs/demo --history "12,40,7"')
+@app.command(
+    epilog="Examples: attnrec recommend --model runs/demo --user 1 -k 5\n\n"
+    'attnrec recommend --model runs/demo --history "12,40,7"'
+)
 @cli_errors
 @option_groups
 def recommend(
@@ -346,9 +494,15 @@ def recommend(
     include: IncludeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
-    explain: Annotated[bool, typer.Option(
-        "--explain", help="Add a reason per item (the first 20) and, with --json, its history events.")] = False,
-    explain_method: Annotated[str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")] = "greedy",
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Add a reason per item (the first 20) and, with --json, its history events."
+        ),
+    ] = False,
+    explain_method: Annotated[
+        str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")
+    ] = "greedy",
     reason_verb: ReasonVerb = "interacted with",
     event_verb: EventVerbOpt = None,
 ) -> None:
@@ -365,13 +519,24 @@ def recommend(
     hist = query.history_items()
     allowed: list[object] | None = [*split_list(include)] if include else None
     banned: list[object] | None = [*split_list(exclude)] if exclude else None
-    r = rec.recommend(user=query.user, history=hist, k=query.k, exclude_seen=not include_seen, include=allowed,
-                      exclude=banned, explain=method if explain else False, reason_verb=verb, event_verbs=verbs)
+    r = rec.recommend(
+        user=query.user,
+        history=hist,
+        k=query.k,
+        exclude_seen=not include_seen,
+        include=allowed,
+        exclude=banned,
+        explain=method if explain else False,
+        reason_verb=verb,
+        event_verbs=verbs,
+    )
     if as_json:
         typer.echo(_recommendation_json(r))
         return
     if r.unknown_items:
-        warn_line(f"ignored {len(r.unknown_items)} item(s) unknown to the model: {', '.join(r.unknown_items)}")
+        warn_line(
+            f"ignored {len(r.unknown_items)} item(s) unknown to the model: {', '.join(r.unknown_items)}"
+        )
     if r.fallback:
         warn_line(f"not personalised: {r.fallback}")
     if hist:
@@ -379,7 +544,11 @@ def recommend(
         shown = [f"{i} ({rec.titles_[i]})" if i in rec.titles_ else i for i in known[-10:]]
         more = f" (last 10 of {len(known)})" if len(known) > 10 else ""
         out.print(f"history{more}: {', '.join(shown) or '-'}", soft_wrap=True, markup=False, highlight=False)
-    who = f"user {query.user}" if hist is None else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
+    who = (
+        f"user {query.user}"
+        if hist is None
+        else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
+    )
     seen = "seen items included" if include_seen else "seen items excluded"
     out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
     table = Table()

@@ -23,12 +23,23 @@ from attnrec.data.reviews import ReviewData, ReviewSplit, load_review_data, rand
 from attnrec.recommend import Explainer
 from attnrec.recommend.explainer import DECODINGS
 
-DataOpt = Annotated[Path, typer.Option(
-    "--data", "-d", help="Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "
-    "JSON lines, or CSV with user,item,rating,text columns (.gz ok).")]
+DataOpt = Annotated[
+    Path,
+    typer.Option(
+        "--data",
+        "-d",
+        help="Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "
+        "JSON lines, or CSV with user,item,rating,text columns (.gz ok).",
+    ),
+]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="auto, peter, amazon, yelp or csv.")]
-SplitOpt = Annotated[str, typer.Option(
-    "--split", help="'seed:N' (random 8:1:1, every user and item in training) or 'index:K' (PETER's folder K).")]
+SplitOpt = Annotated[
+    str,
+    typer.Option(
+        "--split",
+        help="'seed:N' (random 8:1:1, every user and item in training) or 'index:K' (PETER's folder K).",
+    ),
+]
 
 
 def _split(data: ReviewData, path: Path, spec: str) -> ReviewSplit:
@@ -40,8 +51,11 @@ def _split(data: ReviewData, path: Path, spec: str) -> ReviewSplit:
     raise ValueError(f"--split {spec!r}: use seed:N or index:K")
 
 
-@app.command(name="explain-train", epilog="Example: attnrec explain-train --data reviews.json.gz --out runs/peter "
-             "--preset plus --set emsize=256")
+@app.command(
+    name="explain-train",
+    epilog="Example: attnrec explain-train --data reviews.json.gz --out runs/peter "
+    "--preset plus --set emsize=256",
+)
 @cli_errors
 def explain_train(
     data: DataOpt,
@@ -50,8 +64,12 @@ def explain_train(
     preset: Annotated[str, typer.Option(help="paper (PETER, SGD), plus (PETER+) or adam.")] = "paper",
     fmt: FormatOpt = "auto",
     split: SplitOpt = "seed:1",
-    sets: Annotated[list[str] | None, typer.Option("--set", help="Model setting key=value (repeatable).")] = None,
-    train_sets: Annotated[list[str] | None, typer.Option("--train", help="Training setting key=value.")] = None,
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="Model setting key=value (repeatable).")
+    ] = None,
+    train_sets: Annotated[
+        list[str] | None, typer.Option("--train", help="Training setting key=value.")
+    ] = None,
     max_vocab: Annotated[int, typer.Option(help="Vocabulary size (most frequent training words).")] = 20_000,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
@@ -60,25 +78,45 @@ def explain_train(
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     reviews = load_review_data(data, fmt)
     sp = _split(reviews, data, split)
-    out.print(f"{len(reviews)} records, {reviews.n_users} users, {reviews.n_items} items; {sp.name}: "
-              f"{len(sp.train)}/{len(sp.valid)}/{len(sp.test)}")
-    ex = Explainer(model, parse_overrides(sets or []), parse_overrides(train_sets or []), preset=preset,
-                   max_vocab=max_vocab)
+    out.print(
+        f"{len(reviews)} records, {reviews.n_users} users, {reviews.n_items} items; {sp.name}: "
+        f"{len(sp.train)}/{len(sp.valid)}/{len(sp.test)}"
+    )
+    ex = Explainer(
+        model,
+        parse_overrides(sets or []),
+        parse_overrides(train_sets or []),
+        preset=preset,
+        max_vocab=max_vocab,
+    )
     ex.fit(reviews, sp, progress=not quiet)
     metrics = ex.evaluate(reviews, sp.valid, target="valid")
     ex.save(out_dir)
     tr = ex.train_result_
     assert tr is not None
-    out.print(f"trained {tr.epochs} epochs ({tr.seconds_per_epoch:.1f} s/epoch; {tr.stopped}); best epoch "
-              f"{tr.best_epoch}; validation RMSE {metrics['RMSE']:.4f} BLEU-4 {metrics['BLEU-4']:.2f}; saved to {out_dir}")
+    out.print(
+        f"trained {tr.epochs} epochs ({tr.seconds_per_epoch:.1f} s/epoch; {tr.stopped}); best epoch "
+        f"{tr.best_epoch}; validation RMSE {metrics['RMSE']:.4f} BLEU-4 {metrics['BLEU-4']:.2f}; saved to {out_dir}"
+    )
 
 
-NoRepeatOpt = Annotated[int | None, typer.Option(
-    "--no-repeat-ngram", min=0, help="Never repeat an n-gram of this size in a generated explanation "
-    "(0 = the paper's plain decoding; default: the model's, 3 unless it was saved with another).")]
-DecodingOpt = Annotated[str | None, typer.Option(
-    "--decoding", help="Named decoding: 'paper' (the authors' plain decoding, = --no-repeat-ngram 0) or "
-    "'blocked' (never repeat a trigram, = --no-repeat-ngram 3).")]
+NoRepeatOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--no-repeat-ngram",
+        min=0,
+        help="Never repeat an n-gram of this size in a generated explanation "
+        "(0 = the paper's plain decoding; default: the model's, 3 unless it was saved with another).",
+    ),
+]
+DecodingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--decoding",
+        help="Named decoding: 'paper' (the authors' plain decoding, = --no-repeat-ngram 0) or "
+        "'blocked' (never repeat a trigram, = --no-repeat-ngram 3).",
+    ),
+]
 
 
 def _ngram(decoding: str | None, no_repeat_ngram: int | None) -> int | None:
@@ -92,7 +130,10 @@ def _ngram(decoding: str | None, no_repeat_ngram: int | None) -> int | None:
     return DECODINGS[decoding]
 
 
-@app.command(name="explain", epilog="Example: attnrec explain --model runs/peter --user A2IBPI20UZIR0U --item 1384719342")
+@app.command(
+    name="explain",
+    epilog="Example: attnrec explain --model runs/peter --user A2IBPI20UZIR0U --item 1384719342",
+)
 @cli_errors
 def explain(
     model: Annotated[Path, typer.Option("--model", "-m", help="Checkpoint directory from explain-train.")],
@@ -114,20 +155,27 @@ def explain(
     if as_json:
         out.print(json.dumps(res), soft_wrap=True)
         return
-    out.print(f"user {res['user']}  item {res['item']}" + (f"  feature {res['feature']}" if res["feature"] else ""))
+    out.print(
+        f"user {res['user']}  item {res['item']}" + (f"  feature {res['feature']}" if res["feature"] else "")
+    )
     out.print(f"predicted rating: {res['rating']:.2f}")
     out.print(f"explanation: {res['text']}", soft_wrap=True)
     out.print(f"context words: {' '.join(res['context_words'])}", soft_wrap=True)
 
 
-@app.command(name="explain-evaluate", epilog="Example: attnrec explain-evaluate --model runs/peter --data reviews.json.gz")
+@app.command(
+    name="explain-evaluate",
+    epilog="Example: attnrec explain-evaluate --model runs/peter --data reviews.json.gz",
+)
 @cli_errors
 def explain_evaluate(
     model: Annotated[Path, typer.Option("--model", "-m", help="Checkpoint directory from explain-train.")],
     data: DataOpt,
     fmt: FormatOpt = "auto",
-    split: Annotated[str | None, typer.Option(
-        "--split", help="seed:N or index:K; default: the split the model was trained with.")] = None,
+    split: Annotated[
+        str | None,
+        typer.Option("--split", help="seed:N or index:K; default: the split the model was trained with."),
+    ] = None,
     beam: Annotated[int | None, typer.Option(min=1, help="Beam size (default: the model's).")] = None,
     no_repeat_ngram: NoRepeatOpt = None,
     decoding: DecodingOpt = None,
@@ -145,8 +193,10 @@ def explain_evaluate(
     if as_json:
         out.print(json.dumps(metrics), soft_wrap=True)
         return
-    table = Table(title=f"{ex.spec.name}{'+' if ex.config.use_feature else ''} on {reviews.source.name}, "
-                  f"{sp.name}, {len(sp.test)} test records")
+    table = Table(
+        title=f"{ex.spec.name}{'+' if ex.config.use_feature else ''} on {reviews.source.name}, "
+        f"{sp.name}, {len(sp.test)} test records"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k, v in metrics.items():

@@ -18,7 +18,6 @@ app = typer.Typer(
 )
 
 
-
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"attnrec {__version__}")
@@ -27,8 +26,13 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                 help="Print the installed attnrec version and exit."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the installed attnrec version and exit.",
+    ),
 ) -> None:
     """Transformer-based recommendation: train, evaluate, recommend, explain and serve."""
 

@@ -38,53 +38,119 @@ def parse_model_specs(specs: list[str]) -> dict[str, Path]:
 @app.command("serve")
 @cli_errors
 def serve(
-    model: Annotated[list[str], typer.Option(
-        "--model", "-m", help="A saved model directory, or NAME=DIR; repeat to serve several models. The first "
-        "is the default for requests that name no model.")],
-    api_key: Annotated[list[str] | None, typer.Option(
-        "--api-key", help="Require this API key (Authorization: Bearer KEY or X-API-Key: KEY; at least 16 "
-        "characters); repeat for several. Also read from $ATTNREC_API_KEYS (comma-separated). No key: open.")] = None,
-    api_keys_file: Annotated[Path | None, typer.Option(
-        help="A file of API keys, one per line ('#' starts a comment line).")] = None,
-    protect_metrics: Annotated[bool, typer.Option(help="/metrics needs an API key too (health checks stay "
-                                                       "open).")] = False,
-    unauthenticated_admin: Annotated[bool, typer.Option(
-        help="Allow POST /v1/admin/reload without API keys (otherwise it needs one, and is refused when no key "
-        "is configured).")] = False,
-    cors_origin: Annotated[list[str] | None, typer.Option(
-        "--cors-origin", help="Allow browser requests from this origin (e.g. https://shop.example); "
-        "repeatable. None by default.")] = None,
+    model: Annotated[
+        list[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="A saved model directory, or NAME=DIR; repeat to serve several models. The first "
+            "is the default for requests that name no model.",
+        ),
+    ],
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--api-key",
+            help="Require this API key (Authorization: Bearer KEY or X-API-Key: KEY; at least 16 "
+            "characters); repeat for several. Also read from $ATTNREC_API_KEYS (comma-separated). No key: open.",
+        ),
+    ] = None,
+    api_keys_file: Annotated[
+        Path | None, typer.Option(help="A file of API keys, one per line ('#' starts a comment line).")
+    ] = None,
+    protect_metrics: Annotated[
+        bool, typer.Option(help="/metrics needs an API key too (health checks stay open).")
+    ] = False,
+    unauthenticated_admin: Annotated[
+        bool,
+        typer.Option(
+            help="Allow POST /v1/admin/reload without API keys (otherwise it needs one, and is refused when no key "
+            "is configured)."
+        ),
+    ] = False,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="Allow browser requests from this origin (e.g. https://shop.example); "
+            "repeatable. None by default.",
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    backend: Annotated[str, typer.Option(help="Scoring backend: torch, or onnx (exported at start-up; "
-                                               "needs the 'export' extra).")] = "torch",
-    max_batch: Annotated[int, typer.Option(help="Most requests scored together by the micro-batcher "
-                                                 "(1 disables batching).")] = 32,
-    max_wait_ms: Annotated[float, typer.Option(help="How long the batcher waits for more requests once it has "
-                                                     "one (0: only those already queued).")] = 0.0,
-    inline: Annotated[bool, typer.Option(help="Score on the event-loop thread (no worker-thread hand-off).")] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Scoring backend: torch, or onnx (exported at start-up; needs the 'export' extra)."
+        ),
+    ] = "torch",
+    max_batch: Annotated[
+        int, typer.Option(help="Most requests scored together by the micro-batcher (1 disables batching).")
+    ] = 32,
+    max_wait_ms: Annotated[
+        float,
+        typer.Option(
+            help="How long the batcher waits for more requests once it has "
+            "one (0: only those already queued)."
+        ),
+    ] = 0.0,
+    inline: Annotated[
+        bool, typer.Option(help="Score on the event-loop thread (no worker-thread hand-off).")
+    ] = False,
     max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = 100,
     max_history: Annotated[int, typer.Option(help="Longest history a request may send.")] = 1000,
     threads: Annotated[int, typer.Option(help="torch CPU threads (0: torch's default).")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:1 or auto.")] = "cpu",
-    lazy: Annotated[bool, typer.Option(help="Start listening at once and load models in the background "
-                                            "(/readyz says when they are ready).")] = False,
-    loop: Annotated[str, typer.Option(help="uvicorn event loop: auto (uvloop when installed), asyncio, uvloop.")] = "auto",
-    http: Annotated[str, typer.Option(help="uvicorn HTTP parser: auto (httptools when installed), h11, httptools.")] = "auto",
+    lazy: Annotated[
+        bool,
+        typer.Option(
+            help="Start listening at once and load models in the background "
+            "(/readyz says when they are ready)."
+        ),
+    ] = False,
+    loop: Annotated[
+        str, typer.Option(help="uvicorn event loop: auto (uvloop when installed), asyncio, uvloop.")
+    ] = "auto",
+    http: Annotated[
+        str, typer.Option(help="uvicorn HTTP parser: auto (httptools when installed), h11, httptools.")
+    ] = "auto",
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
-    timeout_keep_alive: Annotated[int, typer.Option(help="Close a keep-alive connection idle this many seconds "
-                                                         "after a response.")] = 5,
-    timeout_headers: Annotated[float, typer.Option(help="Close a connection whose request headers are not complete "
-                                                        "this many seconds after it opened or was last answered.")] = 10.0,
-    timeout_body: Annotated[float, typer.Option(help="Answer 408 to a request whose body has not arrived within "
-                                                     "this many seconds.")] = 30.0,
-    gc_freeze: Annotated[bool, typer.Option(help="Freeze the loaded models out of the garbage collector's sight "
-                                                 "(gc.freeze), against collection pauses in the tail latency.")] = True,
-    ui: Annotated[bool, typer.Option(help="Serve the web page at /ui (/ redirects to it); it calls the public "
-                                          "API with the key typed into it.")] = True,
-    reason_verb: Annotated[str, typer.Option(help="The verb of each explanation's reason: 'Because you VERB *A* "
-                                                  "and *B*' (e.g. watched, bought).")] = "interacted with",
+    timeout_keep_alive: Annotated[
+        int, typer.Option(help="Close a keep-alive connection idle this many seconds after a response.")
+    ] = 5,
+    timeout_headers: Annotated[
+        float,
+        typer.Option(
+            help="Close a connection whose request headers are not complete "
+            "this many seconds after it opened or was last answered."
+        ),
+    ] = 10.0,
+    timeout_body: Annotated[
+        float,
+        typer.Option(help="Answer 408 to a request whose body has not arrived within this many seconds."),
+    ] = 30.0,
+    gc_freeze: Annotated[
+        bool,
+        typer.Option(
+            help="Freeze the loaded models out of the garbage collector's sight "
+            "(gc.freeze), against collection pauses in the tail latency."
+        ),
+    ] = True,
+    ui: Annotated[
+        bool,
+        typer.Option(
+            help="Serve the web page at /ui (/ redirects to it); it calls the public "
+            "API with the key typed into it."
+        ),
+    ] = True,
+    reason_verb: Annotated[
+        str,
+        typer.Option(
+            help="The verb of each explanation's reason: 'Because you VERB *A* "
+            "and *B*' (e.g. watched, bought)."
+        ),
+    ] = "interacted with",
     event_verb: EventVerbOpt = None,
 ) -> None:
     """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
@@ -102,20 +168,52 @@ def serve(
     if timeout_keep_alive < 1:
         raise ValueError(f"--timeout-keep-alive must be at least 1 second, not {timeout_keep_alive}")
     protocol = http_protocol(http, timeout_headers)
-    cfg = ServingConfig(max_k=max_k, max_history=max_history, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                        backend=backend, device=device, inline=inline, body_timeout_s=timeout_body,
-                        gc_freeze=gc_freeze, ui=ui, reason_verb=reason_verb, event_verbs=parse_event_verbs(event_verb))
-    cfg = replace(cfg, api_keys=collect_keys(api_key or [], api_keys_file), protect_metrics=protect_metrics,
-                  cors_origins=tuple(cors_origin or ()), unauthenticated_admin=unauthenticated_admin,
-                  reload_on_sighup=True)
+    cfg = ServingConfig(
+        max_k=max_k,
+        max_history=max_history,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        backend=backend,
+        device=device,
+        inline=inline,
+        body_timeout_s=timeout_body,
+        gc_freeze=gc_freeze,
+        ui=ui,
+        reason_verb=reason_verb,
+        event_verbs=parse_event_verbs(event_verb),
+    )
+    cfg = replace(
+        cfg,
+        api_keys=collect_keys(api_key or [], api_keys_file),
+        protect_metrics=protect_metrics,
+        cors_origins=tuple(cors_origin or ()),
+        unauthenticated_admin=unauthenticated_admin,
+        reload_on_sighup=True,
+    )
     dirs = parse_model_specs(model)
-    models: dict[str, Model] = dict(dirs) if lazy else {n: FromDirectory.read(d, device) for n, d in dirs.items()}
-    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
-    err.print(f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
-              f"(backend {backend}, max batch {max_batch}); API docs at /docs"
-              + (f", web page at http://{host}:{port}/ui" if ui else ""))
+    models: dict[str, Model] = (
+        dict(dirs) if lazy else {n: FromDirectory.read(d, device) for n, d in dirs.items()}
+    )
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s"
+    )
+    err.print(
+        f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
+        f"(backend {backend}, max batch {max_batch}); API docs at /docs"
+        + (f", web page at http://{host}:{port}/ui" if ui else "")
+    )
     if not cfg.api_keys:
-        err.print("no API key configured: every endpoint is open (see --api-key); admin endpoints are "
-                  + ("open too (--unauthenticated-admin)" if unauthenticated_admin else "refused"))
-    uvicorn.run(create_app(models, cfg), host=host, port=port, log_level=log_level, access_log=access_log,
-                loop=loop, http=protocol, timeout_keep_alive=timeout_keep_alive)
+        err.print(
+            "no API key configured: every endpoint is open (see --api-key); admin endpoints are "
+            + ("open too (--unauthenticated-admin)" if unauthenticated_admin else "refused")
+        )
+    uvicorn.run(
+        create_app(models, cfg),
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        loop=loop,
+        http=protocol,
+        timeout_keep_alive=timeout_keep_alive,
+    )

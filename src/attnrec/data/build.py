@@ -51,7 +51,9 @@ def from_columns(
             raise DataError("min_rating was given but the data has no rating column")
         keep &= rt >= min_rating
     if n == 0 or not keep.any():
-        raise DataError(f"{source.path or source.name}: no interactions (empty file or everything filtered out)")
+        raise DataError(
+            f"{source.path or source.name}: no interactions (empty file or everything filtered out)"
+        )
     u, it = u[keep], it[keep]
     ts = None if ts is None else ts[keep]
     rt = None if rt is None else rt[keep]

@@ -75,7 +75,9 @@ def _read_catalog() -> dict[str, Any]:
 
 _CATALOG = _read_catalog()
 DATASETS: dict[str, NamedDataset] = {name: _dataset(name, spec) for name, spec in _CATALOG.items()}
-_ALIASES: dict[str, str] = {alias: name for name, spec in _CATALOG.items() for alias in spec.get("aliases", [])}
+_ALIASES: dict[str, str] = {
+    alias: name for name, spec in _CATALOG.items() for alias in spec.get("aliases", [])
+}
 
 
 def list_datasets() -> list[str]:

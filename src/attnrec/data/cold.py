@@ -50,9 +50,11 @@ class ColdRecord:
         return dataclasses.asdict(self)
 
     def describe(self) -> str:
-        return (f"cold items {self.share:g} of the catalogue (seed {self.seed}): {self.n_items:,} items drawn from "
-                f"{self.drawn_from}, never in training or histories; {self.n_test_targets:,} cold / "
-                f"{self.n_warm_targets:,} warm test targets")
+        return (
+            f"cold items {self.share:g} of the catalogue (seed {self.seed}): {self.n_items:,} items drawn from "
+            f"{self.drawn_from}, never in training or histories; {self.n_test_targets:,} cold / "
+            f"{self.n_warm_targets:,} warm test targets"
+        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class ColdStart:
     @property
     def cold_ids(self) -> list[str]:
         """The cold items' external IDs, in index order ``n_warm + 1 ..``."""
-        return [str(x) for x in self.data.items.external[self.n_warm:]]
+        return [str(x) for x in self.data.items.external[self.n_warm :]]
 
     def is_cold(self, targets: np.ndarray) -> np.ndarray:
         """Boolean mask: which of the internal ``targets`` are cold items."""
@@ -99,8 +101,10 @@ def cold_items(data: Interactions, share: float, rng: np.random.Generator) -> np
         pool = pool[data.item_features.rows_of(data.items.to_external(pool)) >= 0]
     k = max(1, round(share * data.n_items))
     if k > len(pool):
-        raise DataError(f"cold items: {share:g} of {data.n_items:,} items is {k:,}, but only {len(pool):,} items "
-                        "are test targets (with features); use a smaller share")
+        raise DataError(
+            f"cold items: {share:g} of {data.n_items:,} items is {k:,}, but only {len(pool):,} items "
+            "are test targets (with features); use a smaller share"
+        )
     return np.sort(rng.choice(pool, k, replace=False))
 
 
@@ -110,7 +114,9 @@ def _cold_last(data: Interactions, cold: np.ndarray) -> Interactions:
     off = data.items.offset
     is_cold = np.zeros(n + off, dtype=bool)
     is_cold[cold] = True
-    order = np.concatenate([np.flatnonzero(~is_cold[off:]) + off, np.asarray(cold, dtype=np.int64)])  # old, new order
+    order = np.concatenate(
+        [np.flatnonzero(~is_cold[off:]) + off, np.asarray(cold, dtype=np.int64)]
+    )  # old, new order
     new_of_old = np.zeros(n + off, dtype=np.int64)
     new_of_old[order] = np.arange(off, n + off)
     items = IdMap(data.items.external[order - off], off)
@@ -141,8 +147,12 @@ def _cases(cases: EvalSet, n_warm: int, n_items: int, keep_cold_targets: bool) -
     warm_target = cases.targets <= n_warm
     ok_target = np.ones(len(cases), dtype=bool) if keep_cold_targets else warm_target
     rows = np.flatnonzero(ok_target & (hist.lengths() > 0))
-    out = EvalSet(cases.users[rows], hist.take(rows), cases.targets[rows],
-                  {k: v[rows] for k, v in cases.target_columns.items()})
+    out = EvalSet(
+        cases.users[rows],
+        hist.take(rows),
+        cases.targets[rows],
+        {k: v[rows] for k, v in cases.target_columns.items()},
+    )
     return out, int((~ok_target).sum()), int((ok_target & (hist.lengths() == 0)).sum())
 
 
@@ -160,9 +170,16 @@ def cold_start(data: Interactions, share: float, seed: int = 0, valid_users: int
     params = dict(base.params) | {"cold_items": share, "cold_seed": seed}
     split = Split(base.name, _without_cold(base.train, n_warm, n_warm), valid, test, params)
     n_cold_targets = int((test.targets > n_warm).sum())
-    record = ColdRecord(share, seed, len(cold), n_cold_targets, len(test) - n_cold_targets, n_valid_cold,
-                        empty_valid + empty_test,
-                        "leave-one-out test targets" + (" with item features" if data.item_features else ""))
+    record = ColdRecord(
+        share,
+        seed,
+        len(cold),
+        n_cold_targets,
+        len(test) - n_cold_targets,
+        n_valid_cold,
+        empty_valid + empty_test,
+        "leave-one-out test targets" + (" with item features" if data.item_features else ""),
+    )
     features = None
     if data.item_features is not None:
         ids = [str(x) for x in full.items.external[n_warm:]]

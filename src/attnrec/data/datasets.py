@@ -128,7 +128,9 @@ def load_dataset(
     if key == "demo" and not Path(text).is_file():
         data = options.attach_features(make_demo(min_rating=min_rating, k_core=k_core))
     elif key in DATASETS and not Path(text).is_file():
-        data = options.attach_features(load_named(DATASETS[key], data_dir, download, min_rating, k_core, features))
+        data = options.attach_features(
+            load_named(DATASETS[key], data_dir, download, min_rating, k_core, features)
+        )
     else:
         path = Path(text).expanduser()
         if not path.exists():
@@ -141,13 +143,17 @@ def load_dataset(
     if titles is not None:
         table = read_titles(titles) if isinstance(titles, (str, Path)) else dict(titles)
         if title_mapping is not None:
-            mapping = read_id_mapping(title_mapping) if isinstance(title_mapping, (str, Path)) else title_mapping
+            mapping = (
+                read_id_mapping(title_mapping) if isinstance(title_mapping, (str, Path)) else title_mapping
+            )
             table = map_titles(table, mapping)
         data = with_titles(data, table)
     return data
 
 
-def read_file(path: str | Path, options: ReadOptions = ReadOptions(), *, name: str | None = None) -> Interactions:
+def read_file(
+    path: str | Path, options: ReadOptions = ReadOptions(), *, name: str | None = None
+) -> Interactions:
     """Read one interaction file in the given (or detected) format."""
     fmt = detect_format(path) if options.format == "auto" else options.format
     if fmt not in FORMATS:
@@ -157,8 +163,15 @@ def read_file(path: str | Path, options: ReadOptions = ReadOptions(), *, name: s
     if fmt in TABLE_FORMATS:
         # A .csv/.tsv name fixes the separator; other names (data.txt read as csv) are sniffed.
         sep = "\t" if fmt == "tsv" else ("," if fmt == "csv" and table_format(path) == "csv" else None)
-        data = read_table(path, options.columns, sep, name=name, min_rating=options.min_rating,
-                          k_core=options.k_core, format=fmt)
+        data = read_table(
+            path,
+            options.columns,
+            sep,
+            name=name,
+            min_rating=options.min_rating,
+            k_core=options.k_core,
+            format=fmt,
+        )
         return options.attach_features(data)
     if fmt in UNRATED_FORMATS and options.min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")

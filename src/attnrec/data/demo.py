@@ -91,7 +91,12 @@ class DemoKnobs:
 
 
 def make_demo(
-    n_users: int = 2000, n_items: int = 500, seed: int = 0, *, min_rating: float | None = None, k_core: int = 0,
+    n_users: int = 2000,
+    n_items: int = 500,
+    seed: int = 0,
+    *,
+    min_rating: float | None = None,
+    k_core: int = 0,
     **overrides: Any,
 ) -> Interactions:
     """Generate the demo interaction log (deterministic in all arguments).

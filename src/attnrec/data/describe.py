@@ -89,7 +89,11 @@ def describe_features(table: FeatureTable | None, ids: IdMap) -> dict[str, Any] 
             fields[name] = {"kind": kind, "values": None, "coverage": float(filled.sum() / n)}
         elif name in aligned.categorical:
             filled = aligned.categorical[name][rows] > 0
-            fields[name] = {"kind": kind, "values": aligned.vocab_sizes[name], "coverage": float(filled.sum() / n)}
+            fields[name] = {
+                "kind": kind,
+                "values": aligned.vocab_sizes[name],
+                "coverage": float(filled.sum() / n),
+            }
         else:
             counts = (aligned.multi[name][rows] > 0).sum(axis=1)
             fields[name] = {"kind": kind, "values": aligned.vocab_sizes[name],
@@ -150,7 +154,9 @@ def format_description(desc: dict[str, Any]) -> str:
             "(leave-one-out uses them for training only)"
         )
     if desc["repeat_share"]:
-        lines.append(f"repeats        {desc['repeat_share']:.2%} of interactions repeat an item of the same user")
+        lines.append(
+            f"repeats        {desc['repeat_share']:.2%} of interactions repeat an item of the same user"
+        )
     if desc["time"]:
         t = desc["time"]
         lines.append(f"time span      {t['start']} .. {t['end']} ({t['span_days']:g} days)")

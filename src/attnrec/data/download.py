@@ -20,7 +20,9 @@ from attnrec.data.schema import DataError
 def _offline_message(ds: NamedDataset, target_dir: Path, reason: str) -> str:
     """What to download from where, and where to put it, when attnrec cannot do it itself."""
     papers = f" The papers' file {ds.paper_files[0]} is also accepted there." if ds.paper_files else ""
-    member = f" (or its {ds.members[0]} at {target_dir / ds.members[0]})" if ds.members[0] != ds.filename else ""
+    member = (
+        f" (or its {ds.members[0]} at {target_dir / ds.members[0]})" if ds.members[0] != ds.filename else ""
+    )
     return (
         f"dataset {ds.name!r} is not available locally and could not be downloaded ({reason}).\n"
         f"Download {ds.url} (file {ds.filename}; see {ds.homepage or ds.url}) and put it at "
@@ -37,7 +39,9 @@ def download(ds: NamedDataset, target_dir: Path, allowed: bool) -> Path:
     that says which file to fetch by hand and where to put it.
     """
     if ds.manual_download:
-        raise DataError(_offline_message(ds, target_dir, "its provider needs a login, so attnrec cannot fetch it"))
+        raise DataError(
+            _offline_message(ds, target_dir, "its provider needs a login, so attnrec cannot fetch it")
+        )
     if not allowed or os.environ.get(ENV_OFFLINE, "").strip() not in ("", "0"):
         raise DataError(_offline_message(ds, target_dir, "downloads are disabled"))
     target = target_dir / ds.filename
@@ -91,5 +95,3 @@ def extract(ds: NamedDataset, archive: Path) -> Path:
     if not raw.is_file():
         raise DataError(f"{archive}: has no {ds.members[0]}; is it the right archive ({ds.url})?")
     return raw
-
-

@@ -96,7 +96,9 @@ def with_features(
     ``"empty"`` gives them empty features."""
     if item is None and user is None:
         if item_columns or user_columns:
-            raise DataError("feature columns were given without a feature file (item_features=/user_features=)")
+            raise DataError(
+                "feature columns were given without a feature file (item_features=/user_features=)"
+            )
         return data
     item_table = _attached(item, "item", item_columns, data.items, missing) or data.item_features
     user_table = _attached(user, "user", user_columns, data.users, missing) or data.user_features
@@ -199,7 +201,9 @@ def _read_json(p: Path, value_field: str) -> tuple[pd.DataFrame, LineOf]:
         return frame_from_mapping(data, "id", value_field), lambda row: f"entry {row + 1} (key {keys[row]!r})"
     if isinstance(data, list) and all(isinstance(r, dict) for r in data):
         return pd.DataFrame.from_records(data), lambda row: f"record {row + 1}"
-    raise DataError(f"{p}: expected a JSON object {{id: value}} or a list of records, got {type(data).__name__}")
+    raise DataError(
+        f"{p}: expected a JSON object {{id: value}} or a list of records, got {type(data).__name__}"
+    )
 
 
 def _read_text(p: Path, name: str) -> tuple[pd.DataFrame, LineOf]:
@@ -221,7 +225,9 @@ def _read_text(p: Path, name: str) -> tuple[pd.DataFrame, LineOf]:
     if len(df) == 0:
         raise DataError(f"{p}: the file has a header but no rows")
     short = _short_row(p, sep, len(df.columns))
-    if short is not None:  # pandas fills a short row with empty cells: a cut line would lose features silently
+    if (
+        short is not None
+    ):  # pandas fills a short row with empty cells: a cut line would lose features silently
         raise DataError(f"{p}:{short[0]}: expected {len(df.columns)} fields, saw {short[1]}")
     return df, lambda row: f"line {line_of_row(p, row, 2)}"
 

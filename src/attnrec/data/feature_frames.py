@@ -124,7 +124,9 @@ def _value_lists(values: np.ndarray, name: str, source: str, line_of: LineOf) ->
         elif isinstance(v, (int, float, np.integer, np.floating)):
             parts = [as_text(v)]
         else:
-            raise DataError(f"{source}: {line_of(r)}: field {name!r}: {str(v)[:40]!r} is not a list of values")
+            raise DataError(
+                f"{source}: {line_of(r)}: field {name!r}: {str(v)[:40]!r} is not a list of values"
+            )
         out.append(list(dict.fromkeys(parts)))
     return out
 
@@ -157,7 +159,9 @@ def _numeric(values: pd.Series, name: str, source: str, line_of: LineOf) -> Nume
     bad = np.isnan(num) & ~missing
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{source}: {line_of(row)}: numeric field {name!r}: {str(raw[row])[:40]!r} is not a number")
+        raise DataError(
+            f"{source}: {line_of(row)}: numeric field {name!r}: {str(raw[row])[:40]!r} is not a number"
+        )
     return NumericField(num)
 
 
@@ -170,7 +174,9 @@ def _field(
     if kind == "categorical":
         bad = next((r for r, v in enumerate(raw) if isinstance(v, (list, tuple, set, np.ndarray))), None)
         if bad is not None:
-            raise DataError(f"{source}: {line_of(bad)}: categorical field {name!r} has a list; declare it multi")
+            raise DataError(
+                f"{source}: {line_of(bad)}: categorical field {name!r} has a list; declare it multi"
+            )
         return _categorical(raw)
     if kind == "text":
         return _text(raw, *text)
@@ -197,7 +203,9 @@ def check_kinds(fields: Mapping[str, str], columns: Iterable[object], source: st
     labels = [str(c) for c in columns]
     for name, kind in fields.items():
         if kind not in (*FIELD_KINDS, "auto"):
-            raise DataError(f"{source}: field {name!r} has unknown kind {kind!r}; use {', '.join(FIELD_KINDS)} or auto")
+            raise DataError(
+                f"{source}: field {name!r} has unknown kind {kind!r}; use {', '.join(FIELD_KINDS)} or auto"
+            )
         if name not in labels:
             raise DataError(f"{source}: no column {name!r} for a feature field; available columns: "
                             f"{', '.join(repr(c) for c in labels[:30])}")  # fmt: skip
@@ -225,7 +233,9 @@ def from_frame(
         check_kinds(fields, columns, source)
         if id_column in fields:
             raise DataError(f"{source}: {id_column!r} is the ID column, not a feature field")
-    wanted: dict[str, str] = dict(fields) if fields is not None else {c: "auto" for c in columns if c != id_column}
+    wanted: dict[str, str] = (
+        dict(fields) if fields is not None else {c: "auto" for c in columns if c != id_column}
+    )
     ids = _id_strings(frame[id_column], id_column, source, line_of)
     built: dict[str, FeatureField] = {}
     for name, declared in wanted.items():

@@ -65,7 +65,9 @@ def load_named(
         data = _load_paper_file(ds, paper, roots, k_core)
         return _with_named_features(ds, data, roots, paper, True) if features else data
     data, raw = _load_raw(ds, roots, allow_download, min_rating, k_core)
-    return _with_named_features(ds, data, roots, raw, False) if features else replace(data, item_features=None)
+    return (
+        _with_named_features(ds, data, roots, raw, False) if features else replace(data, item_features=None)
+    )
 
 
 def _load_raw(
@@ -103,7 +105,9 @@ def _with_named_features(ds: NamedDataset, data: Interactions, roots: list[Path]
     return replace(data, item_features=item or data.item_features, user_features=user or data.user_features)
 
 
-def _named_table(ds: NamedDataset, spec: tuple[str, ...], roots: list[Path], beside: Path) -> FeatureTable | None:
+def _named_table(
+    ds: NamedDataset, spec: tuple[str, ...], roots: list[Path], beside: Path
+) -> FeatureTable | None:
     if not spec:
         return None
     loader, first, *companions = spec

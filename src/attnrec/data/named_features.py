@@ -87,7 +87,12 @@ def ml100k_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     rows, numbers = _lines(path, "|", 5, "id|age|gender|occupation|zip")
     df = pd.DataFrame({"id": [r[0] for r in rows], "age": [r[1] for r in rows], "gender": [r[2] for r in rows],
                        "occupation": [r[3] for r in rows], "zip_prefix": [_zip_prefix(r[4]) for r in rows]})  # fmt: skip
-    kinds = {"age": "numeric", "gender": "categorical", "occupation": "categorical", "zip_prefix": "categorical"}
+    kinds = {
+        "age": "numeric",
+        "gender": "categorical",
+        "occupation": "categorical",
+        "zip_prefix": "categorical",
+    }
     return _table(df, kinds, path, numbers)
 
 

@@ -72,7 +72,12 @@ class ReviewData(UserItemLog):
         cols = (self.item, self.rating, self.feature, self.adjective, self.sentence, self.sentiment)
         if any(len(c) != n for c in cols):
             raise DataError("ReviewData: columns differ in length")
-        for name, dtype in (("user", np.int64), ("item", np.int64), ("rating", np.float32), ("sentiment", np.int8)):
+        for name, dtype in (
+            ("user", np.int64),
+            ("item", np.int64),
+            ("rating", np.float32),
+            ("sentiment", np.int8),
+        ):
             arr = np.array(getattr(self, name), dtype=dtype)
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -81,9 +86,19 @@ class ReviewData(UserItemLog):
         """The records ``rows`` (same ID maps)."""
         r = np.asarray(rows, dtype=np.int64)
         pick = [int(i) for i in r]
-        return ReviewData(self.user[r], self.item[r], self.rating[r], tuple(self.feature[i] for i in pick),
-                          tuple(self.adjective[i] for i in pick), tuple(self.sentence[i] for i in pick),
-                          self.sentiment[r], self.users, self.items, self.rating_range, self.source)
+        return ReviewData(
+            self.user[r],
+            self.item[r],
+            self.rating[r],
+            tuple(self.feature[i] for i in pick),
+            tuple(self.adjective[i] for i in pick),
+            tuple(self.sentence[i] for i in pick),
+            self.sentiment[r],
+            self.users,
+            self.items,
+            self.rating_range,
+            self.source,
+        )
 
     def tokens(self, row: int) -> list[str]:
         return self.sentence[row].split()
@@ -94,13 +109,22 @@ class ReviewData(UserItemLog):
     def records(self) -> list[dict[str, Any]]:
         """PETER-style plain records with external IDs."""
         us, it = self.users.to_external(self.user), self.items.to_external(self.item)
-        return [{"user": us[i], "item": it[i], "rating": float(self.rating[i]),
-                 "template": (self.feature[i], self.adjective[i], self.sentence[i], int(self.sentiment[i]))}
-                for i in range(len(self))]
+        return [
+            {
+                "user": us[i],
+                "item": it[i],
+                "rating": float(self.rating[i]),
+                "template": (self.feature[i], self.adjective[i], self.sentence[i], int(self.sentiment[i])),
+            }
+            for i in range(len(self))
+        ]
 
 
-def from_records(records: Sequence[dict[str, Any]], source: DataSource | None = None,
-                 rating_range: tuple[float, float] | None = None) -> ReviewData:
+def from_records(
+    records: Sequence[dict[str, Any]],
+    source: DataSource | None = None,
+    rating_range: tuple[float, float] | None = None,
+) -> ReviewData:
     """:class:`ReviewData` from PETER-style dicts (``user, item, rating, template``)."""
     if not records:
         raise DataError("no review records")
@@ -111,16 +135,28 @@ def from_records(records: Sequence[dict[str, Any]], source: DataSource | None = 
         try:
             f, a, s, p = r["template"]
         except (KeyError, TypeError, ValueError):
-            raise DataError(f"record {n}: 'template' must be (feature, adjective, sentence, sentiment)") from None
+            raise DataError(
+                f"record {n}: 'template' must be (feature, adjective, sentence, sentiment)"
+            ) from None
         feat.append(str(f))
         adj.append(str(a))
         sent.append(" ".join(str(s).split()))
         pol.append(1 if float(p) >= 0 else -1)
     ratings = np.array([float(r["rating"]) for r in records], dtype=np.float32)
     rr = rating_range or (float(ratings.min()), float(ratings.max()))
-    return ReviewData(users.to_internal([str(r["user"]) for r in records]),
-                      items.to_internal([str(r["item"]) for r in records]), ratings, tuple(feat), tuple(adj),
-                      tuple(sent), np.array(pol), users, items, rr, source or DataSource("records"))
+    return ReviewData(
+        users.to_internal([str(r["user"]) for r in records]),
+        items.to_internal([str(r["item"]) for r in records]),
+        ratings,
+        tuple(feat),
+        tuple(adj),
+        tuple(sent),
+        np.array(pol),
+        users,
+        items,
+        rr,
+        source or DataSource("records"),
+    )
 
 
 # -- PETER's published format ---------------------------------------------------------------------
@@ -128,8 +164,10 @@ class _PlainUnpickler(pickle.Unpickler):
     """Builds only plain built-in values; any class, function or module reference is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise DataError(f"refusing to unpickle {module}.{name}: only plain dict/list/tuple/str/int/float/bool/None "
-                        "data are accepted")
+        raise DataError(
+            f"refusing to unpickle {module}.{name}: only plain dict/list/tuple/str/int/float/bool/None "
+            "data are accepted"
+        )
 
     def persistent_load(self, pid: Any) -> Any:
         raise DataError("refusing to unpickle a persistent reference")
@@ -147,7 +185,9 @@ def restricted_loads(data: bytes) -> Any:
     while stack:  # sets, bytes, bytearrays etc. are built by opcodes without find_class: check types
         x = stack.pop()
         if type(x) not in _PLAIN:
-            raise DataError(f"refusing unpickled value of type {type(x).__name__}: only plain data are accepted")
+            raise DataError(
+                f"refusing unpickled value of type {type(x).__name__}: only plain data are accepted"
+            )
         if isinstance(x, dict):
             stack.extend(x.keys())
             stack.extend(x.values())
@@ -200,7 +240,9 @@ class ReviewSplit:
     name: str = "random-8:1:1"
 
 
-def random_split(data: ReviewData, seed: int, ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> ReviewSplit:
+def random_split(
+    data: ReviewData, seed: int, ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
+) -> ReviewSplit:
     """PETER's split: random 8:1:1, except that every user and item keeps a record in training.
 
     For each user and each item, one of its records (the first in a seeded permutation) is
@@ -217,8 +259,12 @@ def random_split(data: ReviewData, seed: int, ratios: tuple[float, float, float]
     n_train = max(0, round(ratios[0] * n) - int(forced.sum()))
     n_valid = round(ratios[1] * n)
     train = np.concatenate([perm[forced[perm]], rest[:n_train]])
-    return ReviewSplit(np.sort(train), np.sort(rest[n_train : n_train + n_valid]),
-                       np.sort(rest[n_train + n_valid :]), f"random-8:1:1 seed {seed}")
+    return ReviewSplit(
+        np.sort(train),
+        np.sort(rest[n_train : n_train + n_valid]),
+        np.sort(rest[n_train + n_valid :]),
+        f"random-8:1:1 seed {seed}",
+    )
 
 
 def _read_index(path: Path, n: int) -> np.ndarray:
@@ -248,12 +294,17 @@ def write_index_dir(split: ReviewSplit, directory: str | Path) -> None:
 
 
 # -- raw reviews ------------------------------------------------------------------------------------
-_JSON_FIELDS = {"amazon": ("reviewerID", "asin", "overall", "reviewText"),
-                "yelp": ("user_id", "business_id", "stars", "text")}
+_JSON_FIELDS = {
+    "amazon": ("reviewerID", "asin", "overall", "reviewText"),
+    "yelp": ("user_id", "business_id", "stars", "text"),
+}
 
 
-def iter_raw_reviews(path: str | Path, fmt: str = "auto",
-                     columns: tuple[str, str, str, str] = ("user", "item", "rating", "text")) -> Iterator[RawReview]:
+def iter_raw_reviews(
+    path: str | Path,
+    fmt: str = "auto",
+    columns: tuple[str, str, str, str] = ("user", "item", "rating", "text"),
+) -> Iterator[RawReview]:
     """Reviews of an Amazon/Yelp JSON-lines file or a CSV file (``fmt``: auto, amazon, yelp, csv)."""
     p = Path(path)
     if fmt == "auto":
@@ -278,34 +329,50 @@ def iter_raw_reviews(path: str | Path, fmt: str = "auto",
         if fields is None:
             fields = next((f for f in _JSON_FIELDS.values() if f[0] in row and f[1] in row), None)
             if fields is None:
-                raise DataError(f"{p}:{n}: neither Amazon (reviewerID/asin) nor Yelp (user_id/business_id) JSON")
+                raise DataError(
+                    f"{p}:{n}: neither Amazon (reviewerID/asin) nor Yelp (user_id/business_id) JSON"
+                )
         yield _raw(p, n, row, fields)
 
 
 def _raw(p: Path, n: int, row: dict[str, Any], cols: tuple[str, str, str, str]) -> RawReview:
     try:
-        return RawReview(str(row[cols[0]]), str(row[cols[1]]), float(row[cols[2]]), str(row.get(cols[3]) or ""))
+        return RawReview(
+            str(row[cols[0]]), str(row[cols[1]]), float(row[cols[2]]), str(row.get(cols[3]) or "")
+        )
     except KeyError as e:
         raise DataError(f"{p}:{n}: missing field {e}") from None
     except (TypeError, ValueError):
         raise DataError(f"{p}:{n}: rating {row.get(cols[2])!r} is not a number") from None
 
 
-def build_review_data(reviews: Sequence[RawReview], extractor: TemplateExtractor | None = None,
-                      source: DataSource | None = None) -> ReviewData:
+def build_review_data(
+    reviews: Sequence[RawReview], extractor: TemplateExtractor | None = None, source: DataSource | None = None
+) -> ReviewData:
     """Records of the reviews for which ``extractor`` finds a template (others are dropped)."""
     templates = (extractor or HeuristicExtractor()).extract(reviews)
-    records = [{"user": r.user, "item": r.item, "rating": r.rating,
-                "template": (t.feature, t.adjective, t.sentence, t.sentiment)}
-               for r, t in zip(reviews, templates, strict=True) if t is not None]
+    records = [
+        {
+            "user": r.user,
+            "item": r.item,
+            "rating": r.rating,
+            "template": (t.feature, t.adjective, t.sentence, t.sentiment),
+        }
+        for r, t in zip(reviews, templates, strict=True)
+        if t is not None
+    ]
     if not records:
         raise DataError("no review yielded an explanation template")
     ratings = [r.rating for r in reviews]
     return from_records(records, source, (min(ratings), max(ratings)))
 
 
-def read_raw_reviews(path: str | Path, fmt: str = "auto", extractor: TemplateExtractor | None = None,
-                     columns: tuple[str, str, str, str] = ("user", "item", "rating", "text")) -> ReviewData:
+def read_raw_reviews(
+    path: str | Path,
+    fmt: str = "auto",
+    extractor: TemplateExtractor | None = None,
+    columns: tuple[str, str, str, str] = ("user", "item", "rating", "text"),
+) -> ReviewData:
     """Explanation records from raw reviews (Amazon/Yelp JSON lines or CSV); see :mod:`attnrec.data.text`."""
     reviews = list(iter_raw_reviews(path, fmt, columns))
     if not reviews:
@@ -314,7 +381,9 @@ def read_raw_reviews(path: str | Path, fmt: str = "auto", extractor: TemplateExt
     return build_review_data(reviews, extractor, src)
 
 
-def load_review_data(path: str | Path, fmt: str = "auto", extractor: TemplateExtractor | None = None) -> ReviewData:
+def load_review_data(
+    path: str | Path, fmt: str = "auto", extractor: TemplateExtractor | None = None
+) -> ReviewData:
     """PETER's format (a directory with ``reviews.pickle`` or a ``.pickle`` file) or raw reviews."""
     p = Path(path)
     if fmt == "peter" or (fmt == "auto" and (p.suffix == ".pickle" or (p / "reviews.pickle").exists())):
@@ -328,8 +397,9 @@ def read_templates(path: str | Path) -> dict[tuple[str, str], Template]:
     for n, line in iter_lines(path):
         try:
             r = json.loads(line)
-            out[(str(r["user"]), str(r["item"]))] = Template(str(r["feature"]), str(r["adjective"]),
-                                                               str(r["sentence"]), int(r["sentiment"]))
+            out[(str(r["user"]), str(r["item"]))] = Template(
+                str(r["feature"]), str(r["adjective"]), str(r["sentence"]), int(r["sentiment"])
+            )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise DataError(f"{path}:{n}: bad template line ({e})") from None
     return out
@@ -367,10 +437,32 @@ def encode_reviews(data: ReviewData, vocab: Vocabulary, max_words: int = 15) -> 
         kept = [j for j, w in zip(ids, words, strict=True) if w not in stop]
         content[i, : len(kept)] = kept
     feat = np.array([vocab.index(f) for f in data.feature], dtype=np.int64)
-    return EncodedReviews(np.asarray(data.user), np.asarray(data.item), np.asarray(data.rating, dtype=np.float32),
-                          feat, text, ctx, content)
+    return EncodedReviews(
+        np.asarray(data.user),
+        np.asarray(data.item),
+        np.asarray(data.rating, dtype=np.float32),
+        feat,
+        text,
+        ctx,
+        content,
+    )
 
 
-__all__ = ["ReviewData", "ReviewSplit", "EncodedReviews", "from_records", "restricted_loads", "read_peter",
-           "write_peter", "random_split", "read_index_dir", "write_index_dir", "iter_raw_reviews",
-           "build_review_data", "read_raw_reviews", "load_review_data", "read_templates", "encode_reviews"]
+__all__ = [
+    "ReviewData",
+    "ReviewSplit",
+    "EncodedReviews",
+    "from_records",
+    "restricted_loads",
+    "read_peter",
+    "write_peter",
+    "random_split",
+    "read_index_dir",
+    "write_index_dir",
+    "iter_raw_reviews",
+    "build_review_data",
+    "read_raw_reviews",
+    "load_review_data",
+    "read_templates",
+    "encode_reviews",
+]

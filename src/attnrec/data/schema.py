@@ -207,7 +207,9 @@ class Interactions(UserItemLog):
         offsets = np.zeros(self.n_users + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         cols = self.event_columns() if columns else {}
-        return Sequences(offsets=offsets, items=self.item.astype(np.int64), n_items=self.n_items, columns=cols)
+        return Sequences(
+            offsets=offsets, items=self.item.astype(np.int64), n_items=self.n_items, columns=cols
+        )
 
     def event_columns(self) -> dict[str, np.ndarray]:
         """The log's per-event columns in :data:`COLUMN_DTYPES`: timestamps floored to whole

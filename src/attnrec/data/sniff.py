@@ -96,20 +96,25 @@ def _integer_columns(tokens: list[list[str]]) -> tuple[bool, bool]:
     (at least :data:`_AGREE` of them; the rest then disagree)."""
     users = [t[0] for t in tokens if t]
     items = [i for t in tokens for i in t[1:]]
-    return (sum(map(_is_integer, users)) >= _AGREE * max(len(users), 1),
-            bool(items) and sum(map(_is_integer, items)) >= _AGREE * len(items))
+    return (
+        sum(map(_is_integer, users)) >= _AGREE * max(len(users), 1),
+        bool(items) and sum(map(_is_integer, items)) >= _AGREE * len(items),
+    )
 
 
 def _odd_line(p: Path, n: int, line: str, users_int: bool, items_int: bool, fmt: str) -> DataError | None:
     """The error for line ``n`` when it breaks the integer columns, else ``None``."""
     parts = line.split()
-    bad = [t for t in parts[:1] if users_int and not _is_integer(t)] + \
-          [t for t in parts[1:] if items_int and not _is_integer(t)]
+    bad = [t for t in parts[:1] if users_int and not _is_integer(t)] + [
+        t for t in parts[1:] if items_int and not _is_integer(t)
+    ]
     if not bad:
         return None
     column = "user" if users_int and not _is_integer(parts[0]) else "item"
-    return DataError(f"{p}:{n}: {bad[0][:40]!r} is not an integer ID like the other {column} IDs of the file "
-                     f"({line[:80]!r}); fix the line, or pass --format {fmt} to read every ID as text")
+    return DataError(
+        f"{p}:{n}: {bad[0][:40]!r} is not an integer ID like the other {column} IDs of the file "
+        f"({line[:80]!r}); fix the line, or pass --format {fmt} to read every ID as text"
+    )
 
 
 def _head_agrees(p: Path, numbered: list[tuple[int, str]], fmt: str) -> None:
@@ -117,9 +122,11 @@ def _head_agrees(p: Path, numbered: list[tuple[int, str]], fmt: str) -> None:
     if fmt == "pairs":
         for n, line in numbered:
             if len(line.split()) != 2:
-                raise DataError(f"{p}:{n}: {len(line.split())} fields where the other lines are 'user item' pairs "
-                                f"({line[:80]!r}); fix the line, or pass --format user-lines if each line is "
-                                "one user's items")
+                raise DataError(
+                    f"{p}:{n}: {len(line.split())} fields where the other lines are 'user item' pairs "
+                    f"({line[:80]!r}); fix the line, or pass --format user-lines if each line is "
+                    "one user's items"
+                )
     users_int, items_int = _integer_columns([line.split() for _, line in numbered])
     for n, line in numbered:
         if (e := _odd_line(p, n, line, users_int, items_int, fmt)) is not None:
@@ -133,8 +140,9 @@ def check_integer_ids(path: str | Path, fmt: str, data: Interactions) -> None:
     p = Path(path)
     tokens = [line.split() for _, line in islice(iter_lines(p, "latin-1"), _HEAD_LINES)]
     users_int, items_int = _integer_columns(tokens)
-    ok = (not users_int or all(_is_integer(str(u)) for u in data.users.external)) and \
-         (not items_int or all(_is_integer(str(i)) for i in data.items.external))
+    ok = (not users_int or all(_is_integer(str(u)) for u in data.users.external)) and (
+        not items_int or all(_is_integer(str(i)) for i in data.items.external)
+    )
     if ok:
         return
     for n, line in iter_lines(p):

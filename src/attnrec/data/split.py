@@ -72,9 +72,13 @@ def split_settings(described: str) -> dict[str, Any]:
     if name not in SPLITS:
         return {"name": DEFAULT_SPLIT}
     rating = params.get("min_rating")
-    return {"name": name, "valid_users": int(params.get("valid_users", 0)), "seed": int(params.get("seed", 0)),
-            "target_events": str(params.get("target_events", "")),
-            "min_rating": None if rating is None else float(rating)}
+    return {
+        "name": name,
+        "valid_users": int(params.get("valid_users", 0)),
+        "seed": int(params.get("seed", 0)),
+        "target_events": str(params.get("target_events", "")),
+        "min_rating": None if rating is None else float(rating),
+    }
 
 
 def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Split:
@@ -117,7 +121,9 @@ def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Sp
     return Split("leave-one-out", train, valid, test, params)
 
 
-def leave_last_qualifying_out(data: Interactions, target_events: str = "", min_rating: float | None = None) -> Split:
+def leave_last_qualifying_out(
+    data: Interactions, target_events: str = "", min_rating: float | None = None
+) -> Split:
     """Leave-one-out whose targets are *qualifying* events: of the ``target_events`` types (comma-separated names
     of ``data.events``, e.g. ``"buy"`` for taobao's "next buy") and rated at least ``min_rating``.
 
@@ -135,7 +141,9 @@ def leave_last_qualifying_out(data: Interactions, target_events: str = "", min_r
             raise DataError(f"target_events={target_events!r}: the data has no event column")
         unknown = [n for n in names if n not in data.events]
         if unknown:
-            raise DataError(f"target_events: unknown event {unknown[0]!r}; the event types are {data.events.to_list()}")
+            raise DataError(
+                f"target_events: unknown event {unknown[0]!r}; the event types are {data.events.to_list()}"
+            )
         ok &= np.isin(seqs.column("event"), data.events.to_internal(names))
     if min_rating is not None:
         ok &= seqs.column("rating") >= min_rating
@@ -144,7 +152,9 @@ def leave_last_qualifying_out(data: Interactions, target_events: str = "", min_r
     last = np.r_[users[idx][1:] != users[idx][:-1], True] if len(idx) else np.zeros(0, dtype=bool)
     test_pos = idx[last]  # each user's last qualifying event
     has_two = np.r_[False, users[idx][1:] == users[idx][:-1]][last] if len(idx) else last
-    evaluable_rows = has_two & (idx[np.flatnonzero(last) - 1] > seqs.offsets[users[test_pos]]) if len(idx) else last
+    evaluable_rows = (
+        has_two & (idx[np.flatnonzero(last) - 1] > seqs.offsets[users[test_pos]]) if len(idx) else last
+    )
     test_pos = test_pos[evaluable_rows]
     valid_pos = idx[np.flatnonzero(last)[evaluable_rows] - 1]  # the qualifying event before the test target
     evaluable = users[test_pos]
@@ -166,20 +176,30 @@ def leave_last_qualifying_out(data: Interactions, target_events: str = "", min_r
     return Split("last-qualifying", train, valid, test, params)
 
 
-def check_split_settings(name: str, valid_users: int = 0, target_events: str = "",
-                         min_rating: float | None = None) -> None:
+def check_split_settings(
+    name: str, valid_users: int = 0, target_events: str = "", min_rating: float | None = None
+) -> None:
     """A one-line ``ValueError`` when the settings do not fit the split ``name`` (before any data is read)."""
     if name not in SPLITS:
         raise ValueError(f"unknown split {name!r}; use {', '.join(SPLITS)}")
     if valid_users and name != "leave-one-out":
         raise ValueError(f"valid_users (--valid-users) applies to the leave-one-out split only, not {name}")
     if (target_events.strip() or min_rating is not None) and name != "last-qualifying":
-        raise ValueError(f"target_events / min_target_rating (--target-events, --min-target-rating) apply to the "
-                         f"last-qualifying split only, not {name}")
+        raise ValueError(
+            f"target_events / min_target_rating (--target-events, --min-target-rating) apply to the "
+            f"last-qualifying split only, not {name}"
+        )
 
 
-def make_split(data: Interactions, name: str = DEFAULT_SPLIT, valid_users: int = 0, seed: int = 0, *,
-               target_events: str = "", min_rating: float | None = None) -> Split:
+def make_split(
+    data: Interactions,
+    name: str = DEFAULT_SPLIT,
+    valid_users: int = 0,
+    seed: int = 0,
+    *,
+    target_events: str = "",
+    min_rating: float | None = None,
+) -> Split:
     """The split named ``name`` (one of :data:`SPLITS`).
 
     ``valid_users`` > 0 (leave-one-out only) validates on that many users drawn with ``seed``.

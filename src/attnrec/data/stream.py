@@ -99,7 +99,9 @@ class IdEncoder:
         if "" in values:
             raise MissingValue(int(np.flatnonzero(idx == values.index(""))[0]))
         index = self._index
-        codes_u = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
+        codes_u = np.fromiter(
+            (index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values)
+        )
         self.n = len(index)
         codes: np.ndarray = codes_u[idx]
         return codes
@@ -163,7 +165,9 @@ def read_parquet_stream(
         raise DataError("min_rating was given but the data has no rating column")
     buf = _Buffers(n_rows, roles, p)
     row0 = 0
-    scanner = dataset.scanner(columns=[str(c) for c in roles.values()], batch_size=batch_rows, use_threads=False)
+    scanner = dataset.scanner(
+        columns=[str(c) for c in roles.values()], batch_size=batch_rows, use_threads=False
+    )
     try:
         for batch in scanner.to_batches():
             if batch.num_rows > 0:
@@ -220,7 +224,9 @@ class _Buffers:
         self.user[sl] = _checked(self.users, cols["user"], f"user (column {labels['user']!r})", row0, p, keep)
         self.item[sl] = _checked(self.items, cols["item"], f"item (column {labels['item']!r})", row0, p, keep)
         if self.ev is not None:
-            self.ev[sl] = _checked(self.events, cols["event"], f"event (column {labels['event']!r})", row0, p, keep)
+            self.ev[sl] = _checked(
+                self.events, cols["event"], f"event (column {labels['event']!r})", row0, p, keep
+            )
         if self.ts is not None and time is not None:
             self.ts[sl] = time
         if self.rt is not None and rating is not None:
@@ -277,7 +283,9 @@ def _nulls(arr: pa.Array) -> np.ndarray:
     return nulls
 
 
-def _checked(enc: IdEncoder, arr: pa.Array, what: str, row0: int, p: Path, keep: np.ndarray | None) -> np.ndarray:
+def _checked(
+    enc: IdEncoder, arr: pa.Array, what: str, row0: int, p: Path, keep: np.ndarray | None
+) -> np.ndarray:
     try:
         return enc.encode(arr)
     except MissingValue as e:
@@ -302,4 +310,3 @@ def parquet_rows(path: str | Path) -> int:
 
 
 __all__ = ["IdEncoder", "MissingValue", "read_parquet_stream", "parquet_rows"]
-

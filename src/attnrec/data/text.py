@@ -44,22 +44,147 @@ SPECIALS = (PAD, BOS, EOS, UNK)
 
 _SENT_END = re.compile(r"(?<=[.!?;])\s*(?=[A-Za-z\"'(])|[\r\n]+|(?<=[.!?;])\s+")
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_NEGATIONS = frozenset({"not", "no", "never", "n't", "don't", "doesn't", "didn't", "isn't", "wasn't",
-                        "aren't", "won't", "can't", "cannot", "couldn't", "wouldn't", "hardly"})
-_DETERMINERS = frozenset({"the", "this", "that", "these", "those", "my", "a", "an", "its", "your",
-                          "their", "his", "her", "our", "whose", "every", "each"})
-_GENERIC = frozenset({"thing", "things", "lot", "lots", "bit", "way", "time", "times", "one", "ones",
-                      "something", "anything", "everything", "nothing", "review", "reviews", "star",
-                      "stars", "amazon", "product", "products", "item", "items", "purchase", "price's",
-                      "day", "days", "year", "years", "while", "job", "stuff", "kind", "sort", "fact",
-                      "reason", "part", "end", "case", "use", "order", "look", "buy", "deal",
-                      # frequent adjectives/adverbs that pass the distributional noun test
-                      "little", "enough", "small", "new", "long", "first", "big", "much", "many",
-                      "old", "last", "next", "other", "own", "same", "several", "whole", "extra", "real",
-                      "actual", "only", "large", "high", "low", "double", "single", "different",
-                      "second", "entire", "sounding", "additional", "absolute", "average", "basic",
-                      "biggest", "black", "blue", "brown", "white", "red", "top", "full", "huge", "tiny",
-                      "certain", "main", "original", "overall", "previous", "particular", "third"})
+_NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "n't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "isn't",
+        "wasn't",
+        "aren't",
+        "won't",
+        "can't",
+        "cannot",
+        "couldn't",
+        "wouldn't",
+        "hardly",
+    }
+)
+_DETERMINERS = frozenset(
+    {
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "my",
+        "a",
+        "an",
+        "its",
+        "your",
+        "their",
+        "his",
+        "her",
+        "our",
+        "whose",
+        "every",
+        "each",
+    }
+)
+_GENERIC = frozenset(
+    {
+        "thing",
+        "things",
+        "lot",
+        "lots",
+        "bit",
+        "way",
+        "time",
+        "times",
+        "one",
+        "ones",
+        "something",
+        "anything",
+        "everything",
+        "nothing",
+        "review",
+        "reviews",
+        "star",
+        "stars",
+        "amazon",
+        "product",
+        "products",
+        "item",
+        "items",
+        "purchase",
+        "price's",
+        "day",
+        "days",
+        "year",
+        "years",
+        "while",
+        "job",
+        "stuff",
+        "kind",
+        "sort",
+        "fact",
+        "reason",
+        "part",
+        "end",
+        "case",
+        "use",
+        "order",
+        "look",
+        "buy",
+        "deal",
+        # frequent adjectives/adverbs that pass the distributional noun test
+        "little",
+        "enough",
+        "small",
+        "new",
+        "long",
+        "first",
+        "big",
+        "much",
+        "many",
+        "old",
+        "last",
+        "next",
+        "other",
+        "own",
+        "same",
+        "several",
+        "whole",
+        "extra",
+        "real",
+        "actual",
+        "only",
+        "large",
+        "high",
+        "low",
+        "double",
+        "single",
+        "different",
+        "second",
+        "entire",
+        "sounding",
+        "additional",
+        "absolute",
+        "average",
+        "basic",
+        "biggest",
+        "black",
+        "blue",
+        "brown",
+        "white",
+        "red",
+        "top",
+        "full",
+        "huge",
+        "tiny",
+        "certain",
+        "main",
+        "original",
+        "overall",
+        "previous",
+        "particular",
+        "third",
+    }
+)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -192,9 +317,16 @@ class HeuristicExtractor:
                 if prev in _DETERMINERS or prev in opinion:
                     after[w] += 1
         return frozenset(
-            w for w, n in total.items()
-            if n >= self.min_count and len(w) >= 3 and w.isalpha() and w not in stop and w not in opinion
-            and w not in _GENERIC and w not in _NEGATIONS and after[w] >= self.noun_ratio * n
+            w
+            for w, n in total.items()
+            if n >= self.min_count
+            and len(w) >= 3
+            and w.isalpha()
+            and w not in stop
+            and w not in opinion
+            and w not in _GENERIC
+            and w not in _NEGATIONS
+            and after[w] >= self.noun_ratio * n
         )
 
     def extract(self, reviews: Sequence[RawReview]) -> list[Template | None]:
@@ -204,7 +336,9 @@ class HeuristicExtractor:
             feats = self.discover_features(t for sents in sentences for t in sents)
         return [self.choose(sents, r.rating, feats) for sents, r in zip(sentences, reviews, strict=True)]
 
-    def choose(self, sentences: Sequence[Sequence[str]], rating: float, features: frozenset[str]) -> Template | None:
+    def choose(
+        self, sentences: Sequence[Sequence[str]], rating: float, features: frozenset[str]
+    ) -> Template | None:
         """The template of the sentence that best explains ``rating`` (step 3), or ``None``."""
         opinion = opinion_lexicon()
         want = 1 if rating >= 4 else -1 if rating <= 2 else 0
@@ -243,6 +377,20 @@ class TemplateTable:
         return [self.table.get((r.user, r.item)) for r in reviews]
 
 
-__all__ = ["PAD", "BOS", "EOS", "UNK", "SPECIALS", "split_sentences", "tokenize", "stop_words",
-           "opinion_lexicon", "Vocabulary", "Template", "RawReview", "TemplateExtractor",
-           "HeuristicExtractor", "TemplateTable"]
+__all__ = [
+    "PAD",
+    "BOS",
+    "EOS",
+    "UNK",
+    "SPECIALS",
+    "split_sentences",
+    "tokenize",
+    "stop_words",
+    "opinion_lexicon",
+    "Vocabulary",
+    "Template",
+    "RawReview",
+    "TemplateExtractor",
+    "HeuristicExtractor",
+    "TemplateTable",
+]

@@ -23,10 +23,13 @@ def align_cases(
     """
     if model_items.to_list() == data_items.to_list() and model_users.to_list() == data_users.to_list():
         return cases, 0
-    item_map = np.zeros(len(data_items) + 1, dtype=np.int64)  # data item index -> model item index (0: unknown)
+    item_map = np.zeros(
+        len(data_items) + 1, dtype=np.int64
+    )  # data item index -> model item index (0: unknown)
     item_map[1:] = [model_items.get(i) or 0 for i in data_items.to_list()]
-    user_map = np.array([-1 if (u := model_users.get(x)) is None else u for x in data_users.to_list()],
-                        dtype=np.int64)  # data user index -> model user index (-1: unknown)
+    user_map = np.array(
+        [-1 if (u := model_users.get(x)) is None else u for x in data_users.to_list()], dtype=np.int64
+    )  # data user index -> model user index (-1: unknown)
     users, targets = user_map[cases.users], item_map[cases.targets]
     keep_rows = np.flatnonzero((users >= 0) & (targets > 0))
     hist = cases.histories.take(keep_rows)
@@ -35,5 +38,7 @@ def align_cases(
     known = items > 0
     offsets = np.zeros(len(keep_rows) + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows[known], minlength=len(keep_rows)), out=offsets[1:])
-    aligned = EvalSet(users[keep_rows], Sequences(offsets, items[known], len(model_items)), targets[keep_rows])
+    aligned = EvalSet(
+        users[keep_rows], Sequences(offsets, items[known], len(model_items)), targets[keep_rows]
+    )
     return aligned, len(cases) - len(keep_rows)

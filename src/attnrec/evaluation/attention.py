@@ -95,8 +95,9 @@ class AttentionSummary:
         }  # fmt: skip
 
 
-def _model_input(model: AttentionModel, users: np.ndarray, histories: Sequences,
-                 device: torch.device) -> torch.Tensor:
+def _model_input(
+    model: AttentionModel, users: np.ndarray, histories: Sequences, device: torch.device
+) -> torch.Tensor:
     return model.score_inputs(users, histories)["seq"].to(device)  # (B, T)
 
 
@@ -157,8 +158,15 @@ def attention_summary(
     rel = torch.zeros(n_layers, n_heads, 2 * t - 1, dtype=abs_sum.dtype)
     rel.index_add_(2, d, abs_sum.reshape(n_layers, n_heads, t * t))
     relative = (rel / counts.sum().clamp(min=1)).numpy()
-    return AttentionSummary(name, len(chosen), absolute, relative, counts.numpy().astype(np.int64),
-                            predicting, [user_ids[i] for i in chosen])
+    return AttentionSummary(
+        name,
+        len(chosen),
+        absolute,
+        relative,
+        counts.numpy().astype(np.int64),
+        predicting,
+        [user_ids[i] for i in chosen],
+    )
 
 
 def histories_from_data(items: IdMap, data: Interactions) -> tuple[Sequences, list[str]]:
@@ -193,21 +201,28 @@ def plot_attention(summary: AttentionSummary, out: str | Path, window: int = 15)
     w = min(window, summary.length)
     ticks = list(range(w - 1, -1, -max(1, w // 5)))[::-1]  # always include 0, the predicting position
     labels = [str(i - (w - 1)) for i in ticks]
-    fig, axes = plt.subplots(n_layers, n_heads + 1, figsize=(3.2 * (n_heads + 1), 3.0 * n_layers), squeeze=False)
+    fig, axes = plt.subplots(
+        n_layers, n_heads + 1, figsize=(3.2 * (n_heads + 1), 3.0 * n_layers), squeeze=False
+    )
     for layer in range(n_layers):
         maps = [summary.absolute[layer, h, -w:, -w:] for h in range(n_heads)]
         maps.append(np.mean(maps, axis=0))
         for h, m in enumerate(maps):
             ax = axes[layer][h]
             im = ax.imshow(m, cmap="viridis", vmin=0.0)
-            ax.set_title(f"layer {layer + 1}, " + ("mean of heads" if h == n_heads else f"head {h + 1}"), fontsize=9)
+            ax.set_title(
+                f"layer {layer + 1}, " + ("mean of heads" if h == n_heads else f"head {h + 1}"), fontsize=9
+            )
             ax.set_xticks(ticks, labels, fontsize=7)
             ax.set_yticks(ticks, labels, fontsize=7)
             ax.set_xlabel("key position (0 = predicting)", fontsize=7)
             ax.set_ylabel("query position", fontsize=7)
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    fig.suptitle(f"{summary.model}: mean attention over {summary.n_users} users (last {w} positions; "
-                 f"0 = {summary.predicting})", fontsize=10)
+    fig.suptitle(
+        f"{summary.model}: mean attention over {summary.n_users} users (last {w} positions; "
+        f"0 = {summary.predicting})",
+        fontsize=10,
+    )
     fig.tight_layout()
     heat = out / "attention_heatmap.png"
     fig.savefig(heat, dpi=110)
@@ -290,14 +305,29 @@ def history_attention(
     attended = []
     for n, j in enumerate(cols):
         ext = items.to_external([int(tokens[j])])[0]
-        attended.append(AttendedItem(ext, titles.get(ext), len(cols) - 1 - n, float(maps[-1][t - 1, j]),
-                                     float(roll[t - 1, j]), [round(float(a[t - 1, j]), 6) for a in maps]))
+        attended.append(
+            AttendedItem(
+                ext,
+                titles.get(ext),
+                len(cols) - 1 - n,
+                float(maps[-1][t - 1, j]),
+                float(roll[t - 1, j]),
+                [round(float(a[t - 1, j]), 6) for a in maps],
+            )
+        )
     attended.sort(key=lambda a: -a.weight)
     self_w = float(maps[-1][t - 1, t - 1]) if tokens[t - 1] > n_items else 0.0
     return HistoryAttention(_predicting(seq, n_items), attended, self_w, len(history), len(cols))
 
 
 __all__ = [
-    "AttendedItem", "AttentionModel", "AttentionSummary", "HistoryAttention", "as_attention_model",
-    "attention_summary", "histories_from_data", "history_attention", "plot_attention",
+    "AttendedItem",
+    "AttentionModel",
+    "AttentionSummary",
+    "HistoryAttention",
+    "as_attention_model",
+    "attention_summary",
+    "histories_from_data",
+    "history_attention",
+    "plot_attention",
 ]

@@ -76,7 +76,9 @@ def cannot_attribute(caps: Capabilities, method: str) -> str | None:
     """Why a model with ``caps`` cannot attribute with ``method`` (None when it can): the one check
     :func:`attribute` makes, also asked before any work by the recommender and the server."""
     if method in SHARED_METHODS and not caps.attention:
-        return "has no attention weights; attention explanations need a self-attention model (SASRec, BERT4Rec)"
+        return (
+            "has no attention weights; attention explanations need a self-attention model (SASRec, BERT4Rec)"
+        )
     if method == "integrated_gradients" and not caps.embedding_inputs:
         return "does not expose its input embeddings, which integrated gradients need"
     if caps.closed_form:  # POP: its scores ignore the history, so every attribution would be 0
@@ -157,8 +159,9 @@ def _window(seq: torch.Tensor, n_items: int, length: int) -> tuple[np.ndarray, n
     return cols, np.arange(length - len(cols), length)
 
 
-def _scores(model: Scorer, users: np.ndarray, seqs: Sequences, targets: np.ndarray,
-            device: torch.device) -> np.ndarray:
+def _scores(
+    model: Scorer, users: np.ndarray, seqs: Sequences, targets: np.ndarray, device: torch.device
+) -> np.ndarray:
     batch = {k: v.to(device) for k, v in model.score_inputs(users, seqs).items()}
     s = model.score(batch)  # (B, I+1)
     return s[:, torch.as_tensor(targets, device=s.device)].double().cpu().numpy()  # (B, K)
@@ -220,15 +223,18 @@ _Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
 EVENT_BATCH_KEYS = frozenset({"timestamps", "events", "ratings", "request_time"})  # per-event model inputs
 
 
-def _attention(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, method: str,
-               dev: torch.device) -> _Parts:
+def _attention(
+    model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, method: str, dev: torch.device
+) -> _Parts:
     assert isinstance(model, AttentionInspectable)  # cannot_attribute checked it
     with torch.no_grad():
         batch = model.score_inputs(users, one)
         read = sorted(set(batch) & EVENT_BATCH_KEYS)
         if read:  # attention_weights(seq) sees the items only: it would not be this model's attention
-            raise AttributionError(f"method {method!r} is not available for a model that reads per-event "
-                                   f"{', '.join(read)}; use occlusion (it removes each event with its columns)")
+            raise AttributionError(
+                f"method {method!r} is not available for a model that reads per-event "
+                f"{', '.join(read)}; use occlusion (it removes each event with its columns)"
+            )
         seq = batch["seq"].to(dev)  # (1, T)
         maps = [a[0].float().mean(0).cpu() for a in model.attention_weights(seq)]  # L x (T, T)
         scores = _scores(model, users, one, targets, dev)[0]  # (K,)
@@ -246,19 +252,35 @@ def _attention(model: Scorer, one: Sequences, users: np.ndarray, targets: np.nda
     return values, scores, events, None
 
 
-def _occlusion(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, dev: torch.device) -> _Parts:
+def _occlusion(
+    model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, dev: torch.device
+) -> _Parts:
     with torch.no_grad():
         seq = model.score_inputs(users, one)["seq"]
         _, events = _window(seq, one.n_items, len(one.items))
         full = _scores(model, users, one, targets, dev)[0]  # (K,)
         if len(one.items) == 1:  # without its only event the history is empty: the model has no input
-            raise AttributionError("occlusion needs at least two history events (an empty history has no score)")
-        reduced = _scores(model, np.repeat(users, len(events)), _without(one, [events[j:j + 1] for j in range(len(events))]), targets, dev)  # (W, K)
+            raise AttributionError(
+                "occlusion needs at least two history events (an empty history has no score)"
+            )
+        reduced = _scores(
+            model,
+            np.repeat(users, len(events)),
+            _without(one, [events[j : j + 1] for j in range(len(events))]),
+            targets,
+            dev,
+        )  # (W, K)
     return (full[None, :] - reduced).T, full, events, None
 
 
-def _greedy(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, depth: int | None,
-            dev: torch.device) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _greedy(
+    model: Scorer,
+    one: Sequences,
+    users: np.ndarray,
+    targets: np.ndarray,
+    depth: int | None,
+    dev: torch.device,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Greedy joint occlusion (module doc): values ``(K, W)``, full scores, events, choice order ``(K, W)``."""
     with torch.no_grad():
         seq = model.score_inputs(users, one)["seq"]
@@ -266,8 +288,12 @@ def _greedy(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarra
         full = _scores(model, users, one, targets, dev)[0]  # (K,)
     w, k_n = len(events), len(targets)
     if len(one.items) == 1:  # without its only event the history is empty: the model has no input
-        raise AttributionError("greedy occlusion needs at least two history events (an empty history has no score)")
-    goal = min(w // 2 if depth is None else depth, w - 1)  # one event always stays: an empty history has no score
+        raise AttributionError(
+            "greedy occlusion needs at least two history events (an empty history has no score)"
+        )
+    goal = min(
+        w // 2 if depth is None else depth, w - 1
+    )  # one event always stays: an empty history has no score
     chosen: list[list[int]] = [[] for _ in range(k_n)]  # per target: window columns in choice order
     values = np.zeros((k_n, w))
     before = full.copy()  # (K,) each target's score without its chosen events
@@ -278,24 +304,37 @@ def _greedy(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarra
         groups: dict[tuple[int, ...], list[int]] = {}
         for k in active:
             groups.setdefault(tuple(chosen[k]), []).append(k)
-        left = {key: np.setdiff1d(np.arange(w), key, assume_unique=True) for key in groups}  # remaining columns
+        left = {
+            key: np.setdiff1d(np.arange(w), key, assume_unique=True) for key in groups
+        }  # remaining columns
         drops = [events[np.array([*key, j], dtype=np.int64)] for key in groups for j in left[key]]
         with torch.no_grad():  # every group's variants in one pass: its chosen events and one more removed
-            reduced = _scores(model, np.repeat(users, len(drops)), _without(one, drops), targets, dev)  # (R, K)
+            reduced = _scores(
+                model, np.repeat(users, len(drops)), _without(one, drops), targets, dev
+            )  # (R, K)
         row = 0
         for key, members in groups.items():
             for k in members:
-                drop = before[k] - reduced[row:row + len(left[key]), k]  # (W_left,) each remaining event's drop
+                drop = (
+                    before[k] - reduced[row : row + len(left[key]), k]
+                )  # (W_left,) each remaining event's drop
                 values[k, left[key]] = drop
-                best = np.lexsort((-left[key], -drop))[:min(size, goal - len(chosen[k]))]  # largest drop; ties: newer
+                best = np.lexsort((-left[key], -drop))[
+                    : min(size, goal - len(chosen[k]))
+                ]  # largest drop; ties: newer
                 chosen[k] += left[key][best].tolist()
             row += len(left[key])
         active = [k for k in active if len(chosen[k]) < goal]
         if active:
             sets = sorted({tuple(chosen[k]) for k in active})
             with torch.no_grad():  # the score without everything chosen so far: the next round's reference
-                now = _scores(model, np.repeat(users, len(sets)),
-                              _without(one, [events[np.array(c, dtype=np.int64)] for c in sets]), targets, dev)
+                now = _scores(
+                    model,
+                    np.repeat(users, len(sets)),
+                    _without(one, [events[np.array(c, dtype=np.int64)] for c in sets]),
+                    targets,
+                    dev,
+                )
             for k in active:
                 before[k] = now[sets.index(tuple(chosen[k])), k]
         size *= 2
@@ -307,8 +346,9 @@ def _greedy(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarra
     return values, full, events, order
 
 
-def _integrated_gradients(model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, steps: int,
-                          dev: torch.device) -> _Parts:
+def _integrated_gradients(
+    model: Scorer, one: Sequences, users: np.ndarray, targets: np.ndarray, steps: int, dev: torch.device
+) -> _Parts:
     assert isinstance(model, EmbeddingInputs)  # cannot_attribute checked it
     batch = {k: v.to(dev) for k, v in model.score_inputs(users, one).items()}
     seq = batch["seq"]  # (1, T)
@@ -325,14 +365,30 @@ def _integrated_gradients(model: Scorer, one: Sequences, users: np.ndarray, targ
     tgt = torch.as_tensor(targets, device=emb.device)
     with torch.enable_grad():
         out = model.score_embedded(rep, path)[:, tgt]  # (S, K)
-        grads = [torch.autograd.grad(out[:, k].sum(), path, retain_graph=k < len(targets) - 1)[0]
-                 for k in range(len(targets))]  # K x (S, T, D)
+        grads = [
+            torch.autograd.grad(out[:, k].sum(), path, retain_graph=k < len(targets) - 1)[0]
+            for k in range(len(targets))
+        ]  # K x (S, T, D)
     g = torch.stack(grads).mean(1)  # (K, T, D) the path's mean gradient
     values = (g * delta).sum(-1)[:, torch.as_tensor(cols, device=emb.device)]  # (K, W)
     with torch.no_grad():
-        ends = model.score_embedded({k: v.expand(2, *v.shape[1:]) for k, v in batch.items()},
-                                    torch.cat([emb, base]))[:, tgt].double().cpu().numpy()  # (2, K)
+        ends = (
+            model.score_embedded(
+                {k: v.expand(2, *v.shape[1:]) for k, v in batch.items()}, torch.cat([emb, base])
+            )[:, tgt]
+            .double()
+            .cpu()
+            .numpy()
+        )  # (2, K)
     return values.double().cpu().numpy(), ends[0], events, ends[1]
 
 
-__all__ = ["METHODS", "SHARED_METHODS", "AttributableModel", "Attribution", "AttributionError", "attribute", "cannot_attribute"]
+__all__ = [
+    "METHODS",
+    "SHARED_METHODS",
+    "AttributableModel",
+    "Attribution",
+    "AttributionError",
+    "attribute",
+    "cannot_attribute",
+]

@@ -88,4 +88,3 @@ def ranking_standard_errors(ranks: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -
             out[f"NDCG@{k}"] = se(np.where(r < k, 1.0 / np.log2(r + 2.0), 0.0))
     out["MRR"] = se(1.0 / (r + 1.0))
     return out
-

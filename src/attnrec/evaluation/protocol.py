@@ -32,15 +32,21 @@ from attnrec.evaluation.metrics import DEFAULT_KS, ranking_metrics, ranking_stan
 class ScoreFn(typing.Protocol):
     """Scores ``(B, I + 1)`` of ``users`` ``(B,)`` and their internal-index ``histories`` at ``request_time``."""
 
-    def __call__(self, users: np.ndarray, histories: Sequences,
-                 request_time: np.ndarray | None = None) -> torch.Tensor: ...
+    def __call__(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> torch.Tensor: ...
 
 
 class CandidateScoreFn(typing.Protocol):
     """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only (equal to those columns of a :class:`ScoreFn`)."""
 
-    def __call__(self, users: np.ndarray, histories: Sequences, items: torch.Tensor,
-                 request_time: np.ndarray | None = None) -> torch.Tensor: ...
+    def __call__(
+        self,
+        users: np.ndarray,
+        histories: Sequences,
+        items: torch.Tensor,
+        request_time: np.ndarray | None = None,
+    ) -> torch.Tensor: ...
 
 
 TARGET_TIME = "target timestamp"  # EvalResult.request_time when each case was scored at its target's time
@@ -212,10 +218,18 @@ def evaluate(
         else:
             ranks[rows] = _sampled_ranks(scores, targets, torch.as_tensor(negatives[rows])).numpy()
     metrics = ranking_metrics(ranks, protocol.ks)
-    return EvalResult(metrics, protocol, split, target, n, data, time.perf_counter() - start,
-                      standard_errors=ranking_standard_errors(ranks, protocol.ks),
-                      groups=group_metrics(ranks, groups or {}, protocol.ks),
-                      request_time="" if times is None else TARGET_TIME)
+    return EvalResult(
+        metrics,
+        protocol,
+        split,
+        target,
+        n,
+        data,
+        time.perf_counter() - start,
+        standard_errors=ranking_standard_errors(ranks, protocol.ks),
+        groups=group_metrics(ranks, groups or {}, protocol.ks),
+        request_time="" if times is None else TARGET_TIME,
+    )
 
 
 # Histories count at most this many positions when batches are sized (the longest model window here).
@@ -227,11 +241,13 @@ def batch_bounds(lengths: np.ndarray, batch_size: int, batch_positions: int) -> 
     as it holds at most ``batch_size`` rows and ``rows x width <= batch_positions`` (width: its longest
     length, capped at :data:`WINDOW`), and at least one row."""
     if batch_size < 1 or batch_positions < 1:
-        raise ValueError(f"batch_size and batch_positions must be positive, not {batch_size} and {batch_positions}")
+        raise ValueError(
+            f"batch_size and batch_positions must be positive, not {batch_size} and {batch_positions}"
+        )
     width = np.clip(np.asarray(lengths, dtype=np.int64), 1, WINDOW)  # (n,) nondecreasing
     out, lo, n = [], 0, len(width)
     while lo < n:
-        w = width[lo:lo + batch_size]  # (R,) the widths of batches of 1..R rows
+        w = width[lo : lo + batch_size]  # (R,) the widths of batches of 1..R rows
         fits = np.arange(1, len(w) + 1) * w <= batch_positions  # (R,) True then False: w nondecreasing
         hi = lo + max(1, int(fits.sum()))
         out.append((lo, hi))
@@ -239,15 +255,20 @@ def batch_bounds(lengths: np.ndarray, batch_size: int, batch_positions: int) -> 
     return out
 
 
-def group_metrics(ranks: np.ndarray, groups: Mapping[str, np.ndarray], ks: Sequence[int]) -> dict[str, dict[str, Any]]:
+def group_metrics(
+    ranks: np.ndarray, groups: Mapping[str, np.ndarray], ks: Sequence[int]
+) -> dict[str, dict[str, Any]]:
     """Per named boolean mask of the cases: its case count, metrics and standard errors (NaN when empty)."""
     out: dict[str, dict[str, Any]] = {}
     for name, mask in groups.items():
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != ranks.shape:
             raise ValueError(f"group {name!r} masks {mask.shape[0]} cases, not {len(ranks)}")
-        out[name] = {"n_cases": int(mask.sum()), "metrics": ranking_metrics(ranks[mask], ks),
-                     "standard_errors": ranking_standard_errors(ranks[mask], ks)}
+        out[name] = {
+            "n_cases": int(mask.sum()),
+            "metrics": ranking_metrics(ranks[mask], ks),
+            "standard_errors": ranking_standard_errors(ranks[mask], ks),
+        }
     return out
 
 
@@ -256,7 +277,9 @@ def unscored_last(scorer: ScoreFn, n_items: int) -> ScoreFn:
     (cold items a model has no row for, e.g. an ID-only model under the cold-item protocol) score
     ``-inf``, so such a target ranks behind every scored item (ties count against it)."""
 
-    def score(users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+    def score(
+        users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> torch.Tensor:
         s = scorer(users, histories, request_time)  # (B, n_model + 1)
         missing = n_items + 1 - s.shape[1]
         return s if missing <= 0 else torch.nn.functional.pad(s, (0, missing), value=-torch.inf)
@@ -264,7 +287,9 @@ def unscored_last(scorer: ScoreFn, n_items: int) -> ScoreFn:
     return score
 
 
-def _full_ranks(scores: torch.Tensor, hist: Sequences, targets: torch.Tensor, exclude_seen: bool) -> torch.Tensor:
+def _full_ranks(
+    scores: torch.Tensor, hist: Sequences, targets: torch.Tensor, exclude_seen: bool
+) -> torch.Tensor:
     b = scores.shape[0]
     target_scores = scores[torch.arange(b), targets].clone()  # (B,)
     scores[:, 0] = -torch.inf
@@ -283,7 +308,9 @@ def _sampled_ranks(scores: torch.Tensor, targets: torch.Tensor, negatives: torch
     return _negatives_ahead(target_scores, scores.gather(1, negatives.clamp(min=0)), negatives)
 
 
-def _negatives_ahead(target_scores: torch.Tensor, neg_scores: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+def _negatives_ahead(
+    target_scores: torch.Tensor, neg_scores: torch.Tensor, negatives: torch.Tensor
+) -> torch.Tensor:
     """Real negatives (index > 0) scoring at least the target's ``(B,)``: ties count against it."""
     ts = target_scores[:, None]  # (B, 1)
     return (((neg_scores > ts) | (neg_scores == ts)) & (negatives > 0)).sum(dim=1)

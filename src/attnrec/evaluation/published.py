@@ -30,9 +30,18 @@ from attnrec.evaluation.protocol import Protocol
 # sha256 of the uncompressed data files the published tables used.
 ML_1M_SHA256 = "b725f3acb3986fe3130bffd1e77a74d182a1f51799567a236dbd60270f95b0a2"
 BEAUTY_SHA256 = "f480b7a7403852342ffd8f9809bb30697dd669be31813d0e204b698fec86ef49"
-TOYS_SHA256 = "176c680c688d497598c4a89a03b402c0fe78d795e5db335c2e78dd5f2d778a3f"  # S3-Rec's Toys_and_Games.txt
-SPORTS_SHA256 = "2a095e0648872beb9982408958290f5d655db5be2911c3756b5446de9f0b8de2"  # S3-Rec's Sports_and_Outdoors.txt
-DATASETS = {ML_1M_SHA256: "ml-1m", BEAUTY_SHA256: "beauty", TOYS_SHA256: "amazon-toys", SPORTS_SHA256: "amazon-sports"}
+TOYS_SHA256 = (
+    "176c680c688d497598c4a89a03b402c0fe78d795e5db335c2e78dd5f2d778a3f"  # S3-Rec's Toys_and_Games.txt
+)
+SPORTS_SHA256 = (
+    "2a095e0648872beb9982408958290f5d655db5be2911c3756b5446de9f0b8de2"  # S3-Rec's Sports_and_Outdoors.txt
+)
+DATASETS = {
+    ML_1M_SHA256: "ml-1m",
+    BEAUTY_SHA256: "beauty",
+    TOYS_SHA256: "amazon-toys",
+    SPORTS_SHA256: "amazon-sports",
+}
 
 # Registered model name -> the column name the papers use.
 LABELS = {
@@ -72,7 +81,11 @@ class PublishedTable:
 
 def _read_figures() -> dict[str, Any]:
     """The contents of ``resources/published.toml``."""
-    text = resources.files("attnrec.evaluation").joinpath("resources", "published.toml").read_text(encoding="utf-8")
+    text = (
+        resources.files("attnrec.evaluation")
+        .joinpath("resources", "published.toml")
+        .read_text(encoding="utf-8")
+    )
     return tomllib.loads(text)
 
 
@@ -97,7 +110,9 @@ SASREC_PAPER = _TABLES["sasrec-paper"]
 TABLES = tuple(_TABLES.values())
 
 
-def published_table(data_sha256: str, protocol: Protocol, split: str = "leave-one-out") -> PublishedTable | None:
+def published_table(
+    data_sha256: str, protocol: Protocol, split: str = "leave-one-out"
+) -> PublishedTable | None:
     """The published table measured on this data file under this protocol, if any."""
     dataset = DATASETS.get(data_sha256)
     for table in TABLES:

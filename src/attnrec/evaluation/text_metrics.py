@@ -169,16 +169,40 @@ def looping_share(generated: Sequence[Tokens], cap: int, n: int = 2) -> float:
     return sum(loops(g, cap, n) for g in generated) / len(generated) if generated else 0.0
 
 
-def explanation_metrics(references: Sequence[Tokens], generated: Sequence[Tokens], true_features: Sequence[str],
-                        features: Iterable[str]) -> dict[str, float]:
+def explanation_metrics(
+    references: Sequence[Tokens],
+    generated: Sequence[Tokens],
+    true_features: Sequence[str],
+    features: Iterable[str],
+) -> dict[str, float]:
     """Every text metric of the PETER paper in one dict."""
     fs = set(features)
-    return {"BLEU-1": bleu(references, generated, 1), "BLEU-4": bleu(references, generated, 4),
-            **rouge(references, generated), "USR": unique_sentence_ratio(generated),
-            "FMR": feature_matching_ratio(generated, true_features),
-            "FCR": feature_coverage_ratio(generated, fs), "DIV": feature_diversity(generated, fs)}
+    return {
+        "BLEU-1": bleu(references, generated, 1),
+        "BLEU-4": bleu(references, generated, 4),
+        **rouge(references, generated),
+        "USR": unique_sentence_ratio(generated),
+        "FMR": feature_matching_ratio(generated, true_features),
+        "FCR": feature_coverage_ratio(generated, fs),
+        "DIV": feature_diversity(generated, fs),
+    }
 
 
-__all__ = ["clip_ratings", "rmse", "mae", "ngrams", "bleu", "lcs_length", "rouge_pair", "rouge",
-           "unique_sentence_ratio", "feature_sets", "feature_matching_ratio", "feature_coverage_ratio",
-           "feature_diversity", "loops", "looping_share", "explanation_metrics"]
+__all__ = [
+    "clip_ratings",
+    "rmse",
+    "mae",
+    "ngrams",
+    "bleu",
+    "lcs_length",
+    "rouge_pair",
+    "rouge",
+    "unique_sentence_ratio",
+    "feature_sets",
+    "feature_matching_ratio",
+    "feature_coverage_ratio",
+    "feature_diversity",
+    "loops",
+    "looping_share",
+    "explanation_metrics",
+]

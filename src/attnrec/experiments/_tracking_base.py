@@ -38,7 +38,9 @@ def require(module: str, extra: str, kind: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise TrackingError(f"--track {kind} needs the {kind} package: pip install 'attnrec[{extra}]'") from None
+        raise TrackingError(
+            f"--track {kind} needs the {kind} package: pip install 'attnrec[{extra}]'"
+        ) from None
 
 
 def default_run_name(model: str) -> str:
@@ -70,22 +72,44 @@ class RunInfo:
     @classmethod
     def of(cls, rec: Recommender, data: Interactions, split: Split) -> RunInfo:
         """The run that fits ``rec`` on ``data`` split by ``split``."""
-        return cls(rec.name, rec.preset, config_to_dict(rec.config), config_to_dict(rec.train_config), data.source,
-                   data.n_users, data.n_items, len(data), split.describe())
+        return cls(
+            rec.name,
+            rec.preset,
+            config_to_dict(rec.config),
+            config_to_dict(rec.train_config),
+            data.source,
+            data.n_users,
+            data.n_items,
+            len(data),
+            split.describe(),
+        )
 
     def params(self) -> dict[str, Any]:
         """Flat settings: ``model.<key>``, ``train.<key>`` (nested tables joined by dots), the run and the data."""
-        flat: dict[str, Any] = {"run.model": self.model, "run.preset": self.preset, "run.split": self.split,
-                                "data.name": self.data.name, "data.format": self.data.format,
-                                "data.sha256": self.data.sha256, "data.users": self.n_users,
-                                "data.items": self.n_items, "data.interactions": self.n_interactions}
+        flat: dict[str, Any] = {
+            "run.model": self.model,
+            "run.preset": self.preset,
+            "run.split": self.split,
+            "data.name": self.data.name,
+            "data.format": self.data.format,
+            "data.sha256": self.data.sha256,
+            "data.users": self.n_users,
+            "data.items": self.n_items,
+            "data.interactions": self.n_interactions,
+        }
         flat |= _flatten("model", self.model_config) | _flatten("train", self.train_config)
         return flat
 
     def tags(self) -> dict[str, str]:
         """What a run is searched by: model, preset, data name and sha256, attnrec version."""
-        return {"attnrec.version": __version__, "model": self.model, "preset": str(self.preset),
-                "data": self.data.name, "data.sha256": self.data.sha256, "split": self.split}
+        return {
+            "attnrec.version": __version__,
+            "model": self.model,
+            "preset": str(self.preset),
+            "data": self.data.name,
+            "data.sha256": self.data.sha256,
+            "split": self.split,
+        }
 
 
 def _flatten(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,8 +137,12 @@ class GuardedTracker(ABC):
                 call()
         except Exception as e:  # a tracking failure must not end the training it records
             self.broken = True
-            log.warning("%s tracking failed while %s (%s); training goes on, the rest of this run is not "
-                        "tracked", self.kind, what, first_line(e))
+            log.warning(
+                "%s tracking failed while %s (%s); training goes on, the rest of this run is not tracked",
+                self.kind,
+                what,
+                first_line(e),
+            )
 
     def log_run(self, info: RunInfo) -> None:
         self._safely("logging the settings", lambda: self._log_run(info))
@@ -130,20 +158,30 @@ class GuardedTracker(ABC):
     def log_test(self, protocol: str, result: EvalResult, prefix: str = "test") -> None:
         scalars = {f"{prefix}/{protocol}/{k}": v for k, v in result.metrics.items()}
         texts = {f"{prefix}/{protocol}/protocol": result.describe()}
-        self._safely(f"logging the {protocol} {prefix} results", lambda: self._log_scalars(scalars, 0),
-                     lambda: self._log_texts(texts))
+        self._safely(
+            f"logging the {protocol} {prefix} results",
+            lambda: self._log_scalars(scalars, 0),
+            lambda: self._log_texts(texts),
+        )
 
     def log_summary(self, result: TrainResult) -> None:
         for record in result.history:  # epochs trained before a resume reached no callback of this run
             if record["epoch"] not in self.logged_epochs:
                 self.on_epoch(record)
-        scalars = {"summary/best_epoch": float(result.best_epoch), "summary/epochs": float(result.epochs),
-                   "summary/train_seconds": result.seconds, "summary/seconds_per_epoch": result.seconds_per_epoch}
+        scalars = {
+            "summary/best_epoch": float(result.best_epoch),
+            "summary/epochs": float(result.epochs),
+            "summary/train_seconds": result.seconds,
+            "summary/seconds_per_epoch": result.seconds_per_epoch,
+        }
         scalars |= {f"summary/best_valid/{k}": v for k, v in result.best_metrics.items()}
         scalars = {k: v for k, v in scalars.items() if not math.isnan(v)}  # NaN: nothing was measured
         texts = {"summary/stopped": result.stopped}
-        self._safely("logging the training summary", lambda: self._log_scalars(scalars, result.epochs),
-                     lambda: self._log_texts(texts))
+        self._safely(
+            "logging the training summary",
+            lambda: self._log_scalars(scalars, result.epochs),
+            lambda: self._log_texts(texts),
+        )
 
     def log_model(self, path: Path) -> None:
         self._safely("logging the model", lambda: self._log_model(path))
@@ -174,5 +212,13 @@ def model_files(path: Path) -> Iterator[Path]:
     return (p for p in sorted(path.iterdir()) if p.name != STATE_DIR_NAME)
 
 
-__all__ = ["GuardedTracker", "RunInfo", "Status", "TrackingError", "default_run_name", "first_line", "model_files",
-           "require"]
+__all__ = [
+    "GuardedTracker",
+    "RunInfo",
+    "Status",
+    "TrackingError",
+    "default_run_name",
+    "first_line",
+    "model_files",
+    "require",
+]

@@ -30,21 +30,32 @@ def add_cold_items(rec: Recommender, cold: ColdStart) -> bool:
 def test_cold(rec: Recommender, cold: ColdStart, protocol: Protocol) -> EvalResult:
     """Test ``rec`` on ``cold``'s test cases under full-ranking ``protocol``: overall, cold and warm targets."""
     if protocol.candidates != "full":
-        raise ValueError("the cold-item protocol is measured under full ranking only (a sampled protocol would "
-                         "draw negatives among items an ID-only model has no score for)")
+        raise ValueError(
+            "the cold-item protocol is measured under full ranking only (a sampled protocol would "
+            "draw negatives among items an ID-only model has no score for)"
+        )
     cases = cold.split.test
     is_cold = cold.is_cold(cases.targets)
-    res = evaluate(unscored_last(rec.score_histories, cold.data.n_items), cases, protocol,
-                   data=rec.source_, split=cold.split.describe(), target="test",
-                   groups={"cold": is_cold, "warm": ~is_cold})
+    res = evaluate(
+        unscored_last(rec.score_histories, cold.data.n_items),
+        cases,
+        protocol,
+        data=rec.source_,
+        split=cold.split.describe(),
+        target="test",
+        groups={"cold": is_cold, "warm": ~is_cold},
+    )
     rec.evaluations_.append(res.to_dict())
     return res
 
 
 def cold_record(cold: ColdStart, added: bool) -> dict[str, Any]:
     """The result JSON's ``cold_items`` entry: the protocol's record and how the model scored the cold items."""
-    how = ("added after training from their features alone (all-zero ID vectors where the model has them)" if added
-           else "not scorable by this model (no features in its item table): scored -inf, ranked last")
+    how = (
+        "added after training from their features alone (all-zero ID vectors where the model has them)"
+        if added
+        else "not scorable by this model (no features in its item table): scored -inf, ranked last"
+    )
     return cold.record.to_dict() | {"text": cold.record.describe(), "scored": how}
 
 

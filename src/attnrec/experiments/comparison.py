@@ -73,15 +73,19 @@ class Comparison:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Comparison:
         """The inverse of :meth:`to_dict` (e.g. to re-render a saved ``comparison.json``)."""
+
         def protocol(p: dict[str, Any]) -> Protocol:
             return Protocol(**(p | {"ks": tuple(p["ks"])}))
 
         fields = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in fields}
-        kw |= {"data": DataSource(**d["data"]), "protocol": protocol(d["protocol"]),
-               "runs": [ModelRun(**r) for r in d["runs"]],
-               "selection": protocol(d["selection"]) if d.get("selection") else None,
-               "others": [cls.from_dict(o) for o in d.get("others", [])]}
+        kw |= {
+            "data": DataSource(**d["data"]),
+            "protocol": protocol(d["protocol"]),
+            "runs": [ModelRun(**r) for r in d["runs"]],
+            "selection": protocol(d["selection"]) if d.get("selection") else None,
+            "others": [cls.from_dict(o) for o in d.get("others", [])],
+        }
         return cls(**kw)
 
     @classmethod
@@ -96,6 +100,7 @@ class Comparison:
         stay comparable; each merged row keeps the settings it was run with (time budget, date, ...)
         where they differ from this table's. Tables under the other protocols are merged alike.
         """
+
         def key(c: Comparison) -> tuple[object, ...]:
             return (c.data.sha256, c.split, c.n_cases, c.protocol, c.selection or c.protocol)
 
@@ -103,7 +108,8 @@ class Comparison:
             raise ValueError(
                 "cannot merge comparisons of different data, split, protocols or model selection: "
                 f"{self.data.name} / {self.split} / {self.protocol.describe()} (+{len(self.others)} more) vs "
-                f"{newer.data.name} / {newer.split} / {newer.protocol.describe()} (+{len(newer.others)} more)")
+                f"{newer.data.name} / {newer.split} / {newer.protocol.describe()} (+{len(newer.others)} more)"
+            )
         own = {k: v for k, v in newer.settings.items() if self.settings.get(k) != v}
         runs = list(self.runs)
         for r in newer.runs:
@@ -113,14 +119,20 @@ class Comparison:
                 runs.append(r)
             else:
                 runs[at] = r
-        return dataclasses.replace(self, runs=runs, others=[o.merge(n) for o, n in zip(self.others, newer.others,
-                                                                                           strict=True)])
+        return dataclasses.replace(
+            self, runs=runs, others=[o.merge(n) for o, n in zip(self.others, newer.others, strict=True)]
+        )
 
     def shortfalls(self, ratio: float = SHORTFALL) -> list[tuple[ModelRun, float]]:
         """Runs whose HR@10 is below ``ratio`` x the published HR@10, with their ratio to it."""
-        return [(r, r.metrics["HR@10"] / r.published["HR@10"]) for r in self.runs
-                if r.published and r.published.get("HR@10") and "HR@10" in r.metrics
-                and r.metrics["HR@10"] < ratio * r.published["HR@10"]]
+        return [
+            (r, r.metrics["HR@10"] / r.published["HR@10"])
+            for r in self.runs
+            if r.published
+            and r.published.get("HR@10")
+            and "HR@10" in r.metrics
+            and r.metrics["HR@10"] < ratio * r.published["HR@10"]
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -173,13 +185,27 @@ def resolve_preset(model: str, data: Interactions, preset: str | None = "auto") 
     return preset if preset in presets else None
 
 
-def empty_comparison(data: Interactions, split: Split, protocol: Protocol, selection: Protocol,
-                     settings: dict[str, Any] | None = None) -> Comparison:
+def empty_comparison(
+    data: Interactions,
+    split: Split,
+    protocol: Protocol,
+    selection: Protocol,
+    settings: dict[str, Any] | None = None,
+) -> Comparison:
     """A table without rows for ``data`` on ``split`` under ``protocol``, with its comparable published source."""
     published = published_table(data.source.sha256, protocol, split.name)
-    return Comparison(data.source, data.n_users, data.n_items, len(data), split.describe(), protocol, len(split.test),
-                      published_source=published.source if published else None, settings=dict(settings or {}),
-                      selection=selection)
+    return Comparison(
+        data.source,
+        data.n_users,
+        data.n_items,
+        len(data),
+        split.describe(),
+        protocol,
+        len(split.test),
+        published_source=published.source if published else None,
+        settings=dict(settings or {}),
+        selection=selection,
+    )
 
 
 def compare(
@@ -212,10 +238,17 @@ def compare(
     for name in names:
         get_spec(name)  # unknown names fail before any training
     split = split or leave_one_out(data)
-    settings: dict[str, Any] = {"preset": preset, "time_budget": time_budget, **(train or {}),
-                                "attnrec": __version__, "torch": torch.__version__, "machine": platform.machine(),
-                                "cpu_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
-                                "date": datetime.now(UTC).strftime("%Y-%m-%d")}
+    settings: dict[str, Any] = {
+        "preset": preset,
+        "time_budget": time_budget,
+        **(train or {}),
+        "attnrec": __version__,
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "cpu_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
     result = empty_comparison(data, split, protocol, protocol, settings)
     result.notes = notes
     result.others = [empty_comparison(data, split, p, protocol, settings) for p in also if p != protocol]
@@ -231,14 +264,35 @@ def compare(
         except (RuntimeError, ValueError, FloatingPointError, MemoryError) as e:
             log.error("compare: %s failed: %s", name, e)
             for c in tables:
-                c.runs.append(ModelRun(name, chosen, {}, time.perf_counter() - t0, 0, 0, 0, "failed",
-                                       error=f"{type(e).__name__}: {e}"))
+                c.runs.append(
+                    ModelRun(
+                        name,
+                        chosen,
+                        {},
+                        time.perf_counter() - t0,
+                        0,
+                        0,
+                        0,
+                        "failed",
+                        error=f"{type(e).__name__}: {e}",
+                    )
+                )
         else:
             tr, n_params = outcome.recommender.train_result_, count_parameters(outcome.recommender)
             for c, res, published in zip(tables, outcome.results, outcome.published, strict=True):
-                c.runs.append(ModelRun(
-                    name, chosen, res.metrics, outcome.fit_seconds, n_params, tr.epochs if tr else 0,
-                    tr.best_epoch if tr else 0, tr.stopped if tr else "", published))
+                c.runs.append(
+                    ModelRun(
+                        name,
+                        chosen,
+                        res.metrics,
+                        outcome.fit_seconds,
+                        n_params,
+                        tr.epochs if tr else 0,
+                        tr.best_epoch if tr else 0,
+                        tr.stopped if tr else "",
+                        published,
+                    )
+                )
         if on_run is not None:
             on_run(result)
     return result

@@ -75,8 +75,12 @@ class RunConfig:
         for f in dataclasses.fields(self):  # a TOML value of the wrong type (save = "runs/x") is an error
             want = _SCALARS.get(str(f.type))
             value = getattr(self, f.name)
-            if want is not None and (not isinstance(value, want) or (f.type != "bool" and isinstance(value, bool))):
-                raise ConfigError(f"{where}[run] {f.name} must be {_SCALAR_NAMES[str(f.type)]}, not {value!r}")
+            if want is not None and (
+                not isinstance(value, want) or (f.type != "bool" and isinstance(value, bool))
+            ):
+                raise ConfigError(
+                    f"{where}[run] {f.name} must be {_SCALAR_NAMES[str(f.type)]}, not {value!r}"
+                )
         try:
             check_split_settings(self.split, self.valid_users, self.target_events, self.min_target_rating)
         except ValueError as e:
@@ -86,10 +90,12 @@ class RunConfig:
         if not 0.0 <= self.cold_items < 1.0:
             raise ConfigError(f"{where}cold_items must be a share in [0, 1), not {self.cold_items}")
         if self.cold_items and (self.split != "leave-one-out" or set(self.protocols) != {"full"}):
-            raise ConfigError(f"{where}cold_items needs the leave-one-out split and protocols = [\"full\"]")
+            raise ConfigError(f'{where}cold_items needs the leave-one-out split and protocols = ["full"]')
         if self.seeds and "seed" in self.train_settings:
             raise ConfigError(f"{where}[run] seeds and [train] seed both set the training seed; keep one")
-        if len(set(self.seeds)) != len(self.seeds) or any(not isinstance(k, int) or k < 0 for k in self.seeds):
+        if len(set(self.seeds)) != len(self.seeds) or any(
+            not isinstance(k, int) or k < 0 for k in self.seeds
+        ):
             raise ConfigError(f"{where}seeds must be distinct integers >= 0, not {list(self.seeds)}")
 
     @classmethod
@@ -97,15 +103,25 @@ class RunConfig:
         """Read a run config; unknown tables or ``[run]`` keys are errors that list the valid ones."""
         tables = _resolved_tables(path, ())
         run = tables["run"]
-        known = {f.name for f in dataclasses.fields(cls)} - {"model_settings", "train_settings", "path", "seed_group"}
+        known = {f.name for f in dataclasses.fields(cls)} - {
+            "model_settings",
+            "train_settings",
+            "path",
+            "seed_group",
+        }
         unknown = set(run) - known
         if unknown:
-            raise ConfigError(f"{path}: unknown [run] keys {sorted(unknown)}; valid: {sorted(known | {'base'})}")
+            raise ConfigError(
+                f"{path}: unknown [run] keys {sorted(unknown)}; valid: {sorted(known | {'base'})}"
+            )
         missing = [k for k in ("data", "model") if k not in run]
         if missing:
             raise ConfigError(f"{path}: [run] needs {' and '.join(missing)}")
-        values = run | {"name": run.get("name", path.stem), "protocols": tuple(run.get("protocols", ("full",))),
-                        "seeds": tuple(run.get("seeds", ()))}
+        values = run | {
+            "name": run.get("name", path.stem),
+            "protocols": tuple(run.get("protocols", ("full",))),
+            "seeds": tuple(run.get("seeds", ())),
+        }
         return cls(**values, model_settings=tables["model"], train_settings=tables["train"], path=path)
 
 
@@ -143,12 +159,25 @@ def seed_runs(cfg: RunConfig, seeds: Sequence[int] | None = None) -> list[RunCon
     if not chosen:
         return [cfg]
     base = dataclasses.replace(cfg, seeds=chosen)  # validates the seeds against the config
-    return [dataclasses.replace(base, name=seeded_name(cfg.name, k), seeds=(), seed_group=cfg.name,
-                                train_settings={**cfg.train_settings, "seed": k}) for k in base.seeds]
+    return [
+        dataclasses.replace(
+            base,
+            name=seeded_name(cfg.name, k),
+            seeds=(),
+            seed_group=cfg.name,
+            train_settings={**cfg.train_settings, "seed": k},
+        )
+        for k in base.seeds
+    ]
 
 
 def run_configured(
-    cfg: RunConfig, *, root: Path, out_dir: Path, git_sha: str, progress: bool = False,
+    cfg: RunConfig,
+    *,
+    root: Path,
+    out_dir: Path,
+    git_sha: str,
+    progress: bool = False,
     state_dir: Path | None = None,
 ) -> Path:
     """Train and test ``cfg``; write the result record ``<out_dir>/<name>.json`` and return its path.
@@ -161,16 +190,33 @@ def run_configured(
     t_start = time.perf_counter()
     data_path = cfg.data
     if cfg.data_dir:  # a named dataset, from this folder only (never downloaded by a benchmark)
-        data = load_dataset(data_path, format=cfg.format, data_dir=(root / cfg.data_dir).resolve(), download=False)
+        data = load_dataset(
+            data_path, format=cfg.format, data_dir=(root / cfg.data_dir).resolve(), download=False
+        )
     else:
         if not data_path.startswith("demo") and not Path(data_path).is_absolute():
             data_path = str((root / data_path).resolve())
         data = load_dataset(data_path, format=cfg.format)
     cold = cold_start(data, cfg.cold_items, cfg.cold_seed, cfg.valid_users) if cfg.cold_items else None
-    split = cold.split if cold is not None else make_split(data, cfg.split, cfg.valid_users, target_events=cfg.target_events,
-                                                           min_rating=cfg.min_target_rating)
-    request = RunRequest(cfg.model, cfg.preset, cfg.model_settings, cfg.train_settings,
-                         protocol_by_name(cfg.valid_protocol), [protocol_by_name(p) for p in cfg.protocols])
+    split = (
+        cold.split
+        if cold is not None
+        else make_split(
+            data,
+            cfg.split,
+            cfg.valid_users,
+            target_events=cfg.target_events,
+            min_rating=cfg.min_target_rating,
+        )
+    )
+    request = RunRequest(
+        cfg.model,
+        cfg.preset,
+        cfg.model_settings,
+        cfg.train_settings,
+        protocol_by_name(cfg.valid_protocol),
+        [protocol_by_name(p) for p in cfg.protocols],
+    )
     run_state = state_dir / cfg.name if state_dir is not None else None
     if run_state is not None and (run_state / STATE_JSON).exists():
         log.info("%s: resuming from the training state in %s", cfg.name, run_state)
@@ -190,8 +236,14 @@ def run_configured(
         "preset": cfg.preset,
         "model_config": config_to_dict(rec.config),
         "train_config": config_to_dict(rec.train_config),
-        "data": {"name": data.source.name, "path": cfg.data, "sha256": data.source.sha256,
-                 "users": data.n_users, "items": data.n_items, "interactions": len(data)},
+        "data": {
+            "name": data.source.name,
+            "path": cfg.data,
+            "sha256": data.source.sha256,
+            "users": data.n_users,
+            "items": data.n_items,
+            "interactions": len(data),
+        },
         "split": split.describe(),
         **({"cold_items": outcome.cold} if outcome.cold is not None else {}),
         "valid_protocol": request.valid_protocol.describe(),

@@ -53,8 +53,13 @@ class RunOutcome:
 
 
 def run_one(
-    request: RunRequest, data: Interactions, split: Split, *, progress: bool = False,
-    state_dir: Path | None = None, cold: ColdStart | None = None,
+    request: RunRequest,
+    data: Interactions,
+    split: Split,
+    *,
+    progress: bool = False,
+    state_dir: Path | None = None,
+    cold: ColdStart | None = None,
 ) -> RunOutcome:
     """Fit ``request.model`` on ``split.train``, select it on ``split.valid``, test it on ``split.test``.
 
@@ -66,8 +71,9 @@ def run_one(
     """
     if cold is not None:
         data, split = cold.warm, cold.split
-    rec = Recommender(request.model, dict(request.model_settings), dict(request.train_settings),
-                      preset=request.preset)
+    rec = Recommender(
+        request.model, dict(request.model_settings), dict(request.train_settings), preset=request.preset
+    )
     resumed = state_dir is not None and (state_dir / STATE_JSON).exists()
     t0 = time.perf_counter()
     rec.fit(data, split, valid_protocol=request.valid_protocol, progress=progress, state_dir=state_dir)

@@ -16,8 +16,10 @@ from typing import Any
 
 Record = Mapping[str, Any]  # a result record as read back from its JSON file
 SEED_KEY = "seed_run"  # the result record's key naming the config (group) and seed of a seeded run
-SEED_VARIES = ("the training seed (train.seed): model initialisation, batch order, sampled negatives and dropout; "
-               "the split (and any seeded validation-user sample or cold-item draw) is the same for every seed")
+SEED_VARIES = (
+    "the training seed (train.seed): model initialisation, batch order, sampled negatives and dropout; "
+    "the split (and any seeded validation-user sample or cold-item draw) is the same for every seed"
+)
 
 
 @dataclass(frozen=True)
@@ -75,4 +77,6 @@ def group_seed_runs(rows: Sequence[tuple[Record, Record]]) -> list[list[tuple[Re
         else:
             index[group] = len(groups)
             groups.append([row])
-    return [sorted(g, key=lambda row: row[0][SEED_KEY]["seed"]) if g[0][0].get(SEED_KEY) else g for g in groups]
+    return [
+        sorted(g, key=lambda row: row[0][SEED_KEY]["seed"]) if g[0][0].get(SEED_KEY) else g for g in groups
+    ]

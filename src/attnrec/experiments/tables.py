@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 Record = Mapping[str, Any]  # a result record as read back from its JSON file
 SIDE_BY_SIDE = ("bert4rec", "sasrec")  # the models of the README's side-by-side section
 TOP = ("HR@10", "NDCG@10", "MRR")  # the columns of the side-by-side and study tables
-GROUP_METRICS = ("HR@10", "NDCG@10")  # the columns per case group (the cold-item protocol's cold and warm targets)
+GROUP_METRICS = (
+    "HR@10",
+    "NDCG@10",
+)  # the columns per case group (the cold-item protocol's cold and warm targets)
 SHORTFALL = 0.9  # a baseline under 90% of its paper's HR@10 is flagged and needs an explanation
 
 
@@ -33,8 +36,9 @@ def comparison_markdown(c: Comparison, level: int = 1) -> str:
     Tables of the same models under the other protocols follow, one section each.
     """
     sha = c.data.sha256 or "n/a"
-    selection = ("the same protocol" if c.selection is None or c.selection == c.protocol
-                 else c.selection.describe())
+    selection = (
+        "the same protocol" if c.selection is None or c.selection == c.protocol else c.selection.describe()
+    )
     lines = [
         f"{'#' * level} Model comparison on {c.data.name}: {c.protocol.describe()}",
         "",
@@ -54,21 +58,36 @@ def comparison_markdown(c: Comparison, level: int = 1) -> str:
             lines.append(f"| {name} | " + " | ".join("-" for _ in METRICS) + f" | failed: {r.error} | | |")
             continue
         cells = [f"{r.metrics[m]:.4f}" if m in r.metrics else "-" for m in METRICS]
-        lines.append(f"| {name} | " + " | ".join(cells)
-                     + f" | {r.train_seconds:.0f} | {r.n_params:,} | {r.epochs} ({r.best_epoch}) |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {r.train_seconds:.0f} | {r.n_params:,} | {r.epochs} ({r.best_epoch}) |"
+        )
         if r.published:
             pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in METRICS]
             lines.append("| &nbsp;&nbsp;published | " + " | ".join(pub) + " | | | |")
     apart = [r for r in c.runs if r.settings]
     if apart:
-        lines += ["", "Rows run apart from the table, with their own settings: " + "; ".join(
-            f"{LABELS.get(r.model, r.model)} ({', '.join(f'{k}={v}' for k, v in (r.settings or {}).items())})"
-            for r in apart) + "."]
+        lines += [
+            "",
+            "Rows run apart from the table, with their own settings: "
+            + "; ".join(
+                f"{LABELS.get(r.model, r.model)} ({', '.join(f'{k}={v}' for k, v in (r.settings or {}).items())})"
+                for r in apart
+            )
+            + ".",
+        ]
     short = c.shortfalls(SHORTFALL)
     if short:
-        lines += ["", f"More than {1 - SHORTFALL:.0%} below the published HR@10: " + "; ".join(
-            f"{LABELS.get(r.model, r.model)} {r.metrics['HR@10']:.4f} = {q:.0%} of {_published_hr10(r):.4f}"
-            for r, q in short) + (" (see the notes)." if c.notes else " (no explanation given yet).")]
+        lines += [
+            "",
+            f"More than {1 - SHORTFALL:.0%} below the published HR@10: "
+            + "; ".join(
+                f"{LABELS.get(r.model, r.model)} {r.metrics['HR@10']:.4f} = {q:.0%} of {_published_hr10(r):.4f}"
+                for r, q in short
+            )
+            + (" (see the notes)." if c.notes else " (no explanation given yet)."),
+        ]
     if c.notes:
         lines += ["", f"{'#' * (level + 1)} Notes", "", c.notes.strip()]
     for other in c.others:
@@ -88,29 +107,39 @@ def split_note(split: str, named: bool = True) -> str:
     name = f", split {split}" if named else ""
     base, params = parse_split(split)
     if base == "leave-one-out" and params.get("cold_items"):
-        return (f"{name}: cold-item protocol, {params['cold_items']:.0%} of the items (seed {params['cold_seed']:.0f}) "
-                "never in training nor in any history, tested only as targets and added to a model after training "
-                "from their features (a model without features cannot rank them); columns cold/warm: the test cases "
-                "whose target is a cold/warm item; validation on warm targets only")
+        return (
+            f"{name}: cold-item protocol, {params['cold_items']:.0%} of the items (seed {params['cold_seed']:.0f}) "
+            "never in training nor in any history, tested only as targets and added to a model after training "
+            "from their features (a model without features cannot rank them); columns cold/warm: the test cases "
+            "whose target is a cold/warm item; validation on warm targets only"
+        )
     if base == "leave-one-out" and params.get("valid_users"):
-        return (f"{name}: validation on {params['valid_users']:.0f} sampled users, every other user also trains on its "
-                "validation item (aprec's protocol; the BERT4Rec code trains on all but the test item); same test cases")
+        return (
+            f"{name}: validation on {params['valid_users']:.0f} sampled users, every other user also trains on its "
+            "validation item (aprec's protocol; the BERT4Rec code trains on all but the test item); same test cases"
+        )
     return name
 
 
 def _selectable(r: Record) -> bool:
     """A run chosen among others on validation: full-ranking validation monitored on NDCG@10, full test."""
-    return ((r.get("train") or {}).get("best_value") is not None and "full" in r["evaluations"]
-            and r.get("valid_protocol", "").split(",")[0] == "full ranking over all items"
-            and r["train_config"].get("monitor") == "NDCG@10")
+    return (
+        (r.get("train") or {}).get("best_value") is not None
+        and "full" in r["evaluations"]
+        and r.get("valid_protocol", "").split(",")[0] == "full ranking over all items"
+        and r["train_config"].get("monitor") == "NDCG@10"
+    )
 
 
 def _best_per_split(results: Sequence[Record]) -> dict[tuple[str, str], dict[str, Record]]:
     """Per (data file, split) and model of :data:`SIDE_BY_SIDE`: the run with the best validation score."""
     by_data: dict[tuple[str, str], dict[str, Record]] = {}
     for r in results:
-        if (r["model"] not in SIDE_BY_SIDE or not _selectable(r)
-                or parse_split(r.get("split", DEFAULT_SPLIT))[1].get("cold_items")):  # other test cases
+        if (
+            r["model"] not in SIDE_BY_SIDE
+            or not _selectable(r)
+            or parse_split(r.get("split", DEFAULT_SPLIT))[1].get("cold_items")
+        ):  # other test cases
             continue
         # Validation scores of different splits are not comparable: each split has its own rows.
         best = by_data.setdefault((r["data"]["sha256"], r.get("split", DEFAULT_SPLIT)), {})
@@ -126,18 +155,26 @@ def side_by_side(results: Sequence[Record]) -> list[str]:
     shown under full ranking and the BERT4Rec paper's popularity-sampled protocol, each beside the
     published figures it is comparable with.
     """
-    lines = ["## BERT4Rec and SASRec side by side", "",
-             "Per dataset and model, the run with the best validation NDCG@10 (full ranking); test figures. "
-             "Full: full ranking over all items, history excluded. Pop-sampled: 100 popularity-sampled negatives "
-             "(the BERT4Rec paper's protocol).", ""]
+    lines = [
+        "## BERT4Rec and SASRec side by side",
+        "",
+        "Per dataset and model, the run with the best validation NDCG@10 (full ranking); test figures. "
+        "Full: full ranking over all items, history excluded. Pop-sampled: 100 popularity-sampled negatives "
+        "(the BERT4Rec paper's protocol).",
+        "",
+    ]
     by_data = _best_per_split(results)
-    for (sha, split), best in sorted(by_data.items(), key=lambda kv: (next(iter(kv[1].values()))["data"]["name"],
-                                                                      kv[0][1])):
+    for (sha, split), best in sorted(
+        by_data.items(), key=lambda kv: (next(iter(kv[1].values()))["data"]["name"], kv[0][1])
+    ):
         dname = next(iter(best.values()))["data"]["name"]
-        lines += [f"### {dname} (sha256 {sha[:12]}...){split_note(split)}", "",
-                  "| model | run | valid NDCG@10 | full HR@10 | full NDCG@10 | pop-sampled HR@10 | pop-sampled NDCG@10"
-                  " | pop-sampled MRR | epochs | fit time |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {dname} (sha256 {sha[:12]}...){split_note(split)}",
+            "",
+            "| model | run | valid NDCG@10 | full HR@10 | full NDCG@10 | pop-sampled HR@10 | pop-sampled NDCG@10"
+            " | pop-sampled MRR | epochs | fit time |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for model in (m for m in SIDE_BY_SIDE if m in best):
             lines += _side_by_side_rows(model, best[model], sha)
         lines.append("")
@@ -150,7 +187,11 @@ def training_cost(results: Sequence[Record]) -> list[str]:
     validation, and peak memory. A GPU's seconds and a CPU's are never mixed in one row."""
     best: dict[tuple[str, str], Record] = {}
     for r in results:
-        if r["data"]["sha256"] != ML_1M_SHA256 or r.get("split", DEFAULT_SPLIT) != DEFAULT_SPLIT or not _selectable(r):
+        if (
+            r["data"]["sha256"] != ML_1M_SHA256
+            or r.get("split", DEFAULT_SPLIT) != DEFAULT_SPLIT
+            or not _selectable(r)
+        ):
             continue
         large = "-large" if "large" in str(r.get("preset") or "") else ""  # HSTU-large is a model of its own
         key = (r["model"] + large, trained_on_gpu(r) or "CPU")
@@ -158,20 +199,26 @@ def training_cost(results: Sequence[Record]) -> list[str]:
             best[key] = r
     if not best:
         return []
-    lines = ["## Training cost on ml-1m.txt", "",
-             "Per model and machine, the run with the best validation NDCG@10 (full ranking, leave-one-out); "
-             "test figures under full ranking. A GPU row's seconds depend on how many runs shared the GPU (its "
-             "notes, below, say); a CPU row's on the day's host and the other jobs on its cores.", "",
-             "| model | machine | run | preset | loss | valid NDCG@10 | test NDCG@10 | test HR@10 | s/epoch "
-             "| epochs (best) | time to best | fit time | peak RSS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Training cost on ml-1m.txt",
+        "",
+        "Per model and machine, the run with the best validation NDCG@10 (full ranking, leave-one-out); "
+        "test figures under full ranking. A GPU row's seconds depend on how many runs shared the GPU (its "
+        "notes, below, say); a CPU row's on the day's host and the other jobs on its cores.",
+        "",
+        "| model | machine | run | preset | loss | valid NDCG@10 | test NDCG@10 | test HR@10 | s/epoch "
+        "| epochs (best) | time to best | fit time | peak RSS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (model, machine), r in sorted(best.items()):
         tr, m, spe = r["train"], r["evaluations"]["full"]["metrics"], r["seconds_per_epoch"] or 0.0
         preset, loss = r.get("preset") or "(config)", (r.get("model_config") or {}).get("loss", "")
-        lines.append(f"| {model} | {machine} | {r['name']} | {preset} | {loss} | {tr['best_value']:.4f} | "
-                     f"{m['NDCG@10']:.4f} | {m['HR@10']:.4f} | {spe:.1f} | {tr['epochs']} ({tr['best_epoch']}) | "
-                     f"{tr['best_epoch'] * spe / 60:.1f} min | {r['fit_seconds'] / 60:.1f} min | "
-                     f"{r['peak_rss_mb']:.0f} MB |")
+        lines.append(
+            f"| {model} | {machine} | {r['name']} | {preset} | {loss} | {tr['best_value']:.4f} | "
+            f"{m['NDCG@10']:.4f} | {m['HR@10']:.4f} | {spe:.1f} | {tr['epochs']} ({tr['best_epoch']}) | "
+            f"{tr['best_epoch'] * spe / 60:.1f} min | {r['fit_seconds'] / 60:.1f} min | "
+            f"{r['peak_rss_mb']:.0f} MB |"
+        )
     return lines + [""]
 
 
@@ -191,19 +238,27 @@ def run_label(r: Record) -> str:
 def _side_by_side_rows(model: str, r: Record, sha: str) -> list[str]:
     full, pop = r["evaluations"]["full"]["metrics"], r["evaluations"].get("sampled-popularity", {})
     pm = pop.get("metrics", {})
-    cells = [f"{full['HR@10']:.4f}", f"{full['NDCG@10']:.4f}"] + [f"{pm[k]:.4f}" if k in pm else "" for k in TOP]
+    cells = [f"{full['HR@10']:.4f}", f"{full['NDCG@10']:.4f}"] + [
+        f"{pm[k]:.4f}" if k in pm else "" for k in TOP
+    ]
     tr = r["train"]
-    lines = [f"| {model} | {run_label(r)} | {tr['best_value']:.4f} | " + " | ".join(cells)
-             + f" | {tr['epochs']} (best {tr['best_epoch']}) | {r['fit_seconds'] / 60:.1f} min |"]
+    lines = [
+        f"| {model} | {run_label(r)} | {tr['best_value']:.4f} | "
+        + " | ".join(cells)
+        + f" | {tr['epochs']} (best {tr['best_epoch']}) | {r['fit_seconds'] / 60:.1f} min |"
+    ]
     paper = (pop.get("published") or {}).get("paper", {})
     fr = best_full_ranking(model, sha)
     if paper or fr is not None:
-        where = "; ".join(([f"full: {fr.source}"] if fr else []) + (["pop-sampled: BERT4Rec paper"] if paper else []))
+        where = "; ".join(
+            ([f"full: {fr.source}"] if fr else []) + (["pop-sampled: BERT4Rec paper"] if paper else [])
+        )
         lines.append(
             f"| {model}, published | {where} | | {'' if fr is None else f'{fr.hr10:.4f}'}"
             f" | {'' if fr is None else f'{fr.ndcg10:.4f}'} | "
             + " | ".join(f"{paper[k]:.4f}" if k in paper else "" for k in TOP)
-            + " | | |")
+            + " | | |"
+        )
     return lines
 
 
@@ -213,11 +268,15 @@ def results_markdown(results: Sequence[Record], generated_by: str, sources: str,
     ``generated_by`` (the command) and ``sources`` (the record files) are named in the header. The
     runs of one seeded config are one row (:func:`_seed_row`), linking ``<links><run name>.json``.
     """
-    lines = ["# Benchmark results", "",
-             f"Generated by `{generated_by}` from `{sources}`; do not edit.",
-             "Split: leave-one-out (last item test, second-to-last validation, test history includes it), unless a "
-             "heading names another.",
-             "Model selection (early stopping) uses the validation split only; numbers below are on test.", ""]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Generated by `{generated_by}` from `{sources}`; do not edit.",
+        "Split: leave-one-out (last item test, second-to-last validation, test history includes it), unless a "
+        "heading names another.",
+        "Model selection (early stopping) uses the validation split only; numbers below are on test.",
+        "",
+    ]
     lines += side_by_side(results)
     lines += training_cost(results)
     groups: dict[tuple[str, str, str], list[tuple[Record, Record]]] = {}
@@ -230,21 +289,29 @@ def results_markdown(results: Sequence[Record], generated_by: str, sources: str,
     lines += ["## Machines and versions", ""]
     for r in results:
         mc = r["machine"]
-        lines.append(f"- {r['name']}: {mc['cpu']}, {mc['cores']} cores ({mc['torch_threads']} torch threads), "
-                     f"CUDA {mc['cuda']}, torch {mc['torch']}, git {r['git_sha'][:10]}, finished {r['finished']}"
-                     + (f". {r['notes']}" if r.get("notes") else ""))
+        lines.append(
+            f"- {r['name']}: {mc['cpu']}, {mc['cores']} cores ({mc['torch_threads']} torch threads), "
+            f"CUDA {mc['cuda']}, torch {mc['torch']}, git {r['git_sha'][:10]}, finished {r['finished']}"
+            + (f". {r['notes']}" if r.get("notes") else "")
+        )
     return "\n".join(lines) + "\n"
 
 
-def _protocol_section(dname: str, ptext: str, split: str, rows: Sequence[tuple[Record, Record]],
-                      links: str = "") -> list[str]:
+def _protocol_section(
+    dname: str, ptext: str, split: str, rows: Sequence[tuple[Record, Record]], links: str = ""
+) -> list[str]:
     sha = rows[0][0]["data"]["sha256"][:12]
     groups = sorted({g for _, ev in rows for g in ev.get("groups", {})})  # e.g. cold, warm
     group_cols = [(g, k) for g in groups for k in GROUP_METRICS]
-    lines = [f"## {dname} (sha256 {sha}...), {ptext}{split_note(split, named=False)}", "",
-             "| run | model | " + " | ".join(METRICS) + "".join(f" | {g} {k}" for g, k in group_cols)
-             + " | epochs | s/epoch | fit time | peak RSS |",
-             "|---|---|" + "---|" * (len(METRICS) + len(group_cols)) + "---|---|---|---|"]
+    lines = [
+        f"## {dname} (sha256 {sha}...), {ptext}{split_note(split, named=False)}",
+        "",
+        "| run | model | "
+        + " | ".join(METRICS)
+        + "".join(f" | {g} {k}" for g, k in group_cols)
+        + " | epochs | s/epoch | fit time | peak RSS |",
+        "|---|---|" + "---|" * (len(METRICS) + len(group_cols)) + "---|---|---|---|",
+    ]
     seeded = False
     for group in group_seed_runs(rows):
         r, ev = group[0]
@@ -256,24 +323,33 @@ def _protocol_section(dname: str, ptext: str, split: str, rows: Sequence[tuple[R
         tr = r.get("train") or {}
         gm = {g: ev.get("groups", {}).get(g, {}).get("metrics", {}) for g in groups}
         lines.append(
-            f"| {run_label(r)} | {r['model']} | " + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in METRICS)
+            f"| {run_label(r)} | {r['model']} | "
+            + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in METRICS)
             + "".join(f" | {gm[g][k]:.4f}" if k in gm[g] else " | " for g, k in group_cols)
             + f" | {tr.get('epochs', '')} (best {tr.get('best_epoch', '')}) | {r['seconds_per_epoch'] or 0:.1f}"
             f" | {r['fit_seconds'] / 60:.1f} min | {r['peak_rss_mb']:.0f} MB |"
         )
         for src, pub in (ev.get("published") or {}).items():
-            lines.append(f"| published: {src} | {r['model']} | "
-                         + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS)
-                         + " |" * len(group_cols) + " | | | | |")
+            lines.append(
+                f"| published: {src} | {r['model']} | "
+                + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS)
+                + " |" * len(group_cols)
+                + " | | | | |"
+            )
     if seeded:
-        lines.append(f"Rows over seeds: mean ± sample standard deviation (n - 1) of the seed runs linked; the seed is "
-                     f"{SEED_VARIES}. Epochs and fit time per seed; s/epoch the mean (of the CPU seeds where a seed names "
-                     "the GPU it trained on), peak RSS the largest.")
+        lines.append(
+            f"Rows over seeds: mean ± sample standard deviation (n - 1) of the seed runs linked; the seed is "
+            f"{SEED_VARIES}. Epochs and fit time per seed; s/epoch the mean (of the CPU seeds where a seed names "
+            "the GPU it trained on), peak RSS the largest."
+        )
     comparable = "full ranking" in ptext and not parse_split(split)[1].get("cold_items")
     published = full_ranking_figures(rows[0][0]["data"]["sha256"]) if comparable else []
     if published:
-        lines.append("Published on this file under full ranking (HR@10 / NDCG@10; not in the table's runs): "
-                     + "; ".join(f.text() for f in published) + ".")
+        lines.append(
+            "Published on this file under full ranking (HR@10 / NDCG@10; not in the table's runs): "
+            + "; ".join(f.text() for f in published)
+            + "."
+        )
     lines.append("")
     return lines
 
@@ -282,29 +358,44 @@ def _seed_row(runs: Sequence[tuple[Record, Record]], groups: Sequence[str], link
     """One table row for the seed runs of one config: each metric's mean ± standard deviation, each file linked."""
     r, ev = runs[0]
     spreads = metric_spreads([e["metrics"] for _, e in runs])
-    group_spreads = {g: metric_spreads([e.get("groups", {}).get(g, {}).get("metrics", {}) for _, e in runs])
-                     for g in groups}
+    group_spreads = {
+        g: metric_spreads([e.get("groups", {}).get(g, {}).get("metrics", {}) for _, e in runs])
+        for g in groups
+    }
+
     def link(x: Record) -> str:
         gpu = trained_on_gpu(x)
         return f"[{x[SEED_KEY]['seed']}{f' (GPU: {gpu})' if gpu else ''}]({links}{x['name']}.json)"
 
     files = ", ".join(link(x) for x, _ in runs)
     trs = [x.get("train") or {} for x, _ in runs]
-    epochs = "/".join(str(t.get("epochs", "")) for t in trs) + " (best " + "/".join(
-        str(t.get("best_epoch", "")) for t in trs) + ")"
+    epochs = (
+        "/".join(str(t.get("epochs", "")) for t in trs)
+        + " (best "
+        + "/".join(str(t.get("best_epoch", "")) for t in trs)
+        + ")"
+    )
     # seconds of one kind of machine: the CPU seeds' where some seeds trained on a GPU
     timed = [x for x, _ in runs if not trained_on_gpu(x)] or [x for x, _ in runs]
     per_epoch = sum(x["seconds_per_epoch"] or 0 for x in timed) / len(timed)
     fit = "/".join(f"{x['fit_seconds'] / 60:.1f}" for x, _ in runs)
-    lines = [f"| {r[SEED_KEY]['group']}, {len(runs)} seed{'s' if len(runs) > 1 else ''} ({files}) | {r['model']} | "
-             + " | ".join(spreads[k].text() if k in spreads else "nan" for k in METRICS)
-             + "".join(f" | {group_spreads[g][k].text()}" if k in group_spreads[g] else " | "
-                       for g in groups for k in GROUP_METRICS)
-             + f" | {epochs} | {per_epoch:.1f} | {fit} min | {max(x['peak_rss_mb'] for x, _ in runs):.0f} MB |"]
+    lines = [
+        f"| {r[SEED_KEY]['group']}, {len(runs)} seed{'s' if len(runs) > 1 else ''} ({files}) | {r['model']} | "
+        + " | ".join(spreads[k].text() if k in spreads else "nan" for k in METRICS)
+        + "".join(
+            f" | {group_spreads[g][k].text()}" if k in group_spreads[g] else " | "
+            for g in groups
+            for k in GROUP_METRICS
+        )
+        + f" | {epochs} | {per_epoch:.1f} | {fit} min | {max(x['peak_rss_mb'] for x, _ in runs):.0f} MB |"
+    ]
     for src, pub in (ev.get("published") or {}).items():
-        lines.append(f"| published: {src} | {r['model']} | "
-                     + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS)
-                     + " |" * len(groups) * len(GROUP_METRICS) + " | | | | |")
+        lines.append(
+            f"| published: {src} | {r['model']} | "
+            + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS)
+            + " |" * len(groups) * len(GROUP_METRICS)
+            + " | | | | |"
+        )
     return lines
 
 
@@ -315,16 +406,27 @@ def study_markdown(r: Record) -> str:
     lines = [f"# BERT4Rec study: {r['label']} on {d['name']}", ""]
     if r["shortened"]:
         lines += [f"**{r['shortened']}.** Not the paper's full budget: read trends, not final numbers.", ""]
-    lines += [f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12] or 'n/a, a user sample'}), split {r['split']}; preset "
-              f"`{r['preset']}` with `{r['setting']}` varied; epoch chosen on validation NDCG@10 (full ranking). "
-              f"Test metrics. Full: {r['protocols']['full']}. Sampled: {r['protocols']['sampled']} (the paper's).",
-              f"Train settings: {json.dumps(dict(r['train_config'].items()))}; git {r['git']}"
-              + (f"; trained on {r['device']}." if "device" in r else "."), "",  # older studies did not record it
-              "| " + r["setting"] + " | " + " | ".join(f"{m} full" for m in TOP) + " | "
-              + " | ".join(f"{m} sampled" for m in TOP) + " | epochs (best) | train s | stopped |",
-              "|" + "---|" * (2 * len(TOP) + 4)]
+    lines += [
+        f"Data `{d['path'] or d['name']}` (sha256 {d['sha256'][:12] or 'n/a, a user sample'}), split {r['split']}; preset "
+        f"`{r['preset']}` with `{r['setting']}` varied; epoch chosen on validation NDCG@10 (full ranking). "
+        f"Test metrics. Full: {r['protocols']['full']}. Sampled: {r['protocols']['sampled']} (the paper's).",
+        f"Train settings: {json.dumps(dict(r['train_config'].items()))}; git {r['git']}"
+        + (f"; trained on {r['device']}." if "device" in r else "."),
+        "",  # older studies did not record it
+        "| "
+        + r["setting"]
+        + " | "
+        + " | ".join(f"{m} full" for m in TOP)
+        + " | "
+        + " | ".join(f"{m} sampled" for m in TOP)
+        + " | epochs (best) | train s | stopped |",
+        "|" + "---|" * (2 * len(TOP) + 4),
+    ]
     for row in r["rows"]:
         cells = [f"{row['full'][m]:.4f}" for m in TOP] + [f"{row['sampled'][m]:.4f}" for m in TOP]
-        lines.append(f"| {row['value']} | " + " | ".join(cells)
-                     + f" | {row['epochs']} ({row['best_epoch']}) | {row['train_seconds']} | {row['stopped']} |")
+        lines.append(
+            f"| {row['value']} | "
+            + " | ".join(cells)
+            + f" | {row['epochs']} ({row['best_epoch']}) | {row['train_seconds']} | {row['stopped']} |"
+        )
     return "\n".join(lines) + "\n"

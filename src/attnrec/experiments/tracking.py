@@ -45,7 +45,9 @@ from attnrec.training.result import EpochRecord, TrainResult
 
 KINDS = ("mlflow", "tensorboard")
 DEFAULT_EXPERIMENT = "attnrec"
-DEFAULT_MLFLOW_URI = "sqlite:///mlruns.db"  # in the working directory, unless --track-uri or MLFLOW_TRACKING_URI
+DEFAULT_MLFLOW_URI = (
+    "sqlite:///mlruns.db"  # in the working directory, unless --track-uri or MLFLOW_TRACKING_URI
+)
 TENSORBOARD_ROOT = Path("runs") / "tensorboard"
 
 
@@ -99,15 +101,23 @@ class MlflowTracker(GuardedTracker):
         super().__init__()
         mlflow = require("mlflow", "mlflow", self.kind)
         self.entities = require("mlflow.entities", "mlflow", self.kind)
-        self.uri, self.experiment = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_MLFLOW_URI, experiment
+        self.uri, self.experiment = (
+            uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_MLFLOW_URI,
+            experiment,
+        )
         try:
             self.client = mlflow.MlflowClient(tracking_uri=self.uri)
             found = self.client.get_experiment_by_name(experiment)
-            exp_id = found.experiment_id if found is not None else self.client.create_experiment(
-                experiment, artifact_location=_sqlite_artifacts(self.uri))
+            exp_id = (
+                found.experiment_id
+                if found is not None
+                else self.client.create_experiment(experiment, artifact_location=_sqlite_artifacts(self.uri))
+            )
             self.run_id: str = self.client.create_run(exp_id, run_name=run_name or None).info.run_id
         except Exception as e:  # MLflow raises its own, SQLAlchemy's and requests' exceptions
-            raise TrackingError(f"--track mlflow: cannot open the tracking store {self.uri}: {first_line(e)}") from None
+            raise TrackingError(
+                f"--track mlflow: cannot open the tracking store {self.uri}: {first_line(e)}"
+            ) from None
 
     @property
     def where(self) -> str:
@@ -116,8 +126,10 @@ class MlflowTracker(GuardedTracker):
     def _log_run(self, info: RunInfo) -> None:
         params = [self.entities.Param(k, str(v)) for k, v in info.params().items()]
         tags = [self.entities.RunTag(k, v) for k, v in info.tags().items()]
-        for i in range(0, max(len(params), len(tags)), 100):  # MLflow takes at most 100 params and tags per batch
-            self.client.log_batch(self.run_id, params=params[i:i + 100], tags=tags[i:i + 100])
+        for i in range(
+            0, max(len(params), len(tags)), 100
+        ):  # MLflow takes at most 100 params and tags per batch
+            self.client.log_batch(self.run_id, params=params[i : i + 100], tags=tags[i : i + 100])
 
     def _log_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         now = int(time.time() * 1000)
@@ -182,7 +194,9 @@ class TensorBoardTracker(GuardedTracker):
 
     def _log_run(self, info: RunInfo) -> None:
         params = info.params()
-        self.hparams = {k: v if isinstance(v, bool | int | float | str) else str(v) for k, v in params.items()}
+        self.hparams = {
+            k: v if isinstance(v, bool | int | float | str) else str(v) for k, v in params.items()
+        }
         rows = [f"| {k} | {v} |" for k, v in {**info.tags(), **params}.items()]
         self.writer.add_text("settings", "\n".join(["| setting | value |", "|---|---|", *rows]))
         self.writer.flush()
@@ -254,13 +268,23 @@ class Trackers:
     def __enter__(self) -> Trackers:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        status: Status = "FINISHED" if kind is None else "KILLED" if issubclass(kind, KeyboardInterrupt) else "FAILED"
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        status: Status = (
+            "FINISHED" if kind is None else "KILLED" if issubclass(kind, KeyboardInterrupt) else "FAILED"
+        )
         self.close(status)
 
 
-def open_trackers(kinds: Sequence[str], uris: Sequence[str] = (), *, model: str, experiment: str | None = None,
-                  run_name: str | None = None) -> Trackers:
+def open_trackers(
+    kinds: Sequence[str],
+    uris: Sequence[str] = (),
+    *,
+    model: str,
+    experiment: str | None = None,
+    run_name: str | None = None,
+) -> Trackers:
     """Open one run per kind in ``kinds`` (``mlflow``, ``tensorboard``), ``uris[i]`` the store of ``kinds[i]``.
 
     With one kind a single URI is its store; with several, give one URI per kind in the same order or
@@ -269,17 +293,24 @@ def open_trackers(kinds: Sequence[str], uris: Sequence[str] = (), *, model: str,
     """
     kinds = list(dict.fromkeys(kinds))
     if not kinds:
-        given = [flag for flag, v in (("--track-uri", uris), ("--experiment", experiment), ("--run-name", run_name))
-                 if v]
+        given = [
+            flag
+            for flag, v in (("--track-uri", uris), ("--experiment", experiment), ("--run-name", run_name))
+            if v
+        ]
         if given:
-            raise TrackingError(f"{given[0]} applies to a tracked run: add --track mlflow or --track tensorboard")
+            raise TrackingError(
+                f"{given[0]} applies to a tracked run: add --track mlflow or --track tensorboard"
+            )
         return Trackers()
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise TrackingError(f"--track {unknown[0]}: unknown tracker; use {' or '.join(KINDS)}")
     if uris and len(uris) != len(kinds):
-        raise TrackingError(f"--track-uri given {len(uris)} time(s) for {len(kinds)} --track: give one per --track, "
-                            "in the same order, or none")
+        raise TrackingError(
+            f"--track-uri given {len(uris)} time(s) for {len(kinds)} --track: give one per --track, "
+            "in the same order, or none"
+        )
     if experiment is not None and "mlflow" not in kinds:
         raise TrackingError("--experiment names an MLflow experiment: it needs --track mlflow")
     name = run_name or default_run_name(model)
@@ -290,12 +321,26 @@ def open_trackers(kinds: Sequence[str], uris: Sequence[str] = (), *, model: str,
             if kind == "mlflow":
                 opened.trackers.append(MlflowTracker(uri, experiment or DEFAULT_EXPERIMENT, name))
             else:
-                opened.trackers.append(TensorBoardTracker(Path(uri) if uri else TENSORBOARD_ROOT / name, name))
+                opened.trackers.append(
+                    TensorBoardTracker(Path(uri) if uri else TENSORBOARD_ROOT / name, name)
+                )
     except BaseException:
         opened.close("FAILED")
         raise
     return opened
 
 
-__all__ = ["DEFAULT_EXPERIMENT", "DEFAULT_MLFLOW_URI", "KINDS", "TENSORBOARD_ROOT", "MlflowTracker", "RunInfo",
-           "TensorBoardTracker", "Tracker", "Trackers", "TrackingError", "mlflow_name", "open_trackers"]
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "DEFAULT_MLFLOW_URI",
+    "KINDS",
+    "TENSORBOARD_ROOT",
+    "MlflowTracker",
+    "RunInfo",
+    "TensorBoardTracker",
+    "Tracker",
+    "Trackers",
+    "TrackingError",
+    "mlflow_name",
+    "open_trackers",
+]

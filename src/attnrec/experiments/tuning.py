@@ -94,8 +94,10 @@ class TuneSettings:
             raise ConfigError(f"unknown pruner {self.pruner!r}; use {', '.join(PRUNERS)}")
         monitor = self.train_settings.get("monitor")
         if monitor is not None and monitor != self.metric:
-            raise ConfigError(f"train.monitor={monitor} differs from the metric tuned ({self.metric}); "
-                              "set the metric with --metric only")
+            raise ConfigError(
+                f"train.monitor={monitor} differs from the metric tuned ({self.metric}); "
+                "set the metric with --metric only"
+            )
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,9 @@ class SearchPlan:
 def plan_search(settings: TuneSettings) -> SearchPlan:
     """Check the settings and resolve the space; every error is a clear :class:`ConfigError`."""
     spec = get_spec(settings.model)
-    base = Recommender(settings.model, dict(settings.model_settings), dict(settings.train_settings), settings.preset)
+    base = Recommender(
+        settings.model, dict(settings.model_settings), dict(settings.train_settings), settings.preset
+    )
     classes = {"model": spec.config_cls, "train": TrainConfig}
     space = spec.search_space or SearchSpace()
     if settings.space_file is not None:
@@ -122,7 +126,9 @@ def plan_search(settings: TuneSettings) -> SearchPlan:
     space.check(classes, where)
     space.check_values({"model": base.config, "train": base.train_config}, where)
     # e.g. n_negatives (sampled_ce only) once --set loss=ce: never sampled, so not reported as searched
-    space = space.reachable({"model": config_to_dict(base.config), "train": config_to_dict(base.train_config)})
+    space = space.reachable(
+        {"model": config_to_dict(base.config), "train": config_to_dict(base.train_config)}
+    )
     if not len(space):
         hint = "declares no search space" if spec.search_space is None else "has nothing left to search"
         raise ConfigError(f"{settings.model} {hint}; give the ranges in a --space file")
@@ -157,8 +163,12 @@ def open_storage(url: str) -> RDBStorage:
 
 
 def tune(
-    settings: TuneSettings, data: Interactions, split: Split, *,
-    pruner: BasePruner | None = None, callbacks: Sequence[EpochCallback] = (),
+    settings: TuneSettings,
+    data: Interactions,
+    split: Split,
+    *,
+    pruner: BasePruner | None = None,
+    callbacks: Sequence[EpochCallback] = (),
 ) -> TuneOutcome:
     """Run (or resume) the study of ``settings`` on ``split`` and finish it (test, exports); see the module doc.
 
@@ -172,40 +182,63 @@ def tune(
     study = _open_study(settings, storage, _fingerprint(settings, plan, data, split))
     retried = _recover_interrupted(study, storage)
     if retried:
-        log.warning("retrying %d trial(s) interrupted in an earlier session: %s", len(retried),
-                    ", ".join(map(str, retried)))
+        log.warning(
+            "retrying %d trial(s) interrupted in an earlier session: %s",
+            len(retried),
+            ", ".join(map(str, retried)),
+        )
     remaining = settings.trials - _counted(study)
     deadline = t0 + settings.time_budget if settings.time_budget else 0.0
     if remaining > 0:
         job = _Job(settings, plan, data, _withhold_test(split), tuple(callbacks), deadline, pruner)
         _run_workers(job, remaining, len(study.trials))
-    return finish(optuna.load_study(study_name=settings.study, storage=storage), settings.out, data, split,
-                  keep_trials=settings.keep_trials, started=t0, space=plan.space.to_dict())
+    return finish(
+        optuna.load_study(study_name=settings.study, storage=storage),
+        settings.out,
+        data,
+        split,
+        keep_trials=settings.keep_trials,
+        started=t0,
+        space=plan.space.to_dict(),
+    )
 
 
 # -- the study -------------------------------------------------------------------------------------
-def _fingerprint(settings: TuneSettings, plan: SearchPlan, data: Interactions, split: Split) -> dict[str, Any]:
+def _fingerprint(
+    settings: TuneSettings, plan: SearchPlan, data: Interactions, split: Split
+) -> dict[str, Any]:
     """What makes trials comparable: a study resumed with anything else is refused."""
     train = {k: v for k, v in config_to_dict(plan.train_config).items() if k not in _RUNTIME_KEYS}
-    print_ = {"model": settings.model, "data": data.source.sha256 or data.source.name, "split": split.describe(),
-              "metric": settings.metric, "model_config": config_to_dict(plan.model_config), "train_config": train,
-              "space": plan.space.to_dict()}
+    print_ = {
+        "model": settings.model,
+        "data": data.source.sha256 or data.source.name,
+        "split": split.describe(),
+        "metric": settings.metric,
+        "model_config": config_to_dict(plan.model_config),
+        "train_config": train,
+        "space": plan.space.to_dict(),
+    }
     normal: dict[str, Any] = json.loads(json.dumps(print_, default=str))  # as the storage returns it
     return normal
 
 
 def _open_study(settings: TuneSettings, storage: RDBStorage, fingerprint: dict[str, Any]) -> optuna.Study:
-    study = optuna.create_study(study_name=settings.study, storage=storage, direction="maximize",
-                                load_if_exists=True)
+    study = optuna.create_study(
+        study_name=settings.study, storage=storage, direction="maximize", load_if_exists=True
+    )
     if study.direction != optuna.study.StudyDirection.MAXIMIZE:
-        raise ConfigError(f"study {settings.study!r} in {settings.storage} minimises; name another with --study")
+        raise ConfigError(
+            f"study {settings.study!r} in {settings.storage} minimises; name another with --study"
+        )
     stored = study.user_attrs.get("attnrec")
     if stored is None:
         study.set_user_attr("attnrec", fingerprint)
     elif stored != fingerprint:
         differ = sorted(k for k in fingerprint.keys() | stored.keys() if fingerprint.get(k) != stored.get(k))
-        raise ConfigError(f"study {settings.study!r} in {settings.storage} was started with other settings "
-                          f"({', '.join(differ)} differ); resume it with the same ones or name a new study with --study")
+        raise ConfigError(
+            f"study {settings.study!r} in {settings.storage} was started with other settings "
+            f"({', '.join(differ)} differ); resume it with the same ones or name a new study with --study"
+        )
     return study
 
 
@@ -234,8 +267,9 @@ def _recover_interrupted(study: optuna.Study, storage: RDBStorage) -> list[int]:
 def _counted(study: optuna.Study) -> int:
     """Finished trials that count towards ``trials``: all but the interrupted ones (they are retried)."""
     done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-    return sum(1 for t in study.get_trials(deepcopy=False)
-               if t.state in done and not t.user_attrs.get("interrupted"))
+    return sum(
+        1 for t in study.get_trials(deepcopy=False) if t.state in done and not t.user_attrs.get("interrupted")
+    )
 
 
 def _withhold_test(split: Split) -> Split:
@@ -278,13 +312,20 @@ def _run_workers(job: _Job, remaining: int, n_existing: int) -> None:
     shares = [remaining // jobs + (i < remaining % jobs) for i in range(jobs)]
     # Each worker's sampler gets its own seed, new in every session: the same seed would draw the same
     # random start-up points in every worker, and again after a resume.
-    seeds = [int(np.random.SeedSequence([job.settings.seed, n_existing, i]).generate_state(1)[0]) for i in range(jobs)]
+    seeds = [
+        int(np.random.SeedSequence([job.settings.seed, n_existing, i]).generate_state(1)[0])
+        for i in range(jobs)
+    ]
     if jobs == 1:
         _work(job, shares[0], seeds[0])
         return
-    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked torch threads or DB connections
-    procs = [ctx.Process(target=_work_quietly, args=(job, n, s), name=f"attnrec-tune-{i}")
-             for i, (n, s) in enumerate(zip(shares, seeds, strict=True))]
+    ctx = multiprocessing.get_context(
+        "spawn"
+    )  # a fresh interpreter: no forked torch threads or DB connections
+    procs = [
+        ctx.Process(target=_work_quietly, args=(job, n, s), name=f"attnrec-tune-{i}")
+        for i, (n, s) in enumerate(zip(shares, seeds, strict=True))
+    ]
     for p in procs:
         p.start()
     try:
@@ -314,13 +355,18 @@ def _work(job: _Job, n_trials: int, seed: int) -> None:
     s = job.settings
     _optuna_logging(s.verbose)  # a spawned worker starts with Optuna's defaults
     sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=s.jobs > 1)  # liar: workers spread out
-    study = optuna.load_study(study_name=s.study, storage=open_storage(s.storage), sampler=sampler,
-                              pruner=job.pruner or _make_pruner(s.pruner))
+    study = optuna.load_study(
+        study_name=s.study,
+        storage=open_storage(s.storage),
+        sampler=sampler,
+        pruner=job.pruner or _make_pruner(s.pruner),
+    )
     timeout = max(job.deadline - time.time(), 0.0) if job.deadline else None
     if timeout == 0.0:
         return
-    study.optimize(lambda trial: _objective(job, trial), n_trials=n_trials, timeout=timeout,
-                   catch=TRIAL_ERRORS)
+    study.optimize(
+        lambda trial: _objective(job, trial), n_trials=n_trials, timeout=timeout, catch=TRIAL_ERRORS
+    )
 
 
 def _objective(job: _Job, trial: optuna.trial.Trial) -> float:
@@ -346,8 +392,12 @@ def _objective(job: _Job, trial: optuna.trial.Trial) -> float:
         raise
     tr = rec.train_result_
     assert tr is not None  # a neural model's fit records its training
-    for key, value in (("epochs", tr.epochs), ("best_epoch", tr.best_epoch), ("seconds", round(tr.seconds, 1)),
-                       ("stopped", tr.stopped)):
+    for key, value in (
+        ("epochs", tr.epochs),
+        ("best_epoch", tr.best_epoch),
+        ("seconds", round(tr.seconds, 1)),
+        ("stopped", tr.stopped),
+    ):
         trial.set_user_attr(key, value)
     if pruning.pruned_at is not None:
         raise optuna.TrialPruned(f"pruned after epoch {pruning.pruned_at}")

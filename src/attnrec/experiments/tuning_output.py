@@ -26,8 +26,13 @@ from attnrec.data.split import Split
 from attnrec.evaluation.protocol import FULL, EvalResult
 from attnrec.recommend import Recommender
 
-STATES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed",
-          TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}
+STATES = {
+    TrialState.COMPLETE: "complete",
+    TrialState.PRUNED: "pruned",
+    TrialState.FAIL: "failed",
+    TrialState.RUNNING: "running",
+    TrialState.WAITING: "waiting",
+}
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,15 @@ class TrialRow:
         notes = [str(t.user_attrs["error"])] if "error" in t.user_attrs else []
         if "retry_of" in t.user_attrs:
             notes.append(f"retry of {t.user_attrs['retry_of']}")
-        return cls(t.number, "interrupted" if interrupted else STATES.get(t.state, str(t.state)), t.value,
-                   t.user_attrs.get("epochs"), t.user_attrs.get("seconds"), dict(t.params), "; ".join(notes))
+        return cls(
+            t.number,
+            "interrupted" if interrupted else STATES.get(t.state, str(t.state)),
+            t.value,
+            t.user_attrs.get("epochs"),
+            t.user_attrs.get("seconds"),
+            dict(t.params),
+            "; ".join(notes),
+        )
 
 
 @dataclass
@@ -70,14 +82,22 @@ class TuneOutcome:
 
 
 def finish(
-    study: optuna.Study, out: Path, data: Interactions, split: Split, *, keep_trials: bool = False,
-    started: float, space: dict[str, Any],
+    study: optuna.Study,
+    out: Path,
+    data: Interactions,
+    split: Split,
+    *,
+    keep_trials: bool = False,
+    started: float,
+    space: dict[str, Any],
 ) -> TuneOutcome:
     """Score the best complete trial on ``split.test`` (once, full ranking) and write the files of the module doc."""
     out.mkdir(parents=True, exist_ok=True)
     trials = study.get_trials(deepcopy=False)
     rows = [TrialRow.of(t) for t in trials]
-    counts = {s: sum(1 for r in rows if r.state == s) for s in ("complete", "pruned", "failed", "interrupted")}
+    counts = {
+        s: sum(1 for r in rows if r.state == s) for s in ("complete", "pruned", "failed", "interrupted")
+    }
     fingerprint = study.user_attrs.get("attnrec", {})
     metric = str(fingerprint.get("metric", "value"))
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -86,12 +106,18 @@ def finish(
     if best is not None:
         model_dir = Path(str(best.user_attrs.get("model_dir", "")))
         if not (model_dir / "config.json").is_file():
-            raise FileNotFoundError(f"the best trial's model ({best.number}) is not in {model_dir}: was the study "
-                                    "started with another --out, or the directory removed?")
+            raise FileNotFoundError(
+                f"the best trial's model ({best.number}) is not in {model_dir}: was the study "
+                "started with another --out, or the directory removed?"
+            )
         rec = Recommender.load(model_dir)
         outcome.test = rec.evaluate(split.test, FULL, split=split.describe(), target="test")
         rec.save(model_dir)  # the model carries its test result, as `attnrec train` leaves it
-        outcome.best_trial, outcome.best_value, outcome.best_params = best.number, best.value, dict(best.params)
+        outcome.best_trial, outcome.best_value, outcome.best_params = (
+            best.number,
+            best.value,
+            dict(best.params),
+        )
         outcome.files.append(_write_best_toml(out / "best.toml", best, study.study_name, metric))
         if not keep_trials:
             _remove_other_models(out / "trials", model_dir)
@@ -105,10 +131,12 @@ def finish(
 
 # -- exports ---------------------------------------------------------------------------------------
 def _write_best_toml(path: Path, best: FrozenTrial, study: str, metric: str) -> Path:
-    lines = [f"# The best trial ({best.number}) of the attnrec tune study {study!r}: validation {metric} "
-             f"{best.value:.4f}.",
-             "# Every setting of the trial, so that `attnrec train --config best.toml` trains it again; the",
-             "# [train] time_budget is the tuning's per-trial budget: raise it (or max_epochs) for a longer run."]
+    lines = [
+        f"# The best trial ({best.number}) of the attnrec tune study {study!r}: validation {metric} "
+        f"{best.value:.4f}.",
+        "# Every setting of the trial, so that `attnrec train --config best.toml` trains it again; the",
+        "# [train] time_budget is the tuning's per-trial budget: raise it (or max_epochs) for a longer run.",
+    ]
     for table in ("model", "train"):
         values: dict[str, Any] = dict(best.user_attrs.get(f"{table}_config", {}))
         lines += ["", f"[{table}]"]
@@ -144,17 +172,36 @@ def _remove_other_models(trials_dir: Path, keep: Path) -> None:
             shutil.rmtree(d)
 
 
-def _write_summary(path: Path, o: TuneOutcome, data: Interactions, split: Split, fingerprint: dict[str, Any],
-                   space: dict[str, Any]) -> Path:
+def _write_summary(
+    path: Path,
+    o: TuneOutcome,
+    data: Interactions,
+    split: Split,
+    fingerprint: dict[str, Any],
+    space: dict[str, Any],
+) -> Path:
     test = o.test.to_dict() if o.test is not None else None
     summary = {
-        "study": o.study, "model": fingerprint.get("model"), "metric": o.metric, "direction": "maximize",
-        "data": {"name": data.source.name, "sha256": data.source.sha256, "users": data.n_users,
-                 "items": data.n_items, "interactions": len(data)},
-        "split": split.describe(), "selection": f"best validation {o.metric} (full ranking); test scored once",
+        "study": o.study,
+        "model": fingerprint.get("model"),
+        "metric": o.metric,
+        "direction": "maximize",
+        "data": {
+            "name": data.source.name,
+            "sha256": data.source.sha256,
+            "users": data.n_users,
+            "items": data.n_items,
+            "interactions": len(data),
+        },
+        "split": split.describe(),
+        "selection": f"best validation {o.metric} (full ranking); test scored once",
         "best": {"trial": o.best_trial, "valid_value": o.best_value, "params": o.best_params},
-        "test": test, "trials": o.counts | {"total": len(o.trials)}, "wall_seconds": round(o.wall_seconds, 1),
-        "space": space, "trial_list": [asdict(r) for r in o.trials], "notes": o.notes,
+        "test": test,
+        "trials": o.counts | {"total": len(o.trials)},
+        "wall_seconds": round(o.wall_seconds, 1),
+        "space": space,
+        "trial_list": [asdict(r) for r in o.trials],
+        "notes": o.notes,
         "files": [str(p) for p in o.files],
     }
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -182,7 +229,11 @@ def _plot(study: optuna.Study, out: Path, n_complete: int, outcome: TuneOutcome)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
             try:
-                ax = ovm.plot_optimization_history(study) if name.startswith("optim") else ovm.plot_param_importances(study)
+                ax = (
+                    ovm.plot_optimization_history(study)
+                    if name.startswith("optim")
+                    else ovm.plot_param_importances(study)
+                )
             except (ValueError, RuntimeError, ZeroDivisionError) as e:  # e.g. no parameter varied
                 outcome.notes.append(f"{name} skipped: {e}")
                 continue

@@ -42,7 +42,9 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             logits = q @ k.transpose(-1, -2) / (d // h) ** 0.5  # (B, H, Tq, T)
             # a float mask (time-interval biases, -inf where not allowed) adds to the logits as in the kernel
-            masked = logits + allowed if allowed.is_floating_point() else logits.masked_fill(~allowed, -torch.inf)
+            masked = (
+                logits + allowed if allowed.is_floating_point() else logits.masked_fill(~allowed, -torch.inf)
+            )
             weights = masked.softmax(-1)  # (B, H, Tq, T)
         out: torch.Tensor = self.out(y.transpose(1, 2).reshape(b, tq, d))  # (B, Tq, D)
         return out, weights
@@ -83,7 +85,9 @@ def dropout(p: float, fast: bool = False) -> nn.Module:
 class PointWiseFeedForward(nn.Module):
     """Two position-wise linear layers with an activation and dropout after each."""
 
-    def __init__(self, hidden: int, inner: int, dropout_p: float, activation: str, fast_dropout: bool = False) -> None:
+    def __init__(
+        self, hidden: int, inner: int, dropout_p: float, activation: str, fast_dropout: bool = False
+    ) -> None:
         super().__init__()
         self.fc1 = nn.Linear(hidden, inner)
         self.fc2 = nn.Linear(inner, hidden)

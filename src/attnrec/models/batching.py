@@ -88,7 +88,12 @@ def shifted_pair(windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def negative_batches(
-    train: Sequences, users: np.ndarray, n_items: int, n_negatives: int, batch_size: int, rng: np.random.Generator
+    train: Sequences,
+    users: np.ndarray,
+    n_items: int,
+    n_negatives: int,
+    batch_size: int,
+    rng: np.random.Generator,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """One epoch over training rows whose users are ``users`` ``(N,)``: ``(rows (B,), negatives (B, K))``.
 
@@ -100,7 +105,9 @@ def negative_batches(
         yield idx, draw_negatives(users[idx], (len(idx), n_negatives), n_items, seen, rng)
 
 
-def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sliding_windows(
+    lengths: np.ndarray, max_len: int, step: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Windows ``(row, begin, length)`` over sequences of ``lengths`` (rows with length 0 get none).
 
     A sequence of ``L <= max_len`` items is one window. A longer one gets the windows of the
@@ -119,8 +126,9 @@ def sliding_windows(lengths: np.ndarray, max_len: int, step: int) -> tuple[np.nd
     return rows, begin, np.minimum(lengths[rows] - begin, max_len)
 
 
-
-def sliding_window_matrix(train: Sequences, max_len: int, step: int, values: np.ndarray | None = None) -> np.ndarray:
+def sliding_window_matrix(
+    train: Sequences, max_len: int, step: int, values: np.ndarray | None = None
+) -> np.ndarray:
     """The :func:`sliding_windows` of ``train``'s sequences as a left-padded item matrix ``(R, max_len)``
     (or, with ``values``, of that array aligned with the items, e.g. a per-event column)."""
     rows, begin, length = sliding_windows(train.lengths(), max_len, step)
@@ -145,7 +153,9 @@ def length_chunks(seq: torch.Tensor, n_chunks: int) -> list[tuple[torch.Tensor, 
 
 
 def encode_in_chunks(
-    encode: Callable[[dict[str, torch.Tensor]], torch.Tensor], batch: dict[str, torch.Tensor], sel: torch.Tensor,
+    encode: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+    batch: dict[str, torch.Tensor],
+    sel: torch.Tensor,
     n_chunks: int,
 ) -> torch.Tensor:
     """States ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``batch["seq"][sel]`` order, encoded chunk
@@ -167,7 +177,11 @@ def encode_in_chunks(
 
 
 def shifted_batches(
-    train: Sequences, max_len: int, batch_size: int, rng: np.random.Generator, shared: SharedNegatives | None = None,
+    train: Sequences,
+    max_len: int,
+    batch_size: int,
+    rng: np.random.Generator,
+    shared: SharedNegatives | None = None,
     only: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
     """One epoch of the shifted next-item objective: ``(users (B,), batch)`` in shuffled order.
@@ -188,4 +202,3 @@ def shifted_batches(
         if shared is not None:  # negatives shared by the batch, with their log-Q corrections
             batch |= shared.draw(target.numpy(), rng)
         yield users[idx], batch
-

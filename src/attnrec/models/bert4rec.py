@@ -70,15 +70,23 @@ class BERT4RecConfig(ev.EventFields):
     mask_prob: float = 0.2  # p, each item is masked with this probability (at least one per sample)
     mask_last_prob: float = 0.1  # share of samples where only the last item is masked (test-like)
     use_80_10_10: bool = False  # BERT's rule for masked items: 80% [mask], 10% random item, 10% kept
-    sliding_step: int = 0  # windows over histories longer than max_len start this far apart; 0 = last window only
+    sliding_step: int = (
+        0  # windows over histories longer than max_len start this far apart; 0 = last window only
+    )
     length_chunks: int = 0  # > 1: encode a training batch as this many trimmed chunks of similar-length rows
     loss: str = "ce"  # "ce" (full softmax) or "sampled_ce" (n_negatives shared negatives, log-Q corrected)
     n_negatives: int = 256
-    sampler: str = "uniform"  # sampled_ce negatives: "uniform", "popularity" (training counts) or "mixed" (half each)
+    sampler: str = (
+        "uniform"  # sampled_ce negatives: "uniform", "popularity" (training counts) or "mixed" (half each)
+    )
     use_positions: bool = True  # False: no positional embedding (the paper's ablation)
-    init: str = "xavier"  # linear layers: "xavier" (normal) or "bert" (truncated normal, init_std, the authors' code)
+    init: str = (
+        "xavier"  # linear layers: "xavier" (normal) or "bert" (truncated normal, init_std, the authors' code)
+    )
     init_std: float = 0.02  # embeddings (and linear layers with init="bert"): truncated normal, as BERT
-    item_features: str = "none"  # "none", "sum", "concat", "gate": ID + feature fusion (attnrec.models.context)
+    item_features: str = (
+        "none"  # "none", "sum", "concat", "gate": ID + feature fusion (attnrec.models.context)
+    )
     feature_fields: str = ""  # item feature fields used, comma-separated; empty = all of the data's
     id_dropout: float = 0.0  # training: chance of zeroing an item's ID vector (features alone: cold items)
 
@@ -90,8 +98,13 @@ class BERT4RecConfig(ev.EventFields):
             raise ValueError(f"init must be xavier or bert, not {self.init!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len,
-                         n_negatives=self.n_negatives)
+        require_positive(
+            hidden=self.hidden,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            max_len=self.max_len,
+            n_negatives=self.n_negatives,
+        )
         if not (0.0 < self.mask_prob <= 1.0 and 0.0 <= self.mask_last_prob <= 1.0):
             raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
         if self.sliding_step < 0 or self.length_chunks < 0:
@@ -119,7 +132,9 @@ class BERT4RecBlock(nn.Module):
         every position as before; nothing is computed for the others).
         """
         xq = x[:, -last:] if last else x  # (B, Tq, D)
-        a, weights = self.attn(xq, x, allowed[..., -last:, :] if last else allowed, need_weights)  # (B, Tq, D)
+        a, weights = self.attn(
+            xq, x, allowed[..., -last:, :] if last else allowed, need_weights
+        )  # (B, Tq, D)
         xq = self.ln_attn(xq + self.drop(a))  # (B, Tq, D)
         return self.ln_ffn(xq + self.drop(self.ffn(xq))), weights  # (B, Tq, D)
 
@@ -158,33 +173,78 @@ SEARCH_SPACE = SearchSpace(
         # out of reach on 2 CPU cores, so lr 1e-3 (not 1e-4, no warm-up) for far fewer steps, at
         # most 100 / 60 epochs with early stopping, and a 4-hour training cap.
         "ml-1m": {
-            "model": {"max_len": 200, "mask_prob": 0.2, "dropout": 0.2, "attn_dropout": 0.2,
-                      "sliding_step": 100, "mask_last_prob": 0.1},
-            "train": {"lr": 1e-3, "batch_size": 256, "max_epochs": 100, "patience": 10, "beta2": 0.999,
-                      "time_budget": 14400.0},
+            "model": {
+                "max_len": 200,
+                "mask_prob": 0.2,
+                "dropout": 0.2,
+                "attn_dropout": 0.2,
+                "sliding_step": 100,
+                "mask_last_prob": 0.1,
+            },
+            "train": {
+                "lr": 1e-3,
+                "batch_size": 256,
+                "max_epochs": 100,
+                "patience": 10,
+                "beta2": 0.999,
+                "time_budget": 14400.0,
+            },
         },
         "beauty": {
-            "model": {"max_len": 50, "mask_prob": 0.6, "dropout": 0.5, "attn_dropout": 0.2,
-                      "sliding_step": 5, "mask_last_prob": 0.1},
-            "train": {"lr": 1e-3, "batch_size": 256, "max_epochs": 60, "patience": 10, "beta2": 0.999,
-                      "time_budget": 14400.0},
+            "model": {
+                "max_len": 50,
+                "mask_prob": 0.6,
+                "dropout": 0.5,
+                "attn_dropout": 0.2,
+                "sliding_step": 5,
+                "mask_last_prob": 0.1,
+            },
+            "train": {
+                "lr": 1e-3,
+                "batch_size": 256,
+                "max_epochs": 60,
+                "patience": 10,
+                "beta2": 0.999,
+                "time_budget": 14400.0,
+            },
         },
         "demo": {  # the built-in demo data (2,000 users, 500 items, ~50 items each): ~2-4 min on 2 cores
-            "model": {"max_len": 50, "mask_prob": 0.3, "dropout": 0.2, "attn_dropout": 0.2,
-                      "sliding_step": 25, "mask_last_prob": 0.1},
-            "train": {"lr": 2e-3, "batch_size": 64, "max_epochs": 40, "patience": 5, "beta2": 0.999,
-                      "time_budget": 300.0},
+            "model": {
+                "max_len": 50,
+                "mask_prob": 0.3,
+                "dropout": 0.2,
+                "attn_dropout": 0.2,
+                "sliding_step": 25,
+                "mask_last_prob": 0.1,
+            },
+            "train": {
+                "lr": 2e-3,
+                "batch_size": 64,
+                "max_epochs": 40,
+                "patience": 5,
+                "beta2": 0.999,
+                "time_budget": 300.0,
+            },
         },
     },
 )
 class BERT4Rec(
-    nn.Module, SequentialModel, Factorised, ItemBiased, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
+    nn.Module,
+    SequentialModel,
+    Factorised,
+    ItemBiased,
+    AttentionInspectable,
+    EmbeddingInputs,
+    WeightedLoss,
+    SharedBatch,
 ):
     """BERT4Rec: bidirectional self-attention trained on the Cloze (masked item) task."""
 
     shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
-    def __init__(self, config: BERT4RecConfig, n_users: int, n_items: int, context: ModelContext | None = None) -> None:
+    def __init__(
+        self, config: BERT4RecConfig, n_users: int, n_items: int, context: ModelContext | None = None
+    ) -> None:
         super().__init__()
         c = self.config = config
         self.n_items = n_items
@@ -212,28 +272,43 @@ class BERT4Rec(
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
         events = context.events if context is not None else None  # per-event inputs and targets, built last
-        self.event_ctx, self.targets = ev.event_context(c, c.hidden, c.n_heads, events, "last"), ev.target_rule(c, events)
+        self.event_ctx, self.targets = (
+            ev.event_context(c, c.hidden, c.n_heads, events, "last"),
+            ev.target_rule(c, events),
+        )
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
         """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
         seq = batch["seq"]  # (B, T); with features: items from the fused table, [mask] from its own row
-        fused = None if self.item_ctx is None else torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id:]])
+        fused = (
+            None
+            if self.item_ctx is None
+            else torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id :]])
+        )
         return self.item_emb(seq) if fused is None else F.embedding(seq, fused)  # (B, T, D)
 
-    def embed(self, seq: torch.Tensor, content: torch.Tensor | None = None, batch: Batch | None = None) -> torch.Tensor:
+    def embed(
+        self, seq: torch.Tensor, content: torch.Tensor | None = None, batch: Batch | None = None
+    ) -> torch.Tensor:
         """Inputs ``(B, T, D)`` of tokens ``seq`` ``(B, T)``: ``content`` (or theirs) + positions, LayerNorm, dropout."""
         x = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
         if self.event_ctx is not None:  # + time/event/rating embeddings of ``batch`` (whose seq is seq)
             x = self.event_ctx.add_inputs(x, batch or {"seq": seq})  # (B, T, D)
         if self.pos_emb is not None:
             t = seq.shape[1]
-            x = x + self.pos_emb(torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device))
+            x = x + self.pos_emb(
+                torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
+            )
         out: torch.Tensor = self.emb_drop(self.ln_emb(x))  # (B, T, D)
         return out
 
     def run(
-        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
-        content: torch.Tensor | None = None, batch: Batch | None = None,
+        self,
+        seq: torch.Tensor,
+        need_weights: bool = False,
+        last_only: bool = False,
+        content: torch.Tensor | None = None,
+        batch: Batch | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``
         and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
@@ -248,7 +323,9 @@ class BERT4Rec(
             allowed = self.event_ctx.attention_mask(allowed, batch or {"seq": seq}, causal=False)
         maps = []
         for i, block in enumerate(self.blocks):
-            x, weights = block(x, allowed, need_weights, last=1 if last_only and i == len(self.blocks) - 1 else 0)
+            x, weights = block(
+                x, allowed, need_weights, last=1 if last_only and i == len(self.blocks) - 1 else 0
+            )
             if weights is not None:
                 maps.append(weights)
         return x, maps  # (B, T, D), or (B, 1, D) with last_only
@@ -269,28 +346,43 @@ class BERT4Rec(
     # -- training: the Cloze task ------------------------------------------------------------
     def train_rows(self, train: Sequences) -> int:
         # the windows (with targets by type: only those holding a target of the wanted types/ratings)
-        return len(eb.cloze_windows(train, self.config.max_len, self.config.sliding_step, None, self.targets, False, ""))
+        return len(
+            eb.cloze_windows(
+                train, self.config.max_len, self.config.sliding_step, None, self.targets, False, ""
+            )
+        )
 
     def windows(self, train: Sequences) -> np.ndarray:
         """Left-padded ``(R, max_len)`` training windows (see :func:`sliding_windows`)."""
-        return eb.cloze_windows(train, self.config.max_len, self.config.sliding_step, None, None, False, "").items
+        return eb.cloze_windows(
+            train, self.config.max_len, self.config.sliding_step, None, None, False, ""
+        ).items
 
-    def cloze(self, w: np.ndarray, rng: np.random.Generator, ok: np.ndarray | None = None,
-              negative: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def cloze(
+        self,
+        w: np.ndarray,
+        rng: np.random.Generator,
+        ok: np.ndarray | None = None,
+        negative: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted). Targets by type: only
         ``ok`` positions are targets; ``negative`` ones are masked too, labelled minus their item."""
         c, (b, t) = self.config, w.shape
         real = w > 0 if ok is None else ok  # (B, T) the positions that may be predicted
         n_real = real.sum(1)  # (B,)
         last_only = np.asarray(rng.random(b)) < c.mask_last_prob  # (B,) test-like samples
-        masked = (rng.random((b, t)) < c.mask_prob) & (real if negative is None else real | negative)  # (B, T)
+        masked = (rng.random((b, t)) < c.mask_prob) & (
+            real if negative is None else real | negative
+        )  # (B, T)
         empty = ~(masked & real).any(1)  # at least one prediction per sample: a random real position
         k = np.minimum((rng.random(b) * n_real).astype(np.int64), np.maximum(n_real - 1, 0))
         pick = t - 1 - k if ok is None else eb.nth_from_end(real, k)
         masked[empty, pick[empty]] = True
         masked[last_only] = False
         # left padding: the last item is at column T-1 (by type: the last target of the window)
-        masked[last_only, t - 1 if ok is None else eb.nth_from_end(real, np.zeros(b, np.int64))[last_only]] = True
+        masked[
+            last_only, t - 1 if ok is None else eb.nth_from_end(real, np.zeros(b, np.int64))[last_only]
+        ] = True
         labels = np.where(masked & real, w, 0)
         if negative is not None:  # masked low-rated events: minus their item (train_batches splits them off)
             labels = np.where(masked & negative, -w, labels)
@@ -308,7 +400,9 @@ class BERT4Rec(
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of windows with a fresh Cloze masking (and negatives) per call."""
         c = self.config
-        cw = eb.cloze_windows(train, c.max_len, c.sliding_step, self.event_ctx, self.targets, c.explicit_negatives, "bert4rec")
+        cw = eb.cloze_windows(
+            train, c.max_len, c.sliding_step, self.event_ctx, self.targets, c.explicit_negatives, "bert4rec"
+        )
         shared = None
         if c.loss == "sampled_ce":
             shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives)
@@ -329,7 +423,9 @@ class BERT4Rec(
         if self.config.length_chunks <= 1:  # the default: one padded batch, no bookkeeping
             return self.run(seq, batch=batch)[0][sel]
         full = (batch or {}) | {"seq": seq}  # seq and its per-event columns, trimmed together
-        return encode_in_chunks(lambda part: self.run(part["seq"], batch=part)[0], full, sel, self.config.length_chunks)
+        return encode_in_chunks(
+            lambda part: self.run(part["seq"], batch=part)[0], full, sel, self.config.length_chunks
+        )
 
     def loss_terms(self, batch: Batch) -> int:
         """How many terms :meth:`loss` averages over: the masked positions (DDP weights ranks by it)."""
@@ -340,26 +436,38 @@ class BERT4Rec(
         ``softplus`` of the score of each masked low-rated item at its position)."""
         labels, bad = batch["labels"], batch.get(ev.EXPLICIT_NEGATIVE)  # (B, T) each
         sel = labels > 0
-        both = sel if bad is None else sel | (bad > 0)  # the positions encoded: targets and explicit negatives
+        both = (
+            sel if bad is None else sel | (bad > 0)
+        )  # the positions encoded: targets and explicit negatives
         states = self.project(self.encode_at(batch["seq"], both, batch))  # (N', D) masked positions only
         z, target = states[sel[both]], labels[sel]  # (N, D), (N,)
-        extra = 0.0 if bad is None else ev.explicit_negative_loss(states[(bad > 0)[both]], self.item_vectors(),
-                                                               bad[bad > 0], self.out_bias)
+        extra = (
+            0.0
+            if bad is None
+            else ev.explicit_negative_loss(
+                states[(bad > 0)[both]], self.item_vectors(), bad[bad > 0], self.out_bias
+            )
+        )
         if self.config.loss == "ce":  # chunked: never holds all (N, I+1) logits
             return softmax_cross_entropy(z, self.item_vectors(), target, self.out_bias) + extra
         neg, emb = batch["negative"], self.item_vectors()  # (S,), (I+1, D)
         pos_logit = (z * emb[target]).sum(-1) + self.out_bias[target]  # (N,)
         neg_logit = z @ emb[neg].T + self.out_bias[neg]  # (N, S)
-        return batch_sampled_softmax(pos_logit, neg_logit, target, batch, sel) + extra  # log-Q corrected unless uniform
+        return (
+            batch_sampled_softmax(pos_logit, neg_logit, target, batch, sel) + extra
+        )  # log-Q corrected unless uniform
 
     # -- inference: [mask] appended after the history ----------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``, ``W`` the batch's
         longest history (positions count from the end, padding keys are masked: a narrower batch scores the same)."""
         width = int(min(self.config.max_len - 1, histories.lengths().max(initial=0)))
         seq = histories.padded(width)
-        mask = np.full((len(seq), 1), self.mask_id, dtype=np.int64)  # [mask] at the request time (event_context)
+        mask = np.full(
+            (len(seq), 1), self.mask_id, dtype=np.int64
+        )  # [mask] at the request time (event_context)
         cols = eb.mask_columns(eb.score_columns(self.event_ctx, histories, width, "bert4rec"))
         cols |= eb.request_batch(self.event_ctx, request_time)  # [mask]'s time, when the model reads time
         return {"seq": torch.from_numpy(np.concatenate([seq, mask], axis=1))} | cols
@@ -370,7 +478,9 @@ class BERT4Rec(
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the tokens' embeddings (output bias included)."""
-        query = self.project(self.run(batch["seq"], last_only=True, content=embedded, batch=batch)[0][:, -1, :])
+        query = self.project(
+            self.run(batch["seq"], last_only=True, content=embedded, batch=batch)[0][:, -1, :]
+        )
         return factorised_scores(query, self.item_vectors(), self.item_bias())  # (B, I+1)
 
     def item_vectors(self) -> torch.Tensor:

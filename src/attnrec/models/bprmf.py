@@ -39,7 +39,9 @@ class BPRMFConfig:
     item_bias: bool = True  # learn a per-item bias b_i (popularity offset)
     init_std: float = 0.1  # factors start as N(0, init_std^2)
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's vector (0 = mean user)
-    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    sparse: bool = (
+        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    )
 
     def __post_init__(self) -> None:
         require_positive(dim=self.dim, n_negatives=self.n_negatives)
@@ -89,7 +91,9 @@ class BPRMF(nn.Module, SequentialModel, Factorised, ItemBiased):
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every training interaction once per epoch, shuffled, with fresh unseen negatives."""
         users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
-        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
+        for idx, neg in negative_batches(
+            train, users, self.n_items, self.config.n_negatives, batch_size, rng
+        ):
             yield {
                 "user": torch.from_numpy(users[idx]),  # (B,)
                 "positive": torch.from_numpy(train.items[idx]),  # (B,)
@@ -109,8 +113,9 @@ class BPRMF(nn.Module, SequentialModel, Factorised, ItemBiased):
         return loss
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """User indices (``-1`` = unknown) and the recent history, used only to fold unknown users in."""
         return user_inputs(users, histories)
 
@@ -120,8 +125,13 @@ class BPRMF(nn.Module, SequentialModel, Factorised, ItemBiased):
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """User vectors ``(B, D)`` (folded in for unknown users): ``score == query @ item_vectors().T + item_bias()``."""
-        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
-                            lambda v: self._scores(v[0]), self.config.fold_in_steps)  # (B, D)
+        (p,) = user_vectors(
+            [self.user_emb],
+            batch["user"],
+            batch["history"],
+            lambda v: self._scores(v[0]),
+            self.config.fold_in_steps,
+        )  # (B, D)
         return p
 
     def item_vectors(self) -> torch.Tensor:

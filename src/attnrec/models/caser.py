@@ -66,13 +66,25 @@ class CaserConfig:
     presets={
         "ml-1m": {  # ~29 s of one CPU core per epoch
             "model": {"dim": 50, "window": 5, "targets": 3, "n_negatives": 3},
-            "train": {"lr": 3e-3, "batch_size": 1024, "max_epochs": 50, "patience": 3, "weight_decay": 1e-6,
-                      "time_budget": 600},
+            "train": {
+                "lr": 3e-3,
+                "batch_size": 1024,
+                "max_epochs": 50,
+                "patience": 3,
+                "weight_decay": 1e-6,
+                "time_budget": 600,
+            },
         },
         "beauty": {
             "model": {"dim": 50, "window": 5, "targets": 3, "n_negatives": 3, "sparse": True},
-            "train": {"lr": 3e-3, "batch_size": 512, "max_epochs": 150, "patience": 10, "weight_decay": 1e-6,
-                      "time_budget": 1200},  # ~14 s an epoch on one core; best epoch 65, stopped at 75
+            "train": {
+                "lr": 3e-3,
+                "batch_size": 512,
+                "max_epochs": 150,
+                "patience": 10,
+                "weight_decay": 1e-6,
+                "time_budget": 1200,
+            },  # ~14 s an epoch on one core; best epoch 65, stopped at 75
         },
         "demo": {
             "model": {"dim": 32, "window": 5, "targets": 2, "n_negatives": 3, "dropout": 0.3},
@@ -90,8 +102,9 @@ class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
         self.item_emb = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)
         self.user_emb = nn.Embedding(max(n_users, 1), c.dim, sparse=c.sparse)
         self.vertical = nn.Conv2d(1, c.n_vertical, (c.window, 1)) if c.n_vertical else None
-        self.horizontal = nn.ModuleList(nn.Conv2d(1, c.n_horizontal, (h, c.dim)) for h in range(1, c.window + 1)
-                                        if c.n_horizontal)
+        self.horizontal = nn.ModuleList(
+            nn.Conv2d(1, c.n_horizontal, (h, c.dim)) for h in range(1, c.window + 1) if c.n_horizontal
+        )
         self.fc = nn.Linear(c.n_vertical * c.dim + c.n_horizontal * c.window, c.dim)
         self.drop = nn.Dropout(c.dropout)
         self.out_emb = nn.Embedding(n_items + 1, 2 * c.dim, padding_idx=0, sparse=c.sparse)  # W'
@@ -135,8 +148,12 @@ class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
         c = self.config
         users, window, nxt = positions(train, c.window, c.targets, min_prev=1)  # (N,), (N, L), (N, T)
         for idx, neg in negative_batches(train, users, self.n_items, c.n_negatives, batch_size, rng):
-            yield {"user": torch.from_numpy(users[idx]), "window": torch.from_numpy(window[idx]),
-                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}  # neg: (B, K)
+            yield {
+                "user": torch.from_numpy(users[idx]),
+                "window": torch.from_numpy(window[idx]),
+                "positive": torch.from_numpy(nxt[idx]),
+                "negative": torch.from_numpy(neg),
+            }  # neg: (B, K)
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Binary cross-entropy over the real next items (positives) and the sampled negatives."""
@@ -145,7 +162,9 @@ class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
         y_pos = (self.out_emb(pos) * x[:, None, :]).sum(-1) + self.out_bias(pos).squeeze(-1)  # (B, T)
         y_neg = (self.out_emb(neg) * x[:, None, :]).sum(-1) + self.out_bias(neg).squeeze(-1)  # (B, K)
         real = (pos > 0).to(y_pos.dtype)  # (B, T) targets past the end of a sequence are padding
-        pos_loss = (F.binary_cross_entropy_with_logits(y_pos, torch.ones_like(y_pos), reduction="none") * real).sum()
+        pos_loss = (
+            F.binary_cross_entropy_with_logits(y_pos, torch.ones_like(y_pos), reduction="none") * real
+        ).sum()
         neg_loss = F.binary_cross_entropy_with_logits(y_neg, torch.zeros_like(y_neg), reduction="sum")
         loss: torch.Tensor = (pos_loss + neg_loss) / (real.sum() + y_neg.numel())
         return loss
@@ -159,8 +178,9 @@ class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
         return scores.view(r, t, -1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """User indices (``-1`` = unknown) and the recent history (its last L items are the window)."""
         return user_inputs(users, histories, max(FOLD_IN_ITEMS, self.config.window))
 
@@ -170,8 +190,14 @@ class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
         z = self.sequence_vector(batch["history"][:, -self.config.window :])  # (B, d)
         d = self.config.dim
         w_user = self.out_emb.weight[:, d:]  # (I+1, d)
-        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"], lambda v: v[0] @ w_user.T,
-                            self.config.fold_in_steps, base_fn=self._positions)  # (B, d)
+        (p,) = user_vectors(
+            [self.user_emb],
+            batch["user"],
+            batch["history"],
+            lambda v: v[0] @ w_user.T,
+            self.config.fold_in_steps,
+            base_fn=self._positions,
+        )  # (B, d)
         return torch.cat([z, p], dim=1)  # (B, 2d)
 
     def item_vectors(self) -> torch.Tensor:

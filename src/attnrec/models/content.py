@@ -76,11 +76,15 @@ class Content(nn.Module, ClosedForm, Factorised, ItemExtensible):
 
     codes: torch.Tensor
 
-    def __init__(self, config: ContentConfig, n_users: int, n_items: int, context: ModelContext | None = None) -> None:
+    def __init__(
+        self, config: ContentConfig, n_users: int, n_items: int, context: ModelContext | None = None
+    ) -> None:
         super().__init__()
         if context is None or context.item_features is None:
-            raise ValueError("content: needs item features, but the data has none "
-                             "(attach a feature table, e.g. --item-features FILE)")
+            raise ValueError(
+                "content: needs item features, but the data has none "
+                "(attach a feature table, e.g. --item-features FILE)"
+            )
         self.config, self.n_users, self.n_items = config, n_users, n_items
         a = context.item_features.aligned
         self.bases: dict[str, int] = {}
@@ -113,15 +117,18 @@ class Content(nn.Module, ClosedForm, Factorised, ItemExtensible):
             self._cached = (key, x / x.norm(dim=1, keepdim=True).clamp(min=1e-12))
         return self._cached[1]
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """``{"seq": (B, max_len)}``: the last history items, left-padded."""
         return {"seq": last_items(histories, self.config.max_len)}
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, V + 1)``: the recency-weighted profile, normalised (zero for an empty one)."""
         seq = batch["seq"].to(self.codes.device)  # (B, T)
-        back = torch.arange(seq.shape[1] - 1, -1, -1, device=seq.device, dtype=torch.float32)  # (T,) 0 = latest
+        back = torch.arange(
+            seq.shape[1] - 1, -1, -1, device=seq.device, dtype=torch.float32
+        )  # (T,) 0 = latest
         w = torch.pow(0.5, back / self.config.halflife) * (seq > 0)  # (B, T)
         profile: torch.Tensor = torch.einsum("bt,btv->bv", w, self.item_vectors()[seq])  # (B, V+1)
         norm: torch.Tensor = profile.norm(dim=1, keepdim=True)  # (B, 1)

@@ -48,9 +48,13 @@ def check_feature_options(mode: str, id_dropout: float, sparse: bool = False) ->
     if not 0.0 <= id_dropout < 1.0:
         raise ValueError(f"id_dropout must be in [0, 1), not {id_dropout}")
     if id_dropout > 0 and mode == "none":
-        raise ValueError("id_dropout drops ID embeddings in favour of features: it needs item_features sum/concat/gate")
+        raise ValueError(
+            "id_dropout drops ID embeddings in favour of features: it needs item_features sum/concat/gate"
+        )
     if sparse and mode != "none":
-        raise ValueError("sparse_embedding cannot be combined with item_features (the feature table is dense)")
+        raise ValueError(
+            "sparse_embedding cannot be combined with item_features (the feature table is dense)"
+        )
 
 
 def feature_settings(config: object) -> tuple[str, tuple[str, ...], bool]:
@@ -58,8 +62,11 @@ def feature_settings(config: object) -> tuple[str, tuple[str, ...], bool]:
     d = asdict(config) if is_dataclass(config) and not isinstance(config, type) else {}
     fields = d.get("feature_fields", "")
     names = fields.split(",") if isinstance(fields, str) else list(fields)  # "genres,year"
-    return (str(d.get("item_features", "none")), tuple(n.strip() for n in names if n.strip()),
-            bool(d.get("difsr", False)))
+    return (
+        str(d.get("item_features", "none")),
+        tuple(n.strip() for n in names if n.strip()),
+        bool(d.get("difsr", False)),
+    )
 
 
 @dataclass(frozen=True)
@@ -81,19 +88,31 @@ class ItemFeatures:
         """``table`` aligned to the log's ``items`` (its own missing-ID policy), only ``fields`` if given."""
         unknown = [f for f in fields if f not in table.fields]
         if unknown:
-            raise ValueError(f"feature_fields: unknown field(s) {', '.join(unknown)}; the item features have "
-                             f"{', '.join(table.fields) or 'none'}")
+            raise ValueError(
+                f"feature_fields: unknown field(s) {', '.join(unknown)}; the item features have "
+                f"{', '.join(table.fields) or 'none'}"
+            )
         keep = list(fields) or list(table.fields)
         if not keep:
             raise ValueError(f"{table.source}: the item feature table has no fields")
         a = table.align(items, standardise=True)
         aligned = AlignedFeatures(
-            a.n_rows, {k: a.kinds[k] for k in keep}, {k: v for k, v in a.categorical.items() if k in keep},
-            {k: v for k, v in a.multi.items() if k in keep}, {k: v for k, v in a.numeric.items() if k in keep},
-            {k: v for k, v in a.present.items() if k in keep}, {k: v for k, v in a.vocab_sizes.items() if k in keep},
-            a.missing_ids, a.extra_ids, {k: v for k, v in a.truncated.items() if k in keep})
-        vocab = {k: tuple(str(v) for v in f.vocab.external) for k, f in table.fields.items()
-                 if k in keep and not isinstance(f, NumericField)}
+            a.n_rows,
+            {k: a.kinds[k] for k in keep},
+            {k: v for k, v in a.categorical.items() if k in keep},
+            {k: v for k, v in a.multi.items() if k in keep},
+            {k: v for k, v in a.numeric.items() if k in keep},
+            {k: v for k, v in a.present.items() if k in keep},
+            {k: v for k, v in a.vocab_sizes.items() if k in keep},
+            a.missing_ids,
+            a.extra_ids,
+            {k: v for k, v in a.truncated.items() if k in keep},
+        )
+        vocab = {
+            k: tuple(str(v) for v in f.vocab.external)
+            for k, f in table.fields.items()
+            if k in keep and not isinstance(f, NumericField)
+        }
         stats = {k: f.stats() for k, f in table.fields.items() if k in keep and isinstance(f, NumericField)}
         return cls(aligned, vocab, stats)
 
@@ -102,14 +121,22 @@ class ItemFeatures:
         0, multi rows are cut to the trained width, numeric values standardised with the trained stats."""
         missing = [k for k in self.fields if k not in table.fields]
         if len(missing) == len(self.fields):
-            raise ValueError(f"{table.source}: none of the model's item feature fields ({', '.join(self.fields)})")
+            raise ValueError(
+                f"{table.source}: none of the model's item feature fields ({', '.join(self.fields)})"
+            )
         for k in self.fields:
-            if k in table.fields and (table.fields[k].kind == "numeric") != (self.aligned.kinds[k] == "numeric"):
-                raise ValueError(f"{table.source}: field {k!r} is {table.fields[k].kind} here but "
-                                 f"{self.aligned.kinds[k]} in the model")
+            if k in table.fields and (table.fields[k].kind == "numeric") != (
+                self.aligned.kinds[k] == "numeric"
+            ):
+                raise ValueError(
+                    f"{table.source}: field {k!r} is {table.fields[k].kind} here but "
+                    f"{self.aligned.kinds[k]} in the model"
+                )
         a = table.align(IdMap(table.ids.external, 0))
         n = a.n_rows
-        out = AlignedFeatures(n, dict(self.aligned.kinds), {}, {}, {}, {}, dict(self.aligned.vocab_sizes), (), (), {})
+        out = AlignedFeatures(
+            n, dict(self.aligned.kinds), {}, {}, {}, {}, dict(self.aligned.vocab_sizes), (), (), {}
+        )
         for k, kind in self.aligned.kinds.items():
             if kind == "numeric":
                 mean, std = self.stats[k]
@@ -133,10 +160,18 @@ class ItemFeatures:
 
     def to_json(self) -> dict[str, Any]:
         """What rebuilds the spec without the data (the codes themselves are buffers of the weights)."""
-        return {"fields": [{"name": k, "kind": kind, "vocab": list(self.vocab.get(k, ())),
-                            "width": int(self.aligned.multi[k].shape[1]) if k in self.aligned.multi else None,
-                            "stats": list(self.stats[k]) if k in self.stats else None}
-                           for k, kind in self.aligned.kinds.items()]}
+        return {
+            "fields": [
+                {
+                    "name": k,
+                    "kind": kind,
+                    "vocab": list(self.vocab.get(k, ())),
+                    "width": int(self.aligned.multi[k].shape[1]) if k in self.aligned.multi else None,
+                    "stats": list(self.stats[k]) if k in self.stats else None,
+                }
+                for k, kind in self.aligned.kinds.items()
+            ]
+        }
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any], n_rows: int) -> ItemFeatures:
@@ -172,14 +207,23 @@ class ModelContext:
 class FieldEmbedding(nn.Module):
     """One field's vector per item ``(n_rows, D)``, its codes held as buffers."""
 
-    def __init__(self, kind: str, codes: np.ndarray, hidden: int, vocab_size: int = 0,
-                 present: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        codes: np.ndarray,
+        hidden: int,
+        vocab_size: int = 0,
+        present: np.ndarray | None = None,
+    ) -> None:
         super().__init__()
         self.kind = kind
-        self.proj: nn.Module = (nn.Linear(1, hidden) if kind == "numeric"
-                                else nn.Embedding(vocab_size + 1, hidden, padding_idx=0))
+        self.proj: nn.Module = (
+            nn.Linear(1, hidden) if kind == "numeric" else nn.Embedding(vocab_size + 1, hidden, padding_idx=0)
+        )
         self.register_buffer("codes", torch.as_tensor(codes))  # (n,), (n, W) codes, or (n,) values
-        self.register_buffer("present", torch.as_tensor(present if present is not None else np.zeros(0), dtype=torch.float32))
+        self.register_buffer(
+            "present", torch.as_tensor(present if present is not None else np.zeros(0), dtype=torch.float32)
+        )
         self.codes: torch.Tensor
         self.present: torch.Tensor
 
@@ -204,8 +248,9 @@ class FieldEmbedding(nn.Module):
     def add_rows(self, codes: np.ndarray, present: np.ndarray | None) -> None:
         self.codes = torch.cat([self.codes, torch.as_tensor(codes, device=self.codes.device)])
         if present is not None:
-            self.present = torch.cat([self.present, torch.as_tensor(present, dtype=torch.float32,
-                                                                   device=self.present.device)])
+            self.present = torch.cat(
+                [self.present, torch.as_tensor(present, dtype=torch.float32, device=self.present.device)]
+            )
 
 
 def _field_arrays(a: AlignedFeatures, name: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -225,8 +270,11 @@ class ItemContext(nn.Module):
         self.fields = nn.ModuleList()
         for name, kind in a.kinds.items():
             codes, present = _field_arrays(a, name)
-            self.fields.append(FieldEmbedding("multi" if kind == "text" else kind, codes, hidden,
-                                              a.vocab_sizes.get(name, 0), present))
+            self.fields.append(
+                FieldEmbedding(
+                    "multi" if kind == "text" else kind, codes, hidden, a.vocab_sizes.get(name, 0), present
+                )
+            )
         self.fuse = nn.Linear(2 * hidden, hidden) if mode in ("concat", "gate") else None
         self.n_rows = a.n_rows  # padding + items; grows with add_rows
         self._cached: tuple[tuple[tuple[int, int], ...], torch.Tensor] | None = None  # see table()
@@ -286,22 +334,31 @@ class ItemContext(nn.Module):
         self.n_rows += rows.n_rows
 
 
-def item_context(mode: str, difsr: bool, context: ModelContext | None, hidden: int, id_dropout: float,
-                 model: str) -> ItemContext | None:
+def item_context(
+    mode: str, difsr: bool, context: ModelContext | None, hidden: int, id_dropout: float, model: str
+) -> ItemContext | None:
     """The model's :class:`ItemContext`, or ``None`` when it reads no item features (nothing is created)."""
     if mode == "none" and not difsr:
         return None
     if context is None or context.item_features is None:
-        raise ValueError(f"{model}: item_features={mode!r}{' with difsr' if difsr else ''} needs item features, "
-                         "but the data has none (attach a feature table, e.g. --item-features FILE)")
+        raise ValueError(
+            f"{model}: item_features={mode!r}{' with difsr' if difsr else ''} needs item features, "
+            "but the data has none (attach a feature table, e.g. --item-features FILE)"
+        )
     return ItemContext(mode, context.item_features, hidden, id_dropout)
 
 
 def grown_embedding(emb: nn.Embedding, n_new: int, at: int) -> nn.Embedding:
     """``emb`` with ``n_new`` all-zero rows inserted before row ``at`` (later rows, e.g. [mask], move up)."""
     w = emb.weight.detach()
-    new = nn.Embedding(w.shape[0] + n_new, w.shape[1], padding_idx=emb.padding_idx, sparse=emb.sparse,
-                       device=w.device, dtype=w.dtype)
+    new = nn.Embedding(
+        w.shape[0] + n_new,
+        w.shape[1],
+        padding_idx=emb.padding_idx,
+        sparse=emb.sparse,
+        device=w.device,
+        dtype=w.dtype,
+    )
     with torch.no_grad():
         new.weight.copy_(torch.cat([w[:at], w.new_zeros(n_new, w.shape[1]), w[at:]]))
     return new
@@ -310,8 +367,10 @@ def grown_embedding(emb: nn.Embedding, n_new: int, at: int) -> nn.Embedding:
 def require_fused(ctx: ItemContext | None, model: str) -> ItemContext:
     """``ctx`` when its item table uses features; otherwise why new items cannot be added."""
     if ctx is None or ctx.mode == "none":
-        raise ValueError(f"{model}: adding items needs a model trained with item_features sum/concat/gate "
-                         "(and preferably id_dropout > 0); this one scores items by their IDs only")
+        raise ValueError(
+            f"{model}: adding items needs a model trained with item_features sum/concat/gate "
+            "(and preferably id_dropout > 0); this one scores items by their IDs only"
+        )
     return ctx
 
 
@@ -333,7 +392,11 @@ class DecoupledAttention(MultiHeadAttention):
         self.side_k = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(n_side))
 
     def forward(
-        self, x_q: torch.Tensor, x_kv: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False,
+        self,
+        x_q: torch.Tensor,
+        x_kv: torch.Tensor,
+        allowed: torch.Tensor,
+        need_weights: bool = False,
         side: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """As :class:`MultiHeadAttention`, plus ``side`` ``(F, B, T, D)``: one stream per field."""
@@ -347,26 +410,45 @@ class DecoupledAttention(MultiHeadAttention):
 
         logits = heads(self.q(x_q), tq) @ heads(self.k(x_kv), t).transpose(-1, -2)  # (B, H, Tq, T)
         for s, pq, pk in zip(side, self.side_q, self.side_k, strict=True):
-            logits = logits + heads(pq(s[:, t - tq:]), tq) @ heads(pk(s), t).transpose(-1, -2)  # (B, H, Tq, T)
+            logits = logits + heads(pq(s[:, t - tq :]), tq) @ heads(pk(s), t).transpose(
+                -1, -2
+            )  # (B, H, Tq, T)
         probs = (logits / math.sqrt(d // h) + allowed).softmax(-1)  # (B, H, Tq, T); allowed: an additive mask
         y = F.dropout(probs, self.dropout, self.training) @ heads(self.v(x_kv), t)  # (B, H, Tq, D/H)
         return self.out(y.transpose(1, 2).reshape(b, tq, d)), probs if need_weights else None  # (B, Tq, D)
 
 
-def context_for(config: object, table: FeatureTable | None, items: IdMap,
-                events: IdMap | None = None) -> ModelContext | None:
+def context_for(
+    config: object, table: FeatureTable | None, items: IdMap, events: IdMap | None = None
+) -> ModelContext | None:
     """The :class:`ModelContext` a model with ``config`` needs for a log with ``items``, item feature
     ``table`` and event vocabulary ``events``; ``None`` when the config reads neither."""
     mode, fields, difsr = feature_settings(config)
-    events = events if isinstance(config, EventFields) and (config.event_input or config.target_events) else None
+    events = (
+        events if isinstance(config, EventFields) and (config.event_input or config.target_events) else None
+    )
     if mode == "none" and not difsr:
         return None if events is None else ModelContext(events=events)
     if table is None:
-        raise ValueError(f"item_features={mode!r}{' with difsr' if difsr else ''} needs item features, but the "
-                         "data has none (attach a feature table, e.g. --item-features FILE)")
+        raise ValueError(
+            f"item_features={mode!r}{' with difsr' if difsr else ''} needs item features, but the "
+            "data has none (attach a feature table, e.g. --item-features FILE)"
+        )
     return ModelContext(ItemFeatures.from_table(table, items, fields), events)
 
 
-__all__ = ["FEATURE_MODES", "DecoupledAttention", "FieldEmbedding", "ItemContext", "ItemExtensible",
-           "ItemFeatures", "ModelContext", "check_feature_options", "context_for", "feature_settings",
-           "grown_embedding", "item_context", "require_fused"]
+__all__ = [
+    "FEATURE_MODES",
+    "DecoupledAttention",
+    "FieldEmbedding",
+    "ItemContext",
+    "ItemExtensible",
+    "ItemFeatures",
+    "ModelContext",
+    "check_feature_options",
+    "context_for",
+    "feature_settings",
+    "grown_embedding",
+    "item_context",
+    "require_fused",
+]

@@ -63,8 +63,9 @@ class Trainable(Protocol[TrainData_contra]):
 class Scorer(Protocol):
     """Ranks the whole catalog for a batch of users and their histories (the sequential task)."""
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """The model's inputs for ``users`` ``(B,)`` (``-1``: unknown) and their internal-index ``histories``.
 
         ``request_time`` ``(B,)``: each row's time of the request (int64 seconds; evaluation passes the
@@ -213,6 +214,18 @@ def capabilities(model: object) -> Capabilities:
 
 
 __all__ = [
-    "AttentionInspectable", "Batch", "CandidateScorer", "Capabilities", "ClosedForm", "EmbeddingInputs", "Factorised",
-    "ItemBiased", "Scorer", "SequentialModel", "SharedBatch", "Trainable", "WeightedLoss", "capabilities",
+    "AttentionInspectable",
+    "Batch",
+    "CandidateScorer",
+    "Capabilities",
+    "ClosedForm",
+    "EmbeddingInputs",
+    "Factorised",
+    "ItemBiased",
+    "Scorer",
+    "SequentialModel",
+    "SharedBatch",
+    "Trainable",
+    "WeightedLoss",
+    "capabilities",
 ]

@@ -101,10 +101,21 @@ class ESASRecConfig:
         check_negatives_per(self.negatives)
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len,
-                         ff_multiplier=self.ff_multiplier)
-        if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
-            raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
+        require_positive(
+            hidden=self.hidden,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            max_len=self.max_len,
+            ff_multiplier=self.ff_multiplier,
+        )
+        if (
+            self.n_negatives < 0
+            or self.in_batch_negatives < 0
+            or self.n_negatives + self.in_batch_negatives < 1
+        ):
+            raise ValueError(
+                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
+            )
 
 
 class SwiGLU(nn.Module):
@@ -129,7 +140,9 @@ class LiGRLayer(nn.Module):
     def __init__(self, c: ESASRecConfig) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(c.hidden)
-        self.attn = MultiHeadAttention(c.hidden, c.n_heads, c.dropout if c.attn_dropout is None else c.attn_dropout)
+        self.attn = MultiHeadAttention(
+            c.hidden, c.n_heads, c.dropout if c.attn_dropout is None else c.attn_dropout
+        )
         self.gate_attn = nn.Linear(c.hidden, c.hidden)
         self.ln_ffn = nn.LayerNorm(c.hidden)
         self.ffn = SwiGLU(c.hidden, c.hidden * c.ff_multiplier, c.dropout, c.fast_dropout)
@@ -146,8 +159,9 @@ class LiGRLayer(nn.Module):
         """
         xq = x[:, -last:] if last else x  # (B, Tq, D) the positions whose output is wanted
         z = self.ln_attn(x)  # (B, T, D) keys and values
-        a, weights = self.attn(z[:, -last:] if last else z, z, allowed[..., -last:, :] if last else allowed,
-                               need_weights)  # (B, Tq, D)
+        a, weights = self.attn(
+            z[:, -last:] if last else z, z, allowed[..., -last:, :] if last else allowed, need_weights
+        )  # (B, Tq, D)
         h = xq + torch.sigmoid(self.gate_attn(xq)) * self.drop(a)  # (B, Tq, D) gated residual
         f = self.ffn(self.ln_ffn(h))  # (B, Tq, D)
         return h + torch.sigmoid(self.gate_ffn(h)) * self.drop(f), weights  # (B, Tq, D)
@@ -158,8 +172,16 @@ _AMAZON_TRAIN = {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "patience": 5
 # Width 64 is the authors' README table; their leave-one-out configs say 256. Under their protocol 64
 # reproduces the published Toys and Sports figures and 256 falls short (docs/models.md). The item-table
 # dropout and the negatives drawn per position are their training's too, and part of that reproduction.
-_AMAZON_MODEL = {"hidden": 64, "n_layers": 1, "n_heads": 1, "max_len": 50, "dropout": 0.2, "n_negatives": 256,
-                 "negatives": "position", "item_table_dropout": True}
+_AMAZON_MODEL = {
+    "hidden": 64,
+    "n_layers": 1,
+    "n_heads": 1,
+    "max_len": 50,
+    "dropout": 0.2,
+    "n_negatives": 256,
+    "negatives": "position",
+    "item_table_dropout": True,
+}
 
 
 @register(
@@ -180,7 +202,9 @@ _AMAZON_MODEL = {"hidden": 64, "n_layers": 1, "n_heads": 1, "max_len": 50, "drop
         },
     },
 )
-class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch):
+class ESASRec(
+    nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
+):
     """eSASRec: causal LiGR transformer, next-item objective with a sampled softmax."""
 
     def __init__(self, config: ESASRecConfig, n_users: int, n_items: int) -> None:
@@ -202,7 +226,10 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
             self.item_emb.weight[0].zero_()
 
     def run(
-        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
+        self,
+        seq: torch.Tensor,
+        need_weights: bool = False,
+        last_only: bool = False,
         content: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)`` and, with
@@ -217,10 +244,14 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
         emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
         x = self.emb_drop(emb + self.pos_emb(pos))  # (B, T, D)
-        allowed = causal_bias(seq, x.dtype)  # (B, 1, T, T) additive: earlier real items only; padding keys never seen
+        allowed = causal_bias(
+            seq, x.dtype
+        )  # (B, 1, T, T) additive: earlier real items only; padding keys never seen
         maps = []
         for i, layer in enumerate(self.layers):
-            x, weights = layer(x, allowed, need_weights, last=1 if last_only and i == len(self.layers) - 1 else 0)
+            x, weights = layer(
+                x, allowed, need_weights, last=1 if last_only and i == len(self.layers) - 1 else 0
+            )
             if weights is not None:
                 maps.append(weights)
         return x, maps  # (B, T, D), or (B, 1, D) with last_only
@@ -252,8 +283,9 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         c = self.config
         shared = None
         if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives,
-                                           c.negatives)
+            shared = SharedNegatives.build(
+                train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives, c.negatives
+            )
         for _, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
             yield batch
 
@@ -283,7 +315,9 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         pos = target[real]  # (N,)
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
-        neg = batch["negative"]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
+        neg = batch[
+            "negative"
+        ]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
         pos_logit = (h * emb[pos]).sum(-1)  # (N,)
         if neg.dim() == 3:
             neg_logit = position_logits(h, emb, neg[real])  # (N, S) each position its own
@@ -292,8 +326,9 @@ class ESASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         width = inference_width(histories, self.config.max_len)
         return {"seq": torch.from_numpy(histories.padded(width))}
 

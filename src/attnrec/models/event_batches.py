@@ -36,16 +36,18 @@ def require_columns(seqs: Sequences, names: Sequence[str], model: str) -> None:
     missing = [n for n in names if n not in seqs.columns]
     if missing:
         have = ", ".join(seqs.columns) or "none"
-        raise DataError(f"{model}: the settings read the per-event column {missing[0]!r}, but the data has none "
-                        f"(columns: {have})")
+        raise DataError(
+            f"{model}: the settings read the per-event column {missing[0]!r}, but the data has none "
+            f"(columns: {have})"
+        )
 
 
-def column_batch(seqs: Sequences, names: Sequence[str], width: int, rows: np.ndarray | None = None,
-                 model: str = "model") -> dict[str, np.ndarray]:
+def column_batch(
+    seqs: Sequences, names: Sequence[str], width: int, rows: np.ndarray | None = None, model: str = "model"
+) -> dict[str, np.ndarray]:
     """The columns ``names`` of ``seqs`` left-padded like ``seqs.padded(width, rows)``, by batch key."""
     require_columns(seqs, names, model)
     return {BATCH_KEYS[n]: seqs.padded_column(n, width, rows) for n in names}
-
 
 
 def score_columns(ctx: EventContext | None, seqs: Sequences, width: int, model: str) -> Batch:
@@ -75,11 +77,21 @@ def target_users(train: Sequences, width: int, rule: TargetRule, model: str) -> 
 
 
 def rule_columns(rule: TargetRule) -> tuple[str, ...]:
-    return tuple(k for k, on in ((EVENT, rule.codes() is not None), (RATING, rule.min_rating is not None)) if on)
+    return tuple(
+        k for k, on in ((EVENT, rule.codes() is not None), (RATING, rule.min_rating is not None)) if on
+    )
 
 
-def shifted_columns(batch: Batch, train: Sequences, users: np.ndarray, width: int, ctx: EventContext | None,
-                    rule: TargetRule | None, explicit: bool, model: str) -> Batch:
+def shifted_columns(
+    batch: Batch,
+    train: Sequences,
+    users: np.ndarray,
+    width: int,
+    ctx: EventContext | None,
+    rule: TargetRule | None,
+    explicit: bool,
+    model: str,
+) -> Batch:
     """A next-item ``batch`` (``seq``/``target`` ``(B, T)`` of ``users``' newest ``width + 1`` items) with the
     inputs' per-event keys (and ``request_time``: the last target's time), its targets kept only where
     ``rule`` allows, and with ``explicit`` the low-rated targets as :data:`EXPLICIT_NEGATIVE`."""
@@ -120,7 +132,9 @@ class ClozeWindows:
 
     def masks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | tuple[()]:
         """``(ok, negative)`` of rows ``idx`` for :meth:`BERT4Rec.cloze`, or ``()`` when every item may be a target."""
-        return () if self.ok is None else (self.ok[idx], None if self.negative is None else self.negative[idx])
+        return (
+            () if self.ok is None else (self.ok[idx], None if self.negative is None else self.negative[idx])
+        )
 
     def batch(self, idx: np.ndarray, labels: np.ndarray) -> Batch:
         """Batch keys of rows ``idx`` for Cloze ``labels`` (``> 0`` target, ``< 0`` minus an explicit negative): the
@@ -133,16 +147,28 @@ class ClozeWindows:
                 rows = np.where(masked, 0 if k == EVENTS else np.nan, rows).astype(rows.dtype)
             out[k] = torch.from_numpy(rows)
         if self.negative is not None:
-            out |= {"labels": torch.from_numpy(labels.clip(min=0)), EXPLICIT_NEGATIVE: torch.from_numpy((-labels).clip(min=0))}
+            out |= {
+                "labels": torch.from_numpy(labels.clip(min=0)),
+                EXPLICIT_NEGATIVE: torch.from_numpy((-labels).clip(min=0)),
+            }
         return out
 
 
-def cloze_windows(train: Sequences, max_len: int, step: int, ctx: EventContext | None, rule: TargetRule | None,
-                  explicit: bool, model: str) -> ClozeWindows:
+def cloze_windows(
+    train: Sequences,
+    max_len: int,
+    step: int,
+    ctx: EventContext | None,
+    rule: TargetRule | None,
+    explicit: bool,
+    model: str,
+) -> ClozeWindows:
     """The training windows (:func:`~attnrec.models.batching.sliding_window_matrix`) with their columns (none
     without ``ctx``); with a target ``rule`` only windows holding a target, ``ok``/``negative`` marking the positions."""
     items = sliding_window_matrix(train, max_len, step)  # (R, T)
-    names = tuple(dict.fromkeys((ctx.columns if ctx is not None else ()) + (rule_columns(rule) if rule else ())))
+    names = tuple(
+        dict.fromkeys((ctx.columns if ctx is not None else ()) + (rule_columns(rule) if rule else ()))
+    )
     require_columns(train, names, model)
     cols = {BATCH_KEYS[n]: sliding_window_matrix(train, max_len, step, train.column(n)) for n in names}
     ok = negative = None
@@ -169,5 +195,16 @@ def mask_columns(cols: Batch) -> Batch:
     return out
 
 
-__all__ = ["ClozeWindows", "cloze_windows", "column_batch", "mask_columns", "nth_from_end", "request_batch",
-           "require_columns", "rule_columns", "score_columns", "shifted_columns", "target_users"]
+__all__ = [
+    "ClozeWindows",
+    "cloze_windows",
+    "column_batch",
+    "mask_columns",
+    "nth_from_end",
+    "request_batch",
+    "require_columns",
+    "rule_columns",
+    "score_columns",
+    "shifted_columns",
+    "target_users",
+]

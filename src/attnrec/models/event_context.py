@@ -46,13 +46,17 @@ from torch import nn
 from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, IdMap
 from attnrec.models.contracts import Batch
 
-LOG_BUCKET_WIDTH = 0.301  # HSTU's: a bucket is floor(ln(gap seconds) / 0.301), each spans a factor e^0.301 = 1.35
+LOG_BUCKET_WIDTH = (
+    0.301  # HSTU's: a bucket is floor(ln(gap seconds) / 0.301), each spans a factor e^0.301 = 1.35
+)
 GAP_BUCKETS = 64  # the top bucket starts at e^(64 * 0.301) s, about 7 years
 RATING_BUCKETS = 11  # half stars 0, 0.5, ..., 5
 TIME_FEATURES = ("none", "periodic")
 TIMESTAMPS, EVENTS, RATINGS, REQUEST_TIME = "timestamps", "events", "ratings", "request_time"
 BATCH_KEYS = {TIMESTAMP: TIMESTAMPS, EVENT: EVENTS, RATING: RATINGS}  # sequence column -> batch key
-EXPLICIT_NEGATIVE = "explicit_negative"  # batch key: (B, T) the low-rated item at a position it would target, else 0
+EXPLICIT_NEGATIVE = (
+    "explicit_negative"  # batch key: (B, T) the low-rated item at a position it would target, else 0
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,9 +77,13 @@ class EventFields:
         if self.time_intervals < 0 or self.n_events < 0:
             raise ValueError("time_intervals and n_events must be >= 0")
         if self.time_features not in TIME_FEATURES:
-            raise ValueError(f"time_features must be one of {', '.join(TIME_FEATURES)}, not {self.time_features!r}")
+            raise ValueError(
+                f"time_features must be one of {', '.join(TIME_FEATURES)}, not {self.time_features!r}"
+            )
         if self.explicit_negatives and self.min_target_rating is None:
-            raise ValueError("explicit_negatives needs min_target_rating (the rating below which an event is negative)")
+            raise ValueError(
+                "explicit_negatives needs min_target_rating (the rating below which an event is negative)"
+            )
 
     def reads_time(self, request: bool = False) -> bool:
         return self.time_intervals > 0 or self.time_features != "none" or request
@@ -119,15 +127,21 @@ class Periodic(nn.Module):
         super().__init__()
         self.hour = nn.Embedding(25, hidden, padding_idx=0) if calendar else None  # 0 = padding
         self.dow = nn.Embedding(8, hidden, padding_idx=0) if calendar else None
-        self.gap = nn.Embedding(GAP_BUCKETS + 3, hidden, padding_idx=0)  # 0 padding, 1 no reference, 2.. buckets
+        self.gap = nn.Embedding(
+            GAP_BUCKETS + 3, hidden, padding_idx=0
+        )  # 0 padding, 1 no reference, 2.. buckets
 
-    def forward(self, ts: torch.Tensor, ref: torch.Tensor, real: torch.Tensor, has_ref: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, ts: torch.Tensor, ref: torch.Tensor, real: torch.Tensor, has_ref: torch.Tensor
+    ) -> torch.Tensor:
         """``(B, T, D)`` for times ``ts`` ``(B, T)``, gaps ``ts - ref`` where ``has_ref``; padding (``~real``) zero."""
         gap = torch.where(has_ref, log_bucket(ts - ref, GAP_BUCKETS) + 2, 1)  # (B, T)
         out: torch.Tensor = self.gap(torch.where(real, gap, 0))  # (B, T, D)
         if self.hour is not None and self.dow is not None:
             hour = torch.div(ts, 3600, rounding_mode="floor") % 24 + 1  # (B, T) 1..24
-            dow = (torch.div(ts, 86400, rounding_mode="floor") + 3) % 7 + 1  # 1970-01-01 was a Thursday: Monday = 1
+            dow = (
+                torch.div(ts, 86400, rounding_mode="floor") + 3
+            ) % 7 + 1  # 1970-01-01 was a Thursday: Monday = 1
             out = out + self.hour(torch.where(real, hour, 0)) + self.dow(torch.where(real, dow, 0))
         return out
 
@@ -141,7 +155,9 @@ class EventContext(nn.Module):
         super().__init__()
         self.k, self.request, self.n_events = f.time_intervals, request, n_events
         self.columns = f.input_columns(request == "next")
-        self.intervals = nn.Parameter(torch.zeros(f.time_intervals + 1, n_heads)) if f.time_intervals else None
+        self.intervals = (
+            nn.Parameter(torch.zeros(f.time_intervals + 1, n_heads)) if f.time_intervals else None
+        )
         self.periodic = Periodic(hidden, True) if f.time_features == "periodic" else None
         self.next_time = Periodic(hidden, f.time_features == "periodic") if request == "next" else None
         self.event = nn.Embedding(n_events + 1, hidden, padding_idx=0) if f.event_input else None
@@ -172,14 +188,18 @@ class EventContext(nn.Module):
             has_prev = F.pad(real, (1, 0))[:, :-1]
             if self.periodic is not None:
                 emb = emb + self.periodic(ts, prev, real, has_prev)
-            if self.next_time is not None:  # the predicted event's time: the next position's, or the request's
+            if (
+                self.next_time is not None
+            ):  # the predicted event's time: the next position's, or the request's
                 last = batch[REQUEST_TIME].to(ts.dtype) if REQUEST_TIME in batch else ts[:, -1]  # (B,)
                 nxt = torch.cat([ts[:, 1:], last[:, None]], 1)  # (B, T)
                 emb = emb + self.next_time(nxt, ts, real, real)
         if self.event is not None:
             codes = require_key(batch, EVENTS)  # (B, T)
             if codes.numel() and int(codes.max()) > self.n_events:
-                raise DataError(f"event code {int(codes.max())} is outside the model's {self.n_events} event types")
+                raise DataError(
+                    f"event code {int(codes.max())} is outside the model's {self.n_events} event types"
+                )
             emb = emb + self.event(codes.masked_fill(~real, 0))
         if self.rating is not None:
             r = require_key(batch, RATINGS).float()  # (B, T); NaN: not known (BERT4Rec's masked positions)
@@ -199,12 +219,16 @@ class EventContext(nn.Module):
 
 def require_key(batch: Batch, key: str) -> torch.Tensor:
     if key not in batch:
-        raise DataError(f"the model reads per-event {key!r}, but the batch has none (was it built from sequences "
-                        "with that column?)")
+        raise DataError(
+            f"the model reads per-event {key!r}, but the batch has none (was it built from sequences "
+            "with that column?)"
+        )
     return batch[key]
 
 
-def event_context(f: EventFields, hidden: int, n_heads: int, events: IdMap | None, request: str) -> EventContext | None:
+def event_context(
+    f: EventFields, hidden: int, n_heads: int, events: IdMap | None, request: str
+) -> EventContext | None:
     """The model's :class:`EventContext`, or ``None`` when it reads no per-event input (nothing is created)."""
     if not f.input_columns(request == "next"):
         return None
@@ -231,7 +255,9 @@ class TargetRule:
         for n in names:
             code = self.vocabulary.get(n) if self.vocabulary is not None else None
             if code is None and not n.isdigit():
-                known = self.vocabulary.to_list() if self.vocabulary is not None else "none (no event vocabulary)"
+                known = (
+                    self.vocabulary.to_list() if self.vocabulary is not None else "none (no event vocabulary)"
+                )
                 raise DataError(f"target_events: unknown event {n!r}; the event types are {known}")
             out.append(code if code is not None else int(n))
         return np.asarray(out, dtype=np.int64)
@@ -250,7 +276,9 @@ class TargetRule:
         """Whether each event is an explicit negative: of a target type but rated below ``min_rating``."""
         assert self.min_rating is not None
         codes = self.codes()
-        of_type = np.isin(cols[EVENTS], codes) if codes is not None else np.ones(cols[RATINGS].shape, dtype=bool)
+        of_type = (
+            np.isin(cols[EVENTS], codes) if codes is not None else np.ones(cols[RATINGS].shape, dtype=bool)
+        )
         return of_type & (cols[RATINGS] < self.min_rating)
 
 
@@ -261,8 +289,9 @@ def target_rule(f: EventFields, events: IdMap | None) -> TargetRule | None:
     return TargetRule(f.target_events, f.min_target_rating, events)
 
 
-def explicit_negative_loss(h: torch.Tensor, items: torch.Tensor, negative: torch.Tensor,
-                           bias: torch.Tensor | None = None) -> torch.Tensor:
+def explicit_negative_loss(
+    h: torch.Tensor, items: torch.Tensor, negative: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """Mean ``softplus(score)`` (the BCE of label 0) of the explicit-negative items ``negative`` ``(N,)`` for the
     query states ``h`` ``(N, D)`` against the item table ``items`` (``+ bias``); 0 when ``N = 0``."""
     if len(negative) == 0:
@@ -273,6 +302,22 @@ def explicit_negative_loss(h: torch.Tensor, items: torch.Tensor, negative: torch
     return F.softplus(score).mean()
 
 
-__all__ = ["BATCH_KEYS", "EVENTS", "EXPLICIT_NEGATIVE", "GAP_BUCKETS", "RATINGS", "REQUEST_TIME", "TIMESTAMPS",
-           "EventContext", "EventFields", "Periodic", "TargetRule", "event_context", "explicit_negative_loss",
-           "interval_buckets", "log_bucket", "require_key", "target_rule"]
+__all__ = [
+    "BATCH_KEYS",
+    "EVENTS",
+    "EXPLICIT_NEGATIVE",
+    "GAP_BUCKETS",
+    "RATINGS",
+    "REQUEST_TIME",
+    "TIMESTAMPS",
+    "EventContext",
+    "EventFields",
+    "Periodic",
+    "TargetRule",
+    "event_context",
+    "explicit_negative_loss",
+    "interval_buckets",
+    "log_bucket",
+    "require_key",
+    "target_rule",
+]

@@ -44,7 +44,9 @@ class FPMCConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # factors start as N(0, init_std^2)
     fold_in_steps: int = 30  # FPMC: Adam steps fitting an unknown user's vector (0 = mean user)
-    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    sparse: bool = (
+        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    )
 
     def __post_init__(self) -> None:
         require_positive(dim=self.dim, n_prev=self.n_prev, n_negatives=self.n_negatives)
@@ -59,13 +61,25 @@ def _presets(personal: bool) -> dict[str, dict[str, dict[str, object]]]:
     return {
         "ml-1m": {
             "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},
-            "train": {"lr": 1e-2, "batch_size": 4096, "max_epochs": 60, "lr_decay": 0.3, "max_lr_decays": 2,
-                      "time_budget": 600},
+            "train": {
+                "lr": 1e-2,
+                "batch_size": 4096,
+                "max_epochs": 60,
+                "lr_decay": 0.3,
+                "max_lr_decays": 2,
+                "time_budget": 600,
+            },
         },
         "beauty": {
             "model": {"dim": 64, "reg": 1e-3 if personal else 1e-4, "n_negatives": 4},
-            "train": {"lr": 5e-3, "batch_size": 1024, "max_epochs": 60, "lr_decay": 0.3, "max_lr_decays": 2,
-                      "time_budget": 600},
+            "train": {
+                "lr": 5e-3,
+                "batch_size": 1024,
+                "max_epochs": 60,
+                "lr_decay": 0.3,
+                "max_lr_decays": 2,
+                "time_budget": 600,
+            },
         },
         "demo": {
             "model": {"dim": 32, "reg": 1e-4, "n_negatives": 4},
@@ -84,8 +98,12 @@ class FPMC(nn.Module, SequentialModel, Factorised):
         super().__init__()
         c = self.config = config
         self.n_users, self.n_items = n_users, n_items
-        self.item_next = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)  # VIL: item as the next one
-        self.item_prev = nn.Embedding(n_items + 1, c.dim, padding_idx=0, sparse=c.sparse)  # VLI: item as the previous one
+        self.item_next = nn.Embedding(
+            n_items + 1, c.dim, padding_idx=0, sparse=c.sparse
+        )  # VIL: item as the next one
+        self.item_prev = nn.Embedding(
+            n_items + 1, c.dim, padding_idx=0, sparse=c.sparse
+        )  # VLI: item as the previous one
         tables = [self.item_next, self.item_prev]
         if self.personal:
             self.user_emb = nn.Embedding(max(n_users, 1), c.dim, sparse=c.sparse)  # VUI
@@ -110,9 +128,15 @@ class FPMC(nn.Module, SequentialModel, Factorised):
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every transition ``prev -> next`` once per epoch, shuffled, with fresh unseen negatives."""
         users, prev, nxt = positions(train, self.config.n_prev, 1, min_prev=1)  # (N,), (N, P), (N, 1)
-        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
-            yield {"user": torch.from_numpy(users[idx]), "prev": torch.from_numpy(prev[idx]),
-                   "positive": torch.from_numpy(nxt[idx, 0]), "negative": torch.from_numpy(neg)}  # neg: (B, K)
+        for idx, neg in negative_batches(
+            train, users, self.n_items, self.config.n_negatives, batch_size, rng
+        ):
+            yield {
+                "user": torch.from_numpy(users[idx]),
+                "prev": torch.from_numpy(prev[idx]),
+                "positive": torch.from_numpy(nxt[idx, 0]),
+                "negative": torch.from_numpy(neg),
+            }  # neg: (B, K)
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Mean S-BPR loss plus the L2 penalty of each triple's factors."""
@@ -138,13 +162,17 @@ class FPMC(nn.Module, SequentialModel, Factorised):
         return (ctx @ self.item_next.weight.T).view(r, t, -1)  # (R, T, I+1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """User indices (``-1`` = unknown), the last ``n_prev`` items, and the recent history for fold-in."""
         n = max(self.config.n_prev, FOLD_IN_ITEMS if self.personal else 0)
         hist = last_items(histories, n)  # (B, n)
-        return {"user": torch.as_tensor(np.asarray(users, dtype=np.int64)), "history": hist,
-                "prev": hist[:, n - self.config.n_prev :]}
+        return {
+            "user": torch.as_tensor(np.asarray(users, dtype=np.int64)),
+            "history": hist,
+            "prev": hist[:, n - self.config.n_prev :],
+        }
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` context of the last items, followed for FPMC by the user's vector (folded in
@@ -152,9 +180,14 @@ class FPMC(nn.Module, SequentialModel, Factorised):
         ctx = self.context(batch["prev"])  # (B, D)
         if not self.personal:
             return ctx
-        (p,) = user_vectors([self.user_emb], batch["user"], batch["history"],
-                            lambda v: v[0] @ self.item_user.weight.T, self.config.fold_in_steps,
-                            base_fn=self._chain_positions)  # (B, D)
+        (p,) = user_vectors(
+            [self.user_emb],
+            batch["user"],
+            batch["history"],
+            lambda v: v[0] @ self.item_user.weight.T,
+            self.config.fold_in_steps,
+            base_fn=self._chain_positions,
+        )  # (B, D)
         return torch.cat([ctx, p], dim=1)  # (B, 2D)
 
     def item_vectors(self) -> torch.Tensor:

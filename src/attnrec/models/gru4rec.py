@@ -58,8 +58,13 @@ class GRU4RecConfig:
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
-        require_positive(hidden=self.hidden, emb_dim=self.emb_dim, n_layers=self.n_layers, max_len=self.max_len,
-                         n_negatives=self.n_negatives)
+        require_positive(
+            hidden=self.hidden,
+            emb_dim=self.emb_dim,
+            n_layers=self.n_layers,
+            max_len=self.max_len,
+            n_negatives=self.n_negatives,
+        )
         if not 0 <= self.dropout < 1 or self.sample_alpha < 0 or self.bpreg < 0:
             raise ValueError("dropout must be in [0, 1); sample_alpha and bpreg must be >= 0")
 
@@ -83,17 +88,34 @@ def _presets(plus: bool) -> dict[str, dict[str, dict[str, object]]]:
     return {
         "ml-1m": {
             "model": {"hidden": 100, "emb_dim": 64, "max_len": 200, "dropout": 0.2, **neg},
-            "train": {"lr": lr, "batch_size": 32, "grad_clip": 5.0, "max_epochs": 100, "patience": 3,
-                      "time_budget": 600 if plus else 900},
+            "train": {
+                "lr": lr,
+                "batch_size": 32,
+                "grad_clip": 5.0,
+                "max_epochs": 100,
+                "patience": 3,
+                "time_budget": 600 if plus else 900,
+            },
         },
         "beauty": {
             "model": {"hidden": 100, "emb_dim": 64, "max_len": 50, "dropout": 0.4, **neg},
-            "train": {"lr": lr, "batch_size": 128, "grad_clip": 5.0, "max_epochs": 100, "patience": 3,
-                      "time_budget": 600 if plus else 3600},
+            "train": {
+                "lr": lr,
+                "batch_size": 128,
+                "grad_clip": 5.0,
+                "max_epochs": 100,
+                "patience": 3,
+                "time_budget": 600 if plus else 3600,
+            },
         },
         "demo": {
-            "model": {"hidden": 64, "emb_dim": 32, "max_len": 50, "dropout": 0.1,
-                      **({"n_negatives": 128} if plus else {})},
+            "model": {
+                "hidden": 64,
+                "emb_dim": 32,
+                "max_len": 50,
+                "dropout": 0.1,
+                **({"n_negatives": 128} if plus else {}),
+            },
             "train": {"lr": 5e-3, "batch_size": 64, "max_epochs": 40, "patience": 5, "time_budget": 120},
         },
     }
@@ -108,8 +130,9 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
         c = self.config = config
         self.n_items = n_items
         self.item_emb = nn.Embedding(n_items + 1, c.emb_dim, padding_idx=0)
-        self.gru = nn.GRU(c.emb_dim, c.hidden, c.n_layers, batch_first=True,
-                          dropout=c.dropout if c.n_layers > 1 else 0.0)
+        self.gru = nn.GRU(
+            c.emb_dim, c.hidden, c.n_layers, batch_first=True, dropout=c.dropout if c.n_layers > 1 else 0.0
+        )
         self.drop = nn.Dropout(c.dropout)
         self.out_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)  # W_y
         self.out_bias = nn.Parameter(torch.zeros(n_items + 1))  # b_y
@@ -170,14 +193,17 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
         s = r_neg.masked_fill(hit, -torch.inf).softmax(-1)  # (N, S) softmax weights of the negatives
         if self.config.loss == "bpr-max":
             gain = (s * torch.sigmoid(r_pos - r_neg)).sum(-1)  # (N,)
-            loss: torch.Tensor = (-torch.log(gain + 1e-24) + self.config.bpreg * (s * r_neg.pow(2)).sum(-1)).mean()
+            loss: torch.Tensor = (
+                -torch.log(gain + 1e-24) + self.config.bpreg * (s * r_neg.pow(2)).sum(-1)
+            ).mean()
         else:  # top1-max
             loss = (s * (torch.sigmoid(r_neg - r_pos) + torch.sigmoid(r_neg.pow(2)))).sum(-1).mean()
         return loss
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         return {"seq": torch.from_numpy(histories.padded(self.config.max_len))}
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:

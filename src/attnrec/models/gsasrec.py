@@ -67,15 +67,26 @@ class GSASRecConfig:
     reuse_item_embeddings: bool = False  # False: a separate output item table (the authors' default)
 
     def __post_init__(self) -> None:
-        require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len,
-                         n_negatives=self.n_negatives)
+        require_positive(
+            hidden=self.hidden,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            max_len=self.max_len,
+            n_negatives=self.n_negatives,
+        )
         if not 0.0 <= self.gbce_t <= 1.0:
             raise ValueError(f"gbce_t must be in [0, 1], not {self.gbce_t}")
 
     def network(self) -> SASRecConfig:
         """The settings of the SASRec network gSASRec trains (its loss settings are never used)."""
-        return SASRecConfig(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len,
-                            dropout=self.dropout, attn_dropout=self.attn_dropout)
+        return SASRecConfig(
+            hidden=self.hidden,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            max_len=self.max_len,
+            dropout=self.dropout,
+            attn_dropout=self.attn_dropout,
+        )
 
 
 # The authors' ML-1M run (gSASRec-pytorch README and config_ml1m.py: d 128, 2 blocks, 1 head, max_len 200,
@@ -94,7 +105,10 @@ _PAPER_TRAIN = {"lr": 1e-3, "batch_size": 128, "beta2": 0.999}
         # At these settings gBCE first learns popularity and stays there for many epochs: on a GPU
         # (ml-1m-gsasrec-gpu) validation NDCG@10 sat at 0.02 from epoch 4 to 54, where patience 20 stopped
         # it. Hence all 200 epochs (min_epochs), never a stop on that plateau.
-        "ml-1m": {"model": {}, "train": _PAPER_TRAIN | {"max_epochs": 200, "patience": 20, "min_epochs": 200}},
+        "ml-1m": {
+            "model": {},
+            "train": _PAPER_TRAIN | {"max_epochs": 200, "patience": 20, "min_epochs": 200},
+        },
         # `make demo`-sized: the built-in demo data in a couple of minutes on 2 CPU cores. gBCE needs many
         # steps before validation leaves popularity level (~400 batches here), hence small batches and patience.
         "demo": {
@@ -162,8 +176,9 @@ class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         return gbce_loss(pos_logit[real], neg_logit[real], self.beta)  # (N,), (N, k) real positions only
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         return self.net.score_inputs(users, histories, request_time)
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:

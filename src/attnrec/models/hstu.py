@@ -74,7 +74,9 @@ from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
 
-TIME_BUCKET_WIDTH = LOG_BUCKET_WIDTH  # the reference divides ln(gap in seconds) by this: a bucket spans a factor 1.35
+TIME_BUCKET_WIDTH = (
+    LOG_BUCKET_WIDTH  # the reference divides ln(gap in seconds) by this: a bucket spans a factor 1.35
+)
 EPS = 1e-6  # the reference's epsilon for its layer norms and L2 normalisations
 
 
@@ -103,12 +105,25 @@ class HSTUConfig:
         check_negatives_per(self.negatives)
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, dqk=self.dqk,
-                         dv=self.dv, max_len=self.max_len, time_buckets=self.time_buckets)
+        require_positive(
+            hidden=self.hidden,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            dqk=self.dqk,
+            dv=self.dv,
+            max_len=self.max_len,
+            time_buckets=self.time_buckets,
+        )
         if not 0.0 <= self.dropout < 1.0 or self.temperature <= 0:
             raise ValueError("dropout must be in [0, 1) and temperature > 0")
-        if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
-            raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
+        if (
+            self.n_negatives < 0
+            or self.in_batch_negatives < 0
+            or self.n_negatives + self.in_batch_negatives < 1
+        ):
+            raise ValueError(
+                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
+            )
 
 
 def time_buckets(timestamps: torch.Tensor, n_buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,8 +173,13 @@ class HSTUBlock(nn.Module):
         nn.init.xavier_uniform_(self.f2.weight)
 
     def forward(
-        self, x: torch.Tensor, allowed: torch.Tensor, offsets: torch.Tensor,
-        times: tuple[torch.Tensor, torch.Tensor] | None, need_weights: bool = False, last: int = 0,
+        self,
+        x: torch.Tensor,
+        allowed: torch.Tensor,
+        offsets: torch.Tensor,
+        times: tuple[torch.Tensor, torch.Tensor] | None,
+        need_weights: bool = False,
+        last: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The layer's output ``(B, Tq, D)`` and, with ``need_weights``, its attention ``(B, H, Tq, T)``.
 
@@ -177,7 +197,9 @@ class HSTUBlock(nn.Module):
         qh = q.reshape(b, tq, h, self.dqk).transpose(1, 2)  # (B, H, Tq, dqk)
         kh = k.reshape(b, t, h, self.dqk).transpose(1, 2)  # (B, H, T, dqk)
         vh = v.reshape(b, t, h, self.dv).transpose(1, 2)  # (B, H, T, dv)
-        logits = qh @ kh.transpose(-1, -2) + self.rab(offsets, times)[:, None]  # (B, H, Tq, T), no 1/sqrt(dqk)
+        logits = (
+            qh @ kh.transpose(-1, -2) + self.rab(offsets, times)[:, None]
+        )  # (B, H, Tq, T), no 1/sqrt(dqk)
         # Pointwise aggregated attention: SiLU instead of a softmax, so a row's weights need not sum
         # to 1 and the number and strength of matching past actions survive; / n keeps them small.
         weights = (F.silu(logits) / self.n).masked_fill(~allowed, 0.0)  # (B, H, Tq, T)
@@ -198,25 +220,47 @@ class HSTUBlock(nn.Module):
         # Promise: the reference's recipe on the reference's data; ml-1m.txt has no timestamps (no time bias).
         "ml-1m": {
             "model": {"negatives": "sequence"},
-            "train": {"optimizer": "adamw", "lr": 1e-3, "beta2": 0.98, "weight_decay": 0.0,
-                      "batch_size": 128, "max_epochs": 101, "min_epochs": 101},
+            "train": {
+                "optimizer": "adamw",
+                "lr": 1e-3,
+                "beta2": 0.98,
+                "weight_decay": 0.0,
+                "batch_size": 128,
+                "max_epochs": 101,
+                "min_epochs": 101,
+            },
         },
         # HSTU-large (HR@10 0.3294, NDCG@10 0.1893): configs/ml-1m/hstu-sampled-softmax-n128-large-final.gin,
         # 4x the layers and 2x the heads, 25-wide per head; the rest as "ml-1m".
         "ml-1m-large": {
             "model": {"n_layers": 8, "n_heads": 2, "dqk": 25, "dv": 25, "negatives": "sequence"},
-            "train": {"optimizer": "adamw", "lr": 1e-3, "beta2": 0.98, "weight_decay": 0.0,
-                      "batch_size": 128, "max_epochs": 101, "min_epochs": 101},
+            "train": {
+                "optimizer": "adamw",
+                "lr": 1e-3,
+                "beta2": 0.98,
+                "weight_decay": 0.0,
+                "batch_size": 128,
+                "max_epochs": 101,
+                "min_epochs": 101,
+            },
         },
         # Small and quick: the built-in demo data (and the contract tests) in seconds to minutes.
         "demo": {
             "model": {"hidden": 32, "dqk": 16, "dv": 16, "n_heads": 2, "max_len": 50, "n_negatives": 64},
-            "train": {"optimizer": "adamw", "lr": 2e-3, "batch_size": 128, "max_epochs": 30, "patience": 3,
-                      "time_budget": 150.0},
+            "train": {
+                "optimizer": "adamw",
+                "lr": 2e-3,
+                "batch_size": 128,
+                "max_epochs": 30,
+                "patience": 3,
+                "time_budget": 150.0,
+            },
         },
     },
 )
-class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch):
+class HSTU(
+    nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
+):
     """HSTU: pointwise (SiLU) causal attention with relative position/time bias, normalised dot-product scores."""
 
     def __init__(self, config: HSTUConfig, n_users: int, n_items: int) -> None:
@@ -234,8 +278,12 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
             self.item_emb.weight[0].zero_()
 
     def run(
-        self, seq: torch.Tensor, timestamps: torch.Tensor | None = None, need_weights: bool = False,
-        last_only: bool = False, content: torch.Tensor | None = None,
+        self,
+        seq: torch.Tensor,
+        timestamps: torch.Tensor | None = None,
+        need_weights: bool = False,
+        last_only: bool = False,
+        content: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: L2-normalised states ``(B, T, D)`` of a left-padded item matrix ``seq``
         ``(B, T)`` (with optional ``timestamps`` ``(B, T)``) and, with ``need_weights``, each layer's
@@ -246,7 +294,9 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         ``content`` ``(B, T, D)`` replaces the raw item embeddings of ``seq`` (:meth:`score_embedded`).
         """
         if timestamps is not None and timestamps.shape != seq.shape:
-            raise ValueError(f"timestamps must have the shape of seq {tuple(seq.shape)}, not {tuple(timestamps.shape)}")
+            raise ValueError(
+                f"timestamps must have the shape of seq {tuple(seq.shape)}, not {tuple(timestamps.shape)}"
+            )
         if timestamps is not None and timestamps.is_floating_point():
             raise ValueError("timestamps must be integer seconds (int64), 0 for padding")
         t = seq.shape[1]
@@ -262,7 +312,11 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         maps = []
         for i, block in enumerate(self.blocks):
             if last_only and i == len(self.blocks) - 1:  # the newest query row only
-                rows = (allowed[..., -1:, :], offsets[-1:], None if times is None else (times[0][:, -1:], times[1][:, -1:]))
+                rows = (
+                    allowed[..., -1:, :],
+                    offsets[-1:],
+                    None if times is None else (times[0][:, -1:], times[1][:, -1:]),
+                )
                 x, weights = block(x, *rows, need_weights, last=1)  # (B, 1, D)
             else:
                 x, weights = block(x, allowed, offsets, times, need_weights)  # (B, T, D)
@@ -279,7 +333,9 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings
         (``batch["timestamps"]``, if any, as :meth:`score` uses them)."""
-        query = self.run(batch["seq"], batch.get("timestamps"), last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
+        query = self.run(batch["seq"], batch.get("timestamps"), last_only=True, content=embedded)[0][
+            :, -1, :
+        ]  # (B, D)
         return factorised_scores(query / self.config.temperature, self.item_vectors())  # (B, I+1)
 
     def encode(self, seq: torch.Tensor, timestamps: torch.Tensor | None = None) -> torch.Tensor:
@@ -302,11 +358,14 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         c = self.config
         shared = None
         if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives,
-                                           c.negatives)
+            shared = SharedNegatives.build(
+                train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives, c.negatives
+            )
         for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
             if TIMESTAMP in train.columns:  # the inputs' times (the targets' are never read)
-                batch[TIMESTAMPS] = torch.from_numpy(train.padded_column(TIMESTAMP, c.max_len + 1, users)[:, :-1])
+                batch[TIMESTAMPS] = torch.from_numpy(
+                    train.padded_column(TIMESTAMP, c.max_len + 1, users)[:, :-1]
+                )
             yield batch
 
     def loss_terms(self, batch: Batch) -> int:
@@ -322,7 +381,9 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         pos = target[real]  # (N,)
         if self.config.loss == "ce":
             return softmax_cross_entropy(h, self.item_vectors(), pos)  # chunked, column 0 excluded
-        neg = batch["negative"]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
+        neg = batch[
+            "negative"
+        ]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
         pos_logit = (h * self._unit_items(pos)).sum(-1)  # (N,)
         if neg.dim() == 3:  # each position its own, against the whole normalised table
             neg_logit = position_logits(h, self.item_vectors(), neg[real])  # (N, S)
@@ -335,8 +396,9 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
         return F.normalize(self.item_emb(idx), dim=-1, eps=EPS)
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         # Padded to the batch's longest history: positions count from each row's oldest item, the
         # bias from offsets and the attention divides by max_len, so the width changes no score.
         width = inference_width(histories, self.config.max_len)
@@ -347,7 +409,10 @@ class HSTU(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embeddi
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` newest-position states / temperature: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.run(batch["seq"], batch.get("timestamps"), last_only=True)[0][:, -1, :] / self.config.temperature
+        return (
+            self.run(batch["seq"], batch.get("timestamps"), last_only=True)[0][:, -1, :]
+            / self.config.temperature
+        )
 
     def item_vectors(self) -> torch.Tensor:
         """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every call."""

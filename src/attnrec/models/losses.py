@@ -42,8 +42,13 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: _Context, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
-        grads: bool, fast: bool = False,
+        ctx: _Context,
+        h: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        target: torch.Tensor,
+        grads: bool,
+        fast: bool = False,
     ) -> torch.Tensor:
         low = torch.is_autocast_enabled(h.device.type)
         w = weight.to(torch.bfloat16) if low else weight.float()
@@ -55,12 +60,25 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
             target_logit = target_logit + bias[target].float()
         grad_h = torch.empty_like(h) if grads else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device) if grads else None
-        grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=h.device) if grads and bias is not None else None
+        grad_b = (
+            torch.zeros(weight.shape[0], dtype=torch.float32, device=h.device)
+            if grads and bias is not None
+            else None
+        )
         if fast:
             chunk = max(1, min(FAST_CE_CHUNK_ROWS, CE_CHUNK_ELEMENTS // max(weight.shape[0], 1)))
             for s in range(0, n, chunk):
-                _item_major_chunk(h[s : s + chunk], w, bias, target[s : s + chunk], scale, lse[s : s + chunk],
-                                  None if grad_h is None else grad_h[s : s + chunk], grad_w, grad_b)
+                _item_major_chunk(
+                    h[s : s + chunk],
+                    w,
+                    bias,
+                    target[s : s + chunk],
+                    scale,
+                    lse[s : s + chunk],
+                    None if grad_h is None else grad_h[s : s + chunk],
+                    grad_w,
+                    grad_b,
+                )
         else:
             chunk = max(1, min(256 if low else 512, CE_CHUNK_ELEMENTS // max(weight.shape[0], 1)))
             for s in range(0, n, chunk):
@@ -74,22 +92,29 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
                     continue
                 p = logits.sub_(lse[s : s + chunk, None]).exp_()  # softmax, (C, I)
                 p[:, 0] = 0.0
-                p[torch.arange(len(hc), device=h.device), target[s : s + chunk]] -= 1.0  # d(lse - target logit)
+                p[torch.arange(len(hc), device=h.device), target[s : s + chunk]] -= (
+                    1.0  # d(lse - target logit)
+                )
                 p.mul_(scale)
                 if grad_b is not None:
                     grad_b += p.sum(0)
                 pc = p.to(w.dtype)
                 grad_h[s : s + chunk] = (pc @ w).to(h.dtype)  # (C, D)
                 grad_w += (pc.T @ hc.to(w.dtype)).float()  # (I, D)
-        ctx.save_for_backward(grad_h, None if grad_w is None else grad_w.to(weight.dtype),
-                              None if grad_b is None or bias is None else grad_b.to(bias.dtype))
+        ctx.save_for_backward(
+            grad_h,
+            None if grad_w is None else grad_w.to(weight.dtype),
+            None if grad_b is None or bias is None else grad_b.to(bias.dtype),
+        )
         return (lse - target_logit).mean()
 
     @staticmethod
     def backward(ctx: _Context, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         grad_h, grad_w, grad_b = ctx.saved_tensors
         if grad_h is None or grad_w is None:
-            raise RuntimeError("softmax_cross_entropy ran without gradients (grads=False) and cannot be differentiated")
+            raise RuntimeError(
+                "softmax_cross_entropy ran without gradients (grads=False) and cannot be differentiated"
+            )
         one = bool(grad == 1)  # the usual case (loss.backward()): the gradients as they are, bit for bit
         gh = grad_h if one else grad_h * grad.to(grad_h.dtype)
         gw = grad_w if one else grad_w * grad.float()
@@ -98,8 +123,15 @@ class _ChunkedSoftmaxCE(torch.autograd.Function):
 
 
 def _item_major_chunk(
-    hc: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor, scale: torch.Tensor,
-    lse: torch.Tensor, grad_h: torch.Tensor | None, grad_w: torch.Tensor | None, grad_b: torch.Tensor | None,
+    hc: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    target: torch.Tensor,
+    scale: torch.Tensor,
+    lse: torch.Tensor,
+    grad_h: torch.Tensor | None,
+    grad_w: torch.Tensor | None,
+    grad_b: torch.Tensor | None,
 ) -> None:
     """One chunk of the fast kernel: fills ``lse`` ``(C,)`` and ``grad_h`` ``(C, D)``, adds to ``grad_w`` and ``grad_b``.
 
@@ -132,7 +164,10 @@ _chunked_softmax_ce: Callable[..., torch.Tensor] = _ChunkedSoftmaxCE.apply  # to
 
 
 def softmax_cross_entropy(
-    h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: torch.Tensor | None = None,
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    bias: torch.Tensor | None = None,
     fast: bool = False,
 ) -> torch.Tensor:
     """Full-catalog cross-entropy of hidden states ``h`` (N, D) against item embeddings ``weight`` (I, D).
@@ -142,8 +177,9 @@ def softmax_cross_entropy(
     default to float32 rounding but not bit for bit; the models' ``fast_ce`` option, off by default so
     that committed runs repeat.
     """
-    grads = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad
-                                         or (bias is not None and bias.requires_grad))
+    grads = torch.is_grad_enabled() and (
+        h.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    )
     return _chunked_softmax_ce(h, weight, bias, target, grads, fast)
 
 
@@ -209,7 +245,10 @@ def gbce_loss(pos_logit: torch.Tensor, neg_logit: torch.Tensor, beta: float) -> 
 
 
 def batch_sampled_softmax(
-    pos_logit: torch.Tensor, neg_logit: torch.Tensor, target: torch.Tensor, batch: dict[str, torch.Tensor],
+    pos_logit: torch.Tensor,
+    neg_logit: torch.Tensor,
+    target: torch.Tensor,
+    batch: dict[str, torch.Tensor],
     rows: torch.Tensor,
 ) -> torch.Tensor:
     """:func:`sampled_softmax_cross_entropy` over a batch's negatives (``batch["negative"]``).
@@ -227,12 +266,19 @@ def batch_sampled_softmax(
     elif negative.dim() == 2:  # per sequence: each scored position takes its sequence's row
         negative = negative[:, None, :].expand(*rows.shape, -1)[rows]  # (B, S) -> (N, S)
         neg_logq = None if neg_logq is None else neg_logq[:, None, :].expand(*rows.shape, -1)[rows]
-    return sampled_softmax_cross_entropy(pos_logit, neg_logit, target, negative,
-                                         batch["target_logq"][rows] if corrected else None,
-                                         neg_logq if corrected else None)
+    return sampled_softmax_cross_entropy(
+        pos_logit,
+        neg_logit,
+        target,
+        negative,
+        batch["target_logq"][rows] if corrected else None,
+        neg_logq if corrected else None,
+    )
 
 
-def negative_logits(scored: torch.Tensor, vectors: torch.Tensor, states: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+def negative_logits(
+    scored: torch.Tensor, vectors: torch.Tensor, states: torch.Tensor, rows: torch.Tensor
+) -> torch.Tensor:
     """Logits ``(N, S)`` of the scored positions against their negatives' ``vectors``.
 
     ``scored`` ``(N, D)`` are the states of the positions ``rows`` (a ``(B, T)`` mask) of ``states``
@@ -252,7 +298,9 @@ def negative_logits(scored: torch.Tensor, vectors: torch.Tensor, states: torch.T
 POSITION_DENSE = 128
 
 
-def position_logits(scored: torch.Tensor, table: torch.Tensor, negative: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+def position_logits(
+    scored: torch.Tensor, table: torch.Tensor, negative: torch.Tensor, chunk: int = 1024
+) -> torch.Tensor:
     """Logits ``(N, S)`` of each scored position ``(N, D)`` against its own negatives ``negative`` ``(N, S)``,
     rows of the item ``table`` ``(I+1, D)`` (the references' per-position draws).
 
@@ -262,8 +310,12 @@ def position_logits(scored: torch.Tensor, table: torch.Tensor, negative: torch.T
     """
     if table.shape[0] > POSITION_DENSE * negative.shape[1]:
         return torch.einsum("nd,nsd->ns", scored, table[negative])  # (N, D) x (N, S, D) -> (N, S)
-    parts = [torch.take_along_dim(scored[i:i + chunk] @ table.T, negative[i:i + chunk], 1)  # (c, I+1) -> (c, S)
-             for i in range(0, len(scored), chunk)]
+    parts = [
+        torch.take_along_dim(
+            scored[i : i + chunk] @ table.T, negative[i : i + chunk], 1
+        )  # (c, I+1) -> (c, S)
+        for i in range(0, len(scored), chunk)
+    ]
     return torch.cat(parts) if parts else scored.new_zeros(0, negative.shape[1])
 
 

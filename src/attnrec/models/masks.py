@@ -37,7 +37,9 @@ def causal_mask(seq: torch.Tensor) -> torch.Tensor:
 def padding_bias(seq: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """``(B, 1, 1, T)`` for ``seq`` ``(B, T)``: 0 for real keys, :data:`PADDING_BIAS` for padding keys.
     As an additive mask it is BERT4Rec's: every query sees every real key."""
-    bias = torch.zeros(seq.shape, dtype=dtype, device=seq.device).masked_fill_(seq == 0, PADDING_BIAS)  # (B, T)
+    bias = torch.zeros(seq.shape, dtype=dtype, device=seq.device).masked_fill_(
+        seq == 0, PADDING_BIAS
+    )  # (B, T)
     return bias[:, None, None, :]  # (B, 1, 1, T)
 
 
@@ -45,7 +47,9 @@ def causal_bias(seq: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.
     """``(B, 1, T, T)`` additive mask for ``seq`` ``(B, T)``: query t sees the real keys s <= t, a padding
     query only itself (the same rows as :func:`causal_mask`)."""
     t = seq.shape[1]
-    later = torch.full((t, t), -torch.inf, dtype=dtype, device=seq.device).triu(1)  # (T, T): -inf above the diagonal
+    later = torch.full((t, t), -torch.inf, dtype=dtype, device=seq.device).triu(
+        1
+    )  # (T, T): -inf above the diagonal
     bias = later + padding_bias(seq, dtype)  # (B, 1, T, T), a new tensor
     # a padding query sees itself; a real one's diagonal is 0 already
     if torch.compiler.is_exporting():  # torch.export (ONNX) takes functional graphs only: the same values

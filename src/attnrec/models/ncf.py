@@ -44,12 +44,19 @@ class NCFConfig:
     """NeuMF hyperparameters (the paper's defaults: 8 predictive factors, 4 negatives)."""
 
     gmf_dim: int = 8  # GMF embedding size (the paper's "predictive factors")
-    mlp_layers: tuple[int, ...] = (64, 32, 16, 8)  # MLP widths; the first is [p'; q'], so each embedding is half
+    mlp_layers: tuple[int, ...] = (
+        64,
+        32,
+        16,
+        8,
+    )  # MLP widths; the first is [p'; q'], so each embedding is half
     n_negatives: int = 4  # sampled negatives per positive interaction
     dropout: float = 0.0  # dropout after every MLP layer
     init_std: float = 0.01  # embeddings start as N(0, init_std^2), as in the paper's code
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's vectors (0 = mean user)
-    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    sparse: bool = (
+        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    )
 
     def __post_init__(self) -> None:
         require_positive(gmf_dim=self.gmf_dim, n_negatives=self.n_negatives)
@@ -69,8 +76,14 @@ class NCFConfig:
         },
         "beauty": {  # 40k users x 54k items: a small tower and sparse validation keep scoring affordable
             "model": {"gmf_dim": 32, "mlp_layers": (32, 16, 8), "n_negatives": 4},
-            "train": {"lr": 2e-3, "batch_size": 1024, "max_epochs": 40, "patience": 2, "eval_every": 2,
-                      "time_budget": 600},
+            "train": {
+                "lr": 2e-3,
+                "batch_size": 1024,
+                "max_epochs": 40,
+                "patience": 2,
+                "eval_every": 2,
+                "time_budget": 600,
+            },
         },
         "demo": {
             "model": {"gmf_dim": 16, "mlp_layers": (32, 16, 8), "n_negatives": 4},
@@ -91,7 +104,9 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
         self.user_mlp = nn.Embedding(max(n_users, 1), half, sparse=c.sparse)
         self.item_mlp = nn.Embedding(n_items + 1, half, padding_idx=0, sparse=c.sparse)
         self.first = nn.Linear(c.mlp_layers[0], c.mlp_layers[1])  # over [p'; q']
-        self.tower = nn.ModuleList(nn.Linear(a, b) for a, b in zip(c.mlp_layers[1:-1], c.mlp_layers[2:], strict=True))
+        self.tower = nn.ModuleList(
+            nn.Linear(a, b) for a, b in zip(c.mlp_layers[1:-1], c.mlp_layers[2:], strict=True)
+        )
         self.drop = nn.Dropout(c.dropout)
         self.out = nn.Linear(c.gmf_dim + c.mlp_layers[-1], 1)
         for emb in (self.user_gmf, self.item_gmf, self.user_mlp, self.item_mlp):
@@ -122,7 +137,9 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every training interaction once per epoch with ``n_negatives`` fresh unseen items."""
         users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
-        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
+        for idx, neg in negative_batches(
+            train, users, self.n_items, self.config.n_negatives, batch_size, rng
+        ):
             items = np.concatenate([train.items[idx, None], neg], axis=1)  # (B, 1+K), positive first
             yield {"user": torch.from_numpy(users[idx]), "items": torch.from_numpy(items)}
 
@@ -135,8 +152,9 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
         return F.binary_cross_entropy_with_logits(logits, labels)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """User indices (``-1`` = unknown) and the recent history, used only to fold unknown users in."""
         return user_inputs(users, histories)
 
@@ -145,14 +163,21 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
         b = pg.shape[0]
         chunk = max(1, CHUNK_ELEMENTS // max(1, b * self.config.mlp_layers[1]))
         all_items = torch.arange(self.n_items + 1, device=pg.device)
-        parts = [self._logits(pg, pm, all_items[lo : lo + chunk])  # (B, C)
-                 for lo in range(0, self.n_items + 1, chunk)]
+        parts = [
+            self._logits(pg, pm, all_items[lo : lo + chunk])  # (B, C)
+            for lo in range(0, self.n_items + 1, chunk)
+        ]
         return torch.cat(parts, dim=1)  # (B, I+1)
 
     def _users(self, batch: Batch) -> list[torch.Tensor]:
         """GMF and MLP user vectors ``(B, Dg)``, ``(B, Dm)``, folded in for unknown users."""
-        return user_vectors([self.user_gmf, self.user_mlp], batch["user"], batch["history"],
-                            lambda v: self._all_items(v[0], v[1]), self.config.fold_in_steps)
+        return user_vectors(
+            [self.user_gmf, self.user_mlp],
+            batch["user"],
+            batch["history"],
+            lambda v: self._all_items(v[0], v[1]),
+            self.config.fold_in_steps,
+        )
 
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` (logits); column 0 (padding) is ``-inf``."""

@@ -93,12 +93,19 @@ class SharedNegatives:
     n_negatives: int
     in_batch: int
     q: np.ndarray  # (n_items + 1,) the catalog proposal
-    cdf: np.ndarray | None  # (n_items + 1,) its cumulative sum; None for uniform draws (a constant correction)
+    cdf: (
+        np.ndarray | None
+    )  # (n_items + 1,) its cumulative sum; None for uniform draws (a constant correction)
     per: str = "batch"  # one of NEGATIVES_PER: negative is (S,), (B, S) or (B, T, S)
 
     @classmethod
     def build(
-        cls, train_items: np.ndarray, n_items: int, sampler: str, n_negatives: int, in_batch: int = 0,
+        cls,
+        train_items: np.ndarray,
+        n_items: int,
+        sampler: str,
+        n_negatives: int,
+        in_batch: int = 0,
         per: str = "batch",
     ) -> SharedNegatives:
         """The sampler of one epoch: ``q`` from the training items ``train_items`` and ``sampler``; ``per``
@@ -142,5 +149,7 @@ class SharedNegatives:
             return logq
 
         out["neg_logq"] = torch.from_numpy(log_expected(neg))
-        out["target_logq"] = torch.from_numpy(np.where(target > 0, log_expected(target), 0.0).astype(np.float32))
+        out["target_logq"] = torch.from_numpy(
+            np.where(target > 0, log_expected(target), 0.0).astype(np.float32)
+        )
         return out

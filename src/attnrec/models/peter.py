@@ -63,8 +63,13 @@ class PETERConfig:
     rating_checkpoint: str = "joint"
 
     def __post_init__(self) -> None:
-        require_positive(emsize=self.emsize, n_heads=self.n_heads, ffn=self.ffn, n_layers=self.n_layers,
-                         max_words=self.max_words)
+        require_positive(
+            emsize=self.emsize,
+            n_heads=self.n_heads,
+            ffn=self.ffn,
+            n_layers=self.n_layers,
+            max_words=self.max_words,
+        )
         if self.max_positions < self.max_words + 4:
             raise ValueError("max_positions must exceed max_words + 3")
         if min(self.text_weight, self.context_weight, self.rating_weight) < 0:
@@ -107,15 +112,48 @@ class PETERLayer(nn.Module):
     config=PETERConfig,
     task="explain",
     presets={
-        "paper": {"model": {}, "train": {"optimizer": "sgd", "lr": 1.0, "grad_clip": 1.0, "batch_size": 128,
-                                         "lr_decay": 0.25, "max_lr_decays": 5, "max_epochs": 100,
-                                         "monitor": "loss", "mode": "min"}},
-        "plus": {"model": {"use_feature": True}, "train": {"optimizer": "sgd", "lr": 1.0, "grad_clip": 1.0,
-                                                          "batch_size": 128, "lr_decay": 0.25, "max_lr_decays": 5,
-                                                          "max_epochs": 100, "monitor": "loss", "mode": "min"}},
-        "adam": {"model": {}, "train": {"optimizer": "adam", "lr": 1e-3, "grad_clip": 1.0, "batch_size": 128,
-                                        "lr_decay": 0.25, "max_lr_decays": 3, "max_epochs": 100,
-                                        "monitor": "loss", "mode": "min"}},
+        "paper": {
+            "model": {},
+            "train": {
+                "optimizer": "sgd",
+                "lr": 1.0,
+                "grad_clip": 1.0,
+                "batch_size": 128,
+                "lr_decay": 0.25,
+                "max_lr_decays": 5,
+                "max_epochs": 100,
+                "monitor": "loss",
+                "mode": "min",
+            },
+        },
+        "plus": {
+            "model": {"use_feature": True},
+            "train": {
+                "optimizer": "sgd",
+                "lr": 1.0,
+                "grad_clip": 1.0,
+                "batch_size": 128,
+                "lr_decay": 0.25,
+                "max_lr_decays": 5,
+                "max_epochs": 100,
+                "monitor": "loss",
+                "mode": "min",
+            },
+        },
+        "adam": {
+            "model": {},
+            "train": {
+                "optimizer": "adam",
+                "lr": 1e-3,
+                "grad_clip": 1.0,
+                "batch_size": 128,
+                "lr_decay": 0.25,
+                "max_lr_decays": 3,
+                "max_epochs": 100,
+                "monitor": "loss",
+                "mode": "min",
+            },
+        },
     },
 )
 class PETER(nn.Module, Trainable[EncodedReviews]):
@@ -149,8 +187,9 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
             self.register_buffer("user_offset", torch.zeros(n_users))
             self.register_buffer("item_offset", torch.zeros(n_items + 1))
 
-    def init_rating(self, mean: float, user_offset: np.ndarray | None = None,
-                    item_offset: np.ndarray | None = None) -> None:
+    def init_rating(
+        self, mean: float, user_offset: np.ndarray | None = None, item_offset: np.ndarray | None = None
+    ) -> None:
         """Start the rating head's output at ``mean`` (the training mean) rather than 0.
 
         With ``rating_baseline`` the fixed offsets ``user_offset`` ``(n_users,)`` and
@@ -171,8 +210,9 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
             rating = rating + self.user_offset[user] + self.item_offset[item]  # (B,)
         return rating
 
-    def encode(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
-               words: torch.Tensor) -> torch.Tensor:
+    def encode(
+        self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, words: torch.Tensor
+    ) -> torch.Tensor:
         """Hidden states ``(B, S + T, D)`` of ``[user, item, (feature,) words]``; ``words`` ``(B, T)``."""
         parts = [self.user_emb(user)[:, None], self.item_emb(item)[:, None]]  # (B, 1, D) each
         if self.config.use_feature:
@@ -183,12 +223,16 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
         x = torch.cat(parts, dim=1) * math.sqrt(self.config.emsize)  # (B, S+T, D)
         total = x.shape[1]
         if total > self.config.max_positions:
-            raise ValueError(f"sequence of {total} positions exceeds max_positions={self.config.max_positions}")
+            raise ValueError(
+                f"sequence of {total} positions exceeds max_positions={self.config.max_positions}"
+            )
         x = self.emb_drop(x + self.pos[:total])
         ids_real = torch.ones(len(words), self.src_len, dtype=torch.bool, device=words.device)
         real_key = torch.cat([ids_real, words != PAD_ID], 1)  # (B, S+T)
         # (B, 1, S+T, S+T): the PETER mask, and never a padding word as a key
-        allowed = peter_mask(total, self.config.peter_mask).to(x.device)[None, None] & real_key[:, None, None, :]
+        allowed = (
+            peter_mask(total, self.config.peter_mask).to(x.device)[None, None] & real_key[:, None, None, :]
+        )
         for layer in self.layers:
             x = layer(x, allowed)  # allowed: (B, 1, S+T, S+T)
         out: torch.Tensor = x  # (B, S+T, D)
@@ -198,17 +242,23 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
     def train_rows(self, train: EncodedReviews) -> int:
         return len(train)
 
-    def train_batches(self, train: EncodedReviews, batch_size: int,
-                      rng: np.random.Generator) -> Iterator[Batch]:
+    def train_batches(
+        self, train: EncodedReviews, batch_size: int, rng: np.random.Generator
+    ) -> Iterator[Batch]:
         order = rng.permutation(len(train))
         for start in range(0, len(order), batch_size):
             yield self.batch(train, order[start : start + batch_size])
 
     def batch(self, data: EncodedReviews, rows: np.ndarray) -> Batch:
         ctx = data.context if self.config.context_stopwords else data.context_content
-        return {"user": torch.from_numpy(data.user[rows]), "item": torch.from_numpy(data.item[rows]),
-                "feature": torch.from_numpy(data.feature[rows]), "rating": torch.from_numpy(data.rating[rows]),
-                "text": torch.from_numpy(data.text[rows]), "context": torch.from_numpy(ctx[rows])}
+        return {
+            "user": torch.from_numpy(data.user[rows]),
+            "item": torch.from_numpy(data.item[rows]),
+            "feature": torch.from_numpy(data.feature[rows]),
+            "rating": torch.from_numpy(data.rating[rows]),
+            "text": torch.from_numpy(data.text[rows]),
+            "context": torch.from_numpy(ctx[rows]),
+        }
 
     def losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         """The three unweighted losses (scalars): ``text``, ``context``, ``rating``."""
@@ -228,18 +278,24 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
 
     def loss(self, batch: Batch) -> torch.Tensor:
         c, parts = self.config, self.losses(batch)
-        return c.text_weight * parts["text"] + c.context_weight * parts["context"] + c.rating_weight * parts["rating"]
+        return (
+            c.text_weight * parts["text"]
+            + c.context_weight * parts["context"]
+            + c.rating_weight * parts["rating"]
+        )
 
     # -- inference --------------------------------------------------------------------------------
-    def predict(self, user: torch.Tensor, item: torch.Tensor,
-                feature: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def predict(
+        self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rating ``(B,)`` and context log-probs ``(B, V)`` (``<bos>`` as the only word)."""
         h = self.encode(user, item, feature, torch.full_like(user, BOS_ID)[:, None])  # (B, S+1, D)
         context = F.log_softmax(self.hidden2token(h[:, 1]), dim=-1)  # (B, V)
         return self.rate(h[:, 0], user, item), context
 
-    def next_logprobs(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None,
-                      prefix: torch.Tensor) -> torch.Tensor:
+    def next_logprobs(
+        self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, prefix: torch.Tensor
+    ) -> torch.Tensor:
         """Log-probabilities ``(B, V)`` of the word after ``prefix`` ``(B, t)`` (which starts with ``<bos>``)."""
         h = self.encode(user, item, feature, prefix)
         logp = F.log_softmax(self.hidden2token(h[:, -1]), dim=-1)  # (B, V)
@@ -248,9 +304,16 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
         return logp
 
     @torch.no_grad()
-    def generate(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None = None,
-                 max_len: int | None = None, beam: int = 1, length_penalty: float = 0.0,
-                 no_repeat_ngram: int = 0) -> list[list[int]]:
+    def generate(
+        self,
+        user: torch.Tensor,
+        item: torch.Tensor,
+        feature: torch.Tensor | None = None,
+        max_len: int | None = None,
+        beam: int = 1,
+        length_penalty: float = 0.0,
+        no_repeat_ngram: int = 0,
+    ) -> list[list[int]]:
         """Word ids of one explanation per row (without ``<bos>``/``<eos>``); greedy when ``beam == 1``.
 
         Decoding stops at ``<eos>`` (per row, and for the batch once every row has ended) or after
@@ -276,8 +339,16 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
                 break
         return [_strip(row) for row in seq[:, 1:].tolist()]
 
-    def _beam(self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, max_len: int,
-              k: int, alpha: float, no_repeat_ngram: int) -> list[list[int]]:
+    def _beam(
+        self,
+        user: torch.Tensor,
+        item: torch.Tensor,
+        feature: torch.Tensor | None,
+        max_len: int,
+        k: int,
+        alpha: float,
+        no_repeat_ngram: int,
+    ) -> list[list[int]]:
         b, dev = len(user), user.device
 
         def rep(t: torch.Tensor) -> torch.Tensor:
@@ -326,7 +397,9 @@ def block_repeats(logp: torch.Tensor, seq: torch.Tensor, n: int) -> torch.Tensor
     if n == 1:
         hit = torch.ones(windows.shape[:2], dtype=torch.bool, device=seq.device)  # every word seen is banned
     else:
-        hit = (windows[:, :, :-1] == seq[:, None, t - n + 1:]).all(-1)  # (B, t-n+1) prefixes equal to the tail
+        hit = (windows[:, :, :-1] == seq[:, None, t - n + 1 :]).all(
+            -1
+        )  # (B, t-n+1) prefixes equal to the tail
     rows, starts = hit.nonzero(as_tuple=True)  # (M,), (M,): each earlier n-gram whose prefix is the tail
     out = logp.clone()
     out[rows, windows[rows, starts, -1]] = -torch.inf  # the word that completed it

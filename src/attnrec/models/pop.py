@@ -38,8 +38,9 @@ class Pop(CountedItems, ClosedForm):
         super().__init__(n_users, n_items)
         self.config = config
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """Only the rows matter (the ranking is the same for everyone): ``{"users": (B,)}``."""
         return {"users": torch.as_tensor(np.asarray(users), dtype=torch.long)}
 

@@ -48,8 +48,9 @@ class Recent(CountedItems, ClosedForm):
         super().__init__(n_users, n_items)
         self.config = config
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """``{"seq": (B, max_len)}``: the last history items, left-padded."""
         return {"seq": last_items(histories, self.config.max_len)}
 
@@ -60,7 +61,9 @@ class Recent(CountedItems, ClosedForm):
         popular = (self.counts / (self.counts.max() + 1)).to(torch.float32)  # (I+1,) in [0, 1)
         scores = popular.expand(len(seq), -1).clone()  # (B, I+1)
         t = seq.shape[1]
-        position = torch.arange(1, t + 1, dtype=torch.float32, device=seq.device).expand(len(seq), t)  # (B, T): 1 + t
+        position = torch.arange(1, t + 1, dtype=torch.float32, device=seq.device).expand(
+            len(seq), t
+        )  # (B, T): 1 + t
         scores.scatter_reduce_(1, seq, position, reduce="amax")  # a repeated item keeps its latest position
         scores[:, 0] = -torch.inf  # padding (also where the left padding scattered)
         return scores

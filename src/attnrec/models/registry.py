@@ -69,8 +69,9 @@ def register(
         if name in MODELS:
             raise ValueError(f"model {name!r} registered twice")
         doc = (cls.__doc__ or "").strip().splitlines()
-        MODELS[name] = ModelSpec(name, cls, config, task, doc[0] if doc else "", presets or {}, search_space,
-                                 needs_item_features)
+        MODELS[name] = ModelSpec(
+            name, cls, config, task, doc[0] if doc else "", presets or {}, search_space, needs_item_features
+        )
         return cls
 
     return deco

@@ -92,7 +92,9 @@ class SASRecConfig(EventFields):
     authors_attention: bool = False
     loss: str = "bce"  # "bce" (paper: 1 negative per position), "ce" (full softmax), "sampled_ce"
     n_negatives: int = 256  # sampled_ce: catalog negatives shared by the batch
-    sampler: str = "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
+    sampler: str = (
+        "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
+    )
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
     # ce through the item-major kernel (attnrec.models.losses): one exponential per logit, chunks of 128
     # rows, faster on CPU; equal to the default to float32 rounding, not bit for bit, hence off.
@@ -120,18 +122,30 @@ class SASRecConfig(EventFields):
     def __post_init__(self) -> None:
         self.check_events()
         if self.difsr and self.time_intervals:
-            raise ValueError("difsr cannot be combined with time_intervals (both change the attention logits)")
+            raise ValueError(
+                "difsr cannot be combined with time_intervals (both change the attention logits)"
+            )
         if self.loss not in ("bce", "ce", "sampled_ce"):
             raise ValueError(f"loss must be bce, ce or sampled_ce, not {self.loss!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len)
-        if self.n_negatives < 0 or self.in_batch_negatives < 0 or self.n_negatives + self.in_batch_negatives < 1:
-            raise ValueError("n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed")
+        require_positive(
+            hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len
+        )
+        if (
+            self.n_negatives < 0
+            or self.in_batch_negatives < 0
+            or self.n_negatives + self.in_batch_negatives < 1
+        ):
+            raise ValueError(
+                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
+            )
         if self.fast_ce and self.loss != "ce":
             raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
         if self.sparse_embedding and self.loss == "ce":
-            raise ValueError("sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)")
+            raise ValueError(
+                "sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)"
+            )
         check_feature_options(self.item_features, self.id_dropout, self.sparse_embedding or False)
         if self.difsr and self.authors_attention:
             raise ValueError("difsr cannot be combined with authors_attention")
@@ -147,15 +161,25 @@ class SASRecBlock(nn.Module):
         self.ln_attn = nn.LayerNorm(c.hidden, eps=1e-8)
         p = c.dropout if c.attn_dropout is None else c.attn_dropout
         # n_side > 0: DIF-SR attention with one attribute stream per feature field
-        self.attn = (DecoupledAttention(c.hidden, c.n_heads, p, n_side) if n_side
-                     else MultiHeadAttention(c.hidden, c.n_heads, p, project=not c.authors_attention))
-        self.drop = nn.Identity() if c.authors_attention else dropout(c.dropout, c.fast_dropout)  # on the attention's output
+        self.attn = (
+            DecoupledAttention(c.hidden, c.n_heads, p, n_side)
+            if n_side
+            else MultiHeadAttention(c.hidden, c.n_heads, p, project=not c.authors_attention)
+        )
+        self.drop = (
+            nn.Identity() if c.authors_attention else dropout(c.dropout, c.fast_dropout)
+        )  # on the attention's output
         self.ln_ffn = nn.LayerNorm(c.hidden, eps=1e-8)
         self.ffn = PointWiseFeedForward(c.hidden, c.hidden, c.dropout, "relu", c.fast_dropout)
 
     def forward(
-        self, x: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor, need_weights: bool = False,
-        last: int = 0, side: torch.Tensor | None = None,
+        self,
+        x: torch.Tensor,
+        allowed: torch.Tensor,
+        keep: torch.Tensor,
+        need_weights: bool = False,
+        last: int = 0,
+        side: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The block's output ``(B, T, D)`` and, with ``need_weights``, its attention probabilities.
 
@@ -172,7 +196,9 @@ class SASRecBlock(nn.Module):
             a, weights = self.attn(q, x, mask, need_weights)  # (B, Tq, D)
         xq = q + self.drop(a)  # the residual adds the normalised queries
         y = self.ln_ffn(xq)
-        return (y + self.ffn(y)) * (keep[:, -last:] if last else keep), weights  # (B, Tq, D), padding rows zeroed
+        return (y + self.ffn(y)) * (
+            keep[:, -last:] if last else keep
+        ), weights  # (B, Tq, D), padding rows zeroed
 
 
 # What `attnrec tune --model sasrec` searches unless a --space file or --set says otherwise: the
@@ -207,10 +233,15 @@ SEARCH_SPACE = SearchSpace(
         # early stopping (min_epochs = max_epochs); the weights kept are the best validation epoch's.
         # Promise: on ML-1M it reproduces the paper's sampled-protocol figures (HR@10 0.8245,
         # NDCG@10 0.5905) within a few percent; off ML-1M it is the paper's dense-data setting.
-        "paper": {"model": {}, "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "min_epochs": 200}},
+        "paper": {
+            "model": {},
+            "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "min_epochs": 200},
+        },
         # The paper's sparse-data setting (Beauty, Games, Steam): n 50 and dropout 0.5, trained as "paper".
-        "paper-sparse": {"model": {"max_len": 50, "dropout": 0.5},
-                         "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "min_epochs": 200}},
+        "paper-sparse": {
+            "model": {"max_len": 50, "dropout": 0.5},
+            "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "min_epochs": 200},
+        },
         "ml-1m-ce": {
             "model": {"hidden": 64, "loss": "ce", "dropout": 0.2},
             "train": {"lr": 1e-3, "batch_size": 128, "max_epochs": 200},
@@ -222,12 +253,16 @@ SEARCH_SPACE = SearchSpace(
         },
     },
 )
-class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch):
+class SASRec(
+    nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
+):
     """SASRec: causal self-attention over the item sequence, next-item objective."""
 
     shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
-    def __init__(self, config: SASRecConfig, n_users: int, n_items: int, context: ModelContext | None = None) -> None:
+    def __init__(
+        self, config: SASRecConfig, n_users: int, n_items: int, context: ModelContext | None = None
+    ) -> None:
         super().__init__()
         c = self.config = config
         self.n_items = n_items
@@ -254,8 +289,12 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         self.targets = target_rule(c, events)
 
     def run(
-        self, seq: torch.Tensor, need_weights: bool = False, last_only: bool = False,
-        content: torch.Tensor | None = None, batch: Batch | None = None,
+        self,
+        seq: torch.Tensor,
+        need_weights: bool = False,
+        last_only: bool = False,
+        content: torch.Tensor | None = None,
+        batch: Batch | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The one forward pass: hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``
         and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
@@ -272,16 +311,28 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
         emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
         allowed = causal_bias(seq, keep.dtype)  # (B, 1, T, T) additive: earlier real items only
-        if self.event_ctx is not None:  # + time/event/rating embeddings; interval biases (-inf off the causal mask)
+        if (
+            self.event_ctx is not None
+        ):  # + time/event/rating embeddings; interval biases (-inf off the causal mask)
             emb = self.event_ctx.add_inputs(emb, batch or {"seq": seq})  # (B, T, D)
-            allowed = self.event_ctx.attention_mask(allowed, batch or {"seq": seq}, causal=True)  # (B, H, T, T)
+            allowed = self.event_ctx.attention_mask(
+                allowed, batch or {"seq": seq}, causal=True
+            )  # (B, H, T, T)
         x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
         x = self.emb_drop(x) * keep
-        side = self.item_ctx.side(seq) if self.config.difsr and self.item_ctx is not None else None  # (F, B, T, D)
+        side = (
+            self.item_ctx.side(seq) if self.config.difsr and self.item_ctx is not None else None
+        )  # (F, B, T, D)
         maps = []
         for i, block in enumerate(self.blocks):
-            x, weights = block(x, allowed, keep, need_weights,
-                               last=1 if last_only and i == len(self.blocks) - 1 else 0, side=side)
+            x, weights = block(
+                x,
+                allowed,
+                keep,
+                need_weights,
+                last=1 if last_only and i == len(self.blocks) - 1 else 0,
+                side=side,
+            )
             if weights is not None:
                 maps.append(weights)
         return self.ln_out(x), maps  # (B, T, D), or (B, 1, D) with last_only
@@ -308,7 +359,9 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
     def train_rows(self, train: Sequences) -> int:
         if self.targets is None:
             return next_item_rows(train)
-        return len(target_users(train, self.config.max_len, self.targets, "sasrec"))  # with a target of the type
+        return len(
+            target_users(train, self.config.max_len, self.targets, "sasrec")
+        )  # with a target of the type
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled batches of (input, next-item target) windows; negatives redrawn every call."""
@@ -316,15 +369,27 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         seen = train.user_item_keys() if c.loss == "bce" else None
         shared = None
         if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives)
+            shared = SharedNegatives.build(
+                train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives
+            )
         only = None if self.targets is None else target_users(train, c.max_len, self.targets, "sasrec")
         for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared, only):
             if self.event_ctx is not None or self.targets is not None:  # per-event inputs; targets by type
-                batch = shifted_columns(batch, train, users, c.max_len, self.event_ctx, self.targets,
-                                        c.explicit_negatives, "sasrec")
+                batch = shifted_columns(
+                    batch,
+                    train,
+                    users,
+                    c.max_len,
+                    self.event_ctx,
+                    self.targets,
+                    c.explicit_negatives,
+                    "sasrec",
+                )
             if seen is not None:  # one negative per position, never an item the user has seen
                 target = batch["target"]  # (B, T)
-                batch["negative"] = torch.from_numpy(draw_negatives(users, tuple(target.shape), self.n_items, seen, rng))
+                batch["negative"] = torch.from_numpy(
+                    draw_negatives(users, tuple(target.shape), self.n_items, seen, rng)
+                )
             yield batch
 
     def loss_terms(self, batch: Batch) -> int:
@@ -344,8 +409,9 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
             out = out + explicit_negative_loss(states[neg > 0], emb, neg[neg > 0])
         return out
 
-    def _target_loss(self, h: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, batch: Batch,
-                     real: torch.Tensor) -> torch.Tensor:
+    def _target_loss(
+        self, h: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, batch: Batch, real: torch.Tensor
+    ) -> torch.Tensor:
         """The configured loss of states ``h`` ``(N, D)`` at the ``real`` positions against their targets ``pos`` ``(N,)``."""
         if self.config.loss == "bce":
             neg = batch["negative"][real]  # (N,)
@@ -355,7 +421,9 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
                 pos_logit, torch.ones_like(pos_logit)
             ) + F.binary_cross_entropy_with_logits(neg_logit, torch.zeros_like(neg_logit))
         if self.config.loss == "ce":
-            return softmax_cross_entropy(h, emb, pos, fast=self.config.fast_ce)  # chunked: never all (N, I+1) logits
+            return softmax_cross_entropy(
+                h, emb, pos, fast=self.config.fast_ce
+            )  # chunked: never all (N, I+1) logits
         neg = batch["negative"]  # (S,) negatives shared by the batch
         pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
         neg_logit = h @ self._rows(neg, emb).T  # (N, S)
@@ -368,10 +436,13 @@ class SASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embed
         return emb[idx]
 
     # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         width = inference_width(histories, self.config.max_len)
-        cols = score_columns(self.event_ctx, histories, width, "sasrec") | request_batch(self.event_ctx, request_time)
+        cols = score_columns(self.event_ctx, histories, width, "sasrec") | request_batch(
+            self.event_ctx, request_time
+        )
         return {"seq": torch.from_numpy(histories.padded(width))} | cols
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:

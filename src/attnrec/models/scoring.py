@@ -15,7 +15,9 @@ def mask_padding(scores: torch.Tensor) -> torch.Tensor:
     return scores
 
 
-def factorised_scores(query: torch.Tensor, items: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def factorised_scores(
+    query: torch.Tensor, items: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """``query @ items.T (+ bias)`` with the padding column ``-inf``: ``(B, I + 1)``.
 
     ``query`` ``(B, D)`` are a factorised model's query vectors, ``items`` ``(I + 1, D)`` its item

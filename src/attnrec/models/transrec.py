@@ -45,7 +45,9 @@ class TransRecConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # item points start as N(0, init_std^2); translations start at 0
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's offset (0 = global translation only)
-    sparse: bool = False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    sparse: bool = (
+        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
+    )
 
     def __post_init__(self) -> None:
         require_positive(dim=self.dim, n_negatives=self.n_negatives)
@@ -58,13 +60,25 @@ class TransRecConfig:
     presets={
         "ml-1m": {  # ~15 s of one CPU core per epoch
             "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},
-            "train": {"lr": 1e-2, "batch_size": 4096, "max_epochs": 60, "lr_decay": 0.3, "max_lr_decays": 2,
-                      "time_budget": 600},
+            "train": {
+                "lr": 1e-2,
+                "batch_size": 4096,
+                "max_epochs": 60,
+                "lr_decay": 0.3,
+                "max_lr_decays": 2,
+                "time_budget": 600,
+            },
         },
         "beauty": {
             "model": {"dim": 64, "reg": 1e-3, "n_negatives": 4},
-            "train": {"lr": 5e-3, "batch_size": 1024, "max_epochs": 60, "lr_decay": 0.3, "max_lr_decays": 2,
-                      "time_budget": 600},
+            "train": {
+                "lr": 5e-3,
+                "batch_size": 1024,
+                "max_epochs": 60,
+                "lr_decay": 0.3,
+                "max_lr_decays": 2,
+                "time_budget": 600,
+            },
         },
         "demo": {
             "model": {"dim": 32, "reg": 1e-4, "n_negatives": 4},
@@ -112,9 +126,15 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every transition ``prev -> next`` once per epoch, shuffled, with fresh unseen negatives."""
         users, prev, nxt = positions(train, 1, 1, min_prev=1)  # (N,), (N, 1), (N, 1)
-        for idx, neg in negative_batches(train, users, self.n_items, self.config.n_negatives, batch_size, rng):
-            yield {"user": torch.from_numpy(users[idx]), "prev": torch.from_numpy(prev[idx, 0]),
-                   "positive": torch.from_numpy(nxt[idx]), "negative": torch.from_numpy(neg)}  # neg: (B, K)
+        for idx, neg in negative_batches(
+            train, users, self.n_items, self.config.n_negatives, batch_size, rng
+        ):
+            yield {
+                "user": torch.from_numpy(users[idx]),
+                "prev": torch.from_numpy(prev[idx, 0]),
+                "positive": torch.from_numpy(nxt[idx]),
+                "negative": torch.from_numpy(neg),
+            }  # neg: (B, K)
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Mean S-BPR loss plus L2 on the biases and personal translations the batch touches."""
@@ -122,7 +142,9 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
         query = self.points(batch["prev"]) + self.global_trans + t_u  # (B, D)
         x_pos = self._distance_scores(query, batch["positive"])  # (B, 1)
         x_neg = self._distance_scores(query, batch["negative"])  # (B, K)
-        bias = self.bias(batch["positive"]).pow(2).sum((1, 2)) + self.bias(batch["negative"]).pow(2).mean((1, 2))
+        bias = self.bias(batch["positive"]).pow(2).sum((1, 2)) + self.bias(batch["negative"]).pow(2).mean(
+            (1, 2)
+        )
         l2 = t_u.pow(2).sum(-1) + bias  # (B,)
         loss: torch.Tensor = bpr_loss(x_pos[:, 0], x_neg) + self.config.reg * l2.mean()
         return loss
@@ -134,8 +156,9 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
         return self._distance_scores(origin.reshape(r * t, -1)).view(r, t, -1)  # (R, T, I+1)
 
     # -- inference ---------------------------------------------------------------------------------
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> Batch:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> Batch:
         """User indices (``-1`` = unknown) and the recent history (its last item is the query's origin)."""
         return user_inputs(users, histories)
 
@@ -144,9 +167,15 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
         origin = self.points(batch["history"][:, -1]) + self.global_trans  # (B, D)
         # Within one softmax over items, x = beta_i - |o + t_u - g_i|^2 differs from the t_u = 0 scores
         # only by 2 <t_u, g_i> (the other terms are the same for every item), so that is the user part.
-        (t_u,) = user_vectors([self.user_trans], batch["user"], batch["history"],
-                              lambda v: 2 * v[0] @ self.points().T, self.config.fold_in_steps,
-                              base_fn=self._positions, prior="zero")  # (B, D)
+        (t_u,) = user_vectors(
+            [self.user_trans],
+            batch["user"],
+            batch["history"],
+            lambda v: 2 * v[0] @ self.points().T,
+            self.config.fold_in_steps,
+            base_fn=self._positions,
+            prior="zero",
+        )  # (B, D)
         return origin + t_u
 
     def score(self, batch: Batch) -> torch.Tensor:

@@ -97,7 +97,9 @@ def answers_table(answers: Sequence[Recommendation], schema: pa.Schema, layout: 
     offsets = np.zeros(len(answers) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     items = pa.array([i for r in answers for i in r.items], pa.string())
-    scores = pa.array(np.fromiter((s for r in answers for s in r.scores), dtype=np.float32, count=int(offsets[-1])))
+    scores = pa.array(
+        np.fromiter((s for r in answers for s in r.scores), dtype=np.float32, count=int(offsets[-1]))
+    )
     titles = "titles" in schema.names or "title" in schema.names
     title_values = pa.array([t for r in answers for t in r.titles], pa.string()) if titles else None
     users = pa.array([r.user for r in answers], pa.string())
@@ -109,7 +111,9 @@ def answers_table(answers: Sequence[Recommendation], schema: pa.Schema, layout: 
         return pa.Table.from_arrays([*cols, fallback], schema=schema)
     owner = pa.array(np.repeat(np.arange(len(answers)), lengths))
     rank = (np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths) + 1).astype(np.int32)
-    cols = [users.take(owner), pa.array(rank), items, scores] + ([title_values] if title_values is not None else [])
+    cols = [users.take(owner), pa.array(rank), items, scores] + (
+        [title_values] if title_values is not None else []
+    )
     return pa.Table.from_arrays([*cols, fallback.take(owner)], schema=schema)
 
 
@@ -117,8 +121,11 @@ def model_fingerprint(rec: Recommender) -> str:
     """sha256 of what a batch answer depends on: the model's name, settings, weights, ID maps,
     stored histories, popularity and titles."""
     assert rec.items_ is not None and rec.users_ is not None and rec.histories_ is not None
-    h = hashlib.sha256(json.dumps({"model": rec.name, "config": config_to_dict(rec.config)}, sort_keys=True,
-                                  default=str).encode())
+    h = hashlib.sha256(
+        json.dumps(
+            {"model": rec.name, "config": config_to_dict(rec.config)}, sort_keys=True, default=str
+        ).encode()
+    )
     for name, t in sorted(rec.core.state_dict().items()):
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
@@ -130,8 +137,9 @@ def model_fingerprint(rec: Recommender) -> str:
     return h.hexdigest()
 
 
-def unknown_filter_items(rec: Recommender, include: Sequence[object] | None,
-                         exclude: Sequence[object] | None) -> list[str]:
+def unknown_filter_items(
+    rec: Recommender, include: Sequence[object] | None, exclude: Sequence[object] | None
+) -> list[str]:
     """The ``include``/``exclude`` items the model does not know (they filter nothing); raises
     :class:`BatchError` when ``include`` is given and none of its items is known (every answer would be empty)."""
     assert rec.items_ is not None
@@ -209,16 +217,30 @@ def score_to_parquet(
     src, out = _source(source), Path(out_path)
     if out.is_dir():
         raise BatchError(f"{out}: is a directory; give the output file's path")
-    filters = {"exclude_seen": exclude_seen, "include": None if include is None else sorted(map(str, include)),
-               "exclude": sorted(map(str, exclude or []))}
+    filters = {
+        "exclude_seen": exclude_seen,
+        "include": None if include is None else sorted(map(str, include)),
+        "exclude": sorted(map(str, exclude or [])),
+    }
     data = src.describe()
     # The run's identity: where the input lies (name, path) is not part of it, its content is.
-    key = {"format_version": FORMAT_VERSION, "model": rec.name, "model_sha256": model_fingerprint(rec),
-           "data": {n: v for n, v in data.items() if n not in ("name", "path")}, "k": k,
-           "chunk_users": chunk_users, "layout": layout} | filters
+    key = {
+        "format_version": FORMAT_VERSION,
+        "model": rec.name,
+        "model_sha256": model_fingerprint(rec),
+        "data": {n: v for n, v in data.items() if n not in ("name", "path")},
+        "k": k,
+        "chunk_users": chunk_users,
+        "layout": layout,
+    } | filters
     parts = Parts(out.with_name(out.name + ".parts"), key, resume)
     schema = output_schema(layout, titles=bool(rec.titles_))
-    options = {"k": k, "exclude_seen": exclude_seen, "include": filters["include"], "exclude": filters["exclude"]}
+    options = {
+        "k": k,
+        "exclude_seen": exclude_seen,
+        "include": filters["include"],
+        "exclude": filters["exclude"],
+    }
     start, done, n_chunks, resumed_chunks = time.perf_counter(), 0, 0, 0
     for index, rows in enumerate(_chunks(src.rows(), chunk_users)):
         n_chunks, done = index + 1, done + len(rows)
@@ -226,15 +248,29 @@ def score_to_parquet(
         resumed_chunks += resumed
         if not resumed:
             answers = rec.recommend_many([row | options for row in rows])
-            parts.write(index, answers_table(answers, schema, layout), len(rows),
-                        sum(r.fallback is not None for r in answers))
+            parts.write(
+                index,
+                answers_table(answers, schema, layout),
+                len(rows),
+                sum(r.fallback is not None for r in answers),
+            )
             del answers
         del rows
         if progress is not None:
             progress(ChunkDone(index, parts.finished[index][0], done, parts.finished[index][1], resumed))
     fallbacks = sum(parts.finished[i][1] for i in range(n_chunks))
-    meta = {"model": rec.name, "model_label": model_label, "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "users": done, "fallbacks": fallbacks, "attnrec_version": __version__} | key | {"data": data}
+    meta = (
+        {
+            "model": rec.name,
+            "model_label": model_label,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "users": done,
+            "fallbacks": fallbacks,
+            "attnrec_version": __version__,
+        }
+        | key
+        | {"data": data}
+    )
     parts.merge(out, n_chunks, schema.with_metadata({METADATA_KEY: json.dumps(meta).encode()}))
     return BatchResult(out, done, fallbacks, n_chunks, resumed_chunks, time.perf_counter() - start, meta)
 
@@ -247,5 +283,15 @@ def read_batch_metadata(path: str | Path) -> dict[str, Any]:
     return json.loads(raw)  # type: ignore[no-any-return]
 
 
-__all__ = ["BatchError", "BatchResult", "ChunkDone", "LAYOUTS", "answers_table", "model_fingerprint",
-           "output_schema", "read_batch_metadata", "score_to_parquet", "unknown_filter_items"]
+__all__ = [
+    "BatchError",
+    "BatchResult",
+    "ChunkDone",
+    "LAYOUTS",
+    "answers_table",
+    "model_fingerprint",
+    "output_schema",
+    "read_batch_metadata",
+    "score_to_parquet",
+    "unknown_filter_items",
+]

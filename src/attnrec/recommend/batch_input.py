@@ -45,8 +45,15 @@ from attnrec.data.schema import DataError, Interactions
 Request = dict[str, Any]
 USER, HISTORY = "user", "history"
 _SEPARATORS = re.compile(r"[\s,]+")
-_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-             ".parquet": "parquet", ".pq": "parquet"}
+_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 _PARQUET_BATCH = 8192  # rows decoded at once from a Parquet file (a few MB at most)
 
 
@@ -86,8 +93,14 @@ class DatasetUsers:
         for ids in (self.data.users, self.data.items):
             h.update("\n".join(ids.to_list()).encode())
             h.update(b"\0")
-        return {"kind": "dataset", "name": src.name, "path": src.path, "sha256": src.sha256 or h.hexdigest(),
-                "content_sha256": h.hexdigest(), "users": self.data.n_users}
+        return {
+            "kind": "dataset",
+            "name": src.name,
+            "path": src.path,
+            "sha256": src.sha256 or h.hexdigest(),
+            "content_sha256": h.hexdigest(),
+            "users": self.data.n_users,
+        }
 
     def n_rows(self) -> int:
         return self.data.n_users
@@ -111,8 +124,13 @@ class FileUsers:
     def describe(self) -> dict[str, Any]:
         if self._sha256 is None:
             self._sha256 = content_sha256(self.path)
-        return {"kind": "file", "name": self.path.name, "path": str(self.path), "format": self.format,
-                "sha256": self._sha256}
+        return {
+            "kind": "file",
+            "name": self.path.name,
+            "path": str(self.path),
+            "format": self.format,
+            "sha256": self._sha256,
+        }
 
     def n_rows(self) -> int | None:
         if self.format != "parquet":
@@ -147,8 +165,9 @@ def _row(path: Path, where: str, user: object, history: object) -> Request:
     if isinstance(history, str):
         history = parse_history(history)
     elif history is not None:
-        if not isinstance(history, list) or not all(isinstance(i, (str, int)) and not isinstance(i, bool)
-                                                    for i in history):
+        if not isinstance(history, list) or not all(
+            isinstance(i, (str, int)) and not isinstance(i, bool) for i in history
+        ):
             raise DataError(f"{path} {where}: history must be a list of item IDs (strings or integers)")
         history = [str(i) for i in history]
     if user is None or user == "":
@@ -172,11 +191,15 @@ def _csv_rows(path: Path, sep: str) -> Iterator[Request]:
             reader.fieldnames = [str(n).strip() for n in reader.fieldnames or []]
             for row in reader:
                 if None in row:  # more cells than the header has columns
-                    raise DataError(f"{path} line {reader.line_num}: {len(row) - 1 + len(row[None])} cells, "
-                                    f"the header has {len(row) - 1}")
+                    raise DataError(
+                        f"{path} line {reader.line_num}: {len(row) - 1 + len(row[None])} cells, "
+                        f"the header has {len(row) - 1}"
+                    )
                 user = (row.get(USER) or "").strip() or None
                 history = row.get(HISTORY)
-                yield _row(path, f"line {reader.line_num}", user, history if history and history.strip() else None)
+                yield _row(
+                    path, f"line {reader.line_num}", user, history if history and history.strip() else None
+                )
         except (csv.Error, UnicodeDecodeError) as e:
             raise DataError(f"{path} line {reader.line_num}: {e}") from None
 

@@ -68,7 +68,9 @@ class Parts:
         run = directory / RUN_FILE
         if not run.exists() and directory.exists() and any(directory.iterdir()):
             # not ours to resume or to delete
-            raise BatchError(f"{directory} exists and holds no batch run ({RUN_FILE} missing); remove it first")
+            raise BatchError(
+                f"{directory} exists and holds no batch run ({RUN_FILE} missing); remove it first"
+            )
         if run.exists() and not resume:
             shutil.rmtree(directory)
         elif run.exists():
@@ -84,13 +86,17 @@ class Parts:
             old_key, finished = recorded["key"], recorded["finished"]
             done = {int(i): (int(n), int(f)) for i, (n, f) in finished.items()}
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise BatchError(f"{run}: not a batch run record ({e}); remove {self.dir} to start afresh") from None
+            raise BatchError(
+                f"{run}: not a batch run record ({e}); remove {self.dir} to start afresh"
+            ) from None
         diff = _differences(old_key, self.key)
         if diff and not any(self.part(i).exists() for i in done):
             return  # nothing of the old run is left to lose (e.g. it stopped at bad input): start afresh
         if diff:
-            raise BatchError(f"{self.dir} holds an unfinished run with other arguments ({'; '.join(diff[:4])}); "
-                             "re-run with the same arguments to resume it, or start afresh (--no-resume)")
+            raise BatchError(
+                f"{self.dir} holds an unfinished run with other arguments ({'; '.join(diff[:4])}); "
+                "re-run with the same arguments to resume it, or start afresh (--no-resume)"
+            )
         # a part recorded but gone (removed by hand) is scored again
         self.finished = {i: n for i, n in done.items() if self.part(i).exists()}
 
@@ -98,7 +104,9 @@ class Parts:
         payload = {"key": self.key, "finished": {str(i): list(n) for i, n in sorted(self.finished.items())}}
         # Not synced (one sync per part is enough): after a machine crash an older record only means
         # that some finished parts are scored again.
-        _replace_atomically(self.dir / RUN_FILE, lambda fh: fh.write(json.dumps(payload).encode()), sync=False)
+        _replace_atomically(
+            self.dir / RUN_FILE, lambda fh: fh.write(json.dumps(payload).encode()), sync=False
+        )
 
     def part(self, index: int) -> Path:
         return self.dir / f"part-{index:05d}.parquet"
@@ -108,8 +116,10 @@ class Parts:
         if index not in self.finished:
             return False
         if self.finished[index][0] != rows:
-            raise BatchError(f"{self.part(index)}: recorded with {self.finished[index][0]} rows, but the input now "
-                             f"gives chunk {index} {rows}; start afresh (--no-resume)")
+            raise BatchError(
+                f"{self.part(index)}: recorded with {self.finished[index][0]} rows, but the input now "
+                f"gives chunk {index} {rows}; start afresh (--no-resume)"
+            )
         return True
 
     def write(self, index: int, table: pa.Table, rows: int, fallbacks: int) -> None:

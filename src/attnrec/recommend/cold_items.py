@@ -35,7 +35,12 @@ def feature_context(model: str, config: object, data: Interactions) -> tuple[obj
     without data) and the context it asks for on ``data`` (``None``: no features, no event vocabulary); a
     :class:`ConfigError` when the data cannot give it (no item features, unknown ``feature_fields``, log
     items without a row)."""
-    if isinstance(config, EventFields) and config.event_input and not config.n_events and data.events is not None:
+    if (
+        isinstance(config, EventFields)
+        and config.event_input
+        and not config.n_events
+        and data.events is not None
+    ):
         config = dataclasses.replace(config, n_events=len(data.events))
     try:
         return config, context_for(config, data.item_features, data.items, data.events)
@@ -56,7 +61,9 @@ def load_context(saved: SavedModel) -> ModelContext | None:
     try:
         return ModelContext(ItemFeatures.from_json(obj, int(saved.meta["n_items"]) + 1))
     except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"{saved.path / (FILE + '.json')}: not a valid item feature spec ({one_line(e)})") from None
+        raise CheckpointError(
+            f"{saved.path / (FILE + '.json')}: not a valid item feature spec ({one_line(e)})"
+        ) from None
 
 
 def as_table(features: ItemFeatureInput, spec: ItemFeatures, id_column: str | None) -> FeatureTable:
@@ -67,8 +74,10 @@ def as_table(features: ItemFeatureInput, spec: ItemFeatures, id_column: str | No
         raise TypeError(f"item features must be a DataFrame or a FeatureTable, not {type(features).__name__}")
     col = id_column or next((c for c in ID_COLUMNS if c in features.columns), None)
     if col is None or col not in features.columns:
-        raise DataError(f"item features: no ID column {id_column or 'item_id/id'!r}; "
-                        f"columns are {', '.join(map(str, features.columns))}")
+        raise DataError(
+            f"item features: no ID column {id_column or 'item_id/id'!r}; "
+            f"columns are {', '.join(map(str, features.columns))}"
+        )
     kinds: Mapping[str, str] = spec.aligned.kinds
     fields = {k: kinds[k] for k in kinds if k in features.columns}
     if not fields:
@@ -80,26 +89,37 @@ def takes_new_items(core: object, context: ModelContext | None, config: object) 
     """Whether a fitted ``core`` (with ``config`` and ``context``) can add items from their features alone:
     its item table is built from features (not DIF-SR alone) and it implements ``add_items``."""
     mode, _, _ = feature_settings(config)
-    return (mode != "none" and context is not None and context.item_features is not None
-            and isinstance(core, ItemExtensible))
+    return (
+        mode != "none"
+        and context is not None
+        and context.item_features is not None
+        and isinstance(core, ItemExtensible)
+    )
 
 
 def extend_items(
-    core: object, context: ModelContext | None, items: IdMap, features: ItemFeatureInput,
+    core: object,
+    context: ModelContext | None,
+    items: IdMap,
+    features: ItemFeatureInput,
     id_column: str | None = None,
 ) -> tuple[IdMap, list[str]]:
     """Append the items of ``features`` to ``core`` (in place) and to ``items``: the new ID map and the
     added IDs. Errors: the model reads no item features, or an ID is already in the catalog."""
     if context is None or context.item_features is None or not isinstance(core, ItemExtensible):
-        raise ConfigError("adding items needs a model trained with item features (item_features=sum, concat or "
-                          "gate); this one knows items by their IDs only")
+        raise ConfigError(
+            "adding items needs a model trained with item features (item_features=sum, concat or "
+            "gate); this one knows items by their IDs only"
+        )
     table = as_table(features, context.item_features, id_column)
     new = [str(x) for x in table.ids.external]
     if not new:
         raise DataError("item features: no items to add")
     known = [x for x in new if x in items]
     if known:
-        raise DataError(f"{len(known):,} of the items to add are already in the catalog (e.g. {', '.join(known[:5])})")
+        raise DataError(
+            f"{len(known):,} of the items to add are already in the catalog (e.g. {', '.join(known[:5])})"
+        )
     try:
         rows = context.item_features.encode(table)
         core.add_items(rows)
@@ -108,5 +128,12 @@ def extend_items(
     return IdMap(np.concatenate([items.external, np.array(new, dtype=object)]), items.offset), new
 
 
-__all__ = ["ItemFeatureInput", "as_table", "context_files", "extend_items", "feature_context", "load_context",
-           "takes_new_items"]
+__all__ = [
+    "ItemFeatureInput",
+    "as_table",
+    "context_files",
+    "extend_items",
+    "feature_context",
+    "load_context",
+    "takes_new_items",
+]

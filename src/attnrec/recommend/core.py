@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # typing.Self is 3.11+; annotations are not evaluated at run 
 
 log = logging.getLogger("attnrec.recommend")
 
+
 class ModelCore(Scorer, Protocol):
     """What the user-level layer calls on a core: the catalog scorer plus the module methods it uses.
 
@@ -94,14 +95,21 @@ class CoreView:
     @classmethod
     def of(cls, core: ModelCore) -> CoreView:
         caps = capabilities(core)
-        return cls(core, caps,
-                   cast(Factorised, core) if caps.factorised else None,
-                   cast(ItemBiased, core) if caps.item_bias else None,
-                   cast(CandidateScorer, core) if caps.candidate_scoring else None)
+        return cls(
+            core,
+            caps,
+            cast(Factorised, core) if caps.factorised else None,
+            cast(ItemBiased, core) if caps.item_bias else None,
+            cast(CandidateScorer, core) if caps.candidate_scoring else None,
+        )
 
 
 def build_core(
-    spec: ModelSpec, config: object, n_users: int, n_items: int, seed: int | None = None,
+    spec: ModelSpec,
+    config: object,
+    n_users: int,
+    n_items: int,
+    seed: int | None = None,
     context: ModelContext | None = None,
 ) -> ModelCore:
     """A fresh ``spec`` model; seeded from ``seed`` without touching the caller's RNG when given.
@@ -151,9 +159,18 @@ def fit_core(
         run_callbacks(callbacks, record)  # one "epoch": nothing left to stop
         return TrainResult(1, metrics.get(cfg.monitor, math.nan), metrics, 1, seconds, "fitted", [record])
     if isinstance(core, nn.Module) and isinstance(core, Trainable):
-        return train(core, train_data, lambda _: validate(), cfg, state_dir=state_dir, progress=progress,
-                     callbacks=callbacks)
-    raise ConfigError(f"{type(core).__name__}: neither closed-form nor trainable; see attnrec.models.contracts")
+        return train(
+            core,
+            train_data,
+            lambda _: validate(),
+            cfg,
+            state_dir=state_dir,
+            progress=progress,
+            callbacks=callbacks,
+        )
+    raise ConfigError(
+        f"{type(core).__name__}: neither closed-form nor trainable; see attnrec.models.contracts"
+    )
 
 
 __all__ = ["CoreView", "ModelCore", "build_core", "fit_core"]
@@ -176,10 +193,11 @@ def warn_if_noisy(result: EvalResult, cfg: TrainConfig) -> str:
         return ""
     if se / value <= NOISY_RELATIVE_SE:
         return ""
-    text = (f"validation is small for its signal: {cfg.monitor} {value:.4f} +- {se:.4f} (standard error over "
-            f"{result.n_cases:,} users, {se / value:.0%} of the value), so changes between epochs below about "
-            f"{2 * se:.4f} can be noise and patience {cfg.patience} may stop on them; consider train.smooth=3, "
-            "train.min_epochs, a larger patience or more validation users")
+    text = (
+        f"validation is small for its signal: {cfg.monitor} {value:.4f} +- {se:.4f} (standard error over "
+        f"{result.n_cases:,} users, {se / value:.0%} of the value), so changes between epochs below about "
+        f"{2 * se:.4f} can be noise and patience {cfg.patience} may stop on them; consider train.smooth=3, "
+        "train.min_epochs, a larger patience or more validation users"
+    )
     log.warning(text)
     return text
-

@@ -28,12 +28,16 @@ EVENT_KEYS: dict[str, str] = {"timestamps": TIMESTAMP, "events": EVENT, "ratings
 """Request key -> the per-event column it fills (:data:`attnrec.data.schema.COLUMN_DTYPES`)."""
 REQUEST_TIME = "request_time"
 # request key -> the batch key a model reads it under (the models' own names, so the two cannot drift apart)
-_BATCH_KEYS = {**{key: BATCH_KEYS[column] for key, column in EVENT_KEYS.items()}, REQUEST_TIME: BATCH_REQUEST_TIME}
+_BATCH_KEYS = {
+    **{key: BATCH_KEYS[column] for key, column in EVENT_KEYS.items()},
+    REQUEST_TIME: BATCH_REQUEST_TIME,
+}
 MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
 
 
-def request_columns(request: Mapping[str, Any], history: Sequence[object] | None, keep: np.ndarray,
-                    events: IdMap | None) -> dict[str, np.ndarray]:
+def request_columns(
+    request: Mapping[str, Any], history: Sequence[object] | None, keep: np.ndarray, events: IdMap | None
+) -> dict[str, np.ndarray]:
     """The per-event columns a request sends for its ``history``, of the known items only (``keep`` ``(T,)``).
 
     Events without an event vocabulary (a model trained on a log without event types) are dropped: the
@@ -87,7 +91,12 @@ def request_time_of(request: Mapping[str, Any], columns: Mapping[str, np.ndarray
     when = request.get(REQUEST_TIME)
     if when is None:
         return None
-    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when) or abs(when) > MAX_SECONDS:
+    if (
+        isinstance(when, bool)
+        or not isinstance(when, (int, float))
+        or not math.isfinite(when)
+        or abs(when) > MAX_SECONDS
+    ):
         raise ValueError(f"request_time must be a number of seconds within +-2**53, not {when!r}")
     ts = columns.get(TIMESTAMP)
     if ts is not None and len(ts) and math.floor(when) < int(ts[-1]):
@@ -108,21 +117,37 @@ def ignored_inputs(sent: Iterable[str], batch_keys: set[str]) -> list[str]:
 
 def history_arrays(histories: Sequences) -> dict[str, torch.Tensor]:
     """The stored histories as the 1-D arrays of a model directory: offsets, items and any per-event columns."""
-    arrays = {"history_offsets": torch.as_tensor(histories.offsets),
-              "history_items": torch.as_tensor(histories.items.astype(np.int32))}
+    arrays = {
+        "history_offsets": torch.as_tensor(histories.offsets),
+        "history_items": torch.as_tensor(histories.items.astype(np.int32)),
+    }
     return arrays | {f"history_{name}": torch.as_tensor(values) for name, values in histories.columns.items()}
 
 
 def histories_from_arrays(arrays: Mapping[str, torch.Tensor], n_items: int, path: Path) -> Sequences:
     """The inverse of :func:`history_arrays` (a directory saved before columns were stored has none);
     a column that does not fit the items is a :class:`CheckpointError` naming ``path``."""
-    columns = {name: arrays[f"history_{name}"].numpy() for name in COLUMN_DTYPES if f"history_{name}" in arrays}
+    columns = {
+        name: arrays[f"history_{name}"].numpy() for name in COLUMN_DTYPES if f"history_{name}" in arrays
+    }
     try:
-        return Sequences(arrays["history_offsets"].numpy(), arrays["history_items"].numpy().astype(np.int64),
-                         n_items, columns)
+        return Sequences(
+            arrays["history_offsets"].numpy(),
+            arrays["history_items"].numpy().astype(np.int64),
+            n_items,
+            columns,
+        )
     except DataError as e:
         raise CheckpointError(f"{path}: stored history {e}") from None
 
 
-__all__ = ["EVENT_KEYS", "REQUEST_TIME", "history_arrays", "histories_from_arrays", "ignored_inputs",
-           "request_columns", "request_time_of", "stored_columns"]
+__all__ = [
+    "EVENT_KEYS",
+    "REQUEST_TIME",
+    "history_arrays",
+    "histories_from_arrays",
+    "ignored_inputs",
+    "request_columns",
+    "request_time_of",
+    "stored_columns",
+]

@@ -47,8 +47,9 @@ DECODINGS: dict[str, int] = {"paper": 0, "blocked": 3}
 DEFAULT_NO_REPEAT_NGRAM = DECODINGS["blocked"]
 
 
-def damped_offsets(user: np.ndarray, item: np.ndarray, rating: np.ndarray, n_users: int, n_items: int,
-                   damping: float) -> tuple[float, np.ndarray, np.ndarray]:
+def damped_offsets(
+    user: np.ndarray, item: np.ndarray, rating: np.ndarray, n_users: int, n_items: int, damping: float
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Global mean and per-user/per-item rating offsets shrunk towards 0 (Koren's baseline predictor).
 
     ``b_i = sum(r - mu) / (damping + n_i)`` over the item's ratings, then
@@ -85,10 +86,17 @@ class Explainer:
         0 is the paper's plain decoding (``DECODINGS["paper"]``).
     """
 
-    def __init__(self, model: str = "peter", config: Mapping[str, Any] | None = None,
-                 train: Mapping[str, Any] | TrainConfig | None = None, preset: str | None = "paper",
-                 max_vocab: int = 20_000, beam: int = 1, max_len: int | None = None,
-                 no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM) -> None:
+    def __init__(
+        self,
+        model: str = "peter",
+        config: Mapping[str, Any] | None = None,
+        train: Mapping[str, Any] | TrainConfig | None = None,
+        preset: str | None = "paper",
+        max_vocab: int = 20_000,
+        beam: int = 1,
+        max_len: int | None = None,
+        no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM,
+    ) -> None:
         self.spec: ModelSpec = get_spec(model)
         if self.spec.task != EXPLAIN or not issubclass(self.spec.cls, PETER):
             raise ConfigError(f"{model} is a {self.spec.task} model; Explainer needs an explain-task model")
@@ -96,12 +104,17 @@ class Explainer:
         train_over: dict[str, Any] = dict(_TRAIN_BASE)
         if preset is not None:
             if preset not in self.spec.presets:
-                raise ConfigError(f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets)}")
+                raise ConfigError(
+                    f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets)}"
+                )
             model_over = dict(self.spec.presets[preset].get("model", {}))
             train_over |= dict(self.spec.presets[preset].get("train", {}))
         self.config: PETERConfig = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))
-        self.train_config = train if isinstance(train, TrainConfig) else config_from_dict(
-            TrainConfig, train_over | dict(train or {}))
+        self.train_config = (
+            train
+            if isinstance(train, TrainConfig)
+            else config_from_dict(TrainConfig, train_over | dict(train or {}))
+        )
         self.preset, self.max_vocab, self.beam = preset, max_vocab, beam
         if no_repeat_ngram < 0:
             raise ConfigError(f"no_repeat_ngram must be >= 0, not {no_repeat_ngram}")
@@ -117,7 +130,9 @@ class Explainer:
         self.source_ = DataSource("unnamed")
         self.split_name_ = ""
         self.train_result_: TrainResult | None = None
-        self.rating_core_: PETER | None = None  # rating_checkpoint="own": the weights of the best validation rating
+        self.rating_core_: PETER | None = (
+            None  # rating_checkpoint="own": the weights of the best validation rating
+        )
         self.rating_baseline_: dict[str, Any] | None = None  # rating_baseline: the chosen damping
         self.evaluations_: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
@@ -130,8 +145,14 @@ class Explainer:
         return self._core
 
     # -- fitting ---------------------------------------------------------------------------------
-    def fit(self, data: ReviewData, split: ReviewSplit, *, state_dir: str | Path | None = None,
-            progress: bool = True) -> Explainer:
+    def fit(
+        self,
+        data: ReviewData,
+        split: ReviewSplit,
+        *,
+        state_dir: str | Path | None = None,
+        progress: bool = True,
+    ) -> Explainer:
         """Build the vocabulary on ``split.train``, train, and keep the weights of the best validation loss.
 
         The validation loss is PETER's: text NLL + rating MSE (unweighted). With the model's
@@ -146,8 +167,10 @@ class Explainer:
         per_item: dict[int, Counter[str]] = {}
         for it, f in zip(train_data.item, train_data.feature, strict=True):
             per_item.setdefault(int(it), Counter())[f] += 1
-        self.item_feature_ = {data.items.to_external([i])[0]: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-                              for i, c in per_item.items()}
+        self.item_feature_ = {
+            data.items.to_external([i])[0]: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            for i, c in per_item.items()
+        }
         self.rating_range_, self.source_, self.split_name_ = data.rating_range, data.source, split.name
         enc_train = encode_reviews(train_data, self.vocab_, self.config.max_words)
         enc_valid = encode_reviews(data.take(split.valid), self.vocab_, self.config.max_words)
@@ -179,13 +202,15 @@ class Explainer:
             self.rating_core_ = self._new_core(best.state)
         return self
 
-    def _choose_offsets(self, data: ReviewData, train_data: ReviewData,
-                        valid: ReviewData) -> tuple[dict[str, Any], tuple[float, np.ndarray, np.ndarray]]:
+    def _choose_offsets(
+        self, data: ReviewData, train_data: ReviewData, valid: ReviewData
+    ) -> tuple[dict[str, Any], tuple[float, np.ndarray, np.ndarray]]:
         """The damping with the lowest validation RMSE, and its offsets ``(mu, b_u, b_i)``."""
         best: tuple[float, float, tuple[float, np.ndarray, np.ndarray]] | None = None
         for damping in DAMPINGS:
-            mu, b_u, b_i = damped_offsets(train_data.user, train_data.item, train_data.rating, data.n_users,
-                                          data.n_items, damping)
+            mu, b_u, b_i = damped_offsets(
+                train_data.user, train_data.item, train_data.rating, data.n_users, data.n_items, damping
+            )
             score = rmse(mu + b_u[valid.user] + b_i[valid.item], valid.rating, data.rating_range)
             if best is None or score < best[1]:
                 best = (damping, score, (mu, b_u, b_i))
@@ -223,9 +248,16 @@ class Explainer:
         self.core  # noqa: B018  (raises when not fitted)
 
     # -- prediction and evaluation -----------------------------------------------------------------
-    def predict(self, data: ReviewData, rows: np.ndarray | None = None, *, beam: int | None = None,
-                max_len: int | None = None, batch_size: int = 256,
-                no_repeat_ngram: int | None = None) -> tuple[np.ndarray, list[list[str]]]:
+    def predict(
+        self,
+        data: ReviewData,
+        rows: np.ndarray | None = None,
+        *,
+        beam: int | None = None,
+        max_len: int | None = None,
+        batch_size: int = 256,
+        no_repeat_ngram: int | None = None,
+    ) -> tuple[np.ndarray, list[list[str]]]:
         """Predicted ratings and generated explanations (tokens) of ``data`` (records ``rows``).
 
         ``data`` must use this explainer's ID maps (the same dataset it was trained on); PETER+
@@ -241,16 +273,33 @@ class Explainer:
         with torch.no_grad():
             for start in range(0, len(enc), batch_size):
                 r = np.arange(start, min(start + batch_size, len(enc)))
-                u, i = torch.from_numpy(enc.user[r]).to(self.device), torch.from_numpy(enc.item[r]).to(self.device)
+                u, i = (
+                    torch.from_numpy(enc.user[r]).to(self.device),
+                    torch.from_numpy(enc.item[r]).to(self.device),
+                )
                 f = torch.from_numpy(enc.feature[r]).to(self.device)
                 ratings.append(self._rating(u, i, f).float().cpu().numpy())
-                ids = self.core.generate(u, i, f, max_len=max_len or self.max_len, beam=beam or self.beam,
-                                         no_repeat_ngram=self._ngram(no_repeat_ngram))
+                ids = self.core.generate(
+                    u,
+                    i,
+                    f,
+                    max_len=max_len or self.max_len,
+                    beam=beam or self.beam,
+                    no_repeat_ngram=self._ngram(no_repeat_ngram),
+                )
                 texts.extend(self.vocab_.decode(x) for x in ids)
         return np.concatenate(ratings) if ratings else np.zeros(0), texts
 
-    def evaluate(self, data: ReviewData, rows: np.ndarray | None = None, *, beam: int | None = None,
-                 max_len: int | None = None, target: str = "test", no_repeat_ngram: int | None = None) -> dict[str, float]:
+    def evaluate(
+        self,
+        data: ReviewData,
+        rows: np.ndarray | None = None,
+        *,
+        beam: int | None = None,
+        max_len: int | None = None,
+        target: str = "test",
+        no_repeat_ngram: int | None = None,
+    ) -> dict[str, float]:
         """RMSE/MAE and every text metric on ``data`` (records ``rows``); kept with the model."""
         self._require_fitted()
         assert self.vocab_ is not None
@@ -260,12 +309,23 @@ class Explainer:
         pred, generated = self.predict(part, beam=beam, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
         enc = encode_reviews(part, self.vocab_, self.config.max_words)
         refs = [self.vocab_.decode(row[1:]) for row in enc.text]
-        metrics = {"RMSE": rmse(pred, part.rating, self.rating_range_), "MAE": mae(pred, part.rating, self.rating_range_)}
+        metrics = {
+            "RMSE": rmse(pred, part.rating, self.rating_range_),
+            "MAE": mae(pred, part.rating, self.rating_range_),
+        }
         metrics |= explanation_metrics(refs, generated, list(part.feature), self.features_)
-        self.evaluations_.append({"target": target, "records": len(part), "split": self.split_name_,
-                                  "data": dataclasses.asdict(part.source), "beam": beam or self.beam,
-                                  "no_repeat_ngram": self._ngram(no_repeat_ngram),
-                                  "seconds": time.perf_counter() - t0, "metrics": metrics})
+        self.evaluations_.append(
+            {
+                "target": target,
+                "records": len(part),
+                "split": self.split_name_,
+                "data": dataclasses.asdict(part.source),
+                "beam": beam or self.beam,
+                "no_repeat_ngram": self._ngram(no_repeat_ngram),
+                "seconds": time.perf_counter() - t0,
+                "metrics": metrics,
+            }
+        )
         return metrics
 
     def _ngram(self, override: int | None) -> int:
@@ -278,11 +338,22 @@ class Explainer:
     def _check_same_maps(self, data: ReviewData) -> None:
         assert self.users_ is not None and self.items_ is not None
         if data.users.to_list() != self.users_.to_list() or data.items.to_list() != self.items_.to_list():
-            raise DataError("the data's user/item IDs differ from the model's; evaluate on the dataset it was "
-                            "trained on (same file and template extractor)")
+            raise DataError(
+                "the data's user/item IDs differ from the model's; evaluate on the dataset it was "
+                "trained on (same file and template extractor)"
+            )
 
-    def explain(self, user: object, item: object, feature: str | None = None, *, beam: int | None = None,
-                max_len: int | None = None, n_context: int = 10, no_repeat_ngram: int | None = None) -> dict[str, Any]:
+    def explain(
+        self,
+        user: object,
+        item: object,
+        feature: str | None = None,
+        *,
+        beam: int | None = None,
+        max_len: int | None = None,
+        n_context: int = 10,
+        no_repeat_ngram: int | None = None,
+    ) -> dict[str, Any]:
         """``{"rating", "text", "context_words", "feature"}`` for a known ``user`` and ``item``.
 
         PETER+ uses ``feature`` when given, else the item's most frequent training feature.
@@ -303,32 +374,57 @@ class Explainer:
             rating, context = self.core.predict(ut, it, ft)
             if self.rating_core_ is not None:  # rating_checkpoint="own": the rating's own weights
                 rating = self._rating(ut, it, ft)
-            ids = self.core.generate(ut, it, ft, max_len=max_len or self.max_len, beam=beam or self.beam,
-                                     no_repeat_ngram=self._ngram(no_repeat_ngram))[0]
+            ids = self.core.generate(
+                ut,
+                it,
+                ft,
+                max_len=max_len or self.max_len,
+                beam=beam or self.beam,
+                no_repeat_ngram=self._ngram(no_repeat_ngram),
+            )[0]
         top = context[0].topk(n_context + len(SPECIALS)).indices.tolist()
         words = [self.vocab_.words[j] for j in top if j >= len(SPECIALS)][:n_context]
         lo, hi = self.rating_range_
-        return {"user": str(user), "item": str(item), "rating": float(np.clip(float(rating[0]), lo, hi)),
-                "text": " ".join(self.vocab_.decode(ids)), "context_words": words,
-                "feature": feature if self.config.use_feature else None}
+        return {
+            "user": str(user),
+            "item": str(item),
+            "rating": float(np.clip(float(rating[0]), lo, hi)),
+            "text": " ".join(self.vocab_.decode(ids)),
+            "context_words": words,
+            "feature": feature if self.config.use_feature else None,
+        }
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """Write a self-contained model directory (see :mod:`attnrec.recommend.persistence`)."""
         core = self.core
         assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
-        record = ModelRecord(self.spec.name, self.preset, config_to_dict(self.config),
-                             config_to_dict(self.train_config), self.users_, self.items_, self.source_,
-                             self.train_result_, self.evaluations_)
+        record = ModelRecord(
+            self.spec.name,
+            self.preset,
+            config_to_dict(self.config),
+            config_to_dict(self.train_config),
+            self.users_,
+            self.items_,
+            self.source_,
+            self.train_result_,
+            self.evaluations_,
+        )
         tensors = {"weights": core.state_dict()}
         if self.rating_core_ is not None:
             tensors["rating_weights"] = self.rating_core_.state_dict()
-        files = {"vocab": list(self.vocab_.words),
-                 "features": {"features": list(self.features_), "item_feature": self.item_feature_}}
-        meta = {"max_vocab": self.max_vocab,
-                "decode": {"beam": self.beam, "max_len": self.max_len, "no_repeat_ngram": self.no_repeat_ngram},
-                "n_words": len(self.vocab_), "rating_range": list(self.rating_range_), "split": self.split_name_,
-                "rating_baseline": self.rating_baseline_}
+        files = {
+            "vocab": list(self.vocab_.words),
+            "features": {"features": list(self.features_), "item_feature": self.item_feature_},
+        }
+        meta = {
+            "max_vocab": self.max_vocab,
+            "decode": {"beam": self.beam, "max_len": self.max_len, "no_repeat_ngram": self.no_repeat_ngram},
+            "n_words": len(self.vocab_),
+            "rating_range": list(self.rating_range_),
+            "split": self.split_name_,
+            "rating_baseline": self.rating_baseline_,
+        }
         return save_model_dir(path, record, tensors, files, meta, task=EXPLAIN)
 
     @classmethod
@@ -340,13 +436,22 @@ class Explainer:
     def from_saved(cls, saved: SavedModel, device: str = "auto") -> Explainer:
         """The explainer of an opened model directory (see :func:`~attnrec.recommend.load`)."""
         meta, record = saved.meta, saved.record
-        ex = cls(record.model, record.model_config, record.train_config, preset=None,
-                 max_vocab=meta["max_vocab"], beam=meta["decode"]["beam"], max_len=meta["decode"]["max_len"],
-                 # directories saved before n-gram blocking existed get today's default
-                 no_repeat_ngram=int(meta["decode"].get("no_repeat_ngram", DEFAULT_NO_REPEAT_NGRAM)))
+        ex = cls(
+            record.model,
+            record.model_config,
+            record.train_config,
+            preset=None,
+            max_vocab=meta["max_vocab"],
+            beam=meta["decode"]["beam"],
+            max_len=meta["decode"]["max_len"],
+            # directories saved before n-gram blocking existed get today's default
+            no_repeat_ngram=int(meta["decode"].get("no_repeat_ngram", DEFAULT_NO_REPEAT_NGRAM)),
+        )
         ex.preset = record.preset
         try:
-            ex.vocab_ = Vocabulary(tuple(check_vocab(saved.json("vocab"), meta.get("n_words"), saved.path / "vocab.json")))
+            ex.vocab_ = Vocabulary(
+                tuple(check_vocab(saved.json("vocab"), meta.get("n_words"), saved.path / "vocab.json"))
+            )
         except ValueError as e:  # not the special tokens first
             raise CheckpointError(f"{saved.path / 'vocab.json'}: {e}") from None
         ex.users_, ex.items_ = record.users, record.items
@@ -360,8 +465,9 @@ class Explainer:
         ex._core = core.to(ex.device).eval()
         ex.rating_baseline_ = meta.get("rating_baseline")
         if saved.has_tensors("rating_weights"):
-            rating_core = saved.build(lambda: ex._build(meta["n_users"], meta["n_items"], meta["n_words"]),
-                                      "rating_weights")
+            rating_core = saved.build(
+                lambda: ex._build(meta["n_users"], meta["n_items"], meta["n_words"]), "rating_weights"
+            )
             ex.rating_core_ = rating_core.to(ex.device).eval()
         return ex
 

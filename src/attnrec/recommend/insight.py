@@ -56,12 +56,22 @@ class RecExplanation:
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """JSON-ready form; ``top`` caps the events listed per item (all when None)."""
         r = self.recommendation
-        return {"model": self.model, "user": self.user, "method": self.method, "shared": self.shared,
-                "predicting_position": self.predicting,
-                "history_length": self.history_length, "items_seen_by_model": self.window,
-                "recommended": [{"item": i, "title": t, "score": s} for i, t, s in zip(r.items, r.titles, r.scores, strict=True)],
-                "attended": [a.__dict__ for a in self.attended], "self_weight": self.self_weight,
-                "explanations": [e.to_dict(top) for e in self.explanations]}
+        return {
+            "model": self.model,
+            "user": self.user,
+            "method": self.method,
+            "shared": self.shared,
+            "predicting_position": self.predicting,
+            "history_length": self.history_length,
+            "items_seen_by_model": self.window,
+            "recommended": [
+                {"item": i, "title": t, "score": s}
+                for i, t, s in zip(r.items, r.titles, r.scores, strict=True)
+            ],
+            "attended": [a.__dict__ for a in self.attended],
+            "self_weight": self.self_weight,
+            "explanations": [e.to_dict(top) for e in self.explanations],
+        }
 
 
 def explain_recommendation(
@@ -99,7 +109,9 @@ def explain_recommendation(
     check_method(method)
     # the request as recommend() resolves it (same user index and history), checked before any scoring
     inputs = {"timestamps": timestamps, "events": events, "ratings": ratings, "request_time": request_time}
-    p = prepare({"user": user, "history": history} | inputs, rec.users_, rec.items_, rec.histories_, rec.events_)
+    p = prepare(
+        {"user": user, "history": history} | inputs, rec.users_, rec.items_, rec.histories_, rec.events_
+    )
     if history is None and p.uid == UNKNOWN_USER:
         raise KeyError(f"unknown user {user!r}")
     target = None if item is None else rec.items_.get(item)
@@ -108,22 +120,53 @@ def explain_recommendation(
     if len(p.hist) == 0:
         raise AttributionError("the history has no known items; there is nothing to explain")
     # the answer as recommend() gives it (with its ignored_inputs); ``item``: that one item, wherever it ranks
-    r = rec.recommend(user=user, history=history, k=1 if item is not None else k, exclude_seen=item is None,
-                      include=None if item is None else [item], timestamps=timestamps, events=events,
-                      ratings=ratings, request_time=request_time)
+    r = rec.recommend(
+        user=user,
+        history=history,
+        k=1 if item is not None else k,
+        exclude_seen=item is None,
+        include=None if item is None else [item],
+        timestamps=timestamps,
+        events=events,
+        ratings=ratings,
+        request_time=request_time,
+    )
     targets = rec.items_.to_internal(r.items)
-    found, _ = explain_items(rec.core, p.hist, targets, user=p.uid, items=rec.items_, titles=rec.titles_,
-                             method=method, verb=reason_verb, device=rec.device,
-                             columns=p.columns, events=rec.events_,  # the history's times/events, occluded
-                             event_verbs=event_verbs, request_time=p.request_time)  # with it, named in reasons
+    found, _ = explain_items(
+        rec.core,
+        p.hist,
+        targets,
+        user=p.uid,
+        items=rec.items_,
+        titles=rec.titles_,
+        method=method,
+        verb=reason_verb,
+        device=rec.device,
+        columns=p.columns,
+        events=rec.events_,  # the history's times/events, occluded
+        event_verbs=event_verbs,
+        request_time=p.request_time,
+    )  # with it, named in reasons
     window = max((len(e.events) for e in found), default=0) or min(len(p.hist), 1)  # events the model read
     found = [dataclasses.replace(e, events=e.events[:top]) for e in found]
     if method != "attention":
         return RecExplanation(rec.name, r.user, r, None, [], 0.0, len(p.hist), window, method, found)
     uid = max(p.uid, 0)  # an ad-hoc history is fed as user 0 (the attention models ignore it)
-    att = history_attention(rec.core, p.hist, rec.items_, rec.titles_, name=rec.name, user=uid, device=rec.device)
-    return RecExplanation(rec.name, None if user is None else str(user), r, att.predicting, att.attended[:top],
-                          att.self_weight, att.history_length, att.window, method, found)
+    att = history_attention(
+        rec.core, p.hist, rec.items_, rec.titles_, name=rec.name, user=uid, device=rec.device
+    )
+    return RecExplanation(
+        rec.name,
+        None if user is None else str(user),
+        r,
+        att.predicting,
+        att.attended[:top],
+        att.self_weight,
+        att.history_length,
+        att.window,
+        method,
+        found,
+    )
 
 
 __all__ = ["RecExplanation", "explain_recommendation"]

@@ -142,18 +142,25 @@ class SavedModel:
     @property
     def record(self) -> ModelRecord:
         """The task-independent content of the directory, its ID maps checked against ``config.json``."""
-        users, items = check_id_maps(self.json("id_maps"), self.meta["n_users"], self.meta["n_items"],
-                                     self.path / "id_maps.json")
+        users, items = check_id_maps(
+            self.json("id_maps"), self.meta["n_users"], self.meta["n_items"], self.path / "id_maps.json"
+        )
         tr = self.meta.get("train_result")
         if tr:
             tr = dict(tr)
             tr.pop("seconds_per_epoch", None)  # derived, written for readers of the JSON
         try:
             return ModelRecord(
-                self.meta["model"], self.meta.get("preset"), self.meta["model_config"], self.meta["train_config"],
-                IdMap(np.array(users, dtype=object), 0), IdMap(np.array(items, dtype=object), 1),
-                DataSource(**self.meta["data"]), TrainResult(**tr) if tr else None,
-                list(self.meta.get("evaluations") or []))
+                self.meta["model"],
+                self.meta.get("preset"),
+                self.meta["model_config"],
+                self.meta["train_config"],
+                IdMap(np.array(users, dtype=object), 0),
+                IdMap(np.array(items, dtype=object), 1),
+                DataSource(**self.meta["data"]),
+                TrainResult(**tr) if tr else None,
+                list(self.meta.get("evaluations") or []),
+            )
         except (TypeError, DataError) as e:  # unknown keys in 'data' or 'train_result'
             raise CheckpointError(f"{self.path / 'config.json'}: {one_line(e)}") from None
 
@@ -197,19 +204,31 @@ class SavedModel:
         try:
             with torch.random.fork_rng(devices=[]), torch.device("meta"):  # the caller's RNG as before
                 shell = make()
-        except (ValueError, TypeError, KeyError, AssertionError, RuntimeError) as e:  # e.g. a config value of the wrong type
-            raise CheckpointError(f"{self.path / 'config.json'}: cannot build the model ({one_line(e)})") from None
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AssertionError,
+            RuntimeError,
+        ) as e:  # e.g. a config value of the wrong type
+            raise CheckpointError(
+                f"{self.path / 'config.json'}: cannot build the model ({one_line(e)})"
+            ) from None
         want = {k: tuple(v.shape) for k, v in shell.state_dict().items()}
         got = {k: tuple(v.shape) for k, v in state.items()}
         if want != got:
             key = next(iter(sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))))
-            raise CheckpointError(f"{self.path}: {what} do not match config.json ({key}: "
-                                  f"{got.get(key, 'missing')} stored, {want.get(key, 'none')} expected)")
+            raise CheckpointError(
+                f"{self.path}: {what} do not match config.json ({key}: "
+                f"{got.get(key, 'missing')} stored, {want.get(key, 'none')} expected)"
+            )
         core = make()
         try:
             core.load_state_dict(state)
         except (RuntimeError, KeyError) as e:
-            raise CheckpointError(f"{self.path}: {what} do not match the model config ({one_line(e)})") from None
+            raise CheckpointError(
+                f"{self.path}: {what} do not match the model config ({one_line(e)})"
+            ) from None
         return core
 
 
@@ -222,9 +241,15 @@ def open_model_dir(path: str | Path, task: str | None = None) -> SavedModel:
     files = read_verified(d)
     if files is None:
         if not (d / "config.json").exists():
-            raise CheckpointError(f"{d}: no {MANIFEST} and no config.json; not an attnrec checkpoint directory")
-        log.warning("%s: no %s (saved before model directories had one), so its files are not verified "
-                    "as a whole; save the model again to add one", d, MANIFEST)
+            raise CheckpointError(
+                f"{d}: no {MANIFEST} and no config.json; not an attnrec checkpoint directory"
+            )
+        log.warning(
+            "%s: no %s (saved before model directories had one), so its files are not verified "
+            "as a whole; save the model again to add one",
+            d,
+            MANIFEST,
+        )
     saved = SavedModel(d, {}, SEQUENTIAL, files)
     meta = saved.json("config")
     if not isinstance(meta, dict):
@@ -234,11 +259,20 @@ def open_model_dir(path: str | Path, task: str | None = None) -> SavedModel:
     check_config(meta, d / "config.json")
     found = str(meta.get("task", SEQUENTIAL))
     if task is not None and found != task:
-        raise CheckpointError(f"{d}: a checkpoint of the {found} task ({meta.get('model')}), not of the {task} "
-                              "task; load it with attnrec.load")
+        raise CheckpointError(
+            f"{d}: a checkpoint of the {found} task ({meta.get('model')}), not of the {task} "
+            "task; load it with attnrec.load"
+        )
     saved.meta, saved.task = meta, found
     return saved
 
 
-__all__ = ["EXPLAIN", "FORMAT_VERSION", "ModelRecord", "SEQUENTIAL", "SavedModel", "open_model_dir",
-           "save_model_dir"]
+__all__ = [
+    "EXPLAIN",
+    "FORMAT_VERSION",
+    "ModelRecord",
+    "SEQUENTIAL",
+    "SavedModel",
+    "open_model_dir",
+    "save_model_dir",
+]

@@ -39,10 +39,17 @@ DEFAULT_VERB = "interacted with"
 MAX_EXPLAIN_K = 20  # the default bound on how many recommended items get an explanation
 REASON_ITEMS = 2  # history items named in a reason
 ITEM = "{item}"  # where a verb template puts the item: "added {item} to your cart"
-DEFAULT_EVENT_VERBS: Mapping[str, str] = MappingProxyType({
-    "pv": "viewed", "cart": "added {item} to your cart", "fav": "saved", "buy": "bought",  # Taobao
-    "clicks": "clicked", "carts": "added {item} to your cart", "orders": "ordered",  # OTTO
-})
+DEFAULT_EVENT_VERBS: Mapping[str, str] = MappingProxyType(
+    {
+        "pv": "viewed",
+        "cart": "added {item} to your cart",
+        "fav": "saved",
+        "buy": "bought",  # Taobao
+        "clicks": "clicked",
+        "carts": "added {item} to your cart",
+        "orders": "ordered",  # OTTO
+    }
+)
 """Event type name -> the verb (or ``{item}`` template) of a reason, for the public logs attnrec reads."""
 DAY = 86_400.0
 
@@ -72,8 +79,14 @@ class ItemExplanation:
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """JSON-ready form with the ``top`` strongest events (all when None)."""
-        return {"item": self.item, "method": self.method, "shared": self.shared, "reason": self.reason,
-                "events": [e.__dict__ for e in self.events[:top]], "note": self.note}
+        return {
+            "item": self.item,
+            "method": self.method,
+            "shared": self.shared,
+            "reason": self.reason,
+            "events": [e.__dict__ for e in self.events[:top]],
+            "note": self.note,
+        }
 
 
 def check_method(method: str) -> str:
@@ -91,8 +104,9 @@ def check_verb(verb: str, what: str = "reason verb") -> str:
     characters or is over :data:`MAX_VERB` characters (it goes into every reason shown to users)."""
     v = str(verb).strip()
     if not v or not v.isprintable() or len(v) > MAX_VERB:
-        raise ValueError(f"{what} must be printable words such as 'watched' (at most {MAX_VERB} characters), "
-                         f"not {verb!r}")
+        raise ValueError(
+            f"{what} must be printable words such as 'watched' (at most {MAX_VERB} characters), not {verb!r}"
+        )
     return v
 
 
@@ -104,8 +118,10 @@ def check_event_verbs(event_verbs: Mapping[str, str]) -> dict[str, str]:
         n, t = str(name).strip(), str(template).strip()
         rest = t.replace(ITEM, "", 1)
         if not n or not t or not (n + t).isprintable() or len(t) > MAX_VERB or "{" in rest or "}" in rest:
-            raise ValueError(f"event verb {name!r}={template!r}: expected an event name and printable words such as "
-                             "'viewed' or 'added {item} to your cart' (at most 60 characters, one {item} at most)")
+            raise ValueError(
+                f"event verb {name!r}={template!r}: expected an event name and printable words such as "
+                "'viewed' or 'added {item} to your cart' (at most 60 characters, one {item} at most)"
+            )
         out[n] = t
     return out
 
@@ -151,9 +167,14 @@ def _when(phrase: str, when: str | None) -> str:
     return phrase if when is None else f"{phrase} {when}"
 
 
-def reason(events: list[ExplainedEvent], verb: str = DEFAULT_VERB, n: int = REASON_ITEMS,
-           event_verbs: Mapping[str, str] | None = None, now: float | None = None) -> str | None:
-    """"Because you {verb} *A* and *B*" from the ``n`` strongest positive ``events`` (strongest first);
+def reason(
+    events: list[ExplainedEvent],
+    verb: str = DEFAULT_VERB,
+    n: int = REASON_ITEMS,
+    event_verbs: Mapping[str, str] | None = None,
+    now: float | None = None,
+) -> str | None:
+    """ "Because you {verb} *A* and *B*" from the ``n`` strongest positive ``events`` (strongest first);
     an untitled item is named by its ID. None when no event has a positive attribution.
 
     Events with a type get its verb (:func:`event_template`: ``event_verbs``, then
@@ -170,7 +191,9 @@ def reason(events: list[ExplainedEvent], verb: str = DEFAULT_VERB, n: int = REAS
         return None
     if now is None:
         now = max((e.timestamp for e in events if e.timestamp is not None), default=None)
-    groups: dict[str, dict[str | None, list[str]]] = {}  # template -> time in words -> names, first seen first
+    groups: dict[
+        str, dict[str | None, list[str]]
+    ] = {}  # template -> time in words -> names, first seen first
     for e in top:
         when = None if e.timestamp is None or now is None else relative_time(now - e.timestamp)
         name = f"*{e.title}*" if e.title else f"item {e.item}"
@@ -178,7 +201,9 @@ def reason(events: list[ExplainedEvent], verb: str = DEFAULT_VERB, n: int = REAS
     phrases: list[str] = []
     for template, by_when in groups.items():
         if template.endswith(ITEM):  # the verb once: "viewed *A* yesterday and *B* 3 days ago"
-            phrases.append(template.replace(ITEM, _and([_when(_and(names), w) for w, names in by_when.items()]), 1))
+            phrases.append(
+                template.replace(ITEM, _and([_when(_and(names), w) for w, names in by_when.items()]), 1)
+            )
         else:
             phrases += [_when(template.replace(ITEM, _and(names), 1), w) for w, names in by_when.items()]
     return f"Because you {_and(phrases)}"
@@ -225,24 +250,43 @@ def explain_items(
     if note is not None:
         empty = [ItemExplanation(t, method, method in SHARED_METHODS, None, [], note) for t in ext_targets]
         return empty, np.full(len(targets), np.nan)
-    att = attribute(model, history, targets, n_items=len(items), method=method, user=user, device=device,
-                    columns=columns, depth=GREEDY_DEPTH)  # the history's per-event columns, occluded with their events
+    att = attribute(
+        model,
+        history,
+        targets,
+        n_items=len(items),
+        method=method,
+        user=user,
+        device=device,
+        columns=columns,
+        depth=GREEDY_DEPTH,
+    )  # the history's per-event columns, occluded with their events
     ext = items.to_external(np.asarray(history)[att.events])
     back = len(history) - 1 - att.events
     stamps, kinds = _event_context(columns or {}, events, att.events)
     ts = (columns or {}).get(TIMESTAMP)
-    now = request_time if request_time is not None else float(ts.max()) if ts is not None and len(ts) else None
+    now = (
+        request_time if request_time is not None else float(ts.max()) if ts is not None and len(ts) else None
+    )
     out = []
     for k, target in enumerate(ext_targets):
-        found = [ExplainedEvent(ext[j], titles.get(ext[j]), int(back[j]), float(att.values[k, j]), kinds[j], stamps[j])
-                 for j in att.ranking(k)]
-        out.append(ItemExplanation(target, method, att.shared, reason(found, verb, event_verbs=event_verbs, now=now),
-                                   found))
+        found = [
+            ExplainedEvent(
+                ext[j], titles.get(ext[j]), int(back[j]), float(att.values[k, j]), kinds[j], stamps[j]
+            )
+            for j in att.ranking(k)
+        ]
+        out.append(
+            ItemExplanation(
+                target, method, att.shared, reason(found, verb, event_verbs=event_verbs, now=now), found
+            )
+        )
     return out, att.scores
 
 
-def _event_context(columns: Mapping[str, np.ndarray], events: IdMap | None,
-                   positions: np.ndarray) -> tuple[list[float | None], list[str | None]]:
+def _event_context(
+    columns: Mapping[str, np.ndarray], events: IdMap | None, positions: np.ndarray
+) -> tuple[list[float | None], list[str | None]]:
     """The timestamps and event type names of the history ``positions`` (None where the columns lack them)."""
     ts, codes = columns.get(TIMESTAMP), columns.get(EVENT)
     none: list[None] = [None] * len(positions)
@@ -253,7 +297,17 @@ def _event_context(columns: Mapping[str, np.ndarray], events: IdMap | None,
 
 
 __all__ = [
-    "DEFAULT_EVENT_VERBS", "DEFAULT_METHOD", "DEFAULT_VERB", "GREEDY_DEPTH", "MAX_EXPLAIN_K", "ExplainedEvent",
-    "ItemExplanation", "check_event_verbs", "check_method", "event_template", "explain_items", "reason",
+    "DEFAULT_EVENT_VERBS",
+    "DEFAULT_METHOD",
+    "DEFAULT_VERB",
+    "GREEDY_DEPTH",
+    "MAX_EXPLAIN_K",
+    "ExplainedEvent",
+    "ItemExplanation",
+    "check_event_verbs",
+    "check_method",
+    "event_template",
+    "explain_items",
+    "reason",
     "relative_time",
 ]

@@ -59,7 +59,9 @@ class Recommender:
         train_over: dict[str, Any] = {}
         if preset is not None:
             if preset not in self.spec.presets:
-                raise ConfigError(f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets) or 'none'}")
+                raise ConfigError(
+                    f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets) or 'none'}"
+                )
             model_over = dict(self.spec.presets[preset].get("model", {}))
             train_over = dict(self.spec.presets[preset].get("train", {}))
         if dataclasses.is_dataclass(config) and not isinstance(config, type):
@@ -67,7 +69,9 @@ class Recommender:
         elif config is None or isinstance(config, Mapping):
             self.config = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))
         else:
-            raise ConfigError(f"{model}: config must be a dict or a settings dataclass, not {type(config).__name__}")
+            raise ConfigError(
+                f"{model}: config must be a dict or a settings dataclass, not {type(config).__name__}"
+            )
         if isinstance(train, TrainConfig):
             self.train_config = train
         else:
@@ -134,15 +138,24 @@ class Recommender:
         self._set_data(data)
         cfg = self.train_config
         self.config, self.context_ = cold_items.feature_context(self.name, self.config, data)
-        self.core = build_core(self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed, context=self.context_)
+        self.core = build_core(
+            self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed, context=self.context_
+        )
         popularity = self.popularity_
 
         checked: list[bool] = []
 
         def validate() -> dict[str, float]:
-            res = evaluate(self.score_histories, split.valid, valid_protocol, popularity=popularity,
-                           split=split.describe(), target="valid", batch_size=512,
-                           candidate_scorer=self.score_candidates)
+            res = evaluate(
+                self.score_histories,
+                split.valid,
+                valid_protocol,
+                popularity=popularity,
+                split=split.describe(),
+                target="valid",
+                batch_size=512,
+                candidate_scorer=self.score_candidates,
+            )
             if not checked and not self.capabilities.closed_form:  # how noisy is the stopping signal?
                 checked.append(True)
                 warn_if_noisy(res, cfg)
@@ -150,8 +163,16 @@ class Recommender:
 
         self.device = resolve_device(cfg.device)
         sd = Path(state_dir) if state_dir is not None else None
-        self.train_result_ = fit_core(self.core, split.train, validate, cfg, self.device, state_dir=sd,
-                                      progress=progress, callbacks=tuple(callbacks))
+        self.train_result_ = fit_core(
+            self.core,
+            split.train,
+            validate,
+            cfg,
+            self.device,
+            state_dir=sd,
+            progress=progress,
+            callbacks=tuple(callbacks),
+        )
         self._cache.clear()  # the weights changed
         return self
 
@@ -180,18 +201,27 @@ class Recommender:
         self._fitted_view()
 
     # -- scoring ---------------------------------------------------------------------------------
-    def _batch(self, users: np.ndarray, histories: Sequences, when: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+    def _batch(
+        self, users: np.ndarray, histories: Sequences, when: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device) for k, v in self.core.score_inputs(users, histories, when).items()}
 
-    def score_histories(self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+    def score_histories(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding) at ``request_time`` ``(B,)``."""
         core = self._inference_view().core
         batch = self._batch(users, histories, request_time)
         with torch.no_grad():
             return core.score(batch)
 
-    def score_candidates(self, users: np.ndarray, histories: Sequences, items: torch.Tensor,
-                         request_time: np.ndarray | None = None) -> torch.Tensor:
+    def score_candidates(
+        self,
+        users: np.ndarray,
+        histories: Sequences,
+        items: torch.Tensor,
+        request_time: np.ndarray | None = None,
+    ) -> torch.Tensor:
         """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only, equal to the matching columns
         of :meth:`score_histories`. Factorised models and candidate scorers score just those items,
         so sampled-negative evaluation over a large catalog costs ``C`` scores per case, not the
@@ -216,8 +246,16 @@ class Recommender:
     ) -> EvalResult:
         """Evaluate on ``cases`` under ``protocol``; the result is also kept with the model."""
         self._require_fitted()
-        res = evaluate(self.score_histories, cases, protocol, popularity=self.popularity_, data=self.source_,
-                       split=split, target=target, candidate_scorer=self.score_candidates)
+        res = evaluate(
+            self.score_histories,
+            cases,
+            protocol,
+            popularity=self.popularity_,
+            data=self.source_,
+            split=split,
+            target=target,
+            candidate_scorer=self.score_candidates,
+        )
         self.evaluations_.append(res.to_dict())
         return res
 
@@ -257,17 +295,39 @@ class Recommender:
         time, event or rating inputs (a known user without a ``history`` has its stored ones); a model that
         reads none ignores them and ``ignored_inputs`` lists them (:mod:`attnrec.recommend.event_requests`).
         """
-        request = {"user": user, "history": history, "k": k, "exclude_seen": exclude_seen, "include": include,
-                   "exclude": exclude, "timestamps": timestamps, "events": events, "ratings": ratings,
-                   "request_time": request_time}
-        method = reasons.DEFAULT_METHOD if explain is True else reasons.check_method(explain) if explain else None
+        request = {
+            "user": user,
+            "history": history,
+            "k": k,
+            "exclude_seen": exclude_seen,
+            "include": include,
+            "exclude": exclude,
+            "timestamps": timestamps,
+            "events": events,
+            "ratings": ratings,
+            "request_time": request_time,
+        }
+        method = (
+            reasons.DEFAULT_METHOD if explain is True else reasons.check_method(explain) if explain else None
+        )
         answer = self.recommend_many([request])[0]
         if method is not None and self.items_ is not None:
             p, n = self._prepare(request), min(len(answer.items), max(explain_k, 0))
-            found, _ = reasons.explain_items(self._inference_view().core, p.hist, self.items_.to_internal(
-                answer.items[:n]), user=p.uid, items=self.items_, titles=self.titles_, method=method,
-                verb=reason_verb, device=self.device, columns=p.columns, events=self.events_,
-                event_verbs=event_verbs, request_time=p.request_time)
+            found, _ = reasons.explain_items(
+                self._inference_view().core,
+                p.hist,
+                self.items_.to_internal(answer.items[:n]),
+                user=p.uid,
+                items=self.items_,
+                titles=self.titles_,
+                method=method,
+                verb=reason_verb,
+                device=self.device,
+                columns=p.columns,
+                events=self.events_,
+                event_verbs=event_verbs,
+                request_time=p.request_time,
+            )
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer
 
@@ -293,9 +353,16 @@ class Recommender:
                     out[i] = dataclasses.replace(rec, ignored_inputs=unread)
             if pop_rows:
                 rows = [prepared[i] for i in pop_rows]
-                pop = similar.popularity_tensor(self._cache, self.popularity_).unsqueeze(0).expand(len(rows), -1)
-                for i, rec in zip(pop_rows, answer(rows, RowScores(full=pop), "popularity", self.items_,
-                                                   self.titles_), strict=True):
+                pop = (
+                    similar.popularity_tensor(self._cache, self.popularity_)
+                    .unsqueeze(0)
+                    .expand(len(rows), -1)
+                )
+                for i, rec in zip(
+                    pop_rows,
+                    answer(rows, RowScores(full=pop), "popularity", self.items_, self.titles_),
+                    strict=True,
+                ):
                     out[i] = rec
         return [r for r in out if r is not None]
 
@@ -321,15 +388,27 @@ class Recommender:
         """
         view = self._fitted_view()
         assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
-        return similar.similar_items(view.factorised, self.histories_, self.popularity_, self.items_, self.titles_,
-                                     self._cache, item, k)
+        return similar.similar_items(
+            view.factorised,
+            self.histories_,
+            self.popularity_,
+            self.items_,
+            self.titles_,
+            self._cache,
+            item,
+            k,
+        )
 
     def add_items(self, features: cold_items.ItemFeatureInput, id_column: str | None = None) -> list[str]:
         """Add cold items with their features (a model trained with item_features sum/concat/gate, best with
         id_dropout; values it never saw count as missing): recommendable at once, saved; returns their IDs."""
         assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
-        self.items_, added = cold_items.extend_items(self.core, self.context_, self.items_, features, id_column)
-        self.popularity_ = np.concatenate([self.popularity_, np.zeros(len(added), dtype=self.popularity_.dtype)])
+        self.items_, added = cold_items.extend_items(
+            self.core, self.context_, self.items_, features, id_column
+        )
+        self.popularity_ = np.concatenate(
+            [self.popularity_, np.zeros(len(added), dtype=self.popularity_.dtype)]
+        )
         self.histories_ = dataclasses.replace(self.histories_, n_items=len(self.items_))
         self.core = self.core  # capabilities asked again, derived data (norms, popularity) dropped
         return added
@@ -339,12 +418,26 @@ class Recommender:
         """Write a self-contained model directory (no training data needed to load it)."""
         core = self.core
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
-        record = ModelRecord(self.name, self.preset, config_to_dict(self.config), config_to_dict(self.train_config),
-                             self.users_, self.items_, self.source_, self.train_result_, self.evaluations_)
+        record = ModelRecord(
+            self.name,
+            self.preset,
+            config_to_dict(self.config),
+            config_to_dict(self.train_config),
+            self.users_,
+            self.items_,
+            self.source_,
+            self.train_result_,
+            self.evaluations_,
+        )
         arrays = {"popularity": torch.as_tensor(self.popularity_)} | history_arrays(self.histories_)
         events = {"events": self.events_.to_list()} if self.events_ is not None else {}
-        return save_model_dir(path, record, {"weights": core.state_dict(), "arrays": arrays},
-                              {"titles": self.titles_} | events | cold_items.context_files(self.context_), {})
+        return save_model_dir(
+            path,
+            record,
+            {"weights": core.state_dict(), "arrays": arrays},
+            {"titles": self.titles_} | events | cold_items.context_files(self.context_),
+            {},
+        )
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> Recommender:
@@ -364,10 +457,17 @@ class Recommender:
         rec.popularity_ = arrays["popularity"].numpy()
         rec.histories_ = histories_from_arrays(arrays, len(rec.items_), saved.path / "arrays.safetensors")
         rec.events_ = check_events(saved.json("events", default=[]), saved.path / "events.json")
-        rec.source_, rec.evaluations_, rec.train_result_ = record.source, record.evaluations, record.train_result
+        rec.source_, rec.evaluations_, rec.train_result_ = (
+            record.source,
+            record.evaluations,
+            record.train_result,
+        )
         rec.context_ = cold_items.load_context(saved)
-        core = saved.build(lambda: build_core(rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"],
-                                              context=rec.context_))
+        core = saved.build(
+            lambda: build_core(
+                rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"], context=rec.context_
+            )
+        )
         rec.device = resolve_device(device)
         core.to(rec.device)
         core.eval()
@@ -377,9 +477,14 @@ class Recommender:
     @property
     def meta(self) -> dict[str, Any]:
         """A JSON-ready description: model, config, data and the evaluations it carries."""
-        return {"model": self.name, "preset": self.preset, "config": config_to_dict(self.config),
-                "data": dataclasses.asdict(self.source_), "evaluations": self.evaluations_,
-                "n_items": len(self.items_) if self.items_ else 0}
+        return {
+            "model": self.name,
+            "preset": self.preset,
+            "config": config_to_dict(self.config),
+            "data": dataclasses.asdict(self.source_),
+            "evaluations": self.evaluations_,
+            "n_items": len(self.items_) if self.items_ else 0,
+        }
 
 
 __all__ = ["Recommendation", "Recommender"]

@@ -22,7 +22,9 @@ from attnrec.recommend.event_requests import (
     stored_columns,
 )
 
-RECOMMEND_KEYS = frozenset({"user", "history", "k", "exclude_seen", "include", "exclude", *EVENT_KEYS, REQUEST_TIME})
+RECOMMEND_KEYS = frozenset(
+    {"user", "history", "k", "exclude_seen", "include", "exclude", *EVENT_KEYS, REQUEST_TIME}
+)
 UNKNOWN_USER = -1  # no known user: models with user embeddings fold the history in (models/_baselines.py)
 
 
@@ -40,11 +42,14 @@ class Prepared:
     fallback: str | None  # why the answer is not fully personalised, when it is not
     columns: dict[str, np.ndarray] = field(default_factory=dict)  # per-event columns aligned with ``hist``
     request_time: int | None = None  # when the request is made (seconds), if it says
-    sent: frozenset[str] = frozenset()  # the per-event request fields it sent (to report those a model ignores)
+    sent: frozenset[str] = (
+        frozenset()
+    )  # the per-event request fields it sent (to report those a model ignores)
 
 
-def prepare(request: Mapping[str, Any], users: IdMap, items: IdMap, histories: Sequences,
-            events: IdMap | None = None) -> Prepared:
+def prepare(
+    request: Mapping[str, Any], users: IdMap, items: IdMap, histories: Sequences, events: IdMap | None = None
+) -> Prepared:
     """Resolve ``request`` against the ID maps, the stored ``histories`` (one row per known user, with the
     per-event columns the model stored) and the model's event vocabulary ``events``.
 
@@ -77,8 +82,19 @@ def prepare(request: Mapping[str, Any], users: IdMap, items: IdMap, histories: S
     if request.get("include") is not None:
         allowed = np.unique(items.split_known(request["include"])[0])
     ban = np.unique(np.concatenate(banned)) if banned else np.zeros(0, dtype=np.int64)
-    return Prepared(uid, hist, k, ban, allowed, None if user is None else str(user), unknown, fallback, columns,
-                    when, sent)
+    return Prepared(
+        uid,
+        hist,
+        k,
+        ban,
+        allowed,
+        None if user is None else str(user),
+        unknown,
+        fallback,
+        columns,
+        when,
+        sent,
+    )
 
 
 def _who(

@@ -23,7 +23,9 @@ def _groups(rows: list[Prepared], lengths: np.ndarray, max_len: int | None) -> l
     """Row indices by (length bucket, column names, has a request time), in a fixed (sorted) order."""
     bucket = np.ceil(np.log2(np.minimum(lengths, max_len or lengths.max()))).astype(np.int64)
     groups: dict[tuple[int, tuple[str, ...], bool], list[int]] = {}
-    for i, (b, p) in enumerate(zip(bucket, rows, strict=True)):  # one pass: batch scoring sends thousands of rows
+    for i, (b, p) in enumerate(
+        zip(bucket, rows, strict=True)
+    ):  # one pass: batch scoring sends thousands of rows
         groups.setdefault((int(b), tuple(sorted(p.columns)), p.request_time is not None), []).append(i)
     return [np.array(groups[key], dtype=np.int64) for key in sorted(groups)]
 
@@ -37,8 +39,9 @@ def _sequences(rows: list[Prepared], g: np.ndarray, n_items: int) -> Sequences:
     return Sequences(offsets, np.concatenate([rows[i].hist for i in g]), n_items, columns)
 
 
-def model_scores(view: CoreView, rows: list[Prepared], n_items: int, max_len: int | None,
-                 device: torch.device) -> tuple[RowScores, list[list[str]]]:
+def model_scores(
+    view: CoreView, rows: list[Prepared], n_items: int, max_len: int | None, device: torch.device
+) -> tuple[RowScores, list[list[str]]]:
     """Scores of ``rows`` (factorised: query and item vectors, when the model allows) and, per row, the
     per-event request fields its model batch did not read. Call under ``torch.inference_mode()``."""
     users = np.array([p.uid for p in rows], dtype=np.int64)
@@ -52,8 +55,11 @@ def model_scores(view: CoreView, rows: list[Prepared], n_items: int, max_len: in
         batch = {k: v.to(device) for k, v in inputs.items()}
         for i in g:
             ignored[i] = ignored_inputs(rows[i].sent, set(batch))
-        parts.append(view.factorised.query_vectors(batch).float() if view.factorised is not None
-                     else view.core.score(batch))  # (len(g), D) or (len(g), I + 1)
+        parts.append(
+            view.factorised.query_vectors(batch).float()
+            if view.factorised is not None
+            else view.core.score(batch)
+        )  # (len(g), D) or (len(g), I + 1)
     out = parts[0]
     if len(groups) > 1:
         out = torch.empty(len(rows), parts[0].shape[1], dtype=parts[0].dtype, device=parts[0].device)

@@ -38,8 +38,9 @@ def popularity_tensor(cache: Derived, popularity: np.ndarray) -> torch.Tensor:
     return cache.popularity
 
 
-def by_embedding(model: Factorised, idx: int, k: int, banned: torch.Tensor,
-                 cache: Derived) -> tuple[torch.Tensor, torch.Tensor]:
+def by_embedding(
+    model: Factorised, idx: int, k: int, banned: torch.Tensor, cache: Derived
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-``k`` cosine similarity of item ``idx``'s vector to every other item vector: ``(1, k)`` twice."""
     vectors = model.item_vectors().float()  # (I + 1, D)
     inv_norm = _inverse_norms(vectors, cache)  # (I + 1,)
@@ -48,19 +49,27 @@ def by_embedding(model: Factorised, idx: int, k: int, banned: torch.Tensor,
     def chunk(lo: int, hi: int) -> torch.Tensor:
         return (q @ vectors[lo:hi].T) * inv_norm[lo:hi]  # (1, hi - lo)
 
-    return topk_chunked(chunk, 1, len(vectors), k, torch.zeros(1, dtype=torch.long, device=vectors.device),
-                        banned.to(vectors.device))
+    return topk_chunked(
+        chunk,
+        1,
+        len(vectors),
+        k,
+        torch.zeros(1, dtype=torch.long, device=vectors.device),
+        banned.to(vectors.device),
+    )
 
 
-def by_cooccurrence(histories: Sequences, popularity: torch.Tensor, idx: int, k: int, banned: torch.Tensor,
-                    cache: Derived) -> tuple[torch.Tensor, torch.Tensor]:
+def by_cooccurrence(
+    histories: Sequences, popularity: torch.Tensor, idx: int, k: int, banned: torch.Tensor, cache: Derived
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-``k`` cosine of co-occurrence counts with item ``idx`` (items never seen with it are ``-inf``)."""
     co = torch.as_tensor(_cooccurrence(histories, idx, cache), dtype=torch.float32)  # (I + 1,)
     pop = popularity.clamp_min(1.0)  # (I + 1,)
     s = co / torch.sqrt(pop * pop[idx])  # (I + 1,)
     s[co == 0] = -torch.inf
-    return topk_chunked(lambda lo, hi: s[lo:hi].unsqueeze(0).clone(), 1, len(s), k,
-                        torch.zeros(1, dtype=torch.long), banned)
+    return topk_chunked(
+        lambda lo, hi: s[lo:hi].unsqueeze(0).clone(), 1, len(s), k, torch.zeros(1, dtype=torch.long), banned
+    )
 
 
 def _inverse_norms(vectors: torch.Tensor, cache: Derived) -> torch.Tensor:
@@ -80,12 +89,20 @@ def _cooccurrence(h: Sequences, idx: int, cache: Derived) -> np.ndarray:
         np.cumsum(np.bincount(h.items, minlength=h.n_items + 1), out=offsets[1:])
         cache.inverted = (offsets, owners)
     offsets, owners = cache.inverted
-    users = np.unique(owners[offsets[idx]: offsets[idx + 1]])
+    users = np.unique(owners[offsets[idx] : offsets[idx + 1]])
     return np.bincount(h.take(users).items, minlength=h.n_items + 1)
 
 
-def similar_items(factorised: Factorised | None, histories: Sequences, popularity: np.ndarray, items: IdMap,
-                  titles: Mapping[str, str], cache: Derived, item: object, k: int) -> Recommendation:
+def similar_items(
+    factorised: Factorised | None,
+    histories: Sequences,
+    popularity: np.ndarray,
+    items: IdMap,
+    titles: Mapping[str, str],
+    cache: Derived,
+    item: object,
+    k: int,
+) -> Recommendation:
     """The ``k`` items most similar to the external ``item``: cosine of the ``factorised`` model's item
     vectors, else of co-occurrence in ``histories`` (see :meth:`~attnrec.recommend.Recommender.similar_items`)."""
     if k < 1:

@@ -20,7 +20,11 @@ from attnrec.data.schema import IdMap, event_vocabulary
 
 # config.json keys every task needs, with the JSON types they must have
 _CONFIG_KEYS: dict[str, tuple[type, ...]] = {
-    "model": (str,), "model_config": (dict,), "train_config": (dict,), "n_users": (int,), "n_items": (int,),
+    "model": (str,),
+    "model_config": (dict,),
+    "train_config": (dict,),
+    "n_users": (int,),
+    "n_items": (int,),
     "data": (dict,),
 }
 
@@ -58,8 +62,10 @@ def check_id_maps(maps: object, n_users: int, n_items: int, path: Path) -> tuple
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise CheckpointError(f"{path}: {key!r} is not a list of string IDs")
         if len(ids) != n:
-            raise CheckpointError(f"{path}: {len(ids)} {key} where config.json says n_{key} = {n}; the ID map "
-                                  "was edited or belongs to another model")
+            raise CheckpointError(
+                f"{path}: {len(ids)} {key} where config.json says n_{key} = {n}; the ID map "
+                "was edited or belongs to another model"
+            )
         if len(set(ids)) != len(ids):
             raise CheckpointError(f"{path}: the {key} IDs are not unique")
         out.append(ids)
@@ -82,10 +88,15 @@ def check_arrays(arrays: Mapping[str, torch.Tensor], n_users: int, n_items: int,
     pop, offsets, items = (arrays[k] for k in want)
     if len(pop) != n_items + 1:
         raise CheckpointError(f"{path}: popularity has {len(pop)} entries for {n_items} items")
-    if len(offsets) != n_users + 1 or int(offsets[0]) != 0 or int(offsets[-1]) != len(items) \
-            or bool((offsets[1:] < offsets[:-1]).any()):
-        raise CheckpointError(f"{path}: the history offsets do not fit {n_users} users and "
-                              f"{len(items)} history items")
+    if (
+        len(offsets) != n_users + 1
+        or int(offsets[0]) != 0
+        or int(offsets[-1]) != len(items)
+        or bool((offsets[1:] < offsets[:-1]).any())
+    ):
+        raise CheckpointError(
+            f"{path}: the history offsets do not fit {n_users} users and {len(items)} history items"
+        )
     if len(items) and (int(items.min()) < 1 or int(items.max()) > n_items):
         raise CheckpointError(f"{path}: history items outside 1..{n_items}")
 
@@ -95,7 +106,11 @@ def check_events(names: object, path: Path) -> IdMap | None:
     the file is absent (``[]``: a log without event types)."""
     if names == []:
         return None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or names != sorted(set(names)):
+    if (
+        not isinstance(names, list)
+        or not all(isinstance(n, str) for n in names)
+        or names != sorted(set(names))
+    ):
         raise CheckpointError(f"{path}: not a sorted list of distinct event type names")
     return event_vocabulary(names)
 
@@ -113,12 +128,24 @@ def check_features(feats: object, path: Path) -> tuple[list[str], dict[str, str]
     """``features.json`` of an explainer: the feature words and each item's feature."""
     words = feats.get("features") if isinstance(feats, dict) else None
     item_feature = feats.get("item_feature") if isinstance(feats, dict) else None
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words) \
-            or not isinstance(item_feature, dict) or not all(isinstance(v, str) for v in item_feature.values()):
-        raise CheckpointError(f"{path}: expected 'features' (a list of words) and 'item_feature' "
-                              "(item ID -> word)")
+    if (
+        not isinstance(words, list)
+        or not all(isinstance(w, str) for w in words)
+        or not isinstance(item_feature, dict)
+        or not all(isinstance(v, str) for v in item_feature.values())
+    ):
+        raise CheckpointError(
+            f"{path}: expected 'features' (a list of words) and 'item_feature' (item ID -> word)"
+        )
     return words, item_feature
 
 
-__all__ = ["check_arrays", "check_config", "check_features", "check_id_maps", "check_titles", "check_vocab",
-           "one_line"]
+__all__ = [
+    "check_arrays",
+    "check_config",
+    "check_features",
+    "check_id_maps",
+    "check_titles",
+    "check_vocab",
+    "one_line",
+]

@@ -103,12 +103,17 @@ class RowScores:
 
     def rows(self, sel: torch.Tensor) -> RowScores:
         """The scores of the rows ``sel`` only."""
-        return RowScores(None if self.query is None else self.query[sel], self.vectors, self.bias,
-                         None if self.full is None else self.full[sel])
+        return RowScores(
+            None if self.query is None else self.query[sel],
+            self.vectors,
+            self.bias,
+            None if self.full is None else self.full[sel],
+        )
 
 
-def answer(rows: list[Prepared], scores: RowScores, method: str, items: IdMap,
-           titles: Mapping[str, str]) -> list[Recommendation]:
+def answer(
+    rows: list[Prepared], scores: RowScores, method: str, items: IdMap, titles: Mapping[str, str]
+) -> list[Recommendation]:
     """The top-``k`` of each prepared request under ``scores`` (row ``i`` scores ``rows[i]``).
 
     Requests with an ``include`` list score just those candidates; the others share one chunked
@@ -127,11 +132,14 @@ def answer(rows: list[Prepared], scores: RowScores, method: str, items: IdMap,
             answers[i] = (v, cand_t[j])
     if open_rows:
         k = max(rows[i].k for i in open_rows)
-        sub = scores if len(open_rows) == len(rows) else scores.rows(torch.as_tensor(open_rows, device=device))
+        sub = (
+            scores if len(open_rows) == len(rows) else scores.rows(torch.as_tensor(open_rows, device=device))
+        )
         lens = [len(rows[i].banned) for i in open_rows]
         b_rows = torch.as_tensor(np.repeat(np.arange(len(open_rows)), lens), dtype=torch.long, device=device)
-        b_cols = torch.as_tensor(np.concatenate([rows[i].banned for i in open_rows]), dtype=torch.long,
-                                 device=device)
+        b_cols = torch.as_tensor(
+            np.concatenate([rows[i].banned for i in open_rows]), dtype=torch.long, device=device
+        )
         v, ix = topk_chunked(sub.chunk, len(open_rows), n_cols, k, b_rows, b_cols)
         for r, i in enumerate(open_rows):
             answers[i] = (v[r, : rows[i].k], ix[r, : rows[i].k])
@@ -142,8 +150,11 @@ def answer(rows: list[Prepared], scores: RowScores, method: str, items: IdMap,
         ok = torch.isfinite(v)
         v, ix = v[ok], ix[ok]
         ext = items.to_external(ix.numpy())
-        out.append(Recommendation(ext, v.tolist(), [titles.get(i) for i in ext], p.user, p.unknown, p.fallback,
-                                  method))
+        out.append(
+            Recommendation(
+                ext, v.tolist(), [titles.get(i) for i in ext], p.user, p.unknown, p.fallback, method
+            )
+        )
     return out
 
 

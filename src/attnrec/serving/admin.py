@@ -38,12 +38,18 @@ State = Annotated[ServingState, Depends(serving_state)]
 class ReloadRequest(BaseModel):
     """Which model to replace, and the directory of its new version."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"model": "sas", "path": "runs/sasrec-ml1m-v2"}, {"model": "sas"}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"model": "sas", "path": "runs/sasrec-ml1m-v2"}, {"model": "sas"}]},
+    )
 
     model: str = Field(description="Name of the served model to replace (GET /v1/models).")
-    path: str | None = Field(None, min_length=1, max_length=4096,
-                             description="Model directory on the server; default: the one it was loaded from.")
+    path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description="Model directory on the server; default: the one it was loaded from.",
+    )
 
 
 class ReloadResponse(BaseModel):
@@ -52,17 +58,27 @@ class ReloadResponse(BaseModel):
     info: ModelInfo
 
 
-@router.get("/metrics", tags=["status"], response_class=Response,
-            responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
+@router.get(
+    "/metrics",
+    tags=["status"],
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+)
 async def metrics(state: State) -> Response:
     """Request counts and latency by endpoint, micro-batch sizes, model load times and reloads."""
     return Response(state.metrics.text(), media_type=CONTENT_TYPE)
 
 
-@router.post("/v1/admin/reload", response_model=ReloadResponse, tags=["admin"],
-             dependencies=[Depends(admin_allowed)],
-             responses={403: {"model": ErrorResponse, "description": "admin endpoints are disabled (no API keys)"},
-                        409: {"model": ErrorResponse, "description": "the model is still loading or has no directory"}})
+@router.post(
+    "/v1/admin/reload",
+    response_model=ReloadResponse,
+    tags=["admin"],
+    dependencies=[Depends(admin_allowed)],
+    responses={
+        403: {"model": ErrorResponse, "description": "admin endpoints are disabled (no API keys)"},
+        409: {"model": ErrorResponse, "description": "the model is still loading or has no directory"},
+    },
+)
 async def reload(req: ReloadRequest, state: State) -> Response:
     """Replace a served model by a new directory with no failed requests. If the new version fails to
     load (422 `reload_failed`), the old one keeps serving."""
@@ -78,15 +94,27 @@ FeatureValue = str | float | list[str] | None
 class AddItemsRequest(BaseModel):
     """New items of a served model, each with its ID and feature values."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"model": "sas", "items": [{"item_id": "sku9", "category": "shoes", "tags": ["running"]}]}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"model": "sas", "items": [{"item_id": "sku9", "category": "shoes", "tags": ["running"]}]}
+            ]
+        },
+    )
 
-    model: str = Field(description="Name of the served model (GET /v1/models); it must be trained with item features.")
+    model: str = Field(
+        description="Name of the served model (GET /v1/models); it must be trained with item features."
+    )
     items: list[dict[str, FeatureValue]] = Field(
-        min_length=1, max_length=10_000,
+        min_length=1,
+        max_length=10_000,
         description="One object per new item: its ID under `id_column` and values of the model's feature fields "
-                    "(lists for multi-value fields); values the model never saw count as missing.")
-    id_column: str = Field("item_id", min_length=1, max_length=200, description="The key holding each item's ID.")
+        "(lists for multi-value fields); values the model never saw count as missing.",
+    )
+    id_column: str = Field(
+        "item_id", min_length=1, max_length=200, description="The key holding each item's ID."
+    )
 
 
 class AddItemsResponse(BaseModel):
@@ -99,15 +127,23 @@ async def add_served_items(state: ServingState, req: AddItemsRequest) -> AddItem
     """Add ``req.items`` to model ``req.model`` (see the module docstring); 404/409/422 :class:`ApiError`."""
     e = state.models.get(req.model)
     if e is None:
-        raise ApiError(404, "unknown_model", f"unknown model {req.model!r}; loaded models: {', '.join(state.models)}")
+        raise ApiError(
+            404, "unknown_model", f"unknown model {req.model!r}; loaded models: {', '.join(state.models)}"
+        )
     async with state.reloading:  # one change at a time, reloads included
         loaded = e.loaded
         if e.status != "ready" or loaded is None:
-            raise ApiError(409, "model_loading", f"model {req.model!r} is {e.status}; add items once it is ready")
+            raise ApiError(
+                409, "model_loading", f"model {req.model!r} is {e.status}; add items once it is ready"
+            )
         old = loaded.obj
         if not isinstance(old, Recommender) or loaded.backend != "torch":
-            raise ApiError(409, "not_extensible", f"model {req.model!r} cannot take new items (a torch recommender "
-                           "trained with item features can)")
+            raise ApiError(
+                409,
+                "not_extensible",
+                f"model {req.model!r} cannot take new items (a torch recommender "
+                "trained with item features can)",
+            )
 
         def grow() -> tuple[Recommender, list[str]]:
             new = copy.deepcopy(old)  # requests in flight keep reading the old model
@@ -123,11 +159,17 @@ async def add_served_items(state: ServingState, req: AddItemsRequest) -> AddItem
     return AddItemsResponse(name=e.name, added=added, n_items=len(new.items_ or ()))
 
 
-@router.post("/v1/admin/items", response_model=AddItemsResponse, tags=["admin"],
-             dependencies=[Depends(admin_allowed)],
-             responses={403: {"model": ErrorResponse, "description": "admin endpoints are disabled (no API keys)"},
-                        409: {"model": ErrorResponse, "description": "the model is loading or cannot take items"},
-                        422: {"model": ErrorResponse, "description": "the items were refused (e.g. IDs already known)"}})
+@router.post(
+    "/v1/admin/items",
+    response_model=AddItemsResponse,
+    tags=["admin"],
+    dependencies=[Depends(admin_allowed)],
+    responses={
+        403: {"model": ErrorResponse, "description": "admin endpoints are disabled (no API keys)"},
+        409: {"model": ErrorResponse, "description": "the model is loading or cannot take items"},
+        422: {"model": ErrorResponse, "description": "the items were refused (e.g. IDs already known)"},
+    },
+)
 async def add_items(req: AddItemsRequest, state: State) -> Response:
     """Add cold-start items with their features to a model trained with item features; they are
     recommendable at once, without retraining (in memory: a reload from its directory drops them)."""
@@ -135,4 +177,11 @@ async def add_items(req: AddItemsRequest, state: State) -> Response:
     return Response(body.model_dump_json(), media_type="application/json")
 
 
-__all__ = ["AddItemsRequest", "AddItemsResponse", "ReloadRequest", "ReloadResponse", "add_served_items", "router"]
+__all__ = [
+    "AddItemsRequest",
+    "AddItemsResponse",
+    "ReloadRequest",
+    "ReloadResponse",
+    "add_served_items",
+    "router",
+]

@@ -54,8 +54,16 @@ class IVFIndex:
 
     kind = "ivf-torch"
 
-    def __init__(self, vectors: torch.Tensor, ids: torch.Tensor | None = None, nlist: int | None = None,
-                 iters: int = 10, train_size: int | None = None, seed: int = 0, chunk: int = 16384) -> None:
+    def __init__(
+        self,
+        vectors: torch.Tensor,
+        ids: torch.Tensor | None = None,
+        nlist: int | None = None,
+        iters: int = 10,
+        train_size: int | None = None,
+        seed: int = 0,
+        chunk: int = 16384,
+    ) -> None:
         x = vectors.detach().float().contiguous()
         n = x.shape[0]
         ids = torch.arange(n, device=x.device) if ids is None else ids.to(x.device)
@@ -81,7 +89,9 @@ class IVFIndex:
         """The cell of each vector: the centroid of largest inner product (as faiss does for this metric)."""
         return torch.cat([(x[s : s + chunk] @ cent.T).argmax(1) for s in range(0, len(x), chunk)])
 
-    def search(self, queries: torch.Tensor, k: int, nprobe: int = 16, chunk: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    def search(
+        self, queries: torch.Tensor, k: int, nprobe: int = 16, chunk: int = 8
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-``k`` ``(scores, ids)`` ``(B, k)`` among the items of each query's ``nprobe`` best cells.
 
         Rows with fewer than ``k`` candidates end in ``-inf`` scores (id -1).
@@ -103,7 +113,9 @@ class IVFIndex:
             seg = torch.cumsum(lens, 0) - lens  # where each (query, cell) block starts in the flat list
             pos = torch.repeat_interleave(starts - seg, lens) + torch.arange(n, device=q.device)  # (n,)
             row = torch.repeat_interleave(torch.arange(len(c), device=q.device), total)  # (n,)
-            col = torch.arange(n, device=q.device) - torch.repeat_interleave(torch.cumsum(total, 0) - total, total)
+            col = torch.arange(n, device=q.device) - torch.repeat_interleave(
+                torch.cumsum(total, 0) - total, total
+            )
             sc = (self.vectors[pos] * q[s + row]).sum(1)  # (n,)
             width = int(total.max())
             dense = torch.full((len(c), width), -torch.inf, device=q.device)
@@ -123,8 +135,14 @@ class FaissIndex:
 
     kind = "ivf-faiss"
 
-    def __init__(self, vectors: torch.Tensor, ids: torch.Tensor | None = None, nlist: int | None = None,
-                 seed: int = 0, threads: int = 0) -> None:
+    def __init__(
+        self,
+        vectors: torch.Tensor,
+        ids: torch.Tensor | None = None,
+        nlist: int | None = None,
+        seed: int = 0,
+        threads: int = 0,
+    ) -> None:
         import faiss
 
         if threads:
@@ -137,7 +155,9 @@ class FaissIndex:
         index.cp.seed = seed
         rng = np.random.default_rng(seed)
         index.train(x[rng.permutation(n)[: min(n, self.nlist * 64)]])
-        index.add_with_ids(x, np.ascontiguousarray((np.arange(n) if ids is None else ids.cpu().numpy()).astype(np.int64)))
+        index.add_with_ids(
+            x, np.ascontiguousarray((np.arange(n) if ids is None else ids.cpu().numpy()).astype(np.int64))
+        )
         self.index, self._quantizer = index, quantizer
 
     def search(self, queries: torch.Tensor, k: int, nprobe: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
@@ -157,8 +177,14 @@ def faiss_available() -> bool:
     return True
 
 
-def build_index(vectors: torch.Tensor, ids: torch.Tensor | None = None, kind: str = "auto",
-                nlist: int | None = None, seed: int = 0, threads: int = 0) -> Index:
+def build_index(
+    vectors: torch.Tensor,
+    ids: torch.Tensor | None = None,
+    kind: str = "auto",
+    nlist: int | None = None,
+    seed: int = 0,
+    threads: int = 0,
+) -> Index:
     """An IVF index of ``vectors``: ``kind`` is ``faiss``, ``torch`` or ``auto`` (faiss when installed)."""
     if kind not in ("auto", "faiss", "torch"):
         raise ValueError(f"index kind must be auto, faiss or torch, not {kind!r}")
@@ -181,12 +207,21 @@ class ApproximateRecommender:
     excluded items and drop the excluded ones. Answers carry ``method="model-ann"``.
     """
 
-    def __init__(self, rec: Recommender, kind: str = "auto", nlist: int | None = None, nprobe: int = 16,
-                 seed: int = 0, threads: int = 0) -> None:
+    def __init__(
+        self,
+        rec: Recommender,
+        kind: str = "auto",
+        nlist: int | None = None,
+        nprobe: int = 16,
+        seed: int = 0,
+        threads: int = 0,
+    ) -> None:
         rec._require_fitted()
         core = rec.core.torch_core if isinstance(rec.core, OnnxCore) else rec.core  # vectors stay in torch
         if not isinstance(core, Factorised):
-            raise ValueError(f"{rec.name}: approximate retrieval needs a factorised model (query and item vectors)")
+            raise ValueError(
+                f"{rec.name}: approximate retrieval needs a factorised model (query and item vectors)"
+            )
         with torch.inference_mode():
             vectors = core.item_vectors().float()[1:]  # (I, D); row 0 is padding
             if isinstance(core, ItemBiased):
@@ -194,13 +229,31 @@ class ApproximateRecommender:
         self.rec, self.nprobe, self.has_bias = rec, nprobe, isinstance(core, ItemBiased)
         self.index = build_index(vectors, torch.arange(1, len(vectors) + 1), kind, nlist, seed, threads)
 
-    def recommend(self, user: object | None = None, history: list[object] | None = None, k: int = 10,
-                  exclude_seen: bool = True, include: list[object] | None = None,
-                  exclude: list[object] | None = None) -> Recommendation:
-        return self.recommend_many([{"user": user, "history": history, "k": k, "exclude_seen": exclude_seen,
-                                     "include": include, "exclude": exclude}])[0]
+    def recommend(
+        self,
+        user: object | None = None,
+        history: list[object] | None = None,
+        k: int = 10,
+        exclude_seen: bool = True,
+        include: list[object] | None = None,
+        exclude: list[object] | None = None,
+    ) -> Recommendation:
+        return self.recommend_many(
+            [
+                {
+                    "user": user,
+                    "history": history,
+                    "k": k,
+                    "exclude_seen": exclude_seen,
+                    "include": include,
+                    "exclude": exclude,
+                }
+            ]
+        )[0]
 
-    def recommend_many(self, requests: Sequence[Mapping[str, Any]], nprobe: int | None = None) -> list[Recommendation]:
+    def recommend_many(
+        self, requests: Sequence[Mapping[str, Any]], nprobe: int | None = None
+    ) -> list[Recommendation]:
         rec = self.rec
         assert rec.items_ is not None
         prepared = [rec._prepare(r) for r in requests]
@@ -228,6 +281,14 @@ class ApproximateRecommender:
                     keep &= ~torch.from_numpy(np.isin(ids[r].numpy(), p.banned))
                 s, ix = scores[r][keep][: p.k], ids[r][keep][: p.k]
                 items = rec.items_.to_external(ix.numpy())
-                out[i] = Recommendation(items, s.tolist(), [rec.titles_.get(t) for t in items], p.user, p.unknown,
-                                        p.fallback, "model-ann", ignored_inputs=ignored[r])
+                out[i] = Recommendation(
+                    items,
+                    s.tolist(),
+                    [rec.titles_.get(t) for t in items],
+                    p.user,
+                    p.unknown,
+                    p.fallback,
+                    "model-ann",
+                    ignored_inputs=ignored[r],
+                )
         return [r for r in out if r is not None]

@@ -72,8 +72,12 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
     """From the outside in: CORS (answers preflights), request metrics, API keys."""
     cfg = state.config
     if cfg.api_keys:
-        app.add_middleware(ApiKeyAuth, keys=KeyRing(cfg.api_keys), protect_metrics=cfg.protect_metrics,
-                           open_paths=PAGE_PATHS if cfg.ui else frozenset())
+        app.add_middleware(
+            ApiKeyAuth,
+            keys=KeyRing(cfg.api_keys),
+            protect_metrics=cfg.protect_metrics,
+            open_paths=PAGE_PATHS if cfg.ui else frozenset(),
+        )
     routes = [*router.routes, *browse_router.routes, *admin_router.routes]
     app.add_middleware(RequestMetrics, metrics=state.metrics, routes=routes)
     if cfg.cors_origins:
@@ -96,11 +100,15 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
         title="attnrec",
         version=__version__,
         description="Recommendations, similar items and explanations from attnrec models. "
-                    "Errors are JSON: `{\"error\": {status, code, message, details}}`.",
+        'Errors are JSON: `{"error": {status, code, message, details}}`.',
         lifespan=_lifespan,
-        responses={400: {"model": ErrorResponse}, 401: {"model": ErrorResponse,
-                                                        "description": "the server needs an API key"},
-                   404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
+        responses={
+            400: {"model": ErrorResponse},
+            401: {"model": ErrorResponse, "description": "the server needs an API key"},
+            404: {"model": ErrorResponse},
+            422: {"model": ErrorResponse},
+            503: {"model": ErrorResponse},
+        },
     )
     app.state.serving = state
     app.state.entries = state.models  # the table, for inspection (tests read the batchers' counts)

@@ -59,8 +59,9 @@ def keys_from_file(path: str | Path) -> list[str]:
     return keys
 
 
-def collect_keys(given: Iterable[str], keys_file: str | Path | None = None,
-                 environ: Mapping[str, str] | None = None) -> frozenset[str]:
+def collect_keys(
+    given: Iterable[str], keys_file: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> frozenset[str]:
     """Every accepted key: ``given`` (``--api-key``), the environment variable and the keys file."""
     keys = [_checked(k, "--api-key") for k in given] + keys_from_env(environ)
     if keys_file is not None:
@@ -119,16 +120,23 @@ class ApiKeyAuth:
     ``open_paths`` (the web page's files: the page asks the user for the key it then sends).
     """
 
-    def __init__(self, app: ASGIApp, keys: KeyRing, protect_metrics: bool,
-                 open_paths: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, app: ASGIApp, keys: KeyRing, protect_metrics: bool, open_paths: frozenset[str] = frozenset()
+    ) -> None:
         self.app, self.keys = app, keys
         self.open = (OPEN_PATHS if protect_metrics else OPEN_PATHS | {METRICS_PATH}) | open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in self.open and \
-                not self.keys.accepts(presented_keys(scope["headers"])):
-            response = error_json(401, "unauthorized", "missing or invalid API key: send 'Authorization: Bearer "
-                                  "KEY' or 'X-API-Key: KEY'")
+        if (
+            scope["type"] == "http"
+            and scope["path"] not in self.open
+            and not self.keys.accepts(presented_keys(scope["headers"]))
+        ):
+            response = error_json(
+                401,
+                "unauthorized",
+                "missing or invalid API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+            )
             response.headers["WWW-Authenticate"] = "Bearer"
             await response(scope, receive, send)
             return
@@ -140,10 +148,23 @@ def admin_allowed(request: Request) -> None:
     (403) unless the operator allowed unauthenticated admin; with keys, the middleware checked one."""
     cfg = request.app.state.config
     if not cfg.api_keys and not cfg.unauthenticated_admin:
-        raise ApiError(403, "admin_disabled", "admin endpoints need API keys: start the server with --api-key "
-                       "(or ATTNREC_API_KEYS / --api-keys-file), or allow them without one with "
-                       "--unauthenticated-admin")
+        raise ApiError(
+            403,
+            "admin_disabled",
+            "admin endpoints need API keys: start the server with --api-key "
+            "(or ATTNREC_API_KEYS / --api-keys-file), or allow them without one with "
+            "--unauthenticated-admin",
+        )
 
 
-__all__ = ["ENV_KEYS", "OPEN_PATHS", "ApiKeyAuth", "KeyRing", "admin_allowed", "collect_keys", "keys_from_env",
-           "keys_from_file", "presented_keys"]
+__all__ = [
+    "ENV_KEYS",
+    "OPEN_PATHS",
+    "ApiKeyAuth",
+    "KeyRing",
+    "admin_allowed",
+    "collect_keys",
+    "keys_from_env",
+    "keys_from_file",
+    "presented_keys",
+]

@@ -22,8 +22,14 @@ class MicroBatcher(Generic[T, R]):
     fails, its items are retried one by one so that one bad request cannot fail the others.
     """
 
-    def __init__(self, fn: Callable[[list[T]], list[R]], executor: ThreadPoolExecutor | None, max_batch: int,
-                 max_wait: float, on_batch: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[list[T]], list[R]],
+        executor: ThreadPoolExecutor | None,
+        max_batch: int,
+        max_wait: float,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         self.fn, self.executor, self.max_batch, self.max_wait = fn, executor, max_batch, max_wait
         self.on_batch = on_batch  # told each gathered batch's size once (metrics), retries not counted
         self.queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()

@@ -81,8 +81,12 @@ def single_values(request: Request) -> None:
     keys = [k for k, _ in request.query_params.multi_items()]
     repeated = sorted({k for k in keys if keys.count(k) > 1})
     if repeated:
-        raise ApiError(422, "invalid_request", f"invalid request: query parameter {repeated[0]!r} is given more "
-                       "than once", [{"loc": f"query.{k}", "message": "given more than once"} for k in repeated])
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"invalid request: query parameter {repeated[0]!r} is given more than once",
+            [{"loc": f"query.{k}", "message": "given more than once"} for k in repeated],
+        )
 
 
 # -- the catalog of a served object --------------------------------------------------------------
@@ -107,7 +111,10 @@ class Catalog:
         exact = None if index is None else index - self.items.offset
         found = [] if exact is None else [exact]
         needle = q.casefold()
-        for pos, title in self.folded:  # stops at limit + 1 matches: a common word does not scan a big catalog
+        for (
+            pos,
+            title,
+        ) in self.folded:  # stops at limit + 1 matches: a common word does not scan a big catalog
             if len(found) > limit:
                 break
             if needle in title and pos != exact:
@@ -150,8 +157,13 @@ def _pick_any(state: ServingState, name: str | None) -> ServedModel:
     return state.pick(name, capability)
 
 
-@router.get("/v1/items", response_model=ItemsResponse, tags=["browse"], dependencies=[Depends(single_values)],
-            responses={400: {"model": ErrorResponse, "description": "the model has no item catalog"}})
+@router.get(
+    "/v1/items",
+    response_model=ItemsResponse,
+    tags=["browse"],
+    dependencies=[Depends(single_values)],
+    responses={400: {"model": ErrorResponse, "description": "the model has no item catalog"}},
+)
 async def search_items(query: Annotated[ItemsQuery, Query()], state: State) -> Response:
     """Search a model's items: the item whose ID is `q`, then items whose title contains `q`
     (case-insensitive), most popular first; without `q`, the most popular items."""
@@ -165,13 +177,21 @@ async def search_items(query: Annotated[ItemsQuery, Query()], state: State) -> R
     return _json(await state.on_worker(run))
 
 
-@router.get("/v1/users/{user:path}/history", response_model=HistoryResponse, tags=["browse"],
-            dependencies=[Depends(single_values)],
-            responses={404: {"model": ErrorResponse, "description": "unknown model or user"},
-                       400: {"model": ErrorResponse, "description": "the model stores no histories"}})
-async def user_history(user: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=NO_CONTROL,
-                                                  description="External user ID.")],
-                       query: Annotated[HistoryQuery, Query()], state: State) -> Response:
+@router.get(
+    "/v1/users/{user:path}/history",
+    response_model=HistoryResponse,
+    tags=["browse"],
+    dependencies=[Depends(single_values)],
+    responses={
+        404: {"model": ErrorResponse, "description": "unknown model or user"},
+        400: {"model": ErrorResponse, "description": "the model stores no histories"},
+    },
+)
+async def user_history(
+    user: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=NO_CONTROL, description="External user ID.")],
+    query: Annotated[HistoryQuery, Query()],
+    state: State,
+) -> Response:
     """A known user's stored history with titles, most recent last (its last `limit` items)."""
     e = state.pick(query.model, "recommend")
     obj = e.obj.rec if isinstance(e.obj, ApproximateRecommender) else e.obj
@@ -179,36 +199,74 @@ async def user_history(user: Annotated[str, Path(max_length=MAX_ID_CHARS, patter
         raise ApiError(400, "unsupported", f"model {e.name!r} stores no user histories")
     idx = obj.users_.get(user)
     if idx is None:
-        raise ApiError(404, "unknown_user", f"unknown user {user!r} in model {e.name!r}: it has no stored history",
-                       [{"loc": "user", "message": "unknown user"}])
+        raise ApiError(
+            404,
+            "unknown_user",
+            f"unknown user {user!r} in model {e.name!r}: it has no stored history",
+            [{"loc": "user", "message": "unknown user"}],
+        )
     hist = obj.histories_[idx]
-    ids = obj.items_.to_external(hist[-query.limit:])
-    return _json(HistoryResponse(model=e.name, user=user, length=len(hist),
-                                 items=[CatalogItem(item=i, title=obj.titles_.get(i)) for i in ids]))
+    ids = obj.items_.to_external(hist[-query.limit :])
+    return _json(
+        HistoryResponse(
+            model=e.name,
+            user=user,
+            length=len(hist),
+            items=[CatalogItem(item=i, title=obj.titles_.get(i)) for i in ids],
+        )
+    )
 
 
-def _explained(name: str, rec: Recommendation, ex: RecExplanation | None, top: int, method: str) -> ExplainRecResponse:
+def _explained(
+    name: str, rec: Recommendation, ex: RecExplanation | None, top: int, method: str
+) -> ExplainRecResponse:
     """The answer: every recommended item with its history items (none without an explanation).
 
     The attention method lists the shared attention ranking exactly as before (``attended``)."""
-    shared = [] if ex is None or method != "attention" else [
-        Attribution(item=a.item, title=a.title, weight=a.weight, back=a.back) for a in ex.attended]
+    shared = (
+        []
+        if ex is None or method != "attention"
+        else [Attribution(item=a.item, title=a.title, weight=a.weight, back=a.back) for a in ex.attended]
+    )
     per_item: list[ItemExplanation | None] = [None] * len(rec.items) if ex is None else list(ex.explanations)
-    items = [ExplainedItem(item=i, title=t, score=s, because=shared if method == "attention" or why is None
-                           else because(why, top),
-                           reason=None if why is None else why.reason, note=None if why is None else why.note)
-             for i, t, s, why in zip(rec.items, rec.titles, rec.scores, per_item, strict=True)]
-    return ExplainRecResponse(model=name, user=rec.user, method=method, shared=method in SHARED_METHODS, items=items,
-                              predicting=None if ex is None else ex.predicting,
-                              history_length=0 if ex is None else ex.history_length,
-                              window=0 if ex is None else ex.window,
-                              unknown_items=rec.unknown_items, fallback=rec.fallback, ignored_inputs=rec.ignored_inputs)
+    items = [
+        ExplainedItem(
+            item=i,
+            title=t,
+            score=s,
+            because=shared if method == "attention" or why is None else because(why, top),
+            reason=None if why is None else why.reason,
+            note=None if why is None else why.note,
+        )
+        for i, t, s, why in zip(rec.items, rec.titles, rec.scores, per_item, strict=True)
+    ]
+    return ExplainRecResponse(
+        model=name,
+        user=rec.user,
+        method=method,
+        shared=method in SHARED_METHODS,
+        items=items,
+        predicting=None if ex is None else ex.predicting,
+        history_length=0 if ex is None else ex.history_length,
+        window=0 if ex is None else ex.window,
+        unknown_items=rec.unknown_items,
+        fallback=rec.fallback,
+        ignored_inputs=rec.ignored_inputs,
+    )
 
 
-@router.post("/v1/explain-rec", response_model=ExplainRecResponse, tags=["explain"],
-             responses={404: {"model": ErrorResponse, "description": "unknown model or item, or unknown user "
-                                                                     "without a history"},
-                        501: {"model": ErrorResponse, "description": "the model cannot explain with this method"}})
+@router.post(
+    "/v1/explain-rec",
+    response_model=ExplainRecResponse,
+    tags=["explain"],
+    responses={
+        404: {
+            "model": ErrorResponse,
+            "description": "unknown model or item, or unknown user without a history",
+        },
+        501: {"model": ErrorResponse, "description": "the model cannot explain with this method"},
+    },
+)
 async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     """Top-k items for a user or a history (or just `item`), each with the history items that drove it
     (`because`, strongest first) and a short `reason` ("Because you <verb> *A* and *B*").
@@ -229,30 +287,53 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     rec = explaining(e, req.method)
     assert rec.items_ is not None
     if req.item is not None and rec.items_.get(req.item) is None:
-        raise ApiError(404, "unknown_item", f"unknown item {req.item!r} in model {e.name!r}",
-                       [{"loc": "item", "message": "unknown item"}])
+        raise ApiError(
+            404,
+            "unknown_item",
+            f"unknown item {req.item!r} in model {e.name!r}",
+            [{"loc": "item", "message": "unknown item"}],
+        )
     history: list[object] | None = None if req.history is None else list(req.history)
     verb = state.config.reason_verb
 
-    inputs = req.model_dump(include={"timestamps", "events", "ratings", "request_time"})  # as /v1/recommend passes them
+    inputs = req.model_dump(
+        include={"timestamps", "events", "ratings", "request_time"}
+    )  # as /v1/recommend passes them
 
     def run() -> tuple[Recommendation, RecExplanation | None]:
         try:
-            ex = explain_recommendation(rec, user=req.user, history=history, k=req.k, top=req.top, method=req.method,
-                                        item=req.item, reason_verb=verb, event_verbs=state.config.event_verbs,
-                                        **inputs)
-        except AttributionError:  # no known item in the history: nothing to attribute, answered as /v1/recommend is
+            ex = explain_recommendation(
+                rec,
+                user=req.user,
+                history=history,
+                k=req.k,
+                top=req.top,
+                method=req.method,
+                item=req.item,
+                reason_verb=verb,
+                event_verbs=state.config.event_verbs,
+                **inputs,
+            )
+        except (
+            AttributionError
+        ):  # no known item in the history: nothing to attribute, answered as /v1/recommend is
             return rec.recommend(user=req.user, history=history, k=req.k, **inputs), None
         return ex.recommendation, ex
 
     try:
         answer, ex = await state.on_worker(run)
-    except ValueError as exc:  # per-event fields the model cannot use (an unknown event name, a missing column)
+    except (
+        ValueError
+    ) as exc:  # per-event fields the model cannot use (an unknown event name, a missing column)
         raise ApiError(422, "invalid_request", one_line(exc)) from None
     except KeyError as exc:  # an unknown user without a history: nothing to explain
-        raise ApiError(404, "unknown_user", f"{exc.args[0] if exc.args else 'unknown user'} in model {e.name!r}: "
-                       "send a `history` to explain recommendations for it",
-                       [{"loc": "user", "message": "unknown user"}]) from None
+        raise ApiError(
+            404,
+            "unknown_user",
+            f"{exc.args[0] if exc.args else 'unknown user'} in model {e.name!r}: "
+            "send a `history` to explain recommendations for it",
+            [{"loc": "user", "message": "unknown user"}],
+        ) from None
     return _json(_explained(e.name, answer, ex, req.top, req.method))
 
 

@@ -70,9 +70,15 @@ class ServingConfig:
 
     def limits(self) -> dict[str, int | float | bool]:
         """The limits ``GET /v1/models`` reports."""
-        return {"max_k": self.max_k, "max_history": self.max_history, "max_list": self.max_list,
-                "max_body_bytes": self.max_body_bytes, "max_batch": self.max_batch, "max_wait_ms": self.max_wait_ms,
-                "inline": self.inline}
+        return {
+            "max_k": self.max_k,
+            "max_history": self.max_history,
+            "max_list": self.max_list,
+            "max_body_bytes": self.max_body_bytes,
+            "max_batch": self.max_batch,
+            "max_wait_ms": self.max_wait_ms,
+            "inline": self.inline,
+        }
 
 
 def check_api_key(key: str) -> str:
@@ -83,8 +89,10 @@ def check_api_key(key: str) -> str:
     if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
         raise ValueError("an API key must be printable ASCII without spaces")
     if len(key) < MIN_KEY_LENGTH:
-        raise ValueError(f"an API key must have at least {MIN_KEY_LENGTH} characters (this one has {len(key)}); "
-                         "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+        raise ValueError(
+            f"an API key must have at least {MIN_KEY_LENGTH} characters (this one has {len(key)}); "
+            "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
     return key
 
 

@@ -17,8 +17,13 @@ class Cors(CORSMiddleware):
     preflight is a 400 ``cors_refused`` JSON error instead of Starlette's plain text."""
 
     def __init__(self, app: ASGIApp, origins: Sequence[str]) -> None:
-        super().__init__(app, allow_origins=list(origins), allow_methods=["GET", "HEAD", "POST"],
-                         allow_headers=["Authorization", "X-API-Key", "Content-Type"], max_age=600)
+        super().__init__(
+            app,
+            allow_origins=list(origins),
+            allow_methods=["GET", "HEAD", "POST"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+            max_age=600,
+        )
 
     def preflight_response(self, request_headers: Headers) -> Response:
         response = super().preflight_response(request_headers)

@@ -18,7 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 class ApiError(Exception):
     """An error answered as ``{"error": {status, code, message, details}}``."""
 
-    def __init__(self, status: int, code: str, message: str, details: list[dict[str, str]] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, details: list[dict[str, str]] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details or []
 
@@ -29,8 +31,13 @@ def _clean(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def error_json(status: int, code: str, message: str, details: list[dict[str, str]] | None = None,
-               headers: Mapping[str, str] | None = None) -> JSONResponse:
+def error_json(
+    status: int,
+    code: str,
+    message: str,
+    details: list[dict[str, str]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     """The JSON error response every failure of the service is answered with."""
     clean = [{k: _clean(v) for k, v in d.items()} for d in details or []]
     body = {"error": {"status": status, "code": code, "message": _clean(message, 2000), "details": clean}}
@@ -60,8 +67,14 @@ class BodyLimit:
             if key == b"content-length":
                 has_body = True
                 if value.isdigit() and int(value) > self.max_bytes:
-                    await self._refuse(413, "body_too_large", f"request body of {int(value)} bytes exceeds the "
-                                       f"limit of {self.max_bytes} bytes", scope, receive, send)
+                    await self._refuse(
+                        413,
+                        "body_too_large",
+                        f"request body of {int(value)} bytes exceeds the limit of {self.max_bytes} bytes",
+                        scope,
+                        receive,
+                        send,
+                    )
                     return
             elif key == b"transfer-encoding":
                 has_body = True
@@ -71,12 +84,24 @@ class BodyLimit:
         try:
             body = await self._read_within(receive)
         except _TooLarge:
-            await self._refuse(413, "body_too_large", f"request body exceeds the limit of {self.max_bytes} bytes",
-                               scope, receive, send)
+            await self._refuse(
+                413,
+                "body_too_large",
+                f"request body exceeds the limit of {self.max_bytes} bytes",
+                scope,
+                receive,
+                send,
+            )
             return
         except TimeoutError:
-            await self._refuse(408, "body_timeout", f"request body not received within {self.timeout_s:g} s",
-                               scope, receive, send)
+            await self._refuse(
+                408,
+                "body_timeout",
+                f"request body not received within {self.timeout_s:g} s",
+                scope,
+                receive,
+                send,
+            )
             return
         if body is not None:  # None: the client went away
             await self.app(scope, _replay(body, receive), send)
@@ -101,7 +126,9 @@ class BodyLimit:
                 return b"".join(chunks)
 
     @staticmethod
-    async def _refuse(status: int, code: str, message: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(
+        status: int, code: str, message: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         await error_json(status, code, message, headers={"connection": "close"})(scope, receive, send)
 
 
@@ -136,7 +163,10 @@ def _detail(err: Mapping[str, Any]) -> dict[str, str]:
     loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
     kind = err.get("type")
     if kind == "json_invalid":
-        return {"loc": "body", "message": f"malformed JSON ({err.get('ctx', {}).get('error', 'decode error')})"}
+        return {
+            "loc": "body",
+            "message": f"malformed JSON ({err.get('ctx', {}).get('error', 'decode error')})",
+        }
     message = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # our own validators' messages
     return {"loc": loc, "message": _MESSAGES.get(str(kind), message)}
 
@@ -156,7 +186,9 @@ async def _invalid(_: Request, exc: Exception) -> JSONResponse:
 async def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return error_json(exc.status_code, code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow header
+    return error_json(
+        exc.status_code, code, str(exc.detail), headers=exc.headers
+    )  # 405 keeps its Allow header
 
 
 async def _bug(_: Request, exc: Exception) -> JSONResponse:

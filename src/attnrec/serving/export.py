@@ -40,7 +40,9 @@ class OrtSession(Protocol):
 
     def get_outputs(self) -> Sequence[_NodeArg]: ...
 
-    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
+    def run(
+        self, output_names: Sequence[str] | None, input_feed: Mapping[str, np.ndarray]
+    ) -> list[np.ndarray]: ...
 
 
 @runtime_checkable
@@ -86,8 +88,9 @@ def example_batch(rec: Recommender, n: int = 4) -> dict[str, torch.Tensor]:
     return {k: v.cpu() for k, v in rec.core.score_inputs(users, seqs).items()}
 
 
-def _dynamic_shapes(batch: Batch, names: list[str], window: int,
-                    dynamic_length: bool) -> dict[str, tuple[dict[int, object], ...]]:
+def _dynamic_shapes(
+    batch: Batch, names: list[str], window: int, dynamic_length: bool
+) -> dict[str, tuple[dict[int, object], ...]]:
     """torch.export's dynamic dimensions: the batch always, the sequence length when ``dynamic_length``
     (up to the longer of the example and the model's ``window``)."""
     batch_dim = torch.export.Dim("batch", min=1, max=65536)
@@ -110,9 +113,17 @@ def _write_onnx(name: str, module: _Scoring, batch: Batch, path: Path, window: i
         warnings.simplefilter("ignore")
         for dynamic_length in (True, False):
             try:
-                torch.onnx.export(module, args, str(path), dynamo=True, input_names=names,
-                                  output_names=[module.output], opset_version=opset, verbose=False,
-                                  dynamic_shapes=_dynamic_shapes(batch, names, window, dynamic_length))
+                torch.onnx.export(
+                    module,
+                    args,
+                    str(path),
+                    dynamo=True,
+                    input_names=names,
+                    output_names=[module.output],
+                    opset_version=opset,
+                    verbose=False,
+                    dynamic_shapes=_dynamic_shapes(batch, names, window, dynamic_length),
+                )
                 return dynamic_length
             except Exception as e:  # noqa: BLE001 - retried with a fixed sequence length
                 last = e
@@ -142,11 +153,18 @@ def export_onnx(rec: Recommender, path: str | Path, output: str = "auto", opset:
     names = sorted(batch)
     window = int(rec.config.max_len) if isinstance(rec.config, _Windowed) else 0
     try:
-        dynamic_length = _write_onnx(rec.name, _Scoring(core.cpu().eval(), names, output), batch, p, window, opset)
+        dynamic_length = _write_onnx(
+            rec.name, _Scoring(core.cpu().eval(), names, output), batch, p, window, opset
+        )
     finally:
         rec.core.to(rec.device)  # exported on the CPU; the recommender keeps its device
-    info = {"model": rec.name, "output": output, "inputs": {k: list(batch[k].shape) for k in names},
-            "dynamic_length": dynamic_length, "opset": opset}
+    info = {
+        "model": rec.name,
+        "output": output,
+        "inputs": {k: list(batch[k].shape) for k in names},
+        "dynamic_length": dynamic_length,
+        "opset": opset,
+    }
     Path(str(p) + ".json").write_text(json.dumps(info, indent=2))
     return p
 
@@ -174,7 +192,9 @@ class OnnxCore:
 
     training = False  # inference only: dropout and the like are baked into the exported graph
 
-    def __init__(self, torch_core: nn.Module, sess: OrtSession, output: str, fixed_length: int | None = None) -> None:
+    def __init__(
+        self, torch_core: nn.Module, sess: OrtSession, output: str, fixed_length: int | None = None
+    ) -> None:
         if not isinstance(torch_core, Scorer):
             raise TypeError(f"{type(torch_core).__name__} does not score a catalog; it cannot run on ONNX")
         self.torch_core, self.session, self.output = torch_core, sess, output
@@ -200,8 +220,9 @@ class OnnxCore:
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> object:
         return self.torch_core.load_state_dict(state_dict, strict)
 
-    def score_inputs(self, users: np.ndarray, histories: Sequences,
-                     request_time: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+    def score_inputs(
+        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
         batch = self.scorer.score_inputs(users, histories, request_time)
         if self.fixed_length is not None and "seq" in batch and batch["seq"].shape[1] != self.fixed_length:
             batch["seq"] = torch.from_numpy(histories.padded(self.fixed_length))
@@ -243,7 +264,9 @@ class OnnxBiasedQueryCore(OnnxQueryCore, ItemBiased):
         return self.bias.item_bias()
 
 
-def onnx_core(torch_module: nn.Module, sess: OrtSession, output: str, fixed_length: int | None = None) -> OnnxCore:
+def onnx_core(
+    torch_module: nn.Module, sess: OrtSession, output: str, fixed_length: int | None = None
+) -> OnnxCore:
     """The ONNX stand-in with exactly the capabilities of ``torch_module`` that the export keeps."""
     if output != "query":
         return OnnxCore(torch_module, sess, output, fixed_length)
@@ -286,5 +309,16 @@ def parity(rec: Recommender, sess: OrtSession, batch: dict[str, torch.Tensor] | 
     return float((want[finite] - got[finite]).abs().max())
 
 
-__all__ = ["OnnxBiasedQueryCore", "OnnxCore", "OnnxQueryCore", "onnx_core", "OrtSession", "example_batch", "export_onnx", "parity", "session",
-           "torch_core", "use_onnx"]
+__all__ = [
+    "OnnxBiasedQueryCore",
+    "OnnxCore",
+    "OnnxQueryCore",
+    "onnx_core",
+    "OrtSession",
+    "example_batch",
+    "export_onnx",
+    "parity",
+    "session",
+    "torch_core",
+    "use_onnx",
+]

@@ -54,7 +54,9 @@ class ServingState:
     config: ServingConfig
     models: dict[str, ServedModel]
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
-    workers: list[ThreadPoolExecutor] = field(default_factory=list)  # the running lifespan's (an app can restart)
+    workers: list[ThreadPoolExecutor] = field(
+        default_factory=list
+    )  # the running lifespan's (an app can restart)
     reloading: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time (new per lifespan)
 
     def worker(self) -> ThreadPoolExecutor:
@@ -107,7 +109,9 @@ def _one_event_history(rec: Recommender) -> dict[str, object]:
     for key, column in EVENT_KEYS.items():
         if column in stored.columns:
             value = stored.columns[column][:1]
-            request[key] = rec.events_.to_external(value) if column == EVENT and rec.events_ else value.tolist()
+            request[key] = (
+                rec.events_.to_external(value) if column == EVENT and rec.events_ else value.tolist()
+            )
     return request
 
 
@@ -122,7 +126,9 @@ def _versions(directory: Path | None) -> dict[str, object]:
     return {"attnrec": meta.get("attnrec_version"), "format": meta.get("format_version")}
 
 
-def prepare(given: Served | None, directory: Path | None, cfg: ServingConfig, given_seconds: float = 0.0) -> Loaded:
+def prepare(
+    given: Served | None, directory: Path | None, cfg: ServingConfig, given_seconds: float = 0.0
+) -> Loaded:
     """Load (unless ``given``, loaded in ``given_seconds``), switch backend, warm up; runs off the event loop."""
     t0 = time.perf_counter() - given_seconds
     if given is not None:
@@ -135,8 +141,14 @@ def prepare(given: Served | None, directory: Path | None, cfg: ServingConfig, gi
         use_onnx(obj)
     if cfg.warmup and isinstance(obj, Recommender):
         _warm_up(obj)
-    return Loaded(obj, backend_of(obj), served_capabilities(obj), time.time(), time.perf_counter() - t0,
-                  _versions(directory))
+    return Loaded(
+        obj,
+        backend_of(obj),
+        served_capabilities(obj),
+        time.time(),
+        time.perf_counter() - t0,
+        _versions(directory),
+    )
 
 
 async def load_all(state: ServingState, todo: list[ServedModel]) -> None:
@@ -144,8 +156,9 @@ async def load_all(state: ServingState, todo: list[ServedModel]) -> None:
     loop = asyncio.get_running_loop()
     for e in todo:
         try:
-            e.loaded = await loop.run_in_executor(state.worker(), prepare, e.given, e.directory, state.config,
-                                                  e.given_seconds)
+            e.loaded = await loop.run_in_executor(
+                state.worker(), prepare, e.given, e.directory, state.config, e.given_seconds
+            )
             e.status, e.error = "ready", None
             state.metrics.model_loaded(e.name, e.loaded.load_seconds, e.loaded.loaded_at)
             log.info("model %s ready in %.1fs (%s)", e.name, e.loaded.load_seconds, e.source)
@@ -160,8 +173,12 @@ def _start_batchers(state: ServingState, executor: ThreadPoolExecutor) -> None:
     cfg = state.config
     for e in state.models.values():
         batcher: MicroBatcher[RecommendArgs, Recommendation] = MicroBatcher(
-            _recommend_many(e), None if cfg.inline else executor, cfg.max_batch, cfg.max_wait_ms / 1000,
-            on_batch=functools.partial(state.metrics.batch, e.name))
+            _recommend_many(e),
+            None if cfg.inline else executor,
+            cfg.max_batch,
+            cfg.max_wait_ms / 1000,
+            on_batch=functools.partial(state.metrics.batch, e.name),
+        )
         batcher.start()
         e.batcher = batcher
 
@@ -179,7 +196,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # in the background so that /healthz answers at once and /readyz says when they are ready.
     await load_all(state, [e for e in state.models.values() if e.given is not None])
     loader = asyncio.get_running_loop().create_task(
-        load_all(state, [e for e in state.models.values() if e.given is None]))
+        load_all(state, [e for e in state.models.values() if e.given is None])
+    )
     try:
         yield
     finally:

@@ -28,20 +28,47 @@ class ServiceMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("attnrec_http_requests", "HTTP requests answered, by endpoint (route template), "
-                                "method and status.", ["endpoint", "method", "status"], registry=r)
-        self.latency = Histogram("attnrec_http_request_duration_seconds", "Time from a request's arrival to the "
-                                 "end of its answer, by endpoint.", ["endpoint"], buckets=LATENCY_BUCKETS,
-                                 registry=r)
-        self.batch_size = Histogram("attnrec_batch_size", "Recommendation requests scored together in one "
-                                    "recommend_many call, by model.", ["model"], buckets=BATCH_BUCKETS, registry=r)
-        self.load_seconds = Gauge("attnrec_model_load_seconds", "Seconds the last (re)load of a model took "
-                                  "(reading, backend switch, warm-up).", ["model"], registry=r)
-        self.loaded_at = Gauge("attnrec_model_loaded_timestamp_seconds", "Unix time the served version of a "
-                               "model was loaded.", ["model"], registry=r)
-        self.reloads = Counter("attnrec_model_reloads", "Successful hot reloads, by model.", ["model"], registry=r)
-        self.reload_failures = Counter("attnrec_model_reload_failures", "Refused hot reloads (the previous model "
-                                       "kept serving), by model.", ["model"], registry=r)
+        self.requests = Counter(
+            "attnrec_http_requests",
+            "HTTP requests answered, by endpoint (route template), method and status.",
+            ["endpoint", "method", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "attnrec_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its answer, by endpoint.",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "attnrec_batch_size",
+            "Recommendation requests scored together in one recommend_many call, by model.",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.load_seconds = Gauge(
+            "attnrec_model_load_seconds",
+            "Seconds the last (re)load of a model took (reading, backend switch, warm-up).",
+            ["model"],
+            registry=r,
+        )
+        self.loaded_at = Gauge(
+            "attnrec_model_loaded_timestamp_seconds",
+            "Unix time the served version of a model was loaded.",
+            ["model"],
+            registry=r,
+        )
+        self.reloads = Counter(
+            "attnrec_model_reloads", "Successful hot reloads, by model.", ["model"], registry=r
+        )
+        self.reload_failures = Counter(
+            "attnrec_model_reload_failures",
+            "Refused hot reloads (the previous model kept serving), by model.",
+            ["model"],
+            registry=r,
+        )
 
     def track(self, names: list[str]) -> None:
         """Export the reload counters of the models ``names`` at 0 (so that rates work from the start)."""
@@ -106,11 +133,15 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, sending)
         except BaseException:
-            status = status or 500  # what the server error handler answers when the app raises before answering
+            status = (
+                status or 500
+            )  # what the server error handler answers when the app raises before answering
             raise
         finally:
             endpoint = endpoint_of(scope, self.routes)
-            self.metrics.requests.labels(endpoint, method, "disconnected" if status is None else str(status)).inc()
+            self.metrics.requests.labels(
+                endpoint, method, "disconnected" if status is None else str(status)
+            ).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - t0)
 
 

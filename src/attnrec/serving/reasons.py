@@ -24,28 +24,40 @@ def explaining(e: ServedModel, method: str) -> Recommender:
     elif not isinstance(obj, Recommender):
         why = f"({type(obj).__name__}) does not recommend from a history"
     elif e.loaded is not None and e.loaded.backend == "onnx":
-        why = (f"({obj.name}) runs on the onnx backend, which does not expose attention weights or gradients; "
-               "serve it with --backend torch to explain its recommendations")
+        why = (
+            f"({obj.name}) runs on the onnx backend, which does not expose attention weights or gradients; "
+            "serve it with --backend torch to explain its recommendations"
+        )
     else:
         found = cannot_attribute(obj.capabilities, method)
         if found is None:
             return obj
         why = f"({obj.name}) {found}"
-    raise ApiError(501, "cannot_explain", f"model {e.name!r} {why} (method {method!r})",
-                   [{"loc": "method", "message": "not supported by this model"}])
+    raise ApiError(
+        501,
+        "cannot_explain",
+        f"model {e.name!r} {why} (method {method!r})",
+        [{"loc": "method", "message": "not supported by this model"}],
+    )
 
 
 def because(ex: ItemExplanation, top: int) -> list[Attribution]:
     """The ``top`` strongest history events of ``ex`` as the response's ``because`` list."""
-    return [Attribution(item=a.item, title=a.title, weight=a.value, back=a.back, event=a.event, timestamp=a.timestamp)
-            for a in ex.events[:top]]
+    return [
+        Attribution(
+            item=a.item, title=a.title, weight=a.value, back=a.back, event=a.event, timestamp=a.timestamp
+        )
+        for a in ex.events[:top]
+    ]
 
 
 def explanation(ex: ItemExplanation | None, top: int) -> Explanation | None:
     """``ex`` as a recommended item's ``explanation`` (None past the explained items)."""
     if ex is None:
         return None
-    return Explanation(method=ex.method, shared=ex.shared, reason=ex.reason, because=because(ex, top), note=ex.note)
+    return Explanation(
+        method=ex.method, shared=ex.shared, reason=ex.reason, because=because(ex, top), note=ex.note
+    )
 
 
 __all__ = ["because", "explaining", "explanation"]

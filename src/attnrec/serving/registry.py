@@ -51,7 +51,11 @@ class Explains(Protocol):
 Served = RecommendsMany | FindsSimilar | Explains
 """What the service can serve: an object with at least one of the capabilities."""
 
-CAPABILITIES: dict[str, type] = {"recommend": RecommendsMany, "similar-items": FindsSimilar, "explain": Explains}
+CAPABILITIES: dict[str, type] = {
+    "recommend": RecommendsMany,
+    "similar-items": FindsSimilar,
+    "explain": Explains,
+}
 
 
 def served_capabilities(obj: object) -> list[str]:
@@ -127,8 +131,13 @@ class ServedModel:
     def info(self) -> ModelInfo:
         """The public description of this entry (``GET /v1/models``): no local paths."""
         loaded = self.loaded
-        info = ModelInfo(name=self.name, status=self.status, error=self.public_error(),
-                         backend=loaded.backend if loaded else None, capabilities=self.capabilities)
+        info = ModelInfo(
+            name=self.name,
+            status=self.status,
+            error=self.public_error(),
+            backend=loaded.backend if loaded else None,
+            capabilities=self.capabilities,
+        )
         if loaded is not None:
             info.loaded_at = datetime.fromtimestamp(loaded.loaded_at, UTC).isoformat(timespec="seconds")
             info.versions = dict(loaded.versions)
@@ -153,23 +162,35 @@ def pick(models: Mapping[str, ServedModel], name: str | None, capability: str) -
     if name is not None:
         e = models.get(name)
         if e is None:
-            raise ApiError(404, "unknown_model", f"unknown model {name!r}; loaded models: {', '.join(models)}")
+            raise ApiError(
+                404, "unknown_model", f"unknown model {name!r}; loaded models: {', '.join(models)}"
+            )
     else:
         able = [x for x in models.values() if capability in x.capabilities or x.status != "ready"]
         if not able:
             if capability == "explain":
-                raise ApiError(501, "no_explainer", "no explanation model is loaded; start the server with "
-                               "an explanation model's checkpoint (e.g. PETER: --model NAME=DIR)")
+                raise ApiError(
+                    501,
+                    "no_explainer",
+                    "no explanation model is loaded; start the server with "
+                    "an explanation model's checkpoint (e.g. PETER: --model NAME=DIR)",
+                )
             raise ApiError(400, "unsupported", f"no loaded model supports {capability}")
         e = able[0]
     if e.status == "loading":
         raise ApiError(503, "model_loading", f"model {e.name!r} is still loading; retry shortly")
     if e.status == "failed":
-        raise ApiError(503, "model_failed", f"model {e.name!r} failed to load: {e.public_error()}")  # no local paths
+        raise ApiError(
+            503, "model_failed", f"model {e.name!r} failed to load: {e.public_error()}"
+        )  # no local paths
     if capability not in e.capabilities:
         if capability == "explain":
-            raise ApiError(501, "no_explainer", f"model {e.name!r} ({type(e.obj).__name__}) cannot explain; "
-                           "load an explanation model (e.g. PETER) to use /v1/explain")
+            raise ApiError(
+                501,
+                "no_explainer",
+                f"model {e.name!r} ({type(e.obj).__name__}) cannot explain; "
+                "load an explanation model (e.g. PETER) to use /v1/explain",
+            )
         raise ApiError(400, "unsupported", f"model {e.name!r} does not support {capability}")
     return e
 
@@ -202,12 +223,26 @@ def describe(info: ModelInfo, obj: object) -> None:
     """
     if isinstance(obj, Recommender):
         meta = obj.meta
-        info.model, info.kind, info.task, info.preset = meta["model"], obj.spec.kind, obj.spec.task, meta["preset"]
-        info.config, info.n_items, info.dataset = meta["config"], meta["n_items"], _public_source(meta["data"])
+        info.model, info.kind, info.task, info.preset = (
+            meta["model"],
+            obj.spec.kind,
+            obj.spec.task,
+            meta["preset"],
+        )
+        info.config, info.n_items, info.dataset = (
+            meta["config"],
+            meta["n_items"],
+            _public_source(meta["data"]),
+        )
         info.evaluations = _public_evaluations(meta["evaluations"])
         info.training = _training(obj)
     elif isinstance(obj, Explainer):
-        info.model, info.kind, info.task, info.preset = obj.spec.name, obj.spec.kind, obj.spec.task, obj.preset
+        info.model, info.kind, info.task, info.preset = (
+            obj.spec.name,
+            obj.spec.kind,
+            obj.spec.task,
+            obj.preset,
+        )
         info.config = config_to_dict(obj.config)
         info.n_items = len(obj.items_) if obj.items_ is not None else None
         info.dataset = _public_source(asdict(obj.source_))
@@ -215,6 +250,18 @@ def describe(info: ModelInfo, obj: object) -> None:
         info.training = _training(obj)
 
 
-__all__ = ["CAPABILITIES", "Explains", "FindsSimilar", "FromDirectory", "Loaded", "RecommendArgs", "RecommendsMany",
-           "Served", "ServedModel",
-           "backend_of", "describe", "pick", "served_capabilities"]
+__all__ = [
+    "CAPABILITIES",
+    "Explains",
+    "FindsSimilar",
+    "FromDirectory",
+    "Loaded",
+    "RecommendArgs",
+    "RecommendsMany",
+    "Served",
+    "ServedModel",
+    "backend_of",
+    "describe",
+    "pick",
+    "served_capabilities",
+]

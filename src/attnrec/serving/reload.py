@@ -37,8 +37,12 @@ def _target(e: ServedModel, path: str | Path | None) -> Path:
     if path is not None:
         return Path(path)
     if e.directory is None:
-        raise ApiError(409, "no_directory", f"model {e.name!r} was passed in as an object, not loaded from a "
-                       "directory: give the directory to load (\"path\")")
+        raise ApiError(
+            409,
+            "no_directory",
+            f"model {e.name!r} was passed in as an object, not loaded from a "
+            'directory: give the directory to load ("path")',
+        )
     return e.directory
 
 
@@ -46,8 +50,9 @@ def _check_compatible(e: ServedModel, new: Loaded) -> None:
     """A reloaded model must answer every endpoint the old one answered (requests in flight rely on it)."""
     lost = [c for c in e.capabilities if c not in new.capabilities]
     if e.status == "ready" and lost:
-        raise ValueError(f"the new model ({type(new.obj).__name__}) cannot do {', '.join(lost)}, "
-                         "which the served one does")
+        raise ValueError(
+            f"the new model ({type(new.obj).__name__}) cannot do {', '.join(lost)}, which the served one does"
+        )
 
 
 async def reload_model(state: ServingState, name: str, path: str | Path | None = None) -> ServedModel:
@@ -59,19 +64,32 @@ async def reload_model(state: ServingState, name: str, path: str | Path | None =
     """
     e = state.models.get(name)
     if e is None:
-        raise ApiError(404, "unknown_model", f"unknown model {name!r}; loaded models: {', '.join(state.models)}")
+        raise ApiError(
+            404, "unknown_model", f"unknown model {name!r}; loaded models: {', '.join(state.models)}"
+        )
     async with state.reloading:
         directory = _target(e, path)
         try:
-            new = await asyncio.get_running_loop().run_in_executor(None, prepare, None, directory, state.config)
+            new = await asyncio.get_running_loop().run_in_executor(
+                None, prepare, None, directory, state.config
+            )
             _check_compatible(e, new)
         except Exception as exc:  # noqa: BLE001 - any load error refuses the reload; the old model stays
             state.metrics.reload_done(name, ok=False)
-            keeps = "the previous model keeps serving" if e.status == "ready" else f"the model stays {e.status}"
-            message = f"reload of model {name!r} from {directory} refused, {keeps}: {type(exc).__name__}: {exc}"
+            keeps = (
+                "the previous model keeps serving" if e.status == "ready" else f"the model stays {e.status}"
+            )
+            message = (
+                f"reload of model {name!r} from {directory} refused, {keeps}: {type(exc).__name__}: {exc}"
+            )
             log.error("%s", message)
             raise ApiError(422, "reload_failed", message) from None
-        e.loaded, e.given, e.given_seconds, e.directory = new, new.obj, new.load_seconds, directory  # the swap: one assignment serves the new model
+        e.loaded, e.given, e.given_seconds, e.directory = (
+            new,
+            new.obj,
+            new.load_seconds,
+            directory,
+        )  # the swap: one assignment serves the new model
         e.status, e.error = "ready", None
         if state.config.gc_freeze:  # the new model out of the collector's sight; the old one's cycles freed
             freeze_heap()
@@ -108,7 +126,12 @@ async def sighup_reloads(state: ServingState) -> AsyncIterator[None]:
 
     try:
         loop.add_signal_handler(signal.SIGHUP, on_hangup)
-    except (NotImplementedError, RuntimeError, ValueError, AttributeError) as exc:  # not main thread / Windows
+    except (
+        NotImplementedError,
+        RuntimeError,
+        ValueError,
+        AttributeError,
+    ) as exc:  # not main thread / Windows
         log.warning("SIGHUP reloading is not available here (%s); use POST /v1/admin/reload", exc)
         yield
         return

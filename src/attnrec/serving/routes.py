@@ -46,7 +46,8 @@ COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
     408: {"model": ErrorResponse, "description": "the request body did not arrive in time"},
     413: {"model": ErrorResponse, "description": "the request body is over the server's limit"},
     422: {"model": ErrorResponse, "description": "malformed JSON, wrong types, bad IDs, limits exceeded"},
-    500: {"model": ErrorResponse, "description": "a failure of the service itself"}}
+    500: {"model": ErrorResponse, "description": "a failure of the service itself"},
+}
 router = APIRouter(route_class=JsonRoute, responses=COMMON_RESPONSES)
 State = Annotated[ServingState, Depends(serving_state)]
 
@@ -58,15 +59,19 @@ def _json(model: BaseModel) -> Response:
 
 def _items(rec: Recommendation) -> list[ScoredItem]:
     titles = rec.titles or [None] * len(rec.items)
-    return [ScoredItem(item=i, score=s, title=t) for i, s, t in zip(rec.items, rec.scores, titles, strict=True)]
+    return [
+        ScoredItem(item=i, score=s, title=t) for i, s, t in zip(rec.items, rec.scores, titles, strict=True)
+    ]
 
 
 def _recommended(rec: Recommendation, top: int = 0) -> list[RecommendedItem]:
     """The items of ``rec`` with their explanations (``top`` history items each), when it has them."""
     titles = rec.titles or [None] * len(rec.items)
     why = rec.explanations or [None] * len(rec.items)
-    return [RecommendedItem(item=i, score=s, title=t, explanation=explanation(x, top))
-            for i, s, t, x in zip(rec.items, rec.scores, titles, why, strict=True)]
+    return [
+        RecommendedItem(item=i, score=s, title=t, explanation=explanation(x, top))
+        for i, s, t, x in zip(rec.items, rec.scores, titles, why, strict=True)
+    ]
 
 
 def _jsonable(x: object) -> object:
@@ -83,20 +88,31 @@ def _jsonable(x: object) -> object:
 def check_k(k: int, cfg: ServingConfig) -> None:
     """422 ``limit_exceeded`` when ``k`` is over the server's ``max_k``."""
     if k > cfg.max_k:
-        raise ApiError(422, "limit_exceeded", f"k={k} exceeds this server's max_k={cfg.max_k}",
-                       [{"loc": "k", "message": f"must be at most {cfg.max_k}"}])
+        raise ApiError(
+            422,
+            "limit_exceeded",
+            f"k={k} exceeds this server's max_k={cfg.max_k}",
+            [{"loc": "k", "message": f"must be at most {cfg.max_k}"}],
+        )
 
 
 def check_list(key: str, n: int, limit: int) -> None:
     """422 ``limit_exceeded`` when the list ``key`` has more than ``limit`` (``n``) items."""
     if n > limit:
-        raise ApiError(422, "limit_exceeded", f"{key} has {n} items; this server accepts at most {limit}",
-                       [{"loc": key, "message": f"at most {limit} items"}])
+        raise ApiError(
+            422,
+            "limit_exceeded",
+            f"{key} has {n} items; this server accepts at most {limit}",
+            [{"loc": key, "message": f"at most {limit} items"}],
+        )
 
 
 def _check_lists(req: RecommendRequest, cfg: ServingConfig) -> None:
-    lists = (("history", req.history, cfg.max_history), ("include", req.include, cfg.max_list),
-             ("exclude", req.exclude, cfg.max_list))
+    lists = (
+        ("history", req.history, cfg.max_history),
+        ("include", req.include, cfg.max_list),
+        ("exclude", req.exclude, cfg.max_list),
+    )
     for key, values, limit in lists:
         check_list(key, len(values or ()), limit)
 
@@ -104,12 +120,21 @@ def _check_lists(req: RecommendRequest, cfg: ServingConfig) -> None:
 def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
     """``spec`` (the app's OpenAPI document) stating this server's limits on ``k`` and the ID lists."""
     bodies = spec.get("components", {}).get("schemas", {})
-    limits = {"RecommendRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history),
-                                   **{f: ("maxItems", cfg.max_history) for f in EVENT_FIELDS},
-                                   "include": ("maxItems", cfg.max_list), "exclude": ("maxItems", cfg.max_list)},
-              "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)},
-              "ExplainRecRequest": {"k": ("maximum", cfg.max_k), "history": ("maxItems", cfg.max_history),
-                                    **{f: ("maxItems", cfg.max_history) for f in EVENT_FIELDS}}}
+    limits = {
+        "RecommendRequest": {
+            "k": ("maximum", cfg.max_k),
+            "history": ("maxItems", cfg.max_history),
+            **{f: ("maxItems", cfg.max_history) for f in EVENT_FIELDS},
+            "include": ("maxItems", cfg.max_list),
+            "exclude": ("maxItems", cfg.max_list),
+        },
+        "SimilarItemsRequest": {"k": ("maximum", cfg.max_k)},
+        "ExplainRecRequest": {
+            "k": ("maximum", cfg.max_k),
+            "history": ("maxItems", cfg.max_history),
+            **{f: ("maxItems", cfg.max_history) for f in EVENT_FIELDS},
+        },
+    }
     for body, fields in limits.items():
         for name, (key, value) in fields.items():
             prop = bodies[body]["properties"][name]
@@ -119,9 +144,14 @@ def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
     return spec
 
 
-@router.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"],
-             responses={501: {"model": ErrorResponse, "description": "`explain`: the model cannot explain with "
-                                                                     "this method"}})
+@router.post(
+    "/v1/recommend",
+    response_model=RecommendResponse,
+    tags=["recommend"],
+    responses={
+        501: {"model": ErrorResponse, "description": "`explain`: the model cannot explain with this method"}
+    },
+)
 async def recommend(req: RecommendRequest, state: State) -> Response:
     """Top-k items for a user or a history. Unknown history items are reported in `unknown_items`;
     an unknown user is answered from the history or by popularity, and `fallback` says so.
@@ -141,16 +171,36 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
             assert e.batcher is not None  # every model has one while the app runs
             rec = await e.batcher.submit(kwargs)
         else:
-            opts = ExplainOptions.model_validate({}) if req.explain is True else req.explain  # true: the defaults
-            model, top, verb = explaining(e, opts.method), opts.top, state.config.reason_verb  # 501 before any work
-            rec = await state.on_worker(lambda: model.recommend(**kwargs, explain=opts.method, explain_k=MAX_EXPLAINED,
-                                                                reason_verb=verb,
-                                                                event_verbs=state.config.event_verbs))
+            opts = (
+                ExplainOptions.model_validate({}) if req.explain is True else req.explain
+            )  # true: the defaults
+            model, top, verb = (
+                explaining(e, opts.method),
+                opts.top,
+                state.config.reason_verb,
+            )  # 501 before any work
+            rec = await state.on_worker(
+                lambda: model.recommend(
+                    **kwargs,
+                    explain=opts.method,
+                    explain_k=MAX_EXPLAINED,
+                    reason_verb=verb,
+                    event_verbs=state.config.event_verbs,
+                )
+            )
     except ValueError as exc:
         raise ApiError(422, "invalid_request", one_line(exc)) from None
-    return _json(RecommendResponse(model=e.name, user=rec.user, items=_recommended(rec, top),
-                                   unknown_items=rec.unknown_items, fallback=rec.fallback, method=rec.method,
-                                   ignored_inputs=rec.ignored_inputs))
+    return _json(
+        RecommendResponse(
+            model=e.name,
+            user=rec.user,
+            items=_recommended(rec, top),
+            unknown_items=rec.unknown_items,
+            fallback=rec.fallback,
+            method=rec.method,
+            ignored_inputs=rec.ignored_inputs,
+        )
+    )
 
 
 @router.post("/v1/similar-items", response_model=SimilarItemsResponse, tags=["recommend"])
@@ -163,13 +213,21 @@ async def similar_items(req: SimilarItemsRequest, state: State) -> Response:
     try:
         rec = await state.on_worker(lambda: model.similar_items(req.item, req.k))
     except KeyError as exc:
-        raise ApiError(404, "unknown_item", f"unknown item {req.item!r} in model {e.name!r}",
-                       [{"loc": "item", "message": str(exc.args[0]) if exc.args else "unknown"}]) from None
+        raise ApiError(
+            404,
+            "unknown_item",
+            f"unknown item {req.item!r} in model {e.name!r}",
+            [{"loc": "item", "message": str(exc.args[0]) if exc.args else "unknown"}],
+        ) from None
     return _json(SimilarItemsResponse(model=e.name, item=req.item, items=_items(rec), method=rec.method))
 
 
-@router.post("/v1/explain", response_model=ExplainResponse, tags=["explain"],
-             responses={501: {"model": ErrorResponse, "description": "no explanation model is loaded"}})
+@router.post(
+    "/v1/explain",
+    response_model=ExplainResponse,
+    tags=["explain"],
+    responses={501: {"model": ErrorResponse, "description": "no explanation model is loaded"}},
+)
 async def explain(req: ExplainRequest, state: State) -> ExplainResponse:
     """Why `user` might like `item`, from an explanation model (PETER)."""
     e = state.pick(req.model, "explain")
@@ -198,8 +256,12 @@ async def healthz() -> Status:
     return Status(status="ok")
 
 
-@router.get("/readyz", response_model=Status, tags=["status"],
-            responses={503: {"model": Status, "description": "a model is loading or failed"}})
+@router.get(
+    "/readyz",
+    response_model=Status,
+    tags=["status"],
+    responses={503: {"model": Status, "description": "a model is loading or failed"}},
+)
 async def readyz(state: State) -> Status | JSONResponse:
     """Every model is loaded and warmed up."""
     states = {e.name: e.status for e in state.models.values()}
@@ -214,8 +276,12 @@ async def healthz_head() -> Response:
     return Response(status_code=200)
 
 
-@router.head("/readyz", tags=["status"], response_class=Response,
-             responses={200: {"description": "ready"}, 503: {"description": "a model is loading or failed"}})
+@router.head(
+    "/readyz",
+    tags=["status"],
+    response_class=Response,
+    responses={200: {"description": "ready"}, 503: {"description": "a model is loading or failed"}},
+)
 async def readyz_head(state: State) -> Response:
     """`GET /readyz` without a body: 200 when every model is ready, else 503."""
     ready = all(e.status == "ready" for e in state.models.values())

@@ -37,8 +37,10 @@ Id = Annotated[Text, WithJsonSchema({"anyOf": [_TEXT_SCHEMA, {"type": "integer"}
 Seconds = Annotated[int, Field(ge=-(2**53), le=2**53)]  # unix seconds, exact in a JSON number
 Rating = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 EVENT_FIELDS = ("timestamps", "events", "ratings")  # per-event lists aligned with `history`
-_IGNORED = ("Per-event request fields (`timestamps`, `events`, `ratings`, `request_time`) this model does not read "
-            "(it was trained without them): the answer is the same without them.")
+_IGNORED = (
+    "Per-event request fields (`timestamps`, `events`, `ratings`, `request_time`) this model does not read "
+    "(it was trained without them): the answer is the same without them."
+)
 
 
 def _as_str(v: Any) -> Any:
@@ -66,45 +68,68 @@ class _Strict(BaseModel):
 
 
 ExplainMethod = Literal["attention", "rollout", "occlusion", "greedy", "integrated_gradients"]
-_METHODS_DOC = ("`greedy` (the default: history items chosen in rounds, each the one whose removal lowers the item's "
-                "score most given those chosen before; the top 3 chosen so, two batched forward passes), "
-                "`occlusion` (exact: how much the item's score drops without each history item; one batched "
-                "forward pass), `integrated_gradients` (self-attention models that expose their input embeddings), "
-                "`attention` or `rollout` (the predicting position's attention, shared by every item)")
+_METHODS_DOC = (
+    "`greedy` (the default: history items chosen in rounds, each the one whose removal lowers the item's "
+    "score most given those chosen before; the top 3 chosen so, two batched forward passes), "
+    "`occlusion` (exact: how much the item's score drops without each history item; one batched "
+    "forward pass), `integrated_gradients` (self-attention models that expose their input embeddings), "
+    "`attention` or `rollout` (the predicting position's attention, shared by every item)"
+)
 
 
 class ExplainOptions(_Strict):
     """How to explain each recommended item (``/v1/recommend``'s ``explain``)."""
 
     method: ExplainMethod = Field("greedy", description=f"One of {_METHODS_DOC}.")
-    top: int = Field(3, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommended item.")
+    top: int = Field(
+        3, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommended item."
+    )
 
     _top = field_validator("top", mode="before")(_whole)
 
 
 def _timestamps() -> Any:
-    return Field(None, max_length=MAX_IDS, description=(
-        "Per history item: when it happened (unix seconds, not decreasing), for models trained with time inputs. "
-        "Same length as `history`; dropped with the unknown items."))
+    return Field(
+        None,
+        max_length=MAX_IDS,
+        description=(
+            "Per history item: when it happened (unix seconds, not decreasing), for models trained with time inputs. "
+            "Same length as `history`; dropped with the unknown items."
+        ),
+    )
 
 
 def _events() -> Any:
-    return Field(None, max_length=MAX_IDS, description=(
-        "Per history item: its event type, a name of the training log's event types (e.g. `view`, `buy`), for "
-        "models trained with event-type inputs. Same length as `history`."))
+    return Field(
+        None,
+        max_length=MAX_IDS,
+        description=(
+            "Per history item: its event type, a name of the training log's event types (e.g. `view`, `buy`), for "
+            "models trained with event-type inputs. Same length as `history`."
+        ),
+    )
 
 
 def _ratings() -> Any:
-    return Field(None, max_length=MAX_IDS, description=(
-        "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with rating inputs. "
-        "Same length as `history`."))
+    return Field(
+        None,
+        max_length=MAX_IDS,
+        description=(
+            "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with rating inputs. "
+            "Same length as `history`."
+        ),
+    )
 
 
 def _request_time() -> Any:
-    return Field(None, description=(
-        "When the request is made (unix seconds, not before the last of `timestamps`): the time of the predicted "
-        "event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's [mask]). Without "
-        "it the newest event's time stands in. Models without time inputs ignore it (see `ignored_inputs`)."))
+    return Field(
+        None,
+        description=(
+            "When the request is made (unix seconds, not before the last of `timestamps`): the time of the predicted "
+            "event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's [mask]). Without "
+            "it the newest event's time stands in. Models without time inputs ignore it (see `ignored_inputs`)."
+        ),
+    )
 
 
 def _check_history_request(req: Any) -> None:
@@ -122,24 +147,35 @@ def _check_history_request(req: Any) -> None:
 class RecommendRequest(_Strict):
     """Top-k items for a known user, or for an ad-hoc history of item IDs (oldest first)."""
 
-    model: Text | None = Field(None, description="Loaded model name (GET /v1/models); default: the first one.")
+    model: Text | None = Field(
+        None, description="Loaded model name (GET /v1/models); default: the first one."
+    )
     user: Id | None = Field(None, description="External user ID. Unknown users fall back (see `fallback`).")
     history: list[Id] | None = Field(
-        None, max_length=MAX_IDS, description="External item IDs, oldest first. Overrides the stored history of "
-        "`user`; unknown items are ignored and returned in `unknown_items`.")
+        None,
+        max_length=MAX_IDS,
+        description="External item IDs, oldest first. Overrides the stored history of "
+        "`user`; unknown items are ignored and returned in `unknown_items`.",
+    )
     k: int = Field(10, ge=1, description="How many items to return (at most the server's max_k).")
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
-    include: list[Id] | None = Field(None, max_length=MAX_IDS, description="Only recommend among these items.")
+    include: list[Id] | None = Field(
+        None, max_length=MAX_IDS, description="Only recommend among these items."
+    )
     exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
     timestamps: list[Seconds] | None = _timestamps()
     events: list[Text] | None = _events()
     ratings: list[Rating] | None = _ratings()
     request_time: Seconds | None = _request_time()
-    explain: bool | ExplainOptions = Field(False, description=(
-        f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (greedy, top 3) or options. Off "
-        "by default: an explained request is scored on its own (not micro-batched) and costs one extra forward "
-        "pass per history item the model reads for occlusion, and that again per explained item for greedy's "
-        "second round (integrated gradients cost more)."))
+    explain: bool | ExplainOptions = Field(
+        False,
+        description=(
+            f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (greedy, top 3) or options. Off "
+            "by default: an explained request is scored on its own (not micro-batched) and costs one extra forward "
+            "pass per history item the model reads for occlusion, and that again per explained item for greedy's "
+            "second round (integrated gradients cost more)."
+        ),
+    )
 
     _ids = field_validator("user", mode="before")(_as_str)
     _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
@@ -150,12 +186,28 @@ class RecommendRequest(_Strict):
         _check_history_request(self)
         return self
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
-        "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
-        "examples": [{"user": "42", "k": 10}, {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
-                     {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
-                     {"history": ["5", "9"], "timestamps": [1700000000, 1700003600], "events": ["view", "buy"],
-                      "request_time": 1700007200, "k": 5}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "anyOf": [
+                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
+                for key in ("user", "history")
+            ],
+            "examples": [
+                {"user": "42", "k": 10},
+                {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
+                {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
+                {
+                    "history": ["5", "9"],
+                    "timestamps": [1700000000, 1700003600],
+                    "events": ["view", "buy"],
+                    "request_time": 1700007200,
+                    "k": 5,
+                },
+            ],
+        },
+    )
 
 
 class ScoredItem(BaseModel):
@@ -167,41 +219,63 @@ class ScoredItem(BaseModel):
 class Attribution(BaseModel):
     item: str
     title: str | None = None
-    weight: float = Field(description="How much this history item counted for the recommendation: for `attention` "
-                                      "the last layer's weight from the predicting position (mean over heads), for "
-                                      "`occlusion` how much the item's score drops without it, for `greedy` "
-                                      "that drop given the items listed before it, for "
-                                      "`integrated_gradients` its integrated gradient.")
-    back: int | None = Field(None, description="Position in the history counted from the most recent item (0).")
-    event: str | None = Field(default=None, description="The history event's type (e.g. `cart`), from the "
-                              "request's `events` or the user's stored history; null without event types.")
-    timestamp: float | None = Field(default=None, description="When the history event happened (unix seconds), "
-                                    "from the request's `timestamps` or the user's stored history; null "
-                                    "without times.")
+    weight: float = Field(
+        description="How much this history item counted for the recommendation: for `attention` "
+        "the last layer's weight from the predicting position (mean over heads), for "
+        "`occlusion` how much the item's score drops without it, for `greedy` "
+        "that drop given the items listed before it, for "
+        "`integrated_gradients` its integrated gradient."
+    )
+    back: int | None = Field(
+        None, description="Position in the history counted from the most recent item (0)."
+    )
+    event: str | None = Field(
+        default=None,
+        description="The history event's type (e.g. `cart`), from the "
+        "request's `events` or the user's stored history; null without event types.",
+    )
+    timestamp: float | None = Field(
+        default=None,
+        description="When the history event happened (unix seconds), "
+        "from the request's `timestamps` or the user's stored history; null "
+        "without times.",
+    )
 
 
 class Explanation(BaseModel):
     method: str
     shared: bool = Field(description="`true` when every recommended item has the same `because` list.")
-    reason: str | None = Field(None, description="\"Because you <verb> *A* and *B*\" from the strongest positive "
-                                                 "history items, with each event's type and time where the "
-                                                 "history has them (\"added *A* to your cart yesterday\"); "
-                                                 "null when none raised the item's score.")
-    because: list[Attribution] = Field(description="History items behind this recommendation, strongest first.")
-    note: str | None = Field(None, description="Why `because` is empty, when it is (e.g. a one-item history).")
+    reason: str | None = Field(
+        None,
+        description='"Because you <verb> *A* and *B*" from the strongest positive '
+        "history items, with each event's type and time where the "
+        'history has them ("added *A* to your cart yesterday"); '
+        "null when none raised the item's score.",
+    )
+    because: list[Attribution] = Field(
+        description="History items behind this recommendation, strongest first."
+    )
+    note: str | None = Field(
+        None, description="Why `because` is empty, when it is (e.g. a one-item history)."
+    )
 
 
 class RecommendedItem(ScoredItem):
-    explanation: Explanation | None = Field(None, description="With `explain`: why this item (first "
-                                            f"{MAX_EXPLAINED} items only).")
+    explanation: Explanation | None = Field(
+        None, description=f"With `explain`: why this item (first {MAX_EXPLAINED} items only)."
+    )
 
 
 class RecommendResponse(BaseModel):
     model: str
     user: str | None = None
     items: list[RecommendedItem]
-    unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
-    fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
+    unknown_items: list[str] = Field(
+        default_factory=list, description="History items the model does not know."
+    )
+    fallback: str | None = Field(
+        None, description="Why the answer is not fully personalised, when it is not."
+    )
     method: str | None = Field(None, description="`model` or `popularity`.")
     ignored_inputs: list[str] = Field(default_factory=list, description=_IGNORED)
 
@@ -239,23 +313,37 @@ class ExplainResponse(BaseModel):
     model: str
     user: str
     item: str
-    explanation: Any = Field(description="What the explanation model returned (text and, when it has them, "
-                                         "predicted rating and features).")
+    explanation: Any = Field(
+        description="What the explanation model returned (text and, when it has them, "
+        "predicted rating and features)."
+    )
 
 
 class ExplainRecRequest(_Strict):
     """Top-k items for a user or a history, each with the history items that drove it."""
 
-    model: Text | None = Field(None, description="Loaded model name (GET /v1/models); default: the first one.")
+    model: Text | None = Field(
+        None, description="Loaded model name (GET /v1/models); default: the first one."
+    )
     user: Id | None = Field(None, description="External user ID; without `history`, it must be a known user.")
     history: list[Id] | None = Field(
-        None, max_length=MAX_IDS, description="External item IDs, oldest first (overrides the stored history of "
-        "`user`); unknown items are ignored and returned in `unknown_items`.")
+        None,
+        max_length=MAX_IDS,
+        description="External item IDs, oldest first (overrides the stored history of "
+        "`user`); unknown items are ignored and returned in `unknown_items`.",
+    )
     k: int = Field(10, ge=1, description="How many items to recommend (at most the server's max_k).")
-    top: int = Field(10, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommendation.")
-    method: ExplainMethod = Field("greedy", description=f"One of {_METHODS_DOC}; greedy, the default, was the most "
-                                  "faithful in benchmarks/results/faithfulness.md.")
-    item: Id | None = Field(None, description="Explain this item's score instead of the top-k (it may rank anywhere).")
+    top: int = Field(
+        10, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommendation."
+    )
+    method: ExplainMethod = Field(
+        "greedy",
+        description=f"One of {_METHODS_DOC}; greedy, the default, was the most "
+        "faithful in benchmarks/results/faithfulness.md.",
+    )
+    item: Id | None = Field(
+        None, description="Explain this item's score instead of the top-k (it may rank anywhere)."
+    )
     timestamps: list[Seconds] | None = _timestamps()
     events: list[Text] | None = _events()
     ratings: list[Rating] | None = _ratings()
@@ -270,41 +358,73 @@ class ExplainRecRequest(_Strict):
         _check_history_request(self)
         return self
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
-        "anyOf": [{"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in ("user", "history")],
-        "examples": [{"user": "42", "k": 5}, {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
-                     {"user": "42", "method": "occlusion", "item": "2355"},
-                     {"history": ["5", "9"], "timestamps": [1700000000, 1700003600], "events": ["view", "cart"],
-                      "k": 3, "top": 2}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "anyOf": [
+                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
+                for key in ("user", "history")
+            ],
+            "examples": [
+                {"user": "42", "k": 5},
+                {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
+                {"user": "42", "method": "occlusion", "item": "2355"},
+                {
+                    "history": ["5", "9"],
+                    "timestamps": [1700000000, 1700003600],
+                    "events": ["view", "cart"],
+                    "k": 3,
+                    "top": 2,
+                },
+            ],
+        },
+    )
 
 
 class ExplainedItem(BaseModel):
     item: str
     title: str | None = None
     score: float
-    because: list[Attribution] = Field(description="History items behind this recommendation, strongest first.")
-    reason: str | None = Field(None, description="\"Because you <verb> *A* and *B*\" from the strongest positive "
-                                                 "history items, with each event's type and time where the "
-                                                 "history has them (\"added *A* to your cart yesterday\"); "
-                                                 "null when none raised the item's score.")
-    note: str | None = Field(None, description="Why `because` is empty, when it is (e.g. a one-item history).")
+    because: list[Attribution] = Field(
+        description="History items behind this recommendation, strongest first."
+    )
+    reason: str | None = Field(
+        None,
+        description='"Because you <verb> *A* and *B*" from the strongest positive '
+        "history items, with each event's type and time where the "
+        'history has them ("added *A* to your cart yesterday"); '
+        "null when none raised the item's score.",
+    )
+    note: str | None = Field(
+        None, description="Why `because` is empty, when it is (e.g. a one-item history)."
+    )
 
 
 class ExplainRecResponse(BaseModel):
     model: str
     user: str | None = None
     method: str = Field(description=f"How `because` was computed: {_METHODS_DOC}.")
-    shared: bool = Field(description="`true` when every recommended item has the same `because` list (attention "
-                                     "belongs to the predicting position, not to one recommended item); `false` "
-                                     "for greedy, occlusion and integrated gradients.")
+    shared: bool = Field(
+        description="`true` when every recommended item has the same `because` list (attention "
+        "belongs to the predicting position, not to one recommended item); `false` "
+        "for greedy, occlusion and integrated gradients."
+    )
     items: list[ExplainedItem]
-    predicting: str | None = Field(None, description="What the predicting position is (SASRec: the most recent "
-                                   "history item; BERT4Rec: a [mask] after the history); null without known items and for the "
-                                   "per-item methods.")
+    predicting: str | None = Field(
+        None,
+        description="What the predicting position is (SASRec: the most recent "
+        "history item; BERT4Rec: a [mask] after the history); null without known items and for the "
+        "per-item methods.",
+    )
     history_length: int = Field(description="Known items in the history.")
     window: int = Field(description="The most recent history items the model read (its max_len).")
-    unknown_items: list[str] = Field(default_factory=list, description="History items the model does not know.")
-    fallback: str | None = Field(None, description="Why the answer is not fully personalised, when it is not.")
+    unknown_items: list[str] = Field(
+        default_factory=list, description="History items the model does not know."
+    )
+    fallback: str | None = Field(
+        None, description="Why the answer is not fully personalised, when it is not."
+    )
     ignored_inputs: list[str] = Field(default_factory=list, description=_IGNORED)
 
 
@@ -316,8 +436,10 @@ class CatalogItem(BaseModel):
 class ItemsResponse(BaseModel):
     model: str
     query: str
-    items: list[CatalogItem] = Field(description="The item whose ID is the query first, then items whose title "
-                                                 "contains it, most popular first (no query: the most popular).")
+    items: list[CatalogItem] = Field(
+        description="The item whose ID is the query first, then items whose title "
+        "contains it, most popular first (no query: the most popular)."
+    )
     more: bool = Field(description="`true` when more items match than `limit`.")
 
 
@@ -325,8 +447,9 @@ class HistoryResponse(BaseModel):
     model: str
     user: str
     length: int = Field(description="Items in the stored history.")
-    items: list[CatalogItem] = Field(description="The most recent `limit` items of the stored history, most "
-                                                 "recent last.")
+    items: list[CatalogItem] = Field(
+        description="The most recent `limit` items of the stored history, most recent last."
+    )
 
 
 class ModelInfo(BaseModel):
@@ -334,20 +457,28 @@ class ModelInfo(BaseModel):
     status: str = Field(description="`ready`, `loading` or `failed`.")
     error: str | None = None
     model: str | None = None
-    kind: str | None = Field(default=None, description="`torch` (trained by the training loop) or `estimator` (closed form).")
+    kind: str | None = Field(
+        default=None, description="`torch` (trained by the training loop) or `estimator` (closed form)."
+    )
     task: str | None = None
     preset: str | None = None
     backend: str | None = None
-    loaded_at: str | None = Field(default=None, description="When the served version was loaded (ISO 8601, UTC).")
+    loaded_at: str | None = Field(
+        default=None, description="When the served version was loaded (ISO 8601, UTC)."
+    )
     versions: dict[str, Any] | None = Field(
-        default=None, description="`attnrec`: the version that saved the model directory; `format`: its format version.")
+        default=None,
+        description="`attnrec`: the version that saved the model directory; `format`: its format version.",
+    )
     capabilities: list[str] = Field(default_factory=list)
     n_items: int | None = None
-    dataset: dict[str, Any] | None = Field(default=None, description="Name, format and sha256 of the training data "
-                                                 "(never its local path).")
+    dataset: dict[str, Any] | None = Field(
+        default=None, description="Name, format and sha256 of the training data (never its local path)."
+    )
     config: dict[str, Any] | None = None
     evaluations: list[dict[str, Any]] = Field(
-        default_factory=list, description="Every evaluation stored with the model: protocol, split, metrics.")
+        default_factory=list, description="Every evaluation stored with the model: protocol, split, metrics."
+    )
     training: dict[str, Any] | None = None
 
 

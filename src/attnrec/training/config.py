@@ -46,7 +46,9 @@ class TrainConfig:
     grad_clip: float = 0.0  # 0 disables clipping
     lr_decay: float = 1.0
     max_lr_decays: int = 0
-    lr_schedule: str = "constant"  # or "cosine": epoch e trains at lr * (1 + cos(pi (e - 1) / max_epochs)) / 2
+    lr_schedule: str = (
+        "constant"  # or "cosine": epoch e trains at lr * (1 + cos(pi (e - 1) / max_epochs)) / 2
+    )
     monitor: str = "NDCG@10"
     mode: str = "max"
     seed: int = 0

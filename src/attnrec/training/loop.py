@@ -99,8 +99,16 @@ def train(
 class _Loop(Generic[T]):
     """One call of :func:`train`: the settings, the model and the state the epochs share."""
 
-    def __init__(self, module: Trainable[T], train_data: T, validate: Validate, cfg: TrainConfig,
-                 state_dir: Path | None, progress: bool, callbacks: tuple[EpochCallback, ...] = ()) -> None:
+    def __init__(
+        self,
+        module: Trainable[T],
+        train_data: T,
+        validate: Validate,
+        cfg: TrainConfig,
+        state_dir: Path | None,
+        progress: bool,
+        callbacks: tuple[EpochCallback, ...] = (),
+    ) -> None:
         if not isinstance(module, nn.Module):
             raise TypeError(f"train() needs a torch nn.Module, not {type(module).__name__}")
         self.module, self.train_data, self.validate, self.cfg = module, train_data, validate, cfg
@@ -121,11 +129,15 @@ class _Loop(Generic[T]):
         self.state, resume = TrainState(), None
         self.settings = trajectory(cfg)  # saved with every state, checked on resume
         if self.state_dir is not None and (self.state_dir / STATE_JSON).exists():
-            resume = self.state = load_state(self.state_dir, module, self.opt, self.scaler, device, self.settings)
+            resume = self.state = load_state(
+                self.state_dir, module, self.opt, self.scaler, device, self.settings
+            )
             log.info("resumed from %s at epoch %d, batch %d", self.state_dir, resume.epoch + 1, resume.batch)
         if sparse_parameters(module) and (cfg.grad_clip > 0 or self.world > 1):
-            raise ValueError("embeddings with sparse gradients (sparse_embedding) support neither grad_clip nor "
-                             "multi-process training")
+            raise ValueError(
+                "embeddings with sparse gradients (sparse_embedding) support neither grad_clip nor "
+                "multi-process training"
+            )
         self.stepper = Stepper(module, cfg, device, self.rank, self.world)
         try:
             result = self._epochs(resume)
@@ -141,9 +153,11 @@ class _Loop(Generic[T]):
         cfg, module = self.cfg, self.module
         rows = module.train_rows(self.train_data)
         if rows == 0:  # else every epoch is one empty batch whose mean loss is NaN, reported as divergence
-            raise ValueError(f"the training data gives {type(module).__name__} no training rows: too few events per "
-                             "user after the split (leave-one-out holds out each user's last two; a next-item "
-                             "model needs two more)")
+            raise ValueError(
+                f"the training data gives {type(module).__name__} no training rows: too few events per "
+                "user after the split (leave-one-out holds out each user's last two; a next-item "
+                "model needs two more)"
+            )
         self.n_batches = max(1, math.ceil(rows / cfg.batch_size))
         self.t0 = time.perf_counter() - self.state.result.seconds
         result, stopped = self.state.result, "max_epochs"
@@ -153,15 +167,23 @@ class _Loop(Generic[T]):
             inside = resume if resume is not None and resume.batch and epoch == start else None
             record = self._train_epoch(epoch, inside)
             # One clock decides (rank 0's), so every rank stops after the same epoch.
-            out_of_time = bool(distributed.broadcast_object(
-                cfg.time_budget > 0 and time.perf_counter() - self.t0 > cfg.time_budget))
+            out_of_time = bool(
+                distributed.broadcast_object(
+                    cfg.time_budget > 0 and time.perf_counter() - self.t0 > cfg.time_budget
+                )
+            )
             if epoch % cfg.eval_every == 0 or epoch == cfg.max_epochs or out_of_time:
                 record["valid"] = self._evaluate(epoch, record)
             result.history.append(record)
             result.epochs, result.seconds = epoch, time.perf_counter() - self.t0
             if self.state_dir is not None and self.main:
-                at_end = TrainState(epoch=epoch, bad=self.state.bad, decays=self.state.decays, best=self.state.best,
-                                    result=result)
+                at_end = TrainState(
+                    epoch=epoch,
+                    bad=self.state.bad,
+                    decays=self.state.decays,
+                    best=self.state.best,
+                    result=result,
+                )
                 save_state(self.state_dir, module, self.opt, self.scaler, at_end, settings=self.settings)
             asked = run_callbacks(self.callbacks, record) if self.main else ""
             reason = str(distributed.broadcast_object(asked)) or self._stop_reason(epoch, out_of_time)
@@ -192,35 +214,65 @@ class _Loop(Generic[T]):
                         restored = True
                     continue
                 done = i + 1
-                due = (self.state_dir is not None and done < self.n_batches and (
-                    (cfg.checkpoint_every > 0 and done % cfg.checkpoint_every == 0)
-                    or (cfg.checkpoint_seconds > 0 and self.main
-                        and time.perf_counter() - last_save >= cfg.checkpoint_seconds)))
+                due = (
+                    self.state_dir is not None
+                    and done < self.n_batches
+                    and (
+                        (cfg.checkpoint_every > 0 and done % cfg.checkpoint_every == 0)
+                        or (
+                            cfg.checkpoint_seconds > 0
+                            and self.main
+                            and time.perf_counter() - last_save >= cfg.checkpoint_seconds
+                        )
+                    )
+                )
                 value, due = self.stepper.step(batch, self.opt, self.scaler, self.amp_dtype, epoch, due)
                 total, count = total + value, count + 1
-                bar.advance(1, f"loss {total / count:.4f}  {(count - skip) / max(time.perf_counter() - e0, 1e-9):.1f} "
-                               "batch/s")
+                bar.advance(
+                    1,
+                    f"loss {total / count:.4f}  {(count - skip) / max(time.perf_counter() - e0, 1e-9):.1f} "
+                    "batch/s",
+                )
                 if due:
                     self._save_mid_epoch(epoch, done, total, count, e0, rng)
                     last_save = time.perf_counter()
         if skip and count < skip + 1 and not restored:
-            raise CheckpointError(f"the training state was saved at batch {skip} of epoch {epoch}, but that epoch "
-                                  "now has fewer batches: different training data or batch size?")
+            raise CheckpointError(
+                f"the training state was saved at batch {skip} of epoch {epoch}, but that epoch "
+                "now has fewer batches: different training data or batch size?"
+            )
         return {"epoch": epoch, "loss": total / max(count, 1), "train_seconds": time.perf_counter() - e0}
 
-    def _save_mid_epoch(self, epoch: int, done: int, total: float, count: int, e0: float,
-                        rng: np.random.Generator) -> None:
+    def _save_mid_epoch(
+        self, epoch: int, done: int, total: float, count: int, e0: float, rng: np.random.Generator
+    ) -> None:
         """Save the position after ``done`` batches of ``epoch`` (started at ``e0``): every rank joins the RNG
         gather, rank 0 writes."""
         rng_states = gather_rng_states(self.device, self.world)
         if self.main and self.state_dir is not None:
             st = self.state
-            mid = TrainState(epoch=epoch - 1, batch=done, bad=st.bad, decays=st.decays, best=st.best,
-                             result=st.result, loss_total=total, loss_count=count,
-                             epoch_seconds=time.perf_counter() - e0,
-                             numpy_rng=dict(rng.bit_generator.state), rng_states=rng_states)
-            save_state(self.state_dir, self.module, self.opt, self.scaler, mid, seconds=time.perf_counter() - self.t0,
-                       settings=self.settings)
+            mid = TrainState(
+                epoch=epoch - 1,
+                batch=done,
+                bad=st.bad,
+                decays=st.decays,
+                best=st.best,
+                result=st.result,
+                loss_total=total,
+                loss_count=count,
+                epoch_seconds=time.perf_counter() - e0,
+                numpy_rng=dict(rng.bit_generator.state),
+                rng_states=rng_states,
+            )
+            save_state(
+                self.state_dir,
+                self.module,
+                self.opt,
+                self.scaler,
+                mid,
+                seconds=time.perf_counter() - self.t0,
+                settings=self.settings,
+            )
 
     def _evaluate(self, epoch: int, record: EpochRecord) -> dict[str, float]:
         """Validate; keep the best weights, count evaluations without improvement, lower the rate (lr_decay)."""
@@ -240,8 +292,15 @@ class _Loop(Generic[T]):
             if cfg.lr_decay < 1.0:
                 st.decays += 1
                 scale_lr(self.opt, cfg.lr_decay)
-        log.info("epoch %d loss %.4f valid %s %.4f (best %.4f @ %d)", epoch, record["loss"], cfg.monitor,
-                 value, result.best_value, result.best_epoch)
+        log.info(
+            "epoch %d loss %.4f valid %s %.4f (best %.4f @ %d)",
+            epoch,
+            record["loss"],
+            cfg.monitor,
+            value,
+            result.best_value,
+            result.best_epoch,
+        )
         return metrics
 
     def _stop_reason(self, epoch: int, out_of_time: bool) -> str:
@@ -276,7 +335,7 @@ def smoothed_bad(values: list[float], window: int, mode: str) -> int:
     sign = 1.0 if mode == "max" else -1.0
     best, best_at = -float("inf"), -1
     for i in range(len(values)):
-        chunk = values[max(0, i - window + 1): i + 1]
+        chunk = values[max(0, i - window + 1) : i + 1]
         mean = sign * sum(chunk) / len(chunk)
         if mean > best:
             best, best_at = mean, i
@@ -312,8 +371,13 @@ class _Bar:
 
     def __enter__(self) -> _Bar:
         if self.enabled:
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                                TimeElapsedColumn(), transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                transient=True,
+            )
             self.bar.__enter__()
             self.task = self.bar.add_task(self.label, total=self.total, info="")
         return self

@@ -37,7 +37,11 @@ def scale_lr(opt: torch.optim.Optimizer, factor: float) -> None:
 
 def sparse_parameters(module: nn.Module) -> list[torch.Tensor]:
     """Weights of ``nn.Embedding(sparse=True)`` submodules: they get sparse (row-wise) gradients."""
-    return [m.weight for m in module.modules() if isinstance(m, nn.Embedding) and m.sparse and m.weight.requires_grad]
+    return [
+        m.weight
+        for m in module.modules()
+        if isinstance(m, nn.Embedding) and m.sparse and m.weight.requires_grad
+    ]
 
 
 def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -57,8 +61,11 @@ def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
             cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
             parts.append(cls(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay))
     if sparse:
-        parts.append(torch.optim.SGD(sparse, lr=cfg.lr) if cfg.optimizer == "sgd"
-                     else torch.optim.SparseAdam(sparse, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)))
+        parts.append(
+            torch.optim.SGD(sparse, lr=cfg.lr)
+            if cfg.optimizer == "sgd"
+            else torch.optim.SparseAdam(sparse, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+        )
     return parts[0] if len(parts) == 1 else Optimizers(parts)
 
 
@@ -95,7 +102,9 @@ class Optimizers(torch.optim.Optimizer):
 
     def _sizes(self) -> list[tuple[int, int]]:
         """Per part: (number of parameters, number of parameter groups)."""
-        return [(sum(len(g["params"]) for g in opt.param_groups), len(opt.param_groups)) for opt in self.parts]
+        return [
+            (sum(len(g["params"]) for g in opt.param_groups), len(opt.param_groups)) for opt in self.parts
+        ]
 
     def state_dict(self) -> dict[str, Any]:
         """One state dict over all parts, parameters numbered consecutively across them."""
@@ -113,8 +122,14 @@ class Optimizers(torch.optim.Optimizer):
         """Split a :meth:`state_dict` back over the parts."""
         offset = first = 0
         for opt, (n, ng) in zip(self.parts, self._sizes(), strict=True):
-            groups = [g | {"params": [p - offset for p in g["params"]]}
-                      for g in state_dict["param_groups"][first : first + ng]]
-            state = {int(pid) - offset: st for pid, st in state_dict["state"].items() if offset <= int(pid) < offset + n}
+            groups = [
+                g | {"params": [p - offset for p in g["params"]]}
+                for g in state_dict["param_groups"][first : first + ng]
+            ]
+            state = {
+                int(pid) - offset: st
+                for pid, st in state_dict["state"].items()
+                if offset <= int(pid) < offset + n
+            }
             opt.load_state_dict({"state": state, "param_groups": groups})
             offset, first = offset + n, first + ng

@@ -29,8 +29,22 @@ FORMAT = 2
 # The training settings a resumed run must share with the run that saved the state: they decide its
 # trajectory. Budgets, stopping rules and hardware settings may change (a run ended on its time budget
 # continues when the budget is raised).
-TRAJECTORY = ("lr", "batch_size", "optimizer", "beta1", "beta2", "weight_decay", "grad_clip", "lr_decay",
-              "max_lr_decays", "lr_schedule", "monitor", "mode", "seed", "amp")
+TRAJECTORY = (
+    "lr",
+    "batch_size",
+    "optimizer",
+    "beta1",
+    "beta2",
+    "weight_decay",
+    "grad_clip",
+    "lr_decay",
+    "max_lr_decays",
+    "lr_schedule",
+    "monitor",
+    "mode",
+    "seed",
+    "amp",
+)
 
 NumpyRngState = dict[str, Any]  # numpy's ``bit_generator.state``: nested JSON-able dict, as numpy types it
 RngStates = list[dict[str, torch.Tensor]]  # per rank: torch's "cpu" (and "cuda") RNG state
@@ -53,21 +67,26 @@ class TrainState:
     numpy_rng: NumpyRngState | None = None
     rng_states: RngStates = field(default_factory=list)
 
-    def restore_rng(self, rng: np.random.Generator, device: torch.device, rank: int, world: int, seed: int,
-                    epoch: int) -> None:
+    def restore_rng(
+        self, rng: np.random.Generator, device: torch.device, rank: int, world: int, seed: int, epoch: int
+    ) -> None:
         """After regenerating the epoch's first ``batch`` batches: check the data stream, restore torch's RNG."""
         if self.numpy_rng is not None and rng.bit_generator.state != self.numpy_rng:
             raise CheckpointError(
                 f"the training state was saved at epoch {self.epoch + 1}, batch {self.batch}, but regenerating that "
                 "epoch's batches does not reach the same random state: different training data, batch size, "
-                "model settings or seed than the interrupted run?")
+                "model settings or seed than the interrupted run?"
+            )
         if len(self.rng_states) == world:
             torch.set_rng_state(self.rng_states[rank]["cpu"])
             if device.type == "cuda" and "cuda" in self.rng_states[rank]:
                 torch.cuda.set_rng_state(self.rng_states[rank]["cuda"], device)
         else:  # another process count than the saved run: same batches, but fresh dropout streams
-            log.warning("training state saved with %d process(es), resumed with %d: dropout randomness differs",
-                        len(self.rng_states), world)
+            log.warning(
+                "training state saved with %d process(es), resumed with %d: dropout randomness differs",
+                len(self.rng_states),
+                world,
+            )
             torch.manual_seed(seed * 1_000_003 + epoch + 7919 * rank + 104_729 * self.batch)
 
 
@@ -95,8 +114,13 @@ def trajectory(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def save_state(
-    d: Path, module: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, state: TrainState,
-    seconds: float | None = None, settings: dict[str, Any] | None = None,
+    d: Path,
+    module: nn.Module,
+    opt: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    state: TrainState,
+    seconds: float | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Write ``state``: tensors under a new name, then the JSON naming them (the atomic commit), then remove
     older tensor files. ``seconds`` (mid-epoch) replaces the result's training time so far; ``settings``
@@ -118,12 +142,25 @@ def save_state(
     res = state.result.to_dict()
     if seconds is not None:
         res["seconds"] = seconds
-    meta = {"format": FORMAT, "epoch": state.epoch, "batch": state.batch, "bad": state.bad, "decays": state.decays,
-            "tensors": name, "sha256": sha, "param_groups": osd["param_groups"], "result": res,
-            "loss_total": state.loss_total, "loss_count": state.loss_count, "epoch_seconds": state.epoch_seconds,
-            "numpy_rng": state.numpy_rng, "world_size": len(state.rng_states),
-            "scaler": scaler.state_dict() if scaler.is_enabled() else None, "opt_scalars": scalars,
-            "settings": settings}
+    meta = {
+        "format": FORMAT,
+        "epoch": state.epoch,
+        "batch": state.batch,
+        "bad": state.bad,
+        "decays": state.decays,
+        "tensors": name,
+        "sha256": sha,
+        "param_groups": osd["param_groups"],
+        "result": res,
+        "loss_total": state.loss_total,
+        "loss_count": state.loss_count,
+        "epoch_seconds": state.epoch_seconds,
+        "numpy_rng": state.numpy_rng,
+        "world_size": len(state.rng_states),
+        "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+        "opt_scalars": scalars,
+        "settings": settings,
+    }
     write_json(d / STATE_JSON, meta)
     for old in d.glob("train_state*.safetensors"):
         if old.name != name:
@@ -131,7 +168,11 @@ def save_state(
 
 
 def load_state(
-    d: Path, module: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, device: torch.device,
+    d: Path,
+    module: nn.Module,
+    opt: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    device: torch.device,
     settings: dict[str, Any] | None = None,
 ) -> TrainState:
     """Load the state saved in ``d`` into ``module``, ``opt`` and ``scaler``; return the loop's position.
@@ -144,18 +185,25 @@ def load_state(
     meta = read_json(path)
     saved = meta.get("settings") if isinstance(meta, dict) else None
     if isinstance(saved, dict) and settings is not None:
-        diff = [f"{k}={saved.get(k)!r} (now {settings.get(k)!r})" for k in sorted(saved.keys() | settings.keys())
-                if saved.get(k) != settings.get(k)]
+        diff = [
+            f"{k}={saved.get(k)!r} (now {settings.get(k)!r})"
+            for k in sorted(saved.keys() | settings.keys())
+            if saved.get(k) != settings.get(k)
+        ]
         if diff:
-            raise CheckpointError(f"{d}: training state saved with other settings: {', '.join(diff)}; resume with "
-                                  "the same settings or use another state directory")
+            raise CheckpointError(
+                f"{d}: training state saved with other settings: {', '.join(diff)}; resume with "
+                "the same settings or use another state directory"
+            )
     try:
         name = str(meta.get("tensors", "train_state.safetensors"))
         sha, epoch, batch = str(meta["sha256"]), int(meta["epoch"]), int(meta.get("batch", 0))
         r = dict(meta["result"])
         param_groups = meta["param_groups"]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"{path}: incomplete or corrupted training state ({type(e).__name__}: {e})") from e
+        raise CheckpointError(
+            f"{path}: incomplete or corrupted training state ({type(e).__name__}: {e})"
+        ) from e
     tensors = load_tensors(d / name, sha)
     model = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
     best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")} or None
@@ -171,9 +219,19 @@ def load_state(
     if meta.get("scaler") and scaler.is_enabled():
         scaler.load_state_dict(meta["scaler"])
     r.pop("seconds_per_epoch", None)
-    return TrainState(epoch, batch, int(meta["bad"]), int(meta["decays"]), best, TrainResult(**r),
-                      float(meta.get("loss_total", 0.0)), int(meta.get("loss_count", 0)),
-                      float(meta.get("epoch_seconds", 0.0)), meta.get("numpy_rng"), rng)
+    return TrainState(
+        epoch,
+        batch,
+        int(meta["bad"]),
+        int(meta["decays"]),
+        best,
+        TrainResult(**r),
+        float(meta.get("loss_total", 0.0)),
+        int(meta.get("loss_count", 0)),
+        float(meta.get("epoch_seconds", 0.0)),
+        meta.get("numpy_rng"),
+        rng,
+    )
 
 
 def _split_tensors(
@@ -186,8 +244,9 @@ def _split_tensors(
     for k, v in tensors.items():
         if k.startswith("opt."):
             _, pid, key = k.split(".", 2)
-            state.setdefault(int(pid), {})[key] = (v.item() if f"{pid}.{key}" in scalars
-                                                   else v.to(device) if key != "step" else v)
+            state.setdefault(int(pid), {})[key] = (
+                v.item() if f"{pid}.{key}" in scalars else v.to(device) if key != "step" else v
+            )
         elif k.startswith("rng."):
             _, rk, key = k.split(".", 2)
             rng.setdefault(int(rk), {})[key] = v

@@ -36,15 +36,19 @@ class LossOf(nn.Module):
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
         if not isinstance(module, Trainable):
-            raise TypeError(f"{type(module).__name__} cannot be trained by the loop: it has no "
-                            "train_rows/train_batches/loss (attnrec.models.contracts.Trainable)")
+            raise TypeError(
+                f"{type(module).__name__} cannot be trained by the loop: it has no "
+                "train_rows/train_batches/loss (attnrec.models.contracts.Trainable)"
+            )
         self.module = module  # a submodule, so DDP and torch.compile see its parameters
 
     def forward(self, batch: Batch, scale: float = 1.0, empty: bool = False) -> torch.Tensor:
         """The (scaled) loss of ``batch``; a zero touching every parameter when ``empty``."""
         if empty:
-            return sum((p.sum() * 0.0 for p in self.module.parameters() if p.requires_grad),
-                       torch.zeros((), device=next(self.module.parameters()).device))
+            return sum(
+                (p.sum() * 0.0 for p in self.module.parameters() if p.requires_grad),
+                torch.zeros((), device=next(self.module.parameters()).device),
+            )
         loss = self.module.loss(batch)  # scalar
         return loss if scale == 1.0 else loss * scale
 
@@ -62,7 +66,9 @@ def shared_keys(model: object) -> frozenset[str]:
 class Stepper:
     """One optimisation step on this rank's share of a global batch."""
 
-    def __init__(self, module: nn.Module, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> None:
+    def __init__(
+        self, module: nn.Module, cfg: TrainConfig, device: torch.device, rank: int, world: int
+    ) -> None:
         self.module, self.cfg, self.device, self.rank, self.world = module, cfg, device, rank, world
         self.shared = shared_keys(module)
         # asked once: a Protocol isinstance check is slow for a per-step question
@@ -72,7 +78,9 @@ class Stepper:
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
-            runner = DistributedDataParallel(runner, device_ids=[device.index] if device.type == "cuda" else None)
+            runner = DistributedDataParallel(
+                runner, device_ids=[device.index] if device.type == "cuda" else None
+            )
         if cfg.compile:
             if device.type == "cuda":
                 runner = torch.compile(runner, dynamic=True)  # type: ignore[assignment]
@@ -85,8 +93,13 @@ class Stepper:
         self.runner = self.local
 
     def step(
-        self, batch: Batch, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-        amp_dtype: torch.dtype | None, epoch: int, due: bool,
+        self,
+        batch: Batch,
+        opt: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler,
+        amp_dtype: torch.dtype | None,
+        epoch: int,
+        due: bool,
     ) -> tuple[float, bool]:
         """Returns the global batch's mean loss and whether a mid-epoch save is due (rank 0 decides)."""
         scale, empty = 1.0, False
@@ -99,8 +112,12 @@ class Stepper:
         with amp_autocast(self.device.type, amp_dtype):
             loss = self.runner(batch, scale, empty)  # scalar
         if self.world > 1:  # the global loss (and rank 0's save decision) on every rank, before backward
-            stats = torch.stack([loss.detach().float() / self.world,
-                                 torch.tensor(float(due and self.rank == 0), device=loss.device)])  # (2,)
+            stats = torch.stack(
+                [
+                    loss.detach().float() / self.world,
+                    torch.tensor(float(due and self.rank == 0), device=loss.device),
+                ]
+            )  # (2,)
             distributed.all_reduce_sum(stats)
             value, due = stats[0], bool(stats[1].item() > 0)
         else:
@@ -119,4 +136,8 @@ class Stepper:
 
     def _terms(self, batch: Batch) -> int:
         """How many terms the loss averages over in ``batch`` (see :func:`loss_terms`)."""
-        return int(self.weighted.loss_terms(batch)) if self.weighted is not None else distributed.batch_rows(batch)
+        return (
+            int(self.weighted.loss_terms(batch))
+            if self.weighted is not None
+            else distributed.batch_rows(batch)
+        )

@@ -49,14 +49,18 @@ def resolve_columns(
         if want is not None:
             if isinstance(want, int) and not isinstance(want, bool):
                 if not 0 <= want < len(labels):
-                    raise DataError(f"{path}: no column number {want} for {role}; the file has {len(labels)} columns")
+                    raise DataError(
+                        f"{path}: no column number {want} for {role}; the file has {len(labels)} columns"
+                    )
                 out[role] = labels[want]
             elif want in labels:
                 out[role] = want
             elif str(want).strip().lower() in lower:
                 out[role] = lower[str(want).strip().lower()]
             else:
-                raise DataError(f"{path}: missing column {want!r} (mapped as {role}); available columns: {shown}")
+                raise DataError(
+                    f"{path}: missing column {want!r} (mapped as {role}); available columns: {shown}"
+                )
             continue
         for alias in aliases:
             if alias in lower:
@@ -109,7 +113,9 @@ def time_column(
     parsed as dates. The first missing or unparseable row is a :class:`DataError`.
     """
     if missing.any():
-        raise DataError(f"{p}: {line_of(int(np.flatnonzero(missing)[0]))}: missing timestamp (column {label!r})")
+        raise DataError(
+            f"{p}: {line_of(int(np.flatnonzero(missing)[0]))}: missing timestamp (column {label!r})"
+        )
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         return _unix_seconds(pd.to_datetime(values, utc=True))
     num = pd.to_numeric(values, errors="coerce")
@@ -137,4 +143,3 @@ def _unix_seconds(stamps: pd.Series) -> np.ndarray:
 def _float64(values: pd.Series) -> np.ndarray:
     out: np.ndarray = values.to_numpy(dtype=np.float64)
     return out
-

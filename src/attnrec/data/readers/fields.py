@@ -50,7 +50,9 @@ def seconds(value: object, path: str | Path, line: int) -> float:
         try:
             stamp = datetime.strptime(text, "%B %d, %Y")  # Steam's "December 17, 2017" style
         except ValueError:
-            raise DataError(f"{path}:{line}: timestamp {text[:40]!r} is neither a number nor a date") from None
+            raise DataError(
+                f"{path}:{line}: timestamp {text[:40]!r} is neither a number nor a date"
+            ) from None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
@@ -105,4 +107,3 @@ def fast_columns(
     if any((c == "").any() for c in cols):
         return None
     return cols
-

@@ -62,7 +62,9 @@ def read_json_lines(
             key = keys[role]
             value = rec.get(key)
             if value is None or value == "":
-                raise DataError(f"{path}:{n}: missing {key!r} ({role}); keys on this line: {sorted(rec)[:12]}")
+                raise DataError(
+                    f"{path}:{n}: missing {key!r} ({role}); keys on this line: {sorted(rec)[:12]}"
+                )
             if role == "timestamp":
                 times.append(seconds(value, path, n))
             elif role == "rating":

@@ -32,7 +32,9 @@ def read_pairs(
                 raise DataError(f"{path}:{n}: expected 'user item', got {line[:80]!r}")
             users.append(parts[0])
             items.append(parts[1])
-    return from_columns(users, items, source=file_source(path, "pairs", name), min_rating=min_rating, k_core=k_core)
+    return from_columns(
+        users, items, source=file_source(path, "pairs", name), min_rating=min_rating, k_core=k_core
+    )
 
 
 def read_user_lines(

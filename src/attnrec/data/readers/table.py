@@ -144,7 +144,9 @@ def _read_text_table(
     compression = "gzip" if is_gzip(p) else None
     header_row = 0 if header else None
     try:
-        head = pd.read_csv(p, nrows=5 if not header else 0, sep=sep, compression=compression, header=header_row)
+        head = pd.read_csv(
+            p, nrows=5 if not header else 0, sep=sep, compression=compression, header=header_row
+        )
     except pd.errors.EmptyDataError:
         raise DataError(f"{p}: the file is empty (no interactions)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
@@ -153,7 +155,9 @@ def _read_text_table(
     ids = [roles[r] for r in ("user", "item", "event") if r in roles]
     try:
         # No usecols: with it pandas silently accepts rows with extra fields.
-        df = pd.read_csv(p, dtype={c: object for c in ids}, sep=sep, compression=compression, header=header_row)
+        df = pd.read_csv(
+            p, dtype={c: object for c in ids}, sep=sep, compression=compression, header=header_row
+        )
     except pd.errors.ParserError as e:
         raise DataError(parser_error(p, str(e))) from None
     except UnicodeDecodeError as e:
@@ -180,5 +184,3 @@ def line_of_row(p: Path, row: int, first: int) -> int:
         if k == target:
             return n
     return row + first
-
-

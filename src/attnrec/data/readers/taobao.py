@@ -39,7 +39,9 @@ def read_taobao(
         rows = list(split_lines(path, ",", 5, EXPECTED))
         for n, parts in rows:
             if parts[3].strip() not in BEHAVIOURS:
-                raise DataError(f"{path}:{n}: behavior {parts[3].strip()[:20]!r} is not one of {', '.join(BEHAVIOURS)}")
+                raise DataError(
+                    f"{path}:{n}: behavior {parts[3].strip()[:20]!r} is not one of {', '.join(BEHAVIOURS)}"
+                )
         ts = np.array([number(p[4], path, n, "timestamp") for n, p in rows], dtype=np.float64)
         cols = [np.array([p[k].strip() for _, p in rows], dtype=object) for k in range(4)]
         behaviour = cols[3].astype(str)
