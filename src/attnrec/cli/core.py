@@ -182,6 +182,14 @@ def train(
         ),
     ] = None,
     negatives: NegativesOpt = DEFAULT_NEGATIVES,
+    auto: Annotated[
+        bool,
+        typer.Option(
+            "--auto/--no-auto",
+            help="Without --preset or --config, choose the settings you did not give from the data (objective, "
+            "window, dropout, stopping) and print why; --no-auto keeps the model's plain defaults.",
+        ),
+    ] = True,
     baseline: Annotated[
         bool,
         typer.Option(
@@ -236,7 +244,7 @@ def train(
         if value is not None:
             train_over[key] = value
     check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
-    rec = Recommender(model, model_over, train_over, preset)
+    rec = Recommender(model, model_over, train_over, preset, auto=auto and preset is None and config is None)
     out_dir = out_dir or Path("runs") / model
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: exists and is not a directory")
@@ -248,6 +256,7 @@ def train(
         )
         distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
         main_rank = distributed.is_main()
+        log_to_stderr(not quiet and main_rank)
         if main_rank:
             out.print(
                 f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
@@ -256,10 +265,10 @@ def train(
                 f"validation / {len(sp.test):,} test users",
                 soft_wrap=True,
             )
+            rec.choose_settings(interactions, sp)  # logged as what the run trains with
             trackers.log_run(RunInfo.of(rec, interactions, sp))
 
         state_dir = _training_state_dir(out_dir, resume, main_rank)
-        log_to_stderr(not quiet and main_rank)
         show_progress = out.is_terminal if progress is None else progress
         try:  # closed-form fits keep no state
             rec.fit(interactions, sp, state_dir=state_dir, progress=show_progress, callbacks=[trackers])

@@ -25,13 +25,15 @@ from attnrec.models.context import ModelContext
 from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar
-from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, warn_if_noisy
+from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.event_requests import histories_from_arrays, history_arrays
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
 from attnrec.recommend.row_scoring import model_scores
 from attnrec.recommend.structure import check_arrays, check_events, check_titles
 from attnrec.recommend.topk import Recommendation, RowScores, answer
+from attnrec.training import auto as auto_settings
+from attnrec.training.auto import AutoSettings
 from attnrec.training.callbacks import EpochCallback
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device
@@ -43,6 +45,12 @@ class Recommender:
     ``model``: a registered name (:func:`attnrec.list_models`); ``config``: model settings (dict or
     dataclass) over the defaults or over ``preset`` (a named preset, e.g. ``"paper"``), unknown keys
     are errors; ``train``: training-loop settings (dict or :class:`TrainConfig`).
+
+    ``auto``: choose the settings nobody gave from the training data at :meth:`fit`
+    (:mod:`attnrec.training.auto`; the choices and their reasons are in ``auto_``). By default it
+    is on when neither a preset nor model settings are given, so ``Recommender("sasrec").fit(data)``
+    fits the data's regime; ``auto=True`` also fills around given settings, ``auto=False`` keeps the
+    library's defaults. A preset is a complete recipe and excludes it.
     """
 
     def __init__(
@@ -51,8 +59,11 @@ class Recommender:
         config: Mapping[str, Any] | object | None = None,
         train: Mapping[str, Any] | TrainConfig | None = None,
         preset: str | None = None,
+        auto: bool | None = None,
     ) -> None:
         self.spec: ModelSpec = get_spec(model)
+        if auto and preset is not None:
+            raise ConfigError(f"{model}: a preset ({preset!r}) is a complete recipe; it cannot be auto")
         if self.spec.task != SEQUENTIAL:
             raise ConfigError(f"{model} is a {self.spec.task}-task model; use attnrec.recommend.Explainer")
         model_over: dict[str, Any] = {}
@@ -77,6 +88,12 @@ class Recommender:
         else:
             self.train_config = config_from_dict(TrainConfig, train_over | dict(train or {}))
         self.preset = preset
+        # settings the caller gave, which the data-derived ones never replace
+        self._given_model = dict(config) if isinstance(config, Mapping) else {}
+        self._given_train = dict(train) if isinstance(train, Mapping) else {}
+        self.auto = (preset is None and config is None) if auto is None else auto
+        self.auto_: AutoSettings | None = None
+        self._chosen_for: Split | None = None  # the split auto_ was chosen from
         # read once: the settings never change after construction, and scoring asks per request batch
         max_len = config_to_dict(self.config).get("max_len")
         self._max_len = None if max_len is None else int(max_len)
@@ -136,6 +153,7 @@ class Recommender:
         """
         split = split or leave_one_out(data)
         self._set_data(data)
+        self.choose_settings(data, split)
         cfg = self.train_config
         self.config, self.context_ = cold_items.feature_context(self.name, self.config, data)
         self.core = build_core(
@@ -175,6 +193,33 @@ class Recommender:
         )
         self._cache.clear()  # the weights changed
         return self
+
+    def choose_settings(self, data: Interactions, split: Split) -> AutoSettings | None:
+        """With ``auto``, fill the settings nobody gave from ``split`` (:mod:`attnrec.training.auto`).
+
+        :meth:`fit` calls it; call it first to see (or log) the settings before training. Closed-form
+        models have nothing to choose. Returns the choices (also in ``auto_``), or ``None``.
+        """
+        if not self.auto or self.spec.kind != "torch":
+            return None
+        if self.auto_ is not None and self._chosen_for is split:
+            return self.auto_
+        n_items = data.n_items
+        self._chosen_for = split
+        self.auto_ = auto_settings.choose(
+            self.name,
+            self.spec.config_cls,
+            auto_settings.DataShape.of(split, n_items),
+            self._given_model,
+            self._given_train,
+        )
+        self.config = config_from_dict(self.spec.config_cls, self.auto_.model | self._given_model)
+        self.train_config = config_from_dict(TrainConfig, self.auto_.train | self._given_train)
+        max_len = config_to_dict(self.config).get("max_len")
+        self._max_len = None if max_len is None else int(max_len)
+        for reason in self.auto_.reasons:
+            log.info("chosen from the data: %s", reason)
+        return self.auto_
 
     def _set_data(self, data: Interactions) -> None:
         self.users_, self.items_ = data.users, data.items
@@ -448,7 +493,7 @@ class Recommender:
     def from_saved(cls, saved: SavedModel, device: str = "auto") -> Recommender:
         """The recommender of an opened model directory (see :func:`~attnrec.recommend.load`)."""
         record = saved.record
-        rec = cls(record.model, record.model_config, record.train_config)
+        rec = cls(record.model, record.model_config, record.train_config, auto=False)
         rec.preset = record.preset
         rec.users_, rec.items_ = record.users, record.items
         rec.titles_ = check_titles(saved.json("titles", default={}), saved.path / "titles.json")
