@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from attnrec import Recommender
-from attnrec.experiments.configured import RunConfig, seed_runs
+from attnrec.experiments.configured import RunConfig, _resolved_tables, seed_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_CONFIGS = sorted(
@@ -70,3 +71,70 @@ def test_a_committed_result_is_still_what_its_config_builds(run: RunConfig) -> N
         if k not in FROM_THE_DATA and recorded.get(k, defaults[k]) != v
     }
     assert not differ, f"{run.name}: (recorded, built now) {differ}"
+
+
+# A setting is stated once, as its key: a comment or the `notes` of a config that says "dropout 0.1" or
+# "fast_ce on" beside `dropout = 0.1` / `fast_ce = true` (its own or its base's) is a second copy that
+# drifts the day the key changes. Comments and notes say why a run differs, not what its keys hold.
+def _spellings(value: object) -> list[str]:
+    if isinstance(value, bool):
+        return ["true", "on", "enabled"] if value else ["false", "off", "disabled"]
+    if isinstance(value, int | float):
+        texts = {repr(value), f"{value:g}", f"{value:,}"}
+        if float(value).is_integer():
+            texts |= {str(int(value)), f"{int(value):,}", f"{int(value)}.0"}
+        return sorted(texts, key=len, reverse=True)
+    if isinstance(value, str) and value:
+        return [value]
+    return []
+
+
+def restated_keys(text: str, tables: dict[str, dict[str, object]]) -> list[str]:
+    """The ``key value`` pairs of ``tables`` that ``text`` restates ("dropout 0.1", "patience=20", "fast_ce on")."""
+    found = []
+    for table in tables.values():
+        for key, value in table.items():
+            if key in {"name", "base", "notes", "data"}:
+                continue
+            names = "|".join(re.escape(n) for n in {key, key.replace("_", " "), key.replace("_", "-")})
+            values = "|".join(re.escape(v) for v in _spellings(value))
+            if values and re.search(
+                rf"(?<![\w.-])(?:{names})`?\s*(?:=|:|\bof\b|\bto\b|\bis\b)?\s*[`\"']?(?:{values})(?![\w.])",
+                text,
+                flags=re.IGNORECASE,
+            ):
+                found.append(f"{key} = {value!r}")
+    return found
+
+
+def _comments(path: Path) -> str:
+    """Every comment of a TOML file, whole-line and trailing (no config value holds a '#')."""
+    return "\n".join(line.partition("#")[2] for line in path.read_text().splitlines() if "#" in line)
+
+
+@pytest.mark.parametrize(
+    "path", RUN_CONFIGS, ids=lambda p: p.relative_to(ROOT / "benchmarks" / "configs").as_posix()
+)
+def test_a_config_states_each_setting_once(path: Path) -> None:
+    tables = _resolved_tables(path, ())
+    said = {"comment": _comments(path), "notes": str(tables["run"].get("notes", ""))}
+    restated = {where: restated_keys(text, tables) for where, text in said.items()}
+    assert not any(restated.values()), f"its {restated} restate keys it sets: say why, not what"
+
+
+@pytest.mark.parametrize(
+    ("text", "restates"),
+    [
+        ("dropout 0.1, attn_dropout=0 (fused kernel)", ["dropout = 0.1", "attn_dropout = 0.0"]),
+        ("with fast_ce on and patience 20", ["fast_ce = True", "patience = 20"]),
+        ("validation on 2,048 users; valid_users 2,048", ["valid_users = 2048"]),
+        ("the dropout of the paper; attn dropout after softmax; patience 200", []),
+    ],
+)
+def test_the_restatement_check_finds_key_value_pairs_and_only_them(text: str, restates: list[str]) -> None:
+    tables = {
+        "run": {"valid_users": 2048, "name": "x"},
+        "model": {"dropout": 0.1, "attn_dropout": 0.0, "fast_ce": True},
+        "train": {"patience": 20},
+    }
+    assert restated_keys(text, tables) == restates
