@@ -29,6 +29,7 @@ def shape(**kw: object) -> DataShape:
         "train_events": 50_000,
         "history_p90": 40.0,
         "valid_users": 1_000,
+        "train_users": 3_000,
         "positions": {50: 40_000, 100: 45_000, 200: 48_000},
     }
     return DataShape(**(values | kw))  # type: ignore[arg-type]
@@ -39,16 +40,28 @@ def test_data_shape_counts_the_training_split() -> None:
     users = ["a"] * 5 + ["b"] * 3 + ["c"] * 12
     data = from_columns(users, [f"i{k}" for k in range(len(users))])
     s = DataShape.of(leave_one_out(data), data.n_items)
-    assert (s.n_items, s.train_events, s.valid_users) == (20, 3 + 1 + 10, 3)
+    assert (s.n_items, s.train_events, s.valid_users, s.train_users) == (20, 3 + 1 + 10, 3, 2)
     # one next-item position fewer than items, at most the window
     assert s.positions == {50: 2 + 0 + 9, 100: 11, 200: 11}
     assert s.history_p90 == pytest.approx(np.percentile([3, 1, 10], 90))
 
 
 @pytest.mark.parametrize(("p90", "window"), [(12.0, 50), (50.0, 50), (51.0, 100), (180.0, 200), (900.0, 200)])
-def test_the_window_is_the_smallest_that_covers_most_histories(p90: float, window: int) -> None:
-    chosen = choose("sasrec", SASRecConfig, shape(history_p90=p90), {}, {})
+def test_on_dense_data_the_window_is_the_smallest_that_covers_most_histories(p90: float, window: int) -> None:
+    chosen = choose("sasrec", SASRecConfig, shape(history_p90=p90, train_events=SPARSE_EVENTS), {}, {})
     assert chosen.model["max_len"] == window
+
+
+def test_on_sparse_data_the_window_is_the_papers_50_however_long_the_histories() -> None:
+    chosen = choose("sasrec", SASRecConfig, shape(history_p90=900.0, train_events=SPARSE_EVENTS - 1), {}, {})
+    assert chosen.model["max_len"] == 50
+
+
+@pytest.mark.parametrize(
+    ("users", "batch"), [(100_000, 128), (2_560, 128), (2_559, 64), (1_280, 64), (1_279, 32), (50, 32)]
+)
+def test_the_batch_gives_about_20_steps_an_epoch(users: int, batch: int) -> None:
+    assert choose("sasrec", SASRecConfig, shape(train_users=users), {}, {}).train["batch_size"] == batch
 
 
 def test_dropout_follows_the_papers_sparse_and_dense_regimes() -> None:
@@ -93,6 +106,7 @@ def test_recommender_chooses_only_without_preset_and_settings() -> None:
     data = ring_log(n_users=40, n_items=30)
     rec = Recommender("sasrec", train={"max_epochs": 1, "min_epochs": 0}).fit(data, progress=False)
     assert rec.auto_ is not None and rec.config.loss == "ce" and rec.config.max_len == 50  # type: ignore[attr-defined]
+    assert rec.train_config.batch_size == 32  # 40 users
     assert rec.train_config.max_epochs == 1 and rec.train_config.smooth == 3  # given kept, rest chosen
 
     plain = Recommender("sasrec", {"hidden": 16}, {"max_epochs": 1}).fit(data, progress=False)

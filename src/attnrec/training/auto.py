@@ -11,10 +11,14 @@ hold across files:
   with one negative. Its time grows with training positions times catalog size; above
   ``CE_LOGITS_PER_EPOCH`` logits an epoch (about a minute and a half on one CPU core at width
   64), a sampled softmax with 256 shared negatives is used instead.
-- **Window.** ``max_len`` is the smallest of 50, 100 and 200 that covers the 90th percentile of the
-  training histories: positions nobody reaches cost time and add nothing.
-- **Regularisation.** Below 500,000 training events (the SASRec paper's sparse regime: Beauty,
-  Games, Steam; and every MovieLens file smaller than ML-1M) dropout is 0.5, else 0.2.
+- **Regime.** Below 500,000 training events (the SASRec paper's sparse regime: Beauty, Games,
+  Steam; and every MovieLens file smaller than ML-1M) the paper's sparse settings hold: window
+  (``max_len``) 50 and dropout 0.5. On a larger log dropout is 0.2 and the window is the smallest of
+  50, 100 and 200 that covers the 90th percentile of the training histories: positions nobody
+  reaches cost time and add nothing.
+- **Steps.** An epoch should take at least about 20 optimiser steps: on a log of a few hundred
+  users, batches of 128 give five a pass, and the model learns per epoch what it could in a quarter
+  of one. The batch is the largest of 128, 64 and 32 that gives 20 steps, and 32 below that.
 - **Stopping.** Validation on a few thousand users is noisy; patience then counts noise. The rule
   smooths the signal over three evaluations and never stops before epoch 20 when the validation
   set is small, with patience 10 on at most 200 epochs.
@@ -35,6 +39,8 @@ import numpy as np
 from attnrec.data.split import Split
 
 WINDOWS = (50, 100, 200)
+BATCHES = (128, 64, 32)
+STEPS_PER_EPOCH = 20
 SPARSE_EVENTS = 500_000  # below this many training events: the papers' sparse-data dropout
 SMALL_VALIDATION = 10_000  # validation users below which the stopping rule smooths and waits
 # Full-softmax logits an epoch (training positions x catalog) above which the sampled softmax is used.
@@ -49,6 +55,7 @@ class DataShape:
     train_events: int
     history_p90: float
     valid_users: int
+    train_users: int  # users with at least one next-item position
     positions: dict[int, int]  # next-item training positions an epoch, by window
 
     @classmethod
@@ -60,6 +67,7 @@ class DataShape:
             train_events=int(lengths.sum()),
             history_p90=float(np.percentile(lengths, 90)) if len(lengths) else 0.0,
             valid_users=len(split.valid),
+            train_users=int(np.sum(lengths > 1)),
             positions={w: int(np.minimum(lengths - 1, w).sum()) for w in WINDOWS},
         )
 
@@ -78,6 +86,8 @@ def _fields(config_cls: type) -> set[str]:
 
 
 def _window(shape: DataShape) -> tuple[int, str]:
+    if shape.train_events < SPARSE_EVENTS:
+        return WINDOWS[0], f"max_len {WINDOWS[0]}: the papers' window for sparse data (see dropout)"
     window = next((w for w in WINDOWS if w >= shape.history_p90), None)
     p90 = f"90% of training histories have at most {shape.history_p90:.0f} events"
     if window is None:
@@ -103,6 +113,12 @@ def _objective(shape: DataShape, max_len: int) -> tuple[dict[str, Any], str]:
         {"loss": "sampled_ce", "n_negatives": 256},
         f"loss sampled_ce with 256 negatives: a full softmax would need {logits:.1e} logits an epoch",
     )
+
+
+def _batch(shape: DataShape) -> tuple[int, str]:
+    size = next((b for b in BATCHES if shape.train_users / b >= STEPS_PER_EPOCH), BATCHES[-1])
+    steps = -(-shape.train_users // size)
+    return size, f"batch_size {size}: {steps} optimiser steps an epoch over {shape.train_users:,} users"
 
 
 def _stopping(shape: DataShape) -> tuple[dict[str, Any], str]:
@@ -154,6 +170,8 @@ def choose(
         if "loss" not in given_model:
             values, why = _objective(shape, max_len or WINDOWS[-1])
             offer(model_out, given_model, values, why)
+    size, why = _batch(shape)
+    offer(train_out, given_train, {"batch_size": size}, why)
     values, why = _stopping(shape)
     offer(train_out, given_train, values, why)
     return AutoSettings(model_out, train_out, tuple(reasons))
