@@ -123,7 +123,10 @@ def test_evaluate_ranks_every_window_item_at_the_cut_time_and_says_so() -> None:
     assert res.metrics["MRR"] == pytest.approx((1 + 1 / 2) / 2)
     assert np.concatenate(seen).tolist() == [100, 100]
     assert res.request_time == WINDOW_START and res.extra["cut_time"] == 100
-    assert "every item of the 50s after the cut time, less the history" in res.describe()
+    assert (
+        "every item of the 50s after the cut time, full ranking over all items, history excluded"
+        in res.describe()
+    )
     assert "request time = window start 1970-01-01 00:01:40 UTC" in res.describe()
 
 

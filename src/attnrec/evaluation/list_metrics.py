@@ -32,7 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnrec.data.features import AlignedFeatures
+from attnrec.data.schema import Sequences
 from attnrec.evaluation.metrics import LIST_FAMILIES, metric_keys
+from attnrec.models.context import ItemFeatures
+from attnrec.models.contracts import Factorised
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,22 @@ def feature_rows(features: AlignedFeatures) -> SparseRows:
     columns = np.concatenate(col_parts or [np.zeros(0, dtype=np.int64)]).astype(np.int64)[order]
     values = np.concatenate(val_parts or [np.zeros(0)]).astype(np.float64)[order]
     return SparseRows(offsets, columns, values)
+
+
+def item_vectors_of(core: object, features: ItemFeatures | None) -> ItemVectors | None:
+    """The vectors intra-list diversity compares: the model's item ``features`` where it has them (one-hot
+    values, standardised numbers; :func:`feature_rows`), else its item embeddings (a factorised model's
+    output table), else ``None`` (a model with neither, e.g. popularity)."""
+    if features is not None:
+        return feature_rows(features.aligned)
+    if isinstance(core, Factorised):
+        return np.asarray(core.item_vectors().detach().float().cpu().numpy(), dtype=np.float64)
+    return None
+
+
+def training_counts(train: Sequences) -> np.ndarray:
+    """``(I + 1,)`` interactions per item in the training sequences: what novelty and ARP are measured against."""
+    return np.bincount(train.items, minlength=train.n_items + 1).astype(np.int64)
 
 
 def list_metrics(

@@ -83,13 +83,15 @@ class Protocol:
         if self.window < 0 or (self.window > 0 and self.candidates != "full"):
             raise ValueError("window must be >= 0 seconds, and a time window is ranked under full candidates")
 
+    @property
+    def default_metrics(self) -> tuple[str, ...]:
+        """The metric families reported unless others are asked for: HR, NDCG and MRR; under a time
+        window (several targets a case) Recall, Precision and MAP too."""
+        return RANKING_FAMILIES if self.window > 0 else DEFAULT_FAMILIES
+
     def describe(self) -> str:
         if self.window > 0:
-            seen = ", less the history" if self.exclude_seen else ""
-            cand = (
-                f"every item of the {window_text(self.window)} after the cut time{seen}, "
-                "full ranking over all items"
-            )
+            cand = f"every item of the {window_text(self.window)} after the cut time, full ranking over all items"
         elif self.candidates == "full":
             cand = "full ranking over all items"
         else:
@@ -217,14 +219,14 @@ def evaluate(
     batch_positions: int = 16384,
     candidate_scorer: CandidateScoreFn | None = None,
     groups: Mapping[str, np.ndarray] | None = None,
-    metrics: Sequence[str] = DEFAULT_FAMILIES,
+    metrics: Sequence[str] | None = None,
     train_counts: np.ndarray | None = None,
     item_vectors: ItemVectors | None = None,
 ) -> EvalResult:
     """Rank each case's targets under ``protocol`` and compute the ``metrics`` families at its cut-offs.
 
-    ``metrics`` names families of :data:`~attnrec.evaluation.metrics.FAMILIES` (HR, NDCG, MRR by
-    default; Recall, Precision, MAP; and the list-level Coverage, Novelty, Diversity, ARP of the top-k
+    ``metrics`` names families of :data:`~attnrec.evaluation.metrics.FAMILIES` (by default the protocol's
+    :attr:`Protocol.default_metrics`: HR, NDCG, MRR; Recall, Precision, MAP too under a time window; and the list-level Coverage, Novelty, Diversity, ARP of the top-k
     lists, which need full ranking). Novelty and ARP read ``train_counts`` (interactions per item in
     training, length ``n_items + 1``), Diversity ``item_vectors`` (:mod:`attnrec.evaluation.list_metrics`).
     ``cases`` is an :class:`EvalSet` (one target each) or, under the time-window protocol, the
@@ -249,7 +251,7 @@ def evaluate(
         raise ValueError(
             "the time-window protocol evaluates TargetSets (attnrec.evaluation.window); other protocols EvalSets"
         )
-    families = tuple(metrics)
+    families = protocol.default_metrics if metrics is None else tuple(metrics)
     listed = [f for f in families if f in LIST_FAMILIES]
     if listed and protocol.candidates != "full":
         raise ValueError(
