@@ -39,8 +39,8 @@ def parse_window(text: str) -> float:
 
 
 def window_text(seconds: float) -> str:
-    """``604800`` -> ``"7d"``: the largest unit that divides the length."""
-    for unit in ("w", "d", "h", "m"):
+    """``604800`` -> ``"7d"``: the largest of days, hours and minutes that divides the length."""
+    for unit in ("d", "h", "m"):
         if seconds % _UNITS[unit] == 0:
             return f"{seconds / _UNITS[unit]:g}{unit}"
     return f"{seconds:g}s"
