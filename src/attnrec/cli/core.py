@@ -31,6 +31,14 @@ from attnrec.cli._common import (
     split_list,
     warn_line,
 )
+from attnrec.cli._metrics import (
+    MetricsOpt,
+    WindowOpt,
+    list_inputs,
+    parse_metric_options,
+    protocol_cases,
+    protocol_for,
+)
 from attnrec.cli._reasons import METHOD_HELP, EventVerbOpt, ReasonVerb, check_verb, parse_event_verbs
 from attnrec.cli._tracking import TrackingOptions
 from attnrec.cli.main import app
@@ -411,6 +419,8 @@ def evaluate_cmd(
         Path | None, typer.Option("--json", help="Also write the results to this JSON file.")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    metrics: MetricsOpt = None,
+    window: WindowOpt = None,
     reading: DataOptions = DataOptions(),
 ) -> None:
     """Score a saved model on a dataset under one or more protocols and print the protocol with the numbers.
@@ -421,6 +431,7 @@ def evaluate_cmd(
     if target not in ("test", "valid"):
         raise ValueError(f"--target must be test or valid, not {target!r}")
     cut_offs = parse_ks(ks)
+    families, window_seconds = parse_metric_options(metrics, window, protocols or [])
     if split:
         check_split_settings(split, 0, target_events, min_target_rating)
     elif target_events or min_target_rating is not None:
@@ -456,13 +467,14 @@ def evaluate_cmd(
         )
     results = []
     for name in dict.fromkeys(protocols or ["full"]):
-        proto = protocol_by_name(name, negatives, seed, cut_offs)
-        proto = dataclasses.replace(proto, exclude_seen=not include_seen)
+        proto = protocol_for(name, negatives, seed, cut_offs, window_seconds, exclude_seen=not include_seen)
         results.append(
             evaluate(
                 rec.score_histories,
-                cases,
+                protocol_cases(rec, interactions, sp, proto, target, cases),
                 proto,
+                metrics=families,
+                **list_inputs(rec, interactions, sp, families),
                 popularity=rec.popularity_,
                 data=interactions.source,
                 split=sp.describe(),

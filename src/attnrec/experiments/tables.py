@@ -29,6 +29,13 @@ GROUP_METRICS = (
 SHORTFALL = 0.9  # a baseline under 90% of its paper's HR@10 is flagged and needs an explanation
 
 
+def metric_columns(metric_dicts: Sequence[Mapping[str, float]]) -> list[str]:
+    """:data:`METRICS`, then every other metric the rows report (Recall@10, Coverage@10, ...), in the order
+    they first appear: a table of HR/NDCG/MRR runs keeps exactly its columns."""
+    extra = [k for m in metric_dicts for k in m if k not in METRICS]
+    return list(METRICS) + list(dict.fromkeys(extra))
+
+
 # -- attnrec compare -------------------------------------------------------------------------------
 def comparison_markdown(c: Comparison, level: int = 1) -> str:
     """A comparison table of ours (and, under them, the comparable published figures) plus the setup.
@@ -39,6 +46,7 @@ def comparison_markdown(c: Comparison, level: int = 1) -> str:
     selection = (
         "the same protocol" if c.selection is None or c.selection == c.protocol else c.selection.describe()
     )
+    columns = metric_columns([r.metrics for r in c.runs if not r.error])
     lines = [
         f"{'#' * level} Model comparison on {c.data.name}: {c.protocol.describe()}",
         "",
@@ -49,22 +57,22 @@ def comparison_markdown(c: Comparison, level: int = 1) -> str:
         f"- published figures: {c.published_source or 'none comparable (different data file or protocol)'}",
         f"- settings: {', '.join(f'{k}={v}' for k, v in c.settings.items())}",
         "",
-        "| model | " + " | ".join(METRICS) + " | train time (s) | parameters | epochs (best) |",
-        "|---|" + "---|" * (len(METRICS) + 3),
+        "| model | " + " | ".join(columns) + " | train time (s) | parameters | epochs (best) |",
+        "|---|" + "---|" * (len(columns) + 3),
     ]
     for r in c.runs:
         name = LABELS.get(r.model, r.model) + (f" ({r.preset})" if r.preset else "")
         if r.error:
-            lines.append(f"| {name} | " + " | ".join("-" for _ in METRICS) + f" | failed: {r.error} | | |")
+            lines.append(f"| {name} | " + " | ".join("-" for _ in columns) + f" | failed: {r.error} | | |")
             continue
-        cells = [f"{r.metrics[m]:.4f}" if m in r.metrics else "-" for m in METRICS]
+        cells = [f"{r.metrics[m]:.4f}" if m in r.metrics else "-" for m in columns]
         lines.append(
             f"| {name} | "
             + " | ".join(cells)
             + f" | {r.train_seconds:.0f} | {r.n_params:,} | {r.epochs} ({r.best_epoch}) |"
         )
         if r.published:
-            pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in METRICS]
+            pub = [f"*{r.published[m]:.4f}*" if m in r.published else "" for m in columns]
             lines.append("| &nbsp;&nbsp;published | " + " | ".join(pub) + " | | | |")
     apart = [r for r in c.runs if r.settings]
     if apart:
@@ -303,28 +311,29 @@ def _protocol_section(
     sha = rows[0][0]["data"]["sha256"][:12]
     groups = sorted({g for _, ev in rows for g in ev.get("groups", {})})  # e.g. cold, warm
     group_cols = [(g, k) for g in groups for k in GROUP_METRICS]
+    columns = metric_columns([ev["metrics"] for _, ev in rows])
     lines = [
         f"## {dname} (sha256 {sha}...), {ptext}{split_note(split, named=False)}",
         "",
         "| run | model | "
-        + " | ".join(METRICS)
+        + " | ".join(columns)
         + "".join(f" | {g} {k}" for g, k in group_cols)
         + " | epochs | s/epoch | fit time | peak RSS |",
-        "|---|---|" + "---|" * (len(METRICS) + len(group_cols)) + "---|---|---|---|",
+        "|---|---|" + "---|" * (len(columns) + len(group_cols)) + "---|---|---|---|",
     ]
     seeded = False
     for group in group_seed_runs(rows):
         r, ev = group[0]
         if r.get(SEED_KEY):
             seeded = True
-            lines += _seed_row(group, groups, links)
+            lines += _seed_row(group, groups, links, columns)
             continue
         m = ev["metrics"]
         tr = r.get("train") or {}
         gm = {g: ev.get("groups", {}).get(g, {}).get("metrics", {}) for g in groups}
         lines.append(
             f"| {run_label(r)} | {r['model']} | "
-            + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in METRICS)
+            + " | ".join(f"{m.get(k, float('nan')):.4f}" for k in columns)
             + "".join(f" | {gm[g][k]:.4f}" if k in gm[g] else " | " for g, k in group_cols)
             + f" | {tr.get('epochs', '')} (best {tr.get('best_epoch', '')}) | {r['seconds_per_epoch'] or 0:.1f}"
             f" | {r['fit_seconds'] / 60:.1f} min | {r['peak_rss_mb']:.0f} MB |"
@@ -332,7 +341,7 @@ def _protocol_section(
         for src, pub in (ev.get("published") or {}).items():
             lines.append(
                 f"| published: {src} | {r['model']} | "
-                + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS)
+                + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in columns)
                 + " |" * len(group_cols)
                 + " | | | | |"
             )
@@ -354,7 +363,9 @@ def _protocol_section(
     return lines
 
 
-def _seed_row(runs: Sequence[tuple[Record, Record]], groups: Sequence[str], links: str) -> list[str]:
+def _seed_row(
+    runs: Sequence[tuple[Record, Record]], groups: Sequence[str], links: str, columns: Sequence[str] = METRICS
+) -> list[str]:
     """One table row for the seed runs of one config: each metric's mean ± standard deviation, each file linked."""
     r, ev = runs[0]
     spreads = metric_spreads([e["metrics"] for _, e in runs])
@@ -381,7 +392,7 @@ def _seed_row(runs: Sequence[tuple[Record, Record]], groups: Sequence[str], link
     fit = "/".join(f"{x['fit_seconds'] / 60:.1f}" for x, _ in runs)
     lines = [
         f"| {r[SEED_KEY]['group']}, {len(runs)} seed{'s' if len(runs) > 1 else ''} ({files}) | {r['model']} | "
-        + " | ".join(spreads[k].text() if k in spreads else "nan" for k in METRICS)
+        + " | ".join(spreads[k].text() if k in spreads else "nan" for k in columns)
         + "".join(
             f" | {group_spreads[g][k].text()}" if k in group_spreads[g] else " | "
             for g in groups
@@ -392,7 +403,7 @@ def _seed_row(runs: Sequence[tuple[Record, Record]], groups: Sequence[str], link
     for src, pub in (ev.get("published") or {}).items():
         lines.append(
             f"| published: {src} | {r['model']} | "
-            + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in METRICS)
+            + " | ".join(f"{pub[k]:.4f}" if k in pub else "" for k in columns)
             + " |" * len(groups) * len(GROUP_METRICS)
             + " | | | | |"
         )

@@ -16,8 +16,10 @@ What a tracker may cost a run is decided here, once:
   cost its timeout at every epoch); training, testing and saving the model go on untouched.
 
 Names: metrics are ``train/loss``, ``train/epoch_seconds`` and ``valid/<metric>`` per epoch (step =
-epoch), ``test/<protocol>/<metric>`` once at the end. MLflow allows no ``@`` in a name, so there
-``NDCG@10`` is written ``NDCG_at_10`` (TensorBoard keeps ``@``).
+epoch), ``test/<protocol>/<metric>`` once at the end, for every metric the evaluation reported (the
+time-window protocol's ``Recall@10``, ``MAP@10``, the list-level ``Coverage@10``, ``Novelty@10``, ...),
+with ``test/<protocol>/protocol`` the protocol text (its request time too). MLflow allows no ``@`` in a
+name, so there ``NDCG@10`` is written ``NDCG_at_10`` (TensorBoard keeps ``@``).
 """
 
 from __future__ import annotations

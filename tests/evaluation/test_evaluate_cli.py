@@ -1,0 +1,125 @@
+"""``attnrec evaluate --protocol time-window --window W --metrics ...``: the same numbers as the Python API,
+the protocol and its request time stated, and one clear line for every option that does not fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import attnrec
+from attnrec.cli.main import app
+from attnrec.data.datasets import load_dataset
+from attnrec.data.split import make_split
+from attnrec.evaluation.list_metrics import item_vectors_of, training_counts
+from attnrec.evaluation.protocol import evaluate, protocol_by_name
+from attnrec.evaluation.window import split_window_cases
+
+runner = CliRunner()
+TINY = ["--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1", "--set", "max_epochs=1"]
+TINY += ["--set", "batch_size=64", "--set", "threads=1", "--no-progress", "--quiet"]
+ALL = "hr,ndcg,mrr,recall,precision,map,coverage,novelty,diversity,arp"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """60 users walking a 30-item cycle, one event every 10 s from a user-specific start."""
+    rng = np.random.default_rng(0)
+    rows = ["user,item,timestamp"]
+    for u in range(60):
+        start, first = int(rng.integers(0, 30)), int(rng.integers(0, 50))
+        rows += [f"u{u},i{(start + t) % 30 + 1},{first + 10 * t}" for t in range(int(rng.integers(8, 20)))]
+    path = tmp_path_factory.mktemp("data") / "log.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def temporal_model(log: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "m"
+    code, output = run(
+        "train", "--data", str(log), "--split", "temporal", "--out", str(out), *TINY, "--no-baseline"
+    )
+    assert code == 0, output
+    return out
+
+
+def test_time_window_metrics_from_the_cli_equal_the_python_api(
+    log: Path, temporal_model: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "ev.json"
+    code, output = run(
+        "evaluate", "--model", str(temporal_model), "--data", str(log), "--protocol", "time-window",
+        "--window", "60", "--metrics", ALL, "--ks", "5,10", "--json", str(out),
+    )  # fmt: skip
+    assert code == 0, output
+    result = json.loads(out.read_text())["results"][0]
+    assert (
+        "every item of the 1m after the cut time, full ranking over all items, history excluded"
+        in result["protocol_text"]
+    )
+    assert result["request_time"] == "window start"
+    rec = attnrec.load(temporal_model)
+    data = load_dataset(str(log))
+    sp = make_split(data, "temporal")
+    cases = split_window_cases(data, sp, 60.0)
+    families = ("HR", "NDCG", "MRR", "Recall", "Precision", "MAP", "Coverage", "Novelty", "Diversity", "ARP")
+    expected = evaluate(
+        rec.score_histories,
+        cases,
+        protocol_by_name("time-window", ks=(5, 10), window=60.0),
+        metrics=families,
+        train_counts=training_counts(sp.train),
+        item_vectors=item_vectors_of(rec.core, None),
+    )
+    assert result["metrics"] == pytest.approx(expected.metrics)
+    assert {"Recall@10", "MAP@10", "Coverage@10", "Novelty@10", "Diversity@10", "ARP@10"} <= set(
+        result["metrics"]
+    )
+    assert result["n_cases"] == len(cases)
+
+
+def test_the_default_metrics_of_the_time_window_include_recall_precision_map(
+    log: Path, temporal_model: Path, tmp_path: Path
+) -> None:
+    def metrics(*args: str) -> list[str]:
+        out = tmp_path / "ev.json"
+        code, output = run(
+            "evaluate", "--model", str(temporal_model), "--data", str(log), "--json", str(out), *args
+        )
+        assert code == 0, output
+        return list(json.loads(out.read_text())["results"][0]["metrics"])
+
+    with_window = metrics("--protocol", "time-window")
+    assert with_window[:6] == ["HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR"]
+    assert {"Recall@10", "Precision@10", "MAP@10"} <= set(with_window)
+    assert metrics() == ["HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR"]  # single target: as before
+    assert metrics("--metrics", "precision") == ["Precision@1", "Precision@5", "Precision@10"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--window", "7d"], "--window applies to --protocol time-window"),
+        (["--metrics", "recall,f1"], "unknown metric 'f1'"),
+        (["--protocol", "time-window", "--window", "soon"], "give a positive length"),
+        (["--protocol", "time-window", "--split", "leave-one-out"], "the leave-one-out split has none"),
+        (["--protocol", "sampled-uniform", "--metrics", "coverage"], "need full ranking"),
+    ],
+)
+def test_options_that_do_not_fit_are_one_line_errors(
+    log: Path, temporal_model: Path, args: list[str], message: str
+) -> None:
+    code, output = run("evaluate", "--model", str(temporal_model), "--data", str(log), *args)
+    assert code == 2, output
+    assert message in output
