@@ -117,13 +117,15 @@ def load_data(
     user_features: str | None = None,
     feature_columns: str | None = None,
     missing_features: str = "error",
+    time_format: str | None = None,
 ) -> Interactions:
     """Load ``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log.
 
     ``columns`` maps roles to table columns as ``"user=uid,item=iid,timestamp=ts"`` (names or
     0-based positions); ``titles`` is an item-title file; ``item_features``/``user_features``
     are feature files whose columns ``feature_columns`` maps (``"id=movieId,genres=multi"``,
-    see :func:`attnrec.data.feature_files.parse_feature_columns`).
+    see :func:`attnrec.data.feature_files.parse_feature_columns`); ``time_format`` says how a
+    table's text dates are written (``dayfirst``, ``monthfirst`` or a strptime pattern).
     """
     if feature_columns and item_features is None and user_features is None:
         raise DataError("--feature-columns needs --item-features or --user-features")
@@ -133,7 +135,7 @@ def load_data(
     return load_dataset(spec, format=fmt, columns=parse_columns(columns), min_rating=min_rating,
                         k_core=k_core, data_dir=data_dir, titles=titles, item_features=item_features,
                         user_features=user_features, item_feature_columns=item_cols, user_feature_columns=user_cols,
-                        missing_features=missing_features)  # fmt: skip
+                        missing_features=missing_features, time_format=time_format)  # fmt: skip
 
 
 DataOpt = Annotated[
@@ -221,6 +223,14 @@ class DataOptions:
             help="Items/users without a feature row: 'error' or 'empty' (empty features).",
         ),
     ] = "error"
+    time_format: Annotated[
+        str | None,
+        typer.Option(
+            "--time-format",
+            help="How a table's text dates are written: 'dayfirst' (03/04/2020 is 3 April), 'monthfirst' "
+            "(4 March) or a strptime pattern such as '%d/%m/%Y %H:%M'. Needed for dd/mm vs mm/dd dates.",
+        ),
+    ] = None
 
     def load(self, spec: str) -> Interactions:
         """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads."""
@@ -237,6 +247,7 @@ class DataOptions:
                 user_features=self.user_features,
                 feature_columns=self.feature_columns,
                 missing_features=self.missing_features,
+                time_format=self.time_format,
             )
 
 

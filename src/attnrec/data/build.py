@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from attnrec.data.boundary import ColumnValues, Origin, id_column, id_text, number_column, time_column
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions, event_vocabulary
 
 if TYPE_CHECKING:
@@ -15,36 +17,75 @@ if TYPE_CHECKING:
 
 
 def from_columns(
-    users: Sequence[object] | np.ndarray,
-    items: Sequence[object] | np.ndarray,
-    timestamps: Sequence[float] | np.ndarray | None = None,
-    ratings: Sequence[float] | np.ndarray | None = None,
-    events: Sequence[object] | np.ndarray | None = None,
+    users: ColumnValues,
+    items: ColumnValues,
+    timestamps: ColumnValues | None = None,
+    ratings: ColumnValues | None = None,
+    events: ColumnValues | None = None,
     *,
     source: DataSource = DataSource("unnamed"),
-    item_titles: dict[str, str] | None = None,
+    item_titles: Mapping[str, str] | None = None,
+    min_rating: float | None = None,
+    k_core: int = 0,
+    item_features: FeatureTable | None = None,
+    user_features: FeatureTable | None = None,
+    time_format: str | None = None,
+) -> Interactions:
+    """Build an interaction log from aligned columns of external IDs (lists, numpy arrays, pandas
+    Series or pyarrow arrays).
+
+    Every column passes the boundary of :mod:`attnrec.data.boundary`: IDs become text (``1.0`` ->
+    ``"1"``), timestamps unix seconds (numbers, ``datetime64`` of any unit, or text dates read
+    with ``time_format``), ratings numbers; a missing or malformed value is a :class:`DataError`
+    naming the row. Rows are ordered per user by timestamp with ties kept in input order (stable
+    sort); without timestamps the input order is the chronology. ``min_rating`` keeps only rows
+    rated at least that much (implicit feedback from ratings); ``k_core`` repeatedly drops users
+    and items with fewer than ``k_core`` interactions. Event names get their vocabulary here
+    (sorted distinct names of the rows kept; code = index + 1). Feature tables are keyed by
+    external IDs, so they are attached as given whatever the filters drop.
+    """
+    origin = Origin(source.path or source.name)
+    n = len(users)
+    for name, col in (("items", items), ("timestamps", timestamps), ("ratings", ratings), ("events", events)):
+        if col is not None and len(col) != n:
+            raise DataError(f"the {name} and users columns have different lengths ({len(col)} and {n} rows)")
+    columns = CheckedColumns(
+        id_column(users, "user", "users", origin),
+        id_column(items, "item", "items", origin),
+        None if timestamps is None else time_column(timestamps, "timestamps", origin, time_format),
+        None if ratings is None else number_column(ratings, "rating", "ratings", origin),
+        None if events is None else id_column(events, "event", "events", origin),
+    )
+    return build_log(columns, source=source, item_titles=item_titles, min_rating=min_rating, k_core=k_core,
+                     item_features=item_features, user_features=user_features)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CheckedColumns:
+    """Aligned columns that passed the boundary (:mod:`attnrec.data.boundary`): IDs and events as
+    text, timestamps as unix seconds, ratings as float64."""
+
+    user: np.ndarray
+    item: np.ndarray
+    timestamp: np.ndarray | None = None
+    rating: np.ndarray | None = None
+    event: np.ndarray | None = None
+
+
+def build_log(
+    columns: CheckedColumns,
+    *,
+    source: DataSource = DataSource("unnamed"),
+    item_titles: Mapping[str, str] | None = None,
     min_rating: float | None = None,
     k_core: int = 0,
     item_features: FeatureTable | None = None,
     user_features: FeatureTable | None = None,
 ) -> Interactions:
-    """Build an interaction log from aligned columns of external IDs.
-
-    Rows are ordered per user by timestamp with ties kept in input order (stable sort); without
-    timestamps the input order is the chronology. ``min_rating`` keeps only rows rated at least
-    that much (implicit feedback from ratings); ``k_core`` repeatedly drops users and items with
-    fewer than ``k_core`` interactions. Event names get their vocabulary here (sorted distinct
-    names of the rows kept; code = index + 1). Feature tables are keyed by external IDs, so
-    they are attached as given whatever the filters drop.
-    """
-    u = np.asarray(users).astype(str).astype(object)
-    it = np.asarray(items).astype(str).astype(object)
+    """The log of checked columns: filters, ID maps and the per-user chronological order of
+    :func:`from_columns` (which checks its columns, then calls this)."""
+    u, it, ts, rt, ev = columns.user, columns.item, columns.timestamp, columns.rating, columns.event
     n = len(u)
-    if len(it) != n:
-        raise DataError("user and item columns have different lengths")
-    ts = None if timestamps is None else np.asarray(timestamps, dtype=np.float64)
-    rt = None if ratings is None else np.asarray(ratings, dtype=np.float64)
-    ev = None if events is None else np.asarray(events).astype(str).astype(object)
     keep = np.ones(n, dtype=bool)
     if min_rating is not None:
         if rt is None:
@@ -71,6 +112,7 @@ def from_columns(
     item_codes, item_ext = _codes_in_first_appearance_order(it)
     order = np.lexsort((ts,) + (user_codes,)) if ts is not None else np.argsort(user_codes, kind="stable")
     # lexsort is stable, so equal (user, timestamp) rows keep their file order.
+    titles = None if item_titles is None else {id_text(k): str(v) for k, v in item_titles.items()}
     return Interactions(
         user=user_codes[order],
         item=item_codes[order] + 1,
@@ -79,7 +121,7 @@ def from_columns(
         timestamp=None if ts is None else ts[order],
         rating=None if rt is None else rt[order],
         event=None if ev is None else ev[order],
-        item_titles=item_titles,
+        item_titles=titles,
         source=source,
         events=None if ev is None else event_vocabulary(ev),
         item_features=item_features,

@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from attnrec.data.boundary import check_time_format
 from attnrec.data.catalog import DATASETS, canonical_name, list_datasets
 from attnrec.data.demo import make_demo
 from attnrec.data.feature_files import FeatureSource, with_features
 from attnrec.data.features import MISSING_POLICIES
 from attnrec.data.formats import FORMATS, READERS, TABLE_FORMATS, UNRATED_FORMATS
+from attnrec.data.frames import FrameLike, from_frame, is_frame
 from attnrec.data.named import load_named
 from attnrec.data.readers.table import read_table, table_format
 from attnrec.data.schema import DataError, Interactions
@@ -47,6 +49,7 @@ class ReadOptions:
     item_feature_columns: Mapping[str, str] | None = None
     user_feature_columns: Mapping[str, str] | None = None
     missing_features: str = "error"
+    time_format: str | None = None
 
     def attach_features(self, data: Interactions) -> Interactions:
         """``data`` with these options' feature tables (unchanged when there are none)."""
@@ -55,7 +58,7 @@ class ReadOptions:
 
 
 def load_dataset(
-    spec: str | Path,
+    spec: str | Path | FrameLike,
     *,
     format: str = "auto",
     columns: Mapping[str, str | int] | None = None,
@@ -71,14 +74,16 @@ def load_dataset(
     user_feature_columns: Mapping[str, str] | None = None,
     missing_features: str = "error",
     features: bool = True,
+    time_format: str | None = None,
 ) -> Interactions:
     """Load an interaction log.
 
     Parameters
     ----------
-    spec : str or Path
+    spec : str, Path or DataFrame
         ``"demo"`` (the built-in generated dataset), a named dataset (``ml-1m``, ``ml-20m``,
-        ``ml-100k``, ``beauty``, ``steam``) or a path to a file.
+        ``ml-100k``, ``beauty``, ``steam``), a path to a file, or a DataFrame (pandas, pyarrow,
+        polars; read by :func:`attnrec.data.frames.from_frame`, ``columns`` naming its columns).
     format : str
         For files: ``"auto"`` (from the name, then the content) or one of :data:`FORMATS`.
     columns : mapping, optional
@@ -109,6 +114,10 @@ def load_dataset(
         naming the file and a few IDs; ``"empty"``: such IDs get empty features.
     features : bool
         ``False`` leaves out every feature table (a named dataset's own ones included).
+    time_format : str, optional
+        How the text dates of a CSV/TSV/Parquet table or a DataFrame are written: ``"dayfirst"``,
+        ``"monthfirst"`` or a ``strptime`` pattern (``"%d/%m/%Y %H:%M"``); ``03/04/2020``-like
+        dates are refused without it (see :mod:`attnrec.data.boundary`).
 
     Raises
     ------
@@ -119,12 +128,16 @@ def load_dataset(
         raise DataError("features=False contradicts the item_features/user_features given")
     if missing_features not in MISSING_POLICIES:
         raise DataError(f"missing_features={missing_features!r}: use one of {', '.join(MISSING_POLICIES)}")
-    text = str(spec).strip()
-    key = canonical_name(text)
     options = ReadOptions(format=format, columns=columns, min_rating=min_rating, k_core=k_core,
                           item_features=item_features, user_features=user_features,
                           item_feature_columns=item_feature_columns, user_feature_columns=user_feature_columns,
-                          missing_features=missing_features)  # fmt: skip
+                          missing_features=missing_features, time_format=check_time_format(time_format))  # fmt: skip
+    if is_frame(spec):
+        return _with_titles(options.attach_features(_read_frame(spec, options)), titles, title_mapping)
+    text = str(spec).strip()
+    key = canonical_name(text)
+    if time_format is not None and not Path(text).is_file():
+        raise DataError(f"time_format applies to CSV/TSV/Parquet files and DataFrames, not to {text!r}")
     if key == "demo" and not Path(text).is_file():
         data = options.attach_features(make_demo(min_rating=min_rating, k_core=k_core))
     elif key in DATASETS and not Path(text).is_file():
@@ -140,6 +153,32 @@ def load_dataset(
         data = read_file(path, options)
     if not features:
         data = replace(data, item_features=None, user_features=None)
+    return _with_titles(data, titles, title_mapping)
+
+
+def _read_frame(frame: FrameLike, options: ReadOptions) -> Interactions:
+    """A DataFrame read with the table options that apply to it (``columns`` by name)."""
+    if options.format not in ("auto", "dataframe"):
+        raise DataError(f"format={options.format!r} is for files; a DataFrame is read as it is")
+    columns = dict(options.columns or {})
+    positional = {r: c for r, c in columns.items() if not isinstance(c, str)}
+    if positional:
+        raise DataError(f"a DataFrame's columns are mapped by name, not by position: {positional}")
+    unknown = set(columns) - {"user", "item", "timestamp", "event", "rating"}
+    if unknown:
+        raise DataError(f"unknown column roles {sorted(unknown)}; use user, item, timestamp, event, rating")
+    named = {r: str(c) for r, c in columns.items()}
+    return from_frame(frame, named.get("user"), named.get("item"), named.get("timestamp"), named.get("event"),
+                      named.get("rating"), time_format=options.time_format, min_rating=options.min_rating,
+                      k_core=options.k_core)  # fmt: skip
+
+
+def _with_titles(
+    data: Interactions,
+    titles: str | Path | Mapping[str, str] | None,
+    title_mapping: str | Path | Mapping[str, str] | None,
+) -> Interactions:
+    """``data`` with the titles of a file or mapping, re-keyed through ``title_mapping`` when given."""
     if titles is not None:
         table = read_titles(titles) if isinstance(titles, (str, Path)) else dict(titles)
         if title_mapping is not None:
@@ -171,8 +210,13 @@ def read_file(
             min_rating=options.min_rating,
             k_core=options.k_core,
             format=fmt,
+            time_format=options.time_format,
         )
         return options.attach_features(data)
+    if options.time_format is not None:
+        raise DataError(
+            f"{path}: time_format applies to csv, tsv and parquet tables, not to the {fmt!r} format"
+        )
     if fmt in UNRATED_FORMATS and options.min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")
     data = READERS[fmt](path, name=name, min_rating=options.min_rating, k_core=options.k_core)

@@ -3,7 +3,8 @@
 Conventions used everywhere in attnrec:
 
 * External IDs (what users and files use) are strings. Numeric IDs from files are kept as
-  their decimal text, so ``"42"`` and ``42`` name the same user.
+  their decimal text, so ``"42"`` and ``42`` name the same user; an integral float is its
+  integer, so ``42.0`` and ``"42.0"`` name it too (:mod:`attnrec.data.boundary`).
 * Internal item indices run ``1..n_items``; index ``0`` is the padding item and is never
   scored or recommended. Internal user indices run ``0..n_users-1``.
 * Per-event context travels with the sequences as named columns aligned with the items
@@ -15,13 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:  # features.py builds on this module; the annotation only names the class
+if TYPE_CHECKING:  # these modules build on this one; the annotations only name their classes
+    from attnrec.data.feature_files import FeatureSource
     from attnrec.data.features import FeatureTable
+    from attnrec.data.frames import FrameLike
 
 PAD = 0
 
@@ -36,6 +39,13 @@ COLUMN_DTYPES: dict[str, np.dtype[np.generic]] = {
 
 class DataError(ValueError):
     """Bad or unusable input data; the message says what and where."""
+
+
+def _id_text(value: object) -> str:
+    """``value`` as an ID (:func:`attnrec.data.boundary.id_text`, which builds on this module)."""
+    from attnrec.data.boundary import id_text
+
+    return id_text(value)
 
 
 @dataclass(frozen=True)
@@ -67,25 +77,27 @@ class IdMap:
         """Build a map from IDs in order of first appearance."""
         seen: dict[str, None] = {}
         for v in values:
-            seen.setdefault(str(v), None)
+            seen.setdefault(_id_text(v), None)
         return cls(np.array(list(seen), dtype=object), offset)
 
     def __len__(self) -> int:
         return len(self.external)
 
     def __contains__(self, ext: object) -> bool:
-        return str(ext) in self._index
+        return self.get(ext) is not None
 
     def get(self, ext: object) -> int | None:
-        """Internal index of ``ext`` or ``None`` when unknown."""
-        return self._index.get(str(ext))
+        """Internal index of ``ext`` or ``None`` when unknown; ``ext`` is looked up as written, then
+        as :func:`~attnrec.data.boundary.id_text` writes it (``1.0`` -> ``"1"``)."""
+        j = self._index.get(str(ext))
+        return j if j is not None else self._index.get(_id_text(ext))
 
     def to_internal(self, ext: Sequence[object]) -> np.ndarray:
         """Internal indices of known IDs; raises :class:`DataError` naming unknown ones."""
         out = np.empty(len(ext), dtype=np.int64)
         missing = []
         for i, e in enumerate(ext):
-            j = self._index.get(str(e))
+            j = self.get(e)
             if j is None:
                 missing.append(str(e))
             else:
@@ -98,7 +110,7 @@ class IdMap:
         """Internal indices of the known IDs (order kept) and the list of unknown ones."""
         known, unknown = [], []
         for e in ext:
-            j = self._index.get(str(e))
+            j = self.get(e)
             if j is None:
                 unknown.append(str(e))
             else:
@@ -199,6 +211,42 @@ class Interactions(UserItemLog):
     def __post_init__(self) -> None:
         if self.event is not None and self.events is None:
             object.__setattr__(self, "events", event_vocabulary(self.event))
+
+    @classmethod
+    def from_frame(
+        cls,
+        frame: FrameLike,
+        user: str | None = None,
+        item: str | None = None,
+        timestamp: str | None = None,
+        event: str | None = None,
+        rating: str | None = None,
+        *,
+        time_format: str | None = None,
+        min_rating: float | None = None,
+        k_core: int = 0,
+        titles: Mapping[Any, str] | pd.DataFrame | None = None,
+        item_features: FeatureSource | None = None,
+        user_features: FeatureSource | None = None,
+        name: str = "DataFrame",
+    ) -> Interactions:
+        """A log from a pandas DataFrame, pyarrow Table or polars DataFrame; columns not named are
+        guessed (``userId``, ``item_id``, ``timestamp`` ...). See :func:`attnrec.data.frames.from_frame`."""
+        from attnrec.data.frames import from_frame  # builds on this module
+
+        return from_frame(frame, user, item, timestamp, event, rating, time_format=time_format,
+                          min_rating=min_rating, k_core=k_core, titles=titles, item_features=item_features,
+                          user_features=user_features, name=name)  # fmt: skip
+
+    def to_frame(self) -> pd.DataFrame:
+        """The log as a pandas DataFrame in its order (user, then time): ``user`` and ``item`` as
+        external IDs, and ``timestamp``, ``rating`` and ``event`` when the log has them."""
+        out = {
+            "user": self.users.external[self.user],
+            "item": self.items.external[self.item - self.items.offset],
+        }
+        optional = {TIMESTAMP: self.timestamp, RATING: self.rating, EVENT: self.event}
+        return pd.DataFrame(out | {k: v for k, v in optional.items() if v is not None})
 
     def sequences(self, columns: bool = True) -> Sequences:
         """Per-user item sequences (the log is already in chronological order), carrying the

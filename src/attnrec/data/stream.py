@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from attnrec.data.boundary import Origin, check_time_format, id_text, number_column, time_column
 from attnrec.data.build import k_core_mask
 from attnrec.data.files import content_sha256
-from attnrec.data.readers.columns import numeric_column, resolve_columns, time_column
+from attnrec.data.readers.columns import resolve_columns
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
 
 BATCH_ROWS = 1 << 20
@@ -62,6 +62,9 @@ class IdEncoder:
             raise MissingValue(_first_null(arr))
         if pa.types.is_floating(arr.type):
             f = arr.to_numpy(zero_copy_only=False)
+            finite = np.isfinite(f)
+            if not finite.all():  # NaN (or an infinity) is no ID
+                raise MissingValue(int(np.flatnonzero(~finite)[0]))
             if np.all(f == np.round(f)):
                 return self._encode_ints(f.astype(np.int64))
             arr = pc.cast(arr, pa.string())
@@ -94,10 +97,11 @@ class IdEncoder:
         if self._int_ext:
             raise DataError("an ID column mixes text and numbers across batches")
         enc = pc.dictionary_encode(arr)
-        values = pc.utf8_trim_whitespace(enc.dictionary).to_pylist()  # distinct, first-appearance order
+        distinct = pc.utf8_trim_whitespace(enc.dictionary).to_pylist()  # first-appearance order
         idx: np.ndarray = enc.indices.to_numpy(zero_copy_only=False)
-        if "" in values:
-            raise MissingValue(int(np.flatnonzero(idx == values.index(""))[0]))
+        if "" in distinct:
+            raise MissingValue(int(np.flatnonzero(idx == distinct.index(""))[0]))
+        values = [id_text(v) for v in distinct]  # "1.0" -> "1", as every reader does
         index = self._index
         codes_u = np.fromiter(
             (index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values)
@@ -143,14 +147,17 @@ def read_parquet_stream(
     min_rating: float | None = None,
     k_core: int = 0,
     batch_rows: int = BATCH_ROWS,
+    time_format: str | None = None,
 ) -> Interactions:
     """Read a Parquet interaction log (a file or a directory of files) in batches of ``batch_rows``.
 
     ``columns`` maps roles (user, item, timestamp, rating, event) to column names as in
     :func:`attnrec.data.readers.table.read_table`, which this function matches row for row; it
-    holds only the encoded columns in memory, never the raw table. Errors (missing values, bad
-    numbers) name the row (1-based, across files in name order).
+    holds only the encoded columns in memory, never the raw table. Values pass the boundary of
+    :mod:`attnrec.data.boundary` (``time_format`` as there); errors (missing values, bad numbers)
+    name the row (1-based, across files in name order).
     """
+    check_time_format(time_format)
     p = Path(path)
     files = _files(p)
     try:
@@ -163,7 +170,7 @@ def read_parquet_stream(
     roles = resolve_columns(dataset.schema.names, columns, p)
     if min_rating is not None and "rating" not in roles:
         raise DataError("min_rating was given but the data has no rating column")
-    buf = _Buffers(n_rows, roles, p)
+    buf = _Buffers(n_rows, roles, p, time_format)
     row0 = 0
     scanner = dataset.scanner(
         columns=[str(c) for c in roles.values()], batch_size=batch_rows, use_threads=False
@@ -187,9 +194,10 @@ class _Buffers:
     Timestamp, rating and event columns exist only when the file maps those roles.
     """
 
-    def __init__(self, n_rows: int, roles: dict[str, object], p: Path) -> None:
+    def __init__(self, n_rows: int, roles: dict[str, object], p: Path, time_format: str | None) -> None:
         self.labels = roles
         self.p = p
+        self.time_format = time_format
         self.users, self.items, self.events = IdEncoder(), IdEncoder(), IdEncoder()
         self.user = np.empty(n_rows, dtype=np.int32)
         self.item = np.empty(n_rows, dtype=np.int32)
@@ -204,17 +212,16 @@ class _Buffers:
         def line_of(row: int) -> str:
             return f"row {row0 + row + 1}"
 
-        labels, p = self.labels, self.p
+        labels, origin = self.labels, Origin(str(self.p), line_of)
+        p = self.p
         keep: np.ndarray | None = None
         rating = time = None
         if "rating" in cols:
-            rating = numeric_column(_series(cols["rating"]), _nulls(cols["rating"]), p, labels["rating"],
-                                    "rating", line_of)  # fmt: skip
+            rating = number_column(cols["rating"], "rating", labels["rating"], origin)
             if min_rating is not None:
                 keep = rating >= min_rating
         if "timestamp" in cols:
-            time = time_column(_series(cols["timestamp"]), _nulls(cols["timestamp"]), p, labels["timestamp"],
-                               line_of)  # fmt: skip
+            time = time_column(cols["timestamp"], labels["timestamp"], origin, self.time_format)
         if keep is not None and not keep.all():
             sel = pa.array(keep)
             cols = {role: pc.filter(c, sel) for role, c in cols.items()}
@@ -272,15 +279,6 @@ class _Buffers:
         ev_out = None if ev is None else self.events.external()[ev[order]]
         return Interactions(user=user_out, item=item_out, users=IdMap(user_ext, 0), items=IdMap(item_ext, 1),
                             timestamp=ts_out, rating=rt_out, event=ev_out, source=source)  # fmt: skip
-
-
-def _series(arr: pa.Array) -> pd.Series:
-    return arr.to_pandas()
-
-
-def _nulls(arr: pa.Array) -> np.ndarray:
-    nulls: np.ndarray = arr.is_null().to_numpy(zero_copy_only=False)
-    return nulls
 
 
 def _checked(

@@ -123,5 +123,6 @@ def with_titles(data: Interactions, titles: Mapping[str, str] | None) -> Interac
     if not titles:
         return data
     merged = dict(data.item_titles or {})
-    merged.update({k: v for k, v in titles.items() if k in data.items})
+    known = ((data.items.get(k), v) for k, v in titles.items())  # 1.0, "1.0" and "1" name item "1"
+    merged.update({str(data.items.external[j - data.items.offset]): v for j, v in known if j is not None})
     return replace(data, item_titles=merged or None)

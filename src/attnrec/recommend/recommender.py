@@ -10,14 +10,16 @@ the directory format live in the sibling modules.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any  # settings dicts and request values are caller input
 
 import numpy as np
+import pandas as pd
 import torch
 
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
+from attnrec.data.frames import FrameLike, as_interactions
 from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
 from attnrec.data.split import EvalSet, Split, leave_one_out
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
@@ -27,6 +29,7 @@ from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.event_requests import histories_from_arrays, history_arrays
+from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
 from attnrec.recommend.requests import Prepared, prepare
 from attnrec.recommend.row_scoring import model_scores
@@ -139,7 +142,7 @@ class Recommender:
     # -- fitting ---------------------------------------------------------------------------------
     def fit(
         self,
-        data: Interactions,
+        data: Interactions | FrameLike,
         split: Split | None = None,
         *,
         valid_protocol: Protocol = FULL,
@@ -149,8 +152,12 @@ class Recommender:
     ) -> Recommender:
         """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``.
 
-        ``callbacks`` see every epoch's record (:mod:`attnrec.training.callbacks`: tracking, pruning).
+        ``data`` is an :class:`~attnrec.data.schema.Interactions` log or a DataFrame (pandas,
+        pyarrow, polars) whose columns are guessed by name (``userId``, ``item_id``, ``timestamp``
+        ...; name them with :meth:`Interactions.from_frame` instead). ``callbacks`` see every
+        epoch's record (:mod:`attnrec.training.callbacks`: tracking, pruning).
         """
+        data = as_interactions(data)
         split = split or leave_one_out(data)
         self._set_data(data)
         self.choose_settings(data, split)
@@ -310,7 +317,7 @@ class Recommender:
         user: object | None = None,
         history: list[object] | None = None,
         k: int = 10,
-        exclude_seen: bool = True,
+        exclude_seen: bool | None = None,
         include: list[object] | None = None,
         exclude: list[object] | None = None,
         explain: bool | str = False,
@@ -321,13 +328,15 @@ class Recommender:
         ratings: list[float] | None = None,
         request_time: float | None = None,
         event_verbs: Mapping[str, str] | None = None,
+        filter_viewed: bool | None = None,
     ) -> Recommendation:
         """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
 
         Unknown items in ``history`` are ignored and listed in ``unknown_items``. An unknown user
         with a history is scored from the history; an unknown user without one, or a history of
         only unknown items, gets the most popular items (``fallback`` says so in both cases).
-        ``include`` restricts the candidates; ``exclude`` removes items.
+        ``include`` restricts the candidates; ``exclude`` removes items; the items of the history are
+        left out unless ``exclude_seen=False`` (or ``filter_viewed=False``, RecTools' name for it).
 
         ``explain``: ``True`` (greedy) or a method of :mod:`attnrec.evaluation.attribution` fills
         ``explanations`` (aligned with ``items``) for the first ``explain_k`` items, each with a reason
@@ -344,7 +353,7 @@ class Recommender:
             "user": user,
             "history": history,
             "k": k,
-            "exclude_seen": exclude_seen,
+            "exclude_seen": seen_filter(exclude_seen, filter_viewed),
             "include": include,
             "exclude": exclude,
             "timestamps": timestamps,
@@ -410,6 +419,28 @@ class Recommender:
                 ):
                     out[i] = rec
         return [r for r in out if r is not None]
+
+    def recommend_frame(
+        self,
+        users: Iterable[object],
+        k: int = 10,
+        *,
+        filter_viewed: bool | None = None,
+        exclude_seen: bool | None = None,
+        include: list[object] | None = None,
+        exclude: list[object] | None = None,
+    ) -> pd.DataFrame:
+        """Top-``k`` items of each known user as one DataFrame: columns ``user`` (as given), ``rank``
+        (1 = best), ``item``, ``score`` and ``title`` (when the model has titles), users in the order
+        given (:mod:`attnrec.recommend.frames`). Seen items are dropped unless ``filter_viewed=False``
+        (or ``exclude_seen=False``); a user the model does not know gets the most popular items, as in
+        :meth:`recommend`. ``include``/``exclude`` apply to every user."""
+        listed = list(users)
+        seen = seen_filter(exclude_seen, filter_viewed)
+        requests = [
+            {"user": u, "k": k, "exclude_seen": seen, "include": include, "exclude": exclude} for u in listed
+        ]
+        return recommendations_frame(listed, self.recommend_many(requests), with_titles=bool(self.titles_))
 
     def _prepare(self, request: Mapping[str, Any]) -> Prepared:
         """``request`` resolved against this model's ID maps and stored histories."""

@@ -1,16 +1,14 @@
-"""Columns of an interaction table: which column plays which role, and converting each role.
+"""Columns of an interaction table: which column plays which role.
 
-Shared by the in-memory table reader and the streaming Parquet reader, so both accept the
-same column names and reject the same bad values with the same messages.
+Shared by the table readers, the streaming Parquet reader and DataFrames
+(:mod:`attnrec.data.frames`), so all accept the same column names; the values of each role are
+converted by :mod:`attnrec.data.boundary`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
 
 from attnrec.data.schema import DataError
 
@@ -29,12 +27,16 @@ REQUIRED_ROLES = ("user", "item")
 
 
 def resolve_columns(
-    available: Sequence[object], columns: Mapping[str, str | int] | None, path: str | Path
+    available: Sequence[object],
+    columns: Mapping[str, str | int] | None,
+    path: str | Path,
+    map_hint: str = "columns={{'{role}': '<column name>'}}",
 ) -> dict[str, object]:
     """Map roles to actual column labels: explicit ``columns`` first, then the known aliases.
 
     A missing required role (user, item) or an explicitly mapped column that does not exist is
-    a :class:`DataError` naming the column and the available ones.
+    a :class:`DataError` naming the column and the available ones; ``map_hint`` (formatted with
+    the role) says how the caller maps a column.
     """
     labels = list(available)
     lower = {str(c).strip().lower(): c for c in labels}
@@ -50,7 +52,7 @@ def resolve_columns(
             if isinstance(want, int) and not isinstance(want, bool):
                 if not 0 <= want < len(labels):
                     raise DataError(
-                        f"{path}: no column number {want} for {role}; the file has {len(labels)} columns"
+                        f"{path}: no column number {want} for {role}; there are {len(labels)} columns"
                     )
                 out[role] = labels[want]
             elif want in labels:
@@ -70,76 +72,6 @@ def resolve_columns(
             if role in REQUIRED_ROLES:
                 raise DataError(
                     f"{path}: missing column for {role} (looked for {', '.join(aliases[:6])}, ...); "
-                    f"available columns: {shown}; map it with columns={{'{role}': '<column name>'}}"
+                    f"available columns: {shown}; map it with {map_hint.format(role=role)}"
                 )
-    return out
-
-
-def id_strings(values: pd.Series) -> np.ndarray:
-    """IDs as text; integral floats (from Parquet) lose their ``.0`` so ``42.0`` is ``"42"``."""
-    if pd.api.types.is_float_dtype(values.dtype):
-        arr: np.ndarray = values.to_numpy(dtype=np.float64)
-        if np.all(arr == np.round(arr)):
-            return arr.astype(np.int64).astype(str).astype(object)
-    if pd.api.types.is_integer_dtype(values.dtype):
-        ints: np.ndarray = values.to_numpy()
-        return ints.astype(str).astype(object)
-    return np.array([str(v).strip() for v in values.to_numpy(dtype=object)], dtype=object)
-
-
-def numeric_column(
-    values: pd.Series, missing: np.ndarray, p: Path, label: object, role: str, line_of: Callable[[int], str]
-) -> np.ndarray:
-    """A rating-like column as float64; the first missing or non-numeric row is a :class:`DataError`.
-
-    ``line_of(row)`` says where row ``row`` (0-based) is in the file (``line 7``, ``row 6``).
-    """
-    if missing.any():
-        raise DataError(f"{p}: {line_of(int(np.flatnonzero(missing)[0]))}: missing {role} (column {label!r})")
-    num = pd.to_numeric(values, errors="coerce")
-    bad = num.isna().to_numpy()
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{p}: {line_of(row)}: {role} {str(values.iloc[row])[:40]!r} is not a number")
-    return _float64(num)
-
-
-def time_column(
-    values: pd.Series, missing: np.ndarray, p: Path, label: object, line_of: Callable[[int], str]
-) -> np.ndarray:
-    """A timestamp column as unix seconds (float64): numbers, datetimes or date strings.
-
-    A column that is numeric but for a stray value names that value; one that is all text is
-    parsed as dates. The first missing or unparseable row is a :class:`DataError`.
-    """
-    if missing.any():
-        raise DataError(
-            f"{p}: {line_of(int(np.flatnonzero(missing)[0]))}: missing timestamp (column {label!r})"
-        )
-    if pd.api.types.is_datetime64_any_dtype(values.dtype):
-        return _unix_seconds(pd.to_datetime(values, utc=True))
-    num = pd.to_numeric(values, errors="coerce")
-    bad_num = num.isna().to_numpy()
-    if not bad_num.any():
-        return _float64(num)
-    if not bad_num.all():  # a numeric column with a stray value: name it
-        row = int(np.flatnonzero(bad_num)[0])
-        raise DataError(f"{p}: {line_of(row)}: timestamp {str(values.iloc[row])[:40]!r} is not a number")
-    stamps = pd.to_datetime(values.astype(str), utc=True, errors="coerce", format="mixed")
-    bad = stamps.isna().to_numpy()
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise DataError(
-            f"{p}: {line_of(row)}: timestamp {str(values.iloc[row])[:40]!r} is neither a number nor a date"
-        )
-    return _unix_seconds(stamps)
-
-
-def _unix_seconds(stamps: pd.Series) -> np.ndarray:
-    """UTC datetimes as float64 seconds since 1970."""
-    return _float64((stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds())
-
-
-def _float64(values: pd.Series) -> np.ndarray:
-    out: np.ndarray = values.to_numpy(dtype=np.float64)
     return out

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnrec.data.build import from_columns
+from attnrec.data.boundary import Origin, id_column, number_column, time_column
+from attnrec.data.build import CheckedColumns, build_log
 from attnrec.data.files import base_name, is_gzip, iter_lines, require_file, require_nonempty
-from attnrec.data.readers.columns import id_strings, numeric_column, resolve_columns, time_column
+from attnrec.data.readers.columns import resolve_columns
 from attnrec.data.readers.fields import file_source
 from attnrec.data.schema import DataError, Interactions
 
@@ -49,6 +50,7 @@ def read_table(
     min_rating: float | None = None,
     k_core: int = 0,
     format: str | None = None,
+    time_format: str | None = None,
 ) -> Interactions:
     """Read a CSV, TSV or Parquet interaction table (gzip-compressed text is fine).
 
@@ -68,9 +70,13 @@ def read_table(
         (default ``user`` = 0, ``item`` = 1).
     min_rating, k_core
         Passed to :func:`attnrec.data.build.from_columns`.
+    time_format : str, optional
+        How text dates are written: ``"dayfirst"``, ``"monthfirst"`` or a ``strptime`` pattern
+        (see :mod:`attnrec.data.boundary`); needed for ``03/04/2020``-like dates.
 
-    Timestamps may be numbers (unix time) or date strings. Missing or malformed values give a
-    :class:`DataError` naming the file and line.
+    Values pass the boundary of :mod:`attnrec.data.boundary`: timestamps may be numbers (unix
+    time), datetimes or date strings. Missing or malformed values give a :class:`DataError`
+    naming the file and line.
     """
     p = Path(path)
     fmt = table_format(p)
@@ -91,35 +97,26 @@ def read_table(
         roles, df = _read_text_table(p, columns, sep, header)
         first = 2 if header else 1
         line_of = lambda row: f"line {line_of_row(p, row, first)}"  # noqa: E731
-    cols = _role_columns(df, roles, p, line_of)
+    cols = _role_columns(df, roles, Origin(str(p), line_of), time_format)
     fmt_name = format or (fmt if fmt != "table" else "csv")
-    return from_columns(
-        cols["user"], cols["item"], cols.get("timestamp"), cols.get("rating"), cols.get("event"),
-        source=file_source(p, fmt_name, name), min_rating=min_rating, k_core=k_core,
-    )  # fmt: skip
+    return build_log(cols, source=file_source(p, fmt_name, name), min_rating=min_rating, k_core=k_core)
 
 
 def _role_columns(
-    df: pd.DataFrame, roles: Mapping[str, object], p: Path, line_of: Callable[[int], str]
-) -> dict[str, np.ndarray]:
-    """Each role's column converted: IDs and events as text, ratings as numbers, times as seconds."""
-    cols: dict[str, np.ndarray] = {}
-    for role, label in roles.items():
-        values = df[label]
-        missing = values.isna().to_numpy()
-        if role in ("user", "item", "event"):
-            ids = id_strings(values) if not missing.any() else None
-            if ids is not None:
-                missing = ids == ""
-            if ids is None or missing.any():
-                row = int(np.flatnonzero(missing)[0])
-                raise DataError(f"{p}: {line_of(row)}: missing {role} (column {label!r})")
-            cols[role] = ids
-        elif role == "rating":
-            cols[role] = numeric_column(values, missing, p, label, role, line_of)
-        else:
-            cols[role] = time_column(values, missing, p, label, line_of)
-    return cols
+    df: pd.DataFrame, roles: Mapping[str, object], origin: Origin, time_format: str | None
+) -> CheckedColumns:
+    """Each role's column through the boundary: IDs and events as text, ratings as numbers, times as seconds."""
+
+    def ids(role: str) -> np.ndarray:
+        return id_column(df[roles[role]], role, roles[role], origin)
+
+    return CheckedColumns(
+        ids("user"),
+        ids("item"),
+        time_column(df[roles["timestamp"]], roles["timestamp"], origin, time_format) if "timestamp" in roles else None,
+        number_column(df[roles["rating"]], "rating", roles["rating"], origin) if "rating" in roles else None,
+        ids("event") if "event" in roles else None,
+    )  # fmt: skip
 
 
 def _require_nonempty_binary(p: Path) -> None:
