@@ -6,6 +6,7 @@ same Redis namespace), so reopening shows what persisted.
 
 from __future__ import annotations
 
+import copy
 import math
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,8 +38,10 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make]:
         s.close()
 
 
-def test_a_store_implements_the_contract(make: Make) -> None:
-    assert isinstance(make(), HistoryStore)
+def test_a_store_implements_the_contract_and_is_shared_by_copies(make: Make) -> None:
+    store = make()
+    assert isinstance(store, HistoryStore)
+    assert copy.deepcopy({"store": store})["store"] is store  # a copied recommender keeps its store
 
 
 def test_recent_events_come_back_oldest_first_with_their_fields(make: Make) -> None:

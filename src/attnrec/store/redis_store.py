@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -36,6 +36,9 @@ from attnrec.store.contract import (
     export_frame,
 )
 from attnrec.store.events import Event, Recent
+
+if TYPE_CHECKING:
+    from typing import Self
 
 log = logging.getLogger("attnrec.store")
 SEQ_DIGITS = 20
@@ -81,6 +84,10 @@ class RedisStore:
 
     def __repr__(self) -> str:
         return f"RedisStore({self._public_url()!r}, retention={self.retention}, namespace={self.namespace!r})"
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        """The store itself: a copied recommender (copy-on-write in serving) shares its store."""
+        return self
 
     def _public_url(self) -> str:
         """The URL without a password (it may be in it)."""

@@ -22,12 +22,16 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from attnrec.data.schema import DataError
 from attnrec.store.contract import DEFAULT_RETENTION, check_limit, check_retention, export_frame
 from attnrec.store.events import Event, Recent
+
+if TYPE_CHECKING:
+    from typing import Self
 
 FORMAT = "attnrec-events-1"
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
@@ -76,6 +80,10 @@ class SqliteStore:
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r}, retention={self.retention}, durability={self.durability!r})"
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        """The store itself: a copied recommender (copy-on-write in serving) shares its store."""
+        return self
 
     # -- connections -----------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
