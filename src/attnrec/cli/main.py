@@ -43,6 +43,7 @@ from attnrec.cli import compare as _compare  # noqa: E402,F401
 from attnrec.cli import core as _core  # noqa: E402,F401
 from attnrec.cli import explain as _explain  # noqa: E402,F401
 from attnrec.cli import info as _info  # noqa: E402,F401
+from attnrec.cli import ingest as _ingest  # noqa: E402,F401
 from attnrec.cli import insight as _insight  # noqa: E402,F401
 from attnrec.cli import serve as _serve  # noqa: E402,F401
 from attnrec.cli import tune as _tune  # noqa: E402,F401

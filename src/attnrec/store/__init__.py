@@ -18,7 +18,7 @@ from attnrec.store.contract import (
     StoreUnavailable,
     open_store,
 )
-from attnrec.store.events import Event, Recent
+from attnrec.store.events import Event, Recent, log_events
 from attnrec.store.sqlite_store import SqliteStore
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Recent",
     "SqliteStore",
     "StoreUnavailable",
+    "log_events",
     "open_store",
 ]
 

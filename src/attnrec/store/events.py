@@ -11,11 +11,12 @@ the event without its type) when it scores (:mod:`attnrec.recommend.live`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from attnrec.data.schema import DataError
+from attnrec.data.schema import DataError, Interactions
 
 MAX_ID_CHARS = 256  # longest user ID, item ID or event name, as in the HTTP service's requests
 MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
@@ -103,4 +104,17 @@ class Recent:
         )
 
 
-__all__ = ["MAX_ID_CHARS", "MAX_SECONDS", "Event", "Recent"]
+def log_events(data: Interactions, now: int, batch: int = 10_000) -> Iterator[list[Event]]:
+    """The events of an interaction log in batches of ``batch``, per user oldest first; a log without
+    timestamps gets ``now`` for every event (the store then keeps each user's events in log order)."""
+    users, items = data.users.external, data.items.external
+    for lo in range(0, len(data), batch):
+        sl = slice(lo, lo + batch)
+        u, it = users[data.user[sl]], items[data.item[sl] - 1]  # internal item i is external[i - 1]
+        ts = np.full(len(u), now) if data.timestamp is None else data.timestamp[sl]
+        ev = [None] * len(u) if data.event is None else data.event[sl]
+        ra = [None] * len(u) if data.rating is None else data.rating[sl].tolist()
+        yield [Event(*row) for row in zip(u, it, ts.tolist(), ev, ra, strict=True)]
+
+
+__all__ = ["MAX_ID_CHARS", "MAX_SECONDS", "Event", "Recent", "log_events"]

@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from attnrec.data.schema import DataError
-from attnrec.store.contract import DEFAULT_RETENTION, check_limit, check_retention, export_frame
+from attnrec.store.contract import (
+    DEFAULT_RETENTION,
+    StoreUnavailable,
+    check_limit,
+    check_retention,
+    export_frame,
+)
 from attnrec.store.events import Event, Recent
 
 if TYPE_CHECKING:
@@ -124,13 +130,22 @@ class SqliteStore:
     @contextmanager
     def _write(self, conn: sqlite3.Connection) -> Iterator[None]:
         """One write transaction (taken at once, so writers queue instead of failing to upgrade)."""
-        conn.execute("BEGIN IMMEDIATE")
+        with self._busy_is_unavailable():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _busy_is_unavailable(self) -> Iterator[None]:
+        """A file still locked after ``busy_seconds`` (or gone read-only) is :class:`StoreUnavailable`."""
         try:
             yield
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            raise StoreUnavailable(f"{self.path}: {e}") from None
 
     # -- the contract ----------------------------------------------------------------------------
     def append(self, events: Sequence[Event]) -> int:
@@ -151,6 +166,10 @@ class SqliteStore:
         if not users:
             return {}
         conn = self._conn()
+        with self._busy_is_unavailable():
+            return self._recent(conn, users, limit)
+
+    def _recent(self, conn: sqlite3.Connection, users: list[str], limit: int) -> dict[str, Recent]:
         conn.execute("BEGIN")  # one snapshot for every user of the batch
         try:
             gone = self._forgotten_among(conn, users)
