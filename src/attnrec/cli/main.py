@@ -69,6 +69,10 @@ COMMANDS: dict[str, CommandEntry] = {
     "serve": CommandEntry(
         "serve", "Serve recommendations, similar items and explanations over HTTP (docs at /docs)."
     ),
+    "ingest": CommandEntry(
+        "ingest",
+        "Store the events of a file in a history store, for live histories and the next retrain.",
+    ),
     "tune": CommandEntry(
         "tune",
         "Search a model's hyper-parameters on validation (full ranking), then test the best trial once.",

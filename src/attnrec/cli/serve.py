@@ -11,7 +11,9 @@ import typer
 
 from attnrec.cli._common import cli_errors, err
 from attnrec.cli._reasons import EventVerbOpt, parse_event_verbs
+from attnrec.cli.ingest import RetentionOpt
 from attnrec.cli.main import app
+from attnrec.store import DEFAULT_RETENTION, open_store
 
 
 def parse_model_specs(specs: list[str]) -> dict[str, Path]:
@@ -152,6 +154,16 @@ def serve(
         ),
     ] = "interacted with",
     event_verb: EventVerbOpt = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Keep users' events (POST /v1/events) in this history store, a SQLite file (created when "
+            "missing) or a redis:// URL, and answer every user from its training history plus them. None: "
+            "histories as trained.",
+        ),
+    ] = None,
+    store_retention: RetentionOpt = DEFAULT_RETENTION,
 ) -> None:
     """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
     import torch
@@ -189,6 +201,7 @@ def serve(
         cors_origins=tuple(cors_origin or ()),
         unauthenticated_admin=unauthenticated_admin,
         reload_on_sighup=True,
+        store=open_store(store, retention=store_retention) if store is not None else None,
     )
     dirs = parse_model_specs(model)
     models: dict[str, Model] = (
@@ -201,6 +214,7 @@ def serve(
         f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
         f"(backend {backend}, max batch {max_batch}); API docs at /docs"
         + (f", web page at http://{host}:{port}/ui" if ui else "")
+        + (f"; live histories from {cfg.store!r}" if cfg.store is not None else "")
     )
     if not cfg.api_keys:
         err.print(

@@ -17,9 +17,11 @@ Input files (the format is read from the name; ``.gz`` is accepted for the text 
 * Parquet (``.parquet``, ``.pq``): a ``user`` column (string or integer) and/or a ``history``
   column (a list of strings or integers, or a string as in a CSV cell).
 
-A row with a history is scored from that history (a known user also contributes its index, as in
-``recommend``); a row with only a user is scored from the history the model stored for it, and a
-user the model does not know gets the most popular items, with ``fallback`` saying so. Every row
+A row of a file is a ``recommend`` request: a row with only a history is scored from that history;
+a row with a user is scored from the history the model stored for it (plus the events of its store,
+when it has one), with the row's history, if any, appended; a user the model does not know gets the
+most popular items (or is scored from the row's history), with ``fallback`` saying so. The rows of an
+interaction log (:class:`DatasetUsers`) are each user's whole history and are scored alone. Every row
 needs a user or a history: a row with neither is a :class:`~attnrec.data.schema.DataError` that
 names the file and the line (or row).
 """
@@ -44,6 +46,7 @@ from attnrec.data.schema import DataError, Interactions
 
 Request = dict[str, Any]
 USER, HISTORY = "user", "history"
+STORED_HISTORY = "stored_history"  # false: the row's history is the user's whole history (a log's rows)
 _SEPARATORS = re.compile(r"[\s,]+")
 _SUFFIXES = {
     ".csv": "csv",
@@ -79,7 +82,8 @@ def parse_history(text: str) -> list[str]:
 
 
 class DatasetUsers:
-    """Every user of an interaction log, each scored from its history in that log (oldest first)."""
+    """Every user of an interaction log, each scored from its history in that log (oldest first), alone:
+    not appended to the history the model stored for the user, nor to the events of its store."""
 
     def __init__(self, data: Interactions) -> None:
         self.data = data
@@ -110,7 +114,7 @@ class DatasetUsers:
         users, items = self.data.users.external, self.data.items.external
         for u in range(self.data.n_users):
             hist = seqs[u] - 1  # internal item i is external[i - 1] (index 0 is padding)
-            yield {USER: str(users[u]), HISTORY: items[hist].tolist()}
+            yield {USER: str(users[u]), HISTORY: items[hist].tolist(), STORED_HISTORY: False}
 
 
 class FileUsers:

@@ -24,7 +24,7 @@ from attnrec.recommend.reasons import (
     explain_items,
 )
 from attnrec.recommend.recommender import Recommender
-from attnrec.recommend.requests import UNKNOWN_USER, prepare
+from attnrec.recommend.requests import UNKNOWN_USER
 from attnrec.recommend.topk import Recommendation
 
 
@@ -109,10 +109,8 @@ def explain_recommendation(
     check_method(method)
     # the request as recommend() resolves it (same user index and history), checked before any scoring
     inputs = {"timestamps": timestamps, "events": events, "ratings": ratings, "request_time": request_time}
-    p = prepare(
-        {"user": user, "history": history} | inputs, rec.users_, rec.items_, rec.histories_, rec.events_
-    )
-    if history is None and p.uid == UNKNOWN_USER:
+    p = rec._prepare({"user": user, "history": history} | inputs)
+    if history is None and p.uid == UNKNOWN_USER and not len(p.hist):  # no events stored for it either
         raise KeyError(f"unknown user {user!r}")
     target = None if item is None else rec.items_.get(item)
     if item is not None and target is None:

@@ -30,11 +30,13 @@ from attnrec.recommend import cold_items, reasons, similar
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.event_requests import histories_from_arrays, history_arrays
 from attnrec.recommend.frames import recommendations_frame, seen_filter
+from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
 from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
-from attnrec.recommend.requests import Prepared, prepare
+from attnrec.recommend.requests import Prepared, prepare, stored_history
 from attnrec.recommend.row_scoring import model_scores
 from attnrec.recommend.structure import check_arrays, check_events, check_titles
 from attnrec.recommend.topk import Recommendation, RowScores, answer
+from attnrec.store import HistoryStore
 from attnrec.training import auto as auto_settings
 from attnrec.training.auto import AutoSettings
 from attnrec.training.callbacks import EpochCallback
@@ -113,6 +115,10 @@ class Recommender:
         self.evaluations_: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
         self._cache = similar.Derived()  # derived serving data (popularity tensor, norms, inverted index)
+        self.store: HistoryStore | None = (
+            None  # events since training (use_store); None: histories as trained
+        )
+        self._store_margin = DEFAULT_MARGIN
 
     @property
     def name(self) -> str:
@@ -329,9 +335,14 @@ class Recommender:
         request_time: float | None = None,
         event_verbs: Mapping[str, str] | None = None,
         filter_viewed: bool | None = None,
+        stored_history: bool = True,
     ) -> Recommendation:
         """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
 
+        A known user is scored from its stored history (the training history, plus the events stored
+        since when the recommender has a store: :meth:`use_store`); a ``history`` sent with a ``user``
+        is appended to it (``stored_history=False``: the history alone is scored, the user contributes
+        only its index), and every item of both is left out of the answer (``exclude_seen``).
         Unknown items in ``history`` are ignored and listed in ``unknown_items``. An unknown user
         with a history is scored from the history; an unknown user without one, or a history of
         only unknown items, gets the most popular items (``fallback`` says so in both cases).
@@ -360,6 +371,7 @@ class Recommender:
             "events": events,
             "ratings": ratings,
             "request_time": request_time,
+            "stored_history": stored_history,
         }
         method = (
             reasons.DEFAULT_METHOD if explain is True else reasons.check_method(explain) if explain else None
@@ -394,7 +406,7 @@ class Recommender:
         """
         self._require_fitted()
         assert self.items_ is not None and self.popularity_ is not None
-        prepared = [self._prepare(r) for r in requests]
+        prepared = self._prepare_many(requests)
         out: list[Recommendation | None] = [None] * len(prepared)
         model_rows = [i for i, p in enumerate(prepared) if len(p.hist)]
         pop_rows = [i for i, p in enumerate(prepared) if not len(p.hist)]
@@ -443,9 +455,36 @@ class Recommender:
         return recommendations_frame(listed, self.recommend_many(requests), with_titles=bool(self.titles_))
 
     def _prepare(self, request: Mapping[str, Any]) -> Prepared:
-        """``request`` resolved against this model's ID maps and stored histories."""
+        """``request`` resolved against this model's ID maps and its user's live history."""
+        return self._prepare_many([request])[0]
+
+    def _prepare_many(self, requests: Sequence[Mapping[str, Any]]) -> list[Prepared]:
+        """``requests`` resolved against this model's ID maps and live histories (one store read for all)."""
+        assert self.items_ is not None and self.users_ is not None
+        wanted = (str(r["user"]) for r in requests if r.get("user") is not None and stored_history(r) is True)
+        live = self.live_histories(list(dict.fromkeys(wanted)))
+        return [prepare(r, self.users_, self.items_, live, self.events_) for r in requests]
+
+    # -- live histories --------------------------------------------------------------------------
+    def use_store(self, store: HistoryStore | None, margin: int = DEFAULT_MARGIN) -> Recommender:
+        """Answer every user from its training history plus the events ``store`` gathered since
+        (:mod:`attnrec.recommend.live`); ``None`` goes back to the histories as trained.
+
+        Reads are bounded: the newest ``max_len + margin`` stored events of a user (the store's
+        ``retention`` for a model without ``max_len``).
+        """
+        if margin < 0:
+            raise ConfigError(f"margin must be >= 0, not {margin}")
+        self.store, self._store_margin = store, margin
+        return self
+
+    def live_histories(self, users: Sequence[str]) -> dict[str, LiveRow]:
+        """Each of ``users``'s history as the model scores it now (external user IDs; see :meth:`use_store`)."""
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
-        return prepare(request, self.users_, self.items_, self.histories_, self.events_)
+        if self.store is None:
+            return {u: trained_row(self.users_, self.histories_, u) for u in users}
+        limit = self.store.retention if self.max_len is None else self.max_len + self._store_margin
+        return live_rows(users, self.users_, self.items_, self.events_, self.histories_, self.store, limit)
 
     def _model_scores(self, rows: list[Prepared]) -> tuple[RowScores, list[list[str]]]:
         """Scores of non-empty histories and the per-event fields each row's model batch ignored

@@ -13,19 +13,14 @@ from typing import Any  # request values are caller input of any type
 
 import numpy as np
 
-from attnrec.data.schema import IdMap, Sequences
-from attnrec.recommend.event_requests import (
-    EVENT_KEYS,
-    REQUEST_TIME,
-    request_columns,
-    request_time_of,
-    stored_columns,
-)
+from attnrec.data.schema import IdMap
+from attnrec.recommend.event_requests import EVENT_KEYS, REQUEST_TIME, request_columns, request_time_of
+from attnrec.recommend.live import EMPTY, UNKNOWN_USER, LiveRow, merge
 
+STORED_HISTORY = "stored_history"
 RECOMMEND_KEYS = frozenset(
-    {"user", "history", "k", "exclude_seen", "include", "exclude", *EVENT_KEYS, REQUEST_TIME}
+    {"user", "history", "k", "exclude_seen", "include", "exclude", STORED_HISTORY, *EVENT_KEYS, REQUEST_TIME}
 )
-UNKNOWN_USER = -1  # no known user: models with user embeddings fold the history in (models/_baselines.py)
 
 
 @dataclass
@@ -48,10 +43,19 @@ class Prepared:
 
 
 def prepare(
-    request: Mapping[str, Any], users: IdMap, items: IdMap, histories: Sequences, events: IdMap | None = None
+    request: Mapping[str, Any],
+    users: IdMap,
+    items: IdMap,
+    live: Mapping[str, LiveRow],
+    events: IdMap | None = None,
 ) -> Prepared:
-    """Resolve ``request`` against the ID maps, the stored ``histories`` (one row per known user, with the
-    per-event columns the model stored) and the model's event vocabulary ``events``.
+    """Resolve ``request`` against the ID maps, the users' stored histories ``live`` (by external user ID,
+    with the per-event columns the model stored: :mod:`attnrec.recommend.live`; every user of a request
+    that reads its stored history must be in it) and the model's event vocabulary ``events``.
+
+    A ``history`` sent with a ``user`` is appended to the user's stored history (in time order when both
+    carry timestamps; only the per-event columns both carry are kept); ``stored_history=False`` scores the
+    sent history alone (the user contributes only its index).
 
     Raises :class:`TypeError` for unknown keys and :class:`ValueError` for ``k < 1``, a request with
     neither a user nor a history, or per-event fields that do not fit the history
@@ -64,13 +68,15 @@ def prepare(
     k = int(request.get("k", 10))
     if k < 1:
         raise ValueError("k must be at least 1")
-    uid, hist, unknown, fallback = _who(user, history, users, items, histories)
-    if history is not None:  # the request's own columns, of the known items (as ``hist``)
+    uid, base, fallback = _who(user, history, users, live, stored_history(request))
+    if history is not None:  # the request's own columns, of the known items, after the stored history
+        given, unknown = items.split_known(history)
         keep = np.fromiter((items.get(x) is not None for x in history), dtype=bool, count=len(history))
-        columns = request_columns(request, history, keep, events)
-    else:  # a known user's stored columns; per-event fields without a history are refused
+        given_columns = request_columns(request, history, keep, events)
+        hist, columns = merge([base.items, given], [base.columns, given_columns])
+    else:  # the stored history and its columns; per-event fields without a history are refused
         request_columns(request, None, np.zeros(0, dtype=bool), events)
-        columns = stored_columns(histories, uid) if uid != UNKNOWN_USER else {}
+        hist, columns, unknown = base.items, base.columns, []
     when = request_time_of(request, columns)
     sent = frozenset(k for k in (*EVENT_KEYS, REQUEST_TIME) if request.get(k) is not None)
     if len(hist) == 0 and (fallback is None or history is not None):
@@ -97,28 +103,36 @@ def prepare(
     )
 
 
-def _who(
-    user: object, history: list[object] | None, users: IdMap, items: IdMap, histories: Sequences
-) -> tuple[int, np.ndarray, list[str], str | None]:
-    """``(user index, history, unknown history items, fallback note)`` of a request's user and history.
+def stored_history(request: Mapping[str, Any]) -> bool:
+    """Whether ``request`` reads its user's stored history (``stored_history``, default true)."""
+    value = request.get(STORED_HISTORY, True)
+    if not isinstance(value, bool):
+        raise ValueError(f"stored_history must be true or false, not {value!r}")
+    return value
 
-    A given history is what is scored (a known user only contributes its index); without one, a
-    known user's stored history is used, and an unknown user gets an empty one (popularity).
+
+def _who(
+    user: object, history: list[object] | None, users: IdMap, live: Mapping[str, LiveRow], stored: bool
+) -> tuple[int, LiveRow, str | None]:
+    """``(user index, stored history, fallback note)`` of a request's user.
+
+    Without a user the history alone is scored. A known user contributes its index and (unless
+    ``stored`` is false) its stored history, to which a given history is appended; an unknown user
+    has the events stored for it, if any.
     """
-    if history is not None:
-        hist, unknown = items.split_known(history)
-        if user is None:
-            return UNKNOWN_USER, hist, unknown, None
+    if user is None:
+        if history is None:
+            raise ValueError("give a user or a history")
+        return UNKNOWN_USER, EMPTY, None
+    if not stored:
+        if history is None:
+            raise ValueError("stored_history=false scores the given history alone: send a history")
         known = users.get(user)
         if known is None:
-            return UNKNOWN_USER, hist, unknown, f"unknown user {user!r}: scored from the given history"
-        return int(known), hist, unknown, None
-    if user is None:
-        raise ValueError("give a user or a history")
-    idx = users.get(user)
-    if idx is None:
-        return UNKNOWN_USER, np.zeros(0, dtype=np.int64), [], f"unknown user {user!r}: most popular items"
-    return int(idx), histories[idx], [], None
+            return UNKNOWN_USER, EMPTY, f"unknown user {str(user)!r}: scored from the given history"
+        return int(known), EMPTY, None
+    row = live[str(user)]
+    return row.uid, row, row.note(user, history is not None)
 
 
-__all__ = ["Prepared", "RECOMMEND_KEYS", "UNKNOWN_USER", "prepare"]
+__all__ = ["Prepared", "RECOMMEND_KEYS", "STORED_HISTORY", "UNKNOWN_USER", "prepare", "stored_history"]

@@ -256,7 +256,7 @@ class ApproximateRecommender:
     ) -> list[Recommendation]:
         rec = self.rec
         assert rec.items_ is not None
-        prepared = [rec._prepare(r) for r in requests]
+        prepared = rec._prepare_many(requests)
         approx = [i for i, p in enumerate(prepared) if len(p.hist) and p.allowed is None]
         out: list[Recommendation | None] = [None] * len(prepared)
         exact = [i for i in range(len(prepared)) if i not in set(approx)]

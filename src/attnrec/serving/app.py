@@ -26,6 +26,8 @@ from attnrec.serving.browse import router as browse_router
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.cors import Cors
 from attnrec.serving.errors import install_error_handling
+from attnrec.serving.events import install_store_errors
+from attnrec.serving.events import router as events_router
 from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.metrics import RequestMetrics
 from attnrec.serving.page import PATHS as PAGE_PATHS
@@ -78,7 +80,7 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
             protect_metrics=cfg.protect_metrics,
             open_paths=PAGE_PATHS if cfg.ui else frozenset(),
         )
-    routes = [*router.routes, *browse_router.routes, *admin_router.routes]
+    routes = [*router.routes, *browse_router.routes, *admin_router.routes, *events_router.routes]
     app.add_middleware(RequestMetrics, metrics=state.metrics, routes=routes)
     if cfg.cors_origins:
         app.add_middleware(Cors, origins=cfg.cors_origins)
@@ -114,10 +116,12 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     app.state.entries = state.models  # the table, for inspection (tests read the batchers' counts)
     app.state.config = state.config
     install_error_handling(app, state.config.max_body_bytes, state.config.body_timeout_s)
+    install_store_errors(app)
     _install_operator_middleware(app, state)
     app.include_router(router)
     app.include_router(browse_router)
     app.include_router(admin_router)
+    app.include_router(events_router)  # POST /v1/events, DELETE /v1/users/{user} (with a store)
     if state.config.ui:
         app.include_router(page_router())
     app.openapi_schema = document_limits(app.openapi(), state.config)  # FastAPI serves this cached document

@@ -3,7 +3,8 @@ the history items behind them (the endpoints the web page needs, public like the
 
 * ``GET /v1/items``: items whose ID is the query, then items whose title contains it (case-insensitive),
   most popular first; without a query, the most popular items.
-* ``GET /v1/users/{user}/history``: a known user's stored history with titles, most recent last.
+* ``GET /v1/users/{user}/history``: a user's stored history with titles, most recent last: the training
+  history plus the events stored since when the server has a store (:mod:`attnrec.recommend.live`).
 * ``POST /v1/explain-rec``: ``/v1/recommend`` plus, per recommended item, the history items that
   drove it and a reason (:func:`attnrec.recommend.insight.explain_recommendation`): ``method``
   ``greedy`` (default), ``occlusion`` or ``integrated_gradients``, per item, or ``attention`` /
@@ -197,15 +198,18 @@ async def user_history(
     obj = e.obj.rec if isinstance(e.obj, ApproximateRecommender) else e.obj
     if not isinstance(obj, Recommender) or obj.users_ is None or obj.histories_ is None or obj.items_ is None:
         raise ApiError(400, "unsupported", f"model {e.name!r} stores no user histories")
-    idx = obj.users_.get(user)
-    if idx is None:
+    rec = obj
+    row = (await state.on_worker(lambda: rec.live_histories([user])))[
+        user
+    ]  # training history + stored events
+    if row.who is not None and not len(row.items):
         raise ApiError(
             404,
             "unknown_user",
-            f"unknown user {user!r} in model {e.name!r}: it has no stored history",
-            [{"loc": "user", "message": "unknown user"}],
+            f"{row.who} user {user!r} in model {e.name!r}: it has no stored history",
+            [{"loc": "user", "message": f"{row.who} user"}],
         )
-    hist = obj.histories_[idx]
+    hist = row.items
     ids = obj.items_.to_external(hist[-query.limit :])
     return _json(
         HistoryResponse(

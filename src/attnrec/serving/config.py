@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from attnrec.recommend.reasons import check_event_verbs, check_verb
 from attnrec.serving.schemas import MAX_IDS
+from attnrec.store import HistoryStore
 
 MIN_KEY_LENGTH = 16
 ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s?#]+")
@@ -50,6 +51,9 @@ class ServingConfig:
     reason_verb: str = "interacted with"  # "Because you {reason_verb} *A* and *B*" in explanations
     # event name -> its verb in reasons ("cart": "added {item} to your cart"), over the built-in defaults
     event_verbs: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # the events since training (attnrec.store): every recommender reads its users' live histories from it,
+    # POST /v1/events writes it; None: histories as trained and no events endpoint
+    store: HistoryStore | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if min(self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch) < 1:

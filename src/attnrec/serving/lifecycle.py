@@ -25,6 +25,7 @@ from attnrec.checkpoint import CheckpointError, read_json
 from attnrec.data.schema import EVENT
 from attnrec.recommend import Recommendation, Recommender, load
 from attnrec.recommend.event_requests import EVENT_KEYS
+from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
@@ -139,6 +140,10 @@ def prepare(
         raise ValueError("a served model needs an object or a directory")
     if cfg.backend == "onnx" and isinstance(obj, Recommender):
         use_onnx(obj)
+    if cfg.store is not None:  # live histories (a reloaded version reads the same store)
+        rec = obj.rec if isinstance(obj, ApproximateRecommender) else obj
+        if isinstance(rec, Recommender):
+            rec.use_store(cfg.store)
     if cfg.warmup and isinstance(obj, Recommender):
         _warm_up(obj)
     return Loaded(

@@ -154,8 +154,9 @@ class RecommendRequest(_Strict):
     history: list[Id] | None = Field(
         None,
         max_length=MAX_IDS,
-        description="External item IDs, oldest first. Overrides the stored history of "
-        "`user`; unknown items are ignored and returned in `unknown_items`.",
+        description="External item IDs, oldest first. Appended to the stored history of `user` (the training "
+        "history plus the events sent since, see `stored_history`); unknown items are ignored and returned in "
+        "`unknown_items`.",
     )
     k: int = Field(10, ge=1, description="How many items to return (at most the server's max_k).")
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
@@ -163,6 +164,11 @@ class RecommendRequest(_Strict):
         None, max_length=MAX_IDS, description="Only recommend among these items."
     )
     exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
+    stored_history: bool = Field(
+        True,
+        description="Read `user`'s stored history (and append `history` to it); false: score `history` alone, "
+        "the user contributing only its identity to models with user embeddings.",
+    )
     timestamps: list[Seconds] | None = _timestamps()
     events: list[Text] | None = _events()
     ratings: list[Rating] | None = _ratings()

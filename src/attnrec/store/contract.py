@@ -1,0 +1,123 @@
+"""The one contract every history store implements, and how a store is named and opened.
+
+A store keeps the events that arrive between two trainings of a model (``POST /v1/events``,
+``attnrec ingest``) so that every answer for a user reads the history the model was trained with
+plus the events since (:mod:`attnrec.recommend.live`). Two backends implement it:
+
+* :class:`~attnrec.store.sqlite_store.SqliteStore`: one file, embedded (the standard library's
+  ``sqlite3`` in WAL mode), the default; one server, or several processes on one machine;
+* :class:`~attnrec.store.redis_store.RedisStore`: a Redis server shared by several server replicas.
+
+:func:`open_store` picks the backend from a name: ``redis://`` / ``rediss://`` / ``unix://`` URLs are
+Redis, anything else is the path of a SQLite file.
+
+Retention: a store keeps at most ``retention`` events per user (the newest by time); older ones are
+dropped when new ones arrive. Reads are bounded too: a recommender asks for the newest events its
+model can read plus a margin (:meth:`attnrec.recommend.Recommender.use_store`), never for all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import pandas as pd
+
+from attnrec.data.schema import DataError
+from attnrec.store.events import Event, Recent
+
+DEFAULT_RETENTION = 10_000
+"""Events kept per user by default: far more than any model reads (``max_len`` is 50-200), few enough
+that one runaway client cannot fill the disk with one user."""
+EXPORT_COLUMNS = ("user", "item", "timestamp", "event", "rating")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot be reached or stays busy (a Redis server down, a SQLite file locked too long)."""
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """Per-user event histories: append, read the newest, forget a user, export everything.
+
+    Every method is safe to call from several threads. An event :meth:`append` returned for is
+    durable as the backend promises (see each backend and ``docs/how-to/live-histories.md``).
+    """
+
+    retention: int
+
+    def append(self, events: Sequence[Event]) -> int:
+        """Store ``events`` (all or none); returns how many. Each user keeps its newest ``retention``."""
+        ...
+
+    def recent(self, users: Sequence[str], limit: int) -> dict[str, Recent]:
+        """The newest ``limit`` events of each of ``users`` (oldest first, by time then arrival), one
+        entry per user (empty for a user without events); ``forgotten`` says who was forgotten."""
+        ...
+
+    def forget(self, user: str) -> int:
+        """Delete every event of ``user`` and remember that it was forgotten (a privacy request);
+        returns how many events were deleted. Events that arrive later are kept again."""
+        ...
+
+    def export(self) -> pd.DataFrame:
+        """Every stored event as a table (:data:`EXPORT_COLUMNS`; ``event`` and ``rating`` null where
+        absent), per user oldest first: what the next training adds to its log."""
+        ...
+
+    def forgotten(self) -> list[str]:
+        """The users forgotten since the store was created (the next training must drop their old events)."""
+        ...
+
+    def count(self) -> int:
+        """How many events are stored."""
+        ...
+
+    def close(self) -> None:
+        """Release the connections (the data stays)."""
+        ...
+
+
+def check_retention(retention: int) -> int:
+    if isinstance(retention, bool) or not isinstance(retention, int) or retention < 1:
+        raise DataError(f"retention must be a positive number of events per user, not {retention!r}")
+    return retention
+
+
+def check_limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise DataError(f"limit must be a number of events >= 0, not {limit!r}")
+    return limit
+
+
+def export_frame(rows: list[tuple[str, str, int, str | None, float | None]]) -> pd.DataFrame:
+    """``rows`` of ``(user, item, timestamp, event, rating)`` as the table :meth:`HistoryStore.export` returns."""
+    frame = pd.DataFrame(rows, columns=list(EXPORT_COLUMNS))
+    return frame.astype(
+        {"user": object, "item": object, "timestamp": "int64", "event": object, "rating": "float64"}
+    )
+
+
+def open_store(spec: str, *, retention: int = DEFAULT_RETENTION) -> HistoryStore:
+    """The store named by ``spec``: a Redis URL (``redis://host:6379/0``) or a SQLite file path
+    (created when missing, with its parent directory)."""
+    if spec.startswith(REDIS_SCHEMES):
+        from attnrec.store.redis_store import RedisStore
+
+        return RedisStore(spec, retention=retention)
+    from attnrec.store.sqlite_store import SqliteStore
+
+    return SqliteStore(spec, retention=retention)
+
+
+__all__ = [
+    "DEFAULT_RETENTION",
+    "EXPORT_COLUMNS",
+    "HistoryStore",
+    "StoreUnavailable",
+    "check_limit",
+    "check_retention",
+    "export_frame",
+    "open_store",
+]

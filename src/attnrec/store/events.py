@@ -1,0 +1,120 @@
+"""What a history store holds: events in external IDs, and a user's recent events as columns.
+
+An :class:`Event` is one interaction as a shop or an app reports it: ``user`` and ``item`` (external
+IDs, the text a log uses), ``timestamp`` (whole unix seconds) and the per-event fields the models can
+read (:data:`attnrec.data.schema.COLUMN_DTYPES`): ``event`` (an event-type name such as ``view`` or
+``buy``) and ``rating``, both optional. The store keeps events whatever model serves them: an item or
+an event type a model does not know is kept for the next retrain; the model skips the item (or reads
+the event without its type) when it scores (:mod:`attnrec.recommend.live`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnrec.data.schema import DataError, Interactions
+
+MAX_ID_CHARS = 256  # longest user ID, item ID or event name, as in the HTTP service's requests
+MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
+
+
+def _check_text(what: str, value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError(f"{what} must be a string or an integer, not {type(value).__name__}")
+    text = str(value)
+    if not text or len(text) > MAX_ID_CHARS:
+        raise DataError(f"{what} must have 1 to {MAX_ID_CHARS} characters, not {len(text)}")
+    if not text.isprintable():
+        raise DataError(f"{what} {text[:40]!r} has control characters")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One interaction: ``user`` did something with ``item`` at ``timestamp`` (unix seconds).
+
+    ``event`` (its type's name) and ``rating`` (>= 0) are optional. Checked on construction: a bad
+    value is a one-line :class:`~attnrec.data.schema.DataError`.
+    """
+
+    user: str
+    item: str
+    timestamp: int
+    event: str | None = None
+    rating: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "user", _check_text("user", self.user))
+        object.__setattr__(self, "item", _check_text("item", self.item))
+        ts = self.timestamp
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            raise DataError(f"timestamp must be a finite number of seconds, not {ts!r}")
+        if abs(ts) > MAX_SECONDS:
+            raise DataError(f"timestamp must be seconds within +-2**53, not {ts:g}")
+        object.__setattr__(self, "timestamp", int(math.floor(ts)))
+        if self.event is not None:
+            object.__setattr__(self, "event", _check_text("event", self.event))
+        r = self.rating
+        if r is not None:
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0:
+                raise DataError(f"rating must be a finite number >= 0, not {r!r}")
+            object.__setattr__(self, "rating", float(r))
+
+
+@dataclass(frozen=True)
+class Recent:
+    """A user's newest stored events, oldest first, as columns.
+
+    ``items``, ``events`` (``None`` where an event has no type) and the arrays ``timestamps`` (int64)
+    and ``ratings`` (float64, NaN where an event has no rating) are aligned. ``forgotten``: the user
+    asked to be forgotten (:meth:`HistoryStore.forget`) at some time; the events here arrived since,
+    and the history a model was trained with must no longer be used for this user.
+    """
+
+    items: list[str]
+    timestamps: np.ndarray
+    events: list[str | None]
+    ratings: np.ndarray
+    forgotten: bool = False
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @classmethod
+    def empty(cls, forgotten: bool = False) -> Recent:
+        return cls([], np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.float64), forgotten)
+
+    @classmethod
+    def of(cls, events: list[Event], forgotten: bool = False) -> Recent:
+        """The columns of ``events`` (already oldest first)."""
+        return cls(
+            [e.item for e in events],
+            np.fromiter((e.timestamp for e in events), dtype=np.int64, count=len(events)),
+            [e.event for e in events],
+            np.fromiter(
+                (math.nan if e.rating is None else e.rating for e in events),
+                dtype=np.float64,
+                count=len(events),
+            ),
+            forgotten,
+        )
+
+
+def log_events(data: Interactions, now: int, batch: int = 10_000) -> Iterator[list[Event]]:
+    """The events of an interaction log in batches of ``batch``, per user oldest first; a log without
+    timestamps gets ``now`` for every event (the store then keeps each user's events in log order)."""
+    users, items = data.users.external, data.items.external
+    for lo in range(0, len(data), batch):
+        sl = slice(lo, lo + batch)
+        u, it = users[data.user[sl]], items[data.item[sl] - 1]  # internal item i is external[i - 1]
+        ts = np.full(len(u), now) if data.timestamp is None else data.timestamp[sl]
+        ev = [None] * len(u) if data.event is None else data.event[sl]
+        ra = [None] * len(u) if data.rating is None else data.rating[sl].tolist()
+        yield [Event(*row) for row in zip(u, it, ts.tolist(), ev, ra, strict=True)]
+
+
+__all__ = ["MAX_ID_CHARS", "MAX_SECONDS", "Event", "Recent", "log_events"]

@@ -1,0 +1,221 @@
+"""The embedded backend: one SQLite file (standard library ``sqlite3``), in WAL mode.
+
+Durability: every :meth:`SqliteStore.append` is one transaction, committed before it returns. With
+``durability="full"`` (the default, SQLite's ``synchronous=FULL``) the commit waits for the
+write-ahead log to reach the disk (``fsync``): an acknowledged event survives a killed server
+(``kill -9``), an operating-system crash and a power cut. ``durability="normal"``
+(``synchronous=NORMAL``) skips that wait at commit: a killed server still loses nothing (the log is
+in the operating system's hands), but an operating-system crash or a power cut may lose the last
+commits before the next checkpoint. One transaction per batch makes the fsync cheap per event:
+``benchmarks/results/store-ingest.md`` has the measured throughput of both.
+
+Several threads (and several processes on one machine) may use one file: each thread has its own
+connection; WAL lets readers read while one writer writes; writers wait up to ``busy_seconds`` for
+each other.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from attnrec.data.schema import DataError
+from attnrec.store.contract import (
+    DEFAULT_RETENTION,
+    StoreUnavailable,
+    check_limit,
+    check_retention,
+    export_frame,
+)
+from attnrec.store.events import Event, Recent
+
+if TYPE_CHECKING:
+    from typing import Self
+
+FORMAT = "attnrec-events-1"
+DURABILITY = {"full": "FULL", "normal": "NORMAL"}
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user TEXT NOT NULL, item TEXT NOT NULL, ts INTEGER NOT NULL, event TEXT, rating REAL
+);
+CREATE INDEX IF NOT EXISTS events_by_user ON events (user, ts, seq);
+CREATE TABLE IF NOT EXISTS forgotten (user TEXT PRIMARY KEY, at INTEGER NOT NULL);
+"""
+_TRIM = (
+    "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE user = ? "
+    "ORDER BY ts DESC, seq DESC LIMIT -1 OFFSET ?)"
+)
+_RECENT = "SELECT item, ts, event, rating FROM events WHERE user = ? ORDER BY ts DESC, seq DESC LIMIT ?"
+_PARAMS = 500  # host parameters per IN (...) list, under SQLite's limit
+
+
+class SqliteStore:
+    """A :class:`~attnrec.store.contract.HistoryStore` in the SQLite file ``path`` (see the module doc)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        retention: int = DEFAULT_RETENTION,
+        durability: str = "full",
+        busy_seconds: float = 30.0,
+    ) -> None:
+        if durability not in DURABILITY:
+            raise DataError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
+        self.path = Path(path)
+        self.retention = check_retention(retention)
+        self.durability = durability
+        self._busy = busy_seconds
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        if self.path.is_dir():
+            raise DataError(f"{self.path}: is a directory; give the store's file path")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._set_up(self._conn())
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r}, retention={self.retention}, durability={self.durability!r})"
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        """The store itself: a copied recommender (copy-on-write in serving) shares its store."""
+        return self
+
+    # -- connections -----------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=self._busy, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={DURABILITY[self.durability]}")
+            except sqlite3.DatabaseError as e:
+                raise DataError(f"{self.path}: cannot be opened as an event store ({e})") from None
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        try:
+            with self._write(conn):
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if tables and "meta" not in tables:
+                    raise DataError(f"{self.path}: a SQLite file, but not an attnrec event store")
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    conn.execute(statement)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
+                found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0]
+            if found != FORMAT:
+                raise DataError(
+                    f"{self.path}: an event store of format {found!r}; this attnrec reads {FORMAT!r}"
+                )
+        except sqlite3.DatabaseError as e:
+            raise DataError(f"{self.path}: cannot be opened as an event store ({e})") from None
+
+    @contextmanager
+    def _write(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction (taken at once, so writers queue instead of failing to upgrade)."""
+        with self._busy_is_unavailable():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _busy_is_unavailable(self) -> Iterator[None]:
+        """A file still locked after ``busy_seconds`` (or gone read-only) is :class:`StoreUnavailable`."""
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            raise StoreUnavailable(f"{self.path}: {e}") from None
+
+    # -- the contract ----------------------------------------------------------------------------
+    def append(self, events: Sequence[Event]) -> int:
+        if not events:
+            return 0
+        conn = self._conn()
+        rows = [(e.user, e.item, e.timestamp, e.event, e.rating) for e in events]
+        with self._write(conn):
+            conn.executemany(
+                "INSERT INTO events (user, item, ts, event, rating) VALUES (?, ?, ?, ?, ?)", rows
+            )
+            conn.executemany(_TRIM, [(u, self.retention) for u in {e.user for e in events}])
+        return len(rows)
+
+    def recent(self, users: Sequence[str], limit: int) -> dict[str, Recent]:
+        check_limit(limit)
+        users = list(dict.fromkeys(str(u) for u in users))
+        if not users:
+            return {}
+        conn = self._conn()
+        with self._busy_is_unavailable():
+            return self._recent(conn, users, limit)
+
+    def _recent(self, conn: sqlite3.Connection, users: list[str], limit: int) -> dict[str, Recent]:
+        conn.execute("BEGIN")  # one snapshot for every user of the batch
+        try:
+            gone = self._forgotten_among(conn, users)
+            out = {}
+            for u in users:
+                rows = conn.execute(_RECENT, (u, limit)).fetchall()[::-1] if limit else []
+                out[u] = Recent.of(
+                    [Event(u, item, ts, event, rating) for item, ts, event, rating in rows], u in gone
+                )
+        finally:
+            conn.execute("COMMIT")
+        return out
+
+    def _forgotten_among(self, conn: sqlite3.Connection, users: list[str]) -> set[str]:
+        gone: set[str] = set()
+        for lo in range(0, len(users), _PARAMS):
+            part = users[lo : lo + _PARAMS]
+            marks = ",".join("?" * len(part))
+            gone.update(
+                r[0] for r in conn.execute(f"SELECT user FROM forgotten WHERE user IN ({marks})", part)
+            )
+        return gone
+
+    def forget(self, user: str) -> int:
+        conn = self._conn()
+        with self._write(conn):
+            deleted = conn.execute("DELETE FROM events WHERE user = ?", (str(user),)).rowcount
+            conn.execute("INSERT OR REPLACE INTO forgotten VALUES (?, ?)", (str(user), int(time.time())))
+        return int(deleted)
+
+    def export(self) -> pd.DataFrame:
+        rows = self._conn().execute("SELECT user, item, ts, event, rating FROM events ORDER BY user, ts, seq")
+        return export_frame(rows.fetchall())
+
+    def forgotten(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT user FROM forgotten ORDER BY user")]
+
+    def count(self) -> int:
+        return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+
+
+__all__ = ["DURABILITY", "FORMAT", "SqliteStore"]

@@ -1,0 +1,84 @@
+"""What is particular to each backend and to the events: validation, opening, bad files, a server that is down."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from attnrec.data.schema import DataError
+from attnrec.store import Event, RedisStore, SqliteStore, StoreUnavailable, open_store
+from redis_server import free_port, require_redis
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"user": "", "item": "a", "timestamp": 1}, "user must have 1 to 256 characters"),
+        ({"user": True, "item": "a", "timestamp": 1}, "user must be a string or an integer"),
+        ({"user": "u", "item": "a\x00", "timestamp": 1}, "control characters"),
+        ({"user": "u", "item": "a", "timestamp": float("nan")}, "timestamp must be a finite number"),
+        ({"user": "u", "item": "a", "timestamp": 2.0**60}, "within"),
+        ({"user": "u", "item": "a", "timestamp": 1, "rating": -1}, "rating must be a finite number >= 0"),
+        ({"user": "u", "item": "a", "timestamp": 1, "event": ""}, "event must have"),
+    ],
+)
+def test_a_bad_event_is_a_one_line_data_error(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(DataError, match=message):
+        Event(**fields)  # type: ignore[arg-type]
+
+
+def test_an_event_normalises_ids_and_floors_its_time() -> None:
+    e = Event(42, 7, 10.9, rating=4)  # type: ignore[arg-type]
+    assert (e.user, e.item, e.timestamp, e.rating) == ("42", "7", 10, 4.0)
+
+
+def test_open_store_picks_the_backend_from_the_name(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "sub" / "events.db"), retention=7)
+    assert (
+        isinstance(store, SqliteStore) and store.retention == 7 and (tmp_path / "sub" / "events.db").is_file()
+    )
+    with pytest.raises(StoreUnavailable, match="Redis at redis://127.0.0.1"):
+        open_store(f"redis://127.0.0.1:{free_port()}/0")
+
+
+def test_sqlite_refuses_a_file_that_is_not_an_event_store(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(DataError, match="not an attnrec event store"):
+        SqliteStore(other)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, this is not a database at all" * 100)
+    with pytest.raises(DataError, match="cannot be opened as an event store"):
+        SqliteStore(text)
+    with pytest.raises(DataError, match="is a directory"):
+        SqliteStore(tmp_path)
+    with pytest.raises(DataError, match="durability must be one of full, normal"):
+        SqliteStore(tmp_path / "x.db", durability="sometimes")
+    with pytest.raises(DataError, match="retention must be a positive number"):
+        SqliteStore(tmp_path / "y.db", retention=0)
+
+
+def test_sqlite_runs_in_wal_mode_with_the_durability_asked_for(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "e.db", durability="normal")
+    conn = store._conn()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL (FULL is 2)
+    assert SqliteStore(tmp_path / "f.db")._conn().execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def test_a_redis_store_hides_the_password_of_its_url(tmp_path: Path) -> None:
+    require_redis({})
+    with pytest.raises(StoreUnavailable) as caught:
+        RedisStore(f"redis://:s3cret-password@127.0.0.1:{free_port()}/0", timeout_s=1)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_a_missing_redis_server_skips_here_and_fails_under_ci(tmp_path: Path) -> None:
+    absent = str(tmp_path / "redis-server")
+    with pytest.raises(pytest.fail.Exception, match="CI must run them"):
+        require_redis({"CI": "true"}, absent)
+    with pytest.raises(pytest.skip.Exception, match="redis-server"):
+        require_redis({}, absent)
