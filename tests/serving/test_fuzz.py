@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import positive_data_acceptance
+from schemathesis.checks import negative_data_rejection, positive_data_acceptance
 from schemathesis.python import asgi
 
 from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
 from attnrec.serving.schemas import EVENT_FIELDS
+from attnrec.store import open_store
 
 
 class FakeExplainer:
@@ -37,8 +38,11 @@ schema = schemathesis.openapi.from_dict(create_app({"spec": FakeExplainer()}).op
 
 
 @pytest.fixture(scope="module")
-def served(sasrec: Recommender) -> Iterator[Any]:
-    yield create_app({"sas": sasrec, "peter": FakeExplainer()}, ServingConfig(gc_freeze=False))
+def served(sasrec: Recommender, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    # with an event store, so that the event routes answer as deployed (without one they answer 501)
+    store = open_store(str(tmp_path_factory.mktemp("store") / "events.db"))
+    config = ServingConfig(gc_freeze=False, store=store)
+    yield create_app({"sas": sasrec, "peter": FakeExplainer()}, config)
     asgi.shutdown_lifespans()  # the app's lifespan, started by schemathesis with its first request
 
 
@@ -51,7 +55,11 @@ def test_every_endpoint_survives_fuzzing(case: schemathesis.Case, served: Any) -
     sends = isinstance(case.body, dict) and any(
         case.body.get(k) is not None for k in (*EVENT_FIELDS, "request_time")
     )
-    response = case.call_and_validate(
-        app=served, excluded_checks=[positive_data_acceptance] if sends else None
-    )
+    excluded = [positive_data_acceptance] if sends else []
+    # POST /v1/events checks each event on its own: a batch with events that break the event schema is
+    # answered 200 with those events listed in `errors` and the others stored (documented). Only for
+    # that operation is "schema-violating data is rejected" not checked.
+    if case.operation.path == "/v1/events":
+        excluded.append(negative_data_rejection)
+    response = case.call_and_validate(app=served, excluded_checks=excluded or None)
     assert response.status_code < 500, response.text

@@ -202,12 +202,36 @@ async def post_events(req: EventsRequest, state: State) -> Response:
     return Response(body.model_dump_json(), media_type="application/json")
 
 
+# Routes below a user (GET /v1/users/{user}/history): the forget route's path takes any user ID,
+# slashes included, so without this check DELETE .../history would forget a user named "X/history"
+# and answer 200: a silently wrong answer to a client that meant X's history.
+USER_SUBRESOURCES = ("/history",)
+
+
+def _not_a_user_subresource(
+    user: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=NO_CONTROL, description="External user ID.")],
+) -> None:
+    if user.endswith(USER_SUBRESOURCES):
+        raise ApiError(
+            405,
+            "method_not_allowed",
+            f"DELETE is not a method of /v1/users/{{user}}{user[user.rindex('/') :]}; "
+            "DELETE /v1/users/{user} forgets a user",
+            headers={"Allow": "GET"},
+        )
+
+
 @router.delete(
     "/v1/users/{user:path}",
     response_model=ForgetResponse,
     tags=["admin"],
-    dependencies=[Depends(admin_allowed)],
-    responses={**NO_STORE, **UNAVAILABLE, 403: {"model": ErrorResponse, "description": "admin is disabled"}},
+    dependencies=[Depends(_not_a_user_subresource), Depends(admin_allowed)],
+    responses={
+        **NO_STORE,
+        **UNAVAILABLE,
+        403: {"model": ErrorResponse, "description": "admin is disabled"},
+        405: {"model": ErrorResponse, "description": "the path names a route below a user"},
+    },
 )
 async def forget_user(
     user: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=NO_CONTROL, description="External user ID.")],
