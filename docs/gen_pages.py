@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from attnrec import get_spec, list_models
 from attnrec.config import config_to_dict
 from attnrec.data.split import DEFAULT_SPLIT
 from attnrec.experiments.tables import trained_on_gpu
-from attnrec.models.registry import get_spec, list_models
 from attnrec.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
