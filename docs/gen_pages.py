@@ -33,6 +33,17 @@ GENERATED = (
 )
 
 
+# Where each model is explained (docs/explanation/), beyond its one-line description; the rest share a section.
+EXPLAINED = {
+    "sasrec": "models.md#sasrec",
+    "bert4rec": "models.md#bert4rec",
+    "gsasrec": "models.md#gsasrec",
+    "esasrec": "models.md#esasrec",
+    "hstu": "models.md#hstu",
+    "peter": "peter.md",
+}
+
+
 def _selectable(r: Record) -> bool:
     """A run that can be chosen among others on validation: NDCG@10 monitored under full ranking."""
     return (
@@ -118,7 +129,8 @@ def model_page(name: str, results: Sequence[Record]) -> str:
         spec.description,
         "",
         f"Kind: {'closed form (fitted by counting)' if spec.kind == 'estimator' else 'trained by the training loop'}; "
-        f"task: {spec.task}. How it works: [how the models work](../../explanation/models.md).",
+        f"task: {spec.task}. How it works: "
+        f"[explanation](../../explanation/{EXPLAINED.get(name, 'models.md#the-baselines')}).",
         "",
         "## Presets",
         "",
