@@ -21,6 +21,7 @@ from typing import Any
 from attnrec import get_spec, list_models
 from attnrec.config import config_to_dict
 from attnrec.data.split import DEFAULT_SPLIT
+from attnrec.evaluation.published import best_full_ranking
 from attnrec.experiments.tables import trained_on_gpu
 from attnrec.training.config import TrainConfig
 
@@ -79,6 +80,11 @@ def _figure(metrics: Mapping[str, float], errors: Mapping[str, float], key: str)
     return f"{metrics[key]:.4f}" + (f" ± {errors[key]:.4f}" if errors.get(key) else "")
 
 
+def _published(model: str, sha256: str) -> str:
+    figure = best_full_ranking(model, sha256)
+    return f"{figure.text()}" if figure else ""
+
+
 def results_table(name: str, results: Sequence[Record]) -> list[str]:
     """Per data file and split, the run with the best validation NDCG@10, with its full-ranking test figures."""
     best: dict[tuple[str, str], Record] = {}
@@ -99,10 +105,13 @@ def results_table(name: str, results: Sequence[Record]) -> list[str]:
     lines = [
         "Per data file and split, the committed run with the best validation NDCG@10 (full ranking) and its",
         "test figures under full ranking (history excluded), ± one standard error over the test users where",
-        "the run recorded it. The run's config is `benchmarks/configs/<folder>/<file>.toml`.",
+        "the run recorded it. The run's config is `benchmarks/configs/<folder>/<file>.toml`. Published: the",
+        "best published full-ranking HR@10 / NDCG@10 of this model on the same file, where one exists (under",
+        "the paper's own split, which the `split` column may not be).",
         "",
-        "| data | split | runs | best run (config) | preset | valid NDCG@10 | test HR@10 | test NDCG@10 | epochs (best) | machine |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| data | split | runs | best run (config) | preset | valid NDCG@10 | test HR@10 | test NDCG@10 "
+        "| published | epochs (best) | machine |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (sha, split), r in sorted(best.items(), key=lambda kv: (sorted(names[kv[0][0]])[0], kv[0][1])):
         full = r["evaluations"]["full"]
@@ -114,6 +123,7 @@ def results_table(name: str, results: Sequence[Record]) -> list[str]:
         lines.append(
             f"| {' / '.join(sorted(names[sha]))} | `{split}` | {counts[(sha, split)]} | {run} "
             f"| {r.get('preset') or '(config)'} | {tr['best_value']:.4f} | {_figure(m, se, 'HR@10')} | {_figure(m, se, 'NDCG@10')} "
+            f"| {_published(name, sha)} "
             f"| {tr['epochs']} ({tr['best_epoch']}) | {trained_on_gpu(r) or 'CPU'} |"
         )
     return lines
