@@ -10,7 +10,7 @@ from attnrec import Recommender
 from attnrec.data.schema import Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, evaluate
-from attnrec.models.batching import sliding_windows
+from attnrec.models.batches.windows import sliding_windows
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
 from attnrec.models.scoring import factorised_scores
 from grad_checks import cosine, flat_grad

@@ -92,7 +92,7 @@ def test_zeroed_event_embeddings_give_the_id_only_scores(make: object) -> None:
 
 def _states(model: SASRec, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     with torch.no_grad():
-        return model.run(batch["seq"], batch=batch)[0]  # (B, T, D)
+        return model.forward(batch)[0]  # (B, T, D)
 
 
 @pytest.mark.parametrize("request_time", [False, True])

@@ -29,8 +29,7 @@ from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models import event_batches as eb
 from attnrec.models import event_context as ev
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import batches, encode_in_chunks, length_chunks
+from attnrec.models.batches.windows import batches, encode_in_chunks, length_chunks
 from attnrec.models.context import (
     ModelContext,
     check_feature_options,
@@ -48,9 +47,10 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
-from attnrec.models.masks import padding_bias
-from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
+from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models.nn.masks import padding_bias
+from attnrec.models.objectives.kernels import batch_sampled_softmax, softmax_cross_entropy
+from attnrec.models.objectives.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive

@@ -17,12 +17,12 @@ is also the output layer.
 
 Loss ``sampled_ce`` (the paper's): a softmax over each position's target and ``n_negatives`` catalog
 items. The paper draws uniform negatives per position. attnrec's sampled softmax (shared with
-SASRec/BERT4Rec: :func:`attnrec.models.losses.batch_sampled_softmax`) draws them once per batch
+SASRec/BERT4Rec: :func:`attnrec.models.objectives.kernels.batch_sampled_softmax`) draws them once per batch
 (``negatives="batch"``): ``O(positions x negatives)`` scores, no embedding gathered per draw. With
 ``negatives="sequence"`` (the ``ml-1m`` preset) each training sequence draws its own, shared by its
 positions: closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M
 the batch's 256 learned much more slowly; docs/models.md). ``negatives="position"`` draws them per
-position, as the paper and the Amazon presets do (:func:`attnrec.models.losses.position_logits`).
+position, as the paper and the Amazon presets do (:func:`attnrec.models.objectives.kernels.position_logits`).
 With the ``popularity``/``mixed`` samplers or in-batch negatives every logit gets the log-Q
 correction; uniform draws need none (it is the same constant for every item).
 ``ce`` is the full softmax, for small catalogs.
@@ -44,8 +44,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import MultiHeadAttention, dropout
-from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
+from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.batches.windows import inference_width, next_item_rows
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -55,14 +55,20 @@ from attnrec.models.contracts import (
     SharedBatch,
     WeightedLoss,
 )
-from attnrec.models.losses import (
+from attnrec.models.nn.layers import MultiHeadAttention, dropout
+from attnrec.models.nn.masks import causal_bias
+from attnrec.models.objectives.kernels import (
     batch_sampled_softmax,
     negative_logits,
     position_logits,
     softmax_cross_entropy,
 )
-from attnrec.models.masks import causal_bias
-from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
+from attnrec.models.objectives.negatives import (
+    SAMPLERS,
+    SharedNegatives,
+    check_negatives_per,
+    whole_batch_keys,
+)
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
@@ -90,7 +96,7 @@ class ESASRecConfig:
     # whole item table once (rate `dropout`) and uses it for the inputs and as the output layer, so
     # the softmax's item vectors are regularised too. Off: only the inputs are dropped out.
     item_table_dropout: bool = False
-    # Dropout masks from 16-bit random integers (attnrec.models._blocks.FastDropout), as SASRec's option:
+    # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), as SASRec's option:
     # the same distribution from another random stream (hence off); at d 256 on the CPU the Bernoulli
     # draws took a quarter of a bf16 training step.
     fast_dropout: bool = False
@@ -286,7 +292,7 @@ class ESASRec(
             shared = SharedNegatives.build(
                 train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives, c.negatives
             )
-        for _, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
+        for _, batch in ShiftedNextItem(c.max_len).batches(train, batch_size, rng, shared):
             yield batch
 
     def loss_terms(self, batch: Batch) -> int:

@@ -31,9 +31,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import item_counts
-from attnrec.models.batching import batches, next_item_rows, next_item_windows, shifted_pair
+from attnrec.models.batches.windows import batches, next_item_rows, next_item_windows, shifted_pair
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
-from attnrec.models.losses import softmax_cross_entropy
+from attnrec.models.objectives.kernels import softmax_cross_entropy
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive

@@ -28,7 +28,7 @@ Objective: causal next-item prediction at every position with a sampled softmax 
 over the catalog. Two choices differ from the reference, both documented in ``docs/models.md``:
 negatives are drawn per training sequence (``negatives="sequence"``, the presets; shared by the
 sequence's positions) or per batch (``"batch"``, the library's cheapest sampled softmax,
-:class:`~attnrec.models.negatives.SharedNegatives`), where the reference draws 128 per position
+:class:`~attnrec.models.objectives.negatives.SharedNegatives`), where the reference draws 128 per position
 (``O(positions x negatives x d)`` memory; ``negatives="position"`` draws that way too); on ML-1M the
 batch's 128 learned far more slowly than the sequence's. And a time gap is measured from the query
 event's own timestamp, so no position sees anything of the event it predicts (the reference measures
@@ -51,7 +51,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import TIMESTAMP, Sequences
-from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
+from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.batches.windows import inference_width, next_item_rows
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
@@ -62,14 +63,19 @@ from attnrec.models.contracts import (
     WeightedLoss,
 )
 from attnrec.models.event_context import LOG_BUCKET_WIDTH, TIMESTAMPS, log_bucket
-from attnrec.models.losses import (
+from attnrec.models.nn.masks import causal_mask
+from attnrec.models.objectives.kernels import (
     batch_sampled_softmax,
     negative_logits,
     position_logits,
     softmax_cross_entropy,
 )
-from attnrec.models.masks import causal_mask
-from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
+from attnrec.models.objectives.negatives import (
+    SAMPLERS,
+    SharedNegatives,
+    check_negatives_per,
+    whole_batch_keys,
+)
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_positive
@@ -361,7 +367,7 @@ class HSTU(
             shared = SharedNegatives.build(
                 train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives, c.negatives
             )
-        for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
+        for users, batch in ShiftedNextItem(c.max_len).batches(train, batch_size, rng, shared):
             if TIMESTAMP in train.columns:  # the inputs' times (the targets' are never read)
                 batch[TIMESTAMPS] = torch.from_numpy(
                     train.padded_column(TIMESTAMP, c.max_len + 1, users)[:, :-1]

@@ -31,9 +31,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.reviews import EncodedReviews
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.contracts import Batch, Trainable
-from attnrec.models.masks import peter_mask
+from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models.nn.masks import peter_mask
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive
 

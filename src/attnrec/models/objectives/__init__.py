@@ -1,0 +1,27 @@
+"""Training objectives (:mod:`.objectives`), their arithmetic (:mod:`.kernels`) and negatives (:mod:`.negatives`)."""
+
+from attnrec.models.objectives.objectives import (
+    BCE,
+    GBCE,
+    OBJECTIVES,
+    FullSoftmax,
+    ItemTable,
+    Objective,
+    ObjectiveSettings,
+    SampledSoftmax,
+    Scored,
+    build_objective,
+)
+
+__all__ = [
+    "BCE",
+    "GBCE",
+    "OBJECTIVES",
+    "FullSoftmax",
+    "ItemTable",
+    "Objective",
+    "ObjectiveSettings",
+    "SampledSoftmax",
+    "Scored",
+    "build_objective",
+]
