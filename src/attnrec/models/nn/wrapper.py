@@ -14,8 +14,8 @@ in the model's own file) plus this wrapper, which trains and scores it:
 The model class inherits from its backbone and from this wrapper (``class SASRec(SASRecBackbone,
 SequentialWrapper)``): the network's modules stay attributes of the model, so the names of saved
 weights do not depend on the split. A model sets :attr:`objective` and :attr:`builder` in its
-``__init__`` and overrides the hooks (``training_users``, ``with_columns``, ``inference_columns``,
-``extra_loss``) only where it reads more than the items.
+``__init__`` and overrides the hooks (``training_users``, ``with_columns``, ``training_inputs``,
+``output_table``, ``scale_states``, ``extra_loss``, ``inference_columns``) only where it reads more than the items.
 """
 
 from __future__ import annotations
@@ -85,6 +85,10 @@ class SequentialWrapper(
         """Batch entries drawn once per batch (the objective's), kept whole on every DDP rank."""
         return self.objective.shared_batch_keys()
 
+    def scale_states(self, states: torch.Tensor) -> torch.Tensor:
+        """The states as logits read them (HSTU divides by its temperature; unchanged here)."""
+        return states
+
     # -- inspection ---------------------------------------------------------------------------------
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
@@ -106,6 +110,12 @@ class SequentialWrapper(
     def output_table(self) -> ItemTable:
         """The output layer the objective scores against (the item vectors)."""
         return ItemTable(self.item_vectors())
+
+    def training_inputs(self, batch: Batch) -> tuple[torch.Tensor | None, ItemTable | None]:
+        """Inputs a training step uses in place of the usual ones, drawn before the forward pass: the
+        item content ``(B, T, D)`` and the output table (``None``: the item embeddings and
+        :meth:`output_table`, the table read after the forward pass)."""
+        return None, None
 
     def extra_loss(self, states: torch.Tensor, table: ItemTable, batch: Batch) -> torch.Tensor | None:
         """A term added to the objective's loss (e.g. explicit negatives), or ``None``."""
@@ -129,8 +139,9 @@ class SequentialWrapper(
         """The objective's loss over the real (non-padding) target positions (plus :meth:`extra_loss`)."""
         target = batch[self.builder.label]  # (B, T)
         real = target > 0
-        states = self.forward(batch).states  # (B, T, D)
-        table = self.output_table()  # (I+1, D) the output layer
+        content, table = self.training_inputs(batch)
+        states = self.scale_states(self.forward(batch, content=content).states)  # (B, T, D)
+        table = table or self.output_table()  # (I+1, D) the output layer
         out = self.objective.loss(Scored(states[real], target[real], real, states), table, batch)
         extra = self.extra_loss(states, table, batch)
         return out if extra is None else out + extra
@@ -149,7 +160,7 @@ class SequentialWrapper(
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` newest-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.forward(batch, last_only=True).states[:, -1, :]
+        return self.scale_states(self.forward(batch, last_only=True).states[:, -1, :])
 
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
@@ -158,4 +169,4 @@ class SequentialWrapper(
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
         query = self.forward(batch, last_only=True, content=embedded).states[:, -1, :]  # (B, D)
-        return factorised_scores(query, self.item_vectors())
+        return factorised_scores(self.scale_states(query), self.item_vectors())

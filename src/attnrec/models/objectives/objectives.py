@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Protocol
 
 import torch
@@ -42,13 +43,19 @@ from attnrec.models.objectives.negatives import (
 
 @dataclass(frozen=True)
 class ItemTable:
-    """The output layer an objective scores against: ``weight`` ``(I+1, D)``, an optional per-item ``bias``
-    ``(I+1,)``, and ``gather``, how the rows of given items are read when not ``weight[idx]`` (sparse
-    gradients, rows normalised one by one)."""
+    """The output layer an objective scores against: the item vectors ``(I+1, D)`` (``source``, or a function
+    that computes them, called at most once and only when an objective reads the whole table), an
+    optional per-item ``bias`` ``(I+1,)``, and ``gather``, how the rows of given items are read when not
+    ``weight[idx]`` (sparse gradients, rows normalised one by one)."""
 
-    weight: torch.Tensor
+    source: torch.Tensor | Callable[[], torch.Tensor]
     bias: torch.Tensor | None = None
     gather: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    @cached_property
+    def weight(self) -> torch.Tensor:
+        """``(I+1, D)`` the whole table."""
+        return self.source if isinstance(self.source, torch.Tensor) else self.source()
 
     def rows(self, idx: torch.Tensor) -> torch.Tensor:
         """``(*idx.shape, D)`` the rows of the items ``idx``."""
