@@ -244,7 +244,7 @@ def test_bert4rec_mask_stands_at_the_request_time_and_chunks_keep_the_columns() 
     with torch.no_grad():
         assert torch.allclose(
             chunked.encode_at(train["seq"], sel, train),
-            model.run(train["seq"], batch=train)[0][sel],
+            model.forward(train)[0][sel],
             atol=1e-5,
         )
 

@@ -338,7 +338,7 @@ class HSTU(HSTUBackbone, SequentialWrapper):
         """L2-normalised states ``(B, T, D)`` of ``seq`` ``(B, T)`` (and optional ``timestamps``)."""
         return self.forward({"seq": seq} | ({} if timestamps is None else {TIMESTAMPS: timestamps})).states
 
-    def scale_states(self, states: torch.Tensor) -> torch.Tensor:
+    def head(self, states: torch.Tensor) -> torch.Tensor:
         """Logits are cosine similarities divided by the temperature."""
         return states / self.config.temperature
 

@@ -49,7 +49,7 @@ from attnrec.models.context import (
     require_fused,
 )
 from attnrec.models.contracts import Batch
-from attnrec.models.event_batches import request_batch, score_columns, shifted_columns, target_users
+from attnrec.models.event_batches import request_batch, score_columns
 from attnrec.models.event_context import (
     EXPLICIT_NEGATIVE,
     EventFields,
@@ -343,24 +343,11 @@ class SASRec(SASRecBackbone, SequentialWrapper):
         events = context.events if context is not None else None
         self.targets = target_rule(config, events)  # which next events may be targets (None: every one)
         self.objective = build_objective(config, LOSSES)
-        self.builder = ShiftedNextItem(config.max_len)
-
-    # -- training: what SASRec reads besides the items -------------------------------------------
-    def training_users(self, train: Sequences) -> np.ndarray | None:
-        """With targets by event type or rating, the users whose window holds one; else every user."""
-        if self.targets is None:
-            return None
-        return target_users(train, self.config.max_len, self.targets, "sasrec")
-
-    def with_columns(self, batch: Batch, train: Sequences, users: np.ndarray) -> Batch:
-        """The inputs' per-event entries, and targets kept only where the event type and rating allow."""
-        if self.event_ctx is None and self.targets is None:
-            return batch
-        c = self.config
-        return shifted_columns(
-            batch, train, users, c.max_len, self.event_ctx, self.targets, c.explicit_negatives, "sasrec"
+        self.builder = ShiftedNextItem(
+            config.max_len, self.event_ctx, self.targets, config.explicit_negatives, "sasrec"
         )
 
+    # -- training: what SASRec reads besides the items -------------------------------------------
     def output_table(self) -> ItemTable:
         """The item table; with ``sparse_embedding`` the rows an objective reads get sparse gradients."""
         if not self.config.sparse_embedding:

@@ -14,8 +14,8 @@ in the model's own file) plus this wrapper, which trains and scores it:
 The model class inherits from its backbone and from this wrapper (``class SASRec(SASRecBackbone,
 SequentialWrapper)``): the network's modules stay attributes of the model, so the names of saved
 weights do not depend on the split. A model sets :attr:`objective` and :attr:`builder` in its
-``__init__`` and overrides the hooks (``training_users``, ``with_columns``, ``training_inputs``,
-``output_table``, ``scale_states``, ``extra_loss``, ``inference_columns``) only where it reads more than the items.
+``__init__`` and overrides the hooks (``with_columns``, ``training_inputs``,
+``output_table``, ``head``, ``extra_loss``, ``inference_columns``) only where it reads more than the items.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
-from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.batches.builders import BatchBuilder
 from attnrec.models.batches.windows import inference_width
 from attnrec.models.contracts import (
     AttentionInspectable,
     Batch,
     EmbeddingInputs,
     Factorised,
+    ItemBiased,
     SequentialModel,
     SharedBatch,
     WeightedLoss,
@@ -58,7 +59,7 @@ class SequentialWrapper(
     config: Any  # the model's config dataclass
     n_items: int
     objective: Objective  # chosen from the config by attnrec.models.objectives.build_objective
-    builder: ShiftedNextItem  # the model's batch builder
+    builder: BatchBuilder  # the model's batch builder (attnrec.models.batches.builders)
 
     # -- the backbone's part (defined by the model's backbone, earlier in the class's MRO) -----------
     def forward(
@@ -85,8 +86,9 @@ class SequentialWrapper(
         """Batch entries drawn once per batch (the objective's), kept whole on every DDP rank."""
         return self.objective.shared_batch_keys()
 
-    def scale_states(self, states: torch.Tensor) -> torch.Tensor:
-        """The states as logits read them (HSTU divides by its temperature; unchanged here)."""
+    def head(self, states: torch.Tensor) -> torch.Tensor:
+        """The output head: what the logits read from hidden states ``(..., D)`` (HSTU divides them by its
+        temperature, BERT4Rec transforms them; unchanged here)."""
         return states
 
     # -- inspection ---------------------------------------------------------------------------------
@@ -99,10 +101,6 @@ class SequentialWrapper(
         return self.forward({"seq": seq}, need_weights=True).attention
 
     # -- training ----------------------------------------------------------------------------------
-    def training_users(self, train: Sequences) -> np.ndarray | None:
-        """The users an epoch trains on (``None``: every user the builder takes)."""
-        return None
-
     def with_columns(self, batch: Batch, train: Sequences, users: np.ndarray) -> Batch:
         """A training ``batch`` of ``users`` with the per-event entries the model reads (none here)."""
         return batch
@@ -122,13 +120,12 @@ class SequentialWrapper(
         return None
 
     def train_rows(self, train: Sequences) -> int:
-        return self.builder.rows(train, self.training_users(train))
+        return self.builder.rows(train)
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """One epoch of shuffled batches from the builder, with the objective's negatives drawn per batch."""
         negatives = self.objective.negatives(train, self.n_items)
-        only = self.training_users(train)
-        for users, batch in self.builder.batches(train, batch_size, rng, negatives, only):
+        for users, batch in self.builder.batches(train, batch_size, rng, negatives):
             yield self.with_columns(batch, train, users)
 
     def loss_terms(self, batch: Batch) -> int:
@@ -140,13 +137,17 @@ class SequentialWrapper(
         target = batch[self.builder.label]  # (B, T)
         real = target > 0
         content, table = self.training_inputs(batch)
-        states = self.scale_states(self.forward(batch, content=content).states)  # (B, T, D)
+        states = self.head(self.forward(batch, content=content).states)  # (B, T, D)
         table = table or self.output_table()  # (I+1, D) the output layer
         out = self.objective.loss(Scored(states[real], target[real], real, states), table, batch)
         extra = self.extra_loss(states, table, batch)
         return out if extra is None else out + extra
 
     # -- scoring: the newest position's state against every item ------------------------------------
+    def output_bias(self) -> torch.Tensor | None:
+        """The per-item output bias ``(I + 1,)`` of a model that has one (:class:`ItemBiased`), else ``None``."""
+        return self.item_bias() if isinstance(self, ItemBiased) else None
+
     def inference_columns(self, histories: Sequences, width: int, request_time: np.ndarray | None) -> Batch:
         """The per-event entries the model reads when scoring ``histories`` padded to ``width`` (none here)."""
         return {}
@@ -160,13 +161,15 @@ class SequentialWrapper(
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` newest-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.scale_states(self.forward(batch, last_only=True).states[:, -1, :])
+        return self.head(self.forward(batch, last_only=True).states[:, -1, :])
 
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
+        return factorised_scores(
+            self.query_vectors(batch), self.item_vectors(), self.output_bias()
+        )  # (B, I+1)
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
         query = self.forward(batch, last_only=True, content=embedded).states[:, -1, :]  # (B, D)
-        return factorised_scores(self.scale_states(query), self.item_vectors())
+        return factorised_scores(self.head(query), self.item_vectors(), self.output_bias())
