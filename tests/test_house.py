@@ -33,7 +33,6 @@ LONG_MODULES: dict[str, str] = {
     "benchmarks/large_catalog.py": "one benchmark: exact against approximate retrieval on a large catalog",
     "tests/cli/test_cli.py": "the CLI's end-to-end scenarios; to be split by command",
     "src/attnrec/models/peter.py": "one model: PETER's network, objective and decoding",
-    "src/attnrec/models/bert4rec.py": "one model top to bottom: config, blocks, backbone (~110 lines), presets and the Cloze wrapper",
     "src/attnrec/models/context.py": "the context (features, time, events) encoders shared by the transformers",
     "src/attnrec/experiments/tuning.py": "one job: the Optuna study loop and its budgets",
     "src/attnrec/experiments/tables.py": "one job: rendering results tables from result files",

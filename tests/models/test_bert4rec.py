@@ -12,6 +12,7 @@ from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, evaluate
 from attnrec.models.batches.windows import sliding_windows
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
+from attnrec.models.nn.wrapper import Pass
 from attnrec.models.scoring import factorised_scores
 from grad_checks import cosine, flat_grad
 
@@ -61,7 +62,7 @@ def test_attention_weights_come_from_the_forward_pass_that_encodes() -> None:
     model = small()
     seq = torch.cat([left_padded([3, 7, 1, 9]), left_padded([5, 6, 2, 8, 4, 11, 12, 13])])
     with torch.no_grad():
-        states, maps = model.forward({"seq": seq}, need_weights=True)
+        states, maps = model.forward({"seq": seq}, Pass(need_weights=True))
         plain = model.encode(seq)
     assert torch.equal(states, plain), "asking for the weights must not change the forward pass"
     assert len(maps) == 2 and all(w.shape == (2, 2, 12, 12) for w in maps)

@@ -39,9 +39,8 @@ from attnrec.models.context import (
 from attnrec.models.contracts import Batch, ItemBiased
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.nn.masks import padding_bias
-from attnrec.models.nn.wrapper import Encoded, SequentialWrapper
-from attnrec.models.objectives import ItemTable, Scored, build_objective
-from attnrec.models.objectives.negatives import SAMPLERS
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import ItemTable, Scored, build_objective, check_objective
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive
 from attnrec.search_space import Choice, Float, Int, SearchSpace
@@ -84,12 +83,9 @@ class BERT4RecConfig(ev.EventFields):
 
     def __post_init__(self) -> None:
         self.check_events()  # the per-event fields (EventFields)
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be ce or sampled_ce, not {self.loss!r}")
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         if self.init not in ("xavier", "bert"):
             raise ValueError(f"init must be xavier or bert, not {self.init!r}")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
         require_positive(
             hidden=self.hidden,
             n_layers=self.n_layers,
@@ -212,29 +208,22 @@ class BERT4RecBackbone(nn.Module):
         out: torch.Tensor = self.emb_drop(self.ln_emb(x))  # (B, T, D)
         return out
 
-    def forward(
-        self,
-        batch: Batch,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Encoded:
-        """Hidden states ``(B, T, D)`` of the left-padded tokens ``batch["seq"]`` ``(B, T)`` (and the per-event
-        entries the settings read) and, with ``need_weights``, each layer's attention ``(B, H, T, T)``.
-
-        ``last_only``: the final [mask] position's state ``(B, 1, D)`` only; the final layer then
-        computes that one query (the earlier layers still need every position), what scoring needs,
-        about half the work of a two-layer model. ``content`` ``(B, T, D)``: see :meth:`embed`.
-        """
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """Hidden states ``(B, T, D)`` of the left-padded tokens ``batch["seq"]`` ``(B, T)`` and the per-event
+        entries the settings read; ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`): the final [mask]
+        position only (the final layer computes that one query), other token content (:meth:`embed`),
+        each layer's attention ``(B, H, T, T)`` too."""
         seq = batch["seq"]  # (B, T)
-        x = self.embed(batch, content)  # (B, T, D)
+        x = self.embed(batch, how.content)  # (B, T, D)
         allowed = padding_bias(seq, x.dtype)  # (B, 1, 1, T) additive: every real position, before and after
         if self.event_ctx is not None:  # time-interval biases (a float mask), or allowed as it is
             allowed = self.event_ctx.attention_mask(allowed, batch, causal=False)
         maps = []
         for i, block in enumerate(self.blocks):
-            last = 1 if last_only and i == len(self.blocks) - 1 else 0  # the final layer: [mask]'s query only
-            x, weights = block(x, allowed, need_weights, last=last)  # (B, T or 1, D)
+            last = (
+                1 if how.last_only and i == len(self.blocks) - 1 else 0
+            )  # the final layer: [mask]'s query only
+            x, weights = block(x, allowed, how.need_weights, last=last)  # (B, T or 1, D)
             if weights is not None:
                 maps.append(weights)
         return Encoded(x, maps)  # (B, T, D), or (B, 1, D) with last_only

@@ -45,9 +45,8 @@ from attnrec.models.batches.builders import ShiftedNextItem
 from attnrec.models.contracts import Batch
 from attnrec.models.nn.layers import MultiHeadAttention, dropout
 from attnrec.models.nn.masks import causal_bias
-from attnrec.models.nn.wrapper import Encoded, SequentialWrapper
-from attnrec.models.objectives import ItemTable, build_objective
-from attnrec.models.objectives.negatives import SAMPLERS, check_negatives_per
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive
 
@@ -82,11 +81,7 @@ class ESASRecConfig:
     fast_dropout: bool = False
 
     def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be sampled_ce or ce, not {self.loss!r}")
-        check_negatives_per(self.negatives)
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         require_positive(
             hidden=self.hidden,
             n_layers=self.n_layers,
@@ -94,14 +89,7 @@ class ESASRecConfig:
             max_len=self.max_len,
             ff_multiplier=self.ff_multiplier,
         )
-        if (
-            self.n_negatives < 0
-            or self.in_batch_negatives < 0
-            or self.n_negatives + self.in_batch_negatives < 1
-        ):
-            raise ValueError(
-                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
-            )
+        check_negative_counts(self.n_negatives, self.in_batch_negatives)
 
 
 class SwiGLU(nn.Module):
@@ -190,31 +178,23 @@ class ESASRecBackbone(nn.Module):
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
 
-    def forward(
-        self,
-        batch: Batch,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Encoded:
-        """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` and, with
-        ``need_weights``, each layer's attention probabilities ``(B, H, T, T)``.
-
-        ``last_only``: the newest position's state ``(B, 1, D)`` only (the final layer computes
-        that one query; the earlier layers still need every position as keys). ``content``
-        ``(B, T, D)`` replaces the item embeddings of ``seq`` (:meth:`score_embedded`).
-        """
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)``; ``how``
+        (:class:`~attnrec.models.nn.wrapper.Pass`): the newest position only (the final layer computes that
+        one query), other item content, each layer's attention probabilities ``(B, H, T, T)`` too."""
         seq = batch["seq"]  # (B, T)
         t = seq.shape[1]
         # Positions count from the window's end, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)  # (T,)
-        emb = self.input_embeddings(batch) if content is None else content  # (B, T, D)
+        emb = self.input_embeddings(batch) if how.content is None else how.content  # (B, T, D)
         x = self.emb_drop(emb + self.pos_emb(pos))  # (B, T, D), no sqrt(d) scaling
         allowed = causal_bias(seq, x.dtype)  # (B, 1, T, T) additive: earlier real items only
         maps = []
         for i, layer in enumerate(self.layers):
-            last = 1 if last_only and i == len(self.layers) - 1 else 0  # the final layer: newest query only
-            x, weights = layer(x, allowed, need_weights, last=last)  # (B, T or 1, D)
+            last = (
+                1 if how.last_only and i == len(self.layers) - 1 else 0
+            )  # the final layer: newest query only
+            x, weights = layer(x, allowed, how.need_weights, last=last)  # (B, T or 1, D)
             if weights is not None:
                 maps.append(weights)
         return Encoded(x, maps)  # (B, T, D), or (B, 1, D) with last_only

@@ -34,7 +34,7 @@ from torch import nn
 
 from attnrec.models.batches.builders import ShiftedNextItem
 from attnrec.models.contracts import Batch
-from attnrec.models.nn.wrapper import Encoded, SequentialWrapper
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import build_objective
 from attnrec.models.registry import register
 from attnrec.models.sasrec import SASRecBackbone, SASRecConfig
@@ -125,15 +125,9 @@ class GSASRec(nn.Module, SequentialWrapper):
         self.objective = build_objective(c, ("gbce",), default_loss="gbce")
         self.builder = ShiftedNextItem(c.max_len)
 
-    def forward(
-        self,
-        batch: Batch,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Encoded:
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
         """SASRec's hidden states of ``batch["seq"]`` (:class:`~attnrec.models.sasrec.SASRecBackbone`)."""
-        out: Encoded = self.net(batch, last_only, content, need_weights)
+        out: Encoded = self.net(batch, how)
         return out
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:

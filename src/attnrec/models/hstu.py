@@ -55,9 +55,8 @@ from attnrec.models.batches.builders import ShiftedNextItem
 from attnrec.models.contracts import Batch
 from attnrec.models.event_context import LOG_BUCKET_WIDTH, TIMESTAMPS, log_bucket
 from attnrec.models.nn.masks import causal_mask
-from attnrec.models.nn.wrapper import Encoded, SequentialWrapper
-from attnrec.models.objectives import ItemTable, build_objective
-from attnrec.models.objectives.negatives import SAMPLERS, check_negatives_per
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive
 
@@ -89,11 +88,7 @@ class HSTUConfig:
     negatives: str = "batch"  # sampled_ce: drawn once per "batch", per training "sequence" or per "position"
 
     def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be sampled_ce or ce, not {self.loss!r}")
-        check_negatives_per(self.negatives)
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         require_positive(
             hidden=self.hidden,
             n_layers=self.n_layers,
@@ -105,14 +100,7 @@ class HSTUConfig:
         )
         if not 0.0 <= self.dropout < 1.0 or self.temperature <= 0:
             raise ValueError("dropout must be in [0, 1) and temperature > 0")
-        if (
-            self.n_negatives < 0
-            or self.in_batch_negatives < 0
-            or self.n_negatives + self.in_batch_negatives < 1
-        ):
-            raise ValueError(
-                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
-            )
+        check_negative_counts(self.n_negatives, self.in_batch_negatives)
 
 
 def time_buckets(timestamps: torch.Tensor, n_buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -214,21 +202,11 @@ class HSTUBackbone(nn.Module):
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
 
-    def forward(
-        self,
-        batch: Batch,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Encoded:
-        """L2-normalised states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` (with
-        optional ``batch["timestamps"]`` ``(B, T)``) and, with ``need_weights``, each layer's attention
-        weights ``(B, H, T, T)`` (else ``[]``).
-
-        ``last_only``: the newest position's state ``(B, 1, D)`` only; the final layer then computes
-        that one query (the earlier layers still need every position as keys and values).
-        ``content`` ``(B, T, D)`` replaces the raw item embeddings of ``seq`` (:meth:`score_embedded`).
-        """
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """L2-normalised states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` (with optional
+        ``batch["timestamps"]`` ``(B, T)``); ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`): the newest
+        position only (the final layer computes that one query), other raw item content, each layer's
+        attention weights ``(B, H, T, T)`` too."""
         seq, timestamps = batch["seq"], batch.get(TIMESTAMPS)  # (B, T) each
         if timestamps is not None and timestamps.shape != seq.shape:
             raise ValueError(
@@ -239,7 +217,7 @@ class HSTUBackbone(nn.Module):
         t = seq.shape[1]
         keep = seq > 0  # (B, T)
         pos = (keep.long().cumsum(1) - 1).clamp(min=0)  # (B, T) counted from the window's oldest item
-        emb = self.input_embeddings(batch) if content is None else content  # (B, T, D)
+        emb = self.input_embeddings(batch) if how.content is None else how.content  # (B, T, D)
         x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
         x = self.emb_drop(x) * keep[..., None]  # (B, T, D)
         allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items and the position itself
@@ -248,15 +226,15 @@ class HSTUBackbone(nn.Module):
         times = None if timestamps is None else time_buckets(timestamps, self.config.time_buckets)
         maps = []
         for i, block in enumerate(self.blocks):
-            if last_only and i == len(self.blocks) - 1:  # the newest query row only
+            if how.last_only and i == len(self.blocks) - 1:  # the newest query row only
                 rows = (
                     allowed[..., -1:, :],
                     offsets[-1:],
                     None if times is None else (times[0][:, -1:], times[1][:, -1:]),
                 )
-                x, weights = block(x, *rows, need_weights, last=1)  # (B, 1, D)
+                x, weights = block(x, *rows, how.need_weights, last=1)  # (B, 1, D)
             else:
-                x, weights = block(x, allowed, offsets, times, need_weights)  # (B, T, D)
+                x, weights = block(x, allowed, offsets, times, how.need_weights)  # (B, T, D)
             if weights is not None:
                 maps.append(weights)
         return Encoded(F.normalize(x, dim=-1, eps=EPS), maps)  # (B, T, D), or (B, 1, D) with last_only

@@ -59,9 +59,8 @@ from attnrec.models.event_context import (
 )
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout
 from attnrec.models.nn.masks import causal_bias
-from attnrec.models.nn.wrapper import Encoded, SequentialWrapper
-from attnrec.models.objectives import ItemTable, build_objective
-from attnrec.models.objectives.negatives import SAMPLERS
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive
 from attnrec.search_space import Choice, Float, Int, SearchSpace
@@ -119,21 +118,11 @@ class SASRecConfig(EventFields):
             raise ValueError(
                 "difsr cannot be combined with time_intervals (both change the attention logits)"
             )
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be bce, ce or sampled_ce, not {self.loss!r}")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         require_positive(
             hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len
         )
-        if (
-            self.n_negatives < 0
-            or self.in_batch_negatives < 0
-            or self.n_negatives + self.in_batch_negatives < 1
-        ):
-            raise ValueError(
-                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
-            )
+        check_negative_counts(self.n_negatives, self.in_batch_negatives)
         if self.fast_ce and self.loss != "ce":
             raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
         if self.sparse_embedding and self.loss == "ce":
@@ -245,27 +234,17 @@ class SASRecBackbone(nn.Module):
         events = context.events if context is not None else None
         self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
 
-    def forward(
-        self,
-        batch: Batch,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Encoded:
-        """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` (and the per-event
-        entries the settings read) and, with ``need_weights``, each layer's attention ``(B, H, T, T)``.
-
-        ``last_only``: the newest position's state ``(B, 1, D)`` only; the final block then computes
-        that one query (the earlier blocks still need every position as keys), which is what
-        scoring needs and about half the work of a two-block model. ``content`` ``(B, T, D)``
-        replaces the item embeddings of ``seq`` (:meth:`score_embedded`).
-        """
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` and the per-event
+        entries the settings read; ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`): the newest position
+        only (the final block computes that one query: about half the work of a two-block model), other
+        item content, each layer's attention ``(B, H, T, T)`` too."""
         seq = batch["seq"]  # (B, T)
         t = seq.shape[1]
         keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1) real items
         # Positions count from the window's start, so the newest item always has position max_len-1.
         pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)  # (T,)
-        emb = self.input_embeddings(batch) if content is None else content  # (B, T, D)
+        emb = self.input_embeddings(batch) if how.content is None else how.content  # (B, T, D)
         allowed = causal_bias(seq, keep.dtype)  # (B, 1, T, T) additive: earlier real items only
         if self.event_ctx is not None:  # + time/event/rating embeddings; interval biases (-inf off causal)
             emb = self.event_ctx.add_inputs(emb, batch)  # (B, T, D)
@@ -276,8 +255,10 @@ class SASRecBackbone(nn.Module):
         side = self.item_ctx.side(seq) if difsr and self.item_ctx is not None else None  # (F, B, T, D)
         maps = []
         for i, block in enumerate(self.blocks):
-            last = 1 if last_only and i == len(self.blocks) - 1 else 0  # the final block: newest query only
-            x, weights = block(x, allowed, keep, need_weights, last=last, side=side)  # (B, T or 1, D)
+            last = (
+                1 if how.last_only and i == len(self.blocks) - 1 else 0
+            )  # the final block: newest query only
+            x, weights = block(x, allowed, keep, how.need_weights, last=last, side=side)  # (B, T or 1, D)
             if weights is not None:
                 maps.append(weights)
         return Encoded(self.ln_out(x), maps)  # (B, T, D), or (B, 1, D) with last_only

@@ -21,6 +21,7 @@ weights do not depend on the split. A model sets :attr:`objective` and :attr:`bu
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -51,6 +52,20 @@ class Encoded(NamedTuple):
     attention: list[torch.Tensor]
 
 
+@dataclass(frozen=True)
+class Pass:
+    """How a backbone's forward pass runs (the default, :data:`FULL`: every position, the items' own
+    embeddings, no attention weights)."""
+
+    last_only: bool = False  # the newest position's state (B, 1, D) only: the final block computes one query
+    content: torch.Tensor | None = None  # (B, T, D) in place of the items' embeddings (attributions)
+    need_weights: bool = False  # each layer's attention weights (B, H, T, T) too, for inspection
+
+
+FULL = Pass()
+NEWEST = Pass(last_only=True)
+
+
 class SequentialWrapper(
     SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
 ):
@@ -62,15 +77,8 @@ class SequentialWrapper(
     builder: BatchBuilder  # the model's batch builder (attnrec.models.batches.builders)
 
     # -- the backbone's part (defined by the model's backbone, earlier in the class's MRO) -----------
-    def forward(
-        self,
-        batch: Batch,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Encoded:
-        """Hidden states of ``batch["seq"]`` ``(B, T)``; ``last_only``: the newest position's only;
-        ``content`` ``(B, T, D)`` in place of the item embeddings; ``need_weights``: attention too."""
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """Hidden states of ``batch["seq"]`` ``(B, T)``, computed as ``how`` says."""
         raise NotImplementedError
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
@@ -98,7 +106,7 @@ class SequentialWrapper(
 
     def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
         """Per-layer attention weights ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
-        return self.forward({"seq": seq}, need_weights=True).attention
+        return self.forward({"seq": seq}, Pass(need_weights=True)).attention
 
     # -- training ----------------------------------------------------------------------------------
     def with_columns(self, batch: Batch, train: Sequences, users: np.ndarray) -> Batch:
@@ -137,7 +145,7 @@ class SequentialWrapper(
         target = batch[self.builder.label]  # (B, T)
         real = target > 0
         content, table = self.training_inputs(batch)
-        states = self.head(self.forward(batch, content=content).states)  # (B, T, D)
+        states = self.head(self.forward(batch, Pass(content=content)).states)  # (B, T, D)
         table = table or self.output_table()  # (I+1, D) the output layer
         out = self.objective.loss(Scored(states[real], target[real], real, states), table, batch)
         extra = self.extra_loss(states, table, batch)
@@ -161,7 +169,7 @@ class SequentialWrapper(
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
         """``(B, D)`` newest-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.head(self.forward(batch, last_only=True).states[:, -1, :])
+        return self.head(self.forward(batch, NEWEST).states[:, -1, :])
 
     def score(self, batch: Batch) -> torch.Tensor:
         """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
@@ -171,5 +179,5 @@ class SequentialWrapper(
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
-        query = self.forward(batch, last_only=True, content=embedded).states[:, -1, :]  # (B, D)
+        query = self.forward(batch, Pass(last_only=True, content=embedded)).states[:, -1, :]  # (B, D)
         return factorised_scores(self.head(query), self.item_vectors(), self.output_bias())

@@ -11,6 +11,8 @@ from attnrec.models.objectives.objectives import (
     SampledSoftmax,
     Scored,
     build_objective,
+    check_negative_counts,
+    check_objective,
 )
 
 __all__ = [
@@ -24,4 +26,6 @@ __all__ = [
     "SampledSoftmax",
     "Scored",
     "build_objective",
+    "check_negative_counts",
+    "check_objective",
 ]

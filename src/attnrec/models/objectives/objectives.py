@@ -33,10 +33,12 @@ from attnrec.models.objectives.kernels import (
     softmax_cross_entropy,
 )
 from attnrec.models.objectives.negatives import (
+    SAMPLERS,
     NegativeDraw,
     SequenceNegatives,
     SharedNegatives,
     UnseenNegatives,
+    check_negatives_per,
     whole_batch_keys,
 )
 
@@ -246,3 +248,23 @@ def build_objective(config: object, supported: Collection[str], default_loss: st
     if s.loss not in supported:
         raise ValueError(f"loss must be one of {', '.join(supported)}, not {s.loss!r}")
     return OBJECTIVES[s.loss](s)
+
+
+def check_objective(config: object, supported: Collection[str]) -> None:
+    """A one-line ``ValueError`` unless a model ``config``'s loss is one of ``supported`` and its sampled
+    negatives' settings are valid (the sampler, who draws them, their counts where the config has them)."""
+    s = objective_settings(config)
+    if s.loss not in supported:
+        *rest, last = supported
+        raise ValueError(f"loss must be {', '.join(rest)} or {last}, not {s.loss!r}")
+    if s.sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, not {s.sampler!r}")
+    check_negatives_per(s.negatives)
+
+
+def check_negative_counts(n_negatives: int, in_batch: int) -> None:
+    """A one-line ``ValueError`` unless both counts are >= 0 and at least one negative is drawn."""
+    if n_negatives < 0 or in_batch < 0 or n_negatives + in_batch < 1:
+        raise ValueError(
+            "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
+        )
