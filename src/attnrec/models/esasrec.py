@@ -43,12 +43,12 @@ from torch import nn
 
 from attnrec.models.batches.builders import ShiftedNextItem
 from attnrec.models.contracts import Batch
-from attnrec.models.nn.layers import MultiHeadAttention, dropout
+from attnrec.models.nn.layers import MultiHeadAttention, dropout, init_xavier
 from attnrec.models.nn.masks import causal_bias
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 
 LOSSES = ("sampled_ce", "ce")  # the objectives eSASRec trains with (attnrec.models.objectives)
 
@@ -82,13 +82,7 @@ class ESASRecConfig:
 
     def __post_init__(self) -> None:
         check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
-        require_positive(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            max_len=self.max_len,
-            ff_multiplier=self.ff_multiplier,
-        )
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "ff_multiplier")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)
 
 
@@ -170,11 +164,7 @@ class ESASRecBackbone(nn.Module):
         self.emb_drop = dropout(c.dropout, c.fast_dropout)
         self.table_drop = dropout(c.dropout, c.fast_dropout)  # item_table_dropout's one mask a step
         self.layers = nn.ModuleList(LiGRLayer(c) for _ in range(c.n_layers))
-        for name, p in self.named_parameters():  # Xavier-normal matrices, as the authors initialise
-            if p.dim() > 1:
-                nn.init.xavier_normal_(p)
-            elif "ln" not in name:
-                nn.init.zeros_(p)
+        init_xavier(self)  # Xavier-normal matrices, zero biases, as the authors initialise
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
 

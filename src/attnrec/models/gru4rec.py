@@ -36,7 +36,7 @@ from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialMo
 from attnrec.models.objectives.kernels import softmax_cross_entropy
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 
 LOSSES = ("ce", "bpr-max", "top1-max")
 
@@ -58,13 +58,7 @@ class GRU4RecConfig:
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
-        require_positive(
-            hidden=self.hidden,
-            emb_dim=self.emb_dim,
-            n_layers=self.n_layers,
-            max_len=self.max_len,
-            n_negatives=self.n_negatives,
-        )
+        require_positive_fields(self, "hidden", "emb_dim", "n_layers", "max_len", "n_negatives")
         if not 0 <= self.dropout < 1 or self.sample_alpha < 0 or self.bpreg < 0:
             raise ValueError("dropout must be in [0, 1); sample_alpha and bpreg must be >= 0")
 

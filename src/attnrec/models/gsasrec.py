@@ -38,7 +38,7 @@ from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import build_objective
 from attnrec.models.registry import register
 from attnrec.models.sasrec import SASRecBackbone, SASRecConfig
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,7 @@ class GSASRecConfig:
     reuse_item_embeddings: bool = False  # False: a separate output item table (the authors' default)
 
     def __post_init__(self) -> None:
-        require_positive(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            max_len=self.max_len,
-            n_negatives=self.n_negatives,
-        )
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "n_negatives")
         if not 0.0 <= self.gbce_t <= 1.0:
             raise ValueError(f"gbce_t must be in [0, 1], not {self.gbce_t}")
 

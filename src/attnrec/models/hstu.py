@@ -58,7 +58,7 @@ from attnrec.models.nn.masks import causal_mask
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 
 LOSSES = ("sampled_ce", "ce")  # the objectives HSTU trains with (attnrec.models.objectives)
 
@@ -89,15 +89,7 @@ class HSTUConfig:
 
     def __post_init__(self) -> None:
         check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
-        require_positive(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            dqk=self.dqk,
-            dv=self.dv,
-            max_len=self.max_len,
-            time_buckets=self.time_buckets,
-        )
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "dqk", "dv", "max_len", "time_buckets")
         if not 0.0 <= self.dropout < 1.0 or self.temperature <= 0:
             raise ValueError("dropout must be in [0, 1) and temperature > 0")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)

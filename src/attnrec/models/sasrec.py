@@ -57,12 +57,12 @@ from attnrec.models.event_context import (
     explicit_negative_loss,
     target_rule,
 )
-from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout
+from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout, init_xavier
 from attnrec.models.nn.masks import causal_bias
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 from attnrec.search_space import Choice, Float, Int, SearchSpace
 
 LOSSES = ("bce", "ce", "sampled_ce")  # the objectives SASRec trains with (attnrec.models.objectives)
@@ -119,9 +119,7 @@ class SASRecConfig(EventFields):
                 "difsr cannot be combined with time_intervals (both change the attention logits)"
             )
         check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
-        require_positive(
-            hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len
-        )
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)
         if self.fast_ce and self.loss != "ce":
             raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
@@ -221,11 +219,7 @@ class SASRecBackbone(nn.Module):
         n_side = len(self.item_ctx.fields) if c.difsr and self.item_ctx is not None else 0
         self.blocks = nn.ModuleList(SASRecBlock(c, n_side) for _ in range(c.n_layers))
         self.ln_out = nn.LayerNorm(c.hidden, eps=1e-8)
-        for name, p in self.named_parameters():
-            if p.dim() > 1:
-                nn.init.xavier_normal_(p)
-            elif "ln" not in name:
-                nn.init.zeros_(p)
+        init_xavier(self)  # Xavier-normal matrices, zero biases, as the authors initialise
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
         if self.item_ctx is not None:

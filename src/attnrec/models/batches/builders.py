@@ -84,11 +84,7 @@ class ShiftedNextItem:
         return next_item_rows(train) if only is None else len(only)
 
     def batches(
-        self,
-        train: Sequences,
-        batch_size: int,
-        rng: np.random.Generator,
-        negatives: NegativeDraw | None = None,
+        self, train: Sequences, batch_size: int, rng: np.random.Generator, negatives: NegativeDraw | None
     ) -> Iterator[tuple[np.ndarray, Batch]]:
         """One epoch as ``(users (B,), batch)``; ``negatives`` drawn per batch after its rows."""
         users, windows = next_item_windows(train, self.max_len)  # (U,), (U, T+1)
@@ -180,11 +176,7 @@ class Cloze:
         return inp, labels
 
     def batches(
-        self,
-        train: Sequences,
-        batch_size: int,
-        rng: np.random.Generator,
-        negatives: NegativeDraw | None = None,
+        self, train: Sequences, batch_size: int, rng: np.random.Generator, negatives: NegativeDraw | None
     ) -> Iterator[tuple[np.ndarray, Batch]]:
         """One epoch as ``(window rows (B,), batch)`` with a fresh masking per call; ``negatives`` drawn
         per batch after its masking."""

@@ -1,4 +1,4 @@
-"""The transformer pieces SASRec, BERT4Rec and PETER share word for word: multi-head attention, the FFN, dropout."""
+"""The transformer pieces the models share word for word: multi-head attention, the FFN, dropout, initialisation."""
 
 from __future__ import annotations
 
@@ -98,3 +98,13 @@ class PointWiseFeedForward(nn.Module):
         """``(B, T, D)`` -> ``(B, T, D)``."""
         out: torch.Tensor = self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
         return out
+
+
+def init_xavier(module: nn.Module) -> None:
+    """Every matrix (embeddings included) Xavier-normal, every other parameter zero except the LayerNorms'
+    (names with ``ln``), in ``named_parameters`` order (the SASRec and eSASRec authors' initialisation)."""
+    for name, p in module.named_parameters():
+        if p.dim() > 1:
+            nn.init.xavier_normal_(p)
+        elif "ln" not in name:
+            nn.init.zeros_(p)
