@@ -76,7 +76,11 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("hstu-sampled", "hstu", {"n_negatives": 8, "dqk": 8, "dv": 8}),
     ("hstu-position", "hstu", {"n_negatives": 8, "dqk": 8, "dv": 8, "negatives": "position"}),
     ("hstu-ce", "hstu", {"loss": "ce", "dqk": 8, "dv": 8}),
+    ("gru4rec-ce", "gru4rec", {}),
+    ("gru4rec-plus-bpr-max", "gru4rec-plus", {}),
+    ("gru4rec-plus-top1-max", "gru4rec-plus", {"loss": "top1-max"}),
 ]
+GRU_SMALL = {"hidden": 16, "emb_dim": 8, "max_len": 10, "dropout": 0.1, "n_negatives": 16}
 
 
 def _log(seed: int = 0) -> Sequences:
@@ -100,7 +104,7 @@ def _digest(*arrays: np.ndarray) -> str:
 def _run(model_name: str, over: dict[str, Any]) -> dict[str, Any]:
     """One epoch (batch 8, Adam) from seed 0, then the scores of every user's history."""
     spec = get_spec(model_name)
-    config = spec.config_cls(**(SMALL | over))
+    config = spec.config_cls(**((GRU_SMALL if model_name.startswith("gru4rec") else SMALL) | over))
     train = _log()
     torch.manual_seed(0)
     kwargs = {"context": ModelContext(events=EVENTS)} if model_name in ("sasrec", "bert4rec") else {}
