@@ -65,6 +65,26 @@ class SequenceNegatives:
         return {"negative": torch.from_numpy(rng.integers(1, self.n_items + 1, size=(len(target), self.k)))}
 
 
+@dataclass(frozen=True)
+class PowerPopularityNegatives:
+    """``k`` negatives shared by the batch, drawn in proportion to ``popularity ** alpha`` (GRU4Rec+)."""
+
+    p: np.ndarray  # (n_items + 1,) the drawing probabilities, 0 for padding
+    k: int
+
+    @classmethod
+    def build(cls, train_items: np.ndarray, n_items: int, alpha: float, k: int) -> PowerPopularityNegatives:
+        """The epoch's sampler from the training items ``train_items``."""
+        weights = np.bincount(train_items, minlength=n_items + 1).astype(np.int64).astype(np.float64) ** alpha
+        weights[0] = 0.0
+        return cls(weights / weights.sum(), k)
+
+    def draw(
+        self, target: np.ndarray, rng: np.random.Generator, users: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
+        return {"negative": torch.from_numpy(rng.choice(len(self.p), size=self.k, p=self.p))}
+
+
 def check_negatives_per(per: str) -> None:
     """A one-line ``ValueError`` unless ``per`` is one of :data:`NEGATIVES_PER`."""
     if per not in NEGATIVES_PER:

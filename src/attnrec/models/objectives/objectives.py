@@ -10,6 +10,7 @@ no model file branches on the loss's name.
 - :class:`FullSoftmax`: cross-entropy over the whole catalog, computed in chunks.
 - :class:`SampledSoftmax`: cross-entropy over the target and sampled negatives, log-Q corrected.
 - :class:`GBCE`: generalised BCE against ``k`` negatives per sequence (gSASRec).
+- :class:`BPRMax`, :class:`TOP1Max`: softmax-weighted ranking against popularity-drawn negatives (GRU4Rec+).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from attnrec.models.objectives.kernels import (
 )
 from attnrec.models.objectives.negatives import (
     SAMPLERS,
+    SHARED_KEYS,
     NegativeDraw,
+    PowerPopularityNegatives,
     SequenceNegatives,
     SharedNegatives,
     UnseenNegatives,
@@ -92,6 +95,8 @@ class ObjectiveSettings:
     negatives: str = "batch"  # sampled negatives drawn per "batch", "sequence" or "position"
     fast_ce: bool = False
     gbce_t: float = 0.75
+    sample_alpha: float = 0.75  # GRU4Rec+: negatives drawn in proportion to popularity ** sample_alpha
+    bpreg: float = 1.0  # GRU4Rec+: BPR-max's score regularisation
 
 
 class Objective(Protocol):
@@ -209,6 +214,55 @@ class GBCE:
         return gbce_loss(pos_logit[scored.rows], neg_logit[scored.rows], beta)  # (N,), (N, k)
 
 
+@dataclass(frozen=True)
+class _RankingMax:
+    """GRU4Rec+'s losses: each target against ``k`` negatives shared by the batch, drawn in proportion to
+    ``popularity ** alpha``; the negatives' terms are weighted by the softmax of their scores, so the
+    hardest ones dominate. A negative equal to the row's target gets no weight."""
+
+    k: int
+    alpha: float
+
+    def shared_batch_keys(self) -> frozenset[str]:
+        return SHARED_KEYS  # drawn once per batch
+
+    def negatives(self, train: Sequences, n_items: int) -> NegativeDraw:
+        return PowerPopularityNegatives.build(train.items, n_items, self.alpha, self.k)
+
+    def scores(
+        self, scored: Scored, table: ItemTable, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The targets' scores ``(N, 1)``, the negatives' ``(N, S)`` and the negatives' softmax weights ``(N, S)``."""
+        h, pos, neg = scored.h, scored.target, batch["negative"]  # (N, D), (N,), (S,)
+        r_pos = table.logits(h, pos)[:, None]  # (N, 1)
+        r_neg = h @ table.rows(neg).T  # (N, S)
+        if table.bias is not None:
+            r_neg = r_neg + table.bias[neg]
+        hit = neg[None, :] == pos[:, None]  # (N, S) the target drawn as its own negative
+        return r_pos, r_neg, r_neg.masked_fill(hit, -torch.inf).softmax(-1)
+
+
+@dataclass(frozen=True)
+class BPRMax(_RankingMax):
+    """BPR-max: ``-log sum_j s_j sigmoid(r_i - r_j) + bpreg * sum_j s_j r_j^2``."""
+
+    bpreg: float = 1.0
+
+    def loss(self, scored: Scored, table: ItemTable, batch: Batch) -> torch.Tensor:
+        r_pos, r_neg, s = self.scores(scored, table, batch)
+        gain = (s * torch.sigmoid(r_pos - r_neg)).sum(-1)  # (N,)
+        return (-torch.log(gain + 1e-24) + self.bpreg * (s * r_neg.pow(2)).sum(-1)).mean()
+
+
+@dataclass(frozen=True)
+class TOP1Max(_RankingMax):
+    """TOP1-max: ``sum_j s_j (sigmoid(r_j - r_i) + sigmoid(r_j^2))``."""
+
+    def loss(self, scored: Scored, table: ItemTable, batch: Batch) -> torch.Tensor:
+        r_pos, r_neg, s = self.scores(scored, table, batch)
+        return (s * (torch.sigmoid(r_neg - r_pos) + torch.sigmoid(r_neg.pow(2)))).sum(-1).mean()
+
+
 def _bce(s: ObjectiveSettings) -> Objective:
     return BCE()
 
@@ -225,12 +279,22 @@ def _gbce(s: ObjectiveSettings) -> Objective:
     return GBCE(s.n_negatives, s.gbce_t)
 
 
+def _bpr_max(s: ObjectiveSettings) -> Objective:
+    return BPRMax(s.n_negatives, s.sample_alpha, s.bpreg)
+
+
+def _top1_max(s: ObjectiveSettings) -> Objective:
+    return TOP1Max(s.n_negatives, s.sample_alpha)
+
+
 # The one mapping from a ``loss`` setting to its objective (built from the config's loss settings).
 OBJECTIVES: dict[str, Callable[[ObjectiveSettings], Objective]] = {
     "bce": _bce,
     "ce": _full,
     "sampled_ce": _sampled,
     "gbce": _gbce,
+    "bpr-max": _bpr_max,
+    "top1-max": _top1_max,
 }
 
 
