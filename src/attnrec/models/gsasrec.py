@@ -125,7 +125,8 @@ class GSASRec(nn.Module, SequentialWrapper):
         return out
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` the network's input item embeddings of ``batch["seq"]`` (before scaling and positions)."""
+        """``(B, T, D)`` the network's input item embeddings of ``batch["seq"]`` (before scaling and
+        positions)."""
         return self.net.input_embeddings(batch)
 
     def item_vectors(self) -> torch.Tensor:

@@ -195,10 +195,10 @@ class HSTUBackbone(nn.Module):
             self.item_emb.weight[0].zero_()
 
     def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
-        """L2-normalised states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` (with optional
-        ``batch["timestamps"]`` ``(B, T)``); ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`): the newest
-        position only (the final layer computes that one query), other raw item content, each layer's
-        attention weights ``(B, H, T, T)`` too."""
+        """L2-normalised states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` (with
+        optional ``batch["timestamps"]`` ``(B, T)``); ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`):
+        the newest position only (the final layer computes that one query), other raw item content, each
+        layer's attention weights ``(B, H, T, T)`` too."""
         seq, timestamps = batch["seq"], batch.get(TIMESTAMPS)  # (B, T) each
         if timestamps is not None and timestamps.shape != seq.shape:
             raise ValueError(

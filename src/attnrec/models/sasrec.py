@@ -60,7 +60,13 @@ from attnrec.models.event_context import (
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout, init_xavier
 from attnrec.models.nn.masks import causal_bias
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
-from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
+from attnrec.models.objectives import (
+    FullSoftmax,
+    ItemTable,
+    build_objective,
+    check_negative_counts,
+    check_objective,
+)
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive_fields
 from attnrec.search_space import Choice, Float, Int, SearchSpace
@@ -89,11 +95,12 @@ class SASRecConfig(EventFields):
         "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
     )
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
-    # ce through the item-major kernel (attnrec.models.objectives.kernels): one exponential per logit, chunks of 128
-    # rows, faster on CPU; equal to the default to float32 rounding, not bit for bit, hence off.
+    # ce through the item-major kernel (attnrec.models.objectives.kernels): one exponential per logit,
+    # chunks of 128 rows, faster on CPU; equal to the default to float32 rounding, not bit for bit,
+    # hence off.
     fast_ce: bool = False
-    # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), about 2x faster on CPU;
-    # the same distribution (p to 1/32768), another random stream than nn.Dropout's, hence off.
+    # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), about 2x faster on
+    # CPU; the same distribution (p to 1/32768), another random stream than nn.Dropout's, hence off.
     fast_dropout: bool = False
     # Sparse (row-wise) gradients for the item embedding, updated by lazy Adam (SparseAdam): with
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
@@ -121,9 +128,10 @@ class SASRecConfig(EventFields):
         check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)
-        if self.fast_ce and self.loss != "ce":
+        full = isinstance(build_objective(self, LOSSES), FullSoftmax)  # reads every item's vector
+        if self.fast_ce and not full:
             raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
-        if self.sparse_embedding and self.loss == "ce":
+        if self.sparse_embedding and full:
             raise ValueError(
                 "sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)"
             )

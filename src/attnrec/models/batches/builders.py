@@ -76,7 +76,8 @@ class ShiftedNextItem:
     label: str = "target"
 
     def users(self, train: Sequences) -> np.ndarray | None:
-        """With a target rule, the users whose window holds a qualifying target; else ``None`` (every user)."""
+        """With a target rule, the users whose window holds a qualifying target; else ``None``
+        (every user)."""
         return None if self.rule is None else eb.target_users(train, self.max_len, self.rule, self.model)
 
     def rows(self, train: Sequences) -> int:
@@ -145,8 +146,8 @@ class Cloze:
         ok: np.ndarray | None = None,
         negative: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted). Targets by type: only
-        ``ok`` positions are targets; ``negative`` ones are masked too, labelled minus their item."""
+        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted). Targets by type:
+        only ``ok`` positions are targets; ``negative`` ones are masked too, labelled minus their item."""
         (b, t), mask_id = w.shape, self.n_items + 1
         real = w > 0 if ok is None else ok  # (B, T) the positions that may be predicted
         n_real = real.sum(1)  # (B,)
@@ -204,8 +205,8 @@ class LengthChunks:
     def encode_at(
         self, encode: Callable[[Batch], torch.Tensor], batch: Batch, sel: torch.Tensor
     ) -> torch.Tensor:
-        """States ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``batch["seq"][sel]`` order, where
-        ``encode(part)`` gives the states ``(b, w, D)`` of a part of ``batch``."""
+        """States ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``batch["seq"][sel]`` order,
+        where ``encode(part)`` gives the states ``(b, w, D)`` of a part of ``batch``."""
         if self.n <= 1:  # the default: one padded batch, no bookkeeping
             return encode(batch)[sel]
         return encode_in_chunks(encode, batch, sel, self.n)

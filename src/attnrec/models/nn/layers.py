@@ -1,4 +1,5 @@
-"""The transformer pieces the models share word for word: multi-head attention, the FFN, dropout, initialisation."""
+"""The transformer pieces the models share word for word: multi-head attention, the FFN, dropout,
+initialisation."""
 
 from __future__ import annotations
 

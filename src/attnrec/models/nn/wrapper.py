@@ -153,11 +153,13 @@ class SequentialWrapper(
 
     # -- scoring: the newest position's state against every item ------------------------------------
     def output_bias(self) -> torch.Tensor | None:
-        """The per-item output bias ``(I + 1,)`` of a model that has one (:class:`ItemBiased`), else ``None``."""
+        """The per-item output bias ``(I + 1,)`` of a model that has one (:class:`ItemBiased`), else
+        ``None``."""
         return self.item_bias() if isinstance(self, ItemBiased) else None
 
     def inference_columns(self, histories: Sequences, width: int, request_time: np.ndarray | None) -> Batch:
-        """The per-event entries the model reads when scoring ``histories`` padded to ``width`` (none here)."""
+        """The per-event entries the model reads when scoring ``histories`` padded to ``width`` (none
+        here)."""
         return {}
 
     def score_inputs(

@@ -1,4 +1,5 @@
-"""Training objectives (:mod:`.objectives`), their arithmetic (:mod:`.kernels`) and negatives (:mod:`.negatives`)."""
+"""Training objectives (:mod:`.objectives`), their arithmetic (:mod:`.kernels`) and their negatives
+(:mod:`.negatives`)."""
 
 from attnrec.models.objectives.objectives import (
     BCE,

@@ -232,7 +232,8 @@ class _RankingMax:
     def scores(
         self, scored: Scored, table: ItemTable, batch: Batch
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The targets' scores ``(N, 1)``, the negatives' ``(N, S)`` and the negatives' softmax weights ``(N, S)``."""
+        """The targets' scores ``(N, 1)``, the negatives' ``(N, S)`` and the negatives' softmax weights
+        ``(N, S)``."""
         h, pos, neg = scored.h, scored.target, batch["negative"]  # (N, D), (N,), (S,)
         r_pos = table.logits(h, pos)[:, None]  # (N, 1)
         r_neg = h @ table.rows(neg).T  # (N, S)
@@ -307,7 +308,8 @@ def objective_settings(config: object, default_loss: str = "") -> ObjectiveSetti
 
 
 def build_objective(config: object, supported: Collection[str], default_loss: str = "") -> Objective:
-    """The objective ``config`` asks for, among the ``supported`` ones (a one-line ``ValueError`` otherwise)."""
+    """The objective ``config`` asks for, among the ``supported`` ones (a one-line ``ValueError``
+    otherwise)."""
     s = objective_settings(config, default_loss)
     if s.loss not in supported:
         raise ValueError(f"loss must be one of {', '.join(supported)}, not {s.loss!r}")
