@@ -26,8 +26,8 @@ from torch import nn
 
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
-from attnrec.models import event_batches as eb
 from attnrec.models import event_context as ev
+from attnrec.models.batches import events as eb
 from attnrec.models.batches.builders import Cloze, LengthChunks
 from attnrec.models.context import (
     ModelContext,

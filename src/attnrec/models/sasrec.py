@@ -40,6 +40,7 @@ from torch import nn
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.batches.events import request_batch, score_columns
 from attnrec.models.context import (
     DecoupledAttention,
     ModelContext,
@@ -49,7 +50,6 @@ from attnrec.models.context import (
     require_fused,
 )
 from attnrec.models.contracts import Batch
-from attnrec.models.event_batches import request_batch, score_columns
 from attnrec.models.event_context import (
     EXPLICIT_NEGATIVE,
     EventFields,

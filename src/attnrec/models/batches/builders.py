@@ -8,7 +8,7 @@
   together, each chunk trimmed to its longest row (BERT4Rec's ``length_chunks``).
 
 Both builders also carry the per-event columns a model reads and keep targets only where the event
-type and rating allow (:mod:`attnrec.models.event_batches`). Every builder draws from the epoch's
+type and rating allow (:mod:`attnrec.models.batches.events`). Every builder draws from the epoch's
 seeded generator only: the rows' shuffle first, then, per batch, its masking and the objective's
 negatives (:class:`~attnrec.models.objectives.negatives.NegativeDraw`), so an epoch is a function of
 its seed.
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
-from attnrec.models import event_batches as eb
+from attnrec.models.batches import events as eb
 from attnrec.models.batches.windows import (
     batches,
     encode_in_chunks,
