@@ -3,7 +3,7 @@
 A transformer model is its backbone (an ``nn.Module`` whose ``forward(batch)`` gives the hidden states,
 in the model's own file) plus this wrapper, which trains and scores it:
 
-- training: the model's :class:`~attnrec.models.batches.builders` builder makes the epoch's batches,
+- training: the model's builder (:mod:`attnrec.models.batches.builders`) makes the epoch's batches,
   its :mod:`~attnrec.models.objectives` objective draws their negatives and turns the scored
   positions' states into the loss;
 - scoring: the newest position's state is the query, the item table the output layer
@@ -14,8 +14,8 @@ in the model's own file) plus this wrapper, which trains and scores it:
 The model class inherits from its backbone and from this wrapper (``class SASRec(SASRecBackbone,
 SequentialWrapper)``): the network's modules stay attributes of the model, so the names of saved
 weights do not depend on the split. A model sets :attr:`objective` and :attr:`builder` in its
-``__init__`` and overrides the hooks (``with_columns``, ``training_inputs``,
-``output_table``, ``head``, ``extra_loss``, ``inference_columns``) only where it reads more than the items.
+``__init__`` and overrides the hooks (``with_columns``, ``training_inputs``, ``output_table``,
+``head``, ``extra_loss``, ``inference_columns``) only where it reads more than the items.
 """
 
 from __future__ import annotations
