@@ -1,7 +1,9 @@
 """Model directories saved before the house refactor (issue 17) load and answer exactly as they did.
 
 ``tests/fixtures/legacy/`` was written by ``tests/fixtures/make_legacy.py`` with the code of commit
-ad72be0; ``expected.json`` holds the scores, recommendations and test metrics it gave then.
+ad72be0 (gSASRec, eSASRec and HSTU with that of 0bc6107, before the models were split into backbone,
+wrapper, objectives and batch builders); ``expected.json`` holds the scores, recommendations and test
+metrics they gave then.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ from attnrec import Recommender
 from attnrec.data.schema import Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, evaluate
-from attnrec.models.batching import sliding_windows
+from attnrec.models.batches.windows import sliding_windows
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
+from attnrec.models.nn.wrapper import Pass
 from attnrec.models.scoring import factorised_scores
 from grad_checks import cosine, flat_grad
 
@@ -61,7 +62,7 @@ def test_attention_weights_come_from_the_forward_pass_that_encodes() -> None:
     model = small()
     seq = torch.cat([left_padded([3, 7, 1, 9]), left_padded([5, 6, 2, 8, 4, 11, 12, 13])])
     with torch.no_grad():
-        states, maps = model.run(seq, need_weights=True)
+        states, maps = model.forward({"seq": seq}, Pass(need_weights=True))
         plain = model.encode(seq)
     assert torch.equal(states, plain), "asking for the weights must not change the forward pass"
     assert len(maps) == 2 and all(w.shape == (2, 2, 12, 12) for w in maps)
@@ -95,7 +96,7 @@ def test_mask_and_padding_are_never_recommended() -> None:
 def test_masking_proportion_matches_p() -> None:
     model = small(max_len=100, mask_prob=0.3, mask_last_prob=0.0)
     w = np.random.default_rng(1).integers(1, N_ITEMS + 1, (400, 100))
-    inp, labels = model.cloze(w, np.random.default_rng(2))
+    inp, labels = model.builder.mask(w, np.random.default_rng(2))
     share = (labels > 0).mean()
     assert abs(share - 0.3) < 0.01
     assert ((labels > 0) == (inp == model.mask_id)).all(), "without 80/10/10 every masked item becomes [mask]"
@@ -105,7 +106,7 @@ def test_masking_proportion_matches_p() -> None:
 def test_80_10_10_rule() -> None:
     model = small(max_len=100, mask_prob=0.5, mask_last_prob=0.0, use_80_10_10=True)
     w = np.random.default_rng(1).integers(1, N_ITEMS + 1, (400, 100))
-    inp, labels = model.cloze(w, np.random.default_rng(3))
+    inp, labels = model.builder.mask(w, np.random.default_rng(3))
     m = labels > 0
     as_mask, kept = (inp[m] == model.mask_id).mean(), (inp[m] == w[m]).mean()
     assert abs(as_mask - 0.8) < 0.01
@@ -117,7 +118,7 @@ def test_mask_last_samples_exist_in_proportion() -> None:
     model = small(max_len=50, mask_prob=0.2, mask_last_prob=0.25)
     w = np.random.default_rng(1).integers(1, N_ITEMS + 1, (4000, 50))
     w[:2000, :30] = 0  # half the windows are short (left-padded)
-    inp, labels = model.cloze(w, np.random.default_rng(4))
+    inp, labels = model.builder.mask(w, np.random.default_rng(4))
     only_last = ((labels > 0).sum(1) == 1) & (labels[:, -1] > 0)
     assert abs(only_last.mean() - 0.25) < 0.03
     assert (inp[only_last, -1] == model.mask_id).all()
@@ -128,7 +129,7 @@ def test_every_sample_predicts_something() -> None:
     model = small(mask_prob=0.05, mask_last_prob=0.0)
     w = np.zeros((200, 12), dtype=np.int64)
     w[:, -2:] = 7  # two-item windows: usually no Bernoulli draw hits
-    _, labels = model.cloze(w, np.random.default_rng(5))
+    _, labels = model.builder.mask(w, np.random.default_rng(5))
     assert ((labels > 0).sum(1) >= 1).all()
 
 
@@ -150,7 +151,7 @@ def test_sliding_windows_cover_long_histories() -> None:
 
     seqs = Sequences.from_lists([list(range(1, 26)), [4, 5]], N_ITEMS)
     model = small(max_len=10, sliding_step=4)
-    win = model.windows(seqs)
+    win = model.builder.windows(seqs, plain=True).items
     assert model.train_rows(seqs) == len(win) == 6
     assert list(win[0]) == list(range(16, 26)) and list(win[-1]) == [0] * 8 + [4, 5]
 
@@ -163,7 +164,7 @@ def test_length_chunks_give_the_padded_batch_states_and_loss() -> None:
     for over in ({"loss": "ce"}, {"loss": "sampled_ce", "n_negatives": 8}):
         padded, chunked = small(**over), small(length_chunks=4, **over)
         batch = next(chunked.train_batches(seqs, 40, np.random.default_rng(0)))
-        parts = chunked.chunks(batch["seq"])
+        parts = chunked.chunks.split(batch["seq"])
         assert len(parts) == 4 and sorted(torch.cat([r for r, _ in parts]).tolist()) == list(range(40))
         assert min(w for _, w in parts) < 12 and max(w for _, w in parts) == 12  # short rows skip the padding
         sel = batch["labels"] > 0

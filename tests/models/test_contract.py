@@ -126,7 +126,7 @@ EXPECTED_CAPABILITIES = {
     | {"embedding_inputs"},  # attention: unnormalised SiLU weights, not probabilities
     "esasrec": FACTORISED | TRANSFORMER | {"embedding_inputs"},
     # negatives drawn per sequence (B, k): split with the rows under DDP, nothing shared by the batch
-    "gsasrec": FACTORISED | {"attention", "embedding_inputs", "weighted_loss"},
+    "gsasrec": FACTORISED | {"attention", "embedding_inputs", "weighted_loss", "shared_batch"},
     "gru4rec": FACTORISED | {"item_bias"},
     "gru4rec-plus": FACTORISED | {"item_bias"},
     "caser": FACTORISED | {"item_bias"},

@@ -8,7 +8,7 @@ from torch import nn
 
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
-from attnrec.models._blocks import FastDropout
+from attnrec.models.nn.layers import FastDropout
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from grad_checks import assert_trains
 

@@ -13,10 +13,10 @@ from attnrec import Recommender
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
-from attnrec.models._blocks import FastDropout
 from attnrec.models.esasrec import ESASRec, ESASRecConfig, LiGRLayer
-from attnrec.models.losses import sampled_softmax_cross_entropy
-from attnrec.models.masks import causal_mask
+from attnrec.models.nn.layers import FastDropout
+from attnrec.models.nn.masks import causal_mask
+from attnrec.models.objectives.kernels import sampled_softmax_cross_entropy
 from causality import assert_causal
 from position_negatives import position_batch
 

@@ -196,7 +196,7 @@ def test_bert4rec_mask_token_keeps_its_own_row_with_features() -> None:
     model = BERT4Rec(BERT4RecConfig(hidden=16, max_len=8, item_features="sum"), 5, N_ITEMS, context()).eval()
     seq = torch.tensor([[0, 3, 4, model.mask_id]])
     x = model.item_emb.weight[model.mask_id] + model.pos_emb.weight[-1]  # type: ignore[union-attr]
-    assert torch.allclose(model.embed(seq)[0, -1], model.ln_emb(x))
+    assert torch.allclose(model.embed({"seq": seq})[0, -1], model.ln_emb(x))
     assert model.item_vectors().shape == (N_ITEMS + 1, 16)
 
 

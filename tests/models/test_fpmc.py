@@ -12,7 +12,7 @@ from baseline_kit import (
     successor_accuracy,
 )
 
-from attnrec.models.batching import positions
+from attnrec.models.batches.windows import positions
 from attnrec.models.fpmc import FMC, FPMC, FPMCConfig
 
 

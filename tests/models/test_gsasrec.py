@@ -13,7 +13,7 @@ from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
 from attnrec.models.gsasrec import GSASRec, GSASRecConfig
-from attnrec.models.losses import gbce_beta, gbce_loss
+from attnrec.models.objectives.kernels import gbce_beta, gbce_loss
 from causality import assert_causal
 
 SMALL = {"hidden": 16, "n_layers": 2, "n_heads": 2, "max_len": 12, "dropout": 0.1, "n_negatives": 4}

@@ -14,6 +14,7 @@ from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
 from attnrec.models.hstu import HSTU, HSTUConfig, time_buckets
+from attnrec.models.nn.wrapper import NEWEST
 from attnrec.recommend import load
 from attnrec.recommend.insight import explain_recommendation
 from position_negatives import position_batch
@@ -117,8 +118,8 @@ def test_newest_position_only_equals_the_full_pass_and_the_scores() -> None:
     for ts in (None, TS):
         with torch.no_grad():
             full = m.encode(SEQ, ts)[:, -1]  # (B, D)
-            last, _ = m.run(SEQ, ts, last_only=True)  # (B, 1, D)
             batch = {"seq": SEQ} if ts is None else {"seq": SEQ, "timestamps": ts}
+            last, _ = m.forward(batch, NEWEST)  # (B, 1, D)
             scores = m.score(batch)
         torch.testing.assert_close(last[:, 0], full, rtol=1e-5, atol=1e-6)
         want = (

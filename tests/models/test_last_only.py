@@ -14,6 +14,7 @@ import torch
 
 from attnrec.data.schema import Sequences
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
+from attnrec.models.nn.wrapper import NEWEST
 from attnrec.models.sasrec import SASRec, SASRecConfig
 
 
@@ -36,7 +37,7 @@ def test_last_position_state_equals_the_full_pass(model: str) -> None:
     batch = core.score_inputs(np.arange(4), _histories(40))
     with torch.no_grad():
         full = core.encode(batch["seq"])[:, -1, :]  # (B, D) every position in every block
-        last, _ = core.run(batch["seq"], last_only=True)  # (B, 1, D)
+        last = core.forward(batch, NEWEST)[0]  # (B, 1, D)
         assert last.shape == (4, 1, 16)
         torch.testing.assert_close(last[:, 0], full, rtol=1e-5, atol=1e-6)
         scores = core.score(batch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnrec.models.masks import PADDING_BIAS, causal_bias, causal_mask, padding_bias
+from attnrec.models.nn.masks import PADDING_BIAS, causal_bias, causal_mask, padding_bias
 
 SEQ = torch.tensor([[0, 0, 3, 4, 5], [1, 2, 3, 4, 5], [0, 0, 0, 0, 7]])  # left-padded (B=3, T=5)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attnrec.models.negatives import negative_proposal
+from attnrec.models.objectives.negatives import negative_proposal
 
 
 def test_negative_proposals_by_hand() -> None:
@@ -25,7 +25,7 @@ def test_unknown_sampler_is_a_clear_error() -> None:
 def test_per_sequence_draws_give_each_row_its_own_negatives_and_corrections() -> None:
     import torch
 
-    from attnrec.models.negatives import SharedNegatives
+    from attnrec.models.objectives.negatives import SharedNegatives
 
     target = np.array([[0, 1, 2], [2, 2, 3], [0, 0, 1]])  # (B=3, T=3), 0 = no target
     shared = SharedNegatives.build(np.array([1, 1, 2, 3]), 50, "uniform", 6, per="sequence")
@@ -47,7 +47,7 @@ def test_per_sequence_draws_give_each_row_its_own_negatives_and_corrections() ->
 
 
 def test_per_position_draws_give_each_position_its_own_negatives_and_corrections() -> None:
-    from attnrec.models.negatives import SharedNegatives, whole_batch_keys
+    from attnrec.models.objectives.negatives import SharedNegatives, whole_batch_keys
 
     target = np.array([[0, 1, 2], [2, 2, 3], [0, 0, 1]])  # (B=3, T=3), 0 = no target
     neg = SharedNegatives.build(np.array([1, 1, 2, 3]), 1000, "uniform", 6, per="position").draw(
@@ -69,7 +69,7 @@ def test_per_position_draws_give_each_position_its_own_negatives_and_corrections
 def test_position_logits_dense_and_gathered_agree_with_by_hand() -> None:
     import torch
 
-    from attnrec.models.losses import POSITION_DENSE, position_logits
+    from attnrec.models.objectives.kernels import POSITION_DENSE, position_logits
 
     g = torch.Generator().manual_seed(0)
     scored, table = torch.randn(5, 4, generator=g), torch.randn(31, 4, generator=g)  # 30 items + padding

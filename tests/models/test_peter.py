@@ -12,7 +12,7 @@ import torch
 from attnrec.checkpoint import MANIFEST
 from attnrec.data.reviews import encode_reviews, from_records, random_split
 from attnrec.data.schema import DataError
-from attnrec.models.masks import peter_mask
+from attnrec.models.nn.masks import peter_mask
 from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, UNK_ID, PETERConfig
 from attnrec.models.registry import get_spec, list_models
 from attnrec.recommend.explainer import DAMPINGS, DECODINGS, Explainer, damped_offsets

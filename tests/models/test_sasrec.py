@@ -7,9 +7,10 @@ from attnrec import Recommender
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL
-from attnrec.models.losses import softmax_cross_entropy
-from attnrec.models.masks import causal_bias
-from attnrec.models.negatives import draw_negatives
+from attnrec.models.nn.masks import causal_bias
+from attnrec.models.nn.wrapper import Pass
+from attnrec.models.objectives.kernels import softmax_cross_entropy
+from attnrec.models.objectives.negatives import draw_negatives
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from causality import assert_causal
 from grad_checks import assert_trains
@@ -30,7 +31,7 @@ def test_attention_weights_come_from_the_forward_pass_that_encodes() -> None:
     m = _model()
     seq = torch.tensor([[0, 0, 0, 3, 7, 1, 9, 4, 2, 8, 5, 6], [0] * 9 + [4, 5, 6]])
     with torch.no_grad():
-        states, maps = m.run(seq, need_weights=True)
+        states, maps = m.forward({"seq": seq}, Pass(need_weights=True))
         plain = m.encode(seq)
     assert torch.equal(states, plain), "asking for the weights must not change the forward pass"
     assert len(maps) == 2 and maps[0].shape == (2, 2, 12, 12)

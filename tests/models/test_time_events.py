@@ -92,7 +92,7 @@ def test_zeroed_event_embeddings_give_the_id_only_scores(make: object) -> None:
 
 def _states(model: SASRec, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     with torch.no_grad():
-        return model.run(batch["seq"], batch=batch)[0]  # (B, T, D)
+        return model.forward(batch)[0]  # (B, T, D)
 
 
 @pytest.mark.parametrize("request_time", [False, True])
@@ -244,7 +244,7 @@ def test_bert4rec_mask_stands_at_the_request_time_and_chunks_keep_the_columns() 
     with torch.no_grad():
         assert torch.allclose(
             chunked.encode_at(train["seq"], sel, train),
-            model.run(train["seq"], batch=train)[0][sel],
+            model.forward(train)[0][sel],
             atol=1e-5,
         )
 

@@ -10,7 +10,7 @@ import torch
 
 from attnrec import Recommender
 from attnrec.data.schema import Interactions, Sequences
-from attnrec.models.negatives import negative_proposal
+from attnrec.models.objectives.negatives import negative_proposal
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from attnrec.serving.ann import ApproximateRecommender, IVFIndex, build_index, faiss_available, recall_at_k
 from grad_checks import cosine, flat_grad

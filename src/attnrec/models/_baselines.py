@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models.batching import last_items
+from attnrec.models.batches.windows import last_items
 from attnrec.models.contracts import Batch
 
 UNKNOWN_USER = -1

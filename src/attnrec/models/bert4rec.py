@@ -17,8 +17,7 @@ left-padded, so the newest item (or the appended [mask]) always has position ``m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -27,10 +26,9 @@ from torch import nn
 
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
-from attnrec.models import event_batches as eb
 from attnrec.models import event_context as ev
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
-from attnrec.models.batching import batches, encode_in_chunks, length_chunks
+from attnrec.models.batches import events as eb
+from attnrec.models.batches.builders import Cloze, LengthChunks
 from attnrec.models.context import (
     ModelContext,
     check_feature_options,
@@ -38,23 +36,16 @@ from attnrec.models.context import (
     item_context,
     require_fused,
 )
-from attnrec.models.contracts import (
-    AttentionInspectable,
-    Batch,
-    EmbeddingInputs,
-    Factorised,
-    ItemBiased,
-    SequentialModel,
-    SharedBatch,
-    WeightedLoss,
-)
-from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
-from attnrec.models.masks import padding_bias
-from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives
+from attnrec.models.contracts import Batch, ItemBiased
+from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models.nn.masks import padding_bias
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import ItemTable, Scored, build_objective, check_objective
 from attnrec.models.registry import register
-from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 from attnrec.search_space import Choice, Float, Int, SearchSpace
+
+LOSSES = ("ce", "sampled_ce")  # the objectives BERT4Rec trains with (attnrec.models.objectives)
 
 
 @dataclass(frozen=True)
@@ -92,19 +83,10 @@ class BERT4RecConfig(ev.EventFields):
 
     def __post_init__(self) -> None:
         self.check_events()  # the per-event fields (EventFields)
-        if self.loss not in ("ce", "sampled_ce"):
-            raise ValueError(f"loss must be ce or sampled_ce, not {self.loss!r}")
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         if self.init not in ("xavier", "bert"):
             raise ValueError(f"init must be xavier or bert, not {self.init!r}")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            max_len=self.max_len,
-            n_negatives=self.n_negatives,
-        )
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "n_negatives")
         if not (0.0 < self.mask_prob <= 1.0 and 0.0 <= self.mask_last_prob <= 1.0):
             raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
         if self.sliding_step < 0 or self.length_chunks < 0:
@@ -159,6 +141,112 @@ SEARCH_SPACE = SearchSpace(
         "lr_schedule": Choice(("constant", "cosine")),
     },
 )
+
+
+class BERT4RecBackbone(nn.Module):
+    """BERT4Rec's network: token and position embeddings, bidirectional post-LN blocks, the output transform
+    and the output bias."""
+
+    def __init__(self, config: BERT4RecConfig, n_items: int, context: ModelContext | None = None) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_items = n_items
+        self.mask_id = n_items + 1
+        self.item_emb = nn.Embedding(n_items + 2, c.hidden, padding_idx=0)  # pad, items, [mask]
+        self.pos_emb = nn.Embedding(c.max_len, c.hidden) if c.use_positions else None
+        self.ln_emb = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.emb_drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(BERT4RecBlock(c) for _ in range(c.n_layers))
+        self.proj = nn.Linear(c.hidden, c.hidden)  # W^P, b^P
+        self.ln_proj = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.out_bias = nn.Parameter(torch.zeros(n_items + 1))  # b^O over padding + items
+        self.item_ctx = item_context(c.item_features, False, context, c.hidden, c.id_dropout, "bert4rec")
+        # With few training steps the 0.02 init sits long near uniform attention (q.k ~ 0); xavier
+        # linear layers left that plateau sooner in our demo runs. Embeddings always use init_std.
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and c.init == "xavier" and "emb" not in name:
+                nn.init.xavier_normal_(p)
+            elif p.dim() > 1:
+                nn.init.trunc_normal_(p, std=c.init_std, a=-2 * c.init_std, b=2 * c.init_std)
+            elif "ln" not in name:
+                nn.init.zeros_(p)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+        if self.item_ctx is not None:
+            self.item_ctx.reset_padding()
+        events = context.events if context is not None else None  # per-event inputs, built last
+        self.event_ctx = ev.event_context(c, c.hidden, c.n_heads, events, "last")
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
+        seq = batch["seq"]  # (B, T); with features: items from the fused table, [mask] from its own row
+        fused = (
+            None
+            if self.item_ctx is None
+            else torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id :]])
+        )
+        return self.item_emb(seq) if fused is None else F.embedding(seq, fused)  # (B, T, D)
+
+    def embed(self, batch: Batch, content: torch.Tensor | None = None) -> torch.Tensor:
+        """Inputs ``(B, T, D)`` of tokens ``batch["seq"]`` ``(B, T)``: ``content`` (or theirs) + positions,
+        LayerNorm, dropout."""
+        seq = batch["seq"]  # (B, T)
+        x = self.input_embeddings(batch) if content is None else content  # (B, T, D)
+        if self.event_ctx is not None:  # + time/event/rating embeddings of the batch's per-event entries
+            x = self.event_ctx.add_inputs(x, batch)  # (B, T, D)
+        if self.pos_emb is not None:  # counted from the end: the newest token is at max_len - 1
+            t = seq.shape[1]
+            x = x + self.pos_emb(
+                torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
+            )
+        out: torch.Tensor = self.emb_drop(self.ln_emb(x))  # (B, T, D)
+        return out
+
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """Hidden states ``(B, T, D)`` of the left-padded tokens ``batch["seq"]`` ``(B, T)`` and the per-event
+        entries the settings read; ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`): the final [mask]
+        position only (the final layer computes that one query), other token content (:meth:`embed`),
+        each layer's attention ``(B, H, T, T)`` too."""
+        seq = batch["seq"]  # (B, T)
+        x = self.embed(batch, how.content)  # (B, T, D)
+        allowed = padding_bias(seq, x.dtype)  # (B, 1, 1, T) additive: every real position, before and after
+        if self.event_ctx is not None:  # time-interval biases (a float mask), or allowed as it is
+            allowed = self.event_ctx.attention_mask(allowed, batch, causal=False)
+        maps = []
+        for i, block in enumerate(self.blocks):
+            last = (
+                1 if how.last_only and i == len(self.blocks) - 1 else 0
+            )  # the final layer: [mask]'s query only
+            x, weights = block(x, allowed, how.need_weights, last=last)  # (B, T or 1, D)
+            if weights is not None:
+                maps.append(weights)
+        return Encoded(x, maps)  # (B, T, D), or (B, 1, D) with last_only
+
+    def project(self, h: torch.Tensor) -> torch.Tensor:
+        """The output transform ``LN(GELU(h W^P + b^P))`` of hidden states ``(N, D)``."""
+        out: torch.Tensor = self.ln_proj(F.gelu(self.proj(h)))
+        return out
+
+    def item_vectors(self) -> torch.Tensor:
+        """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out.
+        With item features: the fused ID + feature table (in training with ``id_dropout``, dropped per call)."""
+        if self.item_ctx is None:
+            return self.item_emb.weight[: self.n_items + 1]
+        return self.item_ctx.table(self.item_emb.weight)
+
+    def add_items(self, rows: AlignedFeatures) -> None:
+        """Append ``rows.n_rows`` cold items with zero ID vectors and the mean output bias; [mask] moves last."""
+        ctx = require_fused(self.item_ctx, "bert4rec")
+        self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
+        b = self.out_bias.detach()
+        self.out_bias = nn.Parameter(torch.cat([b, b[1:].mean().expand(rows.n_rows)]))
+        ctx.add_rows(rows)
+        self.n_items += rows.n_rows
+        self.mask_id = self.n_items + 1
+
+    def item_bias(self) -> torch.Tensor:
+        """The output bias ``b^O`` ``(n_items + 1,)``."""
+        return self.out_bias
 
 
 @register(
@@ -228,211 +316,47 @@ SEARCH_SPACE = SearchSpace(
         },
     },
 )
-class BERT4Rec(
-    nn.Module,
-    SequentialModel,
-    Factorised,
-    ItemBiased,
-    AttentionInspectable,
-    EmbeddingInputs,
-    WeightedLoss,
-    SharedBatch,
-):
+class BERT4Rec(BERT4RecBackbone, SequentialWrapper, ItemBiased):
     """BERT4Rec: bidirectional self-attention trained on the Cloze (masked item) task."""
-
-    shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
     def __init__(
         self, config: BERT4RecConfig, n_users: int, n_items: int, context: ModelContext | None = None
     ) -> None:
-        super().__init__()
-        c = self.config = config
-        self.n_items = n_items
-        self.mask_id = n_items + 1
-        self.item_emb = nn.Embedding(n_items + 2, c.hidden, padding_idx=0)  # pad, items, [mask]
-        self.pos_emb = nn.Embedding(c.max_len, c.hidden) if c.use_positions else None
-        self.ln_emb = nn.LayerNorm(c.hidden, eps=1e-12)
-        self.emb_drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(BERT4RecBlock(c) for _ in range(c.n_layers))
-        self.proj = nn.Linear(c.hidden, c.hidden)  # W^P, b^P
-        self.ln_proj = nn.LayerNorm(c.hidden, eps=1e-12)
-        self.out_bias = nn.Parameter(torch.zeros(n_items + 1))  # b^O over padding + items
-        self.item_ctx = item_context(c.item_features, False, context, c.hidden, c.id_dropout, "bert4rec")
-        # With few training steps the 0.02 init sits long near uniform attention (q.k ~ 0); xavier
-        # linear layers left that plateau sooner in our demo runs. Embeddings always use init_std.
-        for name, p in self.named_parameters():
-            if p.dim() > 1 and c.init == "xavier" and "emb" not in name:
-                nn.init.xavier_normal_(p)
-            elif p.dim() > 1:
-                nn.init.trunc_normal_(p, std=c.init_std, a=-2 * c.init_std, b=2 * c.init_std)
-            elif "ln" not in name:
-                nn.init.zeros_(p)
-        with torch.no_grad():
-            self.item_emb.weight[0].zero_()
-        if self.item_ctx is not None:
-            self.item_ctx.reset_padding()
-        events = context.events if context is not None else None  # per-event inputs and targets, built last
-        self.event_ctx, self.targets = (
-            ev.event_context(c, c.hidden, c.n_heads, events, "last"),
-            ev.target_rule(c, events),
+        super().__init__(config, n_items, context)
+        c, events = config, context.events if context is not None else None
+        self.targets = ev.target_rule(c, events)  # which events may be targets (None: every one)
+        self.objective = build_objective(c, LOSSES)
+        self.builder: Cloze = Cloze(
+            c.max_len,
+            c.sliding_step,
+            c.mask_prob,
+            c.mask_last_prob,
+            c.use_80_10_10,
+            n_items,
+            self.event_ctx,
+            self.targets,
+            c.explicit_negatives,
         )
+        self.chunks = LengthChunks(c.length_chunks)
 
-    def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
-        seq = batch["seq"]  # (B, T); with features: items from the fused table, [mask] from its own row
-        fused = (
-            None
-            if self.item_ctx is None
-            else torch.cat([self.item_vectors(), self.item_emb.weight[self.mask_id :]])
-        )
-        return self.item_emb(seq) if fused is None else F.embedding(seq, fused)  # (B, T, D)
+    def head(self, states: torch.Tensor) -> torch.Tensor:
+        """Logits read the output transform of the states (:meth:`project`)."""
+        return self.project(states)
 
-    def embed(
-        self, seq: torch.Tensor, content: torch.Tensor | None = None, batch: Batch | None = None
-    ) -> torch.Tensor:
-        """Inputs ``(B, T, D)`` of tokens ``seq`` ``(B, T)``: ``content`` (or theirs) + positions, LayerNorm, dropout."""
-        x = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
-        if self.event_ctx is not None:  # + time/event/rating embeddings of ``batch`` (whose seq is seq)
-            x = self.event_ctx.add_inputs(x, batch or {"seq": seq})  # (B, T, D)
-        if self.pos_emb is not None:
-            t = seq.shape[1]
-            x = x + self.pos_emb(
-                torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
-            )
-        out: torch.Tensor = self.emb_drop(self.ln_emb(x))  # (B, T, D)
-        return out
-
-    def run(
-        self,
-        seq: torch.Tensor,
-        need_weights: bool = False,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        batch: Batch | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The one forward pass: hidden states ``(B, T, D)`` of a left-padded token matrix ``seq`` ``(B, T)``
-        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
-
-        ``last_only``: the final [mask] position's state ``(B, 1, D)`` only; the final layer then
-        computes that one query (the earlier layers still need every position), what scoring needs,
-        about half the work of a two-layer model. ``content`` ``(B, T, D)``: see :meth:`embed`.
-        """
-        x = self.embed(seq, content, batch)  # (B, T, D)
-        allowed = padding_bias(seq, x.dtype)  # (B, 1, 1, T) additive: every real position, before and after
-        if self.event_ctx is not None:  # time-interval biases (a float mask), or allowed as it is
-            allowed = self.event_ctx.attention_mask(allowed, batch or {"seq": seq}, causal=False)
-        maps = []
-        for i, block in enumerate(self.blocks):
-            x, weights = block(
-                x, allowed, need_weights, last=1 if last_only and i == len(self.blocks) - 1 else 0
-            )
-            if weights is not None:
-                maps.append(weights)
-        return x, maps  # (B, T, D), or (B, 1, D) with last_only
-
-    def encode(self, seq: torch.Tensor) -> torch.Tensor:
-        """Hidden states ``(B, T, D)``; every position attends to all non-padding positions."""
-        return self.run(seq)[0]
-
-    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
-        return self.run(seq, need_weights=True)[1]
-
-    def project(self, h: torch.Tensor) -> torch.Tensor:
-        """The output transform ``LN(GELU(h W^P + b^P))`` of hidden states ``(N, D)``."""
-        out: torch.Tensor = self.ln_proj(F.gelu(self.proj(h)))
-        return out
+    def add_items(self, rows: AlignedFeatures) -> None:
+        """Append cold items (:meth:`BERT4RecBackbone.add_items`); [mask], the builder's, moves last."""
+        super().add_items(rows)
+        self.builder = replace(self.builder, n_items=self.n_items)
 
     # -- training: the Cloze task ------------------------------------------------------------
-    def train_rows(self, train: Sequences) -> int:
-        # the windows (with targets by type: only those holding a target of the wanted types/ratings)
-        return len(
-            eb.cloze_windows(
-                train, self.config.max_len, self.config.sliding_step, None, self.targets, False, ""
-            )
-        )
-
-    def windows(self, train: Sequences) -> np.ndarray:
-        """Left-padded ``(R, max_len)`` training windows (see :func:`sliding_windows`)."""
-        return eb.cloze_windows(
-            train, self.config.max_len, self.config.sliding_step, None, None, False, ""
-        ).items
-
-    def cloze(
-        self,
-        w: np.ndarray,
-        rng: np.random.Generator,
-        ok: np.ndarray | None = None,
-        negative: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted). Targets by type: only
-        ``ok`` positions are targets; ``negative`` ones are masked too, labelled minus their item."""
-        c, (b, t) = self.config, w.shape
-        real = w > 0 if ok is None else ok  # (B, T) the positions that may be predicted
-        n_real = real.sum(1)  # (B,)
-        last_only = np.asarray(rng.random(b)) < c.mask_last_prob  # (B,) test-like samples
-        masked = (rng.random((b, t)) < c.mask_prob) & (
-            real if negative is None else real | negative
-        )  # (B, T)
-        empty = ~(masked & real).any(1)  # at least one prediction per sample: a random real position
-        k = np.minimum((rng.random(b) * n_real).astype(np.int64), np.maximum(n_real - 1, 0))
-        pick = t - 1 - k if ok is None else eb.nth_from_end(real, k)
-        masked[empty, pick[empty]] = True
-        masked[last_only] = False
-        # left padding: the last item is at column T-1 (by type: the last target of the window)
-        masked[
-            last_only, t - 1 if ok is None else eb.nth_from_end(real, np.zeros(b, np.int64))[last_only]
-        ] = True
-        labels = np.where(masked & real, w, 0)
-        if negative is not None:  # masked low-rated events: minus their item (train_batches splits them off)
-            labels = np.where(masked & negative, -w, labels)
-        inp = w.copy()
-        if c.use_80_10_10:
-            r = rng.random((b, t))
-            bert = masked & ~last_only[:, None]
-            to_random = bert & (r >= 0.8) & (r < 0.9)
-            inp[masked & ~(bert & (r >= 0.8))] = self.mask_id  # 10% (r >= 0.9) keep the true item
-            inp[to_random] = rng.integers(1, self.n_items + 1, int(to_random.sum()))
-        else:
-            inp[masked] = self.mask_id
-        return inp, labels
-
-    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
-        """Shuffled batches of windows with a fresh Cloze masking (and negatives) per call."""
-        c = self.config
-        cw = eb.cloze_windows(
-            train, c.max_len, c.sliding_step, self.event_ctx, self.targets, c.explicit_negatives, "bert4rec"
-        )
-        shared = None
-        if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(train.items, self.n_items, c.sampler, c.n_negatives)
-        for idx in batches(len(cw.items), batch_size, rng):
-            inp, labels = self.cloze(cw.items[idx], rng, *cw.masks(idx))
-            batch = {"seq": torch.from_numpy(inp), "labels": torch.from_numpy(labels)} | cw.batch(idx, labels)
-            if shared is not None:  # negatives shared by the batch, with their log-Q corrections
-                batch |= shared.draw(batch["labels"].numpy(), rng)
-            yield batch
-
-    def chunks(self, seq: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
-        """``(rows, width)`` of the chunks :meth:`encode_at` encodes a batch ``seq`` ``(B, T)`` in (:func:`length_chunks`)."""
-        return length_chunks(seq, self.config.length_chunks)
-
     def encode_at(self, seq: torch.Tensor, sel: torch.Tensor, batch: Batch | None = None) -> torch.Tensor:
         """Hidden states ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``seq[sel]`` order; with
-        ``length_chunks`` chunk by chunk, each trimmed to its longest row (:func:`encode_in_chunks`)."""
-        if self.config.length_chunks <= 1:  # the default: one padded batch, no bookkeeping
-            return self.run(seq, batch=batch)[0][sel]
+        ``length_chunks`` chunk by chunk, each trimmed to its longest row (:class:`LengthChunks`)."""
         full = (batch or {}) | {"seq": seq}  # seq and its per-event columns, trimmed together
-        return encode_in_chunks(
-            lambda part: self.run(part["seq"], batch=part)[0], full, sel, self.config.length_chunks
-        )
-
-    def loss_terms(self, batch: Batch) -> int:
-        """How many terms :meth:`loss` averages over: the masked positions (DDP weights ranks by it)."""
-        return int((batch["labels"] > 0).sum())
+        return self.chunks.encode_at(lambda part: self.forward(part).states, full, sel)
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Negative log-likelihood of the true items at masked positions only (with ``explicit_negatives``, plus
+        """The objective's loss of the true items at masked positions only (with ``explicit_negatives``, plus
         ``softplus`` of the score of each masked low-rated item at its position)."""
         labels, bad = batch["labels"], batch.get(ev.EXPLICIT_NEGATIVE)  # (B, T) each
         sel = labels > 0
@@ -442,20 +366,15 @@ class BERT4Rec(
         states = self.project(self.encode_at(batch["seq"], both, batch))  # (N', D) masked positions only
         z, target = states[sel[both]], labels[sel]  # (N, D), (N,)
         extra = (
-            0.0
+            None
             if bad is None
             else ev.explicit_negative_loss(
                 states[(bad > 0)[both]], self.item_vectors(), bad[bad > 0], self.out_bias
             )
         )
-        if self.config.loss == "ce":  # chunked: never holds all (N, I+1) logits
-            return softmax_cross_entropy(z, self.item_vectors(), target, self.out_bias) + extra
-        neg, emb = batch["negative"], self.item_vectors()  # (S,), (I+1, D)
-        pos_logit = (z * emb[target]).sum(-1) + self.out_bias[target]  # (N,)
-        neg_logit = z @ emb[neg].T + self.out_bias[neg]  # (N, S)
-        return (
-            batch_sampled_softmax(pos_logit, neg_logit, target, batch, sel) + extra
-        )  # log-Q corrected unless uniform
+        table = ItemTable(self.item_vectors, bias=self.out_bias)  # (I+1, D), read when the objective needs it
+        out = self.objective.loss(Scored(z, target, sel), table, batch)
+        return out if extra is None else out + extra
 
     # -- inference: [mask] appended after the history ----------------------------------------
     def score_inputs(
@@ -471,39 +390,3 @@ class BERT4Rec(
         cols = eb.mask_columns(eb.score_columns(self.event_ctx, histories, width, "bert4rec"))
         cols |= eb.request_batch(self.event_ctx, request_time)  # [mask]'s time, when the model reads time
         return {"seq": torch.from_numpy(np.concatenate([seq, mask], axis=1))} | cols
-
-    def query_vectors(self, batch: Batch) -> torch.Tensor:
-        """``(B, D)``: ``score(batch) == query_vectors(batch) @ item_vectors().T + item_bias()``."""
-        return self.project(self.run(batch["seq"], last_only=True, batch=batch)[0][:, -1, :])
-
-    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
-        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the tokens' embeddings (output bias included)."""
-        query = self.project(
-            self.run(batch["seq"], last_only=True, content=embedded, batch=batch)[0][:, -1, :]
-        )
-        return factorised_scores(query, self.item_vectors(), self.item_bias())  # (B, I+1)
-
-    def item_vectors(self) -> torch.Tensor:
-        """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out.
-        With item features: the fused ID + feature table (in training with ``id_dropout``, dropped per call)."""
-        if self.item_ctx is None:
-            return self.item_emb.weight[: self.n_items + 1]
-        return self.item_ctx.table(self.item_emb.weight)
-
-    def add_items(self, rows: AlignedFeatures) -> None:
-        """Append ``rows.n_rows`` cold items with zero ID vectors and the mean output bias; [mask] moves last."""
-        ctx = require_fused(self.item_ctx, "bert4rec")
-        self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
-        b = self.out_bias.detach()
-        self.out_bias = nn.Parameter(torch.cat([b, b[1:].mean().expand(rows.n_rows)]))
-        ctx.add_rows(rows)
-        self.n_items += rows.n_rows
-        self.mask_id = self.n_items + 1
-
-    def item_bias(self) -> torch.Tensor:
-        """The output bias ``b^O`` ``(n_items + 1,)``."""
-        return self.out_bias
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` of the item behind the final [mask]; column 0 is ``-inf``."""
-        return factorised_scores(self.query_vectors(batch), self.item_vectors(), self.item_bias())  # (B, I+1)

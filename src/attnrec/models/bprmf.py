@@ -21,9 +21,9 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import user_inputs, user_vectors
-from attnrec.models.batching import negative_batches
+from attnrec.models.batches.windows import negative_batches
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
-from attnrec.models.losses import bpr_loss
+from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_factor_settings, require_positive

@@ -29,7 +29,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import FOLD_IN_ITEMS, user_inputs, user_vectors
-from attnrec.models.batching import negative_batches, positions, prefix_windows
+from attnrec.models.batches.windows import negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores

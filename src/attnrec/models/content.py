@@ -28,7 +28,7 @@ from torch import nn
 
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
-from attnrec.models.batching import last_items
+from attnrec.models.batches.windows import last_items
 from attnrec.models.context import ItemExtensible, ModelContext
 from attnrec.models.contracts import Batch, ClosedForm, Factorised
 from attnrec.models.registry import register

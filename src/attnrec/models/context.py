@@ -35,8 +35,8 @@ from torch import nn
 
 from attnrec.data.features import AlignedFeatures, FeatureTable, NumericField
 from attnrec.data.schema import IdMap
-from attnrec.models._blocks import MultiHeadAttention
 from attnrec.models.event_context import EventFields
+from attnrec.models.nn.layers import MultiHeadAttention
 
 FEATURE_MODES = ("none", "sum", "concat", "gate")
 

@@ -17,12 +17,12 @@ is also the output layer.
 
 Loss ``sampled_ce`` (the paper's): a softmax over each position's target and ``n_negatives`` catalog
 items. The paper draws uniform negatives per position. attnrec's sampled softmax (shared with
-SASRec/BERT4Rec: :func:`attnrec.models.losses.batch_sampled_softmax`) draws them once per batch
+SASRec/BERT4Rec: :func:`attnrec.models.objectives.kernels.batch_sampled_softmax`) draws them once per batch
 (``negatives="batch"``): ``O(positions x negatives)`` scores, no embedding gathered per draw. With
 ``negatives="sequence"`` (the ``ml-1m`` preset) each training sequence draws its own, shared by its
 positions: closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M
 the batch's 256 learned much more slowly; docs/models.md). ``negatives="position"`` draws them per
-position, as the paper and the Amazon presets do (:func:`attnrec.models.losses.position_logits`).
+position, as the paper and the Amazon presets do (:func:`attnrec.models.objectives.kernels.position_logits`).
 With the ``popularity``/``mixed`` samplers or in-batch negatives every logit gets the log-Q
 correction; uniform draws need none (it is the same constant for every item).
 ``ce`` is the full softmax, for small catalogs.
@@ -35,37 +35,22 @@ trained), only the inputs are dropped out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnrec.data.schema import Sequences
-from attnrec.models._blocks import MultiHeadAttention, dropout
-from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
-from attnrec.models.contracts import (
-    AttentionInspectable,
-    Batch,
-    EmbeddingInputs,
-    Factorised,
-    SequentialModel,
-    SharedBatch,
-    WeightedLoss,
-)
-from attnrec.models.losses import (
-    batch_sampled_softmax,
-    negative_logits,
-    position_logits,
-    softmax_cross_entropy,
-)
-from attnrec.models.masks import causal_bias
-from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
+from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.contracts import Batch
+from attnrec.models.nn.layers import MultiHeadAttention, dropout, init_xavier
+from attnrec.models.nn.masks import causal_bias
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
-from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
+
+LOSSES = ("sampled_ce", "ce")  # the objectives eSASRec trains with (attnrec.models.objectives)
 
 
 @dataclass(frozen=True)
@@ -90,32 +75,15 @@ class ESASRecConfig:
     # whole item table once (rate `dropout`) and uses it for the inputs and as the output layer, so
     # the softmax's item vectors are regularised too. Off: only the inputs are dropped out.
     item_table_dropout: bool = False
-    # Dropout masks from 16-bit random integers (attnrec.models._blocks.FastDropout), as SASRec's option:
+    # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), as SASRec's option:
     # the same distribution from another random stream (hence off); at d 256 on the CPU the Bernoulli
     # draws took a quarter of a bf16 training step.
     fast_dropout: bool = False
 
     def __post_init__(self) -> None:
-        if self.loss not in ("sampled_ce", "ce"):
-            raise ValueError(f"loss must be sampled_ce or ce, not {self.loss!r}")
-        check_negatives_per(self.negatives)
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            max_len=self.max_len,
-            ff_multiplier=self.ff_multiplier,
-        )
-        if (
-            self.n_negatives < 0
-            or self.in_batch_negatives < 0
-            or self.n_negatives + self.in_batch_negatives < 1
-        ):
-            raise ValueError(
-                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
-            )
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "ff_multiplier")
+        check_negative_counts(self.n_negatives, self.in_batch_negatives)
 
 
 class SwiGLU(nn.Module):
@@ -184,6 +152,53 @@ _AMAZON_MODEL = {
 }
 
 
+class ESASRecBackbone(nn.Module):
+    """eSASRec's network: item and position embeddings, causal LiGR layers (no final LayerNorm)."""
+
+    def __init__(self, config: ESASRecConfig, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_items = n_items
+        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
+        self.pos_emb = nn.Embedding(c.max_len, c.hidden)
+        self.emb_drop = dropout(c.dropout, c.fast_dropout)
+        self.table_drop = dropout(c.dropout, c.fast_dropout)  # item_table_dropout's one mask a step
+        self.layers = nn.ModuleList(LiGRLayer(c) for _ in range(c.n_layers))
+        init_xavier(self)  # Xavier-normal matrices, zero biases, as the authors initialise
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)``; ``how``
+        (:class:`~attnrec.models.nn.wrapper.Pass`): the newest position only (the final layer computes that
+        one query), other item content, each layer's attention probabilities ``(B, H, T, T)`` too."""
+        seq = batch["seq"]  # (B, T)
+        t = seq.shape[1]
+        # Positions count from the window's end, so the newest item always has position max_len-1.
+        pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)  # (T,)
+        emb = self.input_embeddings(batch) if how.content is None else how.content  # (B, T, D)
+        x = self.emb_drop(emb + self.pos_emb(pos))  # (B, T, D), no sqrt(d) scaling
+        allowed = causal_bias(seq, x.dtype)  # (B, 1, T, T) additive: earlier real items only
+        maps = []
+        for i, layer in enumerate(self.layers):
+            last = (
+                1 if how.last_only and i == len(self.layers) - 1 else 0
+            )  # the final layer: newest query only
+            x, weights = layer(x, allowed, how.need_weights, last=last)  # (B, T or 1, D)
+            if weights is not None:
+                maps.append(weights)
+        return Encoded(x, maps)  # (B, T, D), or (B, 1, D) with last_only
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` item embeddings of ``batch["seq"]``, before positions are added."""
+        out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
+        return out
+
+    def item_vectors(self) -> torch.Tensor:
+        """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding)."""
+        return self.item_emb.weight
+
+
 @register(
     "esasrec",
     config=ESASRecConfig,
@@ -202,144 +217,18 @@ _AMAZON_MODEL = {
         },
     },
 )
-class ESASRec(
-    nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
-):
+class ESASRec(ESASRecBackbone, SequentialWrapper):
     """eSASRec: causal LiGR transformer, next-item objective with a sampled softmax."""
 
     def __init__(self, config: ESASRecConfig, n_users: int, n_items: int) -> None:
-        super().__init__()
-        c = self.config = config
-        self.shared_batch_keys = whole_batch_keys(c.negatives)  # kept whole on every DDP rank
-        self.n_items = n_items
-        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
-        self.pos_emb = nn.Embedding(c.max_len, c.hidden)
-        self.emb_drop = dropout(c.dropout, c.fast_dropout)
-        self.table_drop = dropout(c.dropout, c.fast_dropout)  # item_table_dropout's one mask a step
-        self.layers = nn.ModuleList(LiGRLayer(c) for _ in range(c.n_layers))
-        for name, p in self.named_parameters():  # Xavier-normal matrices, as the authors initialise
-            if p.dim() > 1:
-                nn.init.xavier_normal_(p)
-            elif "ln" not in name:
-                nn.init.zeros_(p)
-        with torch.no_grad():
-            self.item_emb.weight[0].zero_()
+        super().__init__(config, n_items)
+        self.objective = build_objective(config, LOSSES)
+        self.builder = ShiftedNextItem(config.max_len)
 
-    def run(
-        self,
-        seq: torch.Tensor,
-        need_weights: bool = False,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)`` and, with
-        ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
-
-        ``last_only``: the newest position's state ``(B, 1, D)`` only (the final layer computes
-        that one query; the earlier layers still need every position as keys). ``content``
-        ``(B, T, D)`` replaces the item embeddings of ``seq`` (:meth:`score_embedded`).
-        """
-        t = seq.shape[1]
-        # Positions count from the window's end, so the newest item always has position max_len-1.
-        pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
-        emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
-        x = self.emb_drop(emb + self.pos_emb(pos))  # (B, T, D)
-        allowed = causal_bias(
-            seq, x.dtype
-        )  # (B, 1, T, T) additive: earlier real items only; padding keys never seen
-        maps = []
-        for i, layer in enumerate(self.layers):
-            x, weights = layer(
-                x, allowed, need_weights, last=1 if last_only and i == len(self.layers) - 1 else 0
-            )
-            if weights is not None:
-                maps.append(weights)
-        return x, maps  # (B, T, D), or (B, 1, D) with last_only
-
-    def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` item embeddings of ``batch["seq"]``, before positions are added."""
-        out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
-        return out
-
-    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
-        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
-        query = self.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
-        return factorised_scores(query, self.item_vectors())  # (B, I+1)
-
-    def encode(self, seq: torch.Tensor) -> torch.Tensor:
-        """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
-        return self.run(seq)[0]
-
-    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
-        return self.run(seq, need_weights=True)[1]
-
-    # -- training: shifted next-item targets, sampled softmax ---------------------------------
-    def train_rows(self, train: Sequences) -> int:
-        return next_item_rows(train)
-
-    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
-        """Shuffled batches of (input, next-item target) windows; negatives redrawn every batch."""
-        c = self.config
-        shared = None
-        if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(
-                train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives, c.negatives
-            )
-        for _, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
-            yield batch
-
-    def loss_terms(self, batch: Batch) -> int:
-        """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
-        return int((batch["target"] > 0).sum())
-
-    def training_item_table(self) -> torch.Tensor:
-        """The item table ``(I+1, D)`` a training step uses for inputs and outputs: with
-        ``item_table_dropout``, dropped out once (rate ``dropout``) while in training mode."""
-        emb = self.item_emb.weight  # (I+1, D)
-        if self.config.item_table_dropout:
-            out: torch.Tensor = self.table_drop(emb)  # (I+1, D), one mask per step (training mode only)
-            return out
-        return emb
-
-    def loss(self, batch: Batch) -> torch.Tensor:
-        """Softmax cross-entropy of the next item over real (non-padding) positions only."""
-        target = batch["target"]  # (B, T)
-        real = target > 0
-        emb = self.training_item_table()  # (I+1, D)
-        seq = batch["seq"]  # (B, T)
-        # (B, T, D) the outputs' dropped rows; padding_idx keeps padding's row out of the gradient, as item_emb does
-        content = F.embedding(seq, emb, padding_idx=0) if self.config.item_table_dropout else None
-        states = self.run(seq, content=content)[0]  # (B, T, D)
-        h = states[real]  # (N, D) real positions only
-        pos = target[real]  # (N,)
-        if self.config.loss == "ce":
-            return softmax_cross_entropy(h, emb, pos)  # chunked: never holds all (N, I+1) logits
-        neg = batch[
-            "negative"
-        ]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
-        pos_logit = (h * emb[pos]).sum(-1)  # (N,)
-        if neg.dim() == 3:
-            neg_logit = position_logits(h, emb, neg[real])  # (N, S) each position its own
-        else:
-            neg_logit = negative_logits(h, emb[neg], states, real)  # (N, S)
-        return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
-
-    # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(
-        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
-    ) -> Batch:
-        width = inference_width(histories, self.config.max_len)
-        return {"seq": torch.from_numpy(histories.padded(width))}
-
-    def query_vectors(self, batch: Batch) -> torch.Tensor:
-        """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.run(batch["seq"], last_only=True)[0][:, -1, :]
-
-    def item_vectors(self) -> torch.Tensor:
-        """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding)."""
-        return self.item_emb.weight
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
+    def training_inputs(self, batch: Batch) -> tuple[torch.Tensor | None, ItemTable | None]:
+        """With ``item_table_dropout``, the item table dropped out once (rate ``dropout``) for the step's
+        inputs and outputs; padding_idx keeps padding's row out of the gradient, as item_emb does."""
+        if not self.config.item_table_dropout:
+            return None, None
+        table = self.table_drop(self.item_emb.weight)  # (I+1, D), one mask per step (training mode only)
+        return F.embedding(batch["seq"], table, padding_idx=0), ItemTable(table)  # (B, T, D), (I+1, D)

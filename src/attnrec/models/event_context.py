@@ -208,7 +208,7 @@ class EventContext(nn.Module):
         return emb
 
     def attention_mask(self, allowed: torch.Tensor, batch: Batch, causal: bool) -> torch.Tensor:
-        """The additive mask ``allowed`` (:mod:`attnrec.models.masks`) as it is, or with ``time_intervals``
+        """The additive mask ``allowed`` (:mod:`attnrec.models.nn.masks`) as it is, or with ``time_intervals``
         plus each head's interval bias ``(B, H, T, T)``."""
         if self.intervals is None:
             return allowed

@@ -26,9 +26,9 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import FOLD_IN_ITEMS, user_vectors
-from attnrec.models.batching import last_items, negative_batches, positions, prefix_windows
+from attnrec.models.batches.windows import last_items, negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, Factorised, SequentialModel
-from attnrec.models.losses import bpr_loss
+from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
 from attnrec.models.validation import require_factor_settings, require_positive

@@ -30,13 +30,12 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import item_counts
-from attnrec.models.batching import batches, next_item_rows, next_item_windows, shifted_pair
+from attnrec.models.batches.builders import ShiftedNextItem
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
-from attnrec.models.losses import softmax_cross_entropy
+from attnrec.models.objectives import ItemTable, Scored, build_objective
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 
 LOSSES = ("ce", "bpr-max", "top1-max")
 
@@ -58,13 +57,7 @@ class GRU4RecConfig:
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
-        require_positive(
-            hidden=self.hidden,
-            emb_dim=self.emb_dim,
-            n_layers=self.n_layers,
-            max_len=self.max_len,
-            n_negatives=self.n_negatives,
-        )
+        require_positive_fields(self, "hidden", "emb_dim", "n_layers", "max_len", "n_negatives")
         if not 0 <= self.dropout < 1 or self.sample_alpha < 0 or self.bpreg < 0:
             raise ValueError("dropout must be in [0, 1); sample_alpha and bpreg must be >= 0")
 
@@ -141,6 +134,8 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
         with torch.no_grad():
             self.item_emb.weight[0].zero_()
             self.out_emb.weight[0].zero_()
+        self.objective = build_objective(c, LOSSES)  # full softmax, or BPR-max / TOP1-max on sampled items
+        self.builder = ShiftedNextItem(c.max_len)
 
     def encode(self, seq: torch.Tensor) -> torch.Tensor:
         """GRU states ``(B, T, H)`` of a left-padded item matrix ``seq`` ``(B, T)``, in the same layout."""
@@ -157,48 +152,23 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
         states: torch.Tensor = self.drop(h.gather(1, back))  # (B, T, H) left-padded again
         return states
 
-    # -- training: next item at every position ----------------------------------------------------
+    # -- training: next item at every position, the configured objective ----------------------------
     def train_rows(self, train: Sequences) -> int:
-        return next_item_rows(train)
+        return self.builder.rows(train)
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Shuffled (input, next-item target) windows; sampled losses also get shared negatives."""
-        c = self.config
-        users, windows = next_item_windows(train, c.max_len)  # (U,), (U, T+1)
-        weights = None
-        if c.loss != "ce":
-            weights = item_counts(train).astype(np.float64) ** c.sample_alpha  # (I+1,)
-            weights[0] = 0.0
-            weights /= weights.sum()
-        for idx in batches(len(users), batch_size, rng):
-            w = windows[idx]  # (B, T+1)
-            seq, target = shifted_pair(w)  # (B, T) each
-            batch = {"seq": seq, "target": target}
-            if weights is not None:
-                batch["negative"] = torch.from_numpy(rng.choice(len(weights), size=c.n_negatives, p=weights))
+        negatives = self.objective.negatives(train, self.n_items)
+        for _, batch in self.builder.batches(train, batch_size, rng, negatives):
             yield batch
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Mean next-item loss over the real targets (each after a real input: batching.shifted_pair)."""
-        seq, target = batch["seq"], batch["target"]  # (B, T), (B, T)
+        target = batch["target"]  # (B, T)
         real = target > 0
-        h = self.encode(seq)[real]  # (N, H)
-        pos = target[real]  # (N,)
-        if self.config.loss == "ce":  # chunked over positions: never materialises the (N, I+1) logits
-            return softmax_cross_entropy(h, self.out_emb.weight, pos, self.out_bias)
-        neg = batch["negative"]  # (S,)
-        r_pos = (h * self.out_emb(pos)).sum(-1, keepdim=True) + self.out_bias[pos, None]  # (N, 1)
-        r_neg = h @ self.out_emb(neg).T + self.out_bias[neg]  # (N, S)
-        hit = neg[None, :] == pos[:, None]  # (N, S) the target drawn as its own negative
-        s = r_neg.masked_fill(hit, -torch.inf).softmax(-1)  # (N, S) softmax weights of the negatives
-        if self.config.loss == "bpr-max":
-            gain = (s * torch.sigmoid(r_pos - r_neg)).sum(-1)  # (N,)
-            loss: torch.Tensor = (
-                -torch.log(gain + 1e-24) + self.config.bpreg * (s * r_neg.pow(2)).sum(-1)
-            ).mean()
-        else:  # top1-max
-            loss = (s * (torch.sigmoid(r_neg - r_pos) + torch.sigmoid(r_neg.pow(2)))).sum(-1).mean()
-        return loss
+        h = self.encode(batch["seq"])[real]  # (N, H)
+        table = ItemTable(self.out_emb.weight, bias=self.out_bias, gather=self.out_emb)  # W_y, b_y
+        return self.objective.loss(Scored(h, target[real], real), table, batch)
 
     # -- inference ---------------------------------------------------------------------------------
     def score_inputs(

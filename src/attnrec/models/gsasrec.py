@@ -27,28 +27,18 @@ embedding as SASRec does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
-from attnrec.data.schema import Sequences
-from attnrec.models.batching import batches, next_item_rows, next_item_windows, shifted_pair
-from attnrec.models.contracts import (
-    AttentionInspectable,
-    Batch,
-    EmbeddingInputs,
-    Factorised,
-    SequentialModel,
-    WeightedLoss,
-)
-from attnrec.models.losses import gbce_beta, gbce_loss
+from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.contracts import Batch
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import build_objective
 from attnrec.models.registry import register
-from attnrec.models.sasrec import SASRec, SASRecConfig
-from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_positive
+from attnrec.models.sasrec import SASRecBackbone, SASRecConfig
+from attnrec.models.validation import require_positive_fields
 
 
 @dataclass(frozen=True)
@@ -67,13 +57,7 @@ class GSASRecConfig:
     reuse_item_embeddings: bool = False  # False: a separate output item table (the authors' default)
 
     def __post_init__(self) -> None:
-        require_positive(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            max_len=self.max_len,
-            n_negatives=self.n_negatives,
-        )
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "n_negatives")
         if not 0.0 <= self.gbce_t <= 1.0:
             raise ValueError(f"gbce_t must be in [0, 1], not {self.gbce_t}")
 
@@ -117,84 +101,35 @@ _PAPER_TRAIN = {"lr": 1e-3, "batch_size": 128, "beta2": 0.999}
         },
     },
 )
-class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss):
+class GSASRec(nn.Module, SequentialWrapper):
     """gSASRec: SASRec's network trained with k uniform negatives per positive and the gBCE loss."""
 
     def __init__(self, config: GSASRecConfig, n_users: int, n_items: int) -> None:
         super().__init__()
         c = self.config = config
         self.n_items = n_items
-        self.net = SASRec(c.network(), n_users, n_items)  # embeddings, causal blocks, final LayerNorm
+        self.net = SASRecBackbone(c.network(), n_items)  # embeddings, causal blocks, final LayerNorm
         self.out_emb: nn.Embedding | None = None
         if not c.reuse_item_embeddings:
             self.out_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
             nn.init.xavier_normal_(self.out_emb.weight)
             with torch.no_grad():
                 self.out_emb.weight[0].zero_()
-        self.beta = gbce_beta(c.n_negatives, n_items, c.gbce_t)  # fixed by k, the catalog size and t
+        # Shifted next-item windows, each with k uniform negatives per sequence, and gBCE.
+        self.objective = build_objective(c, ("gbce",), default_loss="gbce")
+        self.builder = ShiftedNextItem(c.max_len)
 
-    # -- the network (SASRec's) --------------------------------------------------------------
-    def encode(self, seq: torch.Tensor) -> torch.Tensor:
-        """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
-        return self.net.encode(seq)
-
-    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
-        return self.net.attention_weights(seq)
-
-    def item_vectors(self) -> torch.Tensor:
-        """Output item vectors ``(n_items + 1, D)`` (row 0 is padding)."""
-        return self.net.item_emb.weight if self.out_emb is None else self.out_emb.weight
-
-    # -- training: shifted next-item targets, k negatives per sequence, gBCE --------------------
-    def train_rows(self, train: Sequences) -> int:
-        return next_item_rows(train)
-
-    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
-        """Shuffled (input, next-item target) windows, each with ``n_negatives`` uniform catalog items."""
-        users, windows = next_item_windows(train, self.config.max_len)  # (U,), (U, T+1)
-        for idx in batches(len(users), batch_size, rng):
-            w = windows[idx]  # (B, T+1)
-            neg = rng.integers(1, self.n_items + 1, size=(len(idx), self.config.n_negatives))  # (B, k)
-            seq, target = shifted_pair(w)  # (B, T) each
-            yield {"seq": seq, "target": target, "negative": torch.from_numpy(neg)}
-
-    def loss_terms(self, batch: Batch) -> int:
-        """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
-        return int((batch["target"] > 0).sum())
-
-    def loss(self, batch: Batch) -> torch.Tensor:
-        """gBCE over real positions: each target against its sequence's ``k`` negatives."""
-        target, neg = batch["target"], batch["negative"]  # (B, T), (B, k)
-        h = self.encode(batch["seq"])  # (B, T, D)
-        out = self.item_vectors()  # (I+1, D)
-        pos_logit = (h * out[target]).sum(-1)  # (B, T)
-        neg_logit = h @ out[neg].transpose(1, 2)  # (B, T, k): (B, T, D) @ (B, D, k)
-        # A negative that is the position's own target is no negative there (accidental hit).
-        neg_logit = neg_logit.masked_fill(neg[:, None, :] == target[..., None], -torch.inf)  # (B, T, k)
-        real = target > 0
-        return gbce_loss(pos_logit[real], neg_logit[real], self.beta)  # (N,), (N, k) real positions only
-
-    # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(
-        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
-    ) -> Batch:
-        return self.net.score_inputs(users, histories, request_time)
-
-    def query_vectors(self, batch: Batch) -> torch.Tensor:
-        """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.net.query_vectors(batch)
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """SASRec's hidden states of ``batch["seq"]`` (:class:`~attnrec.models.sasrec.SASRecBackbone`)."""
+        out: Encoded = self.net(batch, how)
+        return out
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` the network's input item embeddings of ``batch["seq"]`` (SASRec's, before scaling and positions)."""
+        """``(B, T, D)`` the network's input item embeddings of ``batch["seq"]`` (before scaling and
+        positions)."""
         return self.net.input_embeddings(batch)
 
-    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
-        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
-        query = self.net.run(batch["seq"], last_only=True, content=embedded)[0][:, -1, :]  # (B, D)
-        # Against gSASRec's own output table (separate unless reuse_item_embeddings), as score does.
-        return factorised_scores(query, self.item_vectors())  # (B, I+1)
+    def item_vectors(self) -> torch.Tensor:
+        """Output item vectors ``(n_items + 1, D)`` (row 0 is padding): gSASRec's own table unless
+        ``reuse_item_embeddings``."""
+        return self.net.item_emb.weight if self.out_emb is None else self.out_emb.weight

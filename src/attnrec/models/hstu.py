@@ -28,7 +28,7 @@ Objective: causal next-item prediction at every position with a sampled softmax 
 over the catalog. Two choices differ from the reference, both documented in ``docs/models.md``:
 negatives are drawn per training sequence (``negatives="sequence"``, the presets; shared by the
 sequence's positions) or per batch (``"batch"``, the library's cheapest sampled softmax,
-:class:`~attnrec.models.negatives.SharedNegatives`), where the reference draws 128 per position
+:class:`~attnrec.models.objectives.negatives.SharedNegatives`), where the reference draws 128 per position
 (``O(positions x negatives x d)`` memory; ``negatives="position"`` draws that way too); on ML-1M the
 batch's 128 learned far more slowly than the sequence's. And a time gap is measured from the query
 event's own timestamp, so no position sees anything of the event it predicts (the reference measures
@@ -42,8 +42,8 @@ and :meth:`HSTU.score_inputs` fill it from the sequences' ``timestamp`` column w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -51,28 +51,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import TIMESTAMP, Sequences
-from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
-from attnrec.models.contracts import (
-    AttentionInspectable,
-    Batch,
-    EmbeddingInputs,
-    Factorised,
-    SequentialModel,
-    SharedBatch,
-    WeightedLoss,
-)
+from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.contracts import Batch
 from attnrec.models.event_context import LOG_BUCKET_WIDTH, TIMESTAMPS, log_bucket
-from attnrec.models.losses import (
-    batch_sampled_softmax,
-    negative_logits,
-    position_logits,
-    softmax_cross_entropy,
-)
-from attnrec.models.masks import causal_mask
-from attnrec.models.negatives import SAMPLERS, SharedNegatives, check_negatives_per, whole_batch_keys
+from attnrec.models.nn.masks import causal_mask
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
-from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
+
+LOSSES = ("sampled_ce", "ce")  # the objectives HSTU trains with (attnrec.models.objectives)
 
 TIME_BUCKET_WIDTH = (
     LOG_BUCKET_WIDTH  # the reference divides ln(gap in seconds) by this: a bucket spans a factor 1.35
@@ -100,30 +88,11 @@ class HSTUConfig:
     negatives: str = "batch"  # sampled_ce: drawn once per "batch", per training "sequence" or per "position"
 
     def __post_init__(self) -> None:
-        if self.loss not in ("sampled_ce", "ce"):
-            raise ValueError(f"loss must be sampled_ce or ce, not {self.loss!r}")
-        check_negatives_per(self.negatives)
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            dqk=self.dqk,
-            dv=self.dv,
-            max_len=self.max_len,
-            time_buckets=self.time_buckets,
-        )
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "dqk", "dv", "max_len", "time_buckets")
         if not 0.0 <= self.dropout < 1.0 or self.temperature <= 0:
             raise ValueError("dropout must be in [0, 1) and temperature > 0")
-        if (
-            self.n_negatives < 0
-            or self.in_batch_negatives < 0
-            or self.n_negatives + self.in_batch_negatives < 1
-        ):
-            raise ValueError(
-                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
-            )
+        check_negative_counts(self.n_negatives, self.in_batch_negatives)
 
 
 def time_buckets(timestamps: torch.Tensor, n_buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -208,6 +177,75 @@ class HSTUBlock(nn.Module):
         return x + y, weights if need_weights else None  # (B, Tq, D)
 
 
+class HSTUBackbone(nn.Module):
+    """HSTU's network: scaled item embeddings plus positions, pointwise causal attention blocks with
+    relative position/time bias, L2-normalised states."""
+
+    def __init__(self, config: HSTUConfig, n_items: int) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_items = n_items
+        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
+        self.pos_emb = nn.Embedding(c.max_len, c.hidden)
+        self.emb_drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(HSTUBlock(c) for _ in range(c.n_layers))
+        nn.init.trunc_normal_(self.item_emb.weight, 0.0, 0.02, -0.04, 0.04)
+        nn.init.xavier_normal_(self.pos_emb.weight)
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """L2-normalised states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` (with
+        optional ``batch["timestamps"]`` ``(B, T)``); ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`):
+        the newest position only (the final layer computes that one query), other raw item content, each
+        layer's attention weights ``(B, H, T, T)`` too."""
+        seq, timestamps = batch["seq"], batch.get(TIMESTAMPS)  # (B, T) each
+        if timestamps is not None and timestamps.shape != seq.shape:
+            raise ValueError(
+                f"timestamps must have the shape of seq {tuple(seq.shape)}, not {tuple(timestamps.shape)}"
+            )
+        if timestamps is not None and timestamps.is_floating_point():
+            raise ValueError("timestamps must be integer seconds (int64), 0 for padding")
+        t = seq.shape[1]
+        keep = seq > 0  # (B, T)
+        pos = (keep.long().cumsum(1) - 1).clamp(min=0)  # (B, T) counted from the window's oldest item
+        emb = self.input_embeddings(batch) if how.content is None else how.content  # (B, T, D)
+        x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
+        x = self.emb_drop(x) * keep[..., None]  # (B, T, D)
+        allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items and the position itself
+        idx = torch.arange(t, device=seq.device)
+        offsets = (idx[:, None] - idx[None, :]).clamp(min=0)  # (T, T) i - j; j > i is masked anyway
+        times = None if timestamps is None else time_buckets(timestamps, self.config.time_buckets)
+        maps = []
+        for i, block in enumerate(self.blocks):
+            if how.last_only and i == len(self.blocks) - 1:  # the newest query row only
+                rows = (
+                    allowed[..., -1:, :],
+                    offsets[-1:],
+                    None if times is None else (times[0][:, -1:], times[1][:, -1:]),
+                )
+                x, weights = block(x, *rows, how.need_weights, last=1)  # (B, 1, D)
+            else:
+                x, weights = block(x, allowed, offsets, times, how.need_weights)  # (B, T, D)
+            if weights is not None:
+                maps.append(weights)
+        return Encoded(F.normalize(x, dim=-1, eps=EPS), maps)  # (B, T, D), or (B, 1, D) with last_only
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` raw item embeddings of ``batch["seq"]``: the rows looked up, before the sqrt(d) scaling
+        and positions. Not L2-normalised: only the output item vectors are (:meth:`item_vectors`)."""
+        out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
+        return out
+
+    def item_vectors(self) -> torch.Tensor:
+        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every call."""
+        # Never an inference tensor, even under inference mode: serving caches derived data keyed on
+        # a tensor's version counter, which inference tensors lack. Grad mode stays what it was.
+        grad = torch.is_grad_enabled()
+        with torch.inference_mode(False), torch.set_grad_enabled(grad):
+            return F.normalize(self.item_emb.weight, dim=-1, eps=EPS)
+
+
 @register(
     "hstu",
     config=HSTUConfig,
@@ -258,170 +296,43 @@ class HSTUBlock(nn.Module):
         },
     },
 )
-class HSTU(
-    nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
-):
+class HSTU(HSTUBackbone, SequentialWrapper):
     """HSTU: pointwise (SiLU) causal attention with relative position/time bias, normalised dot-product scores."""
 
     def __init__(self, config: HSTUConfig, n_users: int, n_items: int) -> None:
-        super().__init__()
-        c = self.config = config
-        self.shared_batch_keys = whole_batch_keys(c.negatives)  # kept whole on every DDP rank
-        self.n_items = n_items
-        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0)
-        self.pos_emb = nn.Embedding(c.max_len, c.hidden)
-        self.emb_drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(HSTUBlock(c) for _ in range(c.n_layers))
-        nn.init.trunc_normal_(self.item_emb.weight, 0.0, 0.02, -0.04, 0.04)
-        nn.init.xavier_normal_(self.pos_emb.weight)
-        with torch.no_grad():
-            self.item_emb.weight[0].zero_()
-
-    def run(
-        self,
-        seq: torch.Tensor,
-        timestamps: torch.Tensor | None = None,
-        need_weights: bool = False,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The one forward pass: L2-normalised states ``(B, T, D)`` of a left-padded item matrix ``seq``
-        ``(B, T)`` (with optional ``timestamps`` ``(B, T)``) and, with ``need_weights``, each layer's
-        attention weights ``(B, H, T, T)`` (else ``[]``).
-
-        ``last_only``: the newest position's state ``(B, 1, D)`` only; the final layer then computes
-        that one query (the earlier layers still need every position as keys and values).
-        ``content`` ``(B, T, D)`` replaces the raw item embeddings of ``seq`` (:meth:`score_embedded`).
-        """
-        if timestamps is not None and timestamps.shape != seq.shape:
-            raise ValueError(
-                f"timestamps must have the shape of seq {tuple(seq.shape)}, not {tuple(timestamps.shape)}"
-            )
-        if timestamps is not None and timestamps.is_floating_point():
-            raise ValueError("timestamps must be integer seconds (int64), 0 for padding")
-        t = seq.shape[1]
-        keep = seq > 0  # (B, T)
-        pos = (keep.long().cumsum(1) - 1).clamp(min=0)  # (B, T) counted from the window's oldest item
-        emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
-        x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
-        x = self.emb_drop(x) * keep[..., None]  # (B, T, D)
-        allowed = causal_mask(seq)  # (B, 1, T, T): earlier real items and the position itself
-        idx = torch.arange(t, device=seq.device)
-        offsets = (idx[:, None] - idx[None, :]).clamp(min=0)  # (T, T) i - j; j > i is masked anyway
-        times = None if timestamps is None else time_buckets(timestamps, self.config.time_buckets)
-        maps = []
-        for i, block in enumerate(self.blocks):
-            if last_only and i == len(self.blocks) - 1:  # the newest query row only
-                rows = (
-                    allowed[..., -1:, :],
-                    offsets[-1:],
-                    None if times is None else (times[0][:, -1:], times[1][:, -1:]),
-                )
-                x, weights = block(x, *rows, need_weights, last=1)  # (B, 1, D)
-            else:
-                x, weights = block(x, allowed, offsets, times, need_weights)  # (B, T, D)
-            if weights is not None:
-                maps.append(weights)
-        return F.normalize(x, dim=-1, eps=EPS), maps  # (B, T, D), or (B, 1, D) with last_only
-
-    def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` raw item embeddings of ``batch["seq"]``: the rows looked up, before the sqrt(d) scaling
-        and positions. Not L2-normalised: only the output item vectors are (:meth:`item_vectors`)."""
-        out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
-        return out
-
-    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
-        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings
-        (``batch["timestamps"]``, if any, as :meth:`score` uses them)."""
-        query = self.run(batch["seq"], batch.get("timestamps"), last_only=True, content=embedded)[0][
-            :, -1, :
-        ]  # (B, D)
-        return factorised_scores(query / self.config.temperature, self.item_vectors())  # (B, I+1)
+        super().__init__(config, n_items)
+        self.objective = build_objective(config, LOSSES)
+        self.builder = ShiftedNextItem(config.max_len)
 
     def encode(self, seq: torch.Tensor, timestamps: torch.Tensor | None = None) -> torch.Tensor:
         """L2-normalised states ``(B, T, D)`` of ``seq`` ``(B, T)`` (and optional ``timestamps``)."""
-        return self.run(seq, timestamps)[0]
+        return self.forward({"seq": seq} | ({} if timestamps is None else {TIMESTAMPS: timestamps})).states
 
-    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention weights ``(B, H, T, T)``: SiLU(QK^T + rab) / n on allowed keys, 0 elsewhere.
+    def head(self, states: torch.Tensor) -> torch.Tensor:
+        """Logits are cosine similarities divided by the temperature."""
+        return states / self.config.temperature
 
-        Not probabilities: a row's sum is not 1 and a weight may be slightly negative (SiLU >= -0.28 / n).
-        """
-        return self.run(seq, need_weights=True)[1]
+    def output_table(self) -> ItemTable:
+        """The normalised item table; the rows of given items are normalised one by one (not the table)."""
+        return ItemTable(self.item_vectors, gather=partial(_unit_rows, self.item_emb))
 
-    # -- training: shifted next-item targets -------------------------------------------------
-    def train_rows(self, train: Sequences) -> int:
-        return next_item_rows(train)
-
-    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
-        """Shuffled batches of (input, next-item target) windows; sampled negatives redrawn every call."""
-        c = self.config
-        shared = None
-        if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(
-                train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives, c.negatives
+    def with_columns(self, batch: Batch, train: Sequences, users: np.ndarray) -> Batch:
+        """The inputs' times, when the log has them (the targets' are never read)."""
+        if TIMESTAMP in train.columns:
+            batch[TIMESTAMPS] = torch.from_numpy(
+                train.padded_column(TIMESTAMP, self.config.max_len + 1, users)[:, :-1]
             )
-        for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared):
-            if TIMESTAMP in train.columns:  # the inputs' times (the targets' are never read)
-                batch[TIMESTAMPS] = torch.from_numpy(
-                    train.padded_column(TIMESTAMP, c.max_len + 1, users)[:, :-1]
-                )
-            yield batch
-
-    def loss_terms(self, batch: Batch) -> int:
-        """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
-        return int((batch["target"] > 0).sum())
-
-    def loss(self, batch: Batch) -> torch.Tensor:
-        """Next-item softmax loss over real positions; logits are cosine similarities / temperature."""
-        target = batch["target"]  # (B, T)
-        real = target > 0
-        states = self.encode(batch["seq"], batch.get("timestamps")) / self.config.temperature  # (B, T, D)
-        h = states[real]  # (N, D)
-        pos = target[real]  # (N,)
-        if self.config.loss == "ce":
-            return softmax_cross_entropy(h, self.item_vectors(), pos)  # chunked, column 0 excluded
-        neg = batch[
-            "negative"
-        ]  # (S,) shared by the batch, (B, S) each sequence its own, (B, T, S) each position
-        pos_logit = (h * self._unit_items(pos)).sum(-1)  # (N,)
-        if neg.dim() == 3:  # each position its own, against the whole normalised table
-            neg_logit = position_logits(h, self.item_vectors(), neg[real])  # (N, S)
-        else:
-            neg_logit = negative_logits(h, self._unit_items(neg), states, real)  # (N, S)
-        return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
-
-    def _unit_items(self, idx: torch.Tensor) -> torch.Tensor:
-        """L2-normalised embeddings ``(*idx.shape, D)`` of the items ``idx`` (only those rows are normalised)."""
-        return F.normalize(self.item_emb(idx), dim=-1, eps=EPS)
-
-    # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(
-        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
-    ) -> Batch:
-        # Padded to the batch's longest history: positions count from each row's oldest item, the
-        # bias from offsets and the attention divides by max_len, so the width changes no score.
-        width = inference_width(histories, self.config.max_len)
-        batch = {"seq": torch.from_numpy(histories.padded(width))}
-        if TIMESTAMP in histories.columns:  # the events' times, for the time-gap bias
-            batch[TIMESTAMPS] = torch.from_numpy(histories.padded_column(TIMESTAMP, width))
         return batch
 
-    def query_vectors(self, batch: Batch) -> torch.Tensor:
-        """``(B, D)`` newest-position states / temperature: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return (
-            self.run(batch["seq"], batch.get("timestamps"), last_only=True)[0][:, -1, :]
-            / self.config.temperature
-        )
+    def inference_columns(self, histories: Sequences, width: int, request_time: np.ndarray | None) -> Batch:
+        """The events' times, for the time-gap bias. Padded to the batch's longest history: positions count
+        from each row's oldest item, the bias from offsets and the attention divides by max_len, so the
+        width changes no score."""
+        if TIMESTAMP not in histories.columns:
+            return {}
+        return {TIMESTAMPS: torch.from_numpy(histories.padded_column(TIMESTAMP, width))}
 
-    def item_vectors(self) -> torch.Tensor:
-        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every call."""
-        # Never an inference tensor, even under inference mode: serving caches derived data keyed on
-        # a tensor's version counter, which inference tensors lack. Grad mode stays what it was.
-        grad = torch.is_grad_enabled()
-        with torch.inference_mode(False), torch.set_grad_enabled(grad):
-            return F.normalize(self.item_emb.weight, dim=-1, eps=EPS)
 
-    def score(self, batch: Batch) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` for the next item (cosine / temperature); column 0 (padding) is ``-inf``."""
-        return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
+def _unit_rows(table: nn.Embedding, idx: torch.Tensor) -> torch.Tensor:
+    """L2-normalised embeddings ``(*idx.shape, D)`` of the items ``idx`` (only those rows are normalised)."""
+    return F.normalize(table(idx), dim=-1, eps=EPS)

@@ -30,7 +30,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import user_inputs, user_vectors
-from attnrec.models.batching import negative_batches
+from attnrec.models.batches.windows import negative_batches
 from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
 from attnrec.models.registry import register
 from attnrec.models.scoring import mask_padding

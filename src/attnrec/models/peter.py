@@ -31,11 +31,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.reviews import EncodedReviews
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.contracts import Batch, Trainable
-from attnrec.models.masks import peter_mask
+from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
+from attnrec.models.nn.masks import peter_mask
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3  # attnrec.data.text.Vocabulary's special indices
 
@@ -63,13 +63,7 @@ class PETERConfig:
     rating_checkpoint: str = "joint"
 
     def __post_init__(self) -> None:
-        require_positive(
-            emsize=self.emsize,
-            n_heads=self.n_heads,
-            ffn=self.ffn,
-            n_layers=self.n_layers,
-            max_words=self.max_words,
-        )
+        require_positive_fields(self, "emsize", "n_heads", "ffn", "n_layers", "max_words")
         if self.max_positions < self.max_words + 4:
             raise ValueError("max_positions must exceed max_words + 3")
         if min(self.text_weight, self.context_weight, self.rating_weight) < 0:

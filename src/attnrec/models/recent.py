@@ -24,7 +24,7 @@ import torch
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import CountedItems
-from attnrec.models.batching import last_items
+from attnrec.models.batches.windows import last_items
 from attnrec.models.contracts import Batch, ClosedForm
 from attnrec.models.registry import register
 

@@ -29,8 +29,8 @@ each feature field's own attention logits (DIF-SR). With them off nothing is cre
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -39,8 +39,8 @@ from torch import nn
 
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
-from attnrec.models._blocks import MultiHeadAttention, PointWiseFeedForward, dropout
-from attnrec.models.batching import inference_width, next_item_rows, shifted_batches
+from attnrec.models.batches.builders import ShiftedNextItem
+from attnrec.models.batches.events import request_batch, score_columns
 from attnrec.models.context import (
     DecoupledAttention,
     ModelContext,
@@ -49,16 +49,7 @@ from attnrec.models.context import (
     item_context,
     require_fused,
 )
-from attnrec.models.contracts import (
-    AttentionInspectable,
-    Batch,
-    EmbeddingInputs,
-    Factorised,
-    SequentialModel,
-    SharedBatch,
-    WeightedLoss,
-)
-from attnrec.models.event_batches import request_batch, score_columns, shifted_columns, target_users
+from attnrec.models.contracts import Batch
 from attnrec.models.event_context import (
     EXPLICIT_NEGATIVE,
     EventFields,
@@ -66,13 +57,21 @@ from attnrec.models.event_context import (
     explicit_negative_loss,
     target_rule,
 )
-from attnrec.models.losses import batch_sampled_softmax, softmax_cross_entropy
-from attnrec.models.masks import causal_bias
-from attnrec.models.negatives import SAMPLERS, SHARED_KEYS, SharedNegatives, draw_negatives
+from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout, init_xavier
+from attnrec.models.nn.masks import causal_bias
+from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
+from attnrec.models.objectives import (
+    FullSoftmax,
+    ItemTable,
+    build_objective,
+    check_negative_counts,
+    check_objective,
+)
 from attnrec.models.registry import register
-from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_positive
+from attnrec.models.validation import require_positive_fields
 from attnrec.search_space import Choice, Float, Int, SearchSpace
+
+LOSSES = ("bce", "ce", "sampled_ce")  # the objectives SASRec trains with (attnrec.models.objectives)
 
 
 @dataclass(frozen=True)
@@ -96,11 +95,12 @@ class SASRecConfig(EventFields):
         "uniform"  # sampled_ce catalog negatives: "uniform", "popularity" (training count + 1), "mixed"
     )
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
-    # ce through the item-major kernel (attnrec.models.losses): one exponential per logit, chunks of 128
-    # rows, faster on CPU; equal to the default to float32 rounding, not bit for bit, hence off.
+    # ce through the item-major kernel (attnrec.models.objectives.kernels): one exponential per logit,
+    # chunks of 128 rows, faster on CPU; equal to the default to float32 rounding, not bit for bit,
+    # hence off.
     fast_ce: bool = False
-    # Dropout masks from 16-bit random integers (attnrec.models._blocks.FastDropout), about 2x faster on CPU;
-    # the same distribution (p to 1/32768), another random stream than nn.Dropout's, hence off.
+    # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), about 2x faster on
+    # CPU; the same distribution (p to 1/32768), another random stream than nn.Dropout's, hence off.
     fast_dropout: bool = False
     # Sparse (row-wise) gradients for the item embedding, updated by lazy Adam (SparseAdam): with
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
@@ -125,24 +125,13 @@ class SASRecConfig(EventFields):
             raise ValueError(
                 "difsr cannot be combined with time_intervals (both change the attention logits)"
             )
-        if self.loss not in ("bce", "ce", "sampled_ce"):
-            raise ValueError(f"loss must be bce, ce or sampled_ce, not {self.loss!r}")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, not {self.sampler!r}")
-        require_positive(
-            hidden=self.hidden, n_layers=self.n_layers, n_heads=self.n_heads, max_len=self.max_len
-        )
-        if (
-            self.n_negatives < 0
-            or self.in_batch_negatives < 0
-            or self.n_negatives + self.in_batch_negatives < 1
-        ):
-            raise ValueError(
-                "n_negatives and in_batch_negatives must be >= 0, and at least one negative is needed"
-            )
-        if self.fast_ce and self.loss != "ce":
+        check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
+        require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len")
+        check_negative_counts(self.n_negatives, self.in_batch_negatives)
+        full = isinstance(build_objective(self, LOSSES), FullSoftmax)  # reads every item's vector
+        if self.fast_ce and not full:
             raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
-        if self.sparse_embedding and self.loss == "ce":
+        if self.sparse_embedding and full:
             raise ValueError(
                 "sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)"
             )
@@ -223,6 +212,80 @@ SEARCH_SPACE = SearchSpace(
 )
 
 
+class SASRecBackbone(nn.Module):
+    """SASRec's network: item and position embeddings, causal pre-LN blocks, a final LayerNorm."""
+
+    def __init__(self, config: SASRecConfig, n_items: int, context: ModelContext | None = None) -> None:
+        super().__init__()
+        c = self.config = config
+        self.n_items = n_items
+        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0, sparse=c.sparse_embedding)
+        self.pos_emb = nn.Embedding(c.max_len, c.hidden)
+        self.emb_drop = dropout(c.dropout, c.fast_dropout)
+        # Built after the ID-only modules, and only when asked for: features off, nothing else changes.
+        self.item_ctx = item_context(c.item_features, c.difsr, context, c.hidden, c.id_dropout, "sasrec")
+        n_side = len(self.item_ctx.fields) if c.difsr and self.item_ctx is not None else 0
+        self.blocks = nn.ModuleList(SASRecBlock(c, n_side) for _ in range(c.n_layers))
+        self.ln_out = nn.LayerNorm(c.hidden, eps=1e-8)
+        init_xavier(self)  # Xavier-normal matrices, zero biases, as the authors initialise
+        with torch.no_grad():
+            self.item_emb.weight[0].zero_()
+        if self.item_ctx is not None:
+            self.item_ctx.reset_padding()
+        # Per-event inputs and targets, built after everything else and only when asked for.
+        events = context.events if context is not None else None
+        self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
+
+    def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
+        """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` and the per-event
+        entries the settings read; ``how`` (:class:`~attnrec.models.nn.wrapper.Pass`): the newest position
+        only (the final block computes that one query: about half the work of a two-block model), other
+        item content, each layer's attention ``(B, H, T, T)`` too."""
+        seq = batch["seq"]  # (B, T)
+        t = seq.shape[1]
+        keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1) real items
+        # Positions count from the window's start, so the newest item always has position max_len-1.
+        pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)  # (T,)
+        emb = self.input_embeddings(batch) if how.content is None else how.content  # (B, T, D)
+        allowed = causal_bias(seq, keep.dtype)  # (B, 1, T, T) additive: earlier real items only
+        if self.event_ctx is not None:  # + time/event/rating embeddings; interval biases (-inf off causal)
+            emb = self.event_ctx.add_inputs(emb, batch)  # (B, T, D)
+            allowed = self.event_ctx.attention_mask(allowed, batch, causal=True)  # (B, H, T, T)
+        x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
+        x = self.emb_drop(x) * keep  # padding rows zeroed
+        difsr = self.config.difsr and self.item_ctx is not None
+        side = self.item_ctx.side(seq) if difsr and self.item_ctx is not None else None  # (F, B, T, D)
+        maps = []
+        for i, block in enumerate(self.blocks):
+            last = (
+                1 if how.last_only and i == len(self.blocks) - 1 else 0
+            )  # the final block: newest query only
+            x, weights = block(x, allowed, keep, how.need_weights, last=last, side=side)  # (B, T or 1, D)
+            if weights is not None:
+                maps.append(weights)
+        return Encoded(self.ln_out(x), maps)  # (B, T, D), or (B, 1, D) with last_only
+
+    def input_embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)`` item embeddings of ``batch["seq"]`` (fused with features when they are on), before
+        scaling and positions."""
+        seq = batch["seq"]
+        return self.item_emb(seq) if self.item_ctx is None else F.embedding(seq, self.item_vectors())
+
+    def item_vectors(self) -> torch.Tensor:
+        """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding); with item
+        features the fused ID + feature table (in training with ``id_dropout``, freshly dropped per call)."""
+        if self.item_ctx is None or self.item_ctx.mode == "none":
+            return self.item_emb.weight
+        return self.item_ctx.table(self.item_emb.weight)
+
+    def add_items(self, rows: AlignedFeatures) -> None:
+        """Append ``rows.n_rows`` cold items (features encoded by ``ItemFeatures.encode``) with zero ID vectors."""
+        ctx = require_fused(self.item_ctx, "sasrec")
+        self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
+        ctx.add_rows(rows)
+        self.n_items += rows.n_rows
+
+
 @register(
     "sasrec",
     config=SASRecConfig,
@@ -253,216 +316,40 @@ SEARCH_SPACE = SearchSpace(
         },
     },
 )
-class SASRec(
-    nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
-):
+class SASRec(SASRecBackbone, SequentialWrapper):
     """SASRec: causal self-attention over the item sequence, next-item objective."""
-
-    shared_batch_keys = SHARED_KEYS  # the sampled softmax's negatives, drawn once per batch
 
     def __init__(
         self, config: SASRecConfig, n_users: int, n_items: int, context: ModelContext | None = None
     ) -> None:
-        super().__init__()
-        c = self.config = config
-        self.n_items = n_items
-        self.item_emb = nn.Embedding(n_items + 1, c.hidden, padding_idx=0, sparse=c.sparse_embedding)
-        self.pos_emb = nn.Embedding(c.max_len, c.hidden)
-        self.emb_drop = dropout(c.dropout, c.fast_dropout)
-        # Built after the ID-only modules, and only when asked for: features off, nothing else changes.
-        self.item_ctx = item_context(c.item_features, c.difsr, context, c.hidden, c.id_dropout, "sasrec")
-        n_side = len(self.item_ctx.fields) if c.difsr and self.item_ctx is not None else 0
-        self.blocks = nn.ModuleList(SASRecBlock(c, n_side) for _ in range(c.n_layers))
-        self.ln_out = nn.LayerNorm(c.hidden, eps=1e-8)
-        for name, p in self.named_parameters():
-            if p.dim() > 1:
-                nn.init.xavier_normal_(p)
-            elif "ln" not in name:
-                nn.init.zeros_(p)
-        with torch.no_grad():
-            self.item_emb.weight[0].zero_()
-        if self.item_ctx is not None:
-            self.item_ctx.reset_padding()
-        # Per-event inputs and targets, built after everything else and only when asked for.
+        super().__init__(config, n_items, context)
         events = context.events if context is not None else None
-        self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
-        self.targets = target_rule(c, events)
+        self.targets = target_rule(config, events)  # which next events may be targets (None: every one)
+        self.objective = build_objective(config, LOSSES)
+        self.builder = ShiftedNextItem(
+            config.max_len, self.event_ctx, self.targets, config.explicit_negatives, "sasrec"
+        )
 
-    def run(
-        self,
-        seq: torch.Tensor,
-        need_weights: bool = False,
-        last_only: bool = False,
-        content: torch.Tensor | None = None,
-        batch: Batch | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The one forward pass: hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``
-        and, with ``need_weights``, each layer's attention probabilities ``(B, H, T, T)`` (else ``[]``).
+    # -- training: what SASRec reads besides the items -------------------------------------------
+    def output_table(self) -> ItemTable:
+        """The item table; with ``sparse_embedding`` the rows an objective reads get sparse gradients."""
+        if not self.config.sparse_embedding:
+            return ItemTable(self.item_vectors())
+        return ItemTable(
+            self.item_vectors(), gather=partial(F.embedding, weight=self.item_emb.weight, sparse=True)
+        )
 
-        ``last_only``: the newest position's state ``(B, 1, D)`` only; the final block then computes
-        that one query (the earlier blocks still need every position as keys), which is what
-        scoring needs and about half the work of a two-block model. ``content`` ``(B, T, D)``
-        replaces the item embeddings of ``seq`` (:meth:`score_embedded`). ``batch``: where per-event
-        inputs come from (its ``seq`` is ``seq``).
-        """
-        t = seq.shape[1]
-        keep = (seq > 0).unsqueeze(-1).to(self.item_emb.weight.dtype)  # (B, T, 1)
-        # Positions count from the window's start, so the newest item always has position max_len-1.
-        pos = torch.arange(self.config.max_len - t, self.config.max_len, device=seq.device)
-        emb = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
-        allowed = causal_bias(seq, keep.dtype)  # (B, 1, T, T) additive: earlier real items only
-        if (
-            self.event_ctx is not None
-        ):  # + time/event/rating embeddings; interval biases (-inf off the causal mask)
-            emb = self.event_ctx.add_inputs(emb, batch or {"seq": seq})  # (B, T, D)
-            allowed = self.event_ctx.attention_mask(
-                allowed, batch or {"seq": seq}, causal=True
-            )  # (B, H, T, T)
-        x = emb * self.config.hidden**0.5 + self.pos_emb(pos)  # (B, T, D)
-        x = self.emb_drop(x) * keep
-        side = (
-            self.item_ctx.side(seq) if self.config.difsr and self.item_ctx is not None else None
-        )  # (F, B, T, D)
-        maps = []
-        for i, block in enumerate(self.blocks):
-            x, weights = block(
-                x,
-                allowed,
-                keep,
-                need_weights,
-                last=1 if last_only and i == len(self.blocks) - 1 else 0,
-                side=side,
-            )
-            if weights is not None:
-                maps.append(weights)
-        return self.ln_out(x), maps  # (B, T, D), or (B, 1, D) with last_only
+    def extra_loss(self, states: torch.Tensor, table: ItemTable, batch: Batch) -> torch.Tensor | None:
+        """With ``explicit_negatives``, a ``softplus`` of each low-rated next event's score where it would
+        have been the target (pushed down)."""
+        if not self.config.explicit_negatives:
+            return None
+        neg = batch[EXPLICIT_NEGATIVE]  # (B, T) the low-rated next item, else 0
+        return explicit_negative_loss(states[neg > 0], table.weight, neg[neg > 0])
 
-    def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` item embeddings of ``batch["seq"]`` (fused with features when they are on), before scaling and positions."""
-        seq = batch["seq"]
-        return self.item_emb(seq) if self.item_ctx is None else F.embedding(seq, self.item_vectors())
-
-    def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
-        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the history's item embeddings."""
-        query = self.run(batch["seq"], last_only=True, content=embedded, batch=batch)[0][:, -1, :]  # (B, D)
-        return factorised_scores(query, self.item_vectors())
-
-    def encode(self, seq: torch.Tensor) -> torch.Tensor:
-        """Hidden states ``(B, T, D)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
-        return self.run(seq)[0]
-
-    def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
-        return self.run(seq, need_weights=True)[1]
-
-    # -- training: shifted next-item targets -------------------------------------------------
-    def train_rows(self, train: Sequences) -> int:
-        if self.targets is None:
-            return next_item_rows(train)
-        return len(
-            target_users(train, self.config.max_len, self.targets, "sasrec")
-        )  # with a target of the type
-
-    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
-        """Shuffled batches of (input, next-item target) windows; negatives redrawn every call."""
-        c = self.config
-        seen = train.user_item_keys() if c.loss == "bce" else None
-        shared = None
-        if c.loss == "sampled_ce":
-            shared = SharedNegatives.build(
-                train.items, self.n_items, c.sampler, c.n_negatives, c.in_batch_negatives
-            )
-        only = None if self.targets is None else target_users(train, c.max_len, self.targets, "sasrec")
-        for users, batch in shifted_batches(train, c.max_len, batch_size, rng, shared, only):
-            if self.event_ctx is not None or self.targets is not None:  # per-event inputs; targets by type
-                batch = shifted_columns(
-                    batch,
-                    train,
-                    users,
-                    c.max_len,
-                    self.event_ctx,
-                    self.targets,
-                    c.explicit_negatives,
-                    "sasrec",
-                )
-            if seen is not None:  # one negative per position, never an item the user has seen
-                target = batch["target"]  # (B, T)
-                batch["negative"] = torch.from_numpy(
-                    draw_negatives(users, tuple(target.shape), self.n_items, seen, rng)
-                )
-            yield batch
-
-    def loss_terms(self, batch: Batch) -> int:
-        """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""
-        return int((batch["target"] > 0).sum())
-
-    def loss(self, batch: Batch) -> torch.Tensor:
-        """Next-item loss over real (non-padding) positions only (and, with ``explicit_negatives``, a
-        ``softplus`` of each low-rated target's score where it would have been the target)."""
-        target = batch["target"]  # (B, T)
-        real = target > 0
-        states = self.run(batch["seq"], batch=batch)[0]  # (B, T, D)
-        emb = self.item_vectors()  # (I+1, D) the output layer (fused with features when they are on)
-        out = self._target_loss(states[real], target[real], emb, batch, real)
-        if self.config.explicit_negatives:  # low-rated events pushed down where they were the next event
-            neg = batch[EXPLICIT_NEGATIVE]  # (B, T) the low-rated next item, else 0
-            out = out + explicit_negative_loss(states[neg > 0], emb, neg[neg > 0])
-        return out
-
-    def _target_loss(
-        self, h: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, batch: Batch, real: torch.Tensor
-    ) -> torch.Tensor:
-        """The configured loss of states ``h`` ``(N, D)`` at the ``real`` positions against their targets ``pos`` ``(N,)``."""
-        if self.config.loss == "bce":
-            neg = batch["negative"][real]  # (N,)
-            pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
-            neg_logit = (h * self._rows(neg, emb)).sum(-1)  # (N,)
-            return F.binary_cross_entropy_with_logits(
-                pos_logit, torch.ones_like(pos_logit)
-            ) + F.binary_cross_entropy_with_logits(neg_logit, torch.zeros_like(neg_logit))
-        if self.config.loss == "ce":
-            return softmax_cross_entropy(
-                h, emb, pos, fast=self.config.fast_ce
-            )  # chunked: never all (N, I+1) logits
-        neg = batch["negative"]  # (S,) negatives shared by the batch
-        pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
-        neg_logit = h @ self._rows(neg, emb).T  # (N, S)
-        return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
-
-    def _rows(self, idx: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
-        """Rows ``idx`` of the item table ``emb``; with ``sparse_embedding`` their gradient is sparse too."""
-        if self.config.sparse_embedding:
-            return F.embedding(idx, self.item_emb.weight, sparse=True)
-        return emb[idx]
-
-    # -- inference: the last position's state against every item -----------------------------
-    def score_inputs(
-        self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
-    ) -> Batch:
-        width = inference_width(histories, self.config.max_len)
-        cols = score_columns(self.event_ctx, histories, width, "sasrec") | request_batch(
+    # -- scoring -------------------------------------------------------------------------------------
+    def inference_columns(self, histories: Sequences, width: int, request_time: np.ndarray | None) -> Batch:
+        """The per-event entries the settings read, and the request's time when they read time."""
+        return score_columns(self.event_ctx, histories, width, "sasrec") | request_batch(
             self.event_ctx, request_time
         )
-        return {"seq": torch.from_numpy(histories.padded(width))} | cols
-
-    def query_vectors(self, batch: Batch) -> torch.Tensor:
-        """``(B, D)`` last-position states: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
-        return self.run(batch["seq"], last_only=True, batch=batch)[0][:, -1, :]
-
-    def item_vectors(self) -> torch.Tensor:
-        """Item embeddings ``(n_items + 1, D)``, also the output layer (row 0 is padding); with item
-        features the fused ID + feature table (in training with ``id_dropout``, freshly dropped per call)."""
-        if self.item_ctx is None or self.item_ctx.mode == "none":
-            return self.item_emb.weight
-        return self.item_ctx.table(self.item_emb.weight)
-
-    def add_items(self, rows: AlignedFeatures) -> None:
-        """Append ``rows.n_rows`` cold items (features encoded by ``ItemFeatures.encode``) with zero ID vectors."""
-        ctx = require_fused(self.item_ctx, "sasrec")
-        self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
-        ctx.add_rows(rows)
-        self.n_items += rows.n_rows
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` for the next item; column 0 (padding) is ``-inf``."""
-        return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)

@@ -17,6 +17,11 @@ def require_positive(**values: int) -> None:
         raise ValueError(f"{_names(values)} must be positive")
 
 
+def require_positive_fields(config: object, *names: str) -> None:
+    """:func:`require_positive` of the fields ``names`` of a config dataclass (its message names them)."""
+    require_positive(**{n: getattr(config, n) for n in names})
+
+
 def require_factor_settings(reg: float, init_std: float, fold_in_steps: int) -> None:
     """The L2 weight, initial spread and fold-in steps of a factor model (BPR-MF, FPMC, TransRec)."""
     if reg < 0 or init_std <= 0 or fold_in_steps < 0:

@@ -1,4 +1,5 @@
-"""The transformer pieces SASRec, BERT4Rec and PETER share word for word: multi-head attention, the FFN, dropout."""
+"""The transformer pieces the models share word for word: multi-head attention, the FFN, dropout,
+initialisation."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class MultiHeadAttention(nn.Module):
 
         ``x_q`` ``(B, Tq, D)`` holds the queries and ``x_kv`` ``(B, T, D)`` the keys and values
         (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: a float
-        mask added to the logits, broadcastable to ``(B, H, Tq, T)`` (:mod:`attnrec.models.masks`), or
+        mask added to the logits, broadcastable to ``(B, H, Tq, T)`` (:mod:`attnrec.models.nn.masks`), or
         a bool one, True where query t may attend to key s. The probabilities are the dropout-free ones, for inspection;
         the output always comes from the fused kernel, so asking for them changes nothing else.
         """
@@ -98,3 +99,13 @@ class PointWiseFeedForward(nn.Module):
         """``(B, T, D)`` -> ``(B, T, D)``."""
         out: torch.Tensor = self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
         return out
+
+
+def init_xavier(module: nn.Module) -> None:
+    """Every matrix (embeddings included) Xavier-normal, every other parameter zero except the LayerNorms'
+    (names with ``ln``), in ``named_parameters`` order (the SASRec and eSASRec authors' initialisation)."""
+    for name, p in module.named_parameters():
+        if p.dim() > 1:
+            nn.init.xavier_normal_(p)
+        elif "ln" not in name:
+            nn.init.zeros_(p)

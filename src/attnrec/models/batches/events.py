@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, Sequences
-from attnrec.models.batching import shifted_pair, sliding_window_matrix
+from attnrec.models.batches.windows import shifted_pair, sliding_window_matrix
 from attnrec.models.contracts import Batch
 from attnrec.models.event_context import (
     BATCH_KEYS,
@@ -163,7 +163,7 @@ def cloze_windows(
     explicit: bool,
     model: str,
 ) -> ClozeWindows:
-    """The training windows (:func:`~attnrec.models.batching.sliding_window_matrix`) with their columns (none
+    """The training windows (:func:`~attnrec.models.batches.windows.sliding_window_matrix`) with their columns (none
     without ``ctx``); with a target ``rule`` only windows holding a target, ``ok``/``negative`` marking the positions."""
     items = sliding_window_matrix(train, max_len, step)  # (R, T)
     names = tuple(

@@ -197,7 +197,7 @@ def sampled_softmax_cross_entropy(
     ``negative`` items: ``(S,)`` shared by every row, or ``(N, S)`` each row its own; ``target``
     ``(N,)`` are the target items. With ``target_logq`` ``(N,)`` and ``neg_logq`` (``negative``'s
     shape; log expected counts among the draws, from
-    :class:`attnrec.models.negatives.SharedNegatives`) every logit is corrected by ``-log E[k]``
+    :class:`attnrec.models.objectives.negatives.SharedNegatives`) every logit is corrected by ``-log E[k]``
     (log-Q correction), which makes the sampled softmax's gradient an estimate of the full
     softmax's. A negative equal to the row's target (an accidental hit) is masked out.
     """

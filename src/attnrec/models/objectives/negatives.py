@@ -1,12 +1,14 @@
 """Negative items for training: unseen items per row, and negatives shared by a batch for a sampled softmax.
 
 Everything here builds batches (NumPy, drawn from the epoch's seeded generator); the losses that use
-the negatives live in :mod:`attnrec.models.losses`.
+the negatives live in :mod:`attnrec.models.objectives.kernels`. Each drawer is a :class:`NegativeDraw`:
+an objective builds one per epoch and the batch builder calls it once per batch, after the rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -15,12 +17,72 @@ SAMPLERS = ("uniform", "popularity", "mixed")
 # Who draws a sampled softmax's negatives: the batch once ("batch", shared by every position), each
 # training sequence its own ("sequence", shared by that sequence's positions: every step touches B times
 # as many catalog items), or each position its own ("position", as the eSASRec and HSTU references do;
-# scored by attnrec.models.losses.position_logits).
+# scored by attnrec.models.objectives.kernels.position_logits).
 NEGATIVES_PER = ("batch", "sequence", "position")
 
 # Batch entries of a sampled softmax drawn once per batch (not per row): a model using
 # SharedNegatives declares them as its ``shared_batch_keys``, so DDP ranks keep them whole.
 SHARED_KEYS = frozenset({"negative", "neg_logq"})
+
+
+class NegativeDraw(Protocol):
+    """Draws a batch's negatives once its rows are known: ``users`` ``(B,)`` and their targets ``target``
+    (``(B, T)``, 0 where there is none). Returns the batch entries to add (``negative`` and any log-Q
+    corrections)."""
+
+    def draw(
+        self, target: np.ndarray, rng: np.random.Generator, users: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]: ...
+
+
+@dataclass(frozen=True)
+class UnseenNegatives:
+    """One uniform negative per position, never an item the row's user interacted with (SASRec's paper)."""
+
+    n_items: int
+    seen: np.ndarray  # sorted ``user * (n_items + 1) + item`` keys of the training data
+
+    def draw(
+        self, target: np.ndarray, rng: np.random.Generator, users: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
+        if users is None:
+            raise ValueError("unseen negatives need the rows' users")
+        return {
+            "negative": torch.from_numpy(draw_negatives(users, target.shape, self.n_items, self.seen, rng))
+        }
+
+
+@dataclass(frozen=True)
+class SequenceNegatives:
+    """``k`` uniform catalog items per sequence ``(B, k)``, shared by its positions (gSASRec)."""
+
+    n_items: int
+    k: int
+
+    def draw(
+        self, target: np.ndarray, rng: np.random.Generator, users: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
+        return {"negative": torch.from_numpy(rng.integers(1, self.n_items + 1, size=(len(target), self.k)))}
+
+
+@dataclass(frozen=True)
+class PowerPopularityNegatives:
+    """``k`` negatives shared by the batch, drawn in proportion to ``popularity ** alpha`` (GRU4Rec+)."""
+
+    p: np.ndarray  # (n_items + 1,) the drawing probabilities, 0 for padding
+    k: int
+
+    @classmethod
+    def build(cls, train_items: np.ndarray, n_items: int, alpha: float, k: int) -> PowerPopularityNegatives:
+        """The epoch's sampler from the training items ``train_items``."""
+        weights = np.bincount(train_items, minlength=n_items + 1).astype(np.int64).astype(np.float64) ** alpha
+        weights[0] = 0.0
+        return cls(weights / weights.sum(), k)
+
+    def draw(
+        self, target: np.ndarray, rng: np.random.Generator, users: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
+        return {"negative": torch.from_numpy(rng.choice(len(self.p), size=self.k, p=self.p))}
 
 
 def check_negatives_per(per: str) -> None:
@@ -86,7 +148,7 @@ class SharedNegatives:
     ``in_batch`` from the batch's own real targets. The correction of item ``k`` is the log of its
     expected count among the draws, ``log E[k] = log(n_negatives * q(k) + in_batch * c_k / N)``
     where ``c_k`` counts ``k`` among the batch's ``N`` real targets (see
-    :func:`attnrec.models.losses.sampled_softmax_cross_entropy`).
+    :func:`attnrec.models.objectives.kernels.sampled_softmax_cross_entropy`).
     """
 
     n_items: int
@@ -114,8 +176,11 @@ class SharedNegatives:
         q = negative_proposal(train_items, n_items, sampler)
         return cls(n_items, n_negatives, in_batch, q, None if sampler == "uniform" else np.cumsum(q), per)
 
-    def draw(self, target: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-        """Negatives for a batch whose targets are ``target`` (any shape, rows first; 0 = no target).
+    def draw(
+        self, target: np.ndarray, rng: np.random.Generator, users: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Negatives for a batch whose targets are ``target`` (any shape, rows first; 0 = no target);
+        ``users`` (the rows' users, the :class:`NegativeDraw` protocol's) are not needed.
 
         Returns ``negative`` ``(S,)`` (``(B, S)`` per sequence, ``B = len(target)``; ``(*target.shape, S)``
         per position, padding positions included) and, unless the correction is a constant (uniform

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
-from attnrec.models.negatives import SharedNegatives, draw_negatives
+from attnrec.models.objectives.negatives import draw_negatives
 
 
 def positions(
@@ -98,7 +98,7 @@ def negative_batches(
     """One epoch over training rows whose users are ``users`` ``(N,)``: ``(rows (B,), negatives (B, K))``.
 
     Rows are shuffled; each gets ``n_negatives`` fresh items in ``1..n_items`` its user never
-    interacted with in ``train`` (:func:`attnrec.models.negatives.draw_negatives`).
+    interacted with in ``train`` (:func:`attnrec.models.objectives.negatives.draw_negatives`).
     """
     seen = train.user_item_keys()
     for idx in batches(len(users), batch_size, rng):
@@ -174,31 +174,3 @@ def encode_in_chunks(
         states.append(encode(part)[sel[rows, -w:]])  # (n, D)
         places.append(place[rows, -w:][sel[rows, -w:]])
     return torch.cat(states)[torch.argsort(torch.cat(places))]  # (N, D) back in seq[sel] order
-
-
-def shifted_batches(
-    train: Sequences,
-    max_len: int,
-    batch_size: int,
-    rng: np.random.Generator,
-    shared: SharedNegatives | None = None,
-    only: np.ndarray | None = None,
-) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
-    """One epoch of the shifted next-item objective: ``(users (B,), batch)`` in shuffled order.
-
-    Each batch holds the last ``max_len + 1`` items of its users split into inputs ``seq`` ``(B, T)``
-    and next-item targets ``target`` ``(B, T)`` (left-padded; :func:`shifted_pair`); with ``shared``, the negatives the
-    batch shares and their log-Q corrections are drawn after the rows (the models' RNG order). ``only``:
-    just these users (e.g. those with a target of the wanted event type), else every user with two items.
-    """
-    users, windows = next_item_windows(train, max_len)  # (U,), (U, T+1)
-    if only is not None:
-        keep = np.isin(users, only)
-        users, windows = users[keep], windows[keep]
-    for idx in batches(len(users), batch_size, rng):
-        w = windows[idx]  # (B, T+1)
-        seq, target = shifted_pair(w)  # (B, T) each
-        batch = {"seq": seq, "target": target}
-        if shared is not None:  # negatives shared by the batch, with their log-Q corrections
-            batch |= shared.draw(target.numpy(), rng)
-        yield users[idx], batch
