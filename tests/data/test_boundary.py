@@ -212,3 +212,23 @@ def test_the_boundary_functions_name_the_origin() -> None:
         id_column(["a", None], "user", "uid", origin)
     with pytest.raises(DataError, match=r"^log\.tsv: line 7: timestamp 'x' is neither"):
         time_column(["x"], "ts", origin)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pd.Series([1, 2, 1], dtype="Int64"),
+        pd.Series(["1", "2", "1"], dtype="category"),
+        pd.Series(["1", "2", "1"], dtype="string[pyarrow]"),
+        pd.Series([1.0, 2.0, 1.0], dtype="Float64"),
+        pa.chunked_array([["1", "2"], ["1"]]),
+    ],
+    ids=["Int64", "category", "string[pyarrow]", "Float64", "pyarrow"],
+)
+def test_id_columns_of_every_pandas_and_arrow_kind(column: object) -> None:
+    assert id_column(column, "user", "u", Origin("x")).tolist() == ["1", "2", "1"]  # type: ignore[arg-type]
+
+
+def test_a_missing_value_in_a_nullable_column_is_named() -> None:
+    with pytest.raises(DataError, match=r"row 3: missing user"):
+        id_column(pd.Series([1, 2, None], dtype="Int64"), "user", "u", Origin("x"))
