@@ -8,6 +8,7 @@ from attnrec.data.describe import describe, format_description
 from attnrec.data.feature_files import read_features, with_features
 from attnrec.data.features import AlignedFeatures, FeatureTable
 from attnrec.data.formats import FORMATS
+from attnrec.data.frames import from_frame
 from attnrec.data.readers.jsonlines import read_amazon_json, read_json_lines, read_otto_jsonl, read_steam_json
 from attnrec.data.readers.lines import read_pairs, read_user_lines
 from attnrec.data.readers.movielens import read_ml20m, read_ml100k, read_movielens_dat
@@ -27,7 +28,7 @@ from attnrec.data.split import EvalSet, Split, leave_one_out, parse_split, tempo
 from attnrec.data.titles import read_titles, with_titles
 
 __all__ = [
-    "from_columns", "DataError", "DataSource", "IdMap", "Interactions", "Sequences",
+    "from_columns", "from_frame", "DataError", "DataSource", "IdMap", "Interactions", "Sequences",
     "EvalSet", "Split", "leave_one_out", "parse_split", "temporal_split", "make_demo",
     "DATASETS", "FORMATS", "NamedDataset", "detect_format", "list_datasets", "load_dataset",
     "describe", "format_description", "read_amazon_json", "read_json_lines", "read_ml20m",

@@ -30,6 +30,7 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from attnrec.data.schema import DataError
 
@@ -70,10 +71,12 @@ def as_series(values: ColumnValues) -> pd.Series:
         return values.reset_index(drop=True)
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values.to_pandas()
-    arr = np.asarray(values) if isinstance(values, np.ndarray) else values
-    if isinstance(arr, np.ndarray) and arr.ndim != 1:
-        raise DataError(f"a column must be one-dimensional, got shape {arr.shape}")
-    return pd.Series(arr)
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise DataError(f"a column must be one-dimensional, got shape {values.shape}")
+        # object arrays stay object (no copy, no inference of a string dtype: IDs are checked as they are)
+        return pd.Series(values, dtype=object, copy=False) if values.dtype == object else pd.Series(values)
+    return pd.Series(values)
 
 
 def _first(mask: np.ndarray | pd.Series) -> int:
@@ -121,19 +124,30 @@ def id_column(values: ColumnValues, role: str, label: object, origin: Origin) ->
         ints: np.ndarray = s.to_numpy(dtype=np.int64)
         return ints.astype(str).astype(object)
     if pd.api.types.infer_dtype(s, skipna=False) == "string":
-        text = s.astype(object).str.strip()
-    else:  # numbers, mixed or other objects: one by one
-        text = pd.Series([id_text(v) for v in s.to_numpy(dtype=object)], dtype=object)
-    empty = (text == "").to_numpy()
-    if empty.any():
-        raise origin.error(_first(empty), f"missing {role} (column {label!r}: empty)")
-    dotted = text.str.contains(".", regex=False).to_numpy(dtype=bool)
-    if dotted.any():
-        integral_text = dotted & text.str.fullmatch(_INTEGRAL_TEXT).to_numpy(dtype=bool)
-        if integral_text.any():
-            text = text.where(~integral_text, text.str.split(".", n=1).str[0])
-    result: np.ndarray = text.to_numpy(dtype=object)
-    return result
+        return _text_ids(s, role, label, origin)
+    # numbers, mixed or other objects: one by one
+    texts = np.array([id_text(v) for v in s.to_numpy(dtype=object)], dtype=object)
+    return _text_ids(pd.Series(texts, dtype=object, copy=False), role, label, origin)
+
+
+def _text_ids(s: pd.Series, role: str, label: object, origin: Origin) -> np.ndarray:
+    """Text IDs stripped, integral-float text (``"1.0"``) as its integer, an empty one an error.
+    Vectorised by Arrow; a column that needs no change is returned without a copy."""
+    raw = pa.array(s.to_numpy(dtype=object, copy=False) if s.dtype == object else s, type=pa.string())
+    text = pc.utf8_trim_whitespace(raw)
+    empty = pc.equal(text, "")
+    if pc.any(empty).as_py():
+        row = _first(empty.to_numpy(zero_copy_only=False))
+        raise origin.error(row, f"missing {role} (column {label!r}: empty)")
+    dotted = pc.any(pc.match_substring(text, ".")).as_py()
+    integral = pc.match_substring_regex(text, "^" + _INTEGRAL_TEXT + "$") if dotted else None
+    if integral is not None and pc.any(integral).as_py():
+        text = pc.if_else(integral, pc.replace_substring_regex(text, r"\.0+$", ""), text)
+    elif s.dtype == object and pc.all(pc.equal(text, raw)).as_py():
+        unchanged: np.ndarray = s.to_numpy(dtype=object, copy=False)
+        return unchanged
+    out: np.ndarray = text.to_numpy(zero_copy_only=False)
+    return out.astype(object, copy=False)
 
 
 # -- numbers -----------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pyarrow as pa
 from attnrec.data.boundary import Origin, id_column, id_text, number_column, time_column
 from attnrec.data.build import CheckedColumns, build_log
 from attnrec.data.feature_files import FeatureSource, with_features
-from attnrec.data.readers.columns import resolve_columns
+from attnrec.data.readers.columns import COLUMN_ALIASES, resolve_columns
 from attnrec.data.schema import DataError, DataSource, Interactions
 
 FrameLike: TypeAlias = "pd.DataFrame | pa.Table"
@@ -74,6 +74,7 @@ def from_frame(
     titles: Mapping[Any, str] | pd.DataFrame | None = None,
     item_features: FeatureSource | None = None,
     user_features: FeatureSource | None = None,
+    missing_features: str = "error",
     name: str = "DataFrame",
 ) -> Interactions:
     """An interaction log from a DataFrame (pandas, pyarrow Table, polars).
@@ -92,7 +93,8 @@ def from_frame(
     :func:`~attnrec.data.build.from_columns`; ``titles`` is ``{item: title}`` or a frame with an
     item column and a ``title`` column; ``item_features``/``user_features`` are feature tables
     (a DataFrame, a file or a :class:`~attnrec.data.features.FeatureTable`, see
-    :func:`~attnrec.data.feature_files.with_features`).
+    :func:`~attnrec.data.feature_files.with_features`; ``missing_features="empty"`` gives the IDs
+    without a row empty features instead of an error).
     """
     if not is_frame(frame):
         raise DataError(
@@ -120,7 +122,7 @@ def from_frame(
         )
     data = build_log(columns, source=DataSource(name, format="dataframe"), min_rating=min_rating, k_core=k_core,
                      item_titles=_titles(titles, name))  # fmt: skip
-    return with_features(data, item_features, user_features)
+    return with_features(data, item_features, user_features, missing=missing_features)
 
 
 def _titles(titles: Mapping[Any, str] | pd.DataFrame | None, name: str) -> dict[str, str] | None:
@@ -133,7 +135,12 @@ def _titles(titles: Mapping[Any, str] | pd.DataFrame | None, name: str) -> dict[
     lower = {str(c).strip().lower(): c for c in titles.columns}
     if "title" not in lower:
         raise DataError(f"{where}: no 'title' column; available columns: {list(titles.columns)[:30]}")
-    key = resolve_columns([c for c in titles.columns if c != lower["title"]], None, where, _HINT).get("item")
+    key = next((lower[a] for a in (*COLUMN_ALIASES["item"], "id") if a in lower), None)
+    if key is None:
+        raise DataError(
+            f"{where}: no item ID column (looked for {', '.join(COLUMN_ALIASES['item'][:6])}, ..., id); "
+            f"available columns: {list(titles.columns)[:30]}"
+        )
     items = id_column(titles[key], "item", key, Origin(where))
     return dict(zip(items, titles[lower["title"]].astype(str), strict=True))
 

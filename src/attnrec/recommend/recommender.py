@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
+from attnrec.data.boundary import Origin, id_column
 from attnrec.data.frames import FrameLike, as_interactions
 from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
 from attnrec.data.split import EvalSet, Split, leave_one_out
@@ -448,6 +449,7 @@ class Recommender:
         (or ``exclude_seen=False``); a user the model does not know gets the most popular items, as in
         :meth:`recommend`. ``include``/``exclude`` apply to every user."""
         listed = list(users)
+        id_column(listed, "user", "users", Origin("recommend_frame"))  # None, NaN or "" is a DataError
         seen = seen_filter(exclude_seen, filter_viewed)
         requests = [
             {"user": u, "k": k, "exclude_seen": seen, "include": include, "exclude": exclude} for u in listed

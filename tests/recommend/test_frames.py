@@ -1,0 +1,164 @@
+"""DataFrames in and out: Interactions.from_frame, Recommender.fit(frame), Recommender.recommend_frame."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from attnrec.config import ConfigError
+from attnrec.data import load_dataset
+from attnrec.data.schema import DataError, Interactions
+from attnrec.recommend import Recommender
+
+TINY_MODEL = {"hidden": 8, "max_len": 12, "n_layers": 1}
+TINY_TRAIN = {"max_epochs": 1, "batch_size": 64, "threads": 1}
+
+
+def _ratings(n_users: int = 40, n_items: int = 30, seed: int = 0) -> pd.DataFrame:
+    """A MovieLens-like ratings frame: users walk a cycle of items, one event a day."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for u in range(1, n_users + 1):
+        start = int(rng.integers(0, n_items))
+        for t in range(int(rng.integers(4, 12))):
+            rows.append((u, (start + t) % n_items + 1, float(rng.integers(1, 6)), 1_600_000_000 + 86_400 * t))
+    df = pd.DataFrame(rows, columns=["userId", "movieId", "rating", "timestamp"])
+    return df.sample(frac=1.0, random_state=0).reset_index(drop=True)  # shuffled: time orders it
+
+
+@pytest.fixture(scope="module")
+def ratings() -> pd.DataFrame:
+    return _ratings()
+
+
+@pytest.fixture(scope="module")
+def fitted(ratings: pd.DataFrame) -> Recommender:
+    titles = {i: f"Movie {i}" for i in ratings["movieId"].unique()}
+    data = Interactions.from_frame(ratings, titles=titles)
+    return Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit(data, progress=False)
+
+
+# -- in ----------------------------------------------------------------------------------------------
+def test_from_frame_guesses_the_columns_like_the_file_readers(ratings: pd.DataFrame) -> None:
+    data = Interactions.from_frame(ratings)
+    assert data.n_users == ratings["userId"].nunique() and data.n_items == ratings["movieId"].nunique()
+    assert data.timestamp is not None and data.rating is not None and data.event is None
+    first = ratings[ratings["userId"] == 1].sort_values("timestamp", kind="stable")
+    j = data.users.get(1)
+    assert data.items.to_external(data.item[data.user == j]) == first["movieId"].astype(str).tolist()
+    assert data.source.name == "DataFrame" and data.source.format == "dataframe"
+
+
+def test_a_pyarrow_table_reads_like_the_pandas_frame(ratings: pd.DataFrame) -> None:
+    a = Interactions.from_frame(ratings)
+    b = Interactions.from_frame(pa.Table.from_pandas(ratings))
+    assert a.users.to_list() == b.users.to_list() and a.items.to_list() == b.items.to_list()
+    assert np.array_equal(a.item, b.item) and np.array_equal(a.timestamp, b.timestamp)  # type: ignore[arg-type]
+
+
+def test_a_polars_frame_reads_like_the_pandas_frame(ratings: pd.DataFrame) -> None:
+    pl = pytest.importorskip("polars")
+    a = Interactions.from_frame(ratings)
+    b = Interactions.from_frame(pl.from_pandas(ratings))
+    assert a.items.to_list() == b.items.to_list() and np.array_equal(a.item, b.item)
+
+
+def test_named_columns_events_and_filters() -> None:
+    df = pd.DataFrame(
+        {
+            "who": ["a", "a", "b", "b", "b"],
+            "what": ["x", "y", "x", "z", "y"],
+            "when": [3, 1, 1, 2, 3],
+            "kind": ["view", "buy", "view", "view", "cart"],
+            "stars": [5, 2, 4, 1, 5],
+        }
+    )
+    data = Interactions.from_frame(df, "who", "what", "when", "kind", "stars", min_rating=3)
+    assert data.to_frame().to_dict("list") == {
+        "user": ["a", "b", "b"],
+        "item": ["x", "x", "y"],
+        "timestamp": [3.0, 1.0, 3.0],
+        "rating": [5.0, 4.0, 5.0],
+        "event": ["view", "view", "cart"],
+    }
+
+
+def test_a_missing_column_says_how_to_name_it() -> None:
+    df = pd.DataFrame({"customer": [1], "sku": [2]})
+    with pytest.raises(DataError, match=r"missing column for user .*map it with user='<column name>'"):
+        Interactions.from_frame(df)
+    with pytest.raises(DataError, match="missing column 'nope' \\(mapped as item\\)"):
+        Interactions.from_frame(df, user="customer", item="nope")
+    with pytest.raises(DataError, match="from_frame reads a pandas DataFrame"):
+        Interactions.from_frame([[1, 2]])  # type: ignore[arg-type]
+
+
+def test_titles_and_features_come_from_frames(ratings: pd.DataFrame) -> None:
+    movies = pd.DataFrame({"movieId": [1.0, 2.0], "title": ["One", "Two"], "genres": ["A|B", "B"]})
+    data = Interactions.from_frame(
+        ratings,
+        titles=movies,
+        item_features=movies[["movieId", "genres"]].astype({"movieId": int}),
+        missing_features="empty",
+    )
+    assert data.item_titles == {"1": "One", "2": "Two"}
+    assert data.item_features is not None and "genres" in data.item_features.fields
+
+
+def test_load_dataset_reads_a_frame_with_its_options(ratings: pd.DataFrame) -> None:
+    data = load_dataset(ratings, columns={"user": "userId", "item": "movieId"}, min_rating=4)
+    assert data.rating is not None and data.rating.min() >= 4 and (ratings["rating"] >= 4).sum() == len(data)
+    assert load_dataset(ratings, titles={1: "One"}).item_titles == {"1": "One"}
+    with pytest.raises(DataError, match="mapped by name, not by position"):
+        load_dataset(ratings, columns={"user": 0})
+
+
+def test_fit_takes_a_frame_and_equals_fitting_its_log(ratings: pd.DataFrame) -> None:
+    a = Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit(ratings, progress=False)
+    b = Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit(Interactions.from_frame(ratings), progress=False)
+    users = [1, 2, 3]
+    assert a.recommend_frame(users, k=5).equals(b.recommend_frame(users, k=5))
+
+
+def test_fit_refuses_what_is_not_a_log_or_a_frame() -> None:
+    with pytest.raises(DataError, match="expected an Interactions log or a DataFrame"):
+        Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit("ratings.csv", progress=False)  # type: ignore[arg-type]
+
+
+# -- out ---------------------------------------------------------------------------------------------
+def test_recommend_frame_has_one_row_per_item_in_rank_order(fitted: Recommender) -> None:
+    users = [3, "1", 2.0]  # as a frame's column might hold them
+    frame = fitted.recommend_frame(users, k=4)
+    assert list(frame.columns) == ["user", "rank", "item", "score", "title"]
+    assert frame["user"].tolist() == [3] * 4 + ["1"] * 4 + [2.0] * 4
+    assert frame["rank"].tolist() == [1, 2, 3, 4] * 3
+    many = fitted.recommend_many([{"user": u, "k": 4} for u in ("3", "1", "2")])
+    assert frame["item"].tolist() == [i for r in many for i in r.items]
+    assert np.allclose(frame["score"].to_numpy(), [s for r in many for s in r.scores])
+    assert frame["title"].tolist() == [f"Movie {i}" for i in frame["item"]]
+    for u, group in frame.groupby("rank"):
+        assert len(group) == 3, u
+
+
+def test_filter_viewed_is_exclude_seen(fitted: Recommender) -> None:
+    assert fitted.histories_ is not None and fitted.items_ is not None
+    seen = set(fitted.items_.to_external(fitted.histories_[int(fitted.users_.get(1))]))  # type: ignore[union-attr,arg-type]
+    k = fitted.items_.__len__()
+    kept = fitted.recommend_frame([1], k=k, filter_viewed=False)
+    dropped = fitted.recommend_frame([1], k=k, filter_viewed=True)
+    assert seen <= set(kept["item"]) and not seen & set(dropped["item"])
+    assert fitted.recommend_frame([1], k=k, exclude_seen=False).equals(kept)
+    assert fitted.recommend(user=1, k=k, filter_viewed=False).items == kept["item"].tolist()
+    with pytest.raises(ConfigError, match="contradict"):
+        fitted.recommend_frame([1], k=3, filter_viewed=True, exclude_seen=False)
+
+
+def test_a_model_without_titles_has_no_title_column(ratings: pd.DataFrame) -> None:
+    rec = Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit(ratings, progress=False)
+    frame = rec.recommend_frame([1, "unknown user"], k=3)
+    assert list(frame.columns) == ["user", "rank", "item", "score"]
+    assert frame["user"].tolist() == [1] * 3 + ["unknown user"] * 3  # unknown users get popular items
+    with pytest.raises(DataError, match="missing user"):
+        rec.recommend_frame([1, None], k=3)
