@@ -123,3 +123,28 @@ def test_options_that_do_not_fit_are_one_line_errors(
     code, output = run("evaluate", "--model", str(temporal_model), "--data", str(log), *args)
     assert code == 2, output
     assert message in output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--data", "no-such-file.csv", "--protocol", "time-window"],
+        ["compare", "--data", "no-such-file.csv", "--models", "pop", "--protocol", "time-window"],
+        ["compare", "--data", "no-such-file.csv", "--models", "pop", "--also", "time-window"],
+    ],
+)
+def test_commands_that_test_single_targets_refuse_the_window_before_reading_data(args: list[str]) -> None:
+    code, output = run(*args)
+    assert code == 2, output
+    assert "then run attnrec evaluate --protocol time-window" in output
+    assert "no-such-file" not in output  # refused before any data is read
+
+
+def test_a_benchmark_config_with_the_window_is_refused_when_read(tmp_path: Path) -> None:
+    from attnrec.config import ConfigError
+    from attnrec.experiments.configured import RunConfig
+
+    path = tmp_path / "c.toml"
+    path.write_text('[run]\nname = "c"\ndata = "demo"\nmodel = "pop"\nprotocols = ["full", "time-window"]\n')
+    with pytest.raises(ConfigError, match="a run config: the time-window protocol ranks every item"):
+        RunConfig.from_toml(path)

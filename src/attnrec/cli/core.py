@@ -54,7 +54,13 @@ from attnrec.data.split import (
     split_settings,
 )
 from attnrec.evaluation.alignment import align_cases
-from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate, protocol_by_name
+from attnrec.evaluation.protocol import (
+    DEFAULT_NEGATIVES,
+    EvalResult,
+    check_single_target,
+    evaluate,
+    protocol_by_name,
+)
 from attnrec.experiments.tracking import RunInfo, Trackers
 from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommendation, Recommender
@@ -244,6 +250,7 @@ def train(
         if value is not None:
             train_over[key] = value
     check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
+    check_single_target(protocols or [], "attnrec train")
     rec = Recommender(model, model_over, train_over, preset)
     out_dir = out_dir or Path("runs") / model
     if out_dir.exists() and not out_dir.is_dir():

@@ -140,6 +140,18 @@ def protocol_by_name(
     return dataclasses.replace(base, n_negatives=n_negatives, seed=seed, ks=tuple(ks), window=length)
 
 
+def check_single_target(names: Sequence[str], where: str) -> None:
+    """A one-line ``ValueError`` when ``names`` include a time-window protocol where only a split's single
+    targets are tested (training's validation and test, ``attnrec compare``, benchmark configs)."""
+    windowed = [n for n in names if n in PROTOCOLS and PROTOCOLS[n].window > 0]
+    if windowed:
+        raise ValueError(
+            f"{where}: the {windowed[0]} protocol ranks every item of a window after the split's cut time, which "
+            "only `attnrec evaluate` (or attnrec.evaluation.window) builds: train with --split temporal, then "
+            f"run attnrec evaluate --protocol {windowed[0]}"
+        )
+
+
 @dataclass(frozen=True)
 class EvalResult:
     """Metrics together with everything needed to compare them honestly."""
@@ -249,7 +261,8 @@ def evaluate(
         raise DataError(f"no {target} cases to evaluate")
     if (protocol.window > 0) != isinstance(cases, TargetSets):
         raise ValueError(
-            "the time-window protocol evaluates TargetSets (attnrec.evaluation.window); other protocols EvalSets"
+            "the time-window protocol evaluates TargetSets (attnrec.evaluation.window.split_window_cases), "
+            "every other protocol a split's EvalSet"
         )
     families = protocol.default_metrics if metrics is None else tuple(metrics)
     listed = [f for f in families if f in LIST_FAMILIES]
