@@ -148,3 +148,12 @@ def test_a_benchmark_config_with_the_window_is_refused_when_read(tmp_path: Path)
     path.write_text('[run]\nname = "c"\ndata = "demo"\nmodel = "pop"\nprotocols = ["full", "time-window"]\n')
     with pytest.raises(ConfigError, match="a run config: the time-window protocol ranks every item"):
         RunConfig.from_toml(path)
+
+
+def test_the_reference_pages_python_example_runs() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "reference" / "metrics.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, object] = {}
+    exec(compile(code, "metrics.md", "exec"), scope)  # the page's own code, as a user would paste it
+    frame = scope["result"].to_frame()  # type: ignore[attr-defined]
+    assert {"Recall@10", "MAP@10", "Coverage@10", "Diversity@10"} <= set(frame.index)
