@@ -157,3 +157,34 @@ def test_the_reference_pages_python_example_runs() -> None:
     exec(compile(code, "metrics.md", "exec"), scope)  # the page's own code, as a user would paste it
     frame = scope["result"].to_frame()  # type: ignore[attr-defined]
     assert {"Recall@10", "MAP@10", "Coverage@10", "Diversity@10"} <= set(frame.index)
+
+
+def test_many_metrics_print_one_per_row_and_every_name_is_readable(log: Path, temporal_model: Path) -> None:
+    code, output = run(
+        "evaluate", "--model", str(temporal_model), "--data", str(log), "--protocol", "time-window", "--metrics", ALL
+    )  # fmt: skip
+    assert code == 0, output
+    for name in (
+        "Recall@10",
+        "Precision@10",
+        "MAP@10",
+        "Coverage@10",
+        "Novelty@10",
+        "Diversity@10",
+        "ARP@10",
+    ):
+        assert name in output  # a column per metric would cut these to "R…" in an 80-column terminal
+
+
+def test_a_model_without_features_or_embeddings_cannot_report_diversity(log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pop"
+    code, output = run(
+        "train", "--data", str(log), "--model", "pop", "--split", "temporal", "--out", str(out), "--quiet"
+    )
+    assert code == 0, output
+    code, output = run(
+        "evaluate", "--model", str(out), "--data", str(log), "--metrics", "coverage,novelty,arp"
+    )
+    assert code == 0, output
+    code, output = run("evaluate", "--model", str(out), "--data", str(log), "--metrics", "diversity")
+    assert code == 2 and "the pop model has neither" in output

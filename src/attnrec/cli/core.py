@@ -107,10 +107,21 @@ IncludeOpt = Annotated[
 ]
 
 
+WIDE_TABLE = 8  # more metrics than this are printed one per row (a terminal cannot show them as columns)
+
+
 def _metrics_table(rows: list[tuple[str, EvalResult]], title: str) -> Table:
     keys: list[str] = []
     for _, res in rows:
         keys += [k for k in res.metrics if k not in keys]
+    if len(keys) > WIDE_TABLE:  # many metrics (--metrics): one row per metric, one column per model
+        table = Table()
+        table.add_column("metric")
+        for label, _ in rows:
+            table.add_column(label, justify="right")
+        for k in keys:
+            table.add_row(k, *(f"{res.metrics[k]:.4f}" if k in res.metrics else "" for _, res in rows))
+        return table
     table = Table()
     table.add_column(title)
     for k in keys:
