@@ -67,10 +67,10 @@ COLUMNS = (
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from attnrec.data.datasets import load_dataset
     from attnrec.data.named_features import ml100k_items
-    from attnrec.data.split import temporal_split
+    from attnrec.data.split import EvalSet, temporal_split
     from attnrec.evaluation.list_metrics import feature_rows, training_counts
-    from attnrec.evaluation.protocol import evaluate, protocol_by_name
-    from attnrec.evaluation.window import parse_window, split_window_cases
+    from attnrec.evaluation.protocol import Protocol, evaluate, protocol_by_name
+    from attnrec.evaluation.window import TargetSets, parse_window, split_window_cases
     from attnrec.models.context import ItemFeatures
     from attnrec.recommend import Recommender
     from provenance import git_sha
@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data = load_dataset(str(DATA / "u.data"))
     split = temporal_split(data)
     genres = ItemFeatures.from_table(ml100k_items(DATA / "u.item", []), data.items, ["genres"])
-    inputs = {"train_counts": training_counts(split.train), "item_vectors": feature_rows(genres.aligned)}
+    counts, vectors = training_counts(split.train), feature_rows(genres.aligned)
     window = parse_window(args.window)
-    protocols = {
+    protocols: dict[str, tuple[Protocol, EvalSet | TargetSets]] = {
         "time-window": (
             protocol_by_name("time-window", window=window),
             split_window_cases(data, split, window),
@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fit = time.perf_counter() - start
         tr = rec.train_result_
         for pname, (proto, cases) in protocols.items():
+            per_case = float(np.mean(cases.targets.lengths())) if isinstance(cases, TargetSets) else 1.0
             res = evaluate(
                 rec.score_histories,
                 cases,
@@ -111,7 +112,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 data=data.source,
                 split=split.describe(),
                 popularity=rec.popularity_,
-                **inputs,
+                train_counts=counts,
+                item_vectors=vectors,
             )
             rows.append(
                 {
@@ -119,9 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "protocol": pname,
                     "protocol_text": res.describe(),
                     "n_cases": res.n_cases,
-                    "targets_per_case": float(np.mean(cases.targets.lengths()))
-                    if pname == "time-window"
-                    else 1.0,
+                    "targets_per_case": per_case,
                     "metrics": res.metrics,
                     "standard_errors": res.standard_errors,
                     "fit_seconds": round(fit, 1),
