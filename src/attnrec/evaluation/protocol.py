@@ -38,6 +38,7 @@ from attnrec.evaluation.metrics import (
     LIST_FAMILIES,
     RANKING_FAMILIES,
     TargetRanks,
+    parse_families,
     ranking_metrics,
     ranking_standard_errors,
 )
@@ -237,9 +238,10 @@ def evaluate(
 ) -> EvalResult:
     """Rank each case's targets under ``protocol`` and compute the ``metrics`` families at its cut-offs.
 
-    ``metrics`` names families of :data:`~attnrec.evaluation.metrics.FAMILIES` (by default the protocol's
-    :attr:`Protocol.default_metrics`: HR, NDCG, MRR; Recall, Precision, MAP too under a time window; and the list-level Coverage, Novelty, Diversity, ARP of the top-k
-    lists, which need full ranking). Novelty and ARP read ``train_counts`` (interactions per item in
+    ``metrics`` names families of :data:`~attnrec.evaluation.metrics.FAMILIES` in any case (``"recall"``
+    or ``"Recall"``): HR, NDCG, MRR, Recall, Precision, MAP and the list-level Coverage, Novelty,
+    Diversity, ARP of the top-k lists, which need full ranking. By default the protocol's
+    :attr:`Protocol.default_metrics`. Novelty and ARP read ``train_counts`` (interactions per item in
     training, length ``n_items + 1``), Diversity ``item_vectors`` (:mod:`attnrec.evaluation.list_metrics`).
     ``cases`` is an :class:`EvalSet` (one target each) or, under the time-window protocol, the
     :class:`~attnrec.evaluation.window.TargetSets` of :func:`~attnrec.evaluation.window.split_window_cases`.
@@ -264,7 +266,7 @@ def evaluate(
             "the time-window protocol evaluates TargetSets (attnrec.evaluation.window.split_window_cases), "
             "every other protocol a split's EvalSet"
         )
-    families = protocol.default_metrics if metrics is None else tuple(metrics)
+    families = protocol.default_metrics if metrics is None else parse_families(metrics)
     listed = [f for f in families if f in LIST_FAMILIES]
     if listed and protocol.candidates != "full":
         raise ValueError(
