@@ -10,8 +10,8 @@ import torch
 from bench_scripts import load
 
 from attnrec.data.schema import Sequences
+from attnrec.evaluation.candidates import full_ranks
 from attnrec.evaluation.metrics import ranking_metrics
-from attnrec.evaluation.protocol import _full_ranks
 
 peers = load("peers")
 common = load("peer_common")
@@ -24,7 +24,7 @@ def test_peer_ranking_rule_is_attnrecs() -> None:
         scores = torch.as_tensor(rng.integers(0, 5, (b, n + 1)).astype(np.float32))  # many ties
         hists = [list(rng.choice(np.arange(1, n + 1), rng.integers(0, 8), replace=False)) for _ in range(b)]
         targets = torch.as_tensor(rng.integers(1, n + 1, b))
-        ref = _full_ranks(scores.clone(), Sequences.from_lists(hists, n), targets, True).numpy()
+        ref = full_ranks(scores.clone(), Sequences.from_lists(hists, n), targets, True).numpy()
         rows = torch.as_tensor(np.repeat(np.arange(b), [len(h) for h in hists]), dtype=torch.long)
         cols = torch.as_tensor(
             np.concatenate([np.asarray(h, dtype=np.int64) for h in hists]), dtype=torch.long

@@ -26,7 +26,9 @@ def test_run_table() -> None:
     assert load("run").table(RESULTS / "runs") == (RESULTS / "README.md").read_text()
 
 
-@pytest.mark.parametrize("name", ["flops", "large_catalog", "preprocess_20m", "peter", "peter_reference"])
+@pytest.mark.parametrize(
+    "name", ["flops", "large_catalog", "preprocess_20m", "peter", "peter_reference", "window_metrics"]
+)
 def test_script_tables(name: str) -> None:
     assert load(name).markdown(_json(RESULTS / f"{name}.json")) == (RESULTS / f"{name}.md").read_text()
 

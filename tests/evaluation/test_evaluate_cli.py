@@ -123,3 +123,68 @@ def test_options_that_do_not_fit_are_one_line_errors(
     code, output = run("evaluate", "--model", str(temporal_model), "--data", str(log), *args)
     assert code == 2, output
     assert message in output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--data", "no-such-file.csv", "--protocol", "time-window"],
+        ["compare", "--data", "no-such-file.csv", "--models", "pop", "--protocol", "time-window"],
+        ["compare", "--data", "no-such-file.csv", "--models", "pop", "--also", "time-window"],
+    ],
+)
+def test_commands_that_test_single_targets_refuse_the_window_before_reading_data(args: list[str]) -> None:
+    code, output = run(*args)
+    assert code == 2, output
+    assert "then run attnrec evaluate --protocol time-window" in output
+    assert "no-such-file" not in output  # refused before any data is read
+
+
+def test_a_benchmark_config_with_the_window_is_refused_when_read(tmp_path: Path) -> None:
+    from attnrec.config import ConfigError
+    from attnrec.experiments.configured import RunConfig
+
+    path = tmp_path / "c.toml"
+    path.write_text('[run]\nname = "c"\ndata = "demo"\nmodel = "pop"\nprotocols = ["full", "time-window"]\n')
+    with pytest.raises(ConfigError, match="a run config: the time-window protocol ranks every item"):
+        RunConfig.from_toml(path)
+
+
+def test_the_reference_pages_python_example_runs() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "reference" / "metrics.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, object] = {}
+    exec(compile(code, "metrics.md", "exec"), scope)  # the page's own code, as a user would paste it
+    frame = scope["result"].to_frame()  # type: ignore[attr-defined]
+    assert {"Recall@10", "MAP@10", "Coverage@10", "Diversity@10"} <= set(frame.index)
+
+
+def test_many_metrics_print_one_per_row_and_every_name_is_readable(log: Path, temporal_model: Path) -> None:
+    code, output = run(
+        "evaluate", "--model", str(temporal_model), "--data", str(log), "--protocol", "time-window", "--metrics", ALL
+    )  # fmt: skip
+    assert code == 0, output
+    for name in (
+        "Recall@10",
+        "Precision@10",
+        "MAP@10",
+        "Coverage@10",
+        "Novelty@10",
+        "Diversity@10",
+        "ARP@10",
+    ):
+        assert name in output  # a column per metric would cut these to "R…" in an 80-column terminal
+
+
+def test_a_model_without_features_or_embeddings_cannot_report_diversity(log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pop"
+    code, output = run(
+        "train", "--data", str(log), "--model", "pop", "--split", "temporal", "--out", str(out), "--quiet"
+    )
+    assert code == 0, output
+    code, output = run(
+        "evaluate", "--model", str(out), "--data", str(log), "--metrics", "coverage,novelty,arp"
+    )
+    assert code == 0, output
+    code, output = run("evaluate", "--model", str(out), "--data", str(log), "--metrics", "diversity")
+    assert code == 2 and "the pop model has neither" in output

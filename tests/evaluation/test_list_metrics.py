@@ -113,3 +113,12 @@ def test_evaluate_reports_list_metrics_of_what_the_user_is_shown() -> None:
     assert res.metrics["Coverage@2"] == pytest.approx(3 / 4)
     assert res.metrics["ARP@2"] == pytest.approx(((2 + 1) / 2 + (5 + 2) / 2) / 2)
     assert res.metrics["HR@2"] == pytest.approx(1 / 2)  # user 0's target 2 is first; user 1's 4 is third
+
+
+def test_lists_that_do_not_fit_the_counts_or_vectors_are_one_line_errors() -> None:
+    with pytest.raises(ValueError, match="item index 4, but the item counts cover items 0..2"):
+        average_popularity(LISTS, COUNTS[:3])
+    with pytest.raises(ValueError, match="item index 4, but the item vectors cover items 0..3"):
+        intra_list_diversity(LISTS, np.eye(4))
+    with pytest.raises(ValueError, match="item indices >= 0"):
+        coverage(np.array([[1, -1]]), n_items=4)

@@ -182,3 +182,16 @@ def test_to_frame_has_one_row_per_metric() -> None:
     assert frame["k"].isna().tolist() == [True, False, False, False, False]
     assert frame.loc["Coverage@3", "value"] == res.metrics["Coverage@3"]
     assert set(frame["cases"]) == {"all"}
+
+
+def test_evaluate_reads_metric_names_in_any_case_and_refuses_unknown_ones() -> None:
+    data, _ = _log()
+    cases = window_cases(data, cut=100, window=50)
+
+    def ordered(users: np.ndarray, hist: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
+        return torch.arange(6.0).repeat(len(users), 1)
+
+    proto = protocol_by_name("time-window", ks=(2,))
+    assert list(evaluate(ordered, cases, proto, metrics=("recall", "MAP")).metrics) == ["Recall@2", "MAP@2"]
+    with pytest.raises(ValueError, match="unknown metric 'f1'"):
+        evaluate(ordered, cases, proto, metrics=("f1",))

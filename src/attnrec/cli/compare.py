@@ -21,7 +21,7 @@ from attnrec.cli._common import (
 )
 from attnrec.cli.main import app
 from attnrec.data.split import DEFAULT_SPLIT, make_split
-from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, protocol_by_name
+from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, check_single_target, protocol_by_name
 from attnrec.experiments.comparison import Comparison, compare, default_models, empty_comparison
 from attnrec.models.registry import get_spec
 
@@ -166,6 +166,7 @@ def compare_cmd(
     names = split_list(models)
     for name in names:
         get_spec(name)
+    check_single_target([protocol, *(also or [])], "attnrec compare")
     proto = protocol_by_name(protocol, negatives, seed)
     others = [protocol_by_name(p, negatives, seed) for p in dict.fromkeys(also or [])]
     with err.status(f"loading {data} ..."):

@@ -54,7 +54,13 @@ from attnrec.data.split import (
     split_settings,
 )
 from attnrec.evaluation.alignment import align_cases
-from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, evaluate, protocol_by_name
+from attnrec.evaluation.protocol import (
+    DEFAULT_NEGATIVES,
+    EvalResult,
+    check_single_target,
+    evaluate,
+    protocol_by_name,
+)
 from attnrec.experiments.tracking import RunInfo, Trackers
 from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommendation, Recommender
@@ -101,10 +107,21 @@ IncludeOpt = Annotated[
 ]
 
 
+WIDE_TABLE = 8  # more metrics than this are printed one per row (a terminal cannot show them as columns)
+
+
 def _metrics_table(rows: list[tuple[str, EvalResult]], title: str) -> Table:
     keys: list[str] = []
     for _, res in rows:
         keys += [k for k in res.metrics if k not in keys]
+    if len(keys) > WIDE_TABLE:  # many metrics (--metrics): one row per metric, one column per model
+        table = Table()
+        table.add_column("metric")
+        for label, _ in rows:
+            table.add_column(label, justify="right")
+        for k in keys:
+            table.add_row(k, *(f"{res.metrics[k]:.4f}" if k in res.metrics else "" for _, res in rows))
+        return table
     table = Table()
     table.add_column(title)
     for k in keys:
@@ -252,6 +269,7 @@ def train(
         if value is not None:
             train_over[key] = value
     check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
+    check_single_target(protocols or [], "attnrec train")
     rec = Recommender(model, model_over, train_over, preset, auto=auto and preset is None and config is None)
     out_dir = out_dir or Path("runs") / model
     if out_dir.exists() and not out_dir.is_dir():

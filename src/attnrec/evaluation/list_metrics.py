@@ -55,10 +55,15 @@ class SparseRows:
 ItemVectors = np.ndarray | SparseRows  # (I + 1, D) dense, or sparse rows (one-hot features)
 
 
-def _valid(lists: np.ndarray) -> np.ndarray:
+def _valid(lists: np.ndarray, n_rows: int | None = None, what: str = "") -> np.ndarray:
+    """``lists`` as an int64 ``(users, k)`` matrix of indices ``>= 0`` (and ``< n_rows`` of ``what`` when given)."""
     a = np.asarray(lists, dtype=np.int64)
     if a.ndim != 2:
         raise ValueError(f"lists must be a (users, k) matrix, not of shape {a.shape}")
+    if a.size and a.min() < 0:
+        raise ValueError(f"lists hold item indices >= 0 (0 an empty slot), not {a.min()}")
+    if n_rows is not None and a.size and a.max() >= n_rows:
+        raise ValueError(f"the lists hold item index {a.max()}, but the {what} cover items 0..{n_rows - 1}")
     return a
 
 
@@ -72,7 +77,7 @@ def coverage(lists: np.ndarray, n_items: int) -> float:
 
 def _list_means(lists: np.ndarray, item_values: np.ndarray) -> np.ndarray:
     """``(n,)`` the mean of ``item_values`` over each list's items (NaN for an empty list)."""
-    a = _valid(lists)
+    a = _valid(lists, len(item_values), "item counts")
     filled = a > 0
     total = np.where(filled, item_values[a], 0.0).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -126,7 +131,8 @@ def average_popularity(lists: np.ndarray, counts: np.ndarray) -> float:
 
 def _unit_sums(lists: np.ndarray, vectors: ItemVectors) -> tuple[np.ndarray, np.ndarray]:
     """Per list: ``||sum of its items' unit vectors||^2`` and how many of its items have a non-zero vector."""
-    a = _valid(lists)
+    n_rows = vectors.n_rows if isinstance(vectors, SparseRows) else len(vectors)
+    a = _valid(lists, n_rows, "item vectors")
     if not isinstance(vectors, SparseRows):
         v = np.asarray(vectors, dtype=np.float64)
         norm = np.linalg.norm(v, axis=1)
@@ -137,6 +143,7 @@ def _unit_sums(lists: np.ndarray, vectors: ItemVectors) -> tuple[np.ndarray, np.
     norm = np.sqrt(
         np.bincount(np.repeat(np.arange(vectors.n_rows), per_row), vectors.values**2, vectors.n_rows)
     )
+    safe = np.where(norm > 0, norm, 1.0)  # a row of explicit zeros stays a zero vector
     slots = a.ravel()  # (n * k,) the item in each slot
     lengths = np.where(slots > 0, per_row[slots], 0)  # entries of each slot's vector
     first = np.cumsum(lengths) - lengths
@@ -145,7 +152,7 @@ def _unit_sums(lists: np.ndarray, vectors: ItemVectors) -> tuple[np.ndarray, np.
     width = int(vectors.columns.max(initial=0)) + 1
     keys, at = np.unique(owner * width + vectors.columns[entry], return_inverse=True)
     summed = np.bincount(
-        at, vectors.values[entry] / norm[np.repeat(slots, lengths)], len(keys)
+        at, vectors.values[entry] / safe[np.repeat(slots, lengths)], len(keys)
     )  # per (list, column)
     sq_sum = np.bincount(keys // width, summed**2, len(a))
     return sq_sum, ((norm[a] > 0) & (a > 0)).sum(axis=1)

@@ -38,6 +38,7 @@ from attnrec.evaluation.metrics import (
     LIST_FAMILIES,
     RANKING_FAMILIES,
     TargetRanks,
+    parse_families,
     ranking_metrics,
     ranking_standard_errors,
 )
@@ -140,6 +141,18 @@ def protocol_by_name(
     return dataclasses.replace(base, n_negatives=n_negatives, seed=seed, ks=tuple(ks), window=length)
 
 
+def check_single_target(names: Sequence[str], where: str) -> None:
+    """A one-line ``ValueError`` when ``names`` include a time-window protocol where only a split's single
+    targets are tested (training's validation and test, ``attnrec compare``, benchmark configs)."""
+    windowed = [n for n in names if n in PROTOCOLS and PROTOCOLS[n].window > 0]
+    if windowed:
+        raise ValueError(
+            f"{where}: the {windowed[0]} protocol ranks every item of a window after the split's cut time, which "
+            "only `attnrec evaluate` (or attnrec.evaluation.window) builds: train with --split temporal, then "
+            f"run attnrec evaluate --protocol {windowed[0]}"
+        )
+
+
 @dataclass(frozen=True)
 class EvalResult:
     """Metrics together with everything needed to compare them honestly."""
@@ -225,9 +238,10 @@ def evaluate(
 ) -> EvalResult:
     """Rank each case's targets under ``protocol`` and compute the ``metrics`` families at its cut-offs.
 
-    ``metrics`` names families of :data:`~attnrec.evaluation.metrics.FAMILIES` (by default the protocol's
-    :attr:`Protocol.default_metrics`: HR, NDCG, MRR; Recall, Precision, MAP too under a time window; and the list-level Coverage, Novelty, Diversity, ARP of the top-k
-    lists, which need full ranking). Novelty and ARP read ``train_counts`` (interactions per item in
+    ``metrics`` names families of :data:`~attnrec.evaluation.metrics.FAMILIES` in any case (``"recall"``
+    or ``"Recall"``): HR, NDCG, MRR, Recall, Precision, MAP and the list-level Coverage, Novelty,
+    Diversity, ARP of the top-k lists, which need full ranking. By default the protocol's
+    :attr:`Protocol.default_metrics`. Novelty and ARP read ``train_counts`` (interactions per item in
     training, length ``n_items + 1``), Diversity ``item_vectors`` (:mod:`attnrec.evaluation.list_metrics`).
     ``cases`` is an :class:`EvalSet` (one target each) or, under the time-window protocol, the
     :class:`~attnrec.evaluation.window.TargetSets` of :func:`~attnrec.evaluation.window.split_window_cases`.
@@ -249,9 +263,10 @@ def evaluate(
         raise DataError(f"no {target} cases to evaluate")
     if (protocol.window > 0) != isinstance(cases, TargetSets):
         raise ValueError(
-            "the time-window protocol evaluates TargetSets (attnrec.evaluation.window); other protocols EvalSets"
+            "the time-window protocol evaluates TargetSets (attnrec.evaluation.window.split_window_cases), "
+            "every other protocol a split's EvalSet"
         )
-    families = protocol.default_metrics if metrics is None else tuple(metrics)
+    families = protocol.default_metrics if metrics is None else parse_families(metrics)
     listed = [f for f in families if f in LIST_FAMILIES]
     if listed and protocol.candidates != "full":
         raise ValueError(

@@ -25,7 +25,7 @@ from attnrec.config import ConfigError, config_to_dict, load_toml
 from attnrec.data.cold import cold_start
 from attnrec.data.datasets import load_dataset
 from attnrec.data.split import DEFAULT_SPLIT, check_split_settings, make_split
-from attnrec.evaluation.protocol import protocol_by_name
+from attnrec.evaluation.protocol import check_single_target, protocol_by_name
 from attnrec.experiments.runner import RunRequest, machine_info, run_one
 from attnrec.experiments.seeds import SEED_KEY, seed_record, seeded_name
 from attnrec.training.state import STATE_JSON
@@ -87,6 +87,10 @@ class RunConfig:
             raise ConfigError(f"{where}{e}") from None
         for name in (self.valid_protocol, *self.protocols):
             protocol_by_name(name)  # an unknown protocol fails before any data is read
+        try:
+            check_single_target((self.valid_protocol, *self.protocols), "a run config")
+        except ValueError as e:
+            raise ConfigError(f"{where}{e}") from None
         if not 0.0 <= self.cold_items < 1.0:
             raise ConfigError(f"{where}cold_items must be a share in [0, 1), not {self.cold_items}")
         if self.cold_items and (self.split != "leave-one-out" or set(self.protocols) != {"full"}):
