@@ -8,7 +8,7 @@ durable before the answer: see :mod:`attnrec.store`). Events for items the model
 stored for the next retrain and reported as ``ignored`` (not scored). Both routes need an API key
 when the server has keys; ``DELETE /v1/users/{user}`` is an admin route (a privacy request: it
 deletes the user's stored events and stops using its training history until the next retrain).
-Without a store both answer 501.
+An app without a store does not serve them (404, and its API page does not list them).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnrec.data.schema import DataError, IdMap
 from attnrec.recommend import Recommender
@@ -202,11 +203,18 @@ async def post_events(req: EventsRequest, state: State) -> Response:
     return Response(body.model_dump_json(), media_type="application/json")
 
 
+def not_a_user_page(user: str) -> None:
+    """``DELETE /v1/users/{user}/history`` is the history page's path with a method it does not allow: 405
+    (``{user:path}`` takes IDs with ``/`` as the page does, so it would otherwise match here)."""
+    if user.endswith("/history"):
+        raise StarletteHTTPException(405, "Method Not Allowed", headers={"Allow": "GET"})
+
+
 @router.delete(
     "/v1/users/{user:path}",
     response_model=ForgetResponse,
     tags=["admin"],
-    dependencies=[Depends(admin_allowed)],
+    dependencies=[Depends(not_a_user_page), Depends(admin_allowed)],
     responses={**NO_STORE, **UNAVAILABLE, 403: {"model": ErrorResponse, "description": "admin is disabled"}},
 )
 async def forget_user(
