@@ -95,6 +95,22 @@ class Recent:
         return cls([], np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.float64), forgotten)
 
     @classmethod
+    def from_rows(
+        cls, rows: list[tuple[str, int, str | None, float | None]], forgotten: bool = False
+    ) -> Recent:
+        """The columns of ``(item, timestamp, event, rating)`` rows a store wrote (checked when they were
+        appended, so not checked again), oldest first."""
+        return cls(
+            [r[0] for r in rows],
+            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+            [r[2] for r in rows],
+            np.fromiter(
+                (math.nan if r[3] is None else r[3] for r in rows), dtype=np.float64, count=len(rows)
+            ),
+            forgotten,
+        )
+
+    @classmethod
     def of(cls, events: list[Event], forgotten: bool = False) -> Recent:
         """The columns of ``events`` (already oldest first)."""
         return cls(

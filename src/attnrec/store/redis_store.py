@@ -49,6 +49,12 @@ def _member(seq: int, e: Event) -> str:
     return f"{seq:0{SEQ_DIGITS}d}" + json.dumps([e.item, e.event, e.rating], separators=(",", ":"))
 
 
+def _row(member: str, score: float) -> tuple[str, int, str | None, float | None]:
+    """``(item, timestamp, event, rating)`` of a stored member."""
+    item, event, rating = json.loads(member[SEQ_DIGITS:])
+    return item, int(score), event, rating
+
+
 def _parse(user: str, member: str, score: float) -> Event:
     item, event, rating = json.loads(member[SEQ_DIGITS:])
     return Event(user, item, int(score), event, rating)
@@ -152,7 +158,7 @@ class RedisStore:
             pipe.hmget(f"{self.namespace}:forgotten", users)
             *ranges, gone = pipe.execute()
         return {
-            u: Recent.of([_parse(u, m, s) for m, s in (r if limit else [])], g is not None)
+            u: Recent.from_rows([_row(m, s) for m, s in (r if limit else [])], g is not None)
             for u, r, g in zip(users, ranges, gone, strict=True)
         }
 

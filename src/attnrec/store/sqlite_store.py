@@ -176,9 +176,7 @@ class SqliteStore:
             out = {}
             for u in users:
                 rows = conn.execute(_RECENT, (u, limit)).fetchall()[::-1] if limit else []
-                out[u] = Recent.of(
-                    [Event(u, item, ts, event, rating) for item, ts, event, rating in rows], u in gone
-                )
+                out[u] = Recent.from_rows(rows, u in gone)
         finally:
             conn.execute("COMMIT")
         return out
