@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import platform
 import shutil
 import socket
@@ -126,7 +127,7 @@ def reads(store: HistoryStore, n: int, seed: int = 1) -> dict[str, float]:
 def run_config(
     open_store: Callable[[int], HistoryStore], events: list[Event], n_reads: int
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"batches": {}}
+    out: dict[str, Any] = {"batches": {}, "load_1min": [os.getloadavg()[0]]}
     for batch in BATCHES:
         store = open_store(batch)
         n = min(
@@ -141,6 +142,7 @@ def run_config(
         if batch == BATCHES[-1]:
             out["read_32_users"] = reads(store, n_reads)
         store.close()
+    out["load_1min"].append(os.getloadavg()[0])
     return out
 
 
@@ -168,7 +170,11 @@ def main() -> None:
     record = {
         "benchmark": "store_ingest",
         "git_sha": git_sha(),
-        "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+        },
         "events": n,
         "event_objects_per_s": round(n / build),
         "targets_events_per_s": TARGETS,
@@ -208,7 +214,12 @@ def report(record: dict[str, Any]) -> str:
             + " | ".join(cells)
             + f" | {rd['p50_ms']:.2f} / {rd['p99_ms']:.2f} ms |"
         )
+    loads = [x for r in record["results"].values() for x in r["load_1min"]]
     lines += [
+        "",
+        f"The machine ({record['machine']['cores']} cores) was shared with other jobs: its 1-minute load average "
+        f"was {min(loads):.1f} to {max(loads):.1f} during the run, so these figures are lower bounds of what one "
+        "free core does.",
         "",
         f"Building and checking the `Event` objects themselves: {record['event_objects_per_s']:,} events/s "
         "(not included above).",

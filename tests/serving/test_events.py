@@ -156,6 +156,16 @@ def test_the_history_page_shows_the_stored_events(client: TestClient, sas: Recom
     assert [x["item"] for x in client.get("/v1/users/brand-new/history").json()["items"]] == ["i1"]
 
 
+def test_a_store_that_cannot_be_reached_is_a_503(client: TestClient, store: SqliteStore) -> None:
+    store.close()
+    for r in (
+        client.post("/v1/events", json={"events": [{"user": "u1", "item": "i1"}]}),
+        client.post("/v1/recommend", json={"user": "u1", "k": 3}),
+    ):
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "store_unavailable"
+
+
 def test_a_server_without_a_store_has_no_event_routes(sas: Recommender) -> None:
     with TestClient(create_app({"sas": sas})) as c:
         assert c.post("/v1/events", json={"events": []}).status_code == 404

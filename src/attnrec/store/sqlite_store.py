@@ -94,7 +94,7 @@ class SqliteStore:
     # -- connections -----------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         if self._closed:
-            raise RuntimeError(f"{self!r} is closed")
+            raise StoreUnavailable(f"{self.path}: the store is closed")
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
