@@ -151,7 +151,9 @@ def _catalog(state: ServingState, name: str | None) -> tuple[str | None, IdMap |
         e = next((x for x in state.models.values() if "recommend" in x.capabilities), None)
     obj = None if e is None else e.obj
     rec = obj.rec if isinstance(obj, ApproximateRecommender) else obj
-    return (e.name if e is not None else None), (rec.items_ if isinstance(rec, Recommender) else None)
+    if e is None or not isinstance(rec, Recommender) or rec.items_ is None:
+        return None, None  # nothing loaded to check against yet: the events are stored all the same
+    return e.name, rec.items_
 
 
 def _message(exc: ValidationError) -> str:
