@@ -17,11 +17,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataSource, Interactions
+from attnrec.data.schema import COLUMN_DTYPES, EVENT, RATING, TIMESTAMP, DataSource, IdMap, Interactions
 from attnrec.recommend import Recommender
 from attnrec.recommend.batch import score_to_parquet
 from attnrec.recommend.insight import explain_recommendation
-from attnrec.store import Event, SqliteStore
+from attnrec.recommend.live import merge, stored_part
+from attnrec.store import Event, Recent, SqliteStore
 from synthetic_logs import hourly_shop_log, ring_log
 
 TRAIN = {"max_epochs": 1, "batch_size": 64, "seed": 0, "threads": 1}
@@ -191,3 +192,29 @@ def test_a_time_model_appends_a_sent_history_with_its_timestamps(shop: Recommend
     got = shop.recommend(user="u0", history=["i2"], timestamps=[last + 60], events=["view"], k=5)
     assert "i2" not in got.items and got.ignored_inputs == []
     assert math.isfinite(got.scores[0])
+
+
+def test_stored_events_fill_each_column_and_skip_unknown_items() -> None:
+    items = IdMap.from_values(["a", "b"], offset=1)
+    events = IdMap(np.array(["buy", "view"], dtype=object), offset=1)
+    recent = Recent.of([Event("u", "a", 5, "buy", 4.0), Event("u", "b", 6), Event("u", "zz", 7, "view")])
+    idx, cols = stored_part(recent, items, events, (TIMESTAMP, EVENT, RATING))
+    assert idx.tolist() == [1, 2]  # "zz" is unknown: skipped with its columns
+    assert cols[TIMESTAMP].tolist() == [5, 6] and cols[EVENT].tolist() == [1, 0]  # no type: code 0
+    assert cols[RATING][0] == 4.0 and math.isnan(cols[RATING][1])  # no rating: NaN, read as "not known"
+    assert {k: v.dtype for k, v in cols.items()} == {k: COLUMN_DTYPES[k] for k in cols}
+
+
+def test_merge_keeps_time_order_and_the_columns_both_parts_have() -> None:
+    base = (np.array([1, 2]), {TIMESTAMP: np.array([10, 20]), RATING: np.array([1.0, 2.0], np.float32)})
+    new = (np.array([3, 4]), {TIMESTAMP: np.array([15, 20])})
+    joined, cols = merge([base[0], new[0]], [base[1], new[1]])
+    assert joined.tolist() == [1, 3, 2, 4] and cols[TIMESTAMP].tolist() == [
+        10,
+        15,
+        20,
+        20,
+    ]  # ties: base first
+    assert set(cols) == {TIMESTAMP}
+    only_new, cols = merge([np.zeros(0, np.int64), new[0]], [base[1], new[1]])
+    assert only_new.tolist() == [3, 4] and set(cols) == {TIMESTAMP}

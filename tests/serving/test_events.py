@@ -3,7 +3,7 @@
 ``POST /v1/events`` stores a batch (each event checked on its own), the next ``/v1/recommend`` for
 that user reads it without a retrain and leaves the just-seen items out; ``user`` + ``history``
 appends; ``DELETE /v1/users/{user}`` (admin) forgets a user; the history page shows the events; a
-server without a store answers 501; two apps on one Redis share their users' events; and an
+server without a store does not serve them; two apps on one Redis share their users' events; and an
 acknowledged event survives ``kill -9`` of a real server (SQLite).
 """
 
@@ -144,6 +144,7 @@ def test_forgetting_a_user_deletes_its_events_and_training_history(
     body = client.post("/v1/recommend", json={"user": "u2", "k": 3}).json()
     assert body["method"] == "popularity" and body["fallback"] == "forgotten user 'u2': most popular items"
     assert client.get("/v1/users/u2/history").status_code == 404
+    assert client.delete("/v1/users/u2/history").status_code == 405  # the history page's path: not a user
 
 
 def test_the_history_page_shows_the_stored_events(client: TestClient, sas: Recommender) -> None:
@@ -155,11 +156,21 @@ def test_the_history_page_shows_the_stored_events(client: TestClient, sas: Recom
     assert [x["item"] for x in client.get("/v1/users/brand-new/history").json()["items"]] == ["i1"]
 
 
-def test_a_server_without_a_store_answers_501(sas: Recommender) -> None:
+def test_a_store_that_cannot_be_reached_is_a_503(client: TestClient, store: SqliteStore) -> None:
+    store.close()
+    for r in (
+        client.post("/v1/events", json={"events": [{"user": "u1", "item": "i1"}]}),
+        client.post("/v1/recommend", json={"user": "u1", "k": 3}),
+    ):
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "store_unavailable"
+
+
+def test_a_server_without_a_store_has_no_event_routes(sas: Recommender) -> None:
     with TestClient(create_app({"sas": sas})) as c:
-        for r in (c.post("/v1/events", json={"events": []}), c.delete("/v1/users/u1")):
-            assert r.status_code in (403, 501), r.text
-        assert c.post("/v1/events", json={"events": []}).json()["error"]["code"] == "no_store"
+        assert c.post("/v1/events", json={"events": []}).status_code == 404
+        assert c.delete("/v1/users/u1").status_code in (404, 405)
+        assert "/v1/events" not in c.get("/openapi.json").json()["paths"]
 
 
 def test_events_need_a_key_and_forgetting_is_an_admin_route(sas: Recommender, store: SqliteStore) -> None:

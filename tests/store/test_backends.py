@@ -22,6 +22,7 @@ from redis_server import free_port, require_redis
         ({"user": "u", "item": "a", "timestamp": 2.0**60}, "within"),
         ({"user": "u", "item": "a", "timestamp": 1, "rating": -1}, "rating must be a finite number >= 0"),
         ({"user": "u", "item": "a", "timestamp": 1, "event": ""}, "event must have"),
+        ({"user": "u", "item": "a\ud800", "timestamp": 1}, "lone UTF-16 surrogate"),
     ],
 )
 def test_a_bad_event_is_a_one_line_data_error(fields: dict[str, object], message: str) -> None:
@@ -32,6 +33,7 @@ def test_a_bad_event_is_a_one_line_data_error(fields: dict[str, object], message
 def test_an_event_normalises_ids_and_floors_its_time() -> None:
     e = Event(42, 7, 10.9, rating=4)  # type: ignore[arg-type]
     assert (e.user, e.item, e.timestamp, e.rating) == ("42", "7", 10, 4.0)
+    assert Event("u", "\U00052850 é", 1).item == "\U00052850 é"  # any text but control characters
 
 
 def test_open_store_picks_the_backend_from_the_name(tmp_path: Path) -> None:

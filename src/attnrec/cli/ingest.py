@@ -8,8 +8,10 @@ from typing import Annotated
 
 import typer
 
-from attnrec.cli._common import DataOptions, cli_errors, err, option_groups, warn_line
+from attnrec.cli._common import DataOptions, cli_errors, err, option_groups, parse_columns, warn_line
 from attnrec.cli.main import app
+from attnrec.data.schema import Interactions
+from attnrec.data.stream import read_parquet_stream
 from attnrec.store import DEFAULT_RETENTION, log_events, open_store
 
 StoreOpt = Annotated[
@@ -23,6 +25,16 @@ StoreOpt = Annotated[
 RetentionOpt = Annotated[
     int, typer.Option("--store-retention", min=1, help="Events the store keeps per user (the newest).")
 ]
+
+
+def _read(file: str, data: DataOptions) -> Interactions:
+    """The events of ``file`` as ``train --data`` reads them; a directory is read as Parquet files, in batches."""
+    if not Path(file).is_dir():
+        return data.load(file)
+    with err.status(f"reading {file} ..."):
+        return read_parquet_stream(
+            file, parse_columns(data.columns), min_rating=data.min_rating, k_core=data.k_core
+        )
 
 
 @app.command("ingest")
@@ -51,7 +63,7 @@ def ingest(
     FILE holds user, item and optional timestamp, event type and rating columns, read as
     `train --data` reads them. The whole file is checked before anything is stored: a bad row stops
     it, naming the line."""
-    log = data.load(file)
+    log = _read(file, data)
     items = None
     if model is not None:
         from attnrec.recommend import Explainer, Recommender, load

@@ -121,7 +121,8 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     app.include_router(router)
     app.include_router(browse_router)
     app.include_router(admin_router)
-    app.include_router(events_router)  # POST /v1/events, DELETE /v1/users/{user} (with a store)
+    if state.config.store is not None:  # POST /v1/events, DELETE /v1/users/{user}: only with a store
+        app.include_router(events_router)
     if state.config.ui:
         app.include_router(page_router())
     app.openapi_schema = document_limits(app.openapi(), state.config)  # FastAPI serves this cached document

@@ -19,16 +19,10 @@ class ApiError(Exception):
     """An error answered as ``{"error": {status, code, message, details}}``."""
 
     def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        details: list[dict[str, str]] | None = None,
-        headers: Mapping[str, str] | None = None,
+        self, status: int, code: str, message: str, details: list[dict[str, str]] | None = None
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details or []
-        self.headers = headers
 
 
 def _clean(text: str, limit: int = 300) -> str:
@@ -154,7 +148,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 async def _api_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)  # registered for ApiError only
-    return error_json(exc.status, exc.code, exc.message, exc.details, exc.headers)
+    return error_json(exc.status, exc.code, exc.message, exc.details)
 
 
 _MESSAGES = {  # pydantic's wording where it would confuse (the pattern's raw control characters)

@@ -8,7 +8,7 @@ durable before the answer: see :mod:`attnrec.store`). Events for items the model
 stored for the next retrain and reported as ``ignored`` (not scored). Both routes need an API key
 when the server has keys; ``DELETE /v1/users/{user}`` is an admin route (a privacy request: it
 deletes the user's stored events and stops using its training history until the next retrain).
-Without a store both answer 501.
+An app without a store does not serve them (404, and its API page does not list them).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnrec.data.schema import DataError, IdMap
 from attnrec.recommend import Recommender
@@ -150,7 +151,9 @@ def _catalog(state: ServingState, name: str | None) -> tuple[str | None, IdMap |
         e = next((x for x in state.models.values() if "recommend" in x.capabilities), None)
     obj = None if e is None else e.obj
     rec = obj.rec if isinstance(obj, ApproximateRecommender) else obj
-    return (e.name if e is not None else None), (rec.items_ if isinstance(rec, Recommender) else None)
+    if e is None or not isinstance(rec, Recommender) or rec.items_ is None:
+        return None, None  # nothing loaded to check against yet: the events are stored all the same
+    return e.name, rec.items_
 
 
 def _message(exc: ValidationError) -> str:
@@ -202,36 +205,19 @@ async def post_events(req: EventsRequest, state: State) -> Response:
     return Response(body.model_dump_json(), media_type="application/json")
 
 
-# Routes below a user (GET /v1/users/{user}/history): the forget route's path takes any user ID,
-# slashes included, so without this check DELETE .../history would forget a user named "X/history"
-# and answer 200: a silently wrong answer to a client that meant X's history.
-USER_SUBRESOURCES = ("/history",)
-
-
-def _not_a_user_subresource(
-    user: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=NO_CONTROL, description="External user ID.")],
-) -> None:
-    if user.endswith(USER_SUBRESOURCES):
-        raise ApiError(
-            405,
-            "method_not_allowed",
-            f"DELETE is not a method of /v1/users/{{user}}{user[user.rindex('/') :]}; "
-            "DELETE /v1/users/{user} forgets a user",
-            headers={"Allow": "GET"},
-        )
+def not_a_user_page(user: str) -> None:
+    """``DELETE /v1/users/{user}/history`` is the history page's path with a method it does not allow: 405
+    (``{user:path}`` takes IDs with ``/`` as the page does, so it would otherwise match here)."""
+    if user.endswith("/history"):
+        raise StarletteHTTPException(405, "Method Not Allowed", headers={"Allow": "GET"})
 
 
 @router.delete(
     "/v1/users/{user:path}",
     response_model=ForgetResponse,
     tags=["admin"],
-    dependencies=[Depends(_not_a_user_subresource), Depends(admin_allowed)],
-    responses={
-        **NO_STORE,
-        **UNAVAILABLE,
-        403: {"model": ErrorResponse, "description": "admin is disabled"},
-        405: {"model": ErrorResponse, "description": "the path names a route below a user"},
-    },
+    dependencies=[Depends(not_a_user_page), Depends(admin_allowed)],
+    responses={**NO_STORE, **UNAVAILABLE, 403: {"model": ErrorResponse, "description": "admin is disabled"}},
 )
 async def forget_user(
     user: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=NO_CONTROL, description="External user ID.")],

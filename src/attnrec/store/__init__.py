@@ -19,6 +19,7 @@ from attnrec.store.contract import (
     open_store,
 )
 from attnrec.store.events import Event, Recent, log_events
+from attnrec.store.redis_store import RedisStore  # redis-py is imported when a RedisStore is opened
 from attnrec.store.sqlite_store import SqliteStore
 
 __all__ = [
@@ -27,17 +28,9 @@ __all__ = [
     "Event",
     "HistoryStore",
     "Recent",
+    "RedisStore",
     "SqliteStore",
     "StoreUnavailable",
     "log_events",
     "open_store",
 ]
-
-
-def __getattr__(name: str) -> object:
-    """``RedisStore`` on first use (redis-py is an optional dependency)."""
-    if name == "RedisStore":
-        from attnrec.store.redis_store import RedisStore
-
-        return RedisStore
-    raise AttributeError(f"module 'attnrec.store' has no attribute {name!r}")

@@ -11,6 +11,7 @@ the event without its type) when it scores (:mod:`attnrec.recommend.live`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from attnrec.data.schema import DataError, Interactions
 
 MAX_ID_CHARS = 256  # longest user ID, item ID or event name, as in the HTTP service's requests
 MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1, as the HTTP service's IDs refuse
 
 
 def _check_text(what: str, value: object) -> str:
@@ -28,8 +30,12 @@ def _check_text(what: str, value: object) -> str:
     text = str(value)
     if not text or len(text) > MAX_ID_CHARS:
         raise DataError(f"{what} must have 1 to {MAX_ID_CHARS} characters, not {len(text)}")
-    if not text.isprintable():
+    if _CONTROL.search(text):
         raise DataError(f"{what} {text[:40]!r} has control characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"{what} {text[:40]!r} has a lone UTF-16 surrogate (not text)") from None
     return text
 
 
@@ -87,6 +93,22 @@ class Recent:
     @classmethod
     def empty(cls, forgotten: bool = False) -> Recent:
         return cls([], np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.float64), forgotten)
+
+    @classmethod
+    def from_rows(
+        cls, rows: list[tuple[str, int, str | None, float | None]], forgotten: bool = False
+    ) -> Recent:
+        """The columns of ``(item, timestamp, event, rating)`` rows a store wrote (checked when they were
+        appended, so not checked again), oldest first."""
+        return cls(
+            [r[0] for r in rows],
+            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+            [r[2] for r in rows],
+            np.fromiter(
+                (math.nan if r[3] is None else r[3] for r in rows), dtype=np.float64, count=len(rows)
+            ),
+            forgotten,
+        )
 
     @classmethod
     def of(cls, events: list[Event], forgotten: bool = False) -> Recent:

@@ -2,8 +2,9 @@
 
 Layout under the ``namespace`` prefix (default ``attnrec``): one sorted set per user,
 ``NS:e:USER``, scored by timestamp, each member the event's arrival number (20 digits, so equal
-timestamps keep their arrival order) followed by ``[item, event, rating]`` as JSON; the set of users
-with events ``NS:users``; the hash of forgotten users ``NS:forgotten`` (user -> when); the arrival
+timestamps keep their arrival order), its item, event type and rating, separated by the ASCII unit
+separator (``\x1f``, a control character no ID or event name may contain; an empty field is an
+absent one); the set of users with events ``NS:users``; the hash of forgotten users ``NS:forgotten`` (user -> when); the arrival
 counter ``NS:seq``. An append is one ``MULTI``/``EXEC`` transaction (all events or none).
 
 Durability is the server's: Redis acknowledges a write once it is in memory and, with the
@@ -18,7 +19,6 @@ finds ``appendonly no``. ``docs/how-to/live-histories.md`` has the settings.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -42,16 +42,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("attnrec.store")
 SEQ_DIGITS = 20
+SEP = "\x1f"  # between a member's fields: IDs and event names never contain control characters
 _USERS_PER_PIPELINE = 500
 
 
 def _member(seq: int, e: Event) -> str:
-    return f"{seq:0{SEQ_DIGITS}d}" + json.dumps([e.item, e.event, e.rating], separators=(",", ":"))
+    rating = "" if e.rating is None else repr(e.rating)
+    return f"{seq:0{SEQ_DIGITS}d}{SEP}{e.item}{SEP}{e.event or ''}{SEP}{rating}"
 
 
-def _parse(user: str, member: str, score: float) -> Event:
-    item, event, rating = json.loads(member[SEQ_DIGITS:])
-    return Event(user, item, int(score), event, rating)
+def _row(member: str, score: float) -> tuple[str, int, str | None, float | None]:
+    """``(item, timestamp, event, rating)`` of a stored member."""
+    _, item, event, rating = member.split(SEP)
+    return item, int(score), event or None, float(rating) if rating else None
 
 
 class RedisStore:
@@ -152,7 +155,7 @@ class RedisStore:
             pipe.hmget(f"{self.namespace}:forgotten", users)
             *ranges, gone = pipe.execute()
         return {
-            u: Recent.of([_parse(u, m, s) for m, s in (r if limit else [])], g is not None)
+            u: Recent.from_rows([_row(m, s) for m, s in (r if limit else [])], g is not None)
             for u, r, g in zip(users, ranges, gone, strict=True)
         }
 
@@ -182,9 +185,7 @@ class RedisStore:
                     pipe.zrange(self._key(u), 0, -1, withscores=True)
                 found = pipe.execute()
             for u, members in zip(part, found, strict=True):
-                for m, s in members:
-                    e = _parse(u, m, s)
-                    rows.append((u, e.item, e.timestamp, e.event, e.rating))
+                rows += [(u, *_row(m, s)) for m, s in members]
         return export_frame(rows)
 
     def forgotten(self) -> list[str]:

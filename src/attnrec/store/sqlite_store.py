@@ -94,7 +94,7 @@ class SqliteStore:
     # -- connections -----------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         if self._closed:
-            raise RuntimeError(f"{self!r} is closed")
+            raise StoreUnavailable(f"{self.path}: the store is closed")
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
@@ -176,9 +176,7 @@ class SqliteStore:
             out = {}
             for u in users:
                 rows = conn.execute(_RECENT, (u, limit)).fetchall()[::-1] if limit else []
-                out[u] = Recent.of(
-                    [Event(u, item, ts, event, rating) for item, ts, event, rating in rows], u in gone
-                )
+                out[u] = Recent.from_rows(rows, u in gone)
         finally:
             conn.execute("COMMIT")
         return out

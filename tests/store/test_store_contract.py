@@ -124,9 +124,10 @@ def test_events_persist_when_the_store_is_opened_again(make: Make) -> None:
 
 def test_ids_are_text_and_users_do_not_see_each_others_events(make: Make) -> None:
     store = make()
-    store.append([Event("a", "x", 1), Event("a:b", "y", 2), Event("é 日本", "z", 3)])
+    store.append([Event("a", "x", 1), Event("a:b", "y", 2), Event("é 日本", 'z,"[]\\', 3, "a b,c", 0.1)])
     got = store.recent(["a", "a:b", "é 日本"], 10)
-    assert (got["a"].items, got["a:b"].items, got["é 日本"].items) == (["x"], ["y"], ["z"])
+    assert (got["a"].items, got["a:b"].items, got["é 日本"].items) == (["x"], ["y"], ['z,"[]\\'])
+    assert got["é 日本"].events == ["a b,c"] and got["é 日本"].ratings.tolist() == [0.1]
 
 
 def test_an_empty_append_and_an_empty_read_do_nothing(make: Make) -> None:
