@@ -39,7 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 async def _drive(
-    url: str, bodies: list[dict[str, Any]], dirs: list[Path], seconds: float, every: float, concurrency: int
+    url: str,
+    bodies: list[dict[str, Any]],
+    dirs: list[Path],
+    seconds: float,
+    every: float,
+    concurrency: int,
+    rate: float | None,
 ) -> tuple[list[tuple[float, float, int]], list[tuple[float, float, int]]]:
     import httpx
 
@@ -54,7 +60,11 @@ async def _drive(
 
         async def worker(offset: int) -> None:
             i = offset
+            due = time.monotonic() + (offset / rate if rate else 0.0)
             while time.monotonic() < t_end:
+                if rate:  # paced: each worker sends at rate / concurrency per second, late ones at once
+                    await asyncio.sleep(max(0.0, due - time.monotonic()))
+                    due = max(due + concurrency / rate, time.monotonic() - concurrency / rate)
                 t0 = time.monotonic()
                 r = await c.post("/v1/recommend", json=bodies[i % len(bodies)])
                 requests.append((t0, time.monotonic(), r.status_code))
@@ -86,7 +96,9 @@ def _stats(lat_ms: np.ndarray) -> dict[str, float]:
     }
 
 
-def run(code: Path, model_dir: Path, seconds: float, every: float, concurrency: int) -> dict[str, Any]:
+def run(
+    code: Path, model_dir: Path, seconds: float, every: float, concurrency: int, rate: float | None
+) -> dict[str, Any]:
     copy = model_dir.parent / f"{model_dir.name}-reload-copy"
     if not copy.exists():
         shutil.copytree(model_dir, copy)
@@ -96,12 +108,18 @@ def run(code: Path, model_dir: Path, seconds: float, every: float, concurrency: 
     try:
         server.wait_ready()
         bodies = payloads(model_dir, 2000)
-        requests, reloads = asyncio.run(_drive(server.url, bodies, [copy, model_dir], seconds, every, concurrency))
+        requests, reloads = asyncio.run(
+            _drive(server.url, bodies, [copy, model_dir], seconds, every, concurrency, rate)
+        )
     finally:
         server.stop()
     windows = [(t0, t1) for t0, t1, _ in reloads]
-    during = np.array([1000 * (b - a) for a, b, _ in requests if any(a < w1 and b > w0 for w0, w1 in windows)])
-    steady = np.array([1000 * (b - a) for a, b, _ in requests if not any(a < w1 and b > w0 for w0, w1 in windows)])
+    during = np.array(
+        [1000 * (b - a) for a, b, _ in requests if any(a < w1 and b > w0 for w0, w1 in windows)]
+    )
+    steady = np.array(
+        [1000 * (b - a) for a, b, _ in requests if not any(a < w1 and b > w0 for w0, w1 in windows)]
+    )
     out = {
         "code": str(code),
         "requests": len(requests),
@@ -120,7 +138,13 @@ def markdown(report: dict[str, Any]) -> str:
         "# Latency during a hot reload",
         "",
         f"`{report['command']}` on {report['machine']}; ML-1M SASRec (`runs/load-test/sasrec-ml1m`), "
-        f"concurrency {report['concurrency']}, {report['seconds']:.0f} s per run, a reload every "
+        f"concurrency {report['concurrency']}, "
+        + (
+            f"paced at {report['rate']:g} requests/s in all"
+            if report.get("rate")
+            else "closed loop (saturating)"
+        )
+        + f", {report['seconds']:.0f} s per run, a reload every "
         f"{report['every']:.0f} s (a copy of the directory, then the original). A request is *during* a "
         "reload when its flight overlaps the reload request's.",
         "",
@@ -129,7 +153,9 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for name, r in report["runs"].items():
         s, d = r["steady"], r["during_reload"]
-        reloads = ", ".join(f"{x['seconds']:.2f}" + ("" if x["status"] == 200 else f" ({x['status']})") for x in r["reloads"])
+        reloads = ", ".join(
+            f"{x['seconds']:.2f}" + ("" if x["status"] == 200 else f" ({x['status']})") for x in r["reloads"]
+        )
         lines.append(
             f"| {name} | {r['requests']} | {r['failed']} | {reloads} | "
             f"{s.get('p50_ms', 0):.1f} / {s.get('p99_ms', 0):.1f} / {s.get('max_ms', 0):.1f} | "
@@ -144,7 +170,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--every", type=float, default=8)
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--train-seconds", type=float, default=30, help="training budget when the model is missing")
+    ap.add_argument("--rate", type=float, default=None, help="requests/s in all (default: closed loop)")
+    ap.add_argument(
+        "--train-seconds", type=float, default=30, help="training budget when the model is missing"
+    )
     ap.add_argument(
         "--code",
         action="append",
@@ -162,10 +191,13 @@ def main() -> None:
         "seconds": args.seconds,
         "every": args.every,
         "concurrency": args.concurrency,
+        "rate": args.rate,
         "runs": {},
     }
     for name, code in codes.items():
-        report["runs"][name] = run(Path(code), model_dir, args.seconds, args.every, args.concurrency)
+        report["runs"][name] = run(
+            Path(code), model_dir, args.seconds, args.every, args.concurrency, args.rate
+        )
         print(name, json.dumps(report["runs"][name]), flush=True)
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")

@@ -161,12 +161,16 @@ def test_unsigned_directories_are_refused_unless_allowed(sasrec: Recommender, tm
 
 
 def test_a_real_server_refuses_a_fifo_reload_and_stops_on_sigterm(signed: Path, tmp_path: Path) -> None:
+    """The issue's case: weights that are a FIFO in a directory without a manifest, which the server
+    is told to accept, once blocked the reload forever, every later reload, and SIGTERM."""
     d = tmp_path / "fifo"
     shutil.copytree(signed, d)
     fifo_weights(d)
+    (d / MANIFEST).unlink()
     api_key = "reload-safety-key-0123456789"
     env = {"ATTNREC_API_KEYS": api_key, "ATTNREC_MANIFEST_KEY": KEY}
-    with running_server(["--model", f"m={signed}", "--load-timeout", "5"], env=env) as (url, proc):
+    args = ["--model", f"m={signed}", "--load-timeout", "5", "--allow-unsigned"]
+    with running_server(args, env=env) as (url, proc):
         auth = {"Authorization": f"Bearer {api_key}"}
         with httpx.Client(base_url=url, headers=auth, timeout=30) as c:
             t0 = time.monotonic()
