@@ -125,11 +125,11 @@ def run(
         "requests": len(requests),
         "failed": sum(1 for *_, s in requests if s != 200),
         "reloads": [{"seconds": round(t1 - t0, 3), "status": s} for t0, t1, s in reloads],
-        "steady": _stats(steady),
-        "during_reload": _stats(during),
+        "steady": (calm := _stats(steady)),
+        "during_reload": (busy := _stats(during)),
     }
     if len(steady) and len(during):
-        out["p99_ratio"] = out["during_reload"]["p99_ms"] / out["steady"]["p99_ms"]
+        out["p99_ratio"] = busy["p99_ms"] / calm["p99_ms"]
     return out
 
 
