@@ -159,3 +159,29 @@ def test_each_size_setting_is_refused_before_building(
     with pytest.raises(CheckpointError, match=rf"too large to build \(.*{what}"):
         attnrec.load(d, device="cpu", limits=limits)
     assert time.monotonic() - t0 < QUICK_S
+
+
+def test_the_cli_signs_when_training_and_verifies_when_recommending(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("".join(f"u{u} i{(u + t) % 15}\n" for u in range(30) for t in range(6)))
+    out = tmp_path / "m"
+    runner = CliRunner()
+
+    def run(*args: str, key: str | None = KEY) -> tuple[int, str]:
+        env = {"ATTNREC_MANIFEST_KEY": key} if key else {}
+        result = runner.invoke(cli, list(args), env=env)
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        return result.exit_code, result.output
+
+    code, output = run("train", "--data", str(pairs), "--model", "pop", "--out", str(out), "--quiet")
+    assert code == 0, output
+    assert json.loads((out / MANIFEST).read_text())["hmac_sha256"]
+    assert run("recommend", "--model", str(out), "--user", "u3")[0] == 0
+    code, output = run(
+        "recommend", "--model", str(out), "--user", "u3", "--manifest-key", "another-key-0123456789"
+    )
+    assert code == 2 and "signature does not verify" in output, output
+    code, output = run(
+        "train", "--data", str(pairs), "--model", "pop", "--out", str(tmp_path / "x"), key="short"
+    )
+    assert code == 2 and "at least 16 characters" in output and not (tmp_path / "x").exists(), output
