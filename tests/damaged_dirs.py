@@ -47,6 +47,16 @@ def weights_link_outside(d: Path) -> None:
     (d / "weights.safetensors").symlink_to(outside)
 
 
+def weights_a_directory(d: Path) -> None:
+    (d / "weights.safetensors").unlink()
+    (d / "weights.safetensors").mkdir()
+
+
+def weights_a_link_loop(d: Path) -> None:
+    (d / "weights.safetensors").unlink()
+    (d / "weights.safetensors").symlink_to(d / "weights.safetensors")
+
+
 def sparse_huge_weights(d: Path) -> None:
     os.truncate(d / "weights.safetensors", SPARSE_BYTES)
 
@@ -102,6 +112,8 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
         weights_link_outside,
         r"weights\.safetensors: a symbolic link to .*outside the model",
     ),
+    "weights a directory": (weights_a_directory, r"weights\.safetensors: a directory, not a regular file"),
+    "weights a link loop": (weights_a_link_loop, r"weights\.safetensors: cannot be opened"),
     "sparse 4 GB weights": (
         sparse_huge_weights,
         rf"weights\.safetensors: {SPARSE_BYTES} bytes where manifest\.json says",
