@@ -151,7 +151,17 @@ def test_files_the_manifest_does_not_list_are_ignored(saved: Path, tmp_path: Pat
     )
 
 
-# -- directories without a manifest: a warning, and their structure is still checked ------------------
+# -- directories without a manifest: refused unless allowed; then a warning and the structure checks ----
+def test_directory_without_manifest_is_refused_by_default(saved: Path, tmp_path: Path) -> None:
+    d = tmp_path / "old"
+    shutil.copytree(saved, d)
+    (d / "manifest.json").unlink()
+    _json_edit("id_maps.json", _shift_items)(d)  # same IDs, other answers: only a manifest could tell
+    with pytest.raises(CheckpointError, match="no manifest.json, so nothing tells an edited file") as info:
+        attnrec.load(d, device="cpu")
+    assert "\n" not in str(info.value)
+
+
 def test_directory_without_manifest_loads_identically_with_a_warning(
     saved: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -160,7 +170,7 @@ def test_directory_without_manifest_loads_identically_with_a_warning(
     (d / "manifest.json").unlink()
     before = sorted(p.name for p in d.iterdir())
     with caplog.at_level(logging.WARNING, logger="attnrec"):
-        rec = attnrec.load(d, device="cpu")
+        rec = attnrec.load(d, device="cpu", allow_unsigned=True)
     assert any("no manifest.json" in r.getMessage() for r in caplog.records)
     assert (
         rec.recommend(user="u3", k=5).items
@@ -171,7 +181,7 @@ def test_directory_without_manifest_loads_identically_with_a_warning(
 
 def test_legacy_fixtures_load_with_the_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="attnrec"):
-        attnrec.load(LEGACY / "sasrec", device="cpu")
+        attnrec.load(LEGACY / "sasrec", device="cpu", allow_unsigned=True)
     assert any("no manifest.json" in r.getMessage() for r in caplog.records)
 
 
@@ -212,7 +222,7 @@ NO_MANIFEST: dict[str, tuple[Callable[[Path], None], str]] = {
                 }
             )
         ),
-        r"weights do not match config.json \(pos_emb.weight: \(10, 8\) stored",
+        r"config.json: the model it describes is too large to build \(parameters .*; activations per seq",
     ),
     "arrays of another model": (_other_arrays, "arrays.safetensors: popularity has 31 entries for 20 items"),
 }
@@ -227,7 +237,7 @@ def test_directory_without_manifest_is_checked_for_structure(saved: Path, tmp_pa
     damage(d)
     t0 = time.perf_counter()
     with pytest.raises(CheckpointError, match=message) as info:
-        attnrec.load(d, device="cpu")
+        attnrec.load(d, device="cpu", allow_unsigned=True)
     assert "\n" not in str(info.value) and time.perf_counter() - t0 < 20
 
 

@@ -190,7 +190,9 @@ def test_reload_refuses_a_model_that_cannot_do_what_the_old_did(
 
     real_load = lifecycle.load
     monkeypatch.setattr(
-        lifecycle, "load", lambda d, device="cpu": OnlyExplains() if d == pop_dir else real_load(d, device)
+        lifecycle,
+        "load",
+        lambda d, device="cpu", **kw: OnlyExplains() if d == pop_dir else real_load(d, device, **kw),
     )
     with TestClient(create_app({"m": sasrec_dir}, ServingConfig(unauthenticated_admin=True))) as c:
         while c.get("/readyz").status_code != 200:

@@ -14,7 +14,8 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Annotated, Any, TypeVar, get_type_hints
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 from rich.console import Console
@@ -28,6 +29,9 @@ from attnrec.data.feature_files import parse_feature_columns
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.split import SPLITS
 from attnrec.evaluation.protocol import PROTOCOLS
+
+if TYPE_CHECKING:
+    from attnrec.recommend import Recommender
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -148,6 +152,40 @@ DataOpt = Annotated[
         "(CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).",
     ),
 ]
+
+
+MANIFEST_KEY_HELP = (
+    "Key of signed model directories (at least 16 characters; also $ATTNREC_MANIFEST_KEY): a model "
+    "saved is signed with it, a model loaded must verify with it (edited after saving: refused)."
+)
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a saved model directory is opened: the options every model-loading command shares."""
+
+    allow_unsigned: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unsigned",
+            help="Load a model directory without manifest.json (saved by an old version; nothing tells an "
+            "edited file from the saved one), or an unsigned one under --manifest-key.",
+        ),
+    ] = False
+    manifest_key: Annotated[
+        str | None,
+        typer.Option(
+            "--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP
+        ),
+    ] = None
+
+    def recommender(self, model_dir: Path, device: str) -> Recommender:
+        """The recommender saved in ``model_dir``, opened under these options."""
+        from attnrec.recommend import Recommender
+
+        return Recommender.load(
+            model_dir, device=device, allow_unsigned=self.allow_unsigned, manifest_key=self.manifest_key
+        )
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,18 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from attnrec.cli._common import DataOptions, cli_errors, err, option_groups, out, split_list, warn_line
+from attnrec.cli._common import (
+    DataOptions,
+    LoadOptions,
+    cli_errors,
+    err,
+    option_groups,
+    out,
+    split_list,
+    warn_line,
+)
 from attnrec.cli.core import ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
 from attnrec.cli.main import app
-from attnrec.recommend import Recommender
 from attnrec.recommend.batch import (
     DEFAULT_CHUNK_USERS,
     LAYOUTS,
@@ -124,6 +132,7 @@ def batch(
         ),
     ] = None,
     reading: DataOptions = DataOptions(),
+    loading: LoadOptions = LoadOptions(),
 ) -> None:
     """Write the top-K items of every user of --data, or of every row of --users, to a Parquet file.
 
@@ -135,7 +144,7 @@ def batch(
     """
     if (data is None) == (users is None):
         raise ValueError("give either --data DATA (every user of a dataset) or --users FILE")
-    rec = Recommender.load(model_dir, device=device)
+    rec = loading.recommender(model_dir, device)
     source: UserSource = FileUsers(users) if users is not None else DatasetUsers(reading.load(str(data)))
     allowed = [*split_list(include)] if include else None
     banned = [*split_list(exclude)] if exclude else None

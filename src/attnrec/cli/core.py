@@ -13,10 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import (
+    MANIFEST_KEY_HELP,
     PROTOCOL_METAVAR,
     SPLIT_METAVAR,
     DataOpt,
     DataOptions,
+    LoadOptions,
     MinTargetRatingOpt,
     QueryOptions,
     TargetEventsOpt,
@@ -64,6 +66,7 @@ from attnrec.evaluation.protocol import (
 from attnrec.experiments.tracking import RunInfo, Trackers
 from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommendation, Recommender
+from attnrec.recommend.persistence import load_policy
 from attnrec.recommend.reasons import check_method
 from attnrec.training import distributed
 from attnrec.training.config import TrainConfig
@@ -239,6 +242,12 @@ def train(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
     reading: DataOptions = DataOptions(),
     tracking: TrackingOptions = TrackingOptions(),
+    manifest_key: Annotated[
+        str | None,
+        typer.Option(
+            "--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP
+        ),
+    ] = None,
     nproc: Annotated[
         int,
         typer.Option(
@@ -270,6 +279,7 @@ def train(
             train_over[key] = value
     check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
     check_single_target(protocols or [], "attnrec train")
+    save_key = load_policy(manifest_key=manifest_key).manifest_key  # a bad key fails before training
     rec = Recommender(model, model_over, train_over, preset, auto=auto and preset is None and config is None)
     out_dir = out_dir or Path("runs") / model
     if out_dir.exists() and not out_dir.is_dir():
@@ -304,7 +314,7 @@ def train(
         distributed.cleanup()
         if main_rank:  # rank 0 tests, reports and saves
             names = ["full", *(p for p in dict.fromkeys(protocols or []) if p != "full")]
-            _test_save_report(rec, interactions, sp, names, negatives, baseline, out_dir, trackers)
+            _test_save_report(rec, interactions, sp, names, negatives, baseline, out_dir, trackers, save_key)
 
 
 def _test_save_report(
@@ -316,8 +326,10 @@ def _test_save_report(
     baseline: bool,
     out_dir: Path,
     trackers: Trackers,
+    manifest_key: bytes | None = None,
 ) -> None:
-    """Test the fitted ``rec`` under each protocol (beside a popularity baseline), save it, print and track it all."""
+    """Test the fitted ``rec`` under each protocol (beside a popularity baseline), save it (signed with
+    ``manifest_key`` when given), print and track it all."""
     model = rec.name
     # The baseline row is the registered POP model fitted on the same split.
     pop = Recommender("pop").fit(interactions, sp, progress=False) if baseline else None
@@ -329,7 +341,7 @@ def _test_save_report(
         if pop is not None:
             rows.append(("popularity", pop.evaluate(sp.test, proto, split=sp.describe(), target="test")))
             trackers.log_test(name, rows[-1][1], prefix="popularity/test")
-    rec.save(out_dir)
+    rec.save(out_dir, manifest_key=manifest_key)
 
     tr = rec.train_result_
     if tr is not None:
@@ -440,6 +452,7 @@ def evaluate_cmd(
     metrics: MetricsOpt = None,
     window: WindowOpt = None,
     reading: DataOptions = DataOptions(),
+    loading: LoadOptions = LoadOptions(),
 ) -> None:
     """Score a saved model on a dataset under one or more protocols and print the protocol with the numbers.
 
@@ -454,7 +467,7 @@ def evaluate_cmd(
         check_split_settings(split, 0, target_events, min_target_rating)
     elif target_events or min_target_rating is not None:
         raise ValueError("--target-events / --min-target-rating need --split last-qualifying")
-    rec = Recommender.load(model_dir, device=device)
+    rec = loading.recommender(model_dir, device)
     interactions = reading.load(data)
     want, got = rec.source_.sha256, interactions.source.sha256
     if want and got and want != got:
@@ -544,6 +557,7 @@ def recommend(
     ] = "greedy",
     reason_verb: ReasonVerb = "interacted with",
     event_verb: EventVerbOpt = None,
+    loading: LoadOptions = LoadOptions(),
 ) -> None:
     """Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.
 
@@ -554,7 +568,7 @@ def recommend(
     if query.user is None and query.history is None:
         raise ValueError("give --user USER or --history 'ITEM,ITEM,...'")
     method, verb, verbs = check_method(explain_method), check_verb(reason_verb), parse_event_verbs(event_verb)
-    rec = Recommender.load(model_dir, device=device)
+    rec = loading.recommender(model_dir, device)
     hist = query.history_items()
     allowed: list[object] | None = [*split_list(include)] if include else None
     banned: list[object] | None = [*split_list(exclude)] if exclude else None

@@ -164,6 +164,28 @@ def serve(
         ),
     ] = None,
     store_retention: RetentionOpt = DEFAULT_RETENTION,
+    allow_unsigned: Annotated[
+        bool,
+        typer.Option(
+            help="Serve and reload model directories without manifest.json (saved by old versions), "
+            "or, with --manifest-key, with an unsigned manifest; refused otherwise."
+        ),
+    ] = False,
+    manifest_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ATTNREC_MANIFEST_KEY",
+            show_default=False,
+            help="Verify every model directory's signed manifest with this key (the one it was saved "
+            "with: attnrec train --manifest-key); a directory edited after saving is refused.",
+        ),
+    ] = None,
+    load_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Give up a model load or reload after this many seconds (the old model serves on)."
+        ),
+    ] = 120.0,
 ) -> None:
     """Serve recommendations, similar items and explanations over HTTP (docs at /docs)."""
     import torch
@@ -202,10 +224,13 @@ def serve(
         unauthenticated_admin=unauthenticated_admin,
         reload_on_sighup=True,
         store=open_store(store, retention=store_retention) if store is not None else None,
+        allow_unsigned=allow_unsigned,
+        manifest_key=manifest_key,
+        load_timeout_s=load_timeout,
     )
     dirs = parse_model_specs(model)
     models: dict[str, Model] = (
-        dict(dirs) if lazy else {n: FromDirectory.read(d, device) for n, d in dirs.items()}
+        dict(dirs) if lazy else {n: FromDirectory.read(d, device, cfg.load_policy()) for n, d in dirs.items()}
     )
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s"

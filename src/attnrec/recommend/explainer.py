@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
+from attnrec.checkpoint import CheckpointError, LoadLimits, load_tensors, read_json, save_tensors, write_json
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.reviews import EncodedReviews, ReviewData, ReviewSplit, encode_reviews
 from attnrec.data.schema import DataError, DataSource, IdMap
@@ -33,7 +33,14 @@ from attnrec.data.text import SPECIALS, Vocabulary
 from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
 from attnrec.models.peter import PETER, PETERConfig
 from attnrec.models.registry import ModelSpec, get_spec
-from attnrec.recommend.persistence import EXPLAIN, ModelRecord, SavedModel, open_model_dir, save_model_dir
+from attnrec.recommend.persistence import (
+    EXPLAIN,
+    ModelRecord,
+    SavedModel,
+    load_policy,
+    open_model_dir,
+    save_model_dir,
+)
 from attnrec.recommend.structure import check_features, check_vocab
 from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device, train
@@ -395,8 +402,9 @@ class Explainer:
         }
 
     # -- persistence -------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write a self-contained model directory (see :mod:`attnrec.recommend.persistence`)."""
+    def save(self, path: str | Path, *, manifest_key: str | bytes | None = None) -> Path:
+        """Write a self-contained model directory (see :mod:`attnrec.recommend.persistence`); with
+        ``manifest_key``, its manifest is signed."""
         core = self.core
         assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
         record = ModelRecord(
@@ -425,12 +433,23 @@ class Explainer:
             "split": self.split_name_,
             "rating_baseline": self.rating_baseline_,
         }
-        return save_model_dir(path, record, tensors, files, meta, task=EXPLAIN)
+        key = load_policy(manifest_key=manifest_key).manifest_key
+        return save_model_dir(path, record, tensors, files, meta, task=EXPLAIN, manifest_key=key)
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto") -> Explainer:
-        """Load a directory written by :meth:`save`. Never unpickles."""
-        return cls.from_saved(open_model_dir(path, EXPLAIN), device)
+    def load(
+        cls,
+        path: str | Path,
+        device: str = "auto",
+        *,
+        allow_unsigned: bool = False,
+        manifest_key: str | bytes | None = None,
+        limits: LoadLimits | None = None,
+    ) -> Explainer:
+        """Load a directory written by :meth:`save` (keywords: see :func:`~attnrec.recommend.load`).
+        Never unpickles."""
+        policy = load_policy(allow_unsigned, manifest_key, limits)
+        return cls.from_saved(open_model_dir(path, EXPLAIN, policy), device)
 
     @classmethod
     def from_saved(cls, saved: SavedModel, device: str = "auto") -> Explainer:

@@ -15,10 +15,16 @@ Every saved model (a :class:`~attnrec.recommend.Recommender` or an
   (:func:`~attnrec.checkpoint.write_manifest`).
 
 Opening a directory reads every file its manifest lists and checks each against it before
-anything is parsed; then the files' structure is checked (:mod:`attnrec.recommend.structure`).
-A directory saved before manifests existed loads with a warning (nothing is written into it)
-and its structure checks and the tensor checksums in ``config.json`` still apply. Loading never
-unpickles: tensors come from safetensors, everything else from JSON.
+anything is parsed (each file checked to be a regular file of the manifest's size before it is
+read, the manifest's signature verified when a key is given); then the files' structure is checked
+(:mod:`attnrec.recommend.structure`), the model ``config.json`` describes is sized against the
+:class:`~attnrec.checkpoint.LoadLimits` before it is built (:mod:`attnrec.recommend.model_size`),
+and every tensor is checked finite. A directory without a manifest (saved before manifests
+existed) is refused unless the :class:`~attnrec.checkpoint.LoadPolicy` allows unsigned
+directories: nothing would tell an edited file from the saved one. Allowed, it loads with a
+warning (nothing is written into it), its files read under the same limits, and its structure
+checks and the tensor checksums in ``config.json`` still apply. Loading never unpickles: tensors
+come from safetensors, everything else from JSON.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ from attnrec import __version__
 from attnrec.checkpoint import (
     MANIFEST,
     CheckpointError,
+    LoadLimits,
+    LoadPolicy,
+    check_finite,
     load_tensor_bytes,
     load_tensors,
     parse_json,
@@ -46,7 +55,10 @@ from attnrec.checkpoint import (
     write_json,
     write_manifest,
 )
+from attnrec.checkpoint import manifest_key as check_manifest_key
+from attnrec.config import ConfigError
 from attnrec.data.schema import DataError, DataSource, IdMap
+from attnrec.recommend.model_size import check_model_size
 from attnrec.recommend.structure import check_config, check_id_maps, one_line
 from attnrec.training.loop import TrainResult
 
@@ -93,9 +105,11 @@ def save_model_dir(
     meta: Mapping[str, object],
     *,
     task: str = SEQUENTIAL,
+    manifest_key: bytes | None = None,
 ) -> Path:
     """Write ``record`` plus the tensor files ``tensors`` (``weights`` first), the JSON ``files`` and the
-    task-specific ``config.json`` keys ``meta`` to the directory ``path``; returns it."""
+    task-specific ``config.json`` keys ``meta`` to the directory ``path``; returns it. With
+    ``manifest_key`` the manifest is signed (:func:`~attnrec.checkpoint.write_manifest`)."""
     d = Path(path)
     d.mkdir(parents=True, exist_ok=True)
     config: dict[str, object] = {
@@ -122,7 +136,7 @@ def save_model_dir(
         write_json(d / f"{name}.json", obj)
         names.append(f"{name}.json")
     write_json(d / "config.json", config | dict(meta))
-    write_manifest(d, names)  # last: it vouches for a complete directory
+    write_manifest(d, names, manifest_key)  # last: it vouches for a complete directory
     return d
 
 
@@ -131,13 +145,15 @@ class SavedModel:
     """A model directory opened for reading: its ``config.json``, record and files.
 
     ``files`` holds the bytes of every file of the manifest, already verified against it; it is
-    ``None`` for a directory without a manifest, whose files are read when asked for.
+    ``None`` for a directory without a manifest, whose files are read when asked for, under the
+    ``policy``'s limits.
     """
 
     path: Path
     meta: dict[str, Any]  # config.json
     task: str
     files: dict[str, bytes] | None = None
+    policy: LoadPolicy = field(default_factory=LoadPolicy)
 
     @property
     def record(self) -> ModelRecord:
@@ -169,9 +185,9 @@ class SavedModel:
         fname = f"{name}.json"
         f = self.path / fname
         if self.files is None:
-            if default is not None and not f.exists():
+            if default is not None and not f.exists() and not f.is_symlink():
                 return default
-            return read_json(f)
+            return read_json(f, self.path, self.policy.limits.max_file_bytes)
         if fname in self.files:
             return parse_json(self.files[fname], f)
         if default is not None:
@@ -183,14 +199,19 @@ class SavedModel:
         return bool(self.meta.get(f"{name}_sha256"))
 
     def tensors(self, name: str) -> dict[str, torch.Tensor]:
-        """``<name>.safetensors``, verified against its checksum (the manifest's, else ``config.json``'s)."""
+        """``<name>.safetensors``, verified against its checksum (the manifest's, else ``config.json``'s);
+        a tensor holding NaN or infinity is refused."""
         fname = f"{name}.safetensors"
         f = self.path / fname
         if self.files is None:
-            return load_tensors(f, self.meta.get(f"{name}_sha256"))
-        if fname not in self.files:
+            sha = self.meta.get(f"{name}_sha256")
+            out = load_tensors(f, sha, self.path, self.policy.limits.max_file_bytes)
+        elif fname not in self.files:
             raise CheckpointError(f"{f}: not listed in {MANIFEST}; the directory is incomplete")
-        return load_tensor_bytes(self.files[fname], f)
+        else:
+            out = load_tensor_bytes(self.files[fname], f)
+        check_finite(out, f)
+        return out
 
     def build(self, make: Callable[[], L], name: str = "weights") -> L:
         """``make()`` with ``<name>.safetensors`` loaded; a clear error when they do not fit its config.
@@ -232,17 +253,38 @@ class SavedModel:
         return core
 
 
-def open_model_dir(path: str | Path, task: str | None = None) -> SavedModel:
-    """Open the model directory ``path``: verify its files against its manifest (a warning when it
-    has none), then check ``config.json``'s format, its structure and, when given, its ``task``."""
+def load_policy(
+    allow_unsigned: bool = False, manifest_key: str | bytes | None = None, limits: LoadLimits | None = None
+) -> LoadPolicy:
+    """The :class:`~attnrec.checkpoint.LoadPolicy` of :func:`~attnrec.recommend.load`'s keywords; a
+    :class:`~attnrec.config.ConfigError` for a key too short to be one."""
+    try:
+        key = check_manifest_key(manifest_key)
+    except ValueError as e:
+        raise ConfigError(f"manifest_key: {e}") from None
+    return LoadPolicy(allow_unsigned, key, limits or LoadLimits())
+
+
+def open_model_dir(path: str | Path, task: str | None = None, policy: LoadPolicy | None = None) -> SavedModel:
+    """Open the model directory ``path`` under ``policy`` (default: unsigned directories refused,
+    the default :class:`~attnrec.checkpoint.LoadLimits`): verify its files against its manifest,
+    then check ``config.json``'s format, its structure, the size of the model it describes and,
+    when given, its ``task``."""
+    policy = policy or LoadPolicy()
     d = Path(path)
     if not d.is_dir():
         raise CheckpointError(f"{d}: not a directory; expected an attnrec checkpoint directory")
-    files = read_verified(d)
+    files = read_verified(d, policy)
     if files is None:
         if not (d / "config.json").exists():
             raise CheckpointError(
                 f"{d}: no {MANIFEST} and no config.json; not an attnrec checkpoint directory"
+            )
+        if not policy.allow_unsigned:
+            raise CheckpointError(
+                f"{d}: no {MANIFEST}, so nothing tells an edited file from the saved one; refused "
+                "(save the model again to add one, or allow unsigned directories if you trust it: "
+                "allow_unsigned=True, --allow-unsigned)"
             )
         log.warning(
             "%s: no %s (saved before model directories had one), so its files are not verified "
@@ -250,13 +292,14 @@ def open_model_dir(path: str | Path, task: str | None = None) -> SavedModel:
             d,
             MANIFEST,
         )
-    saved = SavedModel(d, {}, SEQUENTIAL, files)
+    saved = SavedModel(d, {}, SEQUENTIAL, files, policy)
     meta = saved.json("config")
     if not isinstance(meta, dict):
         raise CheckpointError(f"{d / 'config.json'}: not a JSON object; not an attnrec checkpoint directory")
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{d}: unsupported checkpoint format {repr(meta.get('format_version'))[:40]}")
     check_config(meta, d / "config.json")
+    check_model_size(meta, policy.limits, d / "config.json")
     found = str(meta.get("task", SEQUENTIAL))
     if task is not None and found != task:
         raise CheckpointError(
@@ -273,6 +316,7 @@ __all__ = [
     "ModelRecord",
     "SEQUENTIAL",
     "SavedModel",
+    "load_policy",
     "open_model_dir",
     "save_model_dir",
 ]

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnrec.checkpoint import LoadLimits
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.boundary import Origin, id_column
 from attnrec.data.frames import FrameLike, as_interactions
@@ -32,7 +33,14 @@ from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, lo
 from attnrec.recommend.event_requests import histories_from_arrays, history_arrays
 from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
-from attnrec.recommend.persistence import SEQUENTIAL, ModelRecord, SavedModel, open_model_dir, save_model_dir
+from attnrec.recommend.persistence import (
+    SEQUENTIAL,
+    ModelRecord,
+    SavedModel,
+    load_policy,
+    open_model_dir,
+    save_model_dir,
+)
 from attnrec.recommend.requests import Prepared, prepare, stored_history
 from attnrec.recommend.row_scoring import model_scores
 from attnrec.recommend.structure import check_arrays, check_events, check_titles
@@ -531,8 +539,9 @@ class Recommender:
         return added
 
     # -- persistence -----------------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write a self-contained model directory (no training data needed to load it)."""
+    def save(self, path: str | Path, *, manifest_key: str | bytes | None = None) -> Path:
+        """Write a self-contained model directory (no training data needed to load it); with
+        ``manifest_key``, its manifest is signed (see :func:`~attnrec.recommend.load`)."""
         core = self.core
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
         record = ModelRecord(
@@ -554,12 +563,23 @@ class Recommender:
             {"weights": core.state_dict(), "arrays": arrays},
             {"titles": self.titles_} | events | cold_items.context_files(self.context_),
             {},
+            manifest_key=load_policy(manifest_key=manifest_key).manifest_key,
         )
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto") -> Recommender:
-        """Load a model directory written by :meth:`save`. Never unpickles."""
-        return cls.from_saved(open_model_dir(path, SEQUENTIAL), device)
+    def load(
+        cls,
+        path: str | Path,
+        device: str = "auto",
+        *,
+        allow_unsigned: bool = False,
+        manifest_key: str | bytes | None = None,
+        limits: LoadLimits | None = None,
+    ) -> Recommender:
+        """Load a model directory written by :meth:`save` (keywords: see :func:`~attnrec.recommend.load`).
+        Never unpickles."""
+        policy = load_policy(allow_unsigned, manifest_key, limits)
+        return cls.from_saved(open_model_dir(path, SEQUENTIAL, policy), device)
 
     @classmethod
     def from_saved(cls, saved: SavedModel, device: str = "auto") -> Recommender:

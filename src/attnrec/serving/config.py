@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from attnrec.checkpoint import LoadLimits, LoadPolicy, manifest_key
 from attnrec.recommend.reasons import check_event_verbs, check_verb
 from attnrec.serving.schemas import MAX_IDS
 from attnrec.store import HistoryStore
@@ -26,6 +27,12 @@ class ServingConfig:
     (else 408). ``gc_freeze``: once the models are loaded, collect garbage and move every object
     alive into the collector's permanent generation (:func:`gc.freeze`), so the cyclic collector
     never walks the models' objects again and no long collection pause stalls a micro-batch.
+
+    Model directories (``docs/how-to/model-directories.md``): one without ``manifest.json`` is
+    refused unless ``allow_unsigned``; with ``manifest_key`` (a string or bytes of at least 16
+    characters) every manifest's signature must verify; ``load_limits`` bound what a directory may
+    ask for; a load or reload not done within ``load_timeout_s`` seconds is given up (its thread
+    abandoned, the old model serving on).
     """
 
     max_k: int = 100
@@ -54,6 +61,10 @@ class ServingConfig:
     # the events since training (attnrec.store): every recommender reads its users' live histories from it,
     # POST /v1/events writes it; None: histories as trained and no events endpoint
     store: HistoryStore | None = field(default=None, compare=False, repr=False)
+    allow_unsigned: bool = False
+    manifest_key: bytes | str | None = field(default=None, repr=False)
+    load_limits: LoadLimits = field(default_factory=LoadLimits)
+    load_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         if min(self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch) < 1:
@@ -62,6 +73,9 @@ class ServingConfig:
             raise ValueError(f"max_history and max_list must be at most {MAX_IDS} (the request schema's cap)")
         if self.max_wait_ms < 0 or self.body_timeout_s <= 0:
             raise ValueError("max_wait_ms must be >= 0 and body_timeout_s > 0")
+        if not self.load_timeout_s > 0:
+            raise ValueError(f"load_timeout_s must be positive, not {self.load_timeout_s}")
+        object.__setattr__(self, "manifest_key", manifest_key(self.manifest_key))
         if self.backend not in ("torch", "onnx"):
             raise ValueError(f"backend must be 'torch' or 'onnx', not {self.backend!r}")
         object.__setattr__(self, "reason_verb", check_verb(self.reason_verb, "reason_verb"))
@@ -71,6 +85,13 @@ class ServingConfig:
         for origin in self.cors_origins:
             if origin != "*" and not ORIGIN.fullmatch(origin):
                 raise ValueError(f"CORS origin {origin!r}: expected scheme://host[:port] (no path), or *")
+
+    def load_policy(self) -> LoadPolicy:
+        """How this app opens model directories (at start-up and on every reload)."""
+        key = self.manifest_key
+        return LoadPolicy(
+            self.allow_unsigned, key.encode() if isinstance(key, str) else key, self.load_limits
+        )
 
     def limits(self) -> dict[str, int | float | bool]:
         """The limits ``GET /v1/models`` reports."""

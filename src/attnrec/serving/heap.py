@@ -8,9 +8,17 @@ test. :func:`freeze_heap` collects what is garbage now and moves everything stil
 permanent generation (:func:`gc.freeze`), which the collector never examines; objects made later
 (requests, responses) are collected as usual. Reference counting still frees frozen objects
 whose last reference goes, so an unloaded model is freed unless it sits in a reference cycle;
-freezing again (after a reload) first unfreezes, so such cycles are collected then. On glibc the
-freed memory is then handed back to the system (``malloc_trim``): without it a reload leaves the
-old model's pages in the allocator's arenas and the process's resident memory steps up.
+:func:`freeze_heap` (at start-up) first unfreezes, so such cycles are collected then. On glibc
+the freed memory is then handed back to the system (``malloc_trim``): without it a reload leaves
+the old model's pages in the allocator's arenas and the process's resident memory steps up.
+
+A reload uses :func:`freeze_reloaded` instead: unfreezing and collecting the whole heap walks
+every object of the process (0.35-0.4 s for a small SASRec, 2 s for larger ones) while holding
+the interpreter lock, which stalled every request. The loading thread collects what loading left
+(:func:`collect_unfrozen`: the frozen objects are not walked), the event loop only freezes (a list
+splice, microseconds) and ``malloc_trim`` runs on a thread of its own (it releases the lock). The
+replaced model is freed by reference counting as its last reference goes: a replaced SASRec leaves
+no cyclic garbage behind (measured: a full collection after three reloads found none).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import ctypes
 import functools
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import cast
@@ -38,6 +47,20 @@ def freeze_heap() -> int:
     return frozen
 
 
+def collect_unfrozen() -> int:
+    """Collect the garbage among the objects not frozen (a load's leftovers); the frozen ones are
+    not walked, so this is quick whatever the size of the models served. Run it off the event loop."""
+    return gc.collect()
+
+
+def freeze_reloaded() -> int:
+    """Freeze what is alive now (the reloaded model) without walking the heap; memory trimmed on a
+    thread of its own. Quick enough for the event loop. The number of objects frozen."""
+    gc.freeze()
+    threading.Thread(target=_trim_malloc, name="attnrec-malloc-trim", daemon=True).start()
+    return gc.get_freeze_count()
+
+
 def _trim_malloc() -> None:
     """Return free heap pages to the system where the C library can (glibc); elsewhere nothing."""
     trim = _malloc_trim()
@@ -54,4 +77,4 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
 
 
-__all__ = ["freeze_heap"]
+__all__ = ["collect_unfrozen", "freeze_heap", "freeze_reloaded"]

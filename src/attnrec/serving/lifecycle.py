@@ -30,7 +30,8 @@ from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.export import use_onnx
-from attnrec.serving.heap import freeze_heap
+from attnrec.serving.heap import collect_unfrozen, freeze_heap
+from attnrec.serving.loading import ReloadLog, run_abandonable
 from attnrec.serving.metrics import ServiceMetrics
 from attnrec.serving.registry import (
     Loaded,
@@ -59,6 +60,7 @@ class ServingState:
         default_factory=list
     )  # the running lifespan's (an app can restart)
     reloading: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time (new per lifespan)
+    reloads: ReloadLog = field(default_factory=ReloadLog)  # what each reload came to
 
     def worker(self) -> ThreadPoolExecutor:
         """The model thread; 503 when the app's lifespan has not started."""
@@ -130,12 +132,22 @@ def _versions(directory: Path | None) -> dict[str, object]:
 def prepare(
     given: Served | None, directory: Path | None, cfg: ServingConfig, given_seconds: float = 0.0
 ) -> Loaded:
-    """Load (unless ``given``, loaded in ``given_seconds``), switch backend, warm up; runs off the event loop."""
+    """Load (unless ``given``, loaded in ``given_seconds``), switch backend, warm up; runs off the event loop.
+
+    A directory is opened under ``cfg``'s load policy (:meth:`ServingConfig.load_policy`); with
+    ``gc_freeze`` what loading left behind is collected here, off the event loop."""
     t0 = time.perf_counter() - given_seconds
     if given is not None:
         obj = given
     elif directory is not None:
-        obj = load(directory, cfg.device)
+        policy = cfg.load_policy()
+        obj = load(
+            directory,
+            cfg.device,
+            allow_unsigned=policy.allow_unsigned,
+            manifest_key=policy.manifest_key,
+            limits=policy.limits,
+        )
     else:
         raise ValueError("a served model needs an object or a directory")
     if cfg.backend == "onnx" and isinstance(obj, Recommender):
@@ -146,6 +158,8 @@ def prepare(
             rec.use_store(cfg.store)
     if cfg.warmup and isinstance(obj, Recommender):
         _warm_up(obj)
+    if cfg.gc_freeze:
+        collect_unfrozen()
     return Loaded(
         obj,
         backend_of(obj),
@@ -157,13 +171,22 @@ def prepare(
 
 
 async def load_all(state: ServingState, todo: list[ServedModel]) -> None:
-    """Prepare ``todo`` one by one on the worker thread; a failure is recorded, not raised."""
+    """Prepare ``todo`` one by one, a failure recorded, not raised: objects passed in on the worker
+    thread, directories each on a thread of its own given up after ``load_timeout_s``
+    (:func:`~attnrec.serving.loading.run_abandonable`)."""
     loop = asyncio.get_running_loop()
+    cfg = state.config
     for e in todo:
         try:
-            e.loaded = await loop.run_in_executor(
-                state.worker(), prepare, e.given, e.directory, state.config, e.given_seconds
-            )
+            if e.given is None:
+                job = functools.partial(prepare, None, e.directory, cfg)
+                e.loaded = await run_abandonable(
+                    job, cfg.load_timeout_s, f"attnrec-load-{e.name}", state.reloads
+                )
+            else:
+                e.loaded = await loop.run_in_executor(
+                    state.worker(), prepare, e.given, e.directory, cfg, e.given_seconds
+                )
             e.status, e.error = "ready", None
             state.metrics.model_loaded(e.name, e.loaded.load_seconds, e.loaded.loaded_at)
             log.info("model %s ready in %.1fs (%s)", e.name, e.loaded.load_seconds, e.source)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from attnrec.checkpoint import LoadPolicy
 from attnrec.config import config_to_dict
 from attnrec.recommend import Explainer, Recommendation, Recommender, load
 from attnrec.serving.batcher import MicroBatcher
@@ -77,10 +78,17 @@ class FromDirectory:
     load_seconds: float = 0.0
 
     @classmethod
-    def read(cls, directory: str | Path, device: str = "cpu") -> FromDirectory:
-        """Load ``directory`` now (errors raise here, before any server starts), timing it."""
+    def read(
+        cls, directory: str | Path, device: str = "cpu", policy: LoadPolicy | None = None
+    ) -> FromDirectory:
+        """Load ``directory`` now under ``policy`` (errors raise here, before any server starts), timing it.
+
+        Use the policy the app will reload it under (:meth:`ServingConfig.load_policy`)."""
+        p = policy or LoadPolicy()
         t0 = time.perf_counter()
-        obj = load(directory, device)
+        obj = load(
+            directory, device, allow_unsigned=p.allow_unsigned, manifest_key=p.manifest_key, limits=p.limits
+        )
         return cls(Path(directory), obj, time.perf_counter() - t0)
 
 

@@ -5,9 +5,18 @@ event loop, not the model thread, so serving goes on meanwhile); then the entry'
 :class:`~attnrec.serving.registry.Loaded` record is replaced in one assignment on the event loop.
 A micro-batch already handed to the model thread read the old record and finishes on the old
 model; every request picked after the swap gets the new one. If the new directory fails to load
-(any exception of :func:`attnrec.recommend.load`: missing files, checksum or manifest mismatch,
-malformed JSON) or cannot do what the old model did, the reload is refused with a clear log line
-and the old model keeps serving.
+(any exception of :func:`attnrec.recommend.load`: a file that is not a regular one or is too
+large, missing files, checksum, size or signature mismatch, an unsigned directory, a model too
+large to build, NaN weights, malformed JSON) or cannot do what the old model did, the reload is
+refused (422 ``reload_failed``) with a clear log line and the old model keeps serving. A load
+that does not finish within ``load_timeout_s`` is given up (504 ``reload_timeout``): the lock is
+released, the old model keeps serving, and the abandoned thread cannot hold up shutdown
+(:mod:`~attnrec.serving.loading`). While :data:`MAX_STUCK` abandoned loads are still running,
+further reloads are refused (503 ``reload_stuck``) rather than piling up threads. Every outcome
+(``ok``, ``refused``, ``timed_out``) is recorded in the app's :class:`~attnrec.serving.loading.ReloadLog`.
+
+The swap costs the requests nothing: the collector's freeze of the new model
+(:func:`~attnrec.serving.heap.freeze_reloaded`) does not walk the heap.
 
 Triggers: ``POST /v1/admin/reload`` (:mod:`~attnrec.serving.admin`) and, when
 ``reload_on_sighup`` is set (``attnrec serve`` sets it), SIGHUP, which reloads every model from
@@ -18,17 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from attnrec.serving.errors import ApiError
-from attnrec.serving.heap import freeze_heap
+from attnrec.serving.heap import freeze_reloaded
 from attnrec.serving.lifecycle import ServingState, prepare
+from attnrec.serving.loading import LoadTimedOut, run_abandonable
 from attnrec.serving.registry import Loaded, ServedModel
 
 log = logging.getLogger("attnrec.serving")
+MAX_STUCK = 2  # abandoned loads still running beyond which reloads are refused
 
 
 def _target(e: ServedModel, path: str | Path | None) -> Path:
@@ -59,8 +71,10 @@ async def reload_model(state: ServingState, name: str, path: str | Path | None =
     """Load ``path`` (default: the model's current directory) and swap it in for model ``name``.
 
     Raises :class:`ApiError`: 404 for an unknown model, 409 while it is still loading or when there
-    is no directory to reload from, 422 ``reload_failed`` when the new directory does not load
-    (the old model keeps serving). A model that had failed to load can be reloaded to fix it.
+    is no directory to reload from, 422 ``reload_failed`` when the new directory does not load,
+    504 ``reload_timeout`` when it does not load in time, 503 ``reload_stuck`` while earlier loads
+    given up are still running (the old model keeps serving in each case). A model that had failed
+    to load can be reloaded to fix it.
     """
     e = state.models.get(name)
     if e is None:
@@ -69,20 +83,32 @@ async def reload_model(state: ServingState, name: str, path: str | Path | None =
         )
     async with state.reloading:
         directory = _target(e, path)
+        if state.reloads.stuck >= MAX_STUCK:
+            raise ApiError(
+                503,
+                "reload_stuck",
+                f"{state.reloads.stuck} earlier loads that timed out are still running; "
+                "no reload until they end (or restart the server)",
+            )
+        state.reloads.started(name)
+        keeps = "the previous model keeps serving" if e.status == "ready" else f"the model stays {e.status}"
         try:
-            new = await asyncio.get_running_loop().run_in_executor(
-                None, prepare, None, directory, state.config
+            new = await run_abandonable(
+                functools.partial(prepare, None, directory, state.config),
+                state.config.load_timeout_s,
+                f"attnrec-reload-{name}",
+                state.reloads,
             )
             _check_compatible(e, new)
+        except LoadTimedOut as exc:
+            message = f"reload of model {name!r} from {directory} timed out, {keeps}: {exc}"
+            _refused(state, name, "timed_out", message)
+            raise ApiError(504, "reload_timeout", message) from None
         except Exception as exc:  # noqa: BLE001 - any load error refuses the reload; the old model stays
-            state.metrics.reload_done(name, ok=False)
-            keeps = (
-                "the previous model keeps serving" if e.status == "ready" else f"the model stays {e.status}"
-            )
             message = (
                 f"reload of model {name!r} from {directory} refused, {keeps}: {type(exc).__name__}: {exc}"
             )
-            log.error("%s", message)
+            _refused(state, name, "refused", message)
             raise ApiError(422, "reload_failed", message) from None
         e.loaded, e.given, e.given_seconds, e.directory = (
             new,
@@ -91,12 +117,19 @@ async def reload_model(state: ServingState, name: str, path: str | Path | None =
             directory,
         )  # the swap: one assignment serves the new model
         e.status, e.error = "ready", None
-        if state.config.gc_freeze:  # the new model out of the collector's sight; the old one's cycles freed
-            freeze_heap()
+        if state.config.gc_freeze:  # the new model out of the collector's sight, without walking the heap
+            freeze_reloaded()
+        state.reloads.finished(name, "ok")
     state.metrics.reload_done(name, ok=True)
     state.metrics.model_loaded(name, new.load_seconds, new.loaded_at)
     log.info("model %s reloaded from %s in %.1fs", name, directory, new.load_seconds)
     return e
+
+
+def _refused(state: ServingState, name: str, outcome: str, message: str) -> None:
+    state.reloads.finished(name, outcome, message)
+    state.metrics.reload_done(name, ok=False)
+    log.error("%s", message)
 
 
 async def reload_all(state: ServingState) -> None:
