@@ -273,12 +273,12 @@ def evaluate(
             f"{', '.join(listed)} rank(s) the top-k lists: they need full ranking, not sampled negatives"
         )
     ranking = tuple(f for f in families if f in RANKING_FAMILIES)
+    if groups and isinstance(cases, TargetSets):
+        raise ValueError("case groups apply to single-target protocols only")
     if isinstance(cases, TargetSets):
         ranks: np.ndarray | TargetRanks
         ranks, lists = rank_target_sets(scorer, cases, protocol, batch_size, batch_positions, bool(listed))
         request_time, extra = WINDOW_START, {"cut_time": cases.cut, "window_end": cases.end}
-        if groups:
-            raise ValueError("case groups apply to single-target protocols only")
     else:
         ranks, lists = rank_cases(
             scorer, cases, protocol, popularity, batch_size, batch_positions, candidate_scorer, bool(listed)
