@@ -3,8 +3,8 @@
 ``POST /v1/events`` stores a batch (each event checked on its own), the next ``/v1/recommend`` for
 that user reads it without a retrain and leaves the just-seen items out; ``user`` + ``history``
 appends; ``DELETE /v1/users/{user}`` (admin) forgets a user; the history page shows the events; a
-server without a store does not serve them; two apps on one Redis share their users' events; and an
-acknowledged event survives ``kill -9`` of a real server (SQLite).
+server without a store does not serve them; two apps (and two real server processes) on one Redis
+share their users' events; and an acknowledged event survives ``kill -9`` of a real server (SQLite).
 """
 
 from __future__ import annotations
@@ -219,3 +219,22 @@ def test_an_acknowledged_event_survives_kill_9_of_the_server(sasrec_dir: Path, t
         assert [x["item"] for x in got["items"]] == ["i9"]
         answer = httpx.post(f"{url}/v1/recommend", json={"user": "u1", "k": 10}).json()
         assert "i9" not in [x["item"] for x in answer["items"]]
+
+
+def test_two_server_processes_share_one_redis_store(sasrec_dir: Path, tmp_path: Path) -> None:
+    with redis_server(require_redis(os.environ), tmp_path) as store:
+        args = ["--model", f"sas={sasrec_dir}", "--store", store]
+        with running_server(args) as (one, _), running_server(args) as (two, _):
+            before = [
+                x["item"]
+                for x in httpx.post(f"{two}/v1/recommend", json={"user": "u6", "k": 5}).json()["items"]
+            ]
+            sent = httpx.post(f"{one}/v1/events", json={"events": [{"user": "u6", "item": before[0]}]})
+            assert sent.status_code == 200 and sent.json()["accepted"] == 1
+            after = [
+                x["item"]
+                for x in httpx.post(f"{two}/v1/recommend", json={"user": "u6", "k": 5}).json()["items"]
+            ]
+            assert before[0] not in after  # the other process sees the event at once
+            history = httpx.get(f"{two}/v1/users/u6/history", params={"limit": 1}).json()
+            assert [x["item"] for x in history["items"]] == [before[0]]
