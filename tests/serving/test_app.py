@@ -188,7 +188,8 @@ def test_directory_models_load_in_background(sasrec_dir: Path, sasrec: Recommend
     bad = tmp_path / "broken"
     bad.mkdir()
     (bad / "config.json").write_text("{not json")
-    with TestClient(create_app({"disk": sasrec_dir, "broken": bad})) as c:
+    cfg = ServingConfig(allow_unsigned=True)  # a directory without a manifest: its JSON is what fails
+    with TestClient(create_app({"disk": sasrec_dir, "broken": bad}, cfg)) as c:
         assert c.get("/healthz").status_code == 200
         for _ in range(200):
             states = c.get("/readyz").json()["models"]
@@ -212,9 +213,9 @@ def test_model_still_loading_is_503(sasrec_dir: Path, monkeypatch: pytest.Monkey
     release = threading.Event()
     real_load = lifecycle.load
 
-    def slow_load(path: Any, device: str = "cpu") -> Any:
+    def slow_load(path: Any, device: str = "cpu", **kw: Any) -> Any:
         release.wait(30)
-        return real_load(path, device)
+        return real_load(path, device, **kw)
 
     monkeypatch.setattr(lifecycle, "load", slow_load)
     with TestClient(create_app({"disk": sasrec_dir})) as c:

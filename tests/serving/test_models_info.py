@@ -47,7 +47,7 @@ def test_models_never_show_local_paths(
             "broken": dirs["broken"],
             "preloaded": FromDirectory(sasrec_dir, Recommender.load(sasrec_dir)),
         },
-        ServingConfig(api_keys=frozenset({key})),
+        ServingConfig(api_keys=frozenset({key}), allow_unsigned=True),  # "broken" has no manifest
     )
     with TestClient(app, headers={"X-API-Key": key}) as c:
         for _ in range(400):

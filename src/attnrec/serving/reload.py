@@ -142,7 +142,7 @@ async def reload_all(state: ServingState) -> None:
         try:
             await reload_model(state, e.name)
         except ApiError as exc:
-            if exc.code != "reload_failed":  # a refused load was logged by reload_model
+            if exc.code not in ("reload_failed", "reload_timeout"):  # logged by reload_model
                 log.warning("SIGHUP: model %s not reloaded: %s", e.name, exc.message)
 
 
