@@ -116,7 +116,9 @@ def batch_flops(model_name: str, cfg: Any, model: Any, batch: Any, items: int) -
     positions = int((batch["target" if "target" in batch else "labels"] > 0).sum())
     encoder = 0
     chunks = (
-        model.chunks(batch["seq"]) if model_name == "bert4rec" else [(batch["seq"], batch["seq"].shape[1])]
+        model.chunks.split(batch["seq"])
+        if model_name == "bert4rec"
+        else [(batch["seq"], batch["seq"].shape[1])]
     )
     for part, t in chunks:  # t: the padded width the encoder computes
         encoder += len(part) * cfg.n_layers * layer_flops(model_name, cfg, t)
