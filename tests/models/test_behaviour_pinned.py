@@ -79,8 +79,11 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("gru4rec-ce", "gru4rec", {}),
     ("gru4rec-plus-bpr-max", "gru4rec-plus", {}),
     ("gru4rec-plus-top1-max", "gru4rec-plus", {"loss": "top1-max"}),
+    ("bprmf", "bprmf", {"dim": 8, "n_negatives": 2}),
+    ("ncf", "ncf", {"gmf_dim": 4, "n_negatives": 2}),
 ]
 GRU_SMALL = {"hidden": 16, "emb_dim": 8, "max_len": 10, "dropout": 0.1, "n_negatives": 16}
+BASE = {"sasrec": SMALL, "bert4rec": SMALL, "gsasrec": SMALL, "esasrec": SMALL, "hstu": SMALL}
 
 
 def _log(seed: int = 0) -> Sequences:
@@ -104,7 +107,8 @@ def _digest(*arrays: np.ndarray) -> str:
 def _run(model_name: str, over: dict[str, Any]) -> dict[str, Any]:
     """One epoch (batch 8, Adam) from seed 0, then the scores of every user's history."""
     spec = get_spec(model_name)
-    config = spec.config_cls(**((GRU_SMALL if model_name.startswith("gru4rec") else SMALL) | over))
+    base = GRU_SMALL if model_name.startswith("gru4rec") else BASE.get(model_name, {})
+    config = spec.config_cls(**(base | over))
     train = _log()
     torch.manual_seed(0)
     kwargs = {"context": ModelContext(events=EVENTS)} if model_name in ("sasrec", "bert4rec") else {}

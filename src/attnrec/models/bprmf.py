@@ -21,7 +21,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import user_inputs, user_vectors
-from attnrec.models.batches.windows import negative_batches
+from attnrec.models.batches.windows import interaction_batches
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
@@ -90,13 +90,12 @@ class BPRMF(nn.Module, SequentialModel, Factorised, ItemBiased):
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every training interaction once per epoch, shuffled, with fresh unseen negatives."""
-        users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
-        for idx, neg in negative_batches(
-            train, users, self.n_items, self.config.n_negatives, batch_size, rng
+        for users, items, neg in interaction_batches(
+            train, self.n_items, self.config.n_negatives, batch_size, rng
         ):
             yield {
-                "user": torch.from_numpy(users[idx]),  # (B,)
-                "positive": torch.from_numpy(train.items[idx]),  # (B,)
+                "user": torch.from_numpy(users),  # (B,)
+                "positive": torch.from_numpy(items),  # (B,)
                 "negative": torch.from_numpy(neg),  # (B, K)
             }
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from attnrec.data.schema import Sequences
 from attnrec.models._baselines import user_inputs, user_vectors
-from attnrec.models.batches.windows import negative_batches
+from attnrec.models.batches.windows import interaction_batches
 from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
 from attnrec.models.registry import register
 from attnrec.models.scoring import mask_padding
@@ -136,12 +136,11 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
 
     def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
         """Every training interaction once per epoch with ``n_negatives`` fresh unseen items."""
-        users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
-        for idx, neg in negative_batches(
-            train, users, self.n_items, self.config.n_negatives, batch_size, rng
+        for users, pos, neg in interaction_batches(
+            train, self.n_items, self.config.n_negatives, batch_size, rng
         ):
-            items = np.concatenate([train.items[idx, None], neg], axis=1)  # (B, 1+K), positive first
-            yield {"user": torch.from_numpy(users[idx]), "items": torch.from_numpy(items)}
+            items = np.concatenate([pos[:, None], neg], axis=1)  # (B, 1+K), positive first
+            yield {"user": torch.from_numpy(users), "items": torch.from_numpy(items)}
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Binary cross-entropy over the positive (column 0) and the negatives (the other columns)."""

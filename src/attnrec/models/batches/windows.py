@@ -105,6 +105,16 @@ def negative_batches(
         yield idx, draw_negatives(users[idx], (len(idx), n_negatives), n_items, seen, rng)
 
 
+def interaction_batches(
+    train: Sequences, n_items: int, n_negatives: int, batch_size: int, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every training interaction once per epoch, shuffled: ``(users (B,), items (B,), negatives (B, K))``,
+    each with ``n_negatives`` fresh items its user never interacted with (:func:`negative_batches`)."""
+    users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
+    for idx, neg in negative_batches(train, users, n_items, n_negatives, batch_size, rng):
+        yield users[idx], train.items[idx], neg
+
+
 def sliding_windows(
     lengths: np.ndarray, max_len: int, step: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
