@@ -54,6 +54,13 @@ def test_evaluate_json_prints_what_json_out_writes(trained: tuple[Path, Path], t
     printed = json.loads(result.stdout)  # stdout holds the JSON and nothing else
     assert printed == json.loads(written.read_text())
     assert printed["model"] == "sasrec" and printed["results"][0]["metrics"]["NDCG@10"] >= 0
+    # full ranking uses neither negatives nor a sampler, so its result does not list them
+    assert printed["results"][0]["protocol"] == {
+        "candidates": "full",
+        "exclude_seen": True,
+        "seed": 0,
+        "ks": [1, 5, 10],
+    }
     table = runner.invoke(app, ["evaluate", "--model", str(model), "--data", str(pairs)])
     assert table.exit_code == 0 and "protocol:" in table.stdout
 
@@ -67,6 +74,11 @@ def test_evaluate_json_path_still_writes_the_file_with_a_deprecation_warning(
     assert result.exit_code == 0, result.output
     assert "deprecated" in result.stderr and f"--json-out {old}" in result.stderr
     assert json.loads(old.read_text())["model"] == "sasrec" and "protocol:" in result.stdout
+    sampled = runner.invoke(
+        app,
+        ["evaluate", "--model", str(model), "--data", str(pairs), "--protocol", "sampled-uniform", "--json"],
+    )
+    assert json.loads(sampled.stdout)["results"][0]["protocol"]["sampler"] == "uniform"
     stray = runner.invoke(app, ["evaluate", "--model", str(model), "--data", str(pairs), "stray"])
     assert stray.exit_code == 2 and "unexpected argument" in stray.output
 

@@ -81,6 +81,13 @@ class Protocol:
         if not self.ks or min(self.ks) < 1:
             raise ValueError("ks must be positive cut-offs")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON values; full ranking leaves out ``n_negatives`` and ``sampler``, which it does not use."""
+        d = asdict(self) | {"ks": list(self.ks)}
+        if self.candidates == "full":
+            del d["n_negatives"], d["sampler"]
+        return d
+
     def describe(self) -> str:
         if self.candidates == "full":
             cand = "full ranking over all items"
@@ -141,7 +148,7 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["protocol"]["ks"] = list(self.protocol.ks)
+        d["protocol"] = self.protocol.to_dict()
         d["protocol_text"] = self.describe()
         return d
 
