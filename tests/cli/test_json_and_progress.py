@@ -114,4 +114,4 @@ def test_evaluate_shows_progress_on_a_terminal_only_without_json(
     terminal.truncate(0)
     terminal.seek(0)
     assert runner.invoke(app, [*base, "--json"]).exit_code == 0
-    assert "scoring" not in terminal.getvalue()
+    assert "scoring" not in terminal.getvalue() and "loading" not in terminal.getvalue()

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_type_hints
@@ -286,9 +286,9 @@ class DataOptions:
         ),
     ] = "error"
 
-    def load(self, spec: str) -> Interactions:
-        """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads."""
-        with err.status(f"loading {spec} ..."):
+    def load(self, spec: str, spinner: bool = True) -> Interactions:
+        """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads (on a terminal)."""
+        with err.status(f"loading {spec} ...") if spinner else nullcontext():
             return load_data(
                 spec,
                 self.fmt,

@@ -427,7 +427,7 @@ def evaluate_cmd(
     elif target_events or min_target_rating is not None:
         raise ValueError("--target-events / --min-target-rating need --split last-qualifying")
     rec = Recommender.load(model_dir, device=device)
-    interactions = reading.load(data)
+    interactions = reading.load(data, spinner=show_progress(quiet, as_json))
     want, got = rec.source_.sha256, interactions.source.sha256
     if want and got and want != got:
         warn_line(
