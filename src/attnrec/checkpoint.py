@@ -19,8 +19,8 @@ import json
 import logging
 import os
 import re
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,9 +180,15 @@ def _read_checked(fd: int, path: Path, limit: int, expected: int | None) -> byte
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and rename, so readers never see half a file."""
+    """Write ``data`` to ``path`` via a temporary file and rename, so readers never see half a file.
+
+    The file gets the mode any new file of the process gets (0666 less the umask; 0644 under the
+    usual umask 022), not the 0600 of a :func:`tempfile.mkstemp` file, so that a server running
+    as another user can read a model directory the umask lets it read.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the kernel applies the umask
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

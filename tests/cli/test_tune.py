@@ -139,3 +139,67 @@ def test_without_optuna_the_cli_loads_and_tune_says_what_to_install(pairs: Path)
     assert (
         "attnrec tune needs Optuna (optuna is not installed): pip install 'attnrec[tune]'" in tune_run.stderr
     )
+
+
+def test_a_tiny_trial_budget_stops_each_trial_inside_its_first_epoch(pairs: Path, tmp_path: Path) -> None:
+    optuna = pytest.importorskip("optuna")
+    out = tmp_path / "tune"
+    args = [*TINY[: TINY.index("--max-epochs")], "--set", "batch_size=8", "--max-epochs", "50", "--quiet"]
+    code, output = run(
+        "tune", "--data", str(pairs), *args, "--trials", "2", "--trial-budget", "0.001", "--out", str(out)
+    )
+    assert code == 0, output
+    study = optuna.load_study(study_name="sasrec-pairs.txt", storage=f"sqlite:///{out / 'tune.db'}")
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) == 2
+    for t in trials:
+        assert t.value is not None  # validated: the trial kept weights to score
+        assert t.user_attrs["epochs"] == 1 and "time budget" in t.user_attrs["stopped"]
+
+
+def test_optuna_lines_go_through_attnrecs_logger() -> None:
+    pytest.importorskip("optuna")
+    import logging
+
+    from attnrec.experiments.tuning import _optuna_logging
+
+    class Lines(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    _optuna_logging(True)
+    _optuna_logging(True)  # added once however often asked
+    source = logging.getLogger("optuna")
+    assert [type(h).__name__ for h in source.handlers].count("_ToAttnrec") == 1
+    assert not [h for h in source.handlers if type(h) is logging.StreamHandler]  # Optuna's own is gone
+    attnrec, lines = logging.getLogger("attnrec"), Lines()
+    attnrec.addHandler(lines)
+    try:
+        attnrec.setLevel(logging.INFO)
+        logging.getLogger("optuna.study").info("Trial 0 finished")
+        attnrec.setLevel(logging.WARNING)  # attnrec is quiet: so is Optuna
+        logging.getLogger("optuna.study").info("Trial 1 finished")
+    finally:
+        attnrec.removeHandler(lines)
+    assert lines.lines == ["Trial 0 finished"]
+
+
+def test_tune_shows_its_trials_on_a_terminal(
+    pairs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from attnrec.cli import _common
+
+    screen = io.StringIO()
+    monkeypatch.setattr(_common, "err", Console(file=screen, force_terminal=True, width=100))
+    loud = [a for a in TINY if a != "--quiet"]
+    code, output = run("tune", "--data", str(pairs), *loud, "--trials", "2", "--out", str(tmp_path / "t"))
+    assert code == 0, output
+    assert "tuning sasrec: trials" in screen.getvalue() and "2/2" in screen.getvalue()

@@ -270,3 +270,39 @@ def test_small_validation_is_called_noisy_and_a_large_one_is_not(caplog: pytest.
     assert text in caplog.text
     assert warn_if_noisy(result(20_000), TrainConfig()) == ""
     assert warn_if_noisy(result(1000), TrainConfig(smooth=3)) == ""  # the rule already smooths
+
+
+def test_time_budget_stops_inside_an_epoch_and_keeps_the_validated_weights(ring: Interactions) -> None:
+    split = leave_one_out(ring)
+    m = _model(ring)
+    drawn = []
+    batches = m.train_batches
+
+    def counted(*args: object, **kwargs: object) -> object:
+        for b in batches(*args, **kwargs):  # type: ignore[arg-type]
+            drawn.append(1)
+            yield b
+
+    m.train_batches = counted  # type: ignore[method-assign]
+    validated: list[dict[str, torch.Tensor]] = []
+
+    def validate(module: torch.nn.Module) -> dict[str, float]:
+        validated.append({k: v.clone() for k, v in module.state_dict().items()})
+        return {"NDCG@10": 0.1}
+
+    cfg = TrainConfig(max_epochs=50, time_budget=1e-6, batch_size=8)
+    assert m.train_rows(split.train) > 8 * 3  # several batches an epoch, only the first is trained
+    res = train(m, split.train, validate, cfg, progress=False)
+    assert len(drawn) == 1 and res.epochs == 1 and "valid" in res.history[0]
+    assert "time budget" in res.stopped
+    assert len(validated) == 1 and all(torch.equal(v, m.state_dict()[k]) for k, v in validated[0].items())
+
+
+def test_the_stop_reason_names_the_epoch_limit_when_patience_could_not_stop_earlier(
+    ring: Interactions,
+) -> None:
+    split = leave_one_out(ring)
+    values = iter([0.5, 0.4, 0.3, 0.2])
+    cfg = TrainConfig(max_epochs=4, min_epochs=4, patience=1, batch_size=64)
+    res = train(_model(ring), split.train, lambda _: {"NDCG@10": next(values)}, cfg, progress=False)
+    assert res.epochs == 4 and res.stopped == "epoch limit of 4 reached"

@@ -17,6 +17,8 @@ from attnrec.cli._common import (
     out,
     parse_protocol_name,
     parse_split_name,
+    progress_display,
+    show_progress,
     split_list,
 )
 from attnrec.cli.main import app
@@ -141,6 +143,9 @@ def compare_cmd(
         ),
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every epoch.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress display (it shows only on a terminal).")
+    ] = False,
 ) -> None:
     """Train several models on one dataset under one protocol and write the side-by-side table.
 
@@ -201,6 +206,7 @@ def compare_cmd(
         return full
 
     def written(result: Comparison) -> None:
+        steps.update(len(result.runs), what=f"comparing: {len(result.runs)} of {len(names)} models done")
         md, _ = merged(result).write(out_dir)
         run = result.runs[-1]
         status = run.error or "  ".join(
@@ -208,19 +214,20 @@ def compare_cmd(
         )
         out.print(f"  {run.model}: {status}  ({run.train_seconds:.0f}s)  -> {md}", soft_wrap=True)
 
-    result = compare(
-        interactions,
-        names,
-        protocol=proto,
-        preset=None if preset == "none" else preset,
-        time_budget=time_budget,
-        train=train,
-        split=sp,
-        progress=False,
-        on_run=written,
-        also=others,
-        notes=text,
-    )
+    with progress_display(show_progress(quiet), "comparing", len(names)) as steps:
+        result = compare(
+            interactions,
+            names,
+            protocol=proto,
+            preset=None if preset == "none" else preset,
+            time_budget=time_budget,
+            train=train,
+            split=sp,
+            progress=False,
+            on_run=written,
+            also=others,
+            notes=text,
+        )
     result = merged(result)
     md, js = result.write(out_dir)
     out.print(result.to_markdown(), soft_wrap=True, markup=False)

@@ -1,7 +1,6 @@
 """``attnrec train / evaluate / recommend``: thin commands over the public API."""
 
 import dataclasses
-import json
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from attnrec.cli._common import (
     SPLIT_METAVAR,
     DataOpt,
     DataOptions,
+    JsonOpt,
+    JsonOutOpt,
     LoadOptions,
     MinTargetRatingOpt,
     QueryOptions,
@@ -30,8 +31,12 @@ from attnrec.cli._common import (
     parse_ks,
     parse_protocol_name,
     parse_split_name,
+    print_json,
+    progress_display,
+    show_progress,
     split_list,
     warn_line,
+    write_json_file,
 )
 from attnrec.cli._metrics import (
     MetricsOpt,
@@ -65,7 +70,7 @@ from attnrec.evaluation.protocol import (
 )
 from attnrec.experiments.tracking import RunInfo, Trackers
 from attnrec.models.registry import get_spec
-from attnrec.recommend import Recommendation, Recommender
+from attnrec.recommend import Recommender
 from attnrec.recommend.persistence import load_policy
 from attnrec.recommend.reasons import check_method
 from attnrec.training import distributed
@@ -445,9 +450,12 @@ def evaluate_cmd(
         bool,
         typer.Option("--include-seen", help="Full ranking: keep the user's history among the candidates."),
     ] = False,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the results to this JSON file.")
-    ] = None,
+    as_json: JsonOpt = False,
+    json_out: JsonOutOpt = None,
+    legacy_json_path: Annotated[list[str] | None, typer.Argument(hidden=True)] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress display (it shows only on a terminal).")
+    ] = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
     metrics: MetricsOpt = None,
     window: WindowOpt = None,
@@ -461,6 +469,8 @@ def evaluate_cmd(
     """
     if target not in ("test", "valid"):
         raise ValueError(f"--target must be test or valid, not {target!r}")
+    json_out = _legacy_json_path(as_json, legacy_json_path, json_out)
+    as_json = as_json and not legacy_json_path
     cut_offs = parse_ks(ks)
     families, window_seconds = parse_metric_options(metrics, window, protocols or [])
     if split:
@@ -468,7 +478,7 @@ def evaluate_cmd(
     elif target_events or min_target_rating is not None:
         raise ValueError("--target-events / --min-target-rating need --split last-qualifying")
     rec = loading.recommender(model_dir, device)
-    interactions = reading.load(data)
+    interactions = reading.load(data, spinner=show_progress(quiet, as_json))
     want, got = rec.source_.sha256, interactions.source.sha256
     if want and got and want != got:
         warn_line(
@@ -497,41 +507,57 @@ def evaluate_cmd(
             "is unknown to the model"
         )
     results = []
-    for name in dict.fromkeys(protocols or ["full"]):
-        proto = protocol_for(name, negatives, seed, cut_offs, window_seconds, exclude_seen=not include_seen)
-        results.append(
-            evaluate(
-                rec.score_histories,
-                protocol_cases(rec, interactions, sp, proto, target, cases),
-                proto,
-                metrics=families,
-                **list_inputs(rec, interactions, sp, families),
-                popularity=rec.popularity_,
-                data=interactions.source,
-                split=sp.describe(),
-                target=target,
-                candidate_scorer=rec.score_candidates,
+    names = list(dict.fromkeys(protocols or ["full"]))
+    with progress_display(show_progress(quiet, as_json), "scoring", len(names)) as steps:
+        for done, name in enumerate(names):
+            steps.update(done, what=f"scoring {len(cases):,} {target} cases: {name}")
+            proto = protocol_for(
+                name, negatives, seed, cut_offs, window_seconds, exclude_seen=not include_seen
             )
-        )  # sampled: score just the candidates
-    _print_results([(rec.name, r) for r in results], "model")
-    if json_path is not None:
-        payload = {
-            "model_dir": str(model_dir),
-            "model": rec.name,
-            "data_sha256_matches": want == got,
-            "dropped_cases": dropped,
-            "results": [r.to_dict() for r in results],
-        }
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-        out.print(f"wrote {json_path}")
+            results.append(
+                evaluate(
+                    rec.score_histories,
+                    protocol_cases(rec, interactions, sp, proto, target, cases),
+                    proto,
+                    metrics=families,
+                    **list_inputs(rec, interactions, sp, families),
+                    popularity=rec.popularity_,
+                    data=interactions.source,
+                    split=sp.describe(),
+                    target=target,
+                    candidate_scorer=rec.score_candidates,
+                )
+            )  # sampled: score just the candidates
+        steps.update(len(names), what=f"scored {len(cases):,} {target} cases")
+    payload = {
+        "model_dir": str(model_dir),
+        "model": rec.name,
+        "data_sha256_matches": want == got,
+        "dropped_cases": dropped,
+        "results": [r.to_dict() for r in results],
+    }
+    if as_json:
+        print_json(payload)
+    else:
+        _print_results([(rec.name, r) for r in results], "model")
+    if json_out is not None:
+        write_json_file(json_out, payload)
+
+
+def _legacy_json_path(as_json: bool, extra: list[str] | None, json_out: Path | None) -> Path | None:
+    """``evaluate --json PATH`` (before --json-out) still writes PATH, with a warning; one release only."""
+    if not extra:
+        return json_out
+    if not as_json or len(extra) > 1 or json_out is not None:
+        raise ValueError(f"unexpected argument(s): {' '.join(extra)}")
+    warn_line(
+        f"--json PATH is deprecated and will be removed in the next release: write the file with "
+        f"--json-out {extra[0]} (--json alone prints the results as JSON on stdout)"
+    )
+    return Path(extra[0])
 
 
 # -- recommend -------------------------------------------------------------------------------------
-def _recommendation_json(r: Recommendation) -> str:
-    return json.dumps(dataclasses.asdict(r), indent=2, ensure_ascii=False)
-
-
 @app.command(
     epilog="Examples: attnrec recommend --model runs/demo --user 1 -k 5\n\n"
     'attnrec recommend --model runs/demo --history "12,40,7"'
@@ -544,7 +570,7 @@ def recommend(
     include_seen: IncludeSeenOpt = False,
     exclude: ExcludeOpt = None,
     include: IncludeOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    as_json: JsonOpt = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
     explain: Annotated[
         bool,
@@ -584,7 +610,7 @@ def recommend(
         event_verbs=verbs,
     )
     if as_json:
-        typer.echo(_recommendation_json(r))
+        print_json(dataclasses.asdict(r))
         return
     if r.unknown_items:
         warn_line(

@@ -6,7 +6,6 @@ interaction log) and are judged by text metrics (not ranking).
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +15,7 @@ import typer
 from rich.table import Table
 
 from attnrec.checkpoint import read_json
-from attnrec.cli._common import cli_errors, out, warn_line
+from attnrec.cli._common import JsonOpt, cli_errors, out, print_json, warn_line
 from attnrec.cli.main import app
 from attnrec.config import parse_overrides
 from attnrec.data.reviews import ReviewData, ReviewSplit, load_review_data, random_split, read_index_dir
@@ -144,7 +143,7 @@ def explain(
     max_len: Annotated[int | None, typer.Option(help="Most words to generate.")] = None,
     no_repeat_ngram: NoRepeatOpt = None,
     decoding: DecodingOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Predict the rating and generate an explanation for one user and item."""
     no_repeat_ngram = _ngram(decoding, no_repeat_ngram)
@@ -153,7 +152,7 @@ def explain(
         warn_line("this model is PETER without features; --feature is ignored")
     res = ex.explain(user, item, feature, beam=beam, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
     if as_json:
-        out.print(json.dumps(res), soft_wrap=True)
+        print_json(res)
         return
     out.print(
         f"user {res['user']}  item {res['item']}" + (f"  feature {res['feature']}" if res["feature"] else "")
@@ -179,7 +178,7 @@ def explain_evaluate(
     beam: Annotated[int | None, typer.Option(min=1, help="Beam size (default: the model's).")] = None,
     no_repeat_ngram: NoRepeatOpt = None,
     decoding: DecodingOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """RMSE, MAE, BLEU, ROUGE, USR, FMR, FCR and DIV on the test part of the data."""
     no_repeat_ngram = _ngram(decoding, no_repeat_ngram)
@@ -191,7 +190,7 @@ def explain_evaluate(
     sp = _split(reviews, data, spec)
     metrics = ex.evaluate(reviews, sp.test, beam=beam, no_repeat_ngram=no_repeat_ngram)
     if as_json:
-        out.print(json.dumps(metrics), soft_wrap=True)
+        print_json(metrics)
         return
     table = Table(
         title=f"{ex.spec.name}{'+' if ex.config.use_feature else ''} on {reviews.source.name}, "

@@ -1,6 +1,5 @@
 """``attnrec data / models``: what a dataset holds and which models (with which settings) exist."""
 
-import json
 from typing import Annotated
 
 import typer
@@ -9,9 +8,11 @@ from rich.table import Table
 from attnrec.cli._common import (
     DataOpt,
     DataOptions,
+    JsonOpt,
     cli_errors,
     option_groups,
     out,
+    print_json,
 )
 from attnrec.cli.main import app
 from attnrec.config import config_to_dict
@@ -26,14 +27,14 @@ from attnrec.training.config import TrainConfig
 @option_groups
 def data_cmd(
     data: DataOpt,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
+    as_json: JsonOpt = False,
     reading: DataOptions = DataOptions(),
 ) -> None:
     """Describe a dataset: users, items, interactions, sequence lengths, sha256."""
     interactions = reading.load(data)
     desc = describe(interactions)
     if as_json:
-        typer.echo(json.dumps(desc, indent=2, default=str))
+        print_json(desc)
     else:
         out.print(format_description(desc), soft_wrap=True, markup=False, highlight=False)
 

@@ -12,12 +12,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import (
+    JsonOpt,
     QueryOptions,
     cli_errors,
     err,
     load_data,
     option_groups,
     out,
+    print_json,
     warn_line,
 )
 from attnrec.cli._reasons import (
@@ -147,7 +149,7 @@ def explain_rec(
     ] = None,
     reason_verb: ReasonVerb = "interacted with",
     event_verb: EventVerbOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    as_json: JsonOpt = False,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
 ) -> None:
     """Recommend for one user and list, per recommended item, the history items behind it with a reason.
@@ -171,7 +173,7 @@ def explain_rec(
         event_verbs=verbs,
     )
     if as_json:
-        typer.echo(json.dumps(ex.to_dict(), indent=2, ensure_ascii=False))
+        print_json(ex.to_dict())
         return
     r = ex.recommendation
     if r.unknown_items:

@@ -18,6 +18,8 @@ from attnrec.cli._common import (
     option_groups,
     out,
     parse_split_name,
+    progress_display,
+    show_progress,
     warn_line,
 )
 from attnrec.cli.main import app
@@ -209,7 +211,8 @@ def tune_cmd(
     interactions = reading.load(data)
     sp = make_split(interactions, split, valid_users)
     log_to_stderr(not quiet)
-    outcome = tune(settings, interactions, sp)
+    with progress_display(show_progress(quiet), f"tuning {model}: trials", None) as steps:
+        outcome = tune(settings, interactions, sp, on_trial=lambda done, planned: steps.update(done, planned))
     _report(outcome)
 
 

@@ -4,7 +4,8 @@ Formats, by the file name (``.gz`` is fine for text):
 
 * ``.parquet``/``.pq``: a table, one row per ID;
 * ``.json``: one object, either ``{id: value}`` (S3-Rec's ``item2attributes.json``:
-  ``{"4": [1, 2, 3]}``; the values become the field ``value_field``) or ``{id: {field: value}}``;
+  ``{"4": [1, 2, 3]}``; the values become the field ``value_field``, ``attributes`` unless told
+  otherwise, as for the named Amazon datasets) or ``{id: {field: value}}``;
   or a list of records;
 * ``.jsonl``/``.ndjson``: one record (object) per line;
 * anything else: delimited text with a header line (``,`` for ``.csv``, tab for ``.tsv``, else
@@ -45,7 +46,7 @@ def read_features(
     role: str = "item",
     id_column: str | None = None,
     fields: Mapping[str, str] | None = None,
-    value_field: str = "values",
+    value_field: str = "attributes",
     text_min_count: int = 1,
     text_max_vocab: int | None = None,
 ) -> FeatureTable:

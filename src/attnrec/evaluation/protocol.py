@@ -90,6 +90,13 @@ class Protocol:
         window (several targets a case) Recall, Precision and MAP too."""
         return RANKING_FAMILIES if self.window > 0 else DEFAULT_FAMILIES
 
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON values; full ranking leaves out ``n_negatives`` and ``sampler``, which it does not use."""
+        d = asdict(self) | {"ks": list(self.ks)}
+        if self.candidates == "full":
+            del d["n_negatives"], d["sampler"]
+        return d
+
     def describe(self) -> str:
         if self.window > 0:
             cand = f"every item of the {window_text(self.window)} after the cut time, full ranking over all items"
@@ -175,7 +182,7 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["protocol"]["ks"] = list(self.protocol.ks)
+        d["protocol"] = self.protocol.to_dict()
         d["protocol_text"] = self.describe()
         return d
 

@@ -136,7 +136,9 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["protocol"]["ks"] = list(self.protocol.ks)
+        d["protocol"] = self.protocol.to_dict()
+        if self.selection is not None:
+            d["selection"] = self.selection.to_dict()
         d["protocol_text"] = self.protocol.describe()
         d["selection_text"] = (self.selection or self.protocol).describe()
         d["others"] = [o.to_dict() for o in self.others]

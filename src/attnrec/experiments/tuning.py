@@ -22,7 +22,7 @@ import json
 import logging
 import multiprocessing
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,11 +169,13 @@ def tune(
     *,
     pruner: BasePruner | None = None,
     callbacks: Sequence[EpochCallback] = (),
+    on_trial: Callable[[int, int], None] | None = None,
 ) -> TuneOutcome:
     """Run (or resume) the study of ``settings`` on ``split`` and finish it (test, exports); see the module doc.
 
     ``pruner`` replaces the one named in the settings; ``callbacks`` see every epoch of every trial
-    (they travel to the worker processes, so must pickle when ``jobs`` > 1).
+    (they travel to the worker processes, so must pickle when ``jobs`` > 1). ``on_trial(done, planned)``
+    is called in this process as this session's trials finish (e.g. a progress display).
     """
     t0 = time.time()
     _optuna_logging(settings.verbose)
@@ -191,7 +193,7 @@ def tune(
     deadline = t0 + settings.time_budget if settings.time_budget else 0.0
     if remaining > 0:
         job = _Job(settings, plan, data, _withhold_test(split), tuple(callbacks), deadline, pruner)
-        _run_workers(job, remaining, len(study.trials))
+        _run_workers(job, remaining, len(study.trials), on_trial or _no_progress)
     return finish(
         optuna.load_study(study_name=settings.study, storage=storage),
         settings.out,
@@ -280,8 +282,29 @@ def _withhold_test(split: Split) -> Split:
 
 
 def _optuna_logging(verbose: bool) -> None:
-    """Optuna's own lines (study created, trial finished with its value) only when verbose; warnings always."""
+    """Optuna's own lines (study created, trial finished with its value) only when verbose; warnings always.
+
+    They go through attnrec's logger (as ``attnrec.optuna``) instead of Optuna's own stderr handler,
+    so they come out where and as attnrec's lines do (the CLI's handler), not interleaved beside them.
+    """
+    optuna.logging.disable_default_handler()
     optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
+    source = logging.getLogger("optuna")
+    if not any(isinstance(h, _ToAttnrec) for h in source.handlers):
+        source.addHandler(_ToAttnrec())
+
+
+class _ToAttnrec(logging.Handler):
+    """Hands Optuna's log records to the ``attnrec.optuna`` logger (and so to attnrec's handlers)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger("attnrec.optuna")
+        if target.isEnabledFor(record.levelno):
+            target.handle(record)
+
+
+def _no_progress(done: int, planned: int) -> None:
+    """The default ``on_trial``: nothing."""
 
 
 def _make_pruner(name: str) -> BasePruner:
@@ -306,7 +329,7 @@ class _Job:
     pruner: BasePruner | None
 
 
-def _run_workers(job: _Job, remaining: int, n_existing: int) -> None:
+def _run_workers(job: _Job, remaining: int, n_existing: int, on_trial: Callable[[int, int], None]) -> None:
     """``remaining`` trials shared by ``jobs`` workers (in this process when there is one)."""
     jobs = min(job.settings.jobs, remaining)
     shares = [remaining // jobs + (i < remaining % jobs) for i in range(jobs)]
@@ -317,7 +340,8 @@ def _run_workers(job: _Job, remaining: int, n_existing: int) -> None:
         for i in range(jobs)
     ]
     if jobs == 1:
-        _work(job, shares[0], seeds[0])
+        done = iter(range(1, remaining + 1))
+        _work(job, shares[0], seeds[0], lambda study, trial: on_trial(next(done, remaining), remaining))
         return
     ctx = multiprocessing.get_context(
         "spawn"
@@ -328,9 +352,10 @@ def _run_workers(job: _Job, remaining: int, n_existing: int) -> None:
     ]
     for p in procs:
         p.start()
-    try:
-        for p in procs:
-            p.join()
+    try:  # the workers' finished trials are counted from the storage every second
+        while any(p.is_alive() for p in procs):
+            time.sleep(1.0)
+            on_trial(min(_finished_since(job.settings, n_existing), remaining), remaining)
     finally:
         for p in procs:  # Ctrl-C or an error here: the workers' running trials are retried on resume
             if p.is_alive():
@@ -339,6 +364,13 @@ def _run_workers(job: _Job, remaining: int, n_existing: int) -> None:
     bad = [f"{p.name} (exit code {p.exitcode})" for p in procs if p.exitcode != 0]
     if bad:
         raise RuntimeError(f"tuning worker(s) failed: {', '.join(bad)}; see their messages above")
+
+
+def _finished_since(settings: TuneSettings, n_existing: int) -> int:
+    """How many trials numbered from ``n_existing`` on have finished (the workers' progress)."""
+    study = optuna.load_study(study_name=settings.study, storage=open_storage(settings.storage))
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    return sum(1 for t in study.get_trials(deepcopy=False, states=states) if t.number >= n_existing)
 
 
 def _work_quietly(job: _Job, n_trials: int, seed: int) -> None:
@@ -350,7 +382,7 @@ def _work_quietly(job: _Job, n_trials: int, seed: int) -> None:
         raise SystemExit(130) from None
 
 
-def _work(job: _Job, n_trials: int, seed: int) -> None:
+def _work(job: _Job, n_trials: int, seed: int, after_trial: Callable[..., None] | None = None) -> None:
     """Run ``n_trials`` trials of the study (fewer when the deadline comes first)."""
     s = job.settings
     _optuna_logging(s.verbose)  # a spawned worker starts with Optuna's defaults
@@ -365,7 +397,11 @@ def _work(job: _Job, n_trials: int, seed: int) -> None:
     if timeout == 0.0:
         return
     study.optimize(
-        lambda trial: _objective(job, trial), n_trials=n_trials, timeout=timeout, catch=TRIAL_ERRORS
+        lambda trial: _objective(job, trial),
+        n_trials=n_trials,
+        timeout=timeout,
+        catch=TRIAL_ERRORS,
+        callbacks=[after_trial] if after_trial is not None else None,
     )
 
 

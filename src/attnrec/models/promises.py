@@ -40,8 +40,8 @@ PROMISES: dict[str, dict[str, str]] = {
         "validation set (train.min_epochs / train.smooth, README); on a sparse file with max length "
         "50, dropout 0.5 and patience 20, amazon-toys full 0.1169 / 0.0719 ID-only "
         "(amazon-toys-sasrec-ce-v2048-seed0, validation on 2,048 users) and amazon-sports "
-        "0.0657 / 0.0385 (amazon-sports-sasrec-ce-v2048-seed0, the same split, fast_ce and "
-        "fast_dropout on); on beauty with hidden 128 under that split 0.0675 / 0.0411 "
+        "0.0657 / 0.0385 (amazon-sports-sasrec-ce-v2048-seed0, the same split, with fast_ce "
+        "and fast_dropout on, which the preset does not set); on beauty with hidden 128 under that split 0.0675 / 0.0411 "
         "(beauty-sasrec-ce-v2048-h128-gpu, a lent GPU, 4 minutes)",
         "demo": _DEMO,
     },
@@ -70,14 +70,18 @@ PROMISES: dict[str, dict[str, str]] = {
         "beauty": "the authors' Beauty training (d 64 as their README table gives it, 1 layer, n 50, "
         "256 negatives per position, item-table dropout, FFN x4, 200 epochs, patience 50); "
         "with the default split (validation on every user) their protocol; their Beauty is "
-        "S3-Rec's file, not BERT4Rec's `beauty`, so not run here",
+        "S3-Rec's file, not BERT4Rec's `beauty`, so not run here. The preset sets none of the speed "
+        "settings `sports`/`toys` were timed with: add them as `--set amp=bf16 --set fast_dropout=true "
+        "--set threads=1` (without them one run took 64 s an epoch)",
         "sports": "the authors' Sports training (as `beauty`, FFN x2): under their protocol 200 epochs "
-        "of 22 s on one CPU core (bf16, FastDropout) reached full HR@10 0.0561 / NDCG@10 "
+        "of 22 s on one CPU core, with three settings this preset does not set (add them: `--set "
+        "amp=bf16 --set fast_dropout=true --set threads=1`), reached full HR@10 0.0561 / NDCG@10 "
         "0.0314 against the published 0.0560 / 0.0323 (amazon-sports-esasrec-authors-d64), up "
         "to 400 epochs 0.0569 / 0.0321 (amazon-sports-esasrec-authors-d64-e400); "
         "the loo configs' width 256 reached 0.0488 / 0.0272 (amazon-sports-esasrec-authors)",
         "toys": "the authors' Toys training (as `beauty`, FFN x1): under their protocol 200 epochs of "
-        "9 s on one CPU core (bf16, FastDropout) reached full HR@10 0.0917 / NDCG@10 0.0521 "
+        "9 s on one CPU core, with three settings this preset does not set (add them: `--set "
+        "amp=bf16 --set fast_dropout=true --set threads=1`), reached full HR@10 0.0917 / NDCG@10 0.0521 "
         "(a second seed 0.0914 / 0.0529) against the published 0.0939 / 0.0538 "
         "(amazon-toys-esasrec-authors-d64), 400 epochs 0.0964 / 0.0567 (amazon-toys-esasrec-"
         "authors-d64-e400); the loo configs' width 256 reached 0.0827 / 0.0511 "

@@ -16,7 +16,6 @@ from typing import Generic, TypeVar
 
 import numpy as np
 import torch
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from torch import nn
 
 from attnrec.checkpoint import CheckpointError
@@ -24,6 +23,7 @@ from attnrec.models.contracts import Trainable
 from attnrec.training import distributed
 from attnrec.training.callbacks import EpochCallback, run_callbacks
 from attnrec.training.config import TrainConfig
+from attnrec.training.epoch_bar import EpochBar
 from attnrec.training.optim import cosine_lr, make_optimizer, scale_lr, set_lr, sparse_parameters
 from attnrec.training.result import EpochRecord, TrainResult
 from attnrec.training.state import (
@@ -160,18 +160,14 @@ class _Loop(Generic[T]):
             )
         self.n_batches = max(1, math.ceil(rows / cfg.batch_size))
         self.t0 = time.perf_counter() - self.state.result.seconds
-        result, stopped = self.state.result, "max_epochs"
+        result, stopped = self.state.result, f"epoch limit of {cfg.max_epochs} reached"
         start = self.state.epoch + 1
         for epoch in range(start, cfg.max_epochs + 1):
             # A state saved mid-epoch continues inside its epoch; one saved at an epoch end starts the next afresh.
             inside = resume if resume is not None and resume.batch and epoch == start else None
             record = self._train_epoch(epoch, inside)
             # One clock decides (rank 0's), so every rank stops after the same epoch.
-            out_of_time = bool(
-                distributed.broadcast_object(
-                    cfg.time_budget > 0 and time.perf_counter() - self.t0 > cfg.time_budget
-                )
-            )
+            out_of_time = bool(distributed.broadcast_object(self._out_of_time()))
             if epoch % cfg.eval_every == 0 or epoch == cfg.max_epochs or out_of_time:
                 record["valid"] = self._evaluate(epoch, record)
             result.history.append(record)
@@ -205,7 +201,7 @@ class _Loop(Generic[T]):
         e0 = time.perf_counter() - (resume.epoch_seconds if resume is not None else 0.0)
         last_save, restored = time.perf_counter(), False
         module.train()
-        with _Bar(self.progress and self.main, f"epoch {epoch}", self.n_batches) as bar:
+        with EpochBar(self.progress and self.main, f"epoch {epoch}", self.n_batches) as bar:
             bar.advance(skip)
             for i, batch in enumerate(module.train_batches(self.train_data, cfg.batch_size, rng)):
                 if i < skip:  # regenerate the epoch's stream up to the saved position, training nothing
@@ -236,6 +232,13 @@ class _Loop(Generic[T]):
                 if due:
                     self._save_mid_epoch(epoch, done, total, count, e0, rng)
                     last_save = time.perf_counter()
+                # One process: the epoch ends at the batch that passes the time budget (it is then
+                # validated as any last epoch). Several: at the epoch end, where the ranks agree.
+                if self.world == 1 and done < self.n_batches and self._out_of_time():
+                    log.info(
+                        "time budget reached after batch %d of %d of epoch %d", done, self.n_batches, epoch
+                    )
+                    break
         if skip and count < skip + 1 and not restored:
             raise CheckpointError(
                 f"the training state was saved at batch {skip} of epoch {epoch}, but that epoch "
@@ -303,9 +306,15 @@ class _Loop(Generic[T]):
         )
         return metrics
 
+    def _out_of_time(self) -> bool:
+        cfg = self.cfg
+        return cfg.time_budget > 0 and time.perf_counter() - self.t0 > cfg.time_budget
+
     def _stop_reason(self, epoch: int, out_of_time: bool) -> str:
-        """Why training stops after this epoch ("" to go on)."""
+        """Why training stops after this epoch ("" to go on): the first rule that would stop it alone."""
         cfg, st = self.cfg, self.state
+        if epoch >= cfg.max_epochs:  # the loop ends here whatever the other rules say
+            return f"epoch limit of {cfg.max_epochs} reached"
         may_stop = epoch >= cfg.min_epochs
         if may_stop and cfg.lr_decay < 1.0 and cfg.max_lr_decays and st.decays >= cfg.max_lr_decays:
             return f"learning rate lowered {st.decays} times"
@@ -359,38 +368,3 @@ def _validate_on_main(validate: Validate, module: nn.Module, main: bool, world: 
     if status == "error" or isinstance(content, str):
         raise RuntimeError(f"validation failed on rank 0: {content}")
     return dict(content)
-
-
-class _Bar:
-    """A rich progress bar over an epoch's batches, or nothing when disabled."""
-
-    def __init__(self, enabled: bool, label: str, total: int) -> None:
-        self.enabled, self.label, self.total = enabled, label, total
-        self.bar: Progress | None = None
-        self.task: TaskID | None = None
-
-    def __enter__(self) -> _Bar:
-        if self.enabled:
-            self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                transient=True,
-            )
-            self.bar.__enter__()
-            self.task = self.bar.add_task(self.label, total=self.total, info="")
-        return self
-
-    def advance(self, n: int, info: str | None = None) -> None:
-        """Move ``n`` batches on (and show ``info``); nothing when disabled or ``n`` is 0 without info."""
-        if self.bar is None or self.task is None or (n == 0 and info is None):
-            return
-        if info is None:
-            self.bar.update(self.task, advance=n)
-        else:
-            self.bar.update(self.task, advance=n, info=info)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
