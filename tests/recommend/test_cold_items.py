@@ -139,7 +139,7 @@ def test_items_added_over_http_are_recommended_at_once(data: Interactions) -> No
         "items": [{"item_id": "new2", "category": "cat2"}, {"item_id": "new4", "category": "cat4"}],
     }
     with TestClient(
-        create_app({"m": rec}, ServingConfig(api_keys=frozenset({key["Authorization"][7:]})))
+        create_app({"m": rec}, ServingConfig(admin_keys=frozenset({key["Authorization"][7:]})))
     ) as c:
         assert (
             c.post("/v1/admin/items", json=body).status_code == 401

@@ -82,17 +82,21 @@ def test_a_valid_key_in_either_header_is_accepted(
     assert client.get("/v1/models", headers=headers).status_code == 200
 
 
-def test_health_docs_and_metrics_stay_open(client: TestClient) -> None:
-    for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"):
+def test_health_and_docs_stay_open_metrics_need_a_key(client: TestClient) -> None:
+    for path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
         assert client.get(path).status_code == 200, path
+    _unauthorized(client.get("/metrics"))
+    assert client.get("/metrics", headers={"X-API-Key": KEY}).status_code == 200
+    assert client.get("/readyz").json()["models"] == {}  # no model names without a key
+    assert client.get("/readyz", headers={"X-API-Key": KEY}).json()["models"] == {"sas": "ready"}
 
 
-def test_metrics_can_be_protected(sasrec: Recommender) -> None:
-    cfg = ServingConfig(api_keys=frozenset({KEY}), protect_metrics=True)
+def test_metrics_and_model_states_can_be_opened(sasrec: Recommender) -> None:
+    cfg = ServingConfig(api_keys=frozenset({KEY}), protect_metrics=False)
     with TestClient(create_app({"sas": sasrec}, cfg)) as c:
-        _unauthorized(c.get("/metrics"))
-        assert c.get("/metrics", headers={"X-API-Key": KEY}).status_code == 200
-        assert c.get("/healthz").status_code == 200 and c.get("/readyz").status_code == 200
+        assert c.get("/metrics").status_code == 200
+        assert c.get("/readyz").json()["models"] == {"sas": "ready"}
+        _unauthorized(c.get("/v1/models"))
 
 
 def test_no_key_configured_leaves_the_service_open(sasrec: Recommender) -> None:
@@ -176,15 +180,15 @@ def test_admin_is_refused_without_keys_unless_allowed(sasrec: Recommender) -> No
     with TestClient(create_app({"sas": sasrec})) as c:
         r = c.post("/v1/admin/reload", json={"model": "sas"})
         assert r.status_code == 403 and r.json()["error"]["code"] == "admin_disabled", r.text
-        assert "--api-key" in r.json()["error"]["message"]
+        assert "--admin-key" in r.json()["error"]["message"]
     with TestClient(create_app({"sas": sasrec}, ServingConfig(unauthenticated_admin=True))) as c:
         r = c.post("/v1/admin/reload", json={"model": "sas"})  # allowed: refused only for lack of a directory
         assert r.status_code == 409 and r.json()["error"]["code"] == "no_directory", r.text
 
 
-def test_admin_with_a_key(client: TestClient) -> None:
+def test_a_client_key_without_admin_keys_configured_is_refused_admin(client: TestClient) -> None:
     r = client.post("/v1/admin/reload", json={"model": "sas"}, headers={"X-API-Key": KEY})
-    assert r.status_code == 409 and r.json()["error"]["code"] == "no_directory", r.text
+    assert r.status_code == 403 and r.json()["error"]["code"] == "admin_disabled", r.text
 
 
 def test_cors_origins(sasrec: Recommender) -> None:

@@ -48,6 +48,12 @@ def broken_dir(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ...]:
+    """The models roots of these tests: every test directory (the served ones and the reloaded ones)."""
+    return (tmp_path_factory.getbasetemp(),)
+
+
 def items(body: Mapping[str, Any]) -> list[str]:
     return [x["item"] for x in body["items"]]
 
@@ -66,10 +72,12 @@ async def _hammer(c: httpx.AsyncClient, stop: asyncio.Event, out: list[Answer]) 
         out.append((t0, time.monotonic(), r.status_code, items(r.json()) if r.status_code == 200 else []))
 
 
-def test_reload_twice_under_load_fails_no_request(sasrec_dir: Path, pop_dir: Path, broken_dir: Path) -> None:
+def test_reload_twice_under_load_fails_no_request(
+    sasrec_dir: Path, pop_dir: Path, broken_dir: Path, roots: tuple[Path, ...]
+) -> None:
     old, new = want(sasrec_dir), want(pop_dir)
     assert old != new
-    app = create_app({"m": sasrec_dir}, ServingConfig(api_keys=frozenset({KEY})))
+    app = create_app({"m": sasrec_dir}, ServingConfig(admin_keys=frozenset({KEY}), models_roots=roots))
     answers: list[Answer] = []
 
     async def main() -> list[tuple[float, float, httpx.Response]]:
@@ -124,11 +132,12 @@ class Gated:
 
 
 def test_a_batch_in_flight_finishes_on_the_old_model(
-    sasrec: Recommender, sasrec_dir: Path, pop_dir: Path
+    sasrec: Recommender, sasrec_dir: Path, pop_dir: Path, roots: tuple[Path, ...]
 ) -> None:
     gated = Gated(sasrec)
     app = create_app(
-        {"m": FromDirectory(sasrec_dir, gated)}, ServingConfig(unauthenticated_admin=True, warmup=False)
+        {"m": FromDirectory(sasrec_dir, gated)},
+        ServingConfig(unauthenticated_admin=True, warmup=False, models_roots=roots),
     )
 
     async def main() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
@@ -152,13 +161,18 @@ def test_a_batch_in_flight_finishes_on_the_old_model(
 
 
 def test_broken_directory_keeps_the_old_model(
-    sasrec_dir: Path, sasrec: Recommender, broken_dir: Path, caplog: pytest.LogCaptureFixture
+    sasrec_dir: Path,
+    sasrec: Recommender,
+    broken_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    roots: tuple[Path, ...],
 ) -> None:
-    with TestClient(create_app({"m": sasrec_dir}, ServingConfig(api_keys=frozenset({KEY})))) as c:
+    cfg = ServingConfig(admin_keys=frozenset({KEY}), models_roots=roots)
+    with TestClient(create_app({"m": sasrec_dir}, cfg)) as c:
         while c.get("/readyz").status_code != 200:
             time.sleep(0.02)
         before = c.get("/v1/models", headers=AUTH).json()["models"][0]
-        for path in (broken_dir, broken_dir / "missing", "bad\x00path"):
+        for path in (broken_dir, broken_dir / "missing"):
             with caplog.at_level(logging.ERROR, logger="attnrec.serving"):
                 r = c.post("/v1/admin/reload", json={"model": "m", "path": str(path)}, headers=AUTH)
             assert r.status_code == 422 and r.json()["error"]["code"] == "reload_failed", r.text
@@ -171,7 +185,9 @@ def test_broken_directory_keeps_the_old_model(
             assert items(body) == sasrec.recommend(**REQ).items  # type: ignore[arg-type]
         after = c.get("/v1/models", headers=AUTH).json()["models"][0]
         assert after["status"] == "ready" and after["loaded_at"] == before["loaded_at"]
-        assert 'attnrec_model_reload_failures_total{model="m"} 3.0' in c.get("/metrics").text
+        assert 'attnrec_model_reload_failures_total{model="m"} 2.0' in c.get("/metrics", headers=AUTH).text
+        r = c.post("/v1/admin/reload", json={"model": "m", "path": "bad\x00path"}, headers=AUTH)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", r.text
         r = c.post("/v1/admin/reload", json={"model": "nope"}, headers=AUTH)
         assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_model"
         r = c.post("/v1/admin/reload", json={"model": "m", "extra": 1}, headers=AUTH)
@@ -184,7 +200,7 @@ class OnlyExplains:
 
 
 def test_reload_refuses_a_model_that_cannot_do_what_the_old_did(
-    sasrec_dir: Path, pop_dir: Path, monkeypatch: pytest.MonkeyPatch
+    sasrec_dir: Path, pop_dir: Path, monkeypatch: pytest.MonkeyPatch, roots: tuple[Path, ...]
 ) -> None:
     import attnrec.serving.lifecycle as lifecycle
 
@@ -194,7 +210,8 @@ def test_reload_refuses_a_model_that_cannot_do_what_the_old_did(
         "load",
         lambda d, device="cpu", **kw: OnlyExplains() if d == pop_dir else real_load(d, device, **kw),
     )
-    with TestClient(create_app({"m": sasrec_dir}, ServingConfig(unauthenticated_admin=True))) as c:
+    cfg = ServingConfig(unauthenticated_admin=True, models_roots=roots)
+    with TestClient(create_app({"m": sasrec_dir}, cfg)) as c:
         while c.get("/readyz").status_code != 200:
             time.sleep(0.02)
         r = c.post("/v1/admin/reload", json={"model": "m", "path": str(pop_dir)})
@@ -205,9 +222,10 @@ def test_reload_refuses_a_model_that_cannot_do_what_the_old_did(
 
 
 def test_a_failed_model_can_be_fixed_by_a_reload(
-    sasrec_dir: Path, broken_dir: Path, sasrec: Recommender
+    sasrec_dir: Path, broken_dir: Path, sasrec: Recommender, roots: tuple[Path, ...]
 ) -> None:
-    with TestClient(create_app({"m": broken_dir}, ServingConfig(unauthenticated_admin=True))) as c:
+    cfg = ServingConfig(unauthenticated_admin=True, models_roots=roots)
+    with TestClient(create_app({"m": broken_dir}, cfg)) as c:
         while c.get("/readyz").json()["models"]["m"] == "loading":
             time.sleep(0.02)
         assert c.post("/v1/recommend", json=REQ).status_code == 503

@@ -100,7 +100,7 @@ def test_failed_load_and_unauthorized_requests_are_visible(sasrec: Recommender, 
     bad.mkdir()
     (bad / "config.json").write_text("{not json")
     key = "metrics-test-key-0123456789"
-    cfg = ServingConfig(api_keys=frozenset({key}))
+    cfg = ServingConfig(api_keys=frozenset({key}), protect_metrics=False)
     with TestClient(create_app({"sas": sasrec, "broken": bad}, cfg)) as c:
         assert c.post("/v1/recommend", json={"user": "u1"}).status_code == 401
         assert c.post("/v1/recommend", json={"user": "u1"}, headers={"X-API-Key": key}).status_code == 200

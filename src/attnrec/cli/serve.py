@@ -60,14 +60,34 @@ def serve(
     api_keys_file: Annotated[
         Path | None, typer.Option(help="A file of API keys, one per line ('#' starts a comment line).")
     ] = None,
+    admin_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--admin-key",
+            help="An admin key: the admin endpoints (hot reload, item addition) need one; it opens the public "
+            "API too. Repeatable; also read from $ATTNREC_ADMIN_KEYS. None: admin endpoints refused.",
+        ),
+    ] = None,
+    models_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--models-root",
+            help="A folder hot reloads may load model directories from (symbolic links resolved); "
+            "repeatable. Default: the folders holding the --model directories.",
+        ),
+    ] = None,
     protect_metrics: Annotated[
-        bool, typer.Option(help="/metrics needs an API key too (health checks stay open).")
-    ] = False,
+        bool,
+        typer.Option(
+            help="With keys configured, /metrics and /readyz's per-model states need a key "
+            "(--no-protect-metrics: open to anyone; health checks stay open either way)."
+        ),
+    ] = True,
     unauthenticated_admin: Annotated[
         bool,
         typer.Option(
-            help="Allow POST /v1/admin/reload without API keys (otherwise it needs one, and is refused when no key "
-            "is configured)."
+            help="Allow the admin endpoints without any key (only when no key at all is configured; "
+            "otherwise they need an --admin-key)."
         ),
     ] = False,
     cors_origin: Annotated[
@@ -192,7 +212,7 @@ def serve(
     import uvicorn
 
     from attnrec.serving.app import FromDirectory, Model, ServingConfig, create_app
-    from attnrec.serving.auth import collect_keys
+    from attnrec.serving.auth import collect_admin_keys, collect_keys
     from attnrec.serving.transport import http_protocol
 
     if backend not in ("torch", "onnx"):
@@ -202,6 +222,9 @@ def serve(
     if timeout_keep_alive < 1:
         raise ValueError(f"--timeout-keep-alive must be at least 1 second, not {timeout_keep_alive}")
     protocol = http_protocol(http, timeout_headers)
+    for root in models_root or ():
+        if not root.is_dir():
+            raise ValueError(f"--models-root {root}: not a directory")
     cfg = ServingConfig(
         max_k=max_k,
         max_history=max_history,
@@ -219,6 +242,8 @@ def serve(
     cfg = replace(
         cfg,
         api_keys=collect_keys(api_key or [], api_keys_file),
+        admin_keys=collect_admin_keys(admin_key or []),
+        models_roots=None if not models_root else tuple(models_root),
         protect_metrics=protect_metrics,
         cors_origins=tuple(cors_origin or ()),
         unauthenticated_admin=unauthenticated_admin,
@@ -242,9 +267,12 @@ def serve(
         + (f"; live histories from {cfg.store!r}" if cfg.store is not None else "")
     )
     if not cfg.api_keys:
+        err.print("no client API key configured: the public API is open (see --api-key)")
+    if not cfg.admin_keys:
+        open_admin = unauthenticated_admin and not cfg.api_keys
         err.print(
-            "no API key configured: every endpoint is open (see --api-key); admin endpoints are "
-            + ("open too (--unauthenticated-admin)" if unauthenticated_admin else "refused")
+            "no admin key configured: admin endpoints are "
+            + ("open to anyone (--unauthenticated-admin)" if open_admin else "refused (see --admin-key)")
         )
     uvicorn.run(
         create_app(models, cfg),

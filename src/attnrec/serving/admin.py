@@ -1,8 +1,10 @@
 """The operator's endpoints: ``GET /metrics``, ``POST /v1/admin/reload`` and ``POST /v1/admin/items``.
 
-``/metrics`` needs no key unless the server protects it (``protect_metrics``); the admin endpoints
-need an API key, and without configured keys they are refused (403) unless the operator allowed
-unauthenticated admin (see :mod:`~attnrec.serving.auth`).
+``/metrics`` needs a key when keys are configured unless ``protect_metrics`` is off; the admin
+endpoints need an admin key, and without configured admin keys they are refused (403) unless the
+operator allowed unauthenticated admin (see :mod:`~attnrec.serving.auth`). A reload loads only from
+inside the configured models roots (``models_roots``; by default the folders holding the served
+model directories): any other path is refused with 403 ``path_not_allowed`` before it is touched.
 
 ``/v1/admin/items`` adds cold-start items with their features to a served recommender trained with
 item features (:meth:`~attnrec.recommend.Recommender.add_items`), copy-on-write: a copy of the model
@@ -16,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import os
+from pathlib import Path
 from typing import Annotated
 
 import pandas as pd
@@ -24,14 +28,21 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnrec.recommend import Recommender
-from attnrec.serving.auth import admin_allowed
+from attnrec.serving.auth import ADMIN_PREFIX, admin_allowed
+from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.metrics import CONTENT_TYPE
 from attnrec.serving.reload import reload_model
-from attnrec.serving.schemas import ErrorResponse, ModelInfo
+from attnrec.serving.routes import COMMON_RESPONSES
+from attnrec.serving.schemas import NO_CONTROL, ErrorResponse, ModelInfo
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute, responses=COMMON_RESPONSES)
+status_router = APIRouter()
+ADMIN_RESPONSES: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorResponse, "description": "no accepted API key"},
+    403: {"model": ErrorResponse, "description": "a client key, not an admin key, or admin is disabled"},
+}
 State = Annotated[ServingState, Depends(serving_state)]
 
 
@@ -48,6 +59,7 @@ class ReloadRequest(BaseModel):
         None,
         min_length=1,
         max_length=4096,
+        pattern=NO_CONTROL,
         description="Model directory on the server; default: the one it was loaded from.",
     )
 
@@ -58,31 +70,63 @@ class ReloadResponse(BaseModel):
     info: ModelInfo
 
 
-@router.get(
+@status_router.get(
     "/metrics",
     tags=["status"],
     response_class=Response,
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
 )
 async def metrics(state: State) -> Response:
-    """Request counts and latency by endpoint, micro-batch sizes, model load times and reloads."""
+    """Request counts, latency and requests in flight by endpoint, inference latency and micro-batch sizes
+    by model, model load times, reload counts and last outcome, and the process's CPU, memory and
+    file descriptors."""
     return Response(state.metrics.text(), media_type=CONTENT_TYPE)
 
 
+def check_reload_path(path: str, roots: tuple[Path, ...]) -> Path:
+    """``path`` resolved (symbolic links followed) when it lies inside one of ``roots``, else 403."""
+    try:
+        resolved = Path(os.path.realpath(path))
+    except (OSError, ValueError) as e:
+        raise ApiError(
+            422, "invalid_request", f"reload path {path!r}: {e}", [{"loc": "path", "message": str(e)}]
+        ) from None
+    if any(resolved.is_relative_to(root) for root in roots):
+        return resolved
+    allowed = ", ".join(str(r) for r in roots) or "none (the served models were passed in as objects)"
+    raise ApiError(
+        403,
+        "path_not_allowed",
+        f"reload path {path!r} is outside the models roots; allowed: {allowed} (see --models-root)",
+        [{"loc": "path", "message": "outside the models roots"}],
+    )
+
+
 @router.post(
-    "/v1/admin/reload",
+    ADMIN_PREFIX + "reload",
     response_model=ReloadResponse,
     tags=["admin"],
     dependencies=[Depends(admin_allowed)],
     responses={
-        403: {"model": ErrorResponse, "description": "admin endpoints are disabled (no API keys)"},
+        **ADMIN_RESPONSES,
+        403: {
+            "model": ErrorResponse,
+            "description": "not an admin key, admin disabled, or a path outside the models roots",
+        },
         409: {"model": ErrorResponse, "description": "the model is still loading or has no directory"},
+        422: {
+            "model": ErrorResponse,
+            "description": "invalid body, or the new version did not load (`reload_failed`)",
+        },
     },
 )
 async def reload(req: ReloadRequest, state: State) -> Response:
     """Replace a served model by a new directory with no failed requests. If the new version fails to
-    load (422 `reload_failed`), the old one keeps serving."""
-    e = await reload_model(state, req.model, req.path)
+    load (422 `reload_failed`), the old one keeps serving. `path` must lie inside the server's
+    models roots (403 `path_not_allowed` otherwise)."""
+    roots = state.config.models_roots or ()
+    path = None if req.path is None else check_reload_path(req.path, roots)
+    e = await reload_model(state, req.model, path)
     assert e.loaded is not None  # reload_model succeeded
     body = ReloadResponse(name=e.name, load_seconds=e.loaded.load_seconds, info=e.info())
     return Response(body.model_dump_json(), media_type="application/json")
@@ -160,12 +204,12 @@ async def add_served_items(state: ServingState, req: AddItemsRequest) -> AddItem
 
 
 @router.post(
-    "/v1/admin/items",
+    ADMIN_PREFIX + "items",
     response_model=AddItemsResponse,
     tags=["admin"],
     dependencies=[Depends(admin_allowed)],
     responses={
-        403: {"model": ErrorResponse, "description": "admin endpoints are disabled (no API keys)"},
+        **ADMIN_RESPONSES,
         409: {"model": ErrorResponse, "description": "the model is loading or cannot take items"},
         422: {"model": ErrorResponse, "description": "the items were refused (e.g. IDs already known)"},
     },
@@ -183,5 +227,7 @@ __all__ = [
     "ReloadRequest",
     "ReloadResponse",
     "add_served_items",
+    "check_reload_path",
     "router",
+    "status_router",
 ]

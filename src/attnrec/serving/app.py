@@ -14,6 +14,7 @@ are micro-batched: a queue gathers the requests that arrive while the worker is 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from fastapi import FastAPI
 
 from attnrec import __version__
 from attnrec.serving.admin import router as admin_router
+from attnrec.serving.admin import status_router
 from attnrec.serving.auth import ApiKeyAuth, KeyRing
+from attnrec.serving.bodies import Parsers
 from attnrec.serving.browse import router as browse_router
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.cors import Cors
@@ -60,12 +63,19 @@ def _lifespan(app: FastAPI) -> contextlib.AbstractAsyncContextManager[None]:
 
     @contextlib.asynccontextmanager
     async def run() -> AsyncIterator[None]:
-        async with lifespan(app):
-            if state.config.reload_on_sighup:
-                async with sighup_reloads(state):
+        app.state.parsers = Parsers(state.config.parse_slots)
+        app.state.draining = False
+        try:
+            async with lifespan(app):
+                if state.config.reload_on_sighup:
+                    async with sighup_reloads(state):
+                        yield
+                else:
                     yield
-            else:
-                yield
+                app.state.draining = True  # /readyz: 503 from here on
+        finally:
+            app.state.parsers.close()
+            app.state.parsers = None
 
     return run()
 
@@ -73,14 +83,21 @@ def _lifespan(app: FastAPI) -> contextlib.AbstractAsyncContextManager[None]:
 def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
     """From the outside in: CORS (answers preflights), request metrics, API keys."""
     cfg = state.config
-    if cfg.api_keys:
+    if cfg.api_keys or cfg.admin_keys:
         app.add_middleware(
             ApiKeyAuth,
             keys=KeyRing(cfg.api_keys),
             protect_metrics=cfg.protect_metrics,
             open_paths=PAGE_PATHS if cfg.ui else frozenset(),
+            admin_keys=KeyRing(cfg.admin_keys),
         )
-    routes = [*router.routes, *browse_router.routes, *admin_router.routes, *events_router.routes]
+    routes = [
+        *router.routes,
+        *browse_router.routes,
+        *admin_router.routes,
+        *events_router.routes,
+        *status_router.routes,
+    ]
     app.add_middleware(RequestMetrics, metrics=state.metrics, routes=routes)
     if cfg.cors_origins:
         app.add_middleware(Cors, origins=cfg.cors_origins)
@@ -96,7 +113,12 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     """
     if not models:
         raise ValueError("create_app needs at least one model")
-    state = ServingState(config or ServingConfig(), _table(models))
+    table = _table(models)
+    cfg = config or ServingConfig()
+    if cfg.models_roots is None:  # reloads may load from the folders holding the served directories
+        parents = {e.directory.resolve().parent for e in table.values() if e.directory is not None}
+        cfg = dataclasses.replace(cfg, models_roots=tuple(sorted(parents)))
+    state = ServingState(cfg, table)
     state.metrics.track(list(state.models))
     app = FastAPI(
         title="attnrec",
@@ -107,6 +129,7 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
         responses={
             400: {"model": ErrorResponse},
             401: {"model": ErrorResponse, "description": "the server needs an API key"},
+            403: {"model": ErrorResponse, "description": "an admin endpoint called without an admin key"},
             404: {"model": ErrorResponse},
             422: {"model": ErrorResponse},
             503: {"model": ErrorResponse},
@@ -123,6 +146,7 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     app.include_router(admin_router)
     if state.config.store is not None:  # POST /v1/events, DELETE /v1/users/{user}: only with a store
         app.include_router(events_router)
+    app.include_router(status_router)
     if state.config.ui:
         app.include_router(page_router())
     app.openapi_schema = document_limits(app.openapi(), state.config)  # FastAPI serves this cached document

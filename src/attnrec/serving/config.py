@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from attnrec.checkpoint import LoadLimits, LoadPolicy, manifest_key
 from attnrec.recommend.reasons import check_event_verbs, check_verb
@@ -46,10 +47,21 @@ class ServingConfig:
     inline: bool = False  # score recommend batches on the event-loop thread instead of the worker thread
     device: str = "cpu"
     warmup: bool = True
-    # Operator settings (docs/serving.md): API keys (none: the service is open), whether /metrics
-    # needs a key too, CORS origins, admin endpoints without a key, SIGHUP reloading every model.
+    # Operator settings (docs/serving.md): client API keys (none: the public API is open), admin keys
+    # (none: the admin endpoints are refused), whether /metrics and /readyz's per-model states need a
+    # key when keys are configured, CORS origins, admin endpoints without any key, SIGHUP reloading
+    # every model, the folders a reload may load from (None: those holding the served directories).
     api_keys: frozenset[str] = field(default=frozenset(), repr=False)
-    protect_metrics: bool = False
+    admin_keys: frozenset[str] = field(default=frozenset(), repr=False)
+    protect_metrics: bool = True
+    models_roots: tuple[Path, ...] | None = None
+    # Concurrency (docs/serving.md): requests in flight beyond max_in_flight are answered 503 with
+    # Retry-After (health probes excepted); bodies of at least large_body_bytes are parsed off the
+    # event loop, at most parse_slots at a time.
+    max_in_flight: int = 64
+    retry_after_s: int = 1
+    large_body_bytes: int = 64 << 10
+    parse_slots: int = 2
     cors_origins: tuple[str, ...] = ()
     unauthenticated_admin: bool = False
     reload_on_sighup: bool = False
@@ -67,8 +79,12 @@ class ServingConfig:
     load_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
-        if min(self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch) < 1:
-            raise ValueError("max_k, max_history, max_list, max_body_bytes and max_batch must be positive")
+        sizes = (self.max_k, self.max_history, self.max_list, self.max_body_bytes, self.max_batch)
+        if min(*sizes, self.max_in_flight, self.retry_after_s, self.large_body_bytes, self.parse_slots) < 1:
+            raise ValueError(
+                "max_k, max_history, max_list, max_body_bytes, max_batch, max_in_flight, retry_after_s, "
+                "large_body_bytes and parse_slots must be positive"
+            )
         if max(self.max_history, self.max_list) > MAX_IDS:
             raise ValueError(f"max_history and max_list must be at most {MAX_IDS} (the request schema's cap)")
         if self.max_wait_ms < 0 or self.body_timeout_s <= 0:
@@ -80,8 +96,14 @@ class ServingConfig:
             raise ValueError(f"backend must be 'torch' or 'onnx', not {self.backend!r}")
         object.__setattr__(self, "reason_verb", check_verb(self.reason_verb, "reason_verb"))
         object.__setattr__(self, "event_verbs", check_event_verbs(self.event_verbs))
-        for key in self.api_keys:
+        for key in self.api_keys | self.admin_keys:
             check_api_key(key)
+        if self.api_keys & self.admin_keys:
+            raise ValueError(
+                "a key is given both as a client key and as an admin key: give each role its own keys"
+            )
+        if self.models_roots is not None:
+            object.__setattr__(self, "models_roots", tuple(Path(p).resolve() for p in self.models_roots))
         for origin in self.cors_origins:
             if origin != "*" and not ORIGIN.fullmatch(origin):
                 raise ValueError(f"CORS origin {origin!r}: expected scheme://host[:port] (no path), or *")

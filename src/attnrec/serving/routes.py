@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict, is_dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from attnrec.data.schema import DataError
 from attnrec.recommend import Recommendation
 from attnrec.recommend.structure import one_line
+from attnrec.serving.auth import has_key
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
@@ -256,18 +257,44 @@ async def healthz() -> Status:
     return Status(status="ok")
 
 
+def draining(request: Request) -> bool:
+    """Whether the server serving ``request`` is shutting down (set by ``attnrec serve`` on SIGTERM)."""
+    return bool(getattr(request.app.state, "draining", False))
+
+
+def readiness(request: Request, state: ServingState) -> tuple[int, Status]:
+    """``/readyz``'s status code and answer: 503 while shutting down or while a model is not ready.
+
+    The per-model states are listed to a caller with a key, or to anyone when the server has no
+    key or does not protect its status (``protect_metrics`` off); else only the overall status."""
+    cfg = state.config
+    states = {e.name: e.status for e in state.models.values()}
+    shown = (
+        states if has_key(request) or not (cfg.api_keys or cfg.admin_keys) or not cfg.protect_metrics else {}
+    )
+    reloading = state.reloading.locked()
+    if draining(request):
+        return 503, Status(status="shutting down", models=shown, reloading=reloading)
+    if all(s == "ready" for s in states.values()):
+        return 200, Status(status="ready", models=shown, reloading=reloading)
+    return 503, Status(status="not ready", models=shown, reloading=reloading)
+
+
 @router.get(
     "/readyz",
     response_model=Status,
     tags=["status"],
-    responses={503: {"model": Status, "description": "a model is loading or failed"}},
+    responses={
+        503: {"model": Status, "description": "a model is loading or failed, or the server is shutting down"}
+    },
 )
-async def readyz(state: State) -> Status | JSONResponse:
-    """Every model is loaded and warmed up."""
-    states = {e.name: e.status for e in state.models.values()}
-    if all(s == "ready" for s in states.values()):
-        return Status(status="ready", models=states)
-    return JSONResponse(Status(status="not ready", models=states).model_dump(), status_code=503)
+async def readyz(request: Request, state: State) -> Status | JSONResponse:
+    """Every model is loaded and warmed up, and the server is not shutting down; `reloading` is true while
+    a hot reload (or an item addition) runs, the previous version serving meanwhile. Model names
+    and states are listed to callers with a key (or to anyone when the server does not protect its
+    status)."""
+    code, status = readiness(request, state)
+    return status if code == 200 else JSONResponse(status.model_dump(), status_code=code)
 
 
 @router.head("/healthz", tags=["status"], response_class=Response, responses={200: {"description": "up"}})
@@ -282,10 +309,9 @@ async def healthz_head() -> Response:
     response_class=Response,
     responses={200: {"description": "ready"}, 503: {"description": "a model is loading or failed"}},
 )
-async def readyz_head(state: State) -> Response:
+async def readyz_head(request: Request, state: State) -> Response:
     """`GET /readyz` without a body: 200 when every model is ready, else 503."""
-    ready = all(e.status == "ready" for e in state.models.values())
-    return Response(status_code=200 if ready else 503)
+    return Response(status_code=readiness(request, state)[0])
 
 
 __all__ = ["COMMON_RESPONSES", "check_k", "check_list", "document_limits", "router"]

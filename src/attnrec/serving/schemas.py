@@ -494,8 +494,12 @@ class ModelsResponse(BaseModel):
 
 
 class Status(BaseModel):
-    status: str
-    models: dict[str, str] = Field(default_factory=dict)
+    status: str = Field(description="`ok` (/healthz), `ready`, `not ready` or `shutting down`.")
+    models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each model's state (listed to callers with a key when keys are set).",
+    )
+    reloading: bool = Field(default=False, description="A hot reload or item addition is running.")
 
 
 class ErrorDetail(BaseModel):
