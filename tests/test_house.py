@@ -31,12 +31,20 @@ LONG_MODULES: dict[str, str] = {
     "benchmarks/peter_reference.py": "one comparison with the PETER reference implementation",
     "benchmarks/peter.py": "one benchmark: PETER and its baselines on the review files",
     "benchmarks/large_catalog.py": "one benchmark: exact against approximate retrieval on a large catalog",
+    "benchmarks/context_gains.py": "one report: the context-input comparisons, their table and their plot",
+    "benchmarks/load_test.py": "one benchmark: the serving load test, its server and client, and its table",
     "tests/cli/test_cli.py": "the CLI's end-to-end scenarios; to be split by command",
     "src/attnrec/models/peter.py": "one model: PETER's network, objective and decoding",
     "src/attnrec/models/hstu.py": "the HSTU model; its backbone moves to its own module in the model split",
-    "src/attnrec/models/sasrec.py": "the SASRec model; its backbone moves to its own module in the model split",
-    "src/attnrec/models/bert4rec.py": "the BERT4Rec model; its backbone moves to its own module in the model split",
-    "src/attnrec/models/context.py": "the context (features, time, events) encoders shared by the transformers",
+    "src/attnrec/models/sasrec.py": (
+        "the SASRec model; its backbone moves to its own module in the model split"
+    ),
+    "src/attnrec/models/bert4rec.py": (
+        "the BERT4Rec model; its backbone moves to its own module in the model split"
+    ),
+    "src/attnrec/models/context.py": (
+        "the context (features, time, events) encoders shared by the transformers"
+    ),
     "src/attnrec/experiments/tuning.py": "one job: the Optuna study loop and its budgets",
     "src/attnrec/experiments/tables.py": "one job: rendering results tables from result files",
     "src/attnrec/data/reviews.py": "one job: reading and splitting review files for PETER",
