@@ -45,6 +45,7 @@ LONG_MODULES: dict[str, str] = {
     "src/attnrec/models/context.py": (
         "the context (features, time, events) encoders shared by the transformers"
     ),
+    "src/attnrec/training/loop.py": "one job: the training loop (epochs, validation, early stopping, resume)",
     "src/attnrec/experiments/tuning.py": "one job: the Optuna study loop and its budgets",
     "src/attnrec/experiments/tables.py": "one job: rendering results tables from result files",
     "src/attnrec/data/reviews.py": "one job: reading and splitting review files for PETER",

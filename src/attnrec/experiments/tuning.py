@@ -136,7 +136,8 @@ def plan_search(settings: TuneSettings) -> SearchPlan:
 
 
 class PruneTrial:
-    """Epoch callback: report each validated epoch's ``metric`` to the Optuna trial; stop when it should be pruned."""
+    """Epoch callback: report each validated epoch's ``metric`` to the Optuna trial; stop when it should be
+    pruned."""
 
     def __init__(self, trial: optuna.trial.Trial, metric: str) -> None:
         self.trial, self.metric = trial, metric
@@ -170,7 +171,8 @@ def tune(
     pruner: BasePruner | None = None,
     callbacks: Sequence[EpochCallback] = (),
 ) -> TuneOutcome:
-    """Run (or resume) the study of ``settings`` on ``split`` and finish it (test, exports); see the module doc.
+    """Run (or resume) the study of ``settings`` on ``split`` and finish it (test, exports); see the module
+    doc.
 
     ``pruner`` replaces the one named in the settings; ``callbacks`` see every epoch of every trial
     (they travel to the worker processes, so must pickle when ``jobs`` > 1).
@@ -280,7 +282,8 @@ def _withhold_test(split: Split) -> Split:
 
 
 def _optuna_logging(verbose: bool) -> None:
-    """Optuna's own lines (study created, trial finished with its value) only when verbose; warnings always."""
+    """Optuna's own lines (study created, trial finished with its value) only when verbose; warnings
+    always."""
     optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
 
 
