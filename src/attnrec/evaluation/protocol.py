@@ -91,7 +91,10 @@ class Protocol:
 
     def describe(self) -> str:
         if self.window > 0:
-            cand = f"every item of the {window_text(self.window)} after the cut time, full ranking over all items"
+            cand = (
+                f"every item of the {window_text(self.window)} after the cut time, full ranking over all "
+                "items"
+            )
         elif self.candidates == "full":
             cand = "full ranking over all items"
         else:
@@ -226,10 +229,11 @@ def evaluate(
     """Rank each case's targets under ``protocol`` and compute the ``metrics`` families at its cut-offs.
 
     ``metrics`` names families of :data:`~attnrec.evaluation.metrics.FAMILIES` (by default the protocol's
-    :attr:`Protocol.default_metrics`: HR, NDCG, MRR; Recall, Precision, MAP too under a time window; and the list-level Coverage, Novelty, Diversity, ARP of the top-k
-    lists, which need full ranking). Novelty and ARP read ``train_counts`` (interactions per item in
-    training, length ``n_items + 1``), Diversity ``item_vectors`` (:mod:`attnrec.evaluation.list_metrics`).
-    ``cases`` is an :class:`EvalSet` (one target each) or, under the time-window protocol, the
+    :attr:`Protocol.default_metrics`: HR, NDCG, MRR; Recall, Precision, MAP too under a time window; and the
+    list-level Coverage, Novelty, Diversity, ARP of the top-k lists, which need full ranking). Novelty and ARP
+    read ``train_counts`` (interactions per item in training, length ``n_items + 1``), Diversity
+    ``item_vectors`` (:mod:`attnrec.evaluation.list_metrics`). ``cases`` is an :class:`EvalSet` (one target
+    each) or, under the time-window protocol, the
     :class:`~attnrec.evaluation.window.TargetSets` of :func:`~attnrec.evaluation.window.split_window_cases`.
 
     ``popularity`` (length ``n_items + 1``) is required for popularity-sampled negatives.
@@ -249,7 +253,8 @@ def evaluate(
         raise DataError(f"no {target} cases to evaluate")
     if (protocol.window > 0) != isinstance(cases, TargetSets):
         raise ValueError(
-            "the time-window protocol evaluates TargetSets (attnrec.evaluation.window); other protocols EvalSets"
+            "the time-window protocol evaluates TargetSets (attnrec.evaluation.window); other protocols "
+            "EvalSets"
         )
     families = protocol.default_metrics if metrics is None else tuple(metrics)
     listed = [f for f in families if f in LIST_FAMILIES]
