@@ -130,7 +130,8 @@ def _versions(directory: Path | None) -> dict[str, object]:
 def prepare(
     given: Served | None, directory: Path | None, cfg: ServingConfig, given_seconds: float = 0.0
 ) -> Loaded:
-    """Load (unless ``given``, loaded in ``given_seconds``), switch backend, warm up; runs off the event loop."""
+    """Load (unless ``given``, loaded in ``given_seconds``), switch backend, warm up; runs off the event
+    loop."""
     t0 = time.perf_counter() - given_seconds
     if given is not None:
         obj = given
