@@ -1,4 +1,5 @@
-"""The transformer pieces SASRec, BERT4Rec and PETER share word for word: multi-head attention, the FFN, dropout."""
+"""The transformer pieces SASRec, BERT4Rec and PETER share word for word: multi-head attention, the FFN,
+dropout."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention; queries and keys/values may come from different inputs."""
 
     def __init__(self, hidden: int, n_heads: int, dropout: float, project: bool = True) -> None:
-        super().__init__()  # project=False: heads concatenated without an output layer (SASRec's authors' code)
+        # project=False: heads concatenated without an output layer (SASRec's authors' code)
+        super().__init__()
         if hidden % n_heads:
             raise ValueError(f"hidden size {hidden} is not divisible by {n_heads} heads")
         self.n_heads, self.dropout = n_heads, dropout
@@ -23,13 +25,14 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The attention output ``(B, Tq, D)`` and, with ``need_weights``, its probabilities ``(B, H, Tq, T)``.
+        """The attention output ``(B, Tq, D)`` and, with ``need_weights``, its probabilities
+        ``(B, H, Tq, T)``.
 
         ``x_q`` ``(B, Tq, D)`` holds the queries and ``x_kv`` ``(B, T, D)`` the keys and values
         (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: a float
         mask added to the logits, broadcastable to ``(B, H, Tq, T)`` (:mod:`attnrec.models.masks`), or
-        a bool one, True where query t may attend to key s. The probabilities are the dropout-free ones, for inspection;
-        the output always comes from the fused kernel, so asking for them changes nothing else.
+        a bool one, True where query t may attend to key s. The probabilities are the dropout-free ones, for
+        inspection; the output always comes from the fused kernel, so asking for them changes nothing else.
         """
         b, tq, d = x_q.shape
         t, h = x_kv.shape[1], self.n_heads

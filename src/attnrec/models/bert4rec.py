@@ -278,7 +278,8 @@ class BERT4Rec(
         )
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
+        """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and
+        [mask]'s own row."""
         seq = batch["seq"]  # (B, T); with features: items from the fused table, [mask] from its own row
         fused = (
             None
@@ -290,7 +291,8 @@ class BERT4Rec(
     def embed(
         self, seq: torch.Tensor, content: torch.Tensor | None = None, batch: Batch | None = None
     ) -> torch.Tensor:
-        """Inputs ``(B, T, D)`` of tokens ``seq`` ``(B, T)``: ``content`` (or theirs) + positions, LayerNorm, dropout."""
+        """Inputs ``(B, T, D)`` of tokens ``seq`` ``(B, T)``: ``content`` (or theirs) + positions, LayerNorm,
+        dropout."""
         x = self.input_embeddings({"seq": seq}) if content is None else content  # (B, T, D)
         if self.event_ctx is not None:  # + time/event/rating embeddings of ``batch`` (whose seq is seq)
             x = self.event_ctx.add_inputs(x, batch or {"seq": seq})  # (B, T, D)
@@ -335,7 +337,8 @@ class BERT4Rec(
         return self.run(seq)[0]
 
     def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
+        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for
+        inspection)."""
         return self.run(seq, need_weights=True)[1]
 
     def project(self, h: torch.Tensor) -> torch.Tensor:
@@ -365,8 +368,8 @@ class BERT4Rec(
         ok: np.ndarray | None = None,
         negative: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted). Targets by type: only
-        ``ok`` positions are targets; ``negative`` ones are masked too, labelled minus their item."""
+        """Masked inputs and labels ``(B, T)`` of windows ``w`` (label 0 = not predicted). Targets by type:
+        only ``ok`` positions are targets; ``negative`` ones are masked too, labelled minus their item."""
         c, (b, t) = self.config, w.shape
         real = w > 0 if ok is None else ok  # (B, T) the positions that may be predicted
         n_real = real.sum(1)  # (B,)
@@ -414,7 +417,8 @@ class BERT4Rec(
             yield batch
 
     def chunks(self, seq: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
-        """``(rows, width)`` of the chunks :meth:`encode_at` encodes a batch ``seq`` ``(B, T)`` in (:func:`length_chunks`)."""
+        """``(rows, width)`` of the chunks :meth:`encode_at` encodes a batch ``seq`` ``(B, T)`` in
+        (:func:`length_chunks`)."""
         return length_chunks(seq, self.config.length_chunks)
 
     def encode_at(self, seq: torch.Tensor, sel: torch.Tensor, batch: Batch | None = None) -> torch.Tensor:
@@ -432,8 +436,8 @@ class BERT4Rec(
         return int((batch["labels"] > 0).sum())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Negative log-likelihood of the true items at masked positions only (with ``explicit_negatives``, plus
-        ``softplus`` of the score of each masked low-rated item at its position)."""
+        """Negative log-likelihood of the true items at masked positions only (with ``explicit_negatives``,
+        plus ``softplus`` of the score of each masked low-rated item at its position)."""
         labels, bad = batch["labels"], batch.get(ev.EXPLICIT_NEGATIVE)  # (B, T) each
         sel = labels > 0
         both = (
@@ -461,8 +465,9 @@ class BERT4Rec(
     def score_inputs(
         self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
     ) -> Batch:
-        """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``, ``W`` the batch's
-        longest history (positions count from the end, padding keys are masked: a narrower batch scores the same)."""
+        """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``, ``W`` the
+        batch's longest history (positions count from the end, padding keys are masked: a narrower batch
+        scores the same)."""
         width = int(min(self.config.max_len - 1, histories.lengths().max(initial=0)))
         seq = histories.padded(width)
         mask = np.full(
@@ -477,7 +482,8 @@ class BERT4Rec(
         return self.project(self.run(batch["seq"], last_only=True, batch=batch)[0][:, -1, :])
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
-        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the tokens' embeddings (output bias included)."""
+        """Scores ``(B, I+1)`` with ``embedded`` ``(B, T, D)`` in place of the tokens' embeddings (output bias
+        included)."""
         query = self.project(
             self.run(batch["seq"], last_only=True, content=embedded, batch=batch)[0][:, -1, :]
         )
@@ -485,13 +491,15 @@ class BERT4Rec(
 
     def item_vectors(self) -> torch.Tensor:
         """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out.
-        With item features: the fused ID + feature table (in training with ``id_dropout``, dropped per call)."""
+        With item features: the fused ID + feature table (in training with ``id_dropout``, dropped per
+        call)."""
         if self.item_ctx is None:
             return self.item_emb.weight[: self.n_items + 1]
         return self.item_ctx.table(self.item_emb.weight)
 
     def add_items(self, rows: AlignedFeatures) -> None:
-        """Append ``rows.n_rows`` cold items with zero ID vectors and the mean output bias; [mask] moves last."""
+        """Append ``rows.n_rows`` cold items with zero ID vectors and the mean output bias; [mask] moves
+        last."""
         ctx = require_fused(self.item_ctx, "bert4rec")
         self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
         b = self.out_bias.detach()

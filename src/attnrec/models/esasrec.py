@@ -135,7 +135,8 @@ class SwiGLU(nn.Module):
 
 
 class LiGRLayer(nn.Module):
-    """Pre-norm attention and SwiGLU sublayers, each added to the stream through a sigmoid gate of the stream."""
+    """Pre-norm attention and SwiGLU sublayers, each added to the stream through a sigmoid gate of the
+    stream."""
 
     def __init__(self, c: ESASRecConfig) -> None:
         super().__init__()
@@ -271,7 +272,8 @@ class ESASRec(
         return self.run(seq)[0]
 
     def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
+        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for
+        inspection)."""
         return self.run(seq, need_weights=True)[1]
 
     # -- training: shifted next-item targets, sampled softmax ---------------------------------
@@ -308,7 +310,8 @@ class ESASRec(
         real = target > 0
         emb = self.training_item_table()  # (I+1, D)
         seq = batch["seq"]  # (B, T)
-        # (B, T, D) the outputs' dropped rows; padding_idx keeps padding's row out of the gradient, as item_emb does
+        # (B, T, D) the outputs' dropped rows; padding_idx keeps padding's row out of the gradient, as
+        # item_emb does
         content = F.embedding(seq, emb, padding_idx=0) if self.config.item_table_dropout else None
         states = self.run(seq, content=content)[0]  # (B, T, D)
         h = states[real]  # (N, D) real positions only

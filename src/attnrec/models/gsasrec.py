@@ -53,7 +53,8 @@ from attnrec.models.validation import require_positive
 
 @dataclass(frozen=True)
 class GSASRecConfig:
-    """gSASRec hyperparameters (defaults: the authors' ML-1M configuration, gSASRec-pytorch ``config_ml1m.py``)."""
+    """gSASRec hyperparameters (defaults: the authors' ML-1M configuration, gSASRec-pytorch
+    ``config_ml1m.py``)."""
 
     hidden: int = 128  # d, the embedding and model width
     n_layers: int = 2  # self-attention blocks
@@ -110,7 +111,8 @@ _PAPER_TRAIN = {"lr": 1e-3, "batch_size": 128, "beta2": 0.999}
             "train": _PAPER_TRAIN | {"max_epochs": 200, "patience": 20, "min_epochs": 200},
         },
         # `make demo`-sized: the built-in demo data in a couple of minutes on 2 CPU cores. gBCE needs many
-        # steps before validation leaves popularity level (~400 batches here), hence small batches and patience.
+        # steps before validation leaves popularity level (~400 batches here), hence small batches and
+        # patience.
         "demo": {
             "model": {"hidden": 64, "max_len": 50, "dropout": 0.2, "n_negatives": 64},
             "train": {"lr": 2e-3, "batch_size": 32, "max_epochs": 40, "patience": 10, "time_budget": 150.0},
@@ -139,7 +141,8 @@ class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         return self.net.encode(seq)
 
     def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
+        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for
+        inspection)."""
         return self.net.attention_weights(seq)
 
     def item_vectors(self) -> torch.Tensor:
@@ -190,7 +193,8 @@ class GSASRec(nn.Module, SequentialModel, Factorised, AttentionInspectable, Embe
         return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` the network's input item embeddings of ``batch["seq"]`` (SASRec's, before scaling and positions)."""
+        """``(B, T, D)`` the network's input item embeddings of ``batch["seq"]`` (SASRec's, before scaling and
+        positions)."""
         return self.net.input_embeddings(batch)
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:

@@ -82,7 +82,8 @@ EPS = 1e-6  # the reference's epsilon for its layer norms and L2 normalisations
 
 @dataclass(frozen=True)
 class HSTUConfig:
-    """HSTU hyperparameters (defaults: the reference's ML-1M HSTU, ``hstu-sampled-softmax-n128-final.gin``)."""
+    """HSTU hyperparameters (defaults: the reference's ML-1M HSTU,
+    ``hstu-sampled-softmax-n128-final.gin``)."""
 
     hidden: int = 50  # d, the item embedding and model width
     n_layers: int = 2
@@ -140,7 +141,8 @@ def time_buckets(timestamps: torch.Tensor, n_buckets: int) -> tuple[torch.Tensor
 
 
 class RelativeBias(nn.Module):
-    """rab^{p,t}: one weight per relative position i - j and one per time-gap bucket (one layer's, all heads')."""
+    """rab^{p,t}: one weight per relative position i - j and one per time-gap bucket (one layer's, all
+    heads')."""
 
     def __init__(self, max_len: int, n_buckets: int) -> None:
         super().__init__()
@@ -149,7 +151,8 @@ class RelativeBias(nn.Module):
         self.time_w = nn.Parameter(torch.empty(n_buckets + 1).normal_(0.0, 0.02))
 
     def forward(self, offsets: torch.Tensor, times: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        """The bias ``(1 or B, Tq, T)`` for ``offsets`` ``(Tq, T)`` = i - j and optional ``time_buckets`` rows."""
+        """The bias ``(1 or B, Tq, T)`` for ``offsets`` ``(Tq, T)`` = i - j and optional ``time_buckets``
+        rows."""
         bias = self.pos_w[offsets][None]  # (1, Tq, T)
         if times is None:
             return bias
@@ -158,7 +161,8 @@ class RelativeBias(nn.Module):
 
 
 class HSTUBlock(nn.Module):
-    """One HSTU layer: pointwise projection, pointwise (SiLU) aggregated attention, pointwise transformation."""
+    """One HSTU layer: pointwise projection, pointwise (SiLU) aggregated attention, pointwise
+    transformation."""
 
     def __init__(self, c: HSTUConfig) -> None:
         super().__init__()
@@ -214,10 +218,11 @@ class HSTUBlock(nn.Module):
     presets={
         # The paper's HSTU row on ML-1M (HR@10 0.3097, NDCG@10 0.1720 in the reference README):
         # configs/ml-1m/hstu-sampled-softmax-n128-final.gin, i.e. the config defaults, AdamW with
-        # betas (0.9, 0.98), lr 1e-3, no weight decay, batch 128, 101 epochs (all of them: min_epochs; the best
-        # validation epoch's weights are kept). Negatives per training sequence (the reference: per position);
-        # with 128 per batch the GPU runs ml-1m-hstu-gpu / -large-gpu learned far more slowly (docs/models.md).
-        # Promise: the reference's recipe on the reference's data; ml-1m.txt has no timestamps (no time bias).
+        # betas (0.9, 0.98), lr 1e-3, no weight decay, batch 128, 101 epochs (all of them: min_epochs; the
+        # best validation epoch's weights are kept). Negatives per training sequence (the reference: per
+        # position); with 128 per batch the GPU runs ml-1m-hstu-gpu / -large-gpu learned far more slowly
+        # (docs/models.md). Promise: the reference's recipe on the reference's data; ml-1m.txt has no
+        # timestamps (no time bias).
         "ml-1m": {
             "model": {"negatives": "sequence"},
             "train": {
@@ -261,7 +266,7 @@ class HSTUBlock(nn.Module):
 class HSTU(
     nn.Module, SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
 ):
-    """HSTU: pointwise (SiLU) causal attention with relative position/time bias, normalised dot-product scores."""
+    """HSTU: pointwise (SiLU) causal attention with relative position/time bias, normalised dot-product scores."""  # noqa: E501  # one line: the registry takes it as the model's description
 
     def __init__(self, config: HSTUConfig, n_users: int, n_items: int) -> None:
         super().__init__()
@@ -325,8 +330,8 @@ class HSTU(
         return F.normalize(x, dim=-1, eps=EPS), maps  # (B, T, D), or (B, 1, D) with last_only
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` raw item embeddings of ``batch["seq"]``: the rows looked up, before the sqrt(d) scaling
-        and positions. Not L2-normalised: only the output item vectors are (:meth:`item_vectors`)."""
+        """``(B, T, D)`` raw item embeddings of ``batch["seq"]``: the rows looked up, before the sqrt(d)
+        scaling and positions. Not L2-normalised: only the output item vectors are (:meth:`item_vectors`)."""
         out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
         return out
 
@@ -392,7 +397,8 @@ class HSTU(
         return batch_sampled_softmax(pos_logit, neg_logit, pos, batch, real)  # log-Q corrected unless uniform
 
     def _unit_items(self, idx: torch.Tensor) -> torch.Tensor:
-        """L2-normalised embeddings ``(*idx.shape, D)`` of the items ``idx`` (only those rows are normalised)."""
+        """L2-normalised embeddings ``(*idx.shape, D)`` of the items ``idx`` (only those rows are
+        normalised)."""
         return F.normalize(self.item_emb(idx), dim=-1, eps=EPS)
 
     # -- inference: the last position's state against every item -----------------------------
@@ -408,14 +414,16 @@ class HSTU(
         return batch
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
-        """``(B, D)`` newest-position states / temperature: ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
+        """``(B, D)`` newest-position states / temperature:
+        ``score(batch) == query_vectors(batch) @ item_vectors().T``."""
         return (
             self.run(batch["seq"], batch.get("timestamps"), last_only=True)[0][:, -1, :]
             / self.config.temperature
         )
 
     def item_vectors(self) -> torch.Tensor:
-        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every call."""
+        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every
+        call."""
         # Never an inference tensor, even under inference mode: serving caches derived data keyed on
         # a tensor's version counter, which inference tensors lack. Grad mode stays what it was.
         grad = torch.is_grad_enabled()
@@ -423,5 +431,6 @@ class HSTU(
             return F.normalize(self.item_emb.weight, dim=-1, eps=EPS)
 
     def score(self, batch: Batch) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` for the next item (cosine / temperature); column 0 (padding) is ``-inf``."""
+        """Scores ``(B, n_items + 1)`` for the next item (cosine / temperature); column 0 (padding) is
+        ``-inf``."""
         return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)

@@ -338,7 +338,8 @@ class SASRec(
         return self.ln_out(x), maps  # (B, T, D), or (B, 1, D) with last_only
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` item embeddings of ``batch["seq"]`` (fused with features when they are on), before scaling and positions."""
+        """``(B, T, D)`` item embeddings of ``batch["seq"]`` (fused with features when they are on), before
+        scaling and positions."""
         seq = batch["seq"]
         return self.item_emb(seq) if self.item_ctx is None else F.embedding(seq, self.item_vectors())
 
@@ -352,7 +353,8 @@ class SASRec(
         return self.run(seq)[0]
 
     def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for inspection)."""
+        """Per-layer attention probabilities ``(B, H, T, T)`` of ``seq`` (call in eval mode, for
+        inspection)."""
         return self.run(seq, need_weights=True)[1]
 
     # -- training: shifted next-item targets -------------------------------------------------
@@ -412,7 +414,8 @@ class SASRec(
     def _target_loss(
         self, h: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, batch: Batch, real: torch.Tensor
     ) -> torch.Tensor:
-        """The configured loss of states ``h`` ``(N, D)`` at the ``real`` positions against their targets ``pos`` ``(N,)``."""
+        """The configured loss of states ``h`` ``(N, D)`` at the ``real`` positions against their targets
+        ``pos`` ``(N,)``."""
         if self.config.loss == "bce":
             neg = batch["negative"][real]  # (N,)
             pos_logit = (h * self._rows(pos, emb)).sum(-1)  # (N,)
@@ -457,7 +460,8 @@ class SASRec(
         return self.item_ctx.table(self.item_emb.weight)
 
     def add_items(self, rows: AlignedFeatures) -> None:
-        """Append ``rows.n_rows`` cold items (features encoded by ``ItemFeatures.encode``) with zero ID vectors."""
+        """Append ``rows.n_rows`` cold items (features encoded by ``ItemFeatures.encode``) with zero ID
+        vectors."""
         ctx = require_fused(self.item_ctx, "sasrec")
         self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
         ctx.add_rows(rows)
