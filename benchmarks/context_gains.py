@@ -75,8 +75,8 @@ class Side(NamedTuple):
         return f"{self.spread.text()} ({self.spread.n} seed{'s' if self.spread.n > 1 else ''})"
 
     def epochs(self) -> str:
-        """Epochs and best epoch per seed, and why the runs stopped, e.g. ``48/49 (best 47/49), time
-        budget...``."""
+        """Epochs and best epoch per seed, and why the runs stopped, e.g.
+        ``48/49 (best 47/49), time budget...``."""
         trs = [r.get("train") or {} for r in self.records]
         stops = list(dict.fromkeys(str(t.get("stopped", "?")) for t in trs))
         rising = sum(still_rising(t) for t in trs)

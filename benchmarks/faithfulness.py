@@ -112,8 +112,8 @@ TOP = (1, 3)
 
 
 def deletion_histories(history: np.ndarray, order: np.ndarray, ms: Sequence[int]) -> list[np.ndarray]:
-    """For each ``m``: ``history`` without the first ``min(m, W - 1)`` positions of ``order`` (``W =
-    len(order)``)."""
+    """For each ``m``: ``history`` without the first ``min(m, W - 1)`` positions of ``order``
+    (``W = len(order)``)."""
     cap = len(order) - 1  # one event stays: an empty history has no score
     return [np.delete(history, order[: min(m, cap)]) for m in ms]
 

@@ -20,8 +20,8 @@ from synthetic_logs import HOURLY_VARIANTS, hourly_sequences, train_hourly_sasre
 
 
 def _cases(n: int = 9) -> EvalSet:
-    """``n`` users with histories of different lengths (so evaluation reorders them); target item ``u +
-    1``."""
+    """``n`` users with histories of different lengths (so evaluation reorders them); target item
+    ``u + 1``."""
     hist = Sequences.from_lists([[1] * (1 + (u * 5) % 7) for u in range(n)], n_items=n + 1)
     return EvalSet(
         np.arange(n), hist, np.arange(n) + 1, {"timestamp": 1000 + 10 * np.arange(n, dtype=np.int64)}
