@@ -1,7 +1,9 @@
 """The context-input gains of issue #19: each ID-only run beside the same run with one kind of context input.
 
-    python benchmarks/context_gains.py            # -> benchmarks/results/context_gains.md, docs/img/context-gains.png
-    python benchmarks/context_gains.py --config benchmarks/configs/context-gains.toml --runs benchmarks/results/runs
+    # -> benchmarks/results/context_gains.md, docs/img/context-gains.png
+    python benchmarks/context_gains.py
+    python benchmarks/context_gains.py --config benchmarks/configs/context-gains.toml \
+        --runs benchmarks/results/runs
 
 The comparisons are listed in ``benchmarks/configs/context-gains.toml`` (``[[comparison]]``: dataset,
 what, baseline and variant run names, metric, protocol); this script only reads the result files the
@@ -47,7 +49,8 @@ RULE = (
 
 
 class Comparison(NamedTuple):  # named tuples, not dataclasses: the tests load this script outside sys.modules
-    """One row of the config: an ID-only run (``baseline``) and the same run with a context input (``variant``)."""
+    """One row of the config: an ID-only run (``baseline``) and the same run with a context input
+    (``variant``)."""
 
     dataset: str
     what: str
@@ -59,7 +62,8 @@ class Comparison(NamedTuple):  # named tuples, not dataclasses: the tests load t
 
 
 class Side(NamedTuple):
-    """The seed runs of one config: their records, their evaluations under the protocol and the metric's spread."""
+    """The seed runs of one config: their records, their evaluations under the protocol and the metric's
+    spread."""
 
     name: str
     records: tuple[Record, ...]
@@ -71,7 +75,8 @@ class Side(NamedTuple):
         return f"{self.spread.text()} ({self.spread.n} seed{'s' if self.spread.n > 1 else ''})"
 
     def epochs(self) -> str:
-        """Epochs and best epoch per seed, and why the runs stopped, e.g. ``48/49 (best 47/49), time budget...``."""
+        """Epochs and best epoch per seed, and why the runs stopped, e.g.
+        ``48/49 (best 47/49), time budget...``."""
         trs = [r.get("train") or {} for r in self.records]
         stops = list(dict.fromkeys(str(t.get("stopped", "?")) for t in trs))
         rising = sum(still_rising(t) for t in trs)
@@ -86,7 +91,8 @@ class Side(NamedTuple):
 
 
 class Result(NamedTuple):
-    """A comparison with what its result files hold: each side (None: not run yet) and a reason not to compare."""
+    """A comparison with what its result files hold: each side (None: not run yet) and a reason not to
+    compare."""
 
     comparison: Comparison
     baseline: Side | None
@@ -122,7 +128,8 @@ class Result(NamedTuple):
 
     @property
     def beyond_spread(self) -> bool | None:
-        """Whether the difference is beyond the seed spread (:func:`beyond_seed_spread`); None without a verdict."""
+        """Whether the difference is beyond the seed spread (:func:`beyond_seed_spread`); None without a
+        verdict."""
         pair = self._spreads()
         return None if pair is None else beyond_seed_spread(*pair)
 
@@ -150,13 +157,15 @@ def relative_gain(baseline: Spread, variant: Spread) -> float:
 
 
 def threshold(baseline: Spread, variant: Spread) -> float | None:
-    """The larger of the two sides' seed standard deviations (a one-seed side has none); None if neither has one."""
+    """The larger of the two sides' seed standard deviations (a one-seed side has none); None if neither has
+    one."""
     stds = [s.std for s in (baseline, variant) if s.n > 1 and not math.isnan(s.std)]
     return max(stds) if stds else None
 
 
 def beyond_seed_spread(baseline: Spread, variant: Spread) -> bool | None:
-    """``|mean difference| > the larger seed standard deviation`` (:func:`threshold`); None without a spread."""
+    """``|mean difference| > the larger seed standard deviation`` (:func:`threshold`); None without a
+    spread."""
     t = threshold(baseline, variant)
     return None if t is None else abs(variant.mean - baseline.mean) > t
 
@@ -178,7 +187,8 @@ def load_config(path: Path) -> list[Comparison]:
 
 
 def run_records(runs_dir: Path, name: str) -> list[Record]:
-    """The result records of run ``name``: its seed runs ``<name>-seed<k>.json`` by seed, else ``<name>.json``."""
+    """The result records of run ``name``: its seed runs ``<name>-seed<k>.json`` by seed, else
+    ``<name>.json``."""
     pattern = re.compile(re.escape(name) + r"-seed(\d+)\.json")
     seeded = sorted(
         (int(m.group(1)), p) for p in runs_dir.glob(f"{name}-seed*.json") if (m := pattern.fullmatch(p.name))
@@ -192,7 +202,8 @@ def run_records(runs_dir: Path, name: str) -> list[Record]:
 
 
 def side(name: str, records: Sequence[Record], metric: str, protocol: str) -> Side | None:
-    """The runs' metric under ``protocol`` as a :class:`Side`; None without runs. A run lacking either fails."""
+    """The runs' metric under ``protocol`` as a :class:`Side`; None without runs. A run lacking either
+    fails."""
     if not records:
         return None
     evs = []
@@ -208,7 +219,8 @@ def side(name: str, records: Sequence[Record], metric: str, protocol: str) -> Si
 
 
 def _setting(ev: Record) -> dict[str, Any]:
-    """What must be equal for two evaluations' figures to be compared: data file, split, test cases, protocol."""
+    """What must be equal for two evaluations' figures to be compared: data file, split, test cases,
+    protocol."""
     p = {k: v for k, v in ev["protocol"].items() if k != "seed"}
     return {
         "data sha256": ev["data"]["sha256"],
@@ -284,15 +296,15 @@ def markdown(
         f"<!-- generated by `{COMMAND}` from {config} and {runs}/*.json; do not edit -->",
         "# Context inputs vs ID-only runs (issue #19)",
         "",
-        "Each row: an ID-only SASRec run (baseline) and the same configuration with one kind of context input "
-        "(variant), test figures. Values: the metric's mean ± sample standard deviation (n - 1) over the "
-        "training seeds (the seed changes the training only; the split is the same for every seed); a run "
-        "without seeds counts as one seed (no standard deviation). Gain: (variant mean - baseline mean) / "
-        f"baseline mean, ± the larger seed standard deviation in % of the baseline mean. Beyond the seed "
+        "Each row: an ID-only SASRec run (baseline) and the same configuration with one kind of context "
+        "input (variant), test figures. Values: the metric's mean ± sample standard deviation (n - 1) over "
+        "the training seeds (the seed changes the training only; the split is the same for every seed); a "
+        "run without seeds counts as one seed (no standard deviation). Gain: (variant mean - baseline mean) "
+        "/ baseline mean, ± the larger seed standard deviation in % of the baseline mean. Beyond the seed "
         f"spread: {RULE}. Protocol of each row (split, test users, full ranking, history excluded) as its "
-        "result files record it: see below. Epochs: per seed, with the best (validation) epoch; still improving "
-        "when stopped: a run stopped by its time budget whose best epoch was one of its last two. Runs not yet "
-        "in the results directory are listed as not run yet."
+        "result files record it: see below. Epochs: per seed, with the best (validation) epoch; still "
+        "improving when stopped: a run stopped by its time budget whose best epoch was one of its last two. "
+        "Runs not yet in the results directory are listed as not run yet."
         + (f" Generated at code {code[:12]}." if code else ""),
         "",
         "| dataset | context input | baseline | baseline value | variant | variant value | metric | gain "
@@ -314,7 +326,8 @@ def markdown(
 
 
 def plot(results: Sequence[Result], path: Path) -> Path:
-    """One horizontal bar per comparison: the gain in %, error bar ± the larger seed std; missing runs named."""
+    """One horizontal bar per comparison: the gain in %, error bar ± the larger seed std; missing runs
+    named."""
     import matplotlib
 
     matplotlib.use("Agg")

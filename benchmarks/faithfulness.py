@@ -112,7 +112,8 @@ TOP = (1, 3)
 
 
 def deletion_histories(history: np.ndarray, order: np.ndarray, ms: Sequence[int]) -> list[np.ndarray]:
-    """For each ``m``: ``history`` without the first ``min(m, W - 1)`` positions of ``order`` (``W = len(order)``)."""
+    """For each ``m``: ``history`` without the first ``min(m, W - 1)`` positions of ``order``
+    (``W = len(order)``)."""
     cap = len(order) - 1  # one event stays: an empty history has no score
     return [np.delete(history, order[: min(m, cap)]) for m in ms]
 
@@ -190,7 +191,8 @@ def _orders(
     p: dict[str, Any],
     na: dict[str, str],
 ) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
-    """Per method: the ranked history positions (of the window ``events``) per target, and seconds per explanation."""
+    """Per method: the ranked history positions (of the window ``events``) per target, and seconds per
+    explanation."""
     assert rec.items_ is not None
     orders: dict[str, list[np.ndarray]] = {}
     seconds: dict[str, float] = {}
@@ -396,11 +398,14 @@ def run(
     deadline = start + time_budget if time_budget > 0 else float("inf")
     cpus = sorted(os.sched_getaffinity(0))
     res: dict[str, Any] = {
-        "benchmark": "faithfulness", "protocol": p, "config": str(config.relative_to(ROOT) if config.is_relative_to(ROOT) else config),
+        "benchmark": "faithfulness", "protocol": p,
+        "config": str(config.relative_to(ROOT) if config.is_relative_to(ROOT) else config),
         "git_sha": git_sha(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, run on CPUs {cpus}, "
-                   f"{torch.get_num_threads()} torch threads, device {device}",
-        "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                   f"run on CPUs {cpus}, {torch.get_num_threads()} torch threads, device {device}",
+        "versions": {
+            "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__
+        },
         "cells": [run_cell(e, p, state_dir, deadline, device) for e in models],
     }  # fmt: skip
     res["seconds"] = round(time.time() - start, 1)
@@ -417,7 +422,8 @@ def main(argv: list[str] | None = None) -> None:
         "--out",
         type=Path,
         default=None,
-        help="folder for faithfulness.{json,md,png} (default benchmarks/results; --quick: runs/faithfulness-quick)",
+        help="folder for faithfulness.{json,md,png} (default benchmarks/results; --quick: "
+        "runs/faithfulness-quick)",
     )
     parser.add_argument("--quick", action="store_true", help=f"cut the protocol to {QUICK} (a smoke check)")
     parser.add_argument(

@@ -1,4 +1,5 @@
-"""The faithfulness benchmark's table and plot, generated from its result JSON (benchmarks/faithfulness.py)."""
+"""The faithfulness benchmark's table and plot, generated from its result JSON
+(benchmarks/faithfulness.py)."""
 
 from __future__ import annotations
 
@@ -87,15 +88,16 @@ def markdown(res: dict[str, Any]) -> str:
         out += ["**QUICK RUN** (cut protocol, a smoke check, not a result).", ""]
     out += [
         f"Per dataset, {p['users']} users drawn with seed {p['seed']} among those with at least "
-        f"{p['min_history']} history events; target: the model's top-{p['targets']} item(s), history excluded. "
-        f"Top-ranked events removed (deletion) / kept (insertion) at shares {p['deletion']} / {p['insertion']} "
-        "of the model's window (ceil(share x W) events; integers are counts); top-1 / top-3 drops remove "
-        "exactly 1 / 3 events; "
-        f"integrated gradients with {p['steps']} steps. Scores normalised per user as (s - s_ref) / (s_full - s_ref), "
-        "s_ref = mean candidate score for the full history; drops are 1 - that. Means over users with 95% "
-        f"bootstrap intervals ({p['bootstrap']} resamples). Deletion AUC, head: the area over shares up to "
-        f'{p.get("head", 0.1)} only (the few events an explanation names). "Clearly better": the 95% interval of '
-        "the per-user difference (the same users for every method) lies below 0. "
+        f"{p['min_history']} history events; target: the model's top-{p['targets']} item(s), history "
+        f"excluded. Top-ranked events removed (deletion) / kept (insertion) at shares {p['deletion']} / "
+        f"{p['insertion']} of the model's window (ceil(share x W) events; integers are counts); top-1 / "
+        "top-3 drops remove exactly 1 / 3 events; "
+        f"integrated gradients with {p['steps']} steps. Scores normalised per user as (s - s_ref) / (s_full "
+        "- s_ref), s_ref = mean candidate score for the full history; drops are 1 - that. Means over users "
+        f"with 95% bootstrap intervals ({p['bootstrap']} resamples). Deletion AUC, head: the area over "
+        "shares up to "
+        f'{p.get("head", 0.1)} only (the few events an explanation names). "Clearly better": the 95% '
+        "interval of the per-user difference (the same users for every method) lies below 0. "
         "Protocol: docs/explanations.md#faithfulness-benchmark.",
         "",
         f"Code {res['git_sha'][:12]}; {res['machine']}; {res.get('seconds', 0):.0f} s"

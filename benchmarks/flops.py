@@ -1,8 +1,10 @@
-"""FLOPs of one training epoch of SASRec, BERT4Rec, gSASRec, eSASRec or HSTU, this machine's matmul peak, and the fraction achieved.
+"""FLOPs of one training epoch of SASRec, BERT4Rec, gSASRec, eSASRec or HSTU, this machine's matmul peak, and
+the fraction achieved.
 
     nice -n 10 .venv/bin/python benchmarks/flops.py        # writes benchmarks/results/flops.{json,md}
     .venv/bin/python benchmarks/flops.py --step-study      # steps and peak in turns: flops_steps.{json,md}
-    .venv/bin/python benchmarks/flops.py --step-study --models sasrec sasrec-fast --rounds 5 --out flops_fast_kernels
+    .venv/bin/python benchmarks/flops.py --step-study --models sasrec sasrec-fast --rounds 5 \
+        --out flops_fast_kernels
 
 FLOP count (analytic; a multiply-add is 2 FLOPs; matrix products only - layer norms, softmax,
 dropout and embedding look-ups are O(T d) per position and left out). Every training sequence is
@@ -13,8 +15,10 @@ predicted positions (SASRec: real next-item targets; BERT4Rec: masked positions,
 epoch's actual Cloze masking), ``I`` the catalog size, ``S`` the sampled negatives::
 
     encoder, forward, per row   = L * (8 T d^2  +  4 T^2 d  +  4 T d f)     # Q,K,V,O; QK^T and AV; FFN
-        eSASRec (LiGR)          = L * (8 T d^2  +  4 T^2 d  +  4 T d^2  +  6 T d m d)   # + 2 gates, SwiGLU (m x)
-        HSTU                    = L * (4 T d H (dv + dqk)  +  2 T^2 H (dqk + dv)  +  2 T H dv d)   # f1; QK^T, AV; f2
+        eSASRec (LiGR)          = L * (8 T d^2  +  4 T^2 d  +  4 T d^2  +  6 T d m d)
+                                                                       # + 2 gates, SwiGLU (m x)
+        HSTU                    = L * (4 T d H (dv + dqk)  +  2 T^2 H (dqk + dv)  +  2 T H dv d)
+                                                                       # f1; QK^T, AV; f2
     output, forward             = 2 N d (I + 1)    full softmax  (BERT4Rec adds 2 N d^2 for its projection)
                                 = 2 N d (S + 1)    sampled softmax (S: negatives per position), 4 N d for BCE
                                 = 2 N d (k + 1)    gSASRec's gBCE with k negatives

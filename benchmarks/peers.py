@@ -1,11 +1,13 @@
 """Peer comparison: RecBole's and RecTools' SASRec against attnrec's on ML-1M, same split and hyperparameters.
 
     nice -n 10 .venv/bin/python benchmarks/peers.py                 # all three, one library at a time
-    .venv/bin/python benchmarks/peers.py --only attnrec               # one library (recbole, rectools, attnrec)
+    # one library (recbole, rectools, attnrec)
+    .venv/bin/python benchmarks/peers.py --only attnrec
     .venv/bin/python benchmarks/peers.py --table                      # rebuild peers.md from peers.json
     .venv/bin/python benchmarks/peers.py --only rectools --data small.txt --max-epochs 2 --out /tmp/p.json
     nice -n 10 .venv/bin/python benchmarks/peers.py --time-cap 2700   # each library trains at most 45 min
-    .venv/bin/python benchmarks/peers.py --table --notes benchmarks/results/peers-notes.md  # with the run's notes
+    # with the run's notes
+    .venv/bin/python benchmarks/peers.py --table --notes benchmarks/results/peers-notes.md
 
 The committed ``peers.json`` is one run on ML-1M with ``--threads 1 --time-cap 2700`` (about 2.5 h
 with the installs); ``peers-notes.md`` says what else the machine was doing.
@@ -339,9 +341,10 @@ def markdown(res: dict[str, Any], notes: str = "") -> str:
                 "- Time cap: each library's training stops once it has run "
                 + " / ".join(f"{c:.0f} s" for c in sorted(caps))
                 + " (the peers after the batch that passes it, "
-                "then their weights so far are validated as a last epoch would be; attnrec at the end of the epoch "
-                "that passes it). A capped run's test figures are those of its best validated weights within the "
-                'cap, not of a converged model; "not within the cap" means its time to NDCG@10 0.18 is longer '
+                "then their weights so far are validated as a last epoch would be; attnrec at the end of "
+                "the epoch that passes it). A capped run's test figures are those of its best validated "
+                "weights within the cap, "
+                'not of a converged model; "not within the cap" means its time to NDCG@10 0.18 is longer '
                 "than the cap. Seconds per epoch marked (est.) come from the batches of an unfinished epoch."
             ]
             if any(caps)
@@ -349,7 +352,8 @@ def markdown(res: dict[str, Any], notes: str = "") -> str:
         ),
         *[f"- {lib}: {r['note']}" for lib, r in libs.items() if r.get("note")],
         *[
-            f"- {lib} under its own protocol ({o['protocol']}): NDCG@10 {o['NDCG@10']:.4f}, HR@10 {o['HR@10']:.4f}"
+            f"- {lib} under its own protocol ({o['protocol']}): NDCG@10 {o['NDCG@10']:.4f}, HR@10 "
+            f"{o['HR@10']:.4f}"
             for lib, r in libs.items()
             if (o := r.get("test_own_protocol"))
         ],
@@ -433,7 +437,8 @@ def main(argv: list[str] | None = None) -> None:
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(res, indent=2) + "\n")
             print(
-                f"{lib}: {libs[lib]['seconds_per_epoch']:.1f} s/epoch, test NDCG@10 {libs[lib]['test']['NDCG@10']:.4f}",
+                f"{lib}: {libs[lib]['seconds_per_epoch']:.1f} s/epoch, test NDCG@10 "
+                f"{libs[lib]['test']['NDCG@10']:.4f}",
                 flush=True,
             )
     md = markdown(res, a.notes.read_text() if a.notes else "")

@@ -129,8 +129,9 @@ def reference_command(reference: Path, argv: list[str], seed: int, threads: int)
 
 
 def export_reference_input(data: ReviewData, split: ReviewSplit, directory: Path) -> Path:
-    """``directory/reviews.pickle`` (dicts: user, item, rating, template = (feature, adj, text, sentiment)) and
-    ``directory/1/{train,validation,test}.index`` (one line of record numbers separated by single spaces)."""
+    """``directory/reviews.pickle`` (dicts: user, item, rating, template = (feature, adj, text, sentiment))
+    and ``directory/1/{train,validation,test}.index`` (one line of record numbers separated by single
+    spaces)."""
     return write_peter(data, directory, [split])
 
 

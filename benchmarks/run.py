@@ -22,8 +22,8 @@ shows a config's seed runs as one row, mean ± standard deviation over the seeds
 
 With ``--state-dir`` the training state (model, optimizer, best weights, early stopping, RNG) is
 kept in ``<state-dir>/<run name>/`` (``<name>-seed<k>`` for each seed) after every epoch, and a run
-started again with the same state directory resumes exactly where it stopped: a killed run loses at most one epoch, and a
-run that ended on its ``time_budget`` continues when the config's budget is raised (the budget
+started again with the same state directory resumes exactly where it stopped: a killed run loses at most one
+epoch, and a run that ended on its ``time_budget`` continues when the config's budget is raised (the budget
 counts the training time of every session). The result's ``train.history`` holds every epoch
 of every session, and its fit time is the training loop's clock summed over the sessions.
 """

@@ -175,8 +175,8 @@ def run_study(
         }
         rows.append(row)
         print(
-            f"{st['key']}={v}: full NDCG@10 {full.metrics['NDCG@10']:.4f} HR@10 {full.metrics['HR@10']:.4f} | "
-            f"pop-sampled NDCG@10 {sampled.metrics['NDCG@10']:.4f} HR@10 {sampled.metrics['HR@10']:.4f} | "
+            f"{st['key']}={v}: full NDCG@10 {full.metrics['NDCG@10']:.4f} HR@10 {full.metrics['HR@10']:.4f} "
+            f"| pop-sampled NDCG@10 {sampled.metrics['NDCG@10']:.4f} HR@10 {sampled.metrics['HR@10']:.4f} | "
             f"{tr.epochs} epochs, {tr.seconds:.0f}s ({tr.stopped})",
             flush=True,
         )

@@ -1,4 +1,5 @@
-"""The causality check the causal sequence models' tests share: a later item never changes an earlier output."""
+"""The causality check the causal sequence models' tests share: a later item never changes an earlier
+output."""
 
 from __future__ import annotations
 

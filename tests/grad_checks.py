@@ -1,4 +1,5 @@
-"""Gradient checks shared by the model tests: one flat gradient vector per loss, their cosine, and a short training."""
+"""Gradient checks shared by the model tests: one flat gradient vector per loss, their cosine, and a short
+training."""
 
 from __future__ import annotations
 

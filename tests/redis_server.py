@@ -47,7 +47,8 @@ def require_redis(environ: Mapping[str, str], binary: str | None = None) -> str:
 
 @contextmanager
 def redis_server(binary: str, directory: Path, appendfsync: str = "always") -> Iterator[str]:
-    """``redis://`` URL of a fresh server persisting to ``directory`` (append-only file on); stopped on exit."""
+    """``redis://`` URL of a fresh server persisting to ``directory`` (append-only file on); stopped on
+    exit."""
     port = free_port()
     proc = subprocess.Popen(
         [

@@ -49,7 +49,8 @@ def write_cycle_pairs(path: Path, n_users: int, n_items: int, min_len: int, max_
 
 def hourly_sequences(n_users: int, seed: int, length: int = 12) -> tuple[np.ndarray, np.ndarray]:
     """``(items, timestamps)`` ``(n_users, length)`` whose next item depends on the hour of day only: an event
-    at hour h is one of the 6 items (1..24) of group h // 6; gaps of 1..23 hours hide the next hour from the past."""
+    at hour h is one of the 6 items (1..24) of group h // 6; gaps of 1..23 hours hide the next hour from the
+    past."""
     rng = np.random.default_rng(seed)
     gaps = rng.integers(1, 24, (n_users, length)) * 3600 + rng.integers(0, 3600, (n_users, length))
     ts = 1_700_000_000 - 1_700_000_000 % 86400 + np.cumsum(gaps, axis=1)
@@ -58,8 +59,8 @@ def hourly_sequences(n_users: int, seed: int, length: int = 12) -> tuple[np.ndar
 
 
 def hourly_shop_log(n_users: int = 40, length: int = 8) -> Interactions:
-    """:func:`hourly_sequences` as a log of users ``u0..``, items ``i1..i24``, timestamps and events (every third
-    event a ``buy``, the others ``view``)."""
+    """:func:`hourly_sequences` as a log of users ``u0..``, items ``i1..i24``, timestamps and events (every
+    third event a ``buy``, the others ``view``)."""
     items, ts = hourly_sequences(n_users, seed=0, length=length)
     users = np.repeat([f"u{u}" for u in range(n_users)], length)
     events = np.where(np.arange(items.size) % 3 == 2, "buy", "view")

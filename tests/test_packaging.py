@@ -57,10 +57,10 @@ def test_wheel_installs_and_runs_outside_the_source_tree(wheel: Path, tmp_path: 
         "import attnrec, attnrec.data.text as t; from importlib import resources; "
         "print(attnrec.__file__); print(len(t.stop_words()) > 100); "
         "print(sorted(p.name for p in resources.files('attnrec.data').joinpath('resources').iterdir())); "
-        "print(sorted(p.name for p in resources.files('attnrec.evaluation').joinpath('resources').iterdir())); "
-        "print(sorted(p.name for p in resources.files('attnrec.serving').joinpath('ui').iterdir())); "
-        "import attnrec.data.catalog as c, attnrec.evaluation.published as p; "
-        "print(len(c.DATASETS), len(p.TABLES), len(p.FULL_RANKING))"
+        "print(sorted(p.name for p in "
+        "resources.files('attnrec.evaluation').joinpath('resources').iterdir())); print(sorted(p.name for p "
+        "in resources.files('attnrec.serving').joinpath('ui').iterdir())); import attnrec.data.catalog as "
+        "c, attnrec.evaluation.published as p; print(len(c.DATASETS), len(p.TABLES), len(p.FULL_RANKING))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, check=True

@@ -1,4 +1,5 @@
-"""Search spaces as data: TOML files over the defaults, their errors, conditional entries (no Optuna needed)."""
+"""Search spaces as data: TOML files over the defaults, their errors, conditional entries (no Optuna
+needed)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 class FirstOf:
-    """A stand-in for an Optuna trial: the low end of every range, the first of every choice; records names."""
+    """A stand-in for an Optuna trial: the low end of every range, the first of every choice; records
+    names."""
 
     def __init__(self) -> None:
         self.names: list[str] = []

@@ -139,7 +139,8 @@ class SearchSpace:
 
     def check(self, classes: Mapping[str, type], where: str) -> None:
         """Every key is a field of its table's config class (``classes["model"]``, ``classes["train"]``)
-        of a type its range fits, and every ``when`` names a field of the same table that is not conditional itself."""
+        of a type its range fits, and every ``when`` names a field of the same table that is not conditional
+        itself."""
         for table, dims in self.tables().items():
             hints = _field_types(classes[table])
             for key, dim in dims.items():
@@ -201,7 +202,8 @@ def sample(
 
 
 def space_from_toml(path: str | Path, classes: Mapping[str, type]) -> SearchSpace:
-    """The space of a TOML file with ``[model]`` / ``[train]`` tables (see the module doc); errors name file and key."""
+    """The space of a TOML file with ``[model]`` / ``[train]`` tables (see the module doc); errors name file
+    and key."""
     data = load_toml(path, TABLES)
     tables: dict[str, dict[str, Dimension]] = {}
     for table in TABLES:
@@ -294,7 +296,8 @@ def _field_types(cls: type) -> dict[str, type]:
 
 
 def _check_kind(dim: Dimension, hint: type, where: str) -> None:
-    """A declared range fits its field: ``Int`` on int fields, ``Float`` on float fields, choices on any scalar."""
+    """A declared range fits its field: ``Int`` on int fields, ``Float`` on float fields, choices on any
+    scalar."""
     ok = (
         isinstance(dim, Choice)
         and hint is not object

@@ -1,5 +1,5 @@
-"""Every committed run config reads and resolves: its preset, model and training settings build the model's config,
-the one its committed result trained."""
+"""Every committed run config reads and resolves: its preset, model and training settings build the model's
+config, the one its committed result trained."""
 
 from __future__ import annotations
 
@@ -90,7 +90,8 @@ def _spellings(value: object) -> list[str]:
 
 
 def restated_keys(text: str, tables: dict[str, dict[str, object]]) -> list[str]:
-    """The ``key value`` pairs of ``tables`` that ``text`` restates ("dropout 0.1", "patience=20", "fast_ce on")."""
+    """The ``key value`` pairs of ``tables`` that ``text`` restates ("dropout 0.1", "patience=20", "fast_ce
+    on")."""
     found = []
     for table in tables.values():
         for key, value in table.items():

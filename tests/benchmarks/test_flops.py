@@ -43,7 +43,8 @@ def test_step_study_sets_each_round_against_its_own_peak() -> None:
 
 
 def test_the_fast_kernel_variant_is_the_same_model_and_work_as_sasrec() -> None:
-    """``sasrec-fast`` differs from the step study's SASRec only in the two kernel switches, so its FLOPs are the same."""
+    """``sasrec-fast`` differs from the step study's SASRec only in the two kernel switches, so its FLOPs are
+    the same."""
     model, cfg, amp = flops.STEP_VARIANTS["sasrec-fast"]
     assert model == "sasrec" and amp == "none"
     assert {k: v for k, v in cfg.items() if k not in ("fast_ce", "fast_dropout")} == flops.STEP_CONFIG

@@ -1,4 +1,5 @@
-"""benchmarks/peter.py: the matrix-factorisation rating baseline trains through attnrec's one training loop."""
+"""benchmarks/peter.py: the matrix-factorisation rating baseline trains through attnrec's one training
+loop."""
 
 from __future__ import annotations
 

@@ -107,7 +107,8 @@ def test_launcher_runs_an_unedited_main_with_its_argv_cwd_and_loose_torch_load(t
     (ref / "main.py").write_text(
         "import json, os, random, sys, torch\nfrom helper import VALUE\n"
         "torch.save({'a': 1}, 'obj.pt')\nclass Box: pass\ntorch.save(Box(), 'box.pt')\n"
-        "box = torch.load(open('box.pt', 'rb'))\n"  # a plain torch.load of a pickled object, like the reference's
+        # a plain torch.load of a pickled object, like the reference's
+        "box = torch.load(open('box.pt', 'rb'))\n"
         "json.dump({'argv': sys.argv, 'cwd': os.getcwd(), 'value': VALUE, 'box': type(box).__name__,"
         " 'random': random.random(), 'threads': torch.get_num_threads()}, open('out.json', 'w'))\n"
     )

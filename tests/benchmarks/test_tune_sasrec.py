@@ -1,4 +1,5 @@
-"""benchmarks/tune_sasrec.py: its space file and fixed settings make a valid study; its table reads the reference run."""
+"""benchmarks/tune_sasrec.py: its space file and fixed settings make a valid study; its table reads the
+reference run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``attnrec compare`` and :func:`attnrec.experiments.comparison.compare`: one table, published figures only where comparable."""
+"""``attnrec compare`` and :func:`attnrec.experiments.comparison.compare`: one table, published figures only
+where comparable."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``attnrec explain-rec --method/--item/--reason-verb/--event-verb`` and ``attnrec recommend --explain``: equal to
-the Python API; a model with event and time inputs shows each event's type and time."""
+"""``attnrec explain-rec --method/--item/--reason-verb/--event-verb`` and ``attnrec recommend --explain``:
+equal to the Python API; a model with event and time inputs shows each event's type and time."""
 
 from __future__ import annotations
 

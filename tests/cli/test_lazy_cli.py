@@ -1,4 +1,5 @@
-"""``attnrec --version`` and ``attnrec --help`` answer without importing torch; commands load their module lazily."""
+"""``attnrec --version`` and ``attnrec --help`` answer without importing torch; commands load their module
+lazily."""
 
 from __future__ import annotations
 

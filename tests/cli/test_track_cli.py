@@ -59,7 +59,8 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mlflow_run(pairs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One ``attnrec train --track mlflow`` into a fresh SQLite store; the run read back with ``MlflowClient``."""
+    """One ``attnrec train --track mlflow`` into a fresh SQLite store; the run read back with
+    ``MlflowClient``."""
     mlflow = pytest.importorskip("mlflow")
     tmp = tmp_path_factory.mktemp("mlflow")
     uri, out = f"sqlite:///{tmp}/m.db", tmp / "model"

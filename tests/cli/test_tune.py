@@ -1,4 +1,5 @@
-"""``attnrec tune`` end to end on a tiny file: its best.toml trains again unchanged; bad input is one error line."""
+"""``attnrec tune`` end to end on a tiny file: its best.toml trains again unchanged; bad input is one error
+line."""
 
 from __future__ import annotations
 

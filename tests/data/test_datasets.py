@@ -1,4 +1,5 @@
-"""load_dataset: demo, files with detected formats, named datasets (local, zip, download, offline), describe."""
+"""load_dataset: demo, files with detected formats, named datasets (local, zip, download, offline),
+describe."""
 
 from __future__ import annotations
 
@@ -66,13 +67,18 @@ FILES = {
     "other.tsv.txt": ("1\t10\t5\t3\n1\t11\t3\t1\n", "ml100k", "1", ["11", "10"], 2),
     "ratings.csv": ("userId,movieId,rating,timestamp\n1,10,5,3\n1,11,3,1\n", "ml20m", "1", ["11", "10"], 2),
     "log.csv": ("user_id,item_id,timestamp\n1,10,3\n1,11,1\n", "csv", "1", ["11", "10"], 2),
-    "ratings_Beauty.csv": ("1,10,5.0,1365811200\n1,11,3.0,1365811100\n", "amazon-ratings-csv", "1", ["11", "10"], 2),
+    "ratings_Beauty.csv": ("1,10,5.0,1365811200\n1,11,3.0,1365811100\n", "amazon-ratings-csv", "1",
+                           ["11", "10"], 2),
     "log.tsv": ("user_id\titem_id\n1\t10\n1\t11\n", "tsv", "1", ["10", "11"], 2),
     "log.txt": ("user;item\n1;10\n1;11\n", "csv", "1", ["10", "11"], 2),
-    "reviews.json": ('{"reviewerID": "1", "asin": "10", "overall": 5, "unixReviewTime": 3}\n', "amazon-json", "1", ["10"], 1),
-    "reviews_old.txt": ("{'reviewerID': '1', 'asin': '10', 'overall': 5, 'unixReviewTime': 3}\n", "amazon-json", "1", ["10"], 1),
-    "steam.json": ("{'username': 'u', 'product_id': '10', 'date': '2017-01-02'}\n", "steam-json", "u", ["10"], 1),
-    "otto.jsonl": ('{"session": 1, "events": [{"aid": 10, "ts": 3000, "type": "clicks"}]}\n', "otto-jsonl", "1", ["10"], 1),
+    "reviews.json": ('{"reviewerID": "1", "asin": "10", "overall": 5, "unixReviewTime": 3}\n', "amazon-json",
+                     "1", ["10"], 1),
+    "reviews_old.txt": ("{'reviewerID': '1', 'asin': '10', 'overall': 5, 'unixReviewTime': 3}\n",
+                        "amazon-json", "1", ["10"], 1),
+    "steam.json": ("{'username': 'u', 'product_id': '10', 'date': '2017-01-02'}\n", "steam-json", "u", ["10"],
+                   1),
+    "otto.jsonl": ('{"session": 1, "events": [{"aid": 10, "ts": 3000, "type": "clicks"}]}\n', "otto-jsonl",
+                   "1", ["10"], 1),
 }  # fmt: skip
 
 
@@ -151,8 +157,8 @@ def test_titles_for_a_file(tmp_path: Path) -> None:
 
 
 def test_registry_is_honest() -> None:
-    assert set(DATASETS) == {"ml-1m", "ml-20m", "ml-100k", "ml-latest-small", "beauty", "steam", "amazon-toys",
-                             "amazon-sports", "taobao-sample", "otto-sample"}  # fmt: skip
+    assert set(DATASETS) == {"ml-1m", "ml-20m", "ml-100k", "ml-latest-small", "beauty", "steam",
+                             "amazon-toys", "amazon-sports", "taobao-sample", "otto-sample"}  # fmt: skip
     for d in DATASETS.values():
         assert d.url.startswith(("https://", "http://")) and d.filename and d.preprocessing
         assert d.sha256 is None or len(d.sha256) == 64

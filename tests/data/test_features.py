@@ -142,7 +142,8 @@ def test_readers_of_every_format(tmp_path: Path, gz: bool) -> None:
     ("cols.csv", "item,genre\na,x\n", {"genres": "multi"},
      r"cols\.csv: no column 'genres' for a feature field; available columns: 'item', 'genre'"),
     ("kind.csv", "item,genre\na,x\n", {"genre": "tags"}, r"kind\.csv: field 'genre' has unknown kind 'tags'"),
-    ("noid.csv", "thing,genre\na,x\n", None, r"noid\.csv: no item ID column .*available columns: 'thing', 'genre'"),
+    ("noid.csv", "thing,genre\na,x\n", None,
+     r"noid\.csv: no item ID column .*available columns: 'thing', 'genre'"),
     ("noval.csv", "item,genre\n,x\n", None, r"noval\.csv: line 2: missing ID \(column 'item'\)"),
     ("bad.json", '{"1": [1, 2],\n "2": [3,, 4]}', None, r"bad\.json:2: not valid JSON"),
     ("ragged.csv", "item,genre\na,x\nb,y,z\n", None, r"ragged\.csv:3: expected 2 fields, saw 3"),
@@ -209,8 +210,8 @@ def test_describe_summarises_features() -> None:
 
 
 def test_feature_columns_option_syntax() -> None:
-    assert parse_feature_columns("id=movieId,genres=multi", True, False) == ({"id": "movieId", "genres": "multi"},
-                                                                             None)  # fmt: skip
+    assert parse_feature_columns("id=movieId,genres=multi", True, False) == (
+        {"id": "movieId", "genres": "multi"}, None)  # fmt: skip
     assert parse_feature_columns("item.id=movieId,user.age=numeric,x=auto") == (
         {"id": "movieId", "x": "auto"},
         {"age": "numeric", "x": "auto"},

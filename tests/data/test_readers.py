@@ -237,7 +237,10 @@ def test_otto_jsonl_events(tmp_path: Path) -> None:
 # Tables
 # ---------------------------------------------------------------------------------------------
 
-CSV = "visitor,product,when,stars,kind\nv1,p1,2021-01-02,4,view\nv1,p2,2021-01-01,5,buy\nv2,p1,2021-01-03,3,view\n"
+CSV = (
+    "visitor,product,when,stars,kind\n"
+    "v1,p1,2021-01-02,4,view\nv1,p2,2021-01-01,5,buy\nv2,p1,2021-01-03,3,view\n"
+)
 MAPPING = {"user": "visitor", "item": "product", "timestamp": "when", "rating": "stars", "event": "kind"}
 
 

@@ -1,4 +1,5 @@
-"""leave_last_qualifying_out: the targets are the last qualifying events ("next buy"), inputs see every event."""
+"""leave_last_qualifying_out: the targets are the last qualifying events ("next buy"), inputs see every
+event."""
 
 from __future__ import annotations
 

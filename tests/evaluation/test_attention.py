@@ -1,4 +1,5 @@
-"""Attention insight: averaged maps and plots from a model, per-recommendation attention, and the two CLI commands."""
+"""Attention insight: averaged maps and plots from a model, per-recommendation attention, and the two CLI
+commands."""
 
 from __future__ import annotations
 

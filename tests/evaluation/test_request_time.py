@@ -20,7 +20,8 @@ from synthetic_logs import HOURLY_VARIANTS, hourly_sequences, train_hourly_sasre
 
 
 def _cases(n: int = 9) -> EvalSet:
-    """``n`` users with histories of different lengths (so evaluation reorders them); target item ``u + 1``."""
+    """``n`` users with histories of different lengths (so evaluation reorders them); target item
+    ``u + 1``."""
     hist = Sequences.from_lists([[1] * (1 + (u * 5) % 7) for u in range(n)], n_items=n + 1)
     return EvalSet(
         np.arange(n), hist, np.arange(n) + 1, {"timestamp": 1000 + 10 * np.arange(n, dtype=np.int64)}
@@ -31,7 +32,8 @@ def test_each_case_is_scored_at_its_own_target_time_and_the_result_says_so() -> 
     cases = _cases()
 
     def clock(users: np.ndarray, hist: Sequences, request_time: np.ndarray | None = None) -> torch.Tensor:
-        """Ranks item ``(t - 1000) / 10 + 1`` first at time ``t`` (the target exactly when t is the target's time)."""
+        """Ranks item ``(t - 1000) / 10 + 1`` first at time ``t`` (the target exactly when t is the target's
+        time)."""
         scores = torch.zeros(len(users), cases.histories.n_items + 1)
         if request_time is not None:
             scores[torch.arange(len(users)), torch.as_tensor((request_time - 1000) // 10 + 1)] = 1.0

@@ -1,4 +1,5 @@
-"""attnrec.experiments.tuning: selection on validation only, one test score, resume, pruning, parallel workers.
+"""attnrec.experiments.tuning: selection on validation only, one test score, resume, pruning, parallel
+workers.
 
 Tiny SASRec trials (hidden 8, one layer, one epoch) on the synthetic ring log: seconds each.
 """
@@ -52,7 +53,8 @@ def split(ring: Interactions) -> Split:
 
 
 class CountEpochs:
-    """Counts the epochs trained across trials; raises KeyboardInterrupt (Ctrl-C, a kill) at epoch ``stop_at``."""
+    """Counts the epochs trained across trials; raises KeyboardInterrupt (Ctrl-C, a kill) at epoch
+    ``stop_at``."""
 
     def __init__(self, stop_at: int = 0) -> None:
         self.stop_at, self.epochs = stop_at, 0

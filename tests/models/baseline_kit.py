@@ -76,7 +76,8 @@ def chain(n_users: int = 120, n_items: int = 24, length: int = 14, seed: int = 0
 
 
 def successor_accuracy(rec: Recommender, data: Interactions, context: int = 2) -> float:
-    """Share of items ``i`` for which the ad-hoc history ``[i - context + 1, ..., i]`` gets ``i + 1`` first."""
+    """Share of items ``i`` for which the ad-hoc history ``[i - context + 1, ..., i]`` gets ``i + 1``
+    first."""
     n = data.n_items
     hits = 0
     for i in range(1, n + 1):

@@ -1,4 +1,5 @@
-"""The content-only baseline: recency-weighted attribute cosine, exact on a hand-computed case; ranks cold items."""
+"""The content-only baseline: recency-weighted attribute cosine, exact on a hand-computed case; ranks cold
+items."""
 
 from __future__ import annotations
 

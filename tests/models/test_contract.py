@@ -1,4 +1,5 @@
-"""Contract tests run for every registered model (discovered from the registry), and what each declares it can do."""
+"""Contract tests run for every registered model (discovered from the registry), and what each declares it can
+do."""
 
 from pathlib import Path
 
@@ -161,7 +162,8 @@ def _context() -> ModelContext:
     return ModelContext(ItemFeatures.from_table(data.item_features, data.items))
 
 
-# The shifted next-item models: inputs "seq" and targets "target" of one shape, target t the item after input t.
+# The shifted next-item models: inputs "seq" and targets "target" of one shape, target t the item after input
+# t.
 SHIFTED = ["sasrec", "esasrec", "gsasrec", "hstu", "gru4rec"]
 
 

@@ -49,7 +49,8 @@ def test_gradient_is_the_mask_times_the_scale_and_a_seed_repeats_it() -> None:
 
 
 def test_sasrec_with_fast_dropout_trains_and_scores_as_without_it(ring: Interactions) -> None:
-    """Same weights: the same scores in evaluation (dropout is off there); in training its masks are FastDropout's."""
+    """Same weights: the same scores in evaluation (dropout is off there); in training its masks are
+    FastDropout's."""
     split = leave_one_out(ring)
     torch.manual_seed(0)
     fast = SASRec(SASRecConfig(**(SMALL | {"fast_dropout": True})), ring.n_users, ring.n_items)  # type: ignore[arg-type]

@@ -1,4 +1,5 @@
-"""eSASRec: a LiGR layer computed by hand, causality, the sampled softmax against the full one, and that it learns."""
+"""eSASRec: a LiGR layer computed by hand, causality, the sampled softmax against the full one, and that it
+learns."""
 
 import math
 from pathlib import Path

@@ -25,7 +25,8 @@ N_ITEMS = 12
 
 
 def item_table(n: int = N_ITEMS) -> FeatureTable:
-    """Item ``i{k}``: category ``k % 3``, tags {k % 4, k % 5 + 10} (item 11 has none), price k (missing for 5)."""
+    """Item ``i{k}``: category ``k % 3``, tags {k % 4, k % 5 + 10} (item 11 has none), price k (missing for
+    5)."""
     return FeatureTable.from_frame(
         pd.DataFrame(
             {

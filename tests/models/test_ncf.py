@@ -1,4 +1,5 @@
-"""NCF (NeuMF): towers, chunked scoring, sampled log loss; beats POP, folds unknown users in, persists exactly."""
+"""NCF (NeuMF): towers, chunked scoring, sampled log loss; beats POP, folds unknown users in, persists
+exactly."""
 
 from __future__ import annotations
 

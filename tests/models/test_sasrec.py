@@ -91,7 +91,8 @@ def test_chunked_cross_entropy_matches_reference_values_and_gradients(fast: bool
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_chunked_cross_entropy_with_bias_scaled_upstream_and_without_grad(fast: bool) -> None:
-    """The gradients are computed in the forward pass: an upstream factor, a bias and no_grad must still hold."""
+    """The gradients are computed in the forward pass: an upstream factor, a bias and no_grad must still
+    hold."""
     torch.manual_seed(1)
     h = torch.randn(700, 8, requires_grad=True)
     w = torch.randn(40, 8, requires_grad=True)

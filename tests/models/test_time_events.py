@@ -25,7 +25,8 @@ ALL_INPUTS = {"time_intervals": 8, "time_features": "periodic", "event_input": T
 
 
 def log(n_users: int = 12, seed: int = 0, length: int = 14) -> Sequences:
-    """Users with ``length`` events each: random items, irregular times (minutes to days), events and ratings."""
+    """Users with ``length`` events each: random items, irregular times (minutes to days), events and
+    ratings."""
     rng = np.random.default_rng(seed)
     n = n_users * length
     gaps = rng.choice([60, 600, 3600, 7200, 86400, 3 * 86400], size=(n_users, length))
@@ -104,10 +105,13 @@ def test_sasrec_stays_causal_with_time_event_and_rating_inputs(key: str, request
     batch = model.score_inputs(np.arange(3), seqs.take(np.arange(3)))
     batch[REQUEST_TIME] = batch["timestamps"][:, -1] + 3600
     before = _states(model, batch)
-    j = 6  # change event j: positions before it (before j - 1 with request_time, whose request is t_j) keep their states
+    # change event j: positions before it (before j - 1 with request_time, whose request is t_j) keep their
+    # states
+    j = 6
     changed = dict(batch)
     changed[key] = batch[key].clone()
-    # a time 1 s after the previous event: the smallest gap of the window, which must not rescale earlier intervals
+    # a time 1 s after the previous event: the smallest gap of the window, which must not rescale earlier
+    # intervals
     changed[key][:, j] = {
         "timestamps": changed[key][:, j - 1] + 1,
         "events": 1 + changed[key][:, j] % 3,

@@ -16,7 +16,8 @@ torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
 
 def synthetic_log(n_users: int = 120, n_items: int = 60, seed: int = 0) -> Interactions:
-    """The ring log (item i is often followed by i+1, so there is sequential signal), every other item titled."""
+    """The ring log (item i is often followed by i+1, so there is sequential signal), every other item
+    titled."""
     titles = {f"i{i}": f"Item number {i}" for i in range(0, n_items, 2)}
     return ring_log(
         n_users, n_items, seed, min_len=5, follow=0.8, source=DataSource("ring-synthetic"), item_titles=titles

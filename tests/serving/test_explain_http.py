@@ -1,4 +1,5 @@
-"""Per-item explanations over HTTP: ``/v1/recommend``'s ``explain`` and ``/v1/explain-rec``'s ``method``/``item``.
+"""Per-item explanations over HTTP: ``/v1/recommend``'s ``explain`` and ``/v1/explain-rec``'s
+``method``/``item``.
 
 Answers equal the Python API's; refusals use the service's error shape (422 for a bad method, 404
 for an unknown item, 501 for a model that cannot explain, POP here).

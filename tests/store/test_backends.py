@@ -1,4 +1,5 @@
-"""What is particular to each backend and to the events: validation, opening, bad files, a server that is down."""
+"""What is particular to each backend and to the events: validation, opening, bad files, a server that is
+down."""
 
 from __future__ import annotations
 

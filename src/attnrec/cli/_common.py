@@ -201,7 +201,8 @@ def load_data(
     )
     return load_dataset(spec, format=fmt, columns=parse_columns(columns), min_rating=min_rating,
                         k_core=k_core, data_dir=data_dir, titles=titles, item_features=item_features,
-                        user_features=user_features, item_feature_columns=item_cols, user_feature_columns=user_cols,
+                        user_features=user_features, item_feature_columns=item_cols,
+                        user_feature_columns=user_cols,
                         missing_features=missing_features, time_format=time_format)  # fmt: skip
 
 
@@ -211,8 +212,8 @@ DataOpt = Annotated[
         "--data",
         "-d",
         help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
-        "ml-latest-small, beauty, steam, amazon-toys, amazon-sports, taobao-sample, otto-sample) or a file path "
-        "(CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).",
+        "ml-latest-small, beauty, steam, amazon-toys, amazon-sports, taobao-sample, otto-sample) or a file "
+        "path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).",
     ),
 ]
 

@@ -40,7 +40,8 @@ WindowOpt = Annotated[
 def parse_metric_options(
     metrics: str | None, window: str | None, protocols: list[str]
 ) -> tuple[Any, float | None]:
-    """``(families or None for each protocol's default, window seconds or None)``, checked before any data is read."""
+    """``(families or None for each protocol's default, window seconds or None)``, checked before any data is
+    read."""
     if window is not None and not any(PROTOCOLS[p].window for p in protocols):
         raise ValueError("--window applies to --protocol time-window")
     return (None if metrics is None else parse_families(metrics)), (
@@ -51,7 +52,8 @@ def parse_metric_options(
 def protocol_for(
     name: str, negatives: int, seed: int, ks: tuple[int, ...], window: float | None, exclude_seen: bool
 ) -> Protocol:
-    """The named protocol with the command's settings; ``window`` (``--window``) sets a time window's length."""
+    """The named protocol with the command's settings; ``window`` (``--window``) sets a time window's
+    length."""
     proto = protocol_by_name(name, negatives, seed, ks, window if PROTOCOLS[name].window else None)
     return dataclasses.replace(proto, exclude_seen=exclude_seen)
 
@@ -77,7 +79,8 @@ def protocol_cases(
     )
     if dropped:
         warn_line(
-            f"{dropped} of {len(cases)} time-window cases left out: their user or every target is unknown to the model"
+            f"{dropped} of {len(cases)} time-window cases left out: their user or every target is unknown to "
+            "the model"
         )
     return aligned
 

@@ -1,4 +1,5 @@
-"""Per-item explanations in the CLI's rich output: shared by ``attnrec explain-rec`` and ``attnrec recommend --explain``."""
+"""Per-item explanations in the CLI's rich output: shared by ``attnrec explain-rec`` and
+``attnrec recommend --explain``."""
 
 from __future__ import annotations
 
@@ -27,11 +28,14 @@ EventVerbOpt = Annotated[
         "--event-verb",
         metavar="NAME=VERB",
         help="The verb of an event type in reasons, e.g. buy=purchased or "
-        "'cart=added {item} to your cart' ({item}: where the item goes); repeatable. Defaults exist for the Taobao "
-        "(pv, cart, fav, buy) and OTTO (clicks, carts, orders) event types.",
+        "'cart=added {item} to your cart' ({item}: where the item goes); repeatable. Defaults exist for "
+        "the Taobao (pv, cart, fav, buy) and OTTO (clicks, carts, orders) event types.",
     ),
 ]
-METHOD_HELP = f"Attribution method: {', '.join(METHODS)} (default greedy: the most faithful in benchmarks/results/faithfulness.md)."
+METHOD_HELP = (
+    f"Attribution method: {', '.join(METHODS)} (default greedy: the most faithful in "
+    "benchmarks/results/faithfulness.md)."
+)
 
 
 def check_verb(verb: str) -> str:

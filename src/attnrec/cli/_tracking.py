@@ -1,4 +1,5 @@
-"""The experiment-tracking options of ``attnrec train`` (``--track``, ``--track-uri``, ``--experiment``, ``--run-name``)."""
+"""The experiment-tracking options of ``attnrec train`` (``--track``, ``--track-uri``, ``--experiment``,
+``--run-name``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from attnrec.experiments.tracking import DEFAULT_MLFLOW_URI, KINDS, TENSORBOARD_
 
 @dataclass(frozen=True)
 class TrackingOptions:
-    """Where ``attnrec train`` records its run (an option group: see :func:`attnrec.cli._common.option_groups`)."""
+    """Where ``attnrec train`` records its run (an option group: see
+    :func:`attnrec.cli._common.option_groups`)."""
 
     track: Annotated[
         list[str] | None,
@@ -21,9 +23,9 @@ class TrackingOptions:
             "--track",
             parser=_choice(KINDS),
             metavar="[" + "|".join(KINDS) + "]",
-            help="Record the run (settings, per-epoch loss and validation metrics, test metrics, the saved model) in "
-            "MLflow or TensorBoard (repeatable; needs pip install 'attnrec\\[mlflow]' / 'attnrec\\[tensorboard]'). "
-            "See docs/tracking.md.",
+            help="Record the run (settings, per-epoch loss and validation metrics, test metrics, the saved "
+            "model) in MLflow or TensorBoard (repeatable; needs pip install 'attnrec\\[mlflow]' / "
+            "'attnrec\\[tensorboard]'). See docs/tracking.md.",
         ),
     ] = None
     track_uri: Annotated[
@@ -32,8 +34,8 @@ class TrackingOptions:
             "--track-uri",
             metavar="URI",
             help=f"MLflow: any tracking URI (default $MLFLOW_TRACKING_URI, else {DEFAULT_MLFLOW_URI}); "
-            f"TensorBoard: the log directory (default {TENSORBOARD_ROOT}/RUN_NAME). With two --track, one per "
-            "--track in the same order.",
+            f"TensorBoard: the log directory (default {TENSORBOARD_ROOT}/RUN_NAME). With two --track, one "
+            "per --track in the same order.",
         ),
     ] = None
     experiment: Annotated[
@@ -53,7 +55,8 @@ class TrackingOptions:
     ] = None
 
     def open(self, model: str, main_rank: bool = True) -> Trackers:
-        """The tracked runs, opened now so that a bad store fails before any training; none off the main rank."""
+        """The tracked runs, opened now so that a bad store fails before any training; none off the main
+        rank."""
         if not main_rank:  # under torchrun only rank 0 trains "for the record"
             return Trackers()
         return open_trackers(

@@ -151,8 +151,8 @@ def batch(
     unknown = unknown_filter_items(rec, allowed, banned)
     if unknown:
         warn_line(
-            f"ignored {len(unknown)} --include/--exclude item(s) unknown to the model: {', '.join(unknown[:10])}"
-            f"{' ...' if len(unknown) > 10 else ''}"
+            f"ignored {len(unknown)} --include/--exclude item(s) unknown to the model: "
+            f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}"
         )
     bar = _Bar(source.n_rows(), err.is_terminal if progress is None else progress)
     with bar.progress:

@@ -1,4 +1,5 @@
-"""``attnrec compare``: the papers' comparison tables on any dataset (a thin layer over :func:`attnrec.experiments.comparison.compare`)."""
+"""``attnrec compare``: the papers' comparison tables on any dataset (a thin layer over
+:func:`attnrec.experiments.comparison.compare`)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from attnrec.models.registry import get_spec
 
 @app.command(
     "compare",
-    epilog="Example: attnrec compare --data ml-1m --protocol sampled-popularity --also full --time-budget 600 "
-    "--out results/ml-1m",
+    epilog="Example: attnrec compare --data ml-1m --protocol sampled-popularity --also full --time-budget "
+    "600 --out results/ml-1m",
 )
 @cli_errors
 def compare_cmd(
@@ -132,7 +133,8 @@ def compare_cmd(
         typer.Option(
             "--update",
             help="Merge into the comparison.json already in --out: the given models' rows are replaced "
-            "(or added) and the others kept; each new row records its own settings (e.g. a larger --time-budget).",
+            "(or added) and the others kept; each new row records its own settings (e.g. a larger "
+            "--time-budget).",
         ),
     ] = False,
     render: Annotated[

@@ -84,8 +84,9 @@ SplitOpt = Annotated[
         "--split",
         parser=parse_split_name,
         metavar=SPLIT_METAVAR,
-        help="leave-one-out: last item is the test target, the one before it validation; temporal: global time cut-offs; "
-        "last-qualifying: the last event of --target-events rated >= --min-target-rating (next buy, liked).",
+        help="leave-one-out: last item is the test target, the one before it validation; temporal: global "
+        "time cut-offs; last-qualifying: the last event of --target-events rated >= --min-target-rating "
+        "(next buy, liked).",
     ),
 ]
 ValidUsersOpt = Annotated[
@@ -94,7 +95,8 @@ ValidUsersOpt = Annotated[
         "--valid-users",
         min=0,
         help="leave-one-out: validate on this many users (drawn with seed 0); every other "
-        "user also trains on its second-to-last item (aprec's protocol; the BERT4Rec code trains on all but the test item). 0 = all users.",
+        "user also trains on its second-to-last item (aprec's protocol; the BERT4Rec code trains on all but "
+        "the test item). 0 = all users.",
     ),
 ]
 ModelDirOpt = Annotated[
@@ -219,8 +221,9 @@ def train(
         bool,
         typer.Option(
             "--auto/--no-auto",
-            help="Without --preset or --config, choose the settings you did not give from the data (objective, "
-            "window, dropout, stopping) and print why; --no-auto keeps the model's plain defaults.",
+            help="Without --preset or --config, choose the settings you did not give from the data "
+            "(objective, window, dropout, stopping) and print why; --no-auto keeps the model's plain "
+            "defaults.",
         ),
     ] = True,
     baseline: Annotated[
@@ -301,9 +304,9 @@ def train(
         if main_rank:
             out.print(
                 f"[bold]{escape(model)}[/bold]{f' ({escape(preset)})' if preset else ''} on "
-                f"{escape(interactions.source.name)}: {interactions.n_users:,} users, {interactions.n_items:,} "
-                f"items, {len(interactions):,} interactions; split {sp.describe()}, {len(sp.valid):,} "
-                f"validation / {len(sp.test):,} test users",
+                f"{escape(interactions.source.name)}: {interactions.n_users:,} users, "
+                f"{interactions.n_items:,} items, {len(interactions):,} interactions; split {sp.describe()}, "
+                f"{len(sp.valid):,} validation / {len(sp.test):,} test users",
                 soft_wrap=True,
             )
             rec.choose_settings(interactions, sp)  # logged as what the run trains with

@@ -95,7 +95,8 @@ def explain_train(
     assert tr is not None
     out.print(
         f"trained {tr.epochs} epochs ({tr.seconds_per_epoch:.1f} s/epoch; {tr.stopped}); best epoch "
-        f"{tr.best_epoch}; validation RMSE {metrics['RMSE']:.4f} BLEU-4 {metrics['BLEU-4']:.2f}; saved to {out_dir}"
+        f"{tr.best_epoch}; validation RMSE {metrics['RMSE']:.4f} BLEU-4 {metrics['BLEU-4']:.2f}; saved to "
+        f"{out_dir}"
     )
 
 

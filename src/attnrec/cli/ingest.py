@@ -52,7 +52,8 @@ def ingest(
     model: Annotated[
         Path | None,
         typer.Option(
-            help="A saved model directory: report the events whose items it does not know (stored, not scored)."
+            help="A saved model directory: report the events whose items it does not know (stored, not "
+            "scored)."
         ),
     ] = None,
     batch: Annotated[int, typer.Option(min=1, help="Events per store transaction.")] = 10_000,
@@ -88,5 +89,6 @@ def ingest(
     )
     if unknown:
         warn_line(
-            f"{unknown:,} events are for items the model does not know: stored for the next retrain, not scored"
+            f"{unknown:,} events are for items the model does not know: stored for the next retrain, not "
+            "scored"
         )

@@ -1,4 +1,5 @@
-"""``attnrec attention`` and ``attnrec explain-rec``: what the self-attention models look at, and per-item reasons."""
+"""``attnrec attention`` and ``attnrec explain-rec``: what the self-attention models look at, and per-item
+reasons."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def attention(
     """Average attention weights per layer and head over users, as in the SASRec paper's heat-maps.
 
     Writes attention.json (the last --window positions and offsets), attention.npz (full matrices) and, unless --no-plot, attention_heatmap.png (query x key position, 0 = the predicting position) and attention_offsets.png (attention mass by key offset).
-    """
+    """  # noqa: E501  # --help prints a paragraph's line breaks as written (typer's rich mode): one line each
     rec = Recommender.load(model_dir, device=device)
     assert rec.histories_ is not None and rec.users_ is not None and rec.items_ is not None
     hist, names = rec.histories_, rec.users_.to_list()
@@ -155,7 +156,7 @@ def explain_rec(
     """Recommend for one user and list, per recommended item, the history items behind it with a reason.
 
     'attention' is the last layer's weight from the predicting position (mean over heads); 'rollout' follows the attention through all layers: both are shared by the whole list. 'greedy' (the default: history items chosen in rounds, each the one whose removal lowers the score most given those chosen before), 'occlusion' (exact: the score drop without each history item) and 'integrated_gradients' explain each item on its own.
-    """
+    """  # noqa: E501  # --help prints a paragraph's line breaks as written (typer's rich mode): one line each
     if (query.user is None) == (query.history is None):
         raise ValueError("give exactly one of --user USER or --history 'ITEM,ITEM,...'")
     check_method(method)  # before loading the model: a typo costs nothing

@@ -33,7 +33,8 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "evaluate": CommandEntry(
         "core",
-        "Score a saved model on a dataset under one or more protocols and print the protocol with the numbers.",
+        "Score a saved model on a dataset under one or more protocols and print the protocol with the "
+        "numbers.",
     ),
     "recommend": CommandEntry(
         "core",

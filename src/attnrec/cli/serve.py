@@ -54,7 +54,8 @@ def serve(
         typer.Option(
             "--api-key",
             help="Require this API key (Authorization: Bearer KEY or X-API-Key: KEY; at least 16 "
-            "characters); repeat for several. Also read from $ATTNREC_API_KEYS (comma-separated). No key: open.",
+            "characters); repeat for several. Also read from $ATTNREC_API_KEYS (comma-separated). No key: "
+            "open.",
         ),
     ] = None,
     api_keys_file: Annotated[

@@ -1,4 +1,5 @@
-"""``attnrec tune``: hyper-parameter search with Optuna (a thin layer over :func:`attnrec.experiments.tuning.tune`)."""
+"""``attnrec tune``: hyper-parameter search with Optuna (a thin layer over
+:func:`attnrec.experiments.tuning.tune`)."""
 
 from __future__ import annotations
 
@@ -217,7 +218,8 @@ def tune_cmd(
 
 
 def _missing_extra(e: ModuleNotFoundError) -> NoReturn:
-    """A clear error when Optuna (the ``tune`` extra) is what is missing; any other missing module is a bug."""
+    """A clear error when Optuna (the ``tune`` extra) is what is missing; any other missing module is a
+    bug."""
     if (e.name or "").split(".")[0] not in ("optuna", "sqlalchemy"):
         raise e
     raise ConfigError(

@@ -51,8 +51,8 @@ class ColdRecord:
 
     def describe(self) -> str:
         return (
-            f"cold items {self.share:g} of the catalogue (seed {self.seed}): {self.n_items:,} items drawn from "
-            f"{self.drawn_from}, never in training or histories; {self.n_test_targets:,} cold / "
+            f"cold items {self.share:g} of the catalogue (seed {self.seed}): {self.n_items:,} items drawn "
+            f"from {self.drawn_from}, never in training or histories; {self.n_test_targets:,} cold / "
             f"{self.n_warm_targets:,} warm test targets"
         )
 
@@ -131,7 +131,8 @@ def _warm_log(data: Interactions, n_warm: int) -> Interactions:
         return None if a is None else a[keep]
 
     return dataclasses.replace(
-        data, user=data.user[keep], item=data.item[keep], timestamp=cut(data.timestamp), rating=cut(data.rating),
+        data, user=data.user[keep], item=data.item[keep], timestamp=cut(data.timestamp),
+        rating=cut(data.rating),
         event=cut(data.event), events=data.events,
         items=IdMap(data.items.external[: n_warm], data.items.offset))  # fmt: skip
 

@@ -53,8 +53,10 @@ class ReadOptions:
 
     def attach_features(self, data: Interactions) -> Interactions:
         """``data`` with these options' feature tables (unchanged when there are none)."""
-        return with_features(data, self.item_features, self.user_features, item_columns=self.item_feature_columns,
-                             user_columns=self.user_feature_columns, missing=self.missing_features)  # fmt: skip
+        return with_features(data, self.item_features, self.user_features,
+                             item_columns=self.item_feature_columns,
+                             user_columns=self.user_feature_columns,
+                             missing=self.missing_features)  # fmt: skip
 
 
 def load_dataset(
@@ -130,8 +132,10 @@ def load_dataset(
         raise DataError(f"missing_features={missing_features!r}: use one of {', '.join(MISSING_POLICIES)}")
     options = ReadOptions(format=format, columns=columns, min_rating=min_rating, k_core=k_core,
                           item_features=item_features, user_features=user_features,
-                          item_feature_columns=item_feature_columns, user_feature_columns=user_feature_columns,
-                          missing_features=missing_features, time_format=check_time_format(time_format))  # fmt: skip
+                          item_feature_columns=item_feature_columns,
+                          user_feature_columns=user_feature_columns,
+                          missing_features=missing_features,
+                          time_format=check_time_format(time_format))  # fmt: skip
     if is_frame(spec):
         return _with_titles(options.attach_features(_read_frame(spec, options)), titles, title_mapping)
     text = str(spec).strip()

@@ -110,7 +110,8 @@ def make_demo(
     min_rating, k_core : optional
         Passed to :func:`attnrec.data.build.from_columns`.
     **overrides
-        Fields of :class:`DemoKnobs` to change from their defaults (``mean_length=15``, ``p_series=0.5``, ...).
+        Fields of :class:`DemoKnobs` to change from their defaults (``mean_length=15``, ``p_series=0.5``,
+        ...).
 
     Returns
     -------
@@ -295,7 +296,8 @@ def _user_sequence(
 
 
 def _series_step(
-    world: _World, cur: int, seen: set[int], pending: list[int], r_move: float, r_resume: float, knobs: DemoKnobs,
+    world: _World, cur: int, seen: set[int], pending: list[int], r_move: float, r_resume: float,
+    knobs: DemoKnobs,
 ) -> int:  # fmt: skip
     """After item ``cur``: its series' next part, the follow-up series' first part, or the most
     recently abandoned series; -1 when none is drawn (or it was seen). Uses no extra randomness."""

@@ -98,7 +98,9 @@ def describe_features(table: FeatureTable | None, ids: IdMap) -> dict[str, Any] 
             counts = (aligned.multi[name][rows] > 0).sum(axis=1)
             fields[name] = {"kind": kind, "values": aligned.vocab_sizes[name],
                             "coverage": float((counts > 0).sum() / n),
-                            "per_row": round(float(counts[counts > 0].mean()) if (counts > 0).any() else 0.0, 2)}  # fmt: skip
+                            "per_row": round(
+                                float(counts[counts > 0].mean()) if (counts > 0).any() else 0.0, 2
+                            )}  # fmt: skip
     return {"source": table.source, "rows": len(table), "covered": len(ids) - len(aligned.missing_ids),
             "extra_ids": len(aligned.extra_ids), "fields": fields}  # fmt: skip
 
@@ -144,7 +146,8 @@ def format_description(desc: dict[str, Any]) -> str:
         f"items          {desc['items']:,}",
         f"interactions   {desc['interactions']:,}",
         f"density        {desc['density']:.4%}",
-        f"per user       min {s['min']}  median {s['median']:g}  mean {s['mean']:g}  p90 {s['p90']:g}  max {s['max']}",
+        f"per user       min {s['min']}  median {s['median']:g}  mean {s['mean']:g}  p90 {s['p90']:g}  max "
+        f"{s['max']}",
         f"item counts    max {pop['max']:,}  median {pop['median']:g}  top 10% of items hold "
         f"{pop['top10pct_share']:.1%} of interactions",
     ]

@@ -165,7 +165,8 @@ def _id_column(columns: list[str], wanted: str | None, role: str, source: object
         if alias in lower:
             return lower[alias]
     raise DataError(f"{source}: no {role} ID column (looked for {', '.join(COLUMN_ALIASES[role][:5])}, id); "
-                    f"available columns: {', '.join(repr(c) for c in columns[:30])}; name it with id=<column>")  # fmt: skip
+                    f"available columns: {', '.join(repr(c) for c in columns[:30])}; "
+                    "name it with id=<column>")  # fmt: skip
 
 
 def _read_frame(p: Path, value_field: str) -> tuple[pd.DataFrame, LineOf]:
@@ -245,5 +246,6 @@ def _short_row(p: Path, sep: str, width: int) -> tuple[int, int] | None:
 
 
 __all__ = [
-    "FeatureSource", "ROLES", "feature_table", "parse_feature_columns", "read_features", "split_id", "with_features",
+    "FeatureSource", "ROLES", "feature_table", "parse_feature_columns", "read_features", "split_id",
+    "with_features",
 ]  # fmt: skip

@@ -190,7 +190,8 @@ class FeatureTable:
         new ID ``k`` gets the row of ``mapping[k]``; rows no new ID maps to are dropped."""
         new = [k for k, orig in mapping.items() if orig in self.ids]
         rows = self.rows_of([mapping[k] for k in new])
-        return FeatureTable(IdMap(np.array(new, dtype=object)), {k: _take(f, rows) for k, f in self.fields.items()},
+        return FeatureTable(IdMap(np.array(new, dtype=object)),
+                            {k: _take(f, rows) for k, f in self.fields.items()},
                             self.source, self.missing)  # fmt: skip
 
     def align(
@@ -207,9 +208,10 @@ class FeatureTable:
         ``missing`` (default :attr:`missing`): ``"error"`` raises a :class:`DataError` naming the
         table and a few of the log's IDs without a row; ``"empty"`` gives them all-padding
         features (listed in ``missing_ids``). Multi/text fields keep the first ``max_values``
-        values of a row (their matrix is as wide as the longest row, at most ``max_values``). ``standardise`` maps numeric fields to ``(x - mean) / std`` over the
-        table's present values. ``include_extra`` appends the table's IDs unknown to ``ids``
-        (``extra_ids``, in that order) as rows ``ids.offset + len(ids)`` on.
+        values of a row (their matrix is as wide as the longest row, at most ``max_values``). ``standardise``
+        maps numeric fields to ``(x - mean) / std`` over the table's present values. ``include_extra`` appends
+        the table's IDs unknown to ``ids`` (``extra_ids``, in that order) as rows ``ids.offset + len(ids)``
+        on.
         """
         policy = self.missing if missing is None else missing
         if policy not in MISSING_POLICIES:

@@ -49,7 +49,8 @@ def _read_amazon_ratings_csv(
 ) -> Interactions:
     """Amazon "ratings only" files: headerless ``user,item,rating,timestamp``."""
     return read_table(path, {"user": 0, "item": 1, "rating": 2, "timestamp": 3}, sep=",", header=False,
-                      name=name, min_rating=min_rating, k_core=k_core, format="amazon-ratings-csv")  # fmt: skip
+                      name=name, min_rating=min_rating, k_core=k_core,
+                      format="amazon-ratings-csv")  # fmt: skip
 
 
 #: The reader of every fixed-layout format (tables go through :func:`read_table` with columns).

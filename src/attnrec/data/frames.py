@@ -25,7 +25,8 @@ from attnrec.data.readers.columns import COLUMN_ALIASES, resolve_columns
 from attnrec.data.schema import DataError, DataSource, Interactions
 
 FrameLike: TypeAlias = "pd.DataFrame | pa.Table"
-"""What :func:`from_frame` reads: a pandas DataFrame or a pyarrow Table (and, at run time, a polars DataFrame)."""
+"""What :func:`from_frame` reads: a pandas DataFrame or a pyarrow Table (and, at run time, a polars
+DataFrame)."""
 
 _HINT = "{role}='<column name>'"
 
@@ -98,7 +99,8 @@ def from_frame(
     """
     if not is_frame(frame):
         raise DataError(
-            f"from_frame reads a pandas DataFrame, a pyarrow Table or a polars DataFrame, not {type(frame).__name__}"
+            "from_frame reads a pandas DataFrame, a pyarrow Table or a polars DataFrame, not "
+            f"{type(frame).__name__}"
         )
     given = {"user": user, "item": item, "timestamp": timestamp, "event": event, "rating": rating}
     roles = resolve_columns(_labels(frame), {r: c for r, c in given.items() if c is not None}, name, _HINT)
@@ -112,7 +114,8 @@ def from_frame(
     columns = CheckedColumns(
         ids("user"),
         ids("item"),
-        time_column(df["timestamp"], roles["timestamp"], origin, time_format) if "timestamp" in roles else None,
+        time_column(df["timestamp"], roles["timestamp"], origin, time_format)
+        if "timestamp" in roles else None,
         number_column(df["rating"], "rating", roles["rating"], origin) if "rating" in roles else None,
         ids("event") if "event" in roles else None,
     )  # fmt: skip
@@ -120,7 +123,8 @@ def from_frame(
         raise DataError(
             f"{name}: time_format={time_format!r} was given but the frame has no timestamp column"
         )
-    data = build_log(columns, source=DataSource(name, format="dataframe"), min_rating=min_rating, k_core=k_core,
+    data = build_log(columns, source=DataSource(name, format="dataframe"), min_rating=min_rating,
+                     k_core=k_core,
                      item_titles=_titles(titles, name))  # fmt: skip
     return with_features(data, item_features, user_features, missing=missing_features)
 

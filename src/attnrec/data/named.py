@@ -53,7 +53,8 @@ def _find_beside(roots: list[Path], name: str, filename: str, beside: Path) -> P
 
 
 def load_named(
-    ds: NamedDataset, data_dir: str | Path | None, allow_download: bool, min_rating: float | None, k_core: int,
+    ds: NamedDataset, data_dir: str | Path | None, allow_download: bool, min_rating: float | None,
+    k_core: int,
     features: bool = True,
 ) -> Interactions:  # fmt: skip
     """``ds`` as the papers' file when one is found (and no ``min_rating`` asks for ratings), else

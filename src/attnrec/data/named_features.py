@@ -85,8 +85,9 @@ def ml100k_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``u.user``: ``id|age|gender|occupation|zip`` -> age (numeric), gender, occupation,
     zip_prefix (categorical)."""
     rows, numbers = _lines(path, "|", 5, "id|age|gender|occupation|zip")
-    df = pd.DataFrame({"id": [r[0] for r in rows], "age": [r[1] for r in rows], "gender": [r[2] for r in rows],
-                       "occupation": [r[3] for r in rows], "zip_prefix": [_zip_prefix(r[4]) for r in rows]})  # fmt: skip
+    df = pd.DataFrame({"id": [r[0] for r in rows], "age": [r[1] for r in rows],
+                       "gender": [r[2] for r in rows], "occupation": [r[3] for r in rows],
+                       "zip_prefix": [_zip_prefix(r[4]) for r in rows]})  # fmt: skip
     kinds = {
         "age": "numeric",
         "gender": "categorical",
@@ -97,10 +98,11 @@ def ml100k_users(path: Path, extra: list[Path | None]) -> FeatureTable:
 
 
 def movielens_dat_movies(path: Path, extra: list[Path | None]) -> FeatureTable:
-    """``movies.dat``: ``id::title::genres`` -> title (text), genres (multi), year (numeric, from the title)."""
+    """``movies.dat``: ``id::title::genres`` -> title (text), genres (multi), year (numeric, from the
+    title)."""
     rows, numbers = _lines(path, "::", 3, "id::title::genres")
-    df = pd.DataFrame({"id": [r[0] for r in rows], "title": [r[1] for r in rows], "genres": [r[2] for r in rows],
-                       "year": [_year(r[1]) for r in rows]})  # fmt: skip
+    df = pd.DataFrame({"id": [r[0] for r in rows], "title": [r[1] for r in rows],
+                       "genres": [r[2] for r in rows], "year": [_year(r[1]) for r in rows]})  # fmt: skip
     return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
 
 
@@ -108,8 +110,9 @@ def movielens_dat_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``users.dat``: ``id::gender::age::occupation::zip`` -> gender, age (the file's age-group
     code: 1, 18, 25, 35, 45, 50, 56), occupation (code 0-20), zip_prefix; all categorical."""
     rows, numbers = _lines(path, "::", 5, "id::gender::age::occupation::zip")
-    df = pd.DataFrame({"id": [r[0] for r in rows], "gender": [r[1] for r in rows], "age": [r[2] for r in rows],
-                       "occupation": [r[3] for r in rows], "zip_prefix": [_zip_prefix(r[4]) for r in rows]})  # fmt: skip
+    df = pd.DataFrame({"id": [r[0] for r in rows], "gender": [r[1] for r in rows],
+                       "age": [r[2] for r in rows], "occupation": [r[3] for r in rows],
+                       "zip_prefix": [_zip_prefix(r[4]) for r in rows]})  # fmt: skip
     kinds = {"gender": "categorical", "age": "categorical", "occupation": "categorical",
              "zip_prefix": "categorical"}  # fmt: skip
     return _table(df, kinds, path, numbers)
@@ -142,7 +145,8 @@ def movies_csv(path: Path, extra: list[Path | None]) -> FeatureTable:
         joined = tags.groupby("movieId", sort=False)["tag"].agg(" ; ".join)
         out["tags"] = out["id"].map(joined).fillna("")
         kinds["tags"] = "text"
-    return from_frame(out, "id", kinds, source=str(path), line_of=lambda row: f"line {line_of_row(path, row, 2)}",
+    return from_frame(out, "id", kinds, source=str(path),
+                      line_of=lambda row: f"line {line_of_row(path, row, 2)}",
                       text_min_count=TEXT_MIN_COUNT)  # fmt: skip
 
 
@@ -156,7 +160,8 @@ def s3rec_attributes(path: Path, extra: list[Path | None]) -> FeatureTable:
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise DataError(f"{path}: expected an object {{item id: [attribute ids]}}")
     keys = [str(k) for k in data]
-    return from_frame(frame_from_mapping(data, "id", "attributes"), "id", {"attributes": "multi"}, source=str(path),
+    return from_frame(frame_from_mapping(data, "id", "attributes"), "id", {"attributes": "multi"},
+                      source=str(path),
                       line_of=lambda row: f"entry {row + 1} (key {keys[row]!r})")  # fmt: skip
 
 

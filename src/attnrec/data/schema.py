@@ -319,7 +319,8 @@ class Sequences:
         return values
 
     def _with(self, offsets: np.ndarray, idx: np.ndarray) -> Sequences:
-        """The elements at ``idx`` (indices or a boolean mask; items and every column) under new ``offsets``."""
+        """The elements at ``idx`` (indices or a boolean mask; items and every column) under new
+        ``offsets``."""
         return Sequences(offsets, self.items[idx], self.n_items, {k: v[idx] for k, v in self.columns.items()})
 
     @property

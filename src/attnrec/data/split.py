@@ -11,13 +11,15 @@ import numpy as np
 from attnrec.data.schema import DataError, Interactions, Sequences
 
 SPLITS: tuple[str, ...] = ("leave-one-out", "temporal", "last-qualifying")
-"""The named splits, as the CLI's ``--split`` and the benchmark configs spell them (see :func:`make_split`)."""
+"""The named splits, as the CLI's ``--split`` and the benchmark configs spell them (see
+:func:`make_split`)."""
 DEFAULT_SPLIT = "leave-one-out"
 
 
 @dataclass(frozen=True)
 class EvalSet:
-    """Evaluation cases: for row ``r``, user ``users[r]`` with input ``histories[r]`` must rank ``targets[r]``.
+    """Evaluation cases: for row ``r``, user ``users[r]`` with input ``histories[r]`` must rank
+    ``targets[r]``.
 
     The history is both the model input and (when seen items are excluded) the set removed from
     the candidates. ``target_columns`` holds the targets' own per-event columns (their
@@ -51,8 +53,9 @@ class Split:
 
 
 def parse_split(described: str) -> tuple[str, dict[str, float | str]]:
-    """``(name, params)`` of a :meth:`Split.describe` string, e.g. ``"leave-one-out (valid_users=2048, seed=0)"``;
-    numbers as floats, anything else (``target_events=cart,buy``) as text."""
+    """``(name, params)`` of a :meth:`Split.describe` string, e.g.
+    ``"leave-one-out (valid_users=2048, seed=0)"``; numbers as floats, anything else
+    (``target_events=cart,buy``) as text."""
     name, _, rest = described.partition(" (")
     pairs = (item.split("=", 1) for item in rest.removesuffix(")").split(", ") if "=" in item)
     return name, {k: _number_or_text(v) for k, v in pairs}
@@ -124,8 +127,8 @@ def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Sp
 def leave_last_qualifying_out(
     data: Interactions, target_events: str = "", min_rating: float | None = None
 ) -> Split:
-    """Leave-one-out whose targets are *qualifying* events: of the ``target_events`` types (comma-separated names
-    of ``data.events``, e.g. ``"buy"`` for taobao's "next buy") and rated at least ``min_rating``.
+    """Leave-one-out whose targets are *qualifying* events: of the ``target_events`` types (comma-separated
+    names of ``data.events``, e.g. ``"buy"`` for taobao's "next buy") and rated at least ``min_rating``.
 
     The test target is each user's last qualifying event, its input every event before it (of any type);
     the validation target is the qualifying event before that one, with every event before it as input;

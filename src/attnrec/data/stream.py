@@ -133,7 +133,8 @@ def _files(path: Path) -> list[Path]:
 
 
 def _sha256(files: list[Path]) -> str:
-    """One file's content hash (Parquet is never gzip: the bytes as stored), or the hash of the files' hashes."""
+    """One file's content hash (Parquet is never gzip: the bytes as stored), or the hash of the files'
+    hashes."""
     if len(files) == 1:
         return content_sha256(files[0])
     return hashlib.sha256("".join(content_sha256(f) for f in files).encode()).hexdigest()

@@ -25,8 +25,9 @@ The heuristic method (deterministic, no network, no model download)
 
 Limits: the noun test is a distributional heuristic, not a POS tagger, so some adjectives or
 verbs slip in as "features" and multi-word aspects (``pop filter``) are reduced to one word;
-the lexicon is small and English only; a fixed list of frequent adjectives is excluded; sarcasm, comparisons and long-range negation are not
-understood. Bring your own templates (e.g. from Sentires) when quality matters.
+the lexicon is small and English only; a fixed list of frequent adjectives is excluded; sarcasm, comparisons
+and long-range negation are not understood. Bring your own templates (e.g. from Sentires) when quality
+matters.
 """
 
 from __future__ import annotations

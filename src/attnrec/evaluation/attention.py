@@ -44,7 +44,8 @@ class AttentionModel(Scorer, AttentionInspectable, Protocol):
 
 
 def as_attention_model(model: object, name: str) -> AttentionModel:
-    """``model`` as an :class:`AttentionModel`; a clear :class:`ValueError` when it has no attention to show."""
+    """``model`` as an :class:`AttentionModel`; a clear :class:`ValueError` when it has no attention to
+    show."""
     if not isinstance(model, AttentionModel):
         raise ValueError(f"{name}: the model has no attention weights to show")
     return model
@@ -102,7 +103,8 @@ def _model_input(
 
 
 def _predicting(seq: torch.Tensor, n_items: int) -> str:
-    """What sits at the predicting position ``T - 1`` of ``seq`` ``(B, T)``: a [mask] is above the item range."""
+    """What sits at the predicting position ``T - 1`` of ``seq`` ``(B, T)``: a [mask] is above the item
+    range."""
     return MASK_PREDICTS if bool((seq[:, -1] > n_items).any()) else NEWEST_PREDICTS
 
 
@@ -187,7 +189,8 @@ def histories_from_data(items: IdMap, data: Interactions) -> tuple[Sequences, li
 
 
 def plot_attention(summary: AttentionSummary, out: str | Path, window: int = 15) -> list[Path]:
-    """Write ``attention_heatmap.png`` (per layer x head, plus the head mean) and ``attention_offsets.png``."""
+    """Write ``attention_heatmap.png`` (per layer x head, plus the head mean) and
+    ``attention_offsets.png``."""
     try:
         import matplotlib
 

@@ -110,7 +110,8 @@ class Attribution:
 
     @property
     def completeness_gap(self) -> np.ndarray | None:
-        """``(K,)`` integrated gradients: ``values.sum(1) - (scores - baseline)`` (0 for an exact path integral)."""
+        """``(K,)`` integrated gradients: ``values.sum(1) - (scores - baseline)`` (0 for an exact path
+        integral)."""
         if self.baseline is None:
             return None
         return np.asarray(self.values.sum(1) - (self.scores - self.baseline))
@@ -153,7 +154,8 @@ def _without(one: Sequences, drops: list[np.ndarray]) -> Sequences:
 
 
 def _window(seq: torch.Tensor, n_items: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """The columns of the one-row model input ``seq`` ``(1, T)`` that hold history items, and their history positions."""
+    """The columns of the one-row model input ``seq`` ``(1, T)`` that hold history items, and their history
+    positions."""
     tokens = seq[0].cpu().numpy()
     cols = np.flatnonzero((tokens > 0) & (tokens <= n_items))
     return cols, np.arange(length - len(cols), length)
@@ -281,7 +283,8 @@ def _greedy(
     depth: int | None,
     dev: torch.device,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Greedy joint occlusion (module doc): values ``(K, W)``, full scores, events, choice order ``(K, W)``."""
+    """Greedy joint occlusion (module doc): values ``(K, W)``, full scores, events, choice order
+    ``(K, W)``."""
     with torch.no_grad():
         seq = model.score_inputs(users, one)["seq"]
         _, events = _window(seq, one.n_items, len(one.items))

@@ -113,7 +113,8 @@ def remove_non_candidates(scores: torch.Tensor, hist: Sequences, exclude_seen: b
 
 
 def top_lists(scores: torch.Tensor, k: int) -> np.ndarray:
-    """``(B, k)`` each row's ``k`` best items, best first (0 in the slots past its candidates, which score ``-inf``)."""
+    """``(B, k)`` each row's ``k`` best items, best first (0 in the slots past its candidates, which score
+    ``-inf``)."""
     width = min(k, scores.shape[1])
     values, items = scores.topk(width, dim=1)
     lists = np.zeros((scores.shape[0], k), dtype=np.int64)

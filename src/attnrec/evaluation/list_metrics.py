@@ -230,7 +230,8 @@ def item_vectors_of(core: object, features: ItemFeatures | None) -> ItemVectors 
 
 
 def training_counts(train: Sequences) -> np.ndarray:
-    """``(I + 1,)`` interactions per item in the training sequences: what novelty and ARP are measured against."""
+    """``(I + 1,)`` interactions per item in the training sequences: what novelty and ARP are measured
+    against."""
     return np.bincount(train.items, minlength=train.n_items + 1).astype(np.int64)
 
 

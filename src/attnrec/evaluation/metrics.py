@@ -30,7 +30,8 @@ DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
 """The cut-offs ``K`` of HR@K and NDCG@K unless a protocol names others."""
 
 METRICS: tuple[str, ...] = ("HR@1", "HR@5", "HR@10", "NDCG@5", "NDCG@10", "MRR")
-"""The metrics of every results table, in column order: what :func:`ranking_metrics` gives for :data:`DEFAULT_KS`."""
+"""The metrics of every results table, in column order: what :func:`ranking_metrics` gives for
+:data:`DEFAULT_KS`."""
 
 RANKING_FAMILIES: tuple[str, ...] = ("HR", "NDCG", "MRR", "Recall", "Precision", "MAP")
 """The ranking metrics, in the order results list them (each ``<family>@<k>``, MRR without a cut-off)."""

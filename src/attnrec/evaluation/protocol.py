@@ -99,7 +99,10 @@ class Protocol:
 
     def describe(self) -> str:
         if self.window > 0:
-            cand = f"every item of the {window_text(self.window)} after the cut time, full ranking over all items"
+            cand = (
+                f"every item of the {window_text(self.window)} after the cut time, full ranking over all "
+                "items"
+            )
         elif self.candidates == "full":
             cand = "full ranking over all items"
         else:

@@ -90,7 +90,8 @@ def _read_figures() -> dict[str, Any]:
 
 
 def _table(spec: dict[str, Any]) -> PublishedTable:
-    """A table of the resource file: per dataset ``{metric: values in models order}`` -> ``{model: {metric: value}}``."""
+    """A table of the resource file: per dataset ``{metric: values in models order}`` ->
+    ``{model: {metric: value}}``."""
     models = spec["models"]
     for dataset, rows in spec["results"].items():
         if any(len(values) != len(models) for values in rows.values()):

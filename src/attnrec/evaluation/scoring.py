@@ -1,7 +1,8 @@
 """Scoring the evaluation cases in batches and ranking their held-out items (for :mod:`.protocol`).
 
 A scorer is any callable ``score(users, histories, request_time=None) -> Tensor[B, n_items + 1]``
-(:class:`ScoreFn`; column 0 is padding); a candidate scorer scores given items only (:class:`CandidateScoreFn`).
+(:class:`ScoreFn`; column 0 is padding); a candidate scorer scores given items only
+(:class:`CandidateScoreFn`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 
 
 class ScoreFn(typing.Protocol):
-    """Scores ``(B, I + 1)`` of ``users`` ``(B,)`` and their internal-index ``histories`` at ``request_time``."""
+    """Scores ``(B, I + 1)`` of ``users`` ``(B,)`` and their internal-index ``histories`` at
+    ``request_time``."""
 
     def __call__(
         self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
@@ -38,7 +40,8 @@ class ScoreFn(typing.Protocol):
 
 
 class CandidateScoreFn(typing.Protocol):
-    """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only (equal to those columns of a :class:`ScoreFn`)."""
+    """Scores ``(B, C)`` of the internal ``items`` ``(B, C)`` only (equal to those columns of a
+    :class:`ScoreFn`)."""
 
     def __call__(
         self,
@@ -82,7 +85,8 @@ def rank_cases(
     candidate_scorer: CandidateScoreFn | None,
     with_lists: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(n,)`` each single-target case's rank and, ``with_lists``, ``(n, max k)`` its top list (else ``(n, 0)``)."""
+    """``(n,)`` each single-target case's rank and, ``with_lists``, ``(n, max k)`` its top list (else
+    ``(n, 0)``)."""
     n = len(cases)
     n_items = cases.histories.n_items
     negatives = None
@@ -131,7 +135,8 @@ def rank_target_sets(
     batch_positions: int,
     with_lists: bool,
 ) -> tuple[TargetRanks, np.ndarray]:
-    """Each time-window case's targets' positions and, ``with_lists``, its top list; every case scored at the cut."""
+    """Each time-window case's targets' positions and, ``with_lists``, its top list; every case scored at the
+    cut."""
     n = len(cases)
     lists = np.zeros((n, max(protocol.ks) if with_lists else 0), dtype=np.int64)
     positions = np.empty(len(cases.targets.items), dtype=np.int64)

@@ -44,7 +44,8 @@ def require(module: str, extra: str, kind: str) -> ModuleType:
 
 
 def default_run_name(model: str) -> str:
-    """``<model>-<local date>-<time>``: the run name when none is given (the same for every tracker of a run)."""
+    """``<model>-<local date>-<time>``: the run name when none is given (the same for every tracker of a
+    run)."""
     return f"{model}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
@@ -85,7 +86,8 @@ class RunInfo:
         )
 
     def params(self) -> dict[str, Any]:
-        """Flat settings: ``model.<key>``, ``train.<key>`` (nested tables joined by dots), the run and the data."""
+        """Flat settings: ``model.<key>``, ``train.<key>`` (nested tables joined by dots), the run and the
+        data."""
         flat: dict[str, Any] = {
             "run.model": self.model,
             "run.preset": self.preset,
@@ -121,7 +123,8 @@ def _flatten(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class GuardedTracker(ABC):
-    """The shared half of the trackers: every logging call guarded (warn once, then off), epochs remembered."""
+    """The shared half of the trackers: every logging call guarded (warn once, then off), epochs
+    remembered."""
 
     kind = ""
 

@@ -19,7 +19,8 @@ from attnrec.recommend import Recommender, cold_items
 
 
 def add_cold_items(rec: Recommender, cold: ColdStart) -> bool:
-    """Add ``cold``'s items to the fitted ``rec`` when it can score items from their features; whether it did."""
+    """Add ``cold``'s items to the fitted ``rec`` when it can score items from their features; whether it
+    did."""
     if cold.cold_features is None or not cold_items.takes_new_items(rec.core, rec.context_, rec.config):
         return False
     added = rec.add_items(cold.cold_features)
@@ -28,7 +29,8 @@ def add_cold_items(rec: Recommender, cold: ColdStart) -> bool:
 
 
 def test_cold(rec: Recommender, cold: ColdStart, protocol: Protocol) -> EvalResult:
-    """Test ``rec`` on ``cold``'s test cases under full-ranking ``protocol``: overall, cold and warm targets."""
+    """Test ``rec`` on ``cold``'s test cases under full-ranking ``protocol``: overall, cold and warm
+    targets."""
     if protocol.candidates != "full":
         raise ValueError(
             "the cold-item protocol is measured under full ranking only (a sampled protocol would "
@@ -50,7 +52,8 @@ def test_cold(rec: Recommender, cold: ColdStart, protocol: Protocol) -> EvalResu
 
 
 def cold_record(cold: ColdStart, added: bool) -> dict[str, Any]:
-    """The result JSON's ``cold_items`` entry: the protocol's record and how the model scored the cold items."""
+    """The result JSON's ``cold_items`` entry: the protocol's record and how the model scored the cold
+    items."""
     how = (
         "added after training from their features alone (all-zero ID vectors where the model has them)"
         if added

@@ -194,7 +194,8 @@ def empty_comparison(
     selection: Protocol,
     settings: dict[str, Any] | None = None,
 ) -> Comparison:
-    """A table without rows for ``data`` on ``split`` under ``protocol``, with its comparable published source."""
+    """A table without rows for ``data`` on ``split`` under ``protocol``, with its comparable published
+    source."""
     published = published_table(data.source.sha256, protocol, split.name)
     return Comparison(
         data.source,

@@ -51,8 +51,8 @@ class RunConfig:
     preset: str | None = None
     split: str = DEFAULT_SPLIT
     valid_users: int = 0  # leave-one-out: validate on this many sampled users, the others train on theirs
-    # split = "last-qualifying": test each user's last event of these types (comma-separated names, e.g. "buy")
-    # rated at least min_target_rating ("next buy", "liked"); the result's split records both
+    # split = "last-qualifying": test each user's last event of these types (comma-separated names, e.g.
+    # "buy") rated at least min_target_rating ("next buy", "liked"); the result's split records both
     target_events: str = ""
     min_target_rating: float | None = None
     valid_protocol: str = "full"
@@ -63,7 +63,8 @@ class RunConfig:
     cold_items: float = 0.0
     cold_seed: int = 0
     notes: str = ""
-    # training seeds: one run per seed named <name>-seed<k> with train.seed = k (seed_runs); () = one run, <name>
+    # training seeds: one run per seed named <name>-seed<k> with train.seed = k (seed_runs);
+    # () = one run, <name>
     seeds: tuple[int, ...] = ()
     seed_group: str = ""  # set on each run of seed_runs: the config's own name (never in a config file)
     model_settings: dict[str, Any] = field(default_factory=dict)
@@ -154,7 +155,8 @@ def _resolved_tables(path: Path, seen: tuple[Path, ...]) -> dict[str, dict[str, 
 
 
 def seed_runs(cfg: RunConfig, seeds: Sequence[int] | None = None) -> list[RunConfig]:
-    """The runs of ``cfg``: itself when it names no seeds, else one per seed (``seeds`` overrides the config's).
+    """The runs of ``cfg``: itself when it names no seeds, else one per seed (``seeds`` overrides the
+    config's).
 
     The run of seed ``k`` is named ``<name>-seed<k>`` (so its result file and training state are its own)
     and trains with ``train.seed = k``; everything else, the split included, is the config's.

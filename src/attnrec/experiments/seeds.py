@@ -57,7 +57,8 @@ def seeded_name(name: str, seed: int) -> str:
 
 
 def seed_record(group: str, seed: int) -> dict[str, Any]:
-    """The ``seed_run`` entry of a seeded run's result record: its config, its seed and what the seed varies."""
+    """The ``seed_run`` entry of a seeded run's result record: its config, its seed and what the seed
+    varies."""
     return {"group": group, "seed": seed, "varies": SEED_VARIES}
 
 

@@ -90,7 +90,8 @@ class Tracker(Protocol):
 
 # -- MLflow ----------------------------------------------------------------------------------------
 class MlflowTracker(GuardedTracker):
-    """A run in an MLflow tracking store, written through an ``MlflowClient`` (no global ``mlflow`` state touched).
+    """A run in an MLflow tracking store, written through an ``MlflowClient`` (no global ``mlflow`` state
+    touched).
 
     ``uri`` is any MLflow tracking URI; ``None`` means ``$MLFLOW_TRACKING_URI``, else
     :data:`DEFAULT_MLFLOW_URI`. A new experiment in a SQLite store keeps its artifacts in
@@ -155,12 +156,14 @@ class MlflowTracker(GuardedTracker):
 
 
 def mlflow_name(name: str) -> str:
-    """``test/full/NDCG@10`` -> ``test/full/NDCG_at_10``: MLflow names allow letters, digits, ``_-. /:`` only."""
+    """``test/full/NDCG@10`` -> ``test/full/NDCG_at_10``: MLflow names allow letters, digits, ``_-. /:``
+    only."""
     return re.sub(r"[^\w\-. /:]", "_", name.replace("@", "_at_"))
 
 
 def _sqlite_artifacts(uri: str) -> str | None:
-    """``<directory of the database>/mlartifacts`` for a ``sqlite:///`` store, else ``None`` (the store's default)."""
+    """``<directory of the database>/mlartifacts`` for a ``sqlite:///`` store, else ``None`` (the store's
+    default)."""
     if not uri.startswith("sqlite:///"):
         return None
     return (Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlartifacts").as_uri()
@@ -231,7 +234,8 @@ class TensorBoardTracker(GuardedTracker):
 
 # -- the group the CLI uses ------------------------------------------------------------------------
 class Trackers:
-    """Several trackers as one (each guards itself); a context manager that closes them with the run's status."""
+    """Several trackers as one (each guards itself); a context manager that closes them with the run's
+    status."""
 
     def __init__(self, trackers: Sequence[Tracker] = ()) -> None:
         self.trackers = list(trackers)
@@ -287,7 +291,8 @@ def open_trackers(
     experiment: str | None = None,
     run_name: str | None = None,
 ) -> Trackers:
-    """Open one run per kind in ``kinds`` (``mlflow``, ``tensorboard``), ``uris[i]`` the store of ``kinds[i]``.
+    """Open one run per kind in ``kinds`` (``mlflow``, ``tensorboard``), ``uris[i]`` the store of
+    ``kinds[i]``.
 
     With one kind a single URI is its store; with several, give one URI per kind in the same order or
     none (each kind's default). Any tracker that cannot start raises :class:`TrackingError`, after

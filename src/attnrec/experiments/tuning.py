@@ -136,7 +136,8 @@ def plan_search(settings: TuneSettings) -> SearchPlan:
 
 
 class PruneTrial:
-    """Epoch callback: report each validated epoch's ``metric`` to the Optuna trial; stop when it should be pruned."""
+    """Epoch callback: report each validated epoch's ``metric`` to the Optuna trial; stop when it should be
+    pruned."""
 
     def __init__(self, trial: optuna.trial.Trial, metric: str) -> None:
         self.trial, self.metric = trial, metric
@@ -171,7 +172,8 @@ def tune(
     callbacks: Sequence[EpochCallback] = (),
     on_trial: Callable[[int, int], None] | None = None,
 ) -> TuneOutcome:
-    """Run (or resume) the study of ``settings`` on ``split`` and finish it (test, exports); see the module doc.
+    """Run (or resume) the study of ``settings`` on ``split`` and finish it (test, exports); see the module
+    doc.
 
     ``pruner`` replaces the one named in the settings; ``callbacks`` see every epoch of every trial
     (they travel to the worker processes, so must pickle when ``jobs`` > 1). ``on_trial(done, planned)``

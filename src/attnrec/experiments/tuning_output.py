@@ -91,7 +91,8 @@ def finish(
     started: float,
     space: dict[str, Any],
 ) -> TuneOutcome:
-    """Score the best complete trial on ``split.test`` (once, full ranking) and write the files of the module doc."""
+    """Score the best complete trial on ``split.test`` (once, full ranking) and write the files of the module
+    doc."""
     out.mkdir(parents=True, exist_ok=True)
     trials = study.get_trials(deepcopy=False)
     rows = [TrialRow.of(t) for t in trials]
@@ -209,7 +210,8 @@ def _write_summary(
 
 
 def _plot(study: optuna.Study, out: Path, n_complete: int, outcome: TuneOutcome) -> None:
-    """Optuna's optimisation history and parameter importances as PNG (importance needs >= 2 complete trials)."""
+    """Optuna's optimisation history and parameter importances as PNG (importance needs >= 2 complete
+    trials)."""
     try:
         import matplotlib.pyplot as plt
         from matplotlib.figure import Figure

@@ -30,7 +30,8 @@ FOLD_IN_ITEMS = 200  # most recent history items a folded-in user vector is fitt
 FOLD_IN_ELEMENTS = 1 << 23  # history positions x items scored at once while folding users in
 # user_fn(user_vectors) -> the user-dependent scores (R, n_items + 1) of R user vectors
 UserFn = Callable[[list[torch.Tensor]], torch.Tensor]
-# base_fn(history (R, T)) -> user-independent scores (R, T, n_items + 1) of each position given the items before it
+# base_fn(history (R, T)) -> user-independent scores (R, T, n_items + 1) of each position given the items
+# before it
 BaseFn = Callable[[torch.Tensor], torch.Tensor]
 
 

@@ -380,8 +380,9 @@ class BERT4Rec(BERT4RecBackbone, SequentialWrapper, ItemBiased):
     def score_inputs(
         self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
     ) -> Batch:
-        """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``, ``W`` the batch's
-        longest history (positions count from the end, padding keys are masked: a narrower batch scores the same)."""
+        """The last ``max_len - 1`` items of each history followed by [mask]: ``(B, W + 1)``, ``W`` the
+        batch's longest history (positions count from the end, padding keys are masked: a narrower batch
+        scores the same)."""
         width = int(min(self.config.max_len - 1, histories.lengths().max(initial=0)))
         seq = histories.padded(width)
         mask = np.full(

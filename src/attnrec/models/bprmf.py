@@ -123,7 +123,8 @@ class BPRMF(nn.Module, SequentialModel, Factorised, ItemBiased):
         return p @ self.item_emb.weight.T + self.bias.weight.T  # (B, I+1)
 
     def query_vectors(self, batch: Batch) -> torch.Tensor:
-        """User vectors ``(B, D)`` (folded in for unknown users): ``score == query @ item_vectors().T + item_bias()``."""
+        """User vectors ``(B, D)`` (folded in for unknown users):
+        ``score == query @ item_vectors().T + item_bias()``."""
         (p,) = user_vectors(
             [self.user_emb],
             batch["user"],

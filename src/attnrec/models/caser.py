@@ -170,7 +170,8 @@ class Caser(nn.Module, SequentialModel, Factorised, ItemBiased):
         return loss
 
     def _positions(self, history: torch.Tensor) -> torch.Tensor:
-        """User-free scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the L items before it."""
+        """User-free scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the L items
+        before it."""
         r, t = history.shape
         z = self.sequence_vector(prefix_windows(history, self.config.window).reshape(r * t, -1))  # (R*T, d)
         d = self.config.dim

@@ -72,7 +72,7 @@ def attribute_codes(a: AlignedFeatures, bases: dict[str, int]) -> np.ndarray:
 
 @register("content", config=ContentConfig, presets={"default": {}}, needs_item_features=True)
 class Content(nn.Module, ClosedForm, Factorised, ItemExtensible):
-    """Content: attribute overlap of a candidate with the recency-weighted history (no interactions learned)."""
+    """Content: attribute overlap of a candidate with the recency-weighted history (no interactions learned)."""  # noqa: E501  # one line: the registry takes it as the model's description
 
     codes: torch.Tensor
 

@@ -58,7 +58,8 @@ def check_feature_options(mode: str, id_dropout: float, sparse: bool = False) ->
 
 
 def feature_settings(config: object) -> tuple[str, tuple[str, ...], bool]:
-    """``(item_features, feature_fields, difsr)`` of a model config; models without them: ``("none", (), False)``."""
+    """``(item_features, feature_fields, difsr)`` of a model config; models without them:
+    ``("none", (), False)``."""
     d = asdict(config) if is_dataclass(config) and not isinstance(config, type) else {}
     fields = d.get("feature_fields", "")
     names = fields.split(",") if isinstance(fields, str) else list(fields)  # "genres,year"

@@ -15,7 +15,8 @@ Optional capabilities
     :class:`Factorised` (``score = query_vectors @ item_vectors.T``), :class:`ItemBiased` (plus
     ``item_bias``), :class:`CandidateScorer` (``score_items`` for given candidates),
     :class:`AttentionInspectable` (``attention_weights``), :class:`EmbeddingInputs`
-    (``input_embeddings`` + ``score_embedded``, for gradient attributions), :class:`WeightedLoss` (``loss_terms``),
+    (``input_embeddings`` + ``score_embedded``, for gradient attributions), :class:`WeightedLoss`
+    (``loss_terms``),
     :class:`SharedBatch` (``shared_batch_keys``, entries drawn once per batch).
 
 Shapes: ``B`` rows, ``I`` items (internal indices ``1..I``; column ``0`` is padding and is
@@ -82,7 +83,8 @@ class Scorer(Protocol):
 
 @runtime_checkable
 class SequentialModel(Trainable[Sequences], Scorer, Protocol):
-    """The required contract of a neural sequential recommender: trainable on sequences, scores the catalog."""
+    """The required contract of a neural sequential recommender: trainable on sequences, scores the
+    catalog."""
 
 
 @runtime_checkable
@@ -122,7 +124,8 @@ class ItemBiased(Protocol):
 
 @runtime_checkable
 class CandidateScorer(Protocol):
-    """Scores given candidates directly (NCF's MLP, TransRec's distances), equal to the matching score columns."""
+    """Scores given candidates directly (NCF's MLP, TransRec's distances), equal to the matching score
+    columns."""
 
     def score_items(self, batch: Batch, items: torch.Tensor) -> torch.Tensor:
         """Scores ``(B, C)`` of the internal ``items`` ``(B, C)``."""
@@ -134,13 +137,15 @@ class AttentionInspectable(Protocol):
     """Exposes its self-attention probabilities for inspection and attribution."""
 
     def attention_weights(self, seq: torch.Tensor) -> list[torch.Tensor]:
-        """Per-layer attention probabilities ``(B, H, T, T)`` of a left-padded item matrix ``seq`` ``(B, T)``."""
+        """Per-layer attention probabilities ``(B, H, T, T)`` of a left-padded item matrix ``seq``
+        ``(B, T)``."""
         ...
 
 
 @runtime_checkable
 class EmbeddingInputs(Protocol):
-    """Scores computed from its per-position input embeddings, which a caller may replace (integrated gradients).
+    """Scores computed from its per-position input embeddings, which a caller may replace (integrated
+    gradients).
 
     ``score_embedded(batch, input_embeddings(batch)) == score(batch)``; the embeddings are each
     position's *content* (the item's row of the input table, fused with its features when those are
@@ -153,7 +158,8 @@ class EmbeddingInputs(Protocol):
         ...
 
     def score_embedded(self, batch: Batch, embedded: torch.Tensor) -> torch.Tensor:
-        """Scores ``(B, I + 1)`` of ``batch`` with ``embedded`` ``(B, T, D)`` in place of :meth:`input_embeddings`."""
+        """Scores ``(B, I + 1)`` of ``batch`` with ``embedded`` ``(B, T, D)`` in place of
+        :meth:`input_embeddings`."""
         ...
 
 

@@ -103,7 +103,8 @@ class SwiGLU(nn.Module):
 
 
 class LiGRLayer(nn.Module):
-    """Pre-norm attention and SwiGLU sublayers, each added to the stream through a sigmoid gate of the stream."""
+    """Pre-norm attention and SwiGLU sublayers, each added to the stream through a sigmoid gate of the
+    stream."""
 
     def __init__(self, c: ESASRecConfig) -> None:
         super().__init__()

@@ -73,7 +73,8 @@ class EventFields:
     explicit_negatives: bool = False  # ... and are pushed down where they would have been targets
 
     def check_events(self) -> None:
-        """Reject inconsistent settings with a one-line ``ValueError`` (called by the configs' ``__post_init__``)."""
+        """Reject inconsistent settings with a one-line ``ValueError`` (called by the configs'
+        ``__post_init__``)."""
         if self.time_intervals < 0 or self.n_events < 0:
             raise ValueError("time_intervals and n_events must be >= 0")
         if self.time_features not in TIME_FEATURES:
@@ -105,7 +106,8 @@ def log_bucket(gap: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def interval_buckets(ts: torch.Tensor, real: torch.Tensor, k: int, causal: bool) -> torch.Tensor:
-    """TiSASRec's ``(B, T, T)`` clipped intervals ``min(floor(|t_i - t_j| / r_i), k)`` of timestamps ``ts`` ``(B, T)``.
+    """TiSASRec's ``(B, T, T)`` clipped intervals ``min(floor(|t_i - t_j| / r_i), k)`` of timestamps ``ts``
+    ``(B, T)``.
 
     ``r_i`` is the smallest non-zero gap between consecutive real events of the row: up to event ``i``
     when ``causal`` (so query ``i`` reads no later time), over the whole window otherwise; 1 s when none.
@@ -134,7 +136,8 @@ class Periodic(nn.Module):
     def forward(
         self, ts: torch.Tensor, ref: torch.Tensor, real: torch.Tensor, has_ref: torch.Tensor
     ) -> torch.Tensor:
-        """``(B, T, D)`` for times ``ts`` ``(B, T)``, gaps ``ts - ref`` where ``has_ref``; padding (``~real``) zero."""
+        """``(B, T, D)`` for times ``ts`` ``(B, T)``, gaps ``ts - ref`` where ``has_ref``; padding (``~real``)
+        zero."""
         gap = torch.where(has_ref, log_bucket(ts - ref, GAP_BUCKETS) + 2, 1)  # (B, T)
         out: torch.Tensor = self.gap(torch.where(real, gap, 0))  # (B, T, D)
         if self.hour is not None and self.dow is not None:
@@ -163,7 +166,8 @@ class EventContext(nn.Module):
         self.event = nn.Embedding(n_events + 1, hidden, padding_idx=0) if f.event_input else None
         self.rating = nn.Embedding(RATING_BUCKETS + 1, hidden, padding_idx=0) if f.rating_input else None
         # Initialised here, after the model's own init (the model builds this module last): embeddings
-        # N(0, 0.02) with zero padding rows, interval biases zero (an untrained model attends as without them).
+        # N(0, 0.02) with zero padding rows, interval biases zero (an untrained model attends as without
+        # them).
         for m in self.modules():
             if isinstance(m, nn.Embedding):
                 nn.init.normal_(m.weight, 0.0, 0.02)
@@ -173,7 +177,8 @@ class EventContext(nn.Module):
             nn.init.zeros_(self.intervals)
 
     def timestamps(self, batch: Batch) -> torch.Tensor:
-        """``(B, T)`` timestamps; with ``request = "last"`` the last column is the batch's ``request_time`` if any."""
+        """``(B, T)`` timestamps; with ``request = "last"`` the last column is the batch's ``request_time`` if
+        any."""
         ts = require_key(batch, TIMESTAMPS)
         if self.request == "last" and REQUEST_TIME in batch:
             ts = torch.cat([ts[:, :-1], batch[REQUEST_TIME][:, None].to(ts.dtype)], 1)  # (B, T)
@@ -229,7 +234,8 @@ def require_key(batch: Batch, key: str) -> torch.Tensor:
 def event_context(
     f: EventFields, hidden: int, n_heads: int, events: IdMap | None, request: str
 ) -> EventContext | None:
-    """The model's :class:`EventContext`, or ``None`` when it reads no per-event input (nothing is created)."""
+    """The model's :class:`EventContext`, or ``None`` when it reads no per-event input (nothing is
+    created)."""
     if not f.input_columns(request == "next"):
         return None
     n_events = f.n_events or (len(events) if events is not None else 0)
@@ -247,7 +253,8 @@ class TargetRule:
     vocabulary: IdMap | None = None
 
     def codes(self) -> np.ndarray | None:
-        """The event codes of ``target_events`` (names of the vocabulary, or integer codes); ``None``: every event."""
+        """The event codes of ``target_events`` (names of the vocabulary, or integer codes); ``None``: every
+        event."""
         names = [n.strip() for n in self.target_events.split(",") if n.strip()]
         if not names:
             return None
@@ -263,7 +270,8 @@ class TargetRule:
         return np.asarray(out, dtype=np.int64)
 
     def qualifies(self, cols: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Whether each event may be a target, from its batch columns (``events``, ``ratings``); shape as theirs."""
+        """Whether each event may be a target, from its batch columns (``events``, ``ratings``); shape as
+        theirs."""
         codes = self.codes()
         ok = np.ones(next(iter(cols.values())).shape, dtype=bool)
         if codes is not None:
@@ -292,8 +300,8 @@ def target_rule(f: EventFields, events: IdMap | None) -> TargetRule | None:
 def explicit_negative_loss(
     h: torch.Tensor, items: torch.Tensor, negative: torch.Tensor, bias: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Mean ``softplus(score)`` (the BCE of label 0) of the explicit-negative items ``negative`` ``(N,)`` for the
-    query states ``h`` ``(N, D)`` against the item table ``items`` (``+ bias``); 0 when ``N = 0``."""
+    """Mean ``softplus(score)`` (the BCE of label 0) of the explicit-negative items ``negative`` ``(N,)`` for
+    the query states ``h`` ``(N, D)`` against the item table ``items`` (``+ bias``); 0 when ``N = 0``."""
     if len(negative) == 0:
         return h.new_zeros(())
     score = (h * items[negative]).sum(-1)  # (N,)

@@ -156,7 +156,8 @@ class FPMC(nn.Module, SequentialModel, Factorised):
         return loss
 
     def _chain_positions(self, history: torch.Tensor) -> torch.Tensor:
-        """Transition scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the items before it."""
+        """Transition scores ``(R, T, I+1)`` of every position of ``history`` ``(R, T)`` given the items
+        before it."""
         r, t = history.shape
         ctx = self.context(prefix_windows(history, self.config.n_prev).reshape(r * t, -1))  # (R*T, D)
         return (ctx @ self.item_next.weight.T).view(r, t, -1)  # (R, T, I+1)

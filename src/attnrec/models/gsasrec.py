@@ -43,7 +43,8 @@ from attnrec.models.validation import require_positive_fields
 
 @dataclass(frozen=True)
 class GSASRecConfig:
-    """gSASRec hyperparameters (defaults: the authors' ML-1M configuration, gSASRec-pytorch ``config_ml1m.py``)."""
+    """gSASRec hyperparameters (defaults: the authors' ML-1M configuration, gSASRec-pytorch
+    ``config_ml1m.py``)."""
 
     hidden: int = 128  # d, the embedding and model width
     n_layers: int = 2  # self-attention blocks
@@ -94,7 +95,8 @@ _PAPER_TRAIN = {"lr": 1e-3, "batch_size": 128, "beta2": 0.999}
             "train": _PAPER_TRAIN | {"max_epochs": 200, "patience": 20, "min_epochs": 200},
         },
         # `make demo`-sized: the built-in demo data in a couple of minutes on 2 CPU cores. gBCE needs many
-        # steps before validation leaves popularity level (~400 batches here), hence small batches and patience.
+        # steps before validation leaves popularity level (~400 batches here), hence small batches and
+        # patience.
         "demo": {
             "model": {"hidden": 64, "max_len": 50, "dropout": 0.2, "n_negatives": 64},
             "train": {"lr": 2e-3, "batch_size": 32, "max_epochs": 40, "patience": 10, "time_budget": 150.0},

@@ -70,7 +70,8 @@ EPS = 1e-6  # the reference's epsilon for its layer norms and L2 normalisations
 
 @dataclass(frozen=True)
 class HSTUConfig:
-    """HSTU hyperparameters (defaults: the reference's ML-1M HSTU, ``hstu-sampled-softmax-n128-final.gin``)."""
+    """HSTU hyperparameters (defaults: the reference's ML-1M HSTU,
+    ``hstu-sampled-softmax-n128-final.gin``)."""
 
     hidden: int = 50  # d, the item embedding and model width
     n_layers: int = 2
@@ -109,7 +110,8 @@ def time_buckets(timestamps: torch.Tensor, n_buckets: int) -> tuple[torch.Tensor
 
 
 class RelativeBias(nn.Module):
-    """rab^{p,t}: one weight per relative position i - j and one per time-gap bucket (one layer's, all heads')."""
+    """rab^{p,t}: one weight per relative position i - j and one per time-gap bucket (one layer's, all
+    heads')."""
 
     def __init__(self, max_len: int, n_buckets: int) -> None:
         super().__init__()
@@ -118,7 +120,8 @@ class RelativeBias(nn.Module):
         self.time_w = nn.Parameter(torch.empty(n_buckets + 1).normal_(0.0, 0.02))
 
     def forward(self, offsets: torch.Tensor, times: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        """The bias ``(1 or B, Tq, T)`` for ``offsets`` ``(Tq, T)`` = i - j and optional ``time_buckets`` rows."""
+        """The bias ``(1 or B, Tq, T)`` for ``offsets`` ``(Tq, T)`` = i - j and optional ``time_buckets``
+        rows."""
         bias = self.pos_w[offsets][None]  # (1, Tq, T)
         if times is None:
             return bias
@@ -127,7 +130,8 @@ class RelativeBias(nn.Module):
 
 
 class HSTUBlock(nn.Module):
-    """One HSTU layer: pointwise projection, pointwise (SiLU) aggregated attention, pointwise transformation."""
+    """One HSTU layer: pointwise projection, pointwise (SiLU) aggregated attention, pointwise
+    transformation."""
 
     def __init__(self, c: HSTUConfig) -> None:
         super().__init__()
@@ -252,10 +256,11 @@ class HSTUBackbone(nn.Module):
     presets={
         # The paper's HSTU row on ML-1M (HR@10 0.3097, NDCG@10 0.1720 in the reference README):
         # configs/ml-1m/hstu-sampled-softmax-n128-final.gin, i.e. the config defaults, AdamW with
-        # betas (0.9, 0.98), lr 1e-3, no weight decay, batch 128, 101 epochs (all of them: min_epochs; the best
-        # validation epoch's weights are kept). Negatives per training sequence (the reference: per position);
-        # with 128 per batch the GPU runs ml-1m-hstu-gpu / -large-gpu learned far more slowly (docs/models.md).
-        # Promise: the reference's recipe on the reference's data; ml-1m.txt has no timestamps (no time bias).
+        # betas (0.9, 0.98), lr 1e-3, no weight decay, batch 128, 101 epochs (all of them: min_epochs; the
+        # best validation epoch's weights are kept). Negatives per training sequence (the reference: per
+        # position); with 128 per batch the GPU runs ml-1m-hstu-gpu / -large-gpu learned far more slowly
+        # (docs/models.md). Promise: the reference's recipe on the reference's data; ml-1m.txt has no
+        # timestamps (no time bias).
         "ml-1m": {
             "model": {"negatives": "sequence"},
             "train": {

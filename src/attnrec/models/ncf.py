@@ -116,7 +116,8 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
             nn.init.zeros_(lin.bias)
 
     def _logits(self, pg: torch.Tensor, pm: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
-        """Logits ``(B, K)`` of user vectors ``pg`` (B, Dg), ``pm`` (B, Dm) for ``items`` (B, K) or (K,) shared."""
+        """Logits ``(B, K)`` of user vectors ``pg`` (B, Dg), ``pm`` (B, Dm) for ``items`` (B, K) or (K,)
+        shared."""
         half = self.user_mlp.embedding_dim
         qg, qm = self.item_gmf(items), self.item_mlp(items)  # (B, K, Dg), (B, K, Dm) or (K, Dg), (K, Dm)
         if items.dim() == 1:
@@ -183,6 +184,7 @@ class NCF(nn.Module, SequentialModel, CandidateScorer):
         return mask_padding(self._all_items(*self._users(batch)))  # (B, I+1)
 
     def score_items(self, batch: Batch, items: torch.Tensor) -> torch.Tensor:
-        """Logits ``(B, C)`` of the candidate ``items`` ``(B, C)`` only: the MLP runs on B x C pairs, not B x I."""
+        """Logits ``(B, C)`` of the candidate ``items`` ``(B, C)`` only: the MLP runs on B x C pairs, not B x
+        I."""
         pg, pm = self._users(batch)
         return self._logits(pg, pm, items)

@@ -290,7 +290,8 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
     def next_logprobs(
         self, user: torch.Tensor, item: torch.Tensor, feature: torch.Tensor | None, prefix: torch.Tensor
     ) -> torch.Tensor:
-        """Log-probabilities ``(B, V)`` of the word after ``prefix`` ``(B, t)`` (which starts with ``<bos>``)."""
+        """Log-probabilities ``(B, V)`` of the word after ``prefix`` ``(B, t)`` (which starts with
+        ``<bos>``)."""
         h = self.encode(user, item, feature, prefix)
         logp = F.log_softmax(self.hidden2token(h[:, -1]), dim=-1)  # (B, V)
         # <unk> is a valid training target (out-of-vocabulary words) but never a useful word to print
@@ -378,7 +379,8 @@ class PETER(nn.Module, Trainable[EncodedReviews]):
 
 
 def block_repeats(logp: torch.Tensor, seq: torch.Tensor, n: int) -> torch.Tensor:
-    """``logp`` ``(B, V)`` with ``-inf`` for every word that would complete an ``n``-gram already in ``seq`` ``(B, t)``.
+    """``logp`` ``(B, V)`` with ``-inf`` for every word that would complete an ``n``-gram already in ``seq``
+    ``(B, t)``.
 
     The last ``n - 1`` words of each row are looked up among the row's earlier ``(n - 1)``-grams;
     each match bans the word that followed it. ``n <= 0`` (or a row shorter than ``n``) bans nothing.

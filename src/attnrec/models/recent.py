@@ -31,7 +31,8 @@ from attnrec.models.registry import register
 
 @dataclass(frozen=True)
 class RecentConfig:
-    """``max_len``: the most recent history items that rank first (the rest of the history ranks by popularity)."""
+    """``max_len``: the most recent history items that rank first (the rest of the history ranks by
+    popularity)."""
 
     max_len: int = 200
 

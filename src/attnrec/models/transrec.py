@@ -110,7 +110,8 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
         return inside
 
     def _distance_scores(self, query: torch.Tensor, items: torch.Tensor | None = None) -> torch.Tensor:
-        """``beta_i - |query - gamma_i|^2``: ``(B, I+1)`` for all items, or ``(B, K)`` for ``items`` (B, K)."""
+        """``beta_i - |query - gamma_i|^2``: ``(B, I+1)`` for all items, or ``(B, K)`` for ``items`` (B,
+        K)."""
         if items is None:
             g, beta = self.points(), self.bias.weight.squeeze(-1)  # (I+1, D), (I+1,)
             d2 = query.pow(2).sum(-1, keepdim=True) - 2 * query @ g.T + g.pow(2).sum(-1)  # (B, I+1)
@@ -150,7 +151,8 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
         return loss
 
     def _positions(self, history: torch.Tensor) -> torch.Tensor:
-        """Scores ``(R, T, I+1)`` with ``t_u = 0`` of every position of ``history`` ``(R, T)`` given the item before it."""
+        """Scores ``(R, T, I+1)`` with ``t_u = 0`` of every position of ``history`` ``(R, T)`` given the item
+        before it."""
         r, t = history.shape
         origin = self.points(prefix_windows(history, 1)[..., 0]) + self.global_trans  # (R, T, D)
         return self._distance_scores(origin.reshape(r * t, -1)).view(r, t, -1)  # (R, T, I+1)
@@ -163,7 +165,8 @@ class TransRec(nn.Module, SequentialModel, CandidateScorer):
         return user_inputs(users, histories)
 
     def _query(self, batch: Batch) -> torch.Tensor:
-        """The translated point ``(B, D)``: last item + global + the user's translation (folded in when unknown)."""
+        """The translated point ``(B, D)``: last item + global + the user's translation (folded in when
+        unknown)."""
         origin = self.points(batch["history"][:, -1]) + self.global_trans  # (B, D)
         # Within one softmax over items, x = beta_i - |o + t_u - g_i|^2 differs from the t_u = 0 scores
         # only by 2 <t_u, g_i> (the other terms are the same for every item), so that is the user part.

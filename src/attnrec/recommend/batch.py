@@ -141,7 +141,8 @@ def unknown_filter_items(
     rec: Recommender, include: Sequence[object] | None, exclude: Sequence[object] | None
 ) -> list[str]:
     """The ``include``/``exclude`` items the model does not know (they filter nothing); raises
-    :class:`BatchError` when ``include`` is given and none of its items is known (every answer would be empty)."""
+    :class:`BatchError` when ``include`` is given and none of its items is known (every answer would be
+    empty)."""
     assert rec.items_ is not None
     unknown = [str(i) for i in [*(include or []), *(exclude or [])] if i not in rec.items_]
     if include is not None and all(i not in rec.items_ for i in include):

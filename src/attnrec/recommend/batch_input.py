@@ -236,7 +236,8 @@ def _parquet(path: Path) -> pq.ParquetFile:
 
 
 def _parquet_column(path: Path, col: pa.Array, name: str) -> list[Any]:
-    """A ``user`` column as strings, a ``history`` column as lists of strings (text cells split), in Python."""
+    """A ``user`` column as strings, a ``history`` column as lists of strings (text cells split), in
+    Python."""
     t = col.type
     if name == USER:
         if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)):

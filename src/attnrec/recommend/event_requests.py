@@ -116,7 +116,8 @@ def ignored_inputs(sent: Iterable[str], batch_keys: set[str]) -> list[str]:
 
 
 def history_arrays(histories: Sequences) -> dict[str, torch.Tensor]:
-    """The stored histories as the 1-D arrays of a model directory: offsets, items and any per-event columns."""
+    """The stored histories as the 1-D arrays of a model directory: offsets, items and any per-event
+    columns."""
     arrays = {
         "history_offsets": torch.as_tensor(histories.offsets),
         "history_items": torch.as_tensor(histories.items.astype(np.int32)),

@@ -1,9 +1,10 @@
 """A recommendation with what drove it: the history items behind each recommended item.
 
 ``method="greedy"`` (the default: the most faithful method of ``benchmarks/results/faithfulness.md``)
-``occlusion`` and ``integrated_gradients`` explain each recommended item on its own (:mod:`attnrec.recommend.reasons`);
-``attention`` ranks the history by the attention of the predicting position
-(:mod:`attnrec.evaluation.attention`) and, like ``rollout``, gives one list shared by the whole top-k. This module pairs them with the
+``occlusion`` and ``integrated_gradients`` explain each recommended item on its own
+(:mod:`attnrec.recommend.reasons`); ``attention`` ranks the history by the attention of the predicting
+position (:mod:`attnrec.evaluation.attention`) and, like ``rollout``, gives one list shared by the whole
+top-k. This module pairs them with the
 :class:`~attnrec.recommend.Recommender`'s answer for the same request.
 """
 
@@ -100,10 +101,11 @@ def explain_recommendation(
     and ``events``, in each event and in the reason, worded by ``event_verbs``:
     :func:`~attnrec.recommend.reasons.reason`). ``timestamps``, ``events``, ``ratings`` and
     ``request_time`` are :meth:`~attnrec.recommend.Recommender.recommend`'s: they feed models trained
-    with such inputs, and every re-scored variant keeps them aligned with its events. ``item``: explain that one item
-    instead of the top-``k`` (it may rank anywhere; its score is the model's). Raises :class:`KeyError` for an unknown user without a
-    history or an unknown ``item``, :class:`ValueError` (``AttributionError``) for an unknown
-    method, a history without known items, or a method the model cannot support.
+    with such inputs, and every re-scored variant keeps them aligned with its events. ``item``: explain that
+    one item instead of the top-``k`` (it may rank anywhere; its score is the model's). Raises
+    :class:`KeyError` for an unknown user without a history or an unknown ``item``, :class:`ValueError`
+    (``AttributionError``) for an unknown method, a history without known items, or a method the model cannot
+    support.
     """
     assert rec.items_ is not None and rec.users_ is not None and rec.histories_ is not None
     check_method(method)

@@ -70,7 +70,8 @@ def trained_row(users: IdMap, histories: Sequences, user: str) -> LiveRow:
 def stored_part(
     recent: Recent, items: IdMap, events: IdMap | None, names: Sequence[str]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The stored events in the model's terms: internal items of the known ones and their ``names`` columns."""
+    """The stored events in the model's terms: internal items of the known ones and their ``names``
+    columns."""
     keep_idx = [(i, j) for i, j in enumerate(items.get(x) for x in recent.items) if j is not None]
     rows = np.fromiter((i for i, _ in keep_idx), dtype=np.int64, count=len(keep_idx))
     idx = np.fromiter((j for _, j in keep_idx), dtype=np.int64, count=len(keep_idx))

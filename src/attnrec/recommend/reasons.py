@@ -34,7 +34,8 @@ from attnrec.models.contracts import capabilities
 
 DEFAULT_METHOD = "greedy"  # the most faithful in benchmarks/results/faithfulness.md (deletion and insertion)
 GREEDY_DEPTH = 3  # events greedy chooses in rounds for a served explanation: the top 3 a reason and the
-# default list show, the same first choices as the benchmark's deeper ranking; 2 passes (W rows, then W per item)
+# default list show, the same first choices as the benchmark's deeper ranking; 2 passes (W rows, then W per
+# item)
 DEFAULT_VERB = "interacted with"
 MAX_EXPLAIN_K = 20  # the default bound on how many recommended items get an explanation
 REASON_ITEMS = 2  # history items named in a reason
@@ -145,9 +146,10 @@ def relative_time(seconds: float) -> str:
 
 
 def event_template(event: str | None, verb: str, event_verbs: Mapping[str, str] | None = None) -> str:
-    """The template (with one ``{item}``) a reason uses for an event of type ``event``: ``event_verbs[event]``,
-    else :data:`DEFAULT_EVENT_VERBS`, else "``verb`` {item} (``event``)" ("interacted with *A* (view)");
-    ``verb`` alone for an event without a type. A verb without ``{item}`` means "verb {item}"."""
+    """The template (with one ``{item}``) a reason uses for an event of type ``event``:
+    ``event_verbs[event]``, else :data:`DEFAULT_EVENT_VERBS`, else "``verb`` {item} (``event``)" ("interacted
+    with *A* (view)"); ``verb`` alone for an event without a type. A verb without ``{item}`` means "verb
+    {item}"."""
     if event is None:
         t = verb
     elif event_verbs is not None and event in event_verbs:

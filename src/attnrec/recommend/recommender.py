@@ -276,7 +276,8 @@ class Recommender:
     def score_histories(
         self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None
     ) -> torch.Tensor:
-        """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding) at ``request_time`` ``(B,)``."""
+        """Scores ``(B, n_items + 1)`` of internal-index histories (column 0 is padding) at ``request_time``
+        ``(B,)``."""
         core = self._inference_view().core
         batch = self._batch(users, histories, request_time)
         with torch.no_grad():
@@ -489,7 +490,8 @@ class Recommender:
         return self
 
     def live_histories(self, users: Sequence[str]) -> dict[str, LiveRow]:
-        """Each of ``users``'s history as the model scores it now (external user IDs; see :meth:`use_store`)."""
+        """Each of ``users``'s history as the model scores it now (external user IDs; see
+        :meth:`use_store`)."""
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
         if self.store is None:
             return {u: trained_row(self.users_, self.histories_, u) for u in users}

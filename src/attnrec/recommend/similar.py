@@ -104,7 +104,8 @@ def similar_items(
     k: int,
 ) -> Recommendation:
     """The ``k`` items most similar to the external ``item``: cosine of the ``factorised`` model's item
-    vectors, else of co-occurrence in ``histories`` (see :meth:`~attnrec.recommend.Recommender.similar_items`)."""
+    vectors, else of co-occurrence in ``histories`` (see
+    :meth:`~attnrec.recommend.Recommender.similar_items`)."""
     if k < 1:
         raise ValueError("k must be at least 1")
     idx = items.get(item)

@@ -153,8 +153,8 @@ class AddItemsRequest(BaseModel):
     items: list[dict[str, FeatureValue]] = Field(
         min_length=1,
         max_length=10_000,
-        description="One object per new item: its ID under `id_column` and values of the model's feature fields "
-        "(lists for multi-value fields); values the model never saw count as missing.",
+        description="One object per new item: its ID under `id_column` and values of the model's feature "
+        "fields (lists for multi-value fields); values the model never saw count as missing.",
     )
     id_column: str = Field(
         "item_id", min_length=1, max_length=200, description="The key holding each item's ID."

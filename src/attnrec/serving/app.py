@@ -6,8 +6,8 @@ their life on a worker thread (:mod:`~attnrec.serving.lifecycle`), the micro-bat
 endpoints (:mod:`~attnrec.serving.routes`, :mod:`~attnrec.serving.browse`) and the web page
 (:mod:`~attnrec.serving.page`), plus the operator's parts: API keys
 (:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.metrics`) and hot reload
-(:mod:`~attnrec.serving.reload`, :mod:`~attnrec.serving.admin`). Concurrent ``/v1/recommend`` requests for one model
-are micro-batched: a queue gathers the requests that arrive while the worker is busy (and, with
+(:mod:`~attnrec.serving.reload`, :mod:`~attnrec.serving.admin`). Concurrent ``/v1/recommend`` requests for one
+model are micro-batched: a queue gathers the requests that arrive while the worker is busy (and, with
 ``max_wait_ms > 0``, for up to that long) and scores them with one ``recommend_many`` call.
 """
 
@@ -41,7 +41,8 @@ from attnrec.serving.routes import document_limits, router
 from attnrec.serving.schemas import ErrorResponse
 
 Model = str | Path | Served | FromDirectory
-"""What ``create_app`` serves: a checkpoint directory, a loaded object, or an object loaded from a directory."""
+"""What ``create_app`` serves: a checkpoint directory, a loaded object, or an object loaded from a
+directory."""
 
 
 def _table(models: Mapping[str, Model]) -> dict[str, ServedModel]:

@@ -26,7 +26,8 @@ class ApiError(Exception):
 
 
 def _clean(text: str, limit: int = 300) -> str:
-    """``text`` fit for a JSON answer: lone surrogates escaped (they cannot be encoded), at most ``limit`` chars."""
+    """``text`` fit for a JSON answer: lone surrogates escaped (they cannot be encoded), at most ``limit``
+    chars."""
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= limit else text[:limit] + "..."
 

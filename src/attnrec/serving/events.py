@@ -63,8 +63,8 @@ class EventIn(BaseModel):
     event: Text | None = Field(
         None,
         min_length=1,
-        description="Its event type (e.g. `view`, `cart`, `buy`), for models trained with event types; a type "
-        "the model never saw is stored and scored as the item without its type.",
+        description="Its event type (e.g. `view`, `cart`, `buy`), for models trained with event types; a "
+        "type the model never saw is stored and scored as the item without its type.",
     )
     rating: Rating | None = Field(None, description="Its rating (>= 0), for models trained with ratings.")
 
@@ -163,7 +163,8 @@ def _message(exc: ValidationError) -> str:
 
 
 def check_events(raw: list[dict[str, Any]], now: int) -> tuple[list[tuple[int, Event]], list[EventError]]:
-    """The valid events of ``raw`` with their indices (no timestamp: ``now``), and the errors of the others."""
+    """The valid events of ``raw`` with their indices (no timestamp: ``now``), and the errors of the
+    others."""
     good: list[tuple[int, Event]] = []
     errors: list[EventError] = []
     for i, obj in enumerate(raw):

@@ -105,7 +105,8 @@ def _dynamic_shapes(
 
 
 def _write_onnx(name: str, module: _Scoring, batch: Batch, path: Path, window: int, opset: int) -> bool:
-    """Export ``module`` to ``path`` with a dynamic sequence length, else a fixed one; whether it is dynamic."""
+    """Export ``module`` to ``path`` with a dynamic sequence length, else a fixed one; whether it is
+    dynamic."""
     names = module.names
     args = tuple(batch[k] for k in names)
     last: Exception | None = None

@@ -71,7 +71,8 @@ def backend_of(obj: object) -> str:
 
 @dataclass(frozen=True)
 class FromDirectory:
-    """A model already loaded from ``directory`` (in ``load_seconds``): served at once, reloadable from there."""
+    """A model already loaded from ``directory`` (in ``load_seconds``): served at once, reloadable from
+    there."""
 
     directory: Path
     obj: Served

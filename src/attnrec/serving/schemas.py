@@ -3,8 +3,8 @@
 Item and user IDs are external IDs: JSON strings or integers (``42`` and ``"42"`` are the same ID).
 Requests are validated strictly: unknown fields are rejected (a misspelt option is an error rather
 than silently ignored), every field has exactly its JSON type (``"k": true`` or ``"k": "3"`` is
-not an integer; ``3.0`` is 3, as in JSON Schema), and IDs, model names and features are text of at most :data:`MAX_ID_CHARS`
-characters without control characters or lone UTF-16 surrogates; ID lists hold at most
+not an integer; ``3.0`` is 3, as in JSON Schema), and IDs, model names and features are text of at most
+:data:`MAX_ID_CHARS` characters without control characters or lone UTF-16 surrogates; ID lists hold at most
 :data:`MAX_IDS` items. The server's own, lower limits (``max_k``, ``max_history``, ``max_list``)
 are checked by the routes.
 """
@@ -93,8 +93,8 @@ def _timestamps() -> Any:
         None,
         max_length=MAX_IDS,
         description=(
-            "Per history item: when it happened (unix seconds, not decreasing), for models trained with time inputs. "
-            "Same length as `history`; dropped with the unknown items."
+            "Per history item: when it happened (unix seconds, not decreasing), for models trained with "
+            "time inputs. Same length as `history`; dropped with the unknown items."
         ),
     )
 
@@ -104,8 +104,8 @@ def _events() -> Any:
         None,
         max_length=MAX_IDS,
         description=(
-            "Per history item: its event type, a name of the training log's event types (e.g. `view`, `buy`), for "
-            "models trained with event-type inputs. Same length as `history`."
+            "Per history item: its event type, a name of the training log's event types (e.g. `view`, "
+            "`buy`), for models trained with event-type inputs. Same length as `history`."
         ),
     )
 
@@ -115,8 +115,8 @@ def _ratings() -> Any:
         None,
         max_length=MAX_IDS,
         description=(
-            "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with rating inputs. "
-            "Same length as `history`."
+            "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with "
+            "rating inputs. Same length as `history`."
         ),
     )
 
@@ -125,9 +125,10 @@ def _request_time() -> Any:
     return Field(
         None,
         description=(
-            "When the request is made (unix seconds, not before the last of `timestamps`): the time of the predicted "
-            "event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's [mask]). Without "
-            "it the newest event's time stands in. Models without time inputs ignore it (see `ignored_inputs`)."
+            "When the request is made (unix seconds, not before the last of `timestamps`): the time of the "
+            "predicted event, for models trained with `request_time` (SASRec) or time inputs (BERT4Rec's "
+            "[mask]). Without it the newest event's time stands in. Models without time inputs ignore it "
+            "(see `ignored_inputs`)."
         ),
     )
 
@@ -155,8 +156,8 @@ class RecommendRequest(_Strict):
         None,
         max_length=MAX_IDS,
         description="External item IDs, oldest first. Appended to the stored history of `user` (the training "
-        "history plus the events sent since, see `stored_history`); unknown items are ignored and returned in "
-        "`unknown_items`.",
+        "history plus the events sent since, see `stored_history`); unknown items are ignored and returned "
+        "in `unknown_items`.",
     )
     k: int = Field(10, ge=1, description="How many items to return (at most the server's max_k).")
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
@@ -166,8 +167,8 @@ class RecommendRequest(_Strict):
     exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
     stored_history: bool = Field(
         True,
-        description="Read `user`'s stored history (and append `history` to it); false: score `history` alone, "
-        "the user contributing only its identity to models with user embeddings.",
+        description="Read `user`'s stored history (and append `history` to it); false: score `history` "
+        "alone, the user contributing only its identity to models with user embeddings.",
     )
     timestamps: list[Seconds] | None = _timestamps()
     events: list[Text] | None = _events()
@@ -176,10 +177,10 @@ class RecommendRequest(_Strict):
     explain: bool | ExplainOptions = Field(
         False,
         description=(
-            f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (greedy, top 3) or options. Off "
-            "by default: an explained request is scored on its own (not micro-batched) and costs one extra forward "
-            "pass per history item the model reads for occlusion, and that again per explained item for greedy's "
-            "second round (integrated gradients cost more)."
+            f"Explain each of the first {MAX_EXPLAINED} items (`explanation`): `true` (greedy, top 3) or "
+            "options. Off by default: an explained request is scored on its own (not micro-batched) and "
+            "costs one extra forward pass per history item the model reads for occlusion, and that again "
+            "per explained item for greedy's second round (integrated gradients cost more)."
         ),
     )
 

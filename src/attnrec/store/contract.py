@@ -92,7 +92,8 @@ def check_limit(limit: int) -> int:
 
 
 def export_frame(rows: list[tuple[str, str, int, str | None, float | None]]) -> pd.DataFrame:
-    """``rows`` of ``(user, item, timestamp, event, rating)`` as the table :meth:`HistoryStore.export` returns."""
+    """``rows`` of ``(user, item, timestamp, event, rating)`` as the table :meth:`HistoryStore.export`
+    returns."""
     frame = pd.DataFrame(rows, columns=list(EXPORT_COLUMNS))
     return frame.astype(
         {"user": object, "item": object, "timestamp": "int64", "event": object, "rating": "float64"}

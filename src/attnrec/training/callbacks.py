@@ -16,7 +16,8 @@ from attnrec.training.result import EpochRecord
 
 
 class StopTraining(Exception):
-    """Raised by a callback to end training after the current epoch; the message says why (e.g. ``pruned``)."""
+    """Raised by a callback to end training after the current epoch; the message says why (e.g.
+    ``pruned``)."""
 
 
 @runtime_checkable

@@ -44,7 +44,8 @@ T = TypeVar("T")
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when present, else CPU; under torchrun ``auto``/``cuda`` mean GPU ``LOCAL_RANK``."""
+    """``auto`` picks CUDA when present, else CPU; under torchrun ``auto``/``cuda`` mean GPU
+    ``LOCAL_RANK``."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and distributed.env_world_size() > 1 and torch.cuda.is_available():
@@ -65,7 +66,8 @@ def train(
     progress: bool = True,
     callbacks: Sequence[EpochCallback] = (),
 ) -> TrainResult:
-    """Train ``module`` (an ``nn.Module`` that is :class:`~attnrec.models.contracts.Trainable`) and keep the best weights.
+    """Train ``module`` (an ``nn.Module`` that is :class:`~attnrec.models.contracts.Trainable`) and keep the
+    best weights.
 
     Epoch ``e`` draws its shuffling and negatives from ``np.random.default_rng([seed, e])`` and
     reseeds torch for dropout, so a run resumed from ``state_dir`` continues exactly as the
@@ -141,7 +143,8 @@ class _Loop(Generic[T]):
         self.stepper = Stepper(module, cfg, device, self.rank, self.world)
         try:
             result = self._epochs(resume)
-        finally:  # the DistributedDataParallel wrapper must not outlive its process group (distributed.cleanup)
+        finally:
+            # the DistributedDataParallel wrapper must not outlive its process group (distributed.cleanup)
             self.stepper.release()
         if self.state.best is not None:
             module.load_state_dict(self.state.best)
@@ -163,7 +166,8 @@ class _Loop(Generic[T]):
         result, stopped = self.state.result, f"epoch limit of {cfg.max_epochs} reached"
         start = self.state.epoch + 1
         for epoch in range(start, cfg.max_epochs + 1):
-            # A state saved mid-epoch continues inside its epoch; one saved at an epoch end starts the next afresh.
+            # A state saved mid-epoch continues inside its epoch; one saved at an epoch end starts the next
+            # afresh.
             inside = resume if resume is not None and resume.batch and epoch == start else None
             record = self._train_epoch(epoch, inside)
             # One clock decides (rank 0's), so every rank stops after the same epoch.
@@ -190,7 +194,8 @@ class _Loop(Generic[T]):
         return result
 
     def _train_epoch(self, epoch: int, resume: TrainState | None) -> EpochRecord:
-        """Train one epoch (from ``resume``'s mid-epoch position when given); its record without validation."""
+        """Train one epoch (from ``resume``'s mid-epoch position when given); its record without
+        validation."""
         cfg, module = self.cfg, self.module
         if cfg.lr_schedule == "cosine":
             set_lr(self.opt, cosine_lr(cfg.lr, epoch, cfg.max_epochs))
@@ -278,7 +283,8 @@ class _Loop(Generic[T]):
             )
 
     def _evaluate(self, epoch: int, record: EpochRecord) -> dict[str, float]:
-        """Validate; keep the best weights, count evaluations without improvement, lower the rate (lr_decay)."""
+        """Validate; keep the best weights, count evaluations without improvement, lower the rate
+        (lr_decay)."""
         cfg, st, result = self.cfg, self.state, self.state.result
         self.module.eval()
         metrics = _validate_on_main(self.validate, self.module, self.main, self.world)

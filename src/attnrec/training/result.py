@@ -36,5 +36,6 @@ class TrainResult:
         return float(np.mean(times)) if times else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields and ``seconds_per_epoch``, as saved in ``config.json`` and the training state (JSON values)."""
+        """The fields and ``seconds_per_epoch``, as saved in ``config.json`` and the training state (JSON
+        values)."""
         return asdict(self) | {"seconds_per_epoch": self.seconds_per_epoch}

@@ -70,12 +70,13 @@ class TrainState:
     def restore_rng(
         self, rng: np.random.Generator, device: torch.device, rank: int, world: int, seed: int, epoch: int
     ) -> None:
-        """After regenerating the epoch's first ``batch`` batches: check the data stream, restore torch's RNG."""
+        """After regenerating the epoch's first ``batch`` batches: check the data stream, restore torch's
+        RNG."""
         if self.numpy_rng is not None and rng.bit_generator.state != self.numpy_rng:
             raise CheckpointError(
-                f"the training state was saved at epoch {self.epoch + 1}, batch {self.batch}, but regenerating that "
-                "epoch's batches does not reach the same random state: different training data, batch size, "
-                "model settings or seed than the interrupted run?"
+                f"the training state was saved at epoch {self.epoch + 1}, batch {self.batch}, but "
+                "regenerating that epoch's batches does not reach the same random state: different training "
+                "data, batch size, model settings or seed than the interrupted run?"
             )
         if len(self.rng_states) == world:
             torch.set_rng_state(self.rng_states[rank]["cpu"])

@@ -54,7 +54,8 @@ class LossOf(nn.Module):
 
 
 def loss_terms(model: object, batch: Batch) -> int:
-    """How many terms the model's (mean) loss averages over: its :class:`WeightedLoss` count, else the rows."""
+    """How many terms the model's (mean) loss averages over: its :class:`WeightedLoss` count, else the
+    rows."""
     return int(model.loss_terms(batch)) if isinstance(model, WeightedLoss) else distributed.batch_rows(batch)
 
 

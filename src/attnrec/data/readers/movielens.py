@@ -50,7 +50,8 @@ def _read_rating_lines(
         t = pd.to_numeric(pd.Series(fast[3]), errors="coerce").to_numpy(dtype=np.float64)
         if not (np.isnan(r).any() or np.isnan(t).any()):
             return from_columns(np.char.strip(fast[0].astype(str)), np.char.strip(fast[1].astype(str)), t, r,
-                                source=file_source(path, fmt, name), min_rating=min_rating, k_core=k_core)  # fmt: skip
+                                source=file_source(path, fmt, name), min_rating=min_rating,
+                                k_core=k_core)  # fmt: skip
     # Not perfectly regular: the line-by-line parser finds and names the bad line.
     users: list[str] = []
     items: list[str] = []

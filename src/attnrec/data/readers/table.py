@@ -105,7 +105,8 @@ def read_table(
 def _role_columns(
     df: pd.DataFrame, roles: Mapping[str, object], origin: Origin, time_format: str | None
 ) -> CheckedColumns:
-    """Each role's column through the boundary: IDs and events as text, ratings as numbers, times as seconds."""
+    """Each role's column through the boundary: IDs and events as text, ratings as numbers, times as
+    seconds."""
 
     def ids(role: str) -> np.ndarray:
         return id_column(df[roles[role]], role, roles[role], origin)
@@ -113,7 +114,8 @@ def _role_columns(
     return CheckedColumns(
         ids("user"),
         ids("item"),
-        time_column(df[roles["timestamp"]], roles["timestamp"], origin, time_format) if "timestamp" in roles else None,
+        time_column(df[roles["timestamp"]], roles["timestamp"], origin, time_format)
+        if "timestamp" in roles else None,
         number_column(df[roles["rating"]], "rating", roles["rating"], origin) if "rating" in roles else None,
         ids("event") if "event" in roles else None,
     )  # fmt: skip

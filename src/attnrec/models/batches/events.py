@@ -51,7 +51,8 @@ def column_batch(
 
 
 def score_columns(ctx: EventContext | None, seqs: Sequences, width: int, model: str) -> Batch:
-    """The per-event batch keys ``ctx`` reads for scoring ``seqs`` left-padded to ``width`` (none without it)."""
+    """The per-event batch keys ``ctx`` reads for scoring ``seqs`` left-padded to ``width`` (none without
+    it)."""
     if ctx is None:
         return {}
     return {k: torch.from_numpy(v) for k, v in column_batch(seqs, ctx.columns, width, model=model).items()}
@@ -68,7 +69,8 @@ def request_batch(ctx: EventContext | None, request_time: np.ndarray | None) -> 
 
 
 def target_users(train: Sequences, width: int, rule: TargetRule, model: str) -> np.ndarray:
-    """The users with a next-item window (``width + 1`` newest items) holding at least one qualifying target."""
+    """The users with a next-item window (``width + 1`` newest items) holding at least one qualifying
+    target."""
     users = np.flatnonzero(train.lengths() >= 2)
     cols = column_batch(train, rule_columns(rule), width + 1, users, model)
     _, target = shifted_pair(train.padded(width + 1, users))  # (U, T) the targets the batches train
@@ -111,7 +113,8 @@ def shifted_columns(
 
 
 def nth_from_end(ok: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Per row of ``ok`` ``(B, T)``, the column of its ``k``-th (0-based) true cell counted from the end ``(B,)``."""
+    """Per row of ``ok`` ``(B, T)``, the column of its ``k``-th (0-based) true cell counted from the end
+    ``(B,)``."""
     from_end = np.cumsum(ok[:, ::-1], 1)[:, ::-1]  # (B, T) true cells at or after each column
     out: np.ndarray = np.argmax(ok & (from_end == (k + 1)[:, None]), 1)
     return out
@@ -120,7 +123,8 @@ def nth_from_end(ok: np.ndarray, k: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class ClozeWindows:
     """BERT4Rec's training windows ``items`` ``(R, T)`` with the inputs' per-event ``columns`` (batch key ->
-    ``(R, T)``), which positions may be targets (``ok``; ``None``: every item) and explicit ``negative`` ones."""
+    ``(R, T)``), which positions may be targets (``ok``; ``None``: every item) and explicit ``negative``
+    ones."""
 
     items: np.ndarray
     columns: dict[str, np.ndarray]
@@ -131,14 +135,16 @@ class ClozeWindows:
         return len(self.items)
 
     def masks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | tuple[()]:
-        """``(ok, negative)`` of rows ``idx`` for :meth:`BERT4Rec.cloze`, or ``()`` when every item may be a target."""
+        """``(ok, negative)`` of rows ``idx`` for :meth:`BERT4Rec.cloze`, or ``()`` when every item may be a
+        target."""
         return (
             () if self.ok is None else (self.ok[idx], None if self.negative is None else self.negative[idx])
         )
 
     def batch(self, idx: np.ndarray, labels: np.ndarray) -> Batch:
-        """Batch keys of rows ``idx`` for Cloze ``labels`` (``> 0`` target, ``< 0`` minus an explicit negative): the
-        columns, with the event and rating of every masked position hidden (0 / NaN) as they are at [mask]."""
+        """Batch keys of rows ``idx`` for Cloze ``labels`` (``> 0`` target, ``< 0`` minus an explicit
+        negative): the columns, with the event and rating of every masked position hidden (0 / NaN) as they
+        are at [mask]."""
         masked = labels != 0  # (B, T)
         out = {}
         for k, v in self.columns.items():

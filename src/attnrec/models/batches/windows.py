@@ -50,7 +50,8 @@ def last_items(histories: Sequences, n: int) -> torch.Tensor:
 
 
 def prefix_windows(history: torch.Tensor, n: int) -> torch.Tensor:
-    """``(R, T, n)``: for each position ``t`` of ``history`` ``(R, T)`` the ``n`` items before it (left-padded)."""
+    """``(R, T, n)``: for each position ``t`` of ``history`` ``(R, T)`` the ``n`` items before it
+    (left-padded)."""
     padded = torch.nn.functional.pad(history, (n, 0))  # (R, n + T)
     return padded.unfold(1, n, 1)[:, : history.shape[1]]  # (R, T, n)
 
@@ -154,7 +155,8 @@ def sliding_window_matrix(
 
 def length_chunks(seq: torch.Tensor, n_chunks: int) -> list[tuple[torch.Tensor, int]]:
     """``(rows, width)`` chunks of a left-padded batch ``seq`` ``(B, T)``: with ``n_chunks = K > 1`` the rows,
-    sorted by length, cut into K chunks, each trimmed to its longest row (the last columns hold every item)."""
+    sorted by length, cut into K chunks, each trimmed to its longest row (the last columns hold every
+    item)."""
     if n_chunks <= 1:
         return [(torch.arange(len(seq), device=seq.device), seq.shape[1])]
     n_real = (seq > 0).sum(1)  # (B,)
@@ -168,9 +170,10 @@ def encode_in_chunks(
     sel: torch.Tensor,
     n_chunks: int,
 ) -> torch.Tensor:
-    """States ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``batch["seq"][sel]`` order, encoded chunk
-    by chunk (:func:`length_chunks`): ``encode(part)`` gives the states ``(b, w, D)`` of ``part``, the chunk's rows
-    of every ``(B, T)`` entry of ``batch`` (``seq`` and its per-event columns) trimmed to their last ``w`` columns.
+    """States ``(N, D)`` at the positions ``sel`` ``(B, T)`` selects, in ``batch["seq"][sel]`` order, encoded
+    chunk by chunk (:func:`length_chunks`): ``encode(part)`` gives the states ``(b, w, D)`` of ``part``, the
+    chunk's rows of every ``(B, T)`` entry of ``batch`` (``seq`` and its per-event columns) trimmed to their
+    last ``w`` columns.
 
     For a model whose positions count from the end and whose padding keys are masked, a trimmed chunk
     gives the padded batch's states, with far less work when most rows are much shorter than ``T``.

@@ -12,7 +12,8 @@ class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention; queries and keys/values may come from different inputs."""
 
     def __init__(self, hidden: int, n_heads: int, dropout: float, project: bool = True) -> None:
-        super().__init__()  # project=False: heads concatenated without an output layer (SASRec's authors' code)
+        # project=False: heads concatenated without an output layer (SASRec's authors' code)
+        super().__init__()
         if hidden % n_heads:
             raise ValueError(f"hidden size {hidden} is not divisible by {n_heads} heads")
         self.n_heads, self.dropout = n_heads, dropout
@@ -24,7 +25,8 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x_q: torch.Tensor, x_kv: torch.Tensor, allowed: torch.Tensor, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The attention output ``(B, Tq, D)`` and, with ``need_weights``, its probabilities ``(B, H, Tq, T)``.
+        """The attention output ``(B, Tq, D)`` and, with ``need_weights``, its probabilities
+        ``(B, H, Tq, T)``.
 
         ``x_q`` ``(B, Tq, D)`` holds the queries and ``x_kv`` ``(B, T, D)`` the keys and values
         (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: a float

@@ -4,12 +4,12 @@ Item sequences are left-padded with item 0, so padding keys are the positions wh
 
 Two forms. The boolean masks (HSTU's pointwise attention, PETER) are True where attention is
 *allowed*, ``(B, 1, T, T)`` or ``(T, T)``; a padding query is given itself as a key, since a row with
-no allowed key would be a softmax over nothing (NaN). The additive biases are what the softmax attention of SASRec, eSASRec and BERT4Rec
-adds to its logits: 0 where allowed, ``-inf`` for a later key and :data:`PADDING_BIAS` for a padding
-key. They are built from small broadcast tensors in one pass; a boolean mask would be converted to
-the same float form inside the fused kernel on every call, which on the CPU cost about as much as
-the attention itself. A padding key's bias is finite, so a row without a real key is still finite; a
-real query's softmax gives padding keys exactly 0 either way, because ``exp(-1e4)`` underflows in
+no allowed key would be a softmax over nothing (NaN). The additive biases are what the softmax attention of
+SASRec, eSASRec and BERT4Rec adds to its logits: 0 where allowed, ``-inf`` for a later key and
+:data:`PADDING_BIAS` for a padding key. They are built from small broadcast tensors in one pass; a boolean
+mask would be converted to the same float form inside the fused kernel on every call, which on the CPU cost
+about as much as the attention itself. A padding key's bias is finite, so a row without a real key is still
+finite; a real query's softmax gives padding keys exactly 0 either way, because ``exp(-1e4)`` underflows in
 every float type. The causal bias also gives each padding query itself (0 on the diagonal), as the
 boolean mask does: the shifted next-item objective reads one padding row, the position just before a
 sequence's first item, whose target is that item. With the diagonal its attention (and so the loss)
@@ -26,7 +26,8 @@ PADDING_BIAS = -1e4
 
 
 def causal_mask(seq: torch.Tensor) -> torch.Tensor:
-    """``(B, 1, T, T)`` for ``seq`` ``(B, T)``: query t sees the real keys s <= t; padding queries see only themselves."""
+    """``(B, 1, T, T)`` for ``seq`` ``(B, T)``: query t sees the real keys s <= t; padding queries see only
+    themselves."""
     t = seq.shape[1]
     causal = torch.ones(t, t, dtype=torch.bool, device=seq.device).tril()  # (T, T)
     real_key = (seq > 0)[:, None, None, :]  # (B, 1, 1, T)

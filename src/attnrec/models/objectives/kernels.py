@@ -1,4 +1,5 @@
-"""Training objectives the models share: full softmax (chunked), sampled softmax with log-Q correction, gBCE, BPR.
+"""Training objectives the models share: full softmax (chunked), sampled softmax with log-Q correction, gBCE,
+BPR.
 
 Each model file still spells out its own objective in ``loss``: which positions count, which logits
 go in; these functions are the arithmetic it calls by name.
@@ -133,7 +134,8 @@ def _item_major_chunk(
     grad_w: torch.Tensor | None,
     grad_b: torch.Tensor | None,
 ) -> None:
-    """One chunk of the fast kernel: fills ``lse`` ``(C,)`` and ``grad_h`` ``(C, D)``, adds to ``grad_w`` and ``grad_b``.
+    """One chunk of the fast kernel: fills ``lse`` ``(C,)`` and ``grad_h`` ``(C, D)``, adds to ``grad_w`` and
+    ``grad_b``.
 
     The logits are laid out item-major, ``w @ hc.T`` ``(I, C)``: on CPU that product is about twice as fast
     as ``hc @ w.T`` (the long dimension is the output's rows), and the weight gradient ``p @ hc`` then needs
@@ -256,8 +258,9 @@ def batch_sampled_softmax(
     ``rows`` selects the scored positions of the batch's ``(B, T)`` grid. The negatives are ``(S,)``,
     shared by the batch, ``(B, S)``, each sequence its own, or ``(B, T, S)``, each position its own (then
     ``neg_logit`` ``(N, S)`` must score each position against its own, as :func:`negative_logits` and
-    :func:`position_logits` do). When they were drawn non-uniformly the batch also holds their log-Q corrections (``neg_logq``, and
-    ``target_logq`` per position); uniform draws leave them out, as their correction is a constant.
+    :func:`position_logits` do). When they were drawn non-uniformly the batch also holds their log-Q
+    corrections (``neg_logq``, and ``target_logq`` per position); uniform draws leave them out, as their
+    correction is a constant.
     """
     corrected = "neg_logq" in batch
     negative, neg_logq = batch["negative"], batch.get("neg_logq")
@@ -320,5 +323,6 @@ def position_logits(
 
 
 def bpr_loss(x_pos: torch.Tensor, x_neg: torch.Tensor) -> torch.Tensor:
-    """Mean Bayesian personalised ranking loss ``-log sigmoid(x_pos - x_neg)`` of ``(B,)`` against ``(B, K)``."""
+    """Mean Bayesian personalised ranking loss ``-log sigmoid(x_pos - x_neg)`` of ``(B,)`` against
+    ``(B, K)``."""
     return -F.logsigmoid(x_pos[:, None] - x_neg).mean()
