@@ -36,7 +36,6 @@ LONG_MODULES: dict[str, str] = {
     "tests/cli/test_cli.py": "the CLI's end-to-end scenarios; to be split by command",
     "src/attnrec/models/peter.py": "one model: PETER's network, objective and decoding",
     "src/attnrec/models/context.py": "the context (features, time, events) encoders shared by the transformers",
-    "src/attnrec/training/loop.py": "one job: the training loop (epochs, validation, early stopping, resume)",
     "src/attnrec/experiments/tuning.py": "one job: the Optuna study loop and its budgets",
     "src/attnrec/experiments/tables.py": "one job: rendering results tables from result files",
     "src/attnrec/data/reviews.py": "one job: reading and splitting review files for PETER",
