@@ -146,7 +146,8 @@ class SequentialWrapper(
         real = target > 0
         content, table = self.training_inputs(batch)
         states = self.head(self.forward(batch, Pass(content=content)).states)  # (B, T, D)
-        table = table or self.output_table()  # (I+1, D) the output layer
+        if table is None:
+            table = self.output_table()  # (I+1, D) the output layer, read after the forward pass
         out = self.objective.loss(Scored(states[real], target[real], real, states), table, batch)
         extra = self.extra_loss(states, table, batch)
         return out if extra is None else out + extra
