@@ -127,15 +127,22 @@ def render(results: list[dict[str, Any]], budget: float) -> str:
         s = auto["settings"]
         chosen = f"{s.get('loss')} n={s.get('max_len')} p={s.get('dropout')}"
         ndcg, pop = auto["test"]["NDCG@10"], auto["popularity"]["NDCG@10"]
-        share = f"{ndcg / ref['NDCG@10']:.0%} of {ref['run']}" if ref else "no comparator yet"
+        share = (
+            f"{ndcg / ref['NDCG@10']:.0%} of {ref['run']}"
+            if ref and ref["NDCG@10"] > 0
+            else f"the comparator {ref['run']} scores 0"
+            if ref
+            else "no comparator yet"
+        )
+        times_pop = f"{ndcg / pop:.2f}" if pop > 0 else "-"
         lines.append(
             f"| {name} | {auto['users']:,} / {auto['items']:,} / {auto['interactions']:,} | {chosen} "
             f"| {ndcg:.4f} ± {auto['test_se']['NDCG@10']:.4f} | {auto['test']['HR@10']:.4f} | {pop:.4f} "
-            f"| {ndcg / pop:.2f} | {ref['NDCG@10']:.4f} | {share} "
+            f"| {times_pop} | {ref['NDCG@10']:.4f} | {share} "
             f"| {auto['epochs']} ({auto['best_epoch']}), {auto['stopped']} | {auto['fit_seconds']:.0f} |"
             if ref
             else f"| {name} | {auto['users']:,} / {auto['items']:,} / {auto['interactions']:,} | {chosen} "
-            f"| {ndcg:.4f} | {auto['test']['HR@10']:.4f} | {pop:.4f} | {ndcg / pop:.2f} | - | {share} "
+            f"| {ndcg:.4f} | {auto['test']['HR@10']:.4f} | {pop:.4f} | {times_pop} | - | {share} "
             f"| {auto['epochs']} ({auto['best_epoch']}), {auto['stopped']} | {auto['fit_seconds']:.0f} |"
         )
     others = [r for r in results if r["variant"] != "auto"]

@@ -98,7 +98,7 @@ def markdown(res: dict[str, Any]) -> str:
         "shares up to "
         f'{p.get("head", 0.1)} only (the few events an explanation names). "Clearly better": the 95% '
         "interval of the per-user difference (the same users for every method) lies below 0. "
-        "Protocol: docs/explanations.md#faithfulness-benchmark.",
+        "Protocol: docs/explanation/attributions.md#faithfulness-benchmark.",
         "",
         f"Code {res['git_sha'][:12]}; {res['machine']}; {res.get('seconds', 0):.0f} s"
         + (

@@ -25,7 +25,7 @@ class TrackingOptions:
             metavar="[" + "|".join(KINDS) + "]",
             help="Record the run (settings, per-epoch loss and validation metrics, test metrics, the saved "
             "model) in MLflow or TensorBoard (repeatable; needs pip install 'attnrec\\[mlflow]' / "
-            "'attnrec\\[tensorboard]'). See docs/tracking.md.",
+            "'attnrec\\[tensorboard]'). See docs/how-to/tracking.md.",
         ),
     ] = None
     track_uri: Annotated[

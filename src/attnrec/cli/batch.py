@@ -140,7 +140,7 @@ def batch(
     filters: seen items excluded unless --include-seen, --include/--exclude) and each chunk is
     written to OUT.parts/ as it finishes; a killed run re-run with the same arguments skips the
     finished chunks. Unknown users get the most popular items with the 'fallback' column set.
-    Memory stays flat however many users there are. See docs/batch.md for the columns.
+    Memory stays flat however many users there are. See docs/how-to/batch.md for the columns.
     """
     if (data is None) == (users is None):
         raise ValueError("give either --data DATA (every user of a dataset) or --users FILE")

@@ -71,7 +71,7 @@ def tune_cmd(
         typer.Option(
             "--space",
             help="TOML file of ranges, \\[model] and \\[train] tables of {low=, high=, log=} or "
-            "{choices=[...]} entries, over the model's default search space (see docs/tuning.md).",
+            "{choices=[...]} entries, over the model's default search space (see docs/how-to/tuning.md).",
         ),
     ] = None,
     trials: Annotated[

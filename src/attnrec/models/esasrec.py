@@ -21,7 +21,7 @@ SASRec/BERT4Rec: :func:`attnrec.models.objectives.kernels.batch_sampled_softmax`
 (``negatives="batch"``): ``O(positions x negatives)`` scores, no embedding gathered per draw. With
 ``negatives="sequence"`` (the ``ml-1m`` preset) each training sequence draws its own, shared by its
 positions: closer to the paper, and each step pushes down ``B`` times as many catalog items (on ML-1M
-the batch's 256 learned much more slowly; docs/models.md). ``negatives="position"`` draws them per
+the batch's 256 learned much more slowly; docs/explanation/models.md). ``negatives="position"`` draws them per
 position, as the paper and the Amazon presets do (:func:`attnrec.models.objectives.kernels.position_logits`).
 With the ``popularity``/``mixed`` samplers or in-batch negatives every logit gets the log-Q
 correction; uniform draws need none (it is the same constant for every item).
@@ -139,7 +139,7 @@ class LiGRLayer(nn.Module):
 _ML1M_TRAIN = {"lr": 1e-3, "batch_size": 128, "max_epochs": 100, "patience": 50}
 _AMAZON_TRAIN = {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "patience": 50}
 # Width 64 is the authors' README table; their leave-one-out configs say 256. Under their protocol 64
-# reproduces the published Toys and Sports figures and 256 falls short (docs/models.md). The item-table
+# reproduces the published Toys and Sports figures and 256 falls short (docs/explanation/models.md). The item-table
 # dropout and the negatives drawn per position are their training's too, and part of that reproduction.
 _AMAZON_MODEL = {
     "hidden": 64,
@@ -205,7 +205,7 @@ class ESASRecBackbone(nn.Module):
     config=ESASRecConfig,
     presets={
         # The authors' settings (blondered/transformer_benchmark: README table and configs/paper/loo/*.yaml;
-        # batch 128 is RecTools' default). Sources and the one disagreement between them: docs/models.md.
+        # batch 128 is RecTools' default). Sources and the one disagreement between them: docs/explanation/models.md.
         "ml-1m": {"model": {"negatives": "sequence"}, "train": _ML1M_TRAIN},
         "beauty": {"model": _AMAZON_MODEL | {"ff_multiplier": 4}, "train": _AMAZON_TRAIN},
         "sports": {"model": _AMAZON_MODEL | {"ff_multiplier": 2}, "train": _AMAZON_TRAIN},

@@ -2,7 +2,7 @@
 
 Issue #19, part 2. Every option is a field of :class:`EventFields`, which both configs inherit, and
 is off by default; off, nothing here is created or drawn, so the models build, train and score bit
-for bit as before. What each option adds (``docs/context.md`` has the user's view):
+for bit as before. What each option adds (``docs/explanation/context.md`` has the user's view):
 
 * ``time_intervals = k`` (TiSASRec): the time gap between two events, divided by the smallest
   non-zero gap between consecutive events of the window **up to the query** (the paper divides by

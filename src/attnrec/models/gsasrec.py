@@ -78,7 +78,7 @@ class GSASRecConfig:
 # dropout 0.5, k 256, t 0.75; batch 128, torch's Adam: lr 1e-3, betas 0.9/0.999). They stop after 200
 # "epochs" of 100 batches without improvement (their best checkpoint is at batch 86,064); an attnrec epoch
 # is one full pass, 48 batches on ML-1M, so that rule is patience 417. `ml-1m` keeps the model settings
-# with a budget a CPU can afford (docs/models.md).
+# with a budget a CPU can afford (docs/explanation/models.md).
 _PAPER_TRAIN = {"lr": 1e-3, "batch_size": 128, "beta2": 0.999}
 
 

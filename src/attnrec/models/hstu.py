@@ -25,7 +25,7 @@ belongs to the output item vectors only, so it never enters the content.
 
 Objective: causal next-item prediction at every position with a sampled softmax (the reference:
 128 uniform negatives, temperature 0.05, accidental hits masked), or ``loss="ce"``, a full softmax
-over the catalog. Two choices differ from the reference, both documented in ``docs/models.md``:
+over the catalog. Two choices differ from the reference, both documented in ``docs/explanation/models.md``:
 negatives are drawn per training sequence (``negatives="sequence"``, the presets; shared by the
 sequence's positions) or per batch (``"batch"``, the library's cheapest sampled softmax,
 :class:`~attnrec.models.objectives.negatives.SharedNegatives`), where the reference draws 128 per position
@@ -259,7 +259,7 @@ class HSTUBackbone(nn.Module):
         # betas (0.9, 0.98), lr 1e-3, no weight decay, batch 128, 101 epochs (all of them: min_epochs; the
         # best validation epoch's weights are kept). Negatives per training sequence (the reference: per
         # position); with 128 per batch the GPU runs ml-1m-hstu-gpu / -large-gpu learned far more slowly
-        # (docs/models.md). Promise: the reference's recipe on the reference's data; ml-1m.txt has no
+        # (docs/explanation/models.md). Promise: the reference's recipe on the reference's data; ml-1m.txt has no
         # timestamps (no time bias).
         "ml-1m": {
             "model": {"negatives": "sequence"},

@@ -33,7 +33,7 @@ PROMISES: dict[str, dict[str, str]] = {
         "table's BCE SASRec (full HR@10 0.0675 / NDCG@10 0.0374): amazon-toys 0.0639 / "
         "0.0360, 95% / 96%, validation still rising at epoch 200 "
         "(amazon-toys-sasrec-bce-paper); amazon-sports 0.0285 / 0.0148 against 0.0350 / "
-        "0.0192, 81% / 77%, best epoch 40 (amazon-sports-sasrec-bce-paper; docs/models.md)",
+        "0.0192, 81% / 77%, best epoch 40 (amazon-sports-sasrec-bce-paper; docs/explanation/models.md)",
         "ml-1m-ce": "attnrec's full-softmax SASRec (d 64, dropout 0.2, n 200): on ml-1m.txt full "
         "HR@10 0.3025 / NDCG@10 0.1738 in 94 epochs on one CPU thread (ml-1m-sasrec-ce), "
         "above the BCE paper setting's 0.2517 / 0.1338; patience 5 can stop early on a small "

@@ -22,7 +22,7 @@ class ServingConfig:
 
     ``max_batch`` requests at most are scored together (1 disables micro-batching);
     ``max_wait_ms`` is how long the batcher waits for more requests once it has one (0: it takes
-    only those already queued, which adds no latency; see ``docs/serving.md`` for measurements).
+    only those already queued, which adds no latency; see ``docs/how-to/serving.md`` for measurements).
     ``max_history`` and ``max_list`` may not exceed the request schema's hard cap
     (:data:`~attnrec.serving.schemas.MAX_IDS`). A body must arrive within ``body_timeout_s`` seconds
     (else 408). ``gc_freeze``: once the models are loaded, collect garbage and move every object
@@ -47,7 +47,7 @@ class ServingConfig:
     inline: bool = False  # score recommend batches on the event-loop thread instead of the worker thread
     device: str = "cpu"
     warmup: bool = True
-    # Operator settings (docs/serving.md): client API keys (none: the public API is open), admin keys
+    # Operator settings (docs/how-to/serving.md): client API keys (none: the public API is open), admin keys
     # (none: the admin endpoints are refused), whether /metrics and /readyz's per-model states need a
     # key when keys are configured, CORS origins, admin endpoints without any key, SIGHUP reloading
     # every model, the folders a reload may load from (None: those holding the served directories).
@@ -55,7 +55,7 @@ class ServingConfig:
     admin_keys: frozenset[str] = field(default=frozenset(), repr=False)
     protect_metrics: bool = True
     models_roots: tuple[Path, ...] | None = None
-    # Concurrency (docs/serving.md): requests in flight beyond max_in_flight are answered 503 with
+    # Concurrency (docs/how-to/serving.md): requests in flight beyond max_in_flight are answered 503 with
     # Retry-After (health probes excepted); bodies of at least large_body_bytes are parsed off the
     # event loop, at most parse_slots at a time.
     max_in_flight: int = 64
