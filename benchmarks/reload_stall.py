@@ -148,7 +148,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['every']:.0f} s (a copy of the directory, then the original). A request is *during* a "
         "reload when its flight overlaps the reload request's.",
         "",
-        "| code | requests | failed | reloads (s each) | steady p50 / p99 / max ms | during reload p50 / p99 / max ms | p99 ratio |",
+        "| code | requests | failed | reloads (s each) | steady p50 / p99 / max ms "
+        "| during reload p50 / p99 / max ms | p99 ratio |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, r in report["runs"].items():
@@ -187,7 +188,8 @@ def main() -> None:
     codes = dict(c.split("=", 1) for c in args.code) if args.code else {"this version": str(ROOT / "src")}
     report: dict[str, Any] = {
         "command": "python benchmarks/reload_stall.py " + " ".join(sys.argv[1:]),
-        "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPU(s) allowed, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPU(s) allowed, "
+        f"Python {platform.python_version()}",
         "seconds": args.seconds,
         "every": args.every,
         "concurrency": args.concurrency,

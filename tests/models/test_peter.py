@@ -294,7 +294,7 @@ def test_explainer_fit_explain_evaluate_and_save_load_identity(tmp_path: Path) -
     del cfg["decode"]["no_repeat_ngram"]  # a directory saved before n-gram blocking (and before manifests)
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
     (tmp_path / "m" / MANIFEST).unlink()
-    assert Explainer.load(tmp_path / "m", device="cpu").no_repeat_ngram == 3
+    assert Explainer.load(tmp_path / "m", device="cpu", allow_unsigned=True).no_repeat_ngram == 3
 
 
 def test_rating_head_can_start_at_the_training_mean() -> None:
