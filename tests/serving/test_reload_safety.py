@@ -167,9 +167,10 @@ def test_a_real_server_refuses_a_fifo_reload_and_stops_on_sigterm(signed: Path, 
     shutil.copytree(signed, d)
     fifo_weights(d)
     (d / MANIFEST).unlink()
-    api_key = "reload-safety-key-0123456789"
-    env = {"ATTNREC_API_KEYS": api_key, "ATTNREC_MANIFEST_KEY": KEY}
-    args = ["--model", f"m={signed}", "--load-timeout", "5", "--allow-unsigned"]
+    api_key = "reload-safety-key-0123456789"  # an admin key: reload is an admin endpoint
+    env = {"ATTNREC_ADMIN_KEYS": api_key, "ATTNREC_MANIFEST_KEY": KEY}
+    roots = ["--models-root", str(tmp_path), "--models-root", str(signed.parent)]
+    args = ["--model", f"m={signed}", "--load-timeout", "5", "--allow-unsigned", *roots]
     with running_server(args, env=env) as (url, proc):
         auth = {"Authorization": f"Bearer {api_key}"}
         with httpx.Client(base_url=url, headers=auth, timeout=30) as c:
