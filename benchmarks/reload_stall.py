@@ -103,7 +103,6 @@ def run(
     if not copy.exists():
         shutil.copytree(model_dir, copy)
     os.environ["PYTHONPATH"] = str(code)
-    os.environ["ATTNREC_API_KEYS"] = API_KEY
     os.environ["ATTNREC_ADMIN_KEYS"] = API_KEY  # reload is an admin endpoint; an admin key opens both
     server = Server("m", model_dir, 1, [])
     try:
