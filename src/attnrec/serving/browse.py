@@ -36,7 +36,7 @@ from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.reasons import because, explaining
 from attnrec.serving.registry import ServedModel
-from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list
+from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list, timed
 from attnrec.serving.schemas import (
     MAX_HISTORY_ROWS,
     MAX_ID_CHARS,
@@ -321,7 +321,7 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
         return ex.recommendation, ex
 
     try:
-        answer, ex = await state.on_worker(run)
+        answer, ex = await state.on_worker(timed(state, e.name, "/v1/explain-rec", run))
     except (
         ValueError
     ) as exc:  # per-event fields the model cannot use (an unknown event name, a missing column)
