@@ -4,18 +4,23 @@ Every request holds what it has read (its body, then the parsed and validated re
 answered; without a cap, a burst of concurrent large bodies grows the process by the sum of them
 and the event loop spends its time parsing instead of answering. :class:`InFlightLimit` counts the
 HTTP requests being handled and answers the ones over ``max_in_flight`` at once, before their body
-is read, in the JSON error shape with ``Retry-After`` (load balancers and clients retry after it).
+is kept (it is read and dropped chunk by chunk first, so that the client gets the answer rather
+than a reset connection), in the JSON error shape with ``Retry-After`` (clients retry after it).
 The health probes (``/healthz``, ``/readyz``) and ``/metrics`` are never refused: they are cheap,
 and an operator needs them most when the server is busy.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attnrec.serving.errors import error_json
 
 EXEMPT = frozenset({"/healthz", "/readyz", "/metrics"})
+DISCARD_S = 10.0  # longest a refused request's body is read for before the answer
 
 
 class InFlightLimit:
@@ -36,6 +41,7 @@ class InFlightLimit:
                 f"the server is handling {self.limit} requests, its limit; retry in {self.retry_after} s",
                 headers={"Retry-After": str(self.retry_after)},
             )
+            await _discard_body(receive)  # before answering: uvicorn reads no more once it has answered
             await response(scope, receive, send)
             return
         self.in_flight += 1
@@ -43,6 +49,17 @@ class InFlightLimit:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+
+
+async def _discard_body(receive: Receive) -> None:
+    """Read what is left of the request body, chunk by chunk, keeping none of it: a connection closed
+    with its body unread is reset, and the client would lose the 503 it was sent."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DISCARD_S):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
 
 
 __all__ = ["EXEMPT", "InFlightLimit"]
