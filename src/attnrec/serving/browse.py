@@ -24,7 +24,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from attnrec.data.schema import IdMap
+from attnrec.data.schema import TIMESTAMP, IdMap
 from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend import Explainer, Recommendation, Recommender
 from attnrec.recommend.insight import RecExplanation, explain_recommendation
@@ -207,12 +207,16 @@ async def user_history(
         )
     hist = obj.histories_[idx]
     ids = obj.items_.to_external(hist[-query.limit :])
+    stamps = obj.histories_.columns.get(TIMESTAMP)
+    start, end = int(obj.histories_.offsets[idx]), int(obj.histories_.offsets[idx + 1])
+    last = float(stamps[start:end].max()) if stamps is not None and end > start else None
     return _json(
         HistoryResponse(
             model=e.name,
             user=user,
             length=len(hist),
             items=[CatalogItem(item=i, title=obj.titles_.get(i)) for i in ids],
+            last_event_at=last,
         )
     )
 

@@ -449,6 +449,11 @@ class HistoryResponse(BaseModel):
     items: list[CatalogItem] = Field(
         description="The most recent `limit` items of the stored history, most recent last."
     )
+    last_event_at: float | None = Field(
+        default=None,
+        description="When the history's last event happened (unix seconds; null without times): "
+        "the day reasons count from ('today', '3 days ago').",
+    )
 
 
 class ModelInfo(BaseModel):
