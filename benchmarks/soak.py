@@ -363,7 +363,8 @@ def main() -> None:
     twin = CACHE / "sasrec-ml1m-reload"
     shutil.rmtree(twin, ignore_errors=True)
     shutil.copytree(model_dir, twin)  # the directory the first reload swaps to
-    server = Server("sasrec", model_dir, args.threads, ["--api-key", API_KEY])
+    # an admin key: the reloads need one, and it opens the public API too
+    server = Server("sasrec", model_dir, args.threads, ["--admin-key", API_KEY])
     loadavg = " ".join(f"{x:.1f}" for x in os.getloadavg())
     try:
         server.wait_ready()

@@ -25,6 +25,7 @@ def running_server(
     env: dict[str, str] | None = None,
     ready_s: float = 180,
     ready: Callable[[str], bool] | None = None,
+    log_level: str = "warning",
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``(url, process)`` of ``attnrec serve ARGS`` once ``/readyz`` answers 200 (or ``ready(url)``
     is true, e.g. for a server where a model is meant to fail); stopped on exit.
@@ -46,7 +47,7 @@ def running_server(
             "--threads",
             "1",
             "--log-level",
-            "warning",
+            log_level,
         ],
         env=dict(os.environ, OMP_NUM_THREADS="1") | (env or {}),
         stdout=subprocess.PIPE,

@@ -324,13 +324,21 @@ def test_no_ui_leaves_only_the_api(sasrec: Recommender) -> None:
 
 
 def test_serve_cli_no_ui(sasrec_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import uvicorn
     from typer.testing import CliRunner
 
+    import attnrec.serving.transport as transport
     from attnrec.cli.main import app
 
     served: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda asgi, **kw: served.append(asgi))
+
+    class NotRun:
+        def __init__(self, asgi: Any, config: Any, drain_s: float) -> None:
+            served.append(asgi)
+
+        def run(self) -> None:
+            pass
+
+    monkeypatch.setattr(transport, "draining_server", NotRun)
     monkeypatch.delenv("ATTNREC_API_KEYS", raising=False)
     for flag, has_page in (([], True), (["--no-ui"], False)):
         r = CliRunner().invoke(app, ["serve", "--model", str(sasrec_dir), *flag])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -240,12 +241,67 @@ def test_a_known_user_and_an_unknown_one(page: Page, sasrec: Recommender) -> Non
     page.until_items("#history li", stored[-50:])
     page.el("#recommend").click()
     page.until_items("#recs > li", sasrec.recommend(user="u3", k=10).items)
+    first = page.items("#recs > li")[0]
+    page.el("#recs > li:first-child button.similar").click()
+    page.until_items("#similar li", sasrec.similar_items(first, 10).items)
 
     page.type("#user", "nobody")
+    page.el("#recommend").click()  # the API answers an unknown user with the most popular items
+    popular = sasrec.recommend(user="nobody", k=10)
+    assert popular.method == "popularity"
+    page.until_items("#recs > li", popular.items)
+    assert "most popular items" in page.message('Unknown user "nobody"')
+    assert "The most popular items" in page.el("#rec-note").text
+    assert not page.el("#similar-panel").is_displayed() and page.items("#similar li") == []
+
+
+def _explained(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = httpx.post(f"{url}/v1/explain-rec", json=body, headers={"X-API-Key": KEY}, timeout=60)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def test_reasons_list_only_positive_items_and_say_what_times_count_from(
+    page: Page, server: tuple[str, subprocess.Popen[str]]
+) -> None:
+    url = server[0]
+    page.open()
+    page.type("#user", "u3")
+    page.el("#load-user").click()
+    page.wait.until(lambda _: page.items("#history li"))
     page.el("#recommend").click()
-    text = page.message('Unknown user "nobody"')
-    assert "no history for this ID" in text
-    assert page.items("#recs > li") == []  # the previous user's list is not left standing
+    page.wait.until(lambda _: page.count("#recs > li details.why") >= 1)
+    why = _explained(url, {"user": "u3", "k": 10, "top": 5, "method": "greedy", "model": "sas"})
+    weights = [b["weight"] for entry in why["items"] for b in entry["because"]]
+    assert any(w <= 0 for w in weights)  # the answer has items that did not raise the score
+    for n, entry in enumerate(why["items"], 1):
+        shown = page.items(f"#recs > li:nth-child({n}) .because li")
+        assert shown == [b["item"] for b in entry["because"] if b["weight"] > 0], entry["item"]
+    history = httpx.get(f"{url}/v1/users/u3/history?model=sas", headers={"X-API-Key": KEY}).json()
+    if history["last_event_at"] is not None:  # reasons with times say which day they count from
+        day = time.strftime("%Y-%m-%d", time.gmtime(history["last_event_at"]))
+        notes = page.texts(".why .when")
+        assert notes and all(f"history's last event ({day}), not from today" in t for t in notes)
+
+
+def test_similar_buttons_line_up_on_a_phone(page: Page) -> None:
+    page.d.set_window_size(390, 900)
+    try:
+        page.open()
+        page.el("#mode-build").click()
+        page.type("#search", "i15")
+        page.until_items("#search-results li", ["i15"])
+        page.el('#search-results li[data-item="i15"] button').click()
+        page.el("#recommend").click()
+        page.wait.until(lambda _: page.count("#recs > li") == 10)
+        boxes = page.d.execute_script(
+            "return [...document.querySelectorAll('#recs button.similar')].map(b => {"
+            "const r = b.getBoundingClientRect(); return [r.right, r.height]; })"
+        )
+        rights, heights = {round(r) for r, _ in boxes}, {round(h) for _, h in boxes}
+        assert len(rights) == 1 and len(heights) == 1, boxes  # same place, one line each, on every row
+    finally:
+        page.d.set_window_size(1280, 1000)
 
 
 def test_a_server_error_shows_its_message(page: Page) -> None:

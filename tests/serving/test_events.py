@@ -174,11 +174,15 @@ def test_a_server_without_a_store_has_no_event_routes(sas: Recommender) -> None:
 
 
 def test_events_need_a_key_and_forgetting_is_an_admin_route(sas: Recommender, store: SqliteStore) -> None:
-    with TestClient(create_app({"sas": sas}, ServingConfig(store=store, api_keys=frozenset({KEY})))) as c:
+    admin = "a-0123456789abcdef-events"
+    cfg = ServingConfig(store=store, api_keys=frozenset({KEY}), admin_keys=frozenset({admin}))
+    with TestClient(create_app({"sas": sas}, cfg)) as c:
         assert c.post("/v1/events", json={"events": []}).status_code == 401
         assert c.delete("/v1/users/u1").status_code == 401
         assert c.post("/v1/events", json={"events": []}, headers={"X-API-Key": KEY}).status_code == 200
-        assert c.delete("/v1/users/u1", headers={"X-API-Key": KEY}).status_code == 200
+        r = c.delete("/v1/users/u1", headers={"X-API-Key": KEY})  # a client key cannot forget a user
+        assert r.status_code == 403 and r.json()["error"]["code"] == "admin_key_required"
+        assert c.delete("/v1/users/u1", headers={"X-API-Key": admin}).status_code == 200
     with TestClient(create_app({"sas": sas}, ServingConfig(store=store))) as c:  # no keys: admin refused
         r = c.delete("/v1/users/u1")
         assert r.status_code == 403 and r.json()["error"]["code"] == "admin_disabled"

@@ -104,8 +104,11 @@ def test_ordinary_unicode_ids_still_work(client: TestClient, sasrec: Recommender
     assert r.status_code == 200, r.text
     assert r.json()["user"] == "Zoë 😀" and r.json()["unknown_items"] == ["Ø"]
     assert [x["item"] for x in r.json()["items"]] == sasrec.recommend(history=["i1"], k=3).items
-    r = client.post("/v1/recommend", json={"user": "x" * MAX_ID_CHARS, "k": 2.0})  # 2.0 is 2 in JSON Schema
+    r = client.post("/v1/recommend", json={"user": "x" * MAX_ID_CHARS, "k": 2})
     assert r.status_code == 200 and r.json()["user"] == "x" * MAX_ID_CHARS and len(r.json()["items"]) == 2
+    assert (
+        client.post("/v1/recommend", json={"user": "u1", "k": 2.0}).status_code == 422
+    )  # a count is an integer
 
 
 @pytest.mark.parametrize(

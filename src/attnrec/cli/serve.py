@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import logging.config
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -137,8 +138,36 @@ def serve(
     http: Annotated[
         str, typer.Option(help="uvicorn HTTP parser: auto (httptools when installed), h11, httptools.")
     ] = "auto",
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
-    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+    log_level: Annotated[str, typer.Option(help="Log level (uvicorn's and attnrec's).")] = "info",
+    log_format: Annotated[
+        str, typer.Option(help="json (one object per line, with time and request ID) or text.")
+    ] = "json",
+    access_log: Annotated[
+        bool, typer.Option(help="Log every request (method, path, status, duration, request ID).")
+    ] = False,
+    max_connections: Annotated[
+        int, typer.Option(help="Most open connections; beyond it a new one gets 503 (0: no cap).")
+    ] = 256,
+    max_in_flight: Annotated[
+        int,
+        typer.Option(
+            help="Most requests handled at once; beyond it 503 with Retry-After (health probes exempt)."
+        ),
+    ] = 64,
+    retry_after: Annotated[int, typer.Option(help="Seconds in the Retry-After of a 503 for overload.")] = 1,
+    shutdown_delay: Annotated[
+        float,
+        typer.Option(
+            help="On SIGTERM, answer /readyz 503 and keep serving this many seconds before closing "
+            "(for load balancers to notice); a second signal stops at once."
+        ),
+    ] = 0.0,
+    timeout_graceful_shutdown: Annotated[
+        int | None,
+        typer.Option(
+            help="Seconds requests in flight get to finish once shutdown starts (default: no limit)."
+        ),
+    ] = 30,
     timeout_keep_alive: Annotated[
         int, typer.Option(help="Close a keep-alive connection idle this many seconds after a response.")
     ] = 5,
@@ -214,7 +243,8 @@ def serve(
 
     from attnrec.serving.app import FromDirectory, Model, ServingConfig, create_app
     from attnrec.serving.auth import collect_admin_keys, collect_keys
-    from attnrec.serving.transport import http_protocol
+    from attnrec.serving.logs import log_config
+    from attnrec.serving.transport import draining_server, http_protocol
 
     if backend not in ("torch", "onnx"):
         raise ValueError(f"--backend must be torch or onnx, not {backend!r}")
@@ -222,7 +252,9 @@ def serve(
         torch.set_num_threads(threads)
     if timeout_keep_alive < 1:
         raise ValueError(f"--timeout-keep-alive must be at least 1 second, not {timeout_keep_alive}")
-    protocol = http_protocol(http, timeout_headers)
+    protocol = http_protocol(http, timeout_headers, max_connections, retry_after)
+    logs = log_config(log_level, log_format)
+    logging.config.dictConfig(logs)
     for root in models_root or ():
         if not root.is_dir():
             raise ValueError(f"--models-root {root}: not a directory")
@@ -235,6 +267,9 @@ def serve(
         device=device,
         inline=inline,
         body_timeout_s=timeout_body,
+        max_in_flight=max_in_flight,
+        retry_after_s=retry_after,
+        access_log=access_log,
         gc_freeze=gc_freeze,
         ui=ui,
         reason_verb=reason_verb,
@@ -258,9 +293,6 @@ def serve(
     models: dict[str, Model] = (
         dict(dirs) if lazy else {n: FromDirectory.read(d, device, cfg.load_policy()) for n, d in dirs.items()}
     )
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s"
-    )
     err.print(
         f"serving {', '.join(f'{n} ({d})' for n, d in dirs.items())} on http://{host}:{port} "
         f"(backend {backend}, max batch {max_batch}); API docs at /docs"
@@ -275,13 +307,17 @@ def serve(
             "no admin key configured: admin endpoints are "
             + ("open to anyone (--unauthenticated-admin)" if open_admin else "refused (see --admin-key)")
         )
-    uvicorn.run(
-        create_app(models, cfg),
+    served = create_app(models, cfg)
+    config = uvicorn.Config(
+        served,
         host=host,
         port=port,
+        log_config=logs,
         log_level=log_level,
-        access_log=access_log,
+        access_log=False,  # attnrec's own access lines carry the request ID
         loop=loop,
         http=protocol,
         timeout_keep_alive=timeout_keep_alive,
+        timeout_graceful_shutdown=timeout_graceful_shutdown,
     )
+    draining_server(served, config, shutdown_delay).run()

@@ -32,12 +32,14 @@ from attnrec.serving.errors import install_error_handling
 from attnrec.serving.events import install_store_errors
 from attnrec.serving.events import router as events_router
 from attnrec.serving.lifecycle import ServingState, lifespan
+from attnrec.serving.limits import InFlightLimit
+from attnrec.serving.logs import RequestLog
 from attnrec.serving.metrics import RequestMetrics
 from attnrec.serving.page import PATHS as PAGE_PATHS
 from attnrec.serving.page import page_router
 from attnrec.serving.registry import FromDirectory, Served, ServedModel
 from attnrec.serving.reload import sighup_reloads
-from attnrec.serving.routes import document_limits, router
+from attnrec.serving.routes import document_limits, document_security, router
 from attnrec.serving.schemas import ErrorResponse
 
 Model = str | Path | Served | FromDirectory
@@ -82,7 +84,8 @@ def _lifespan(app: FastAPI) -> contextlib.AbstractAsyncContextManager[None]:
 
 
 def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
-    """From the outside in: CORS (answers preflights), request metrics, API keys."""
+    """From the outside in: request IDs and access log, CORS (answers preflights), request metrics,
+    the cap on requests in flight, API keys (then the body limit, installed before)."""
     cfg = state.config
     if cfg.api_keys or cfg.admin_keys:
         app.add_middleware(
@@ -92,6 +95,7 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
             open_paths=PAGE_PATHS if cfg.ui else frozenset(),
             admin_keys=KeyRing(cfg.admin_keys),
         )
+    app.add_middleware(InFlightLimit, max_in_flight=cfg.max_in_flight, retry_after_s=cfg.retry_after_s)
     routes = [
         *router.routes,
         *browse_router.routes,
@@ -102,6 +106,7 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
     app.add_middleware(RequestMetrics, metrics=state.metrics, routes=routes)
     if cfg.cors_origins:
         app.add_middleware(Cors, origins=cfg.cors_origins)
+    app.add_middleware(RequestLog, access=cfg.access_log)
 
 
 def create_app(models: Mapping[str, Model], config: ServingConfig | None = None) -> FastAPI:
@@ -121,6 +126,7 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
         cfg = dataclasses.replace(cfg, models_roots=tuple(sorted(parents)))
     state = ServingState(cfg, table)
     state.metrics.track(list(state.models))
+    state.metrics.watch_reloading(lambda: state.reloading.locked())
     app = FastAPI(
         title="attnrec",
         version=__version__,
@@ -150,7 +156,8 @@ def create_app(models: Mapping[str, Model], config: ServingConfig | None = None)
     app.include_router(status_router)
     if state.config.ui:
         app.include_router(page_router())
-    app.openapi_schema = document_limits(app.openapi(), state.config)  # FastAPI serves this cached document
+    spec = document_limits(app.openapi(), state.config)
+    app.openapi_schema = document_security(spec, state.config)  # FastAPI serves this cached document
     return app
 
 

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from attnrec.data.schema import IdMap
+from attnrec.data.schema import TIMESTAMP, IdMap
 from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend import Explainer, Recommendation, Recommender
 from attnrec.recommend.insight import RecExplanation, explain_recommendation
@@ -37,7 +37,7 @@ from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.reasons import because, explaining
 from attnrec.serving.registry import ServedModel
-from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list
+from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list, timed
 from attnrec.serving.schemas import (
     MAX_HISTORY_ROWS,
     MAX_ID_CHARS,
@@ -211,12 +211,15 @@ async def user_history(
         )
     hist = row.items
     ids = obj.items_.to_external(hist[-query.limit :])
+    stamps = row.columns.get(TIMESTAMP)  # the live history's: training events and stored ones
+    last = float(stamps.max()) if stamps is not None and len(stamps) else None
     return _json(
         HistoryResponse(
             model=e.name,
             user=user,
             length=len(hist),
             items=[CatalogItem(item=i, title=obj.titles_.get(i)) for i in ids],
+            last_event_at=last,
         )
     )
 
@@ -325,7 +328,7 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
         return ex.recommendation, ex
 
     try:
-        answer, ex = await state.on_worker(run)
+        answer, ex = await state.on_worker(timed(state, e.name, "/v1/explain-rec", run))
     except (
         ValueError
     ) as exc:  # per-event fields the model cannot use (an unknown event name, a missing column)

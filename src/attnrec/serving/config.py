@@ -62,6 +62,7 @@ class ServingConfig:
     retry_after_s: int = 1
     large_body_bytes: int = 64 << 10
     parse_slots: int = 2
+    access_log: bool = False  # one log line per request (attnrec.access), with its request ID
     cors_origins: tuple[str, ...] = ()
     unauthenticated_admin: bool = False
     reload_on_sighup: bool = False

@@ -84,12 +84,18 @@ def serving_state(request: Request) -> ServingState:
     return state
 
 
-def _recommend_many(e: ServedModel) -> Callable[[list[RecommendArgs]], list[Recommendation]]:
+def _recommend_many(
+    e: ServedModel, metrics: ServiceMetrics
+) -> Callable[[list[RecommendArgs]], list[Recommendation]]:
     def run(requests: list[RecommendArgs]) -> list[Recommendation]:
         obj = e.obj  # read once: a reload during this batch does not change the model that answers it
         if not isinstance(obj, RecommendsMany):  # the routes only batch for models that can recommend
             raise TypeError(f"model {e.name!r} cannot recommend")
-        return obj.recommend_many(requests)
+        t0 = time.perf_counter()
+        try:
+            return obj.recommend_many(requests)
+        finally:
+            metrics.inferred(e.name, "/v1/recommend", time.perf_counter() - t0)
 
     return run
 
@@ -201,7 +207,7 @@ def _start_batchers(state: ServingState, executor: ThreadPoolExecutor) -> None:
     cfg = state.config
     for e in state.models.values():
         batcher: MicroBatcher[RecommendArgs, Recommendation] = MicroBatcher(
-            _recommend_many(e),
+            _recommend_many(e, state.metrics),
             None if cfg.inline else executor,
             cfg.max_batch,
             cfg.max_wait_ms / 1000,

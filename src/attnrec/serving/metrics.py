@@ -3,14 +3,28 @@
 Every app owns a :class:`ServiceMetrics` with its own ``CollectorRegistry`` (never the process-wide
 default), so several apps in one process (tests) count separately. Requests are counted by
 endpoint, meaning the route template (``/v1/recommend``), never the raw path, so that clients cannot
-grow the label set: paths that match no route count as ``unmatched``.
+grow the label set: paths that match no route count as ``unmatched``. The registry also holds the
+process's own metrics (``process_*``: CPU seconds, resident memory, open file descriptors;
+``python_gc_*``; ``python_info``), the requests in flight, the time the model spends per call
+(``attnrec_inference_seconds``, by model and endpoint, without the queueing before it) and each
+model's reload counts, last outcome and whether a reload runs now.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,6 +42,34 @@ class ServiceMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        for process_wide in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            r.register(process_wide)  # the process's own metrics, read at each scrape
+        self.in_flight = Gauge(
+            "attnrec_http_requests_in_flight", "HTTP requests being handled now.", registry=r
+        )
+        self.inference = Histogram(
+            "attnrec_inference_seconds",
+            "Time the model spends on one call (a micro-batch of recommendations, a similar-items "
+            "or explanation request), without queueing, by model and endpoint.",
+            ["model", "endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reload_last_ok = Gauge(
+            "attnrec_model_reload_last_success",
+            "Outcome of the last hot reload of a model: 1 succeeded, 0 refused (absent: never reloaded).",
+            ["model"],
+            registry=r,
+        )
+        self.reload_last_at = Gauge(
+            "attnrec_model_reload_last_timestamp_seconds",
+            "Unix time the last hot reload of a model ended (succeeded or refused).",
+            ["model"],
+            registry=r,
+        )
+        self.reloading = Gauge(
+            "attnrec_reload_in_progress", "1 while a hot reload or an item addition runs.", registry=r
+        )
         self.requests = Counter(
             "attnrec_http_requests",
             "HTTP requests answered, by endpoint (route template), method and status.",
@@ -82,8 +124,18 @@ class ServiceMetrics:
         self.loaded_at.labels(name).set(at)
 
     def reload_done(self, name: str, ok: bool) -> None:
-        """Count one reload of ``name``, successful or refused."""
+        """Count one reload of ``name``, successful or refused, and record it as the last outcome."""
         (self.reloads if ok else self.reload_failures).labels(name).inc()
+        self.reload_last_ok.labels(name).set(1 if ok else 0)
+        self.reload_last_at.labels(name).set(time.time())
+
+    def watch_reloading(self, running: Callable[[], bool]) -> None:
+        """Read ``attnrec_reload_in_progress`` from ``running()`` at each scrape."""
+        self.reloading.set_function(lambda: float(running()))
+
+    def inferred(self, name: str, endpoint: str, seconds: float) -> None:
+        """Record one model call of ``seconds`` on model ``name`` for ``endpoint``."""
+        self.inference.labels(name, endpoint).observe(seconds)
 
     def batch(self, name: str, size: int) -> None:
         """Record one ``recommend_many`` call of ``size`` requests on model ``name``."""
@@ -130,6 +182,7 @@ class RequestMetrics:
                 status = int(message["status"])
             await send(message)
 
+        self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, sending)
         except BaseException:
@@ -138,6 +191,7 @@ class RequestMetrics:
             )  # what the server error handler answers when the app raises before answering
             raise
         finally:
+            self.metrics.in_flight.dec()
             endpoint = endpoint_of(scope, self.routes)
             self.metrics.requests.labels(
                 endpoint, method, "disconnected" if status is None else str(status)

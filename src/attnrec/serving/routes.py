@@ -7,8 +7,10 @@ picks a model that can answer, checks the server's limits and answers in the sch
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
@@ -17,7 +19,7 @@ from pydantic import BaseModel
 from attnrec.data.schema import DataError
 from attnrec.recommend import Recommendation
 from attnrec.recommend.structure import one_line
-from attnrec.serving.auth import has_key
+from attnrec.serving.auth import ADMIN_PREFIX, OPEN_PATHS, has_key
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
@@ -51,6 +53,20 @@ COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 router = APIRouter(route_class=JsonRoute, responses=COMMON_RESPONSES)
 State = Annotated[ServingState, Depends(serving_state)]
+R = TypeVar("R")
+
+
+def timed(state: ServingState, model: str, endpoint: str, fn: Callable[[], R]) -> Callable[[], R]:
+    """``fn`` recording its own duration (on the thread that runs it) as ``model``'s inference time."""
+
+    def run() -> R:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            state.metrics.inferred(model, endpoint, time.perf_counter() - t0)
+
+    return run
 
 
 def _json(model: BaseModel) -> Response:
@@ -145,6 +161,32 @@ def document_limits(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
     return spec
 
 
+SECURITY_SCHEMES = {
+    "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "An API key."},
+    "Bearer": {"type": "http", "scheme": "bearer", "description": "An API key as a bearer token."},
+}
+KEY: list[dict[str, list[str]]] = [{"ApiKey": []}, {"Bearer": []}]
+
+
+def document_security(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any]:
+    """``spec`` declaring the API-key schemes (``/docs`` gets its Authorize button, generated clients send
+    the key) and, per operation, whether it needs a key on this server: admin operations always (an
+    admin key), the public API when client keys are set (else a key is optional: ``{}``), the health
+    probes never, ``/metrics`` when keys are set and it is protected."""
+    spec.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    keys = bool(cfg.api_keys or cfg.admin_keys)
+    for path, operations in spec.get("paths", {}).items():
+        if path.startswith(ADMIN_PREFIX):
+            security = KEY
+        elif path in OPEN_PATHS or (path == "/metrics" and not (keys and cfg.protect_metrics)):
+            security = []
+        else:
+            security = KEY if cfg.api_keys else [*KEY, {}]
+        for op in operations.values():
+            op["security"] = security
+    return spec
+
+
 @router.post(
     "/v1/recommend",
     response_model=RecommendResponse,
@@ -180,15 +222,19 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
                 opts.top,
                 state.config.reason_verb,
             )  # 501 before any work
-            rec = await state.on_worker(
+            explained = timed(
+                state,
+                e.name,
+                "/v1/recommend",
                 lambda: model.recommend(
                     **kwargs,
                     explain=opts.method,
                     explain_k=MAX_EXPLAINED,
                     reason_verb=verb,
                     event_verbs=state.config.event_verbs,
-                )
+                ),
             )
+            rec = await state.on_worker(explained)
     except ValueError as exc:
         raise ApiError(422, "invalid_request", one_line(exc)) from None
     return _json(
@@ -212,7 +258,9 @@ async def similar_items(req: SimilarItemsRequest, state: State) -> Response:
     model = e.obj
     assert isinstance(model, FindsSimilar)  # pick() checked the capability
     try:
-        rec = await state.on_worker(lambda: model.similar_items(req.item, req.k))
+        rec = await state.on_worker(
+            timed(state, e.name, "/v1/similar-items", lambda: model.similar_items(req.item, req.k))
+        )
     except KeyError as exc:
         raise ApiError(
             404,
@@ -235,7 +283,11 @@ async def explain(req: ExplainRequest, state: State) -> ExplainResponse:
     model = e.obj
     assert isinstance(model, Explains)  # pick() checked the capability
     try:
-        out = await state.on_worker(lambda: model.explain(req.user, req.item, feature=req.feature))
+        out = await state.on_worker(
+            timed(
+                state, e.name, "/v1/explain", lambda: model.explain(req.user, req.item, feature=req.feature)
+            )
+        )
     except KeyError as exc:
         raise ApiError(404, "unknown_id", str(exc.args[0]) if exc.args else "unknown user or item") from None
     except ValueError as exc:  # DataError included: unknown IDs are 404, anything else 422
@@ -314,4 +366,13 @@ async def readyz_head(request: Request, state: State) -> Response:
     return Response(status_code=readiness(request, state)[0])
 
 
-__all__ = ["COMMON_RESPONSES", "check_k", "check_list", "document_limits", "router"]
+__all__ = [
+    "COMMON_RESPONSES",
+    "check_k",
+    "check_list",
+    "document_limits",
+    "document_security",
+    "readiness",
+    "router",
+    "timed",
+]

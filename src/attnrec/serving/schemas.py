@@ -2,9 +2,9 @@
 
 Item and user IDs are external IDs: JSON strings or integers (``42`` and ``"42"`` are the same ID).
 Requests are validated strictly: unknown fields are rejected (a misspelt option is an error rather
-than silently ignored), every field has exactly its JSON type (``"k": true`` or ``"k": "3"`` is
-not an integer; ``3.0`` is 3, as in JSON Schema), and IDs, model names and features are text of at most
-:data:`MAX_ID_CHARS` characters without control characters or lone UTF-16 surrogates; ID lists hold at most
+than silently ignored), every field has exactly its JSON type (``"k": true``, ``"k": "3"`` and
+``"k": 3.0`` are not integers: a count is written as one), and IDs, model names and features are text of at most :data:`MAX_ID_CHARS`
+characters without control characters or lone UTF-16 surrogates; ID lists hold at most
 :data:`MAX_IDS` items. The server's own, lower limits (``max_k``, ``max_history``, ``max_list``)
 are checked by the routes.
 """
@@ -57,12 +57,6 @@ def _as_str_list(v: Any) -> Any:
     return v
 
 
-def _whole(v: Any) -> Any:
-    """An integral JSON number written with a fraction (``5.0``) is that integer, as in JSON Schema;
-    ``5.5``, ``true`` and ``"5"`` stay what they are, and strict validation refuses them."""
-    return int(v) if type(v) is float and v.is_integer() else v
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -84,8 +78,6 @@ class ExplainOptions(_Strict):
     top: int = Field(
         3, ge=1, le=MAX_BECAUSE, description="How many history items to list per recommended item."
     )
-
-    _top = field_validator("top", mode="before")(_whole)
 
 
 def _timestamps() -> Any:
@@ -131,6 +123,22 @@ def _request_time() -> Any:
             "(see `ignored_inputs`)."
         ),
     )
+
+
+def _history_rules() -> dict[str, Any]:
+    """The cross-field rules of a history request that JSON Schema can state: a `user` or a `history`
+    (not null), and each per-event list only with a `history` (their equal lengths it cannot state)."""
+    not_null = {"not": {"type": "null"}}
+    return {
+        "anyOf": [{"required": [key], "properties": {key: not_null}} for key in ("user", "history")],
+        "allOf": [
+            {
+                "if": {"required": [name], "properties": {name: not_null}},
+                "then": {"required": ["history"], "properties": {"history": not_null}},
+            }
+            for name in EVENT_FIELDS
+        ],
+    }
 
 
 def _check_history_request(req: Any) -> None:
@@ -186,7 +194,6 @@ class RecommendRequest(_Strict):
 
     _ids = field_validator("user", mode="before")(_as_str)
     _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
-    _k = field_validator("k", mode="before")(_whole)
 
     @model_validator(mode="after")
     def _user_or_history(self) -> RecommendRequest:
@@ -197,10 +204,7 @@ class RecommendRequest(_Strict):
         extra="forbid",
         strict=True,
         json_schema_extra={
-            "anyOf": [
-                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
-                for key in ("user", "history")
-            ],
+            **_history_rules(),
             "examples": [
                 {"user": "42", "k": 10},
                 {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
@@ -295,7 +299,6 @@ class SimilarItemsRequest(_Strict):
     k: int = Field(10, ge=1)
 
     _ids = field_validator("item", mode="before")(_as_str)
-    _k = field_validator("k", mode="before")(_whole)
 
 
 class SimilarItemsResponse(BaseModel):
@@ -358,7 +361,6 @@ class ExplainRecRequest(_Strict):
 
     _ids = field_validator("user", "item", mode="before")(_as_str)
     _lists = field_validator("history", mode="before")(_as_str_list)
-    _ints = field_validator("k", "top", mode="before")(_whole)
 
     @model_validator(mode="after")
     def _user_or_history(self) -> ExplainRecRequest:
@@ -369,10 +371,7 @@ class ExplainRecRequest(_Strict):
         extra="forbid",
         strict=True,
         json_schema_extra={
-            "anyOf": [
-                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
-                for key in ("user", "history")
-            ],
+            **_history_rules(),
             "examples": [
                 {"user": "42", "k": 5},
                 {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
@@ -456,6 +455,11 @@ class HistoryResponse(BaseModel):
     length: int = Field(description="Items in the stored history.")
     items: list[CatalogItem] = Field(
         description="The most recent `limit` items of the stored history, most recent last."
+    )
+    last_event_at: float | None = Field(
+        default=None,
+        description="When the history's last event happened (unix seconds; null without times): "
+        "the day reasons count from ('today', '3 days ago').",
     )
 
 

@@ -13,7 +13,9 @@ const state = {
   models: [],
   limits: {},
   mode: "user", // "user": a known user's stored history; "build": a history built from items
-  user: null, // the loaded known user
+  user: null, // the loaded user (known, or unknown: recommended for by popularity)
+  unknownUser: false, // the loaded user has no stored history
+  lastEventAt: null, // unix seconds of the loaded user's last stored event (null: none, or no times)
   built: [], // [{item, title}], oldest first
   searchTimer: 0,
   searchSeq: 0, // answers to superseded requests are dropped
@@ -193,6 +195,8 @@ async function loadUser() {
   try {
     const data = await api("GET", `/v1/users/${encodeURIComponent(user)}/history?${query}`);
     state.user = user;
+    state.unknownUser = false;
+    state.lastEventAt = data.last_event_at;
     clearMessage();
     renderHistory(data);
     return true;
@@ -201,8 +205,12 @@ async function loadUser() {
     renderHistory();
     renderRecs(null); // another user's list must not stand beside the error
     if (err.code === "unknown_user") {
+      state.user = user; // Recommend still answers: the API falls back to the most popular items
+      state.unknownUser = true;
+      $("history-note").textContent = `User ${user} is unknown to this model: no stored history.`;
       showMessage(`Unknown user "${user}": model ${model ? model.name : ""} has no history for this ID. ` +
-        "Type another user ID, or build a history from items.");
+        "Recommend shows the most popular items; type another user ID, or build a history from items.", "info");
+      return true;
     } else {
       showMessage(describeFailure(err, "Loading the user's history"));
     }
@@ -304,8 +312,9 @@ async function recommend() {
   try {
     const rec = await api("POST", "/v1/recommend", body);
     if (seq !== state.recSeq) return;
-    clearMessage();
+    if (!(state.mode === "user" && state.unknownUser)) clearMessage();
     renderRecs(rec);
+    if (rec.method === "popularity") return; // nothing of this user's history to explain
   } catch (err) {
     if (seq !== state.recSeq) return;
     renderRecs(null);
@@ -326,24 +335,29 @@ async function recommend() {
 function renderRecs(rec) {
   const list = $("recs");
   $("why-note").textContent = "";
+  $("similar-panel").hidden = true; // similar items belong to the list they were asked from
+  $("similar").replaceChildren();
   if (rec === null) {
     list.replaceChildren();
     $("rec-note").textContent = "Nothing yet.";
     return;
   }
   const notes = [rec.user !== null ? `For user ${rec.user}.` : "For the history."];
+  if (rec.method === "popularity") notes.push("The most popular items (the user has no known history).");
   if (rec.fallback) notes.push(`Not fully personalised: ${rec.fallback}.`);
   if (rec.unknown_items.length) notes.push(`Ignored items the model does not know: ${rec.unknown_items.join(", ")}.`);
   $("rec-note").textContent = notes.join(" ");
   list.replaceChildren(...rec.items.map((entry) => el("li", { dataset: { item: entry.item } },
-    el("div", { className: "rec-head" }, ...itemLabel(entry),
-      el("span", { className: "score", textContent: `score ${entry.score.toFixed(3)}`, title: String(entry.score) }),
-      el("button", { type: "button", className: "small similar", textContent: "Similar",
-        title: "Items similar to this one", onclick: () => showSimilar(entry) }),
-      state.mode === "build"
-        ? el("button", { type: "button", className: "small quiet add", textContent: "Add",
-          title: "Add to the history", onclick: () => addToHistory(entry) })
-        : null))));
+    el("div", { className: "rec-head" },
+      el("span", { className: "label" }, ...itemLabel(entry)),
+      el("span", { className: "actions" }, // score and buttons wrap together, never one by one
+        el("span", { className: "score", textContent: `score ${entry.score.toFixed(3)}`, title: String(entry.score) }),
+        el("button", { type: "button", className: "small similar", textContent: "Similar",
+          title: "Items similar to this one", onclick: () => showSimilar(entry) }),
+        state.mode === "build"
+          ? el("button", { type: "button", className: "small quiet add", textContent: "Add",
+            title: "Add to the history", onclick: () => addToHistory(entry) })
+          : null)))));
 }
 
 // "Because you watched *A* and *B*": the starred titles shown emphasised (as text, never HTML).
@@ -360,6 +374,15 @@ function eventTag(b) {
   return text ? el("span", { className: "event", textContent: text }) : null;
 }
 
+// A reason's "today" or "3 days ago" counts from the history's last event, not from now: say which day.
+function relativeTo(because) {
+  const times = because.map((b) => b.timestamp).filter((t) => t != null);
+  if (!times.length) return null;
+  const stored = state.mode === "user" && state.lastEventAt != null ? [state.lastEventAt] : [];
+  const last = new Date(Math.max(...stored, ...times) * 1000).toISOString().slice(0, 10);
+  return el("p", { className: "hint when", textContent: `Times are counted from the history's last event (${last}), not from today.` });
+}
+
 function renderWhy(why) {
   const rows = new Map([...$("recs").children].map((li) => [li.dataset.item, li]));
   const share = why.method === "attention" || why.method === "rollout";
@@ -367,9 +390,11 @@ function renderWhy(why) {
     const li = rows.get(entry.item);
     if (!li) continue;
     li.querySelector("details")?.remove();
-    if (!entry.because.length && !entry.note) continue;
-    const top = Math.max(...entry.because.map((b) => Math.abs(b.weight)), 1e-9);
-    const reasons = el("ul", { className: "because" }, ...entry.because.map((b) => el("li", { dataset: { item: b.item } },
+    // Only the history items that raised the score are "behind it" (a negative weight lowered it).
+    const behind = share ? entry.because : entry.because.filter((b) => b.weight > 0);
+    if (!behind.length && !entry.note && !entry.reason) continue;
+    const top = Math.max(...behind.map((b) => Math.abs(b.weight)), 1e-9);
+    const reasons = el("ul", { className: "because" }, ...behind.map((b) => el("li", { dataset: { item: b.item } },
       el("div", {}, el("span", { className: "title", textContent: titleOf(b), title: b.item }), eventTag(b)),
       el("meter", { min: 0, max: top, value: Math.max(b.weight, 0), title: b.weight.toFixed(4) }),
       el("span", { className: "weight",
@@ -380,7 +405,8 @@ function renderWhy(why) {
         : "History items behind it (how much its score drops without each one):";
     li.append(el("details", { className: "why" }, el("summary", { textContent: "Why?" }),
       reasonLine(entry.reason || entry.note || "No single history item raised its score."),
-      entry.because.length ? el("p", { className: "hint", textContent: hint }) : null, reasons));
+      relativeTo(entry.because),
+      behind.length ? el("p", { className: "hint", textContent: hint }) : null, reasons));
   }
   if (why.items.every((entry) => !entry.because.length && !entry.note)) {
     $("why-note").textContent = "No reasons shown: no item of the history is known to the model.";
