@@ -16,8 +16,6 @@ from attnrec.cli._common import (
     SPLIT_METAVAR,
     DataOpt,
     DataOptions,
-    JsonOpt,
-    JsonOutOpt,
     MinTargetRatingOpt,
     QueryOptions,
     TargetEventsOpt,
@@ -29,11 +27,15 @@ from attnrec.cli._common import (
     parse_ks,
     parse_protocol_name,
     parse_split_name,
+    split_list,
+    warn_line,
+)
+from attnrec.cli._output import (
+    JsonOpt,
+    JsonOutOpt,
     print_json,
     progress_display,
     show_progress,
-    split_list,
-    warn_line,
     write_json_file,
 )
 from attnrec.cli._reasons import METHOD_HELP, EventVerbOpt, ReasonVerb, check_verb, parse_event_verbs
