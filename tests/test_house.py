@@ -42,10 +42,6 @@ LONG_MODULES: dict[str, str] = {
     "src/attnrec/recommend/recommender.py": "the Recommender facade: every user-level entry point",
     "src/attnrec/recommend/explainer.py": "the Explainer facade: every explanation entry point",
     "src/attnrec/serving/schemas.py": "the HTTP request and response schemas, declared in one place",
-    "src/attnrec/cli/_common.py": (
-        "the options and conventions every command shares (errors, progress, --json, data and model "
-        "loading); the output half is a separate job, to move to its own module once the CLI settles"
-    ),
     "src/attnrec/cli/core.py": "the train/evaluate/recommend commands; to be split by command",
 }
 

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from attnrec.cli import _common
+from attnrec.cli import _common, _output
 from attnrec.cli.main import app, load_all
 from synthetic_logs import write_cycle_pairs
 
@@ -42,7 +42,7 @@ def test_every_json_option_is_the_same_stdout_flag() -> None:
             if "--json" in param.opts:
                 found[name] = (param.is_flag, param.help)  # type: ignore[attr-defined]
     assert {"data", "evaluate", "recommend", "explain", "explain-evaluate", "explain-rec"} <= set(found)
-    assert set(found.values()) == {(True, _common.JsonOpt.__metadata__[0].help)}
+    assert set(found.values()) == {(True, _output.JsonOpt.__metadata__[0].help)}
 
 
 def test_evaluate_json_prints_what_json_out_writes(trained: tuple[Path, Path], tmp_path: Path) -> None:
@@ -93,15 +93,15 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
 def test_the_progress_display_is_off_unless_a_terminal_and_off_with_quiet_or_json(
     terminal: io.StringIO,
 ) -> None:
-    assert _common.show_progress()
-    assert not _common.show_progress(quiet=True) and not _common.show_progress(as_json=True)
-    with _common.progress_display(True, "scoring", 2) as steps:
+    assert _output.show_progress()
+    assert not _output.show_progress(quiet=True) and not _output.show_progress(as_json=True)
+    with _output.progress_display(True, "scoring", 2) as steps:
         steps.update(1, what="scoring: full")
     assert "scoring: full" in terminal.getvalue() and "1/2" in terminal.getvalue()
 
 
 def test_not_a_terminal_no_progress() -> None:
-    assert not _common.show_progress()  # pytest captures stderr: not a terminal
+    assert not _output.show_progress()  # pytest captures stderr: not a terminal
 
 
 def test_evaluate_shows_progress_on_a_terminal_only_without_json(

@@ -253,7 +253,9 @@ def test_bad_settings_fail_before_any_trial(
 @pytest.mark.slow
 def test_parallel_workers_share_the_storage(tmp_path: Path, ring: Interactions, split: Split) -> None:
     s = settings(tmp_path, trials=2, jobs=2)
-    outcome = tune(s, ring, split)
+    seen: list[tuple[int, int]] = []
+    outcome = tune(s, ring, split, on_trial=lambda done, planned: seen.append((done, planned)))
+    assert seen and seen[-1] == (2, 2) and all(b == 2 for _, b in seen)  # counted from the storage
     trials = stored(s)
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
     assert (

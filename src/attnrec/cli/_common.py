@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
@@ -22,14 +21,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.text import Text
 
 from attnrec.checkpoint import CheckpointError
@@ -110,59 +101,6 @@ def log_to_stderr(verbose: bool) -> None:
             _CliLogHandler(console=err, show_path=False, show_level=False, show_time=False, markup=False)
         )
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
-
-
-class Steps:
-    """A progress display's handle: ``steps.update(done, total, what)`` (each part optional); a no-op when off."""
-
-    def __init__(self, progress: Progress | None = None) -> None:
-        self.progress = progress
-
-    def update(self, done: int | None = None, total: int | None = None, what: str | None = None) -> None:
-        if self.progress is not None:
-            self.progress.update(self.progress.task_ids[0], completed=done, total=total, description=what)
-
-
-def show_progress(quiet: bool = False, as_json: bool = False) -> bool:
-    """Whether a command shows a progress display: on a terminal (stderr), unless --quiet or --json."""
-    return err.is_terminal and not quiet and not as_json
-
-
-@contextmanager
-def progress_display(enabled: bool, what: str, total: int | None) -> Iterator[Steps]:
-    """A progress display on stderr (spinner, ``what``, bar, ``done/total``, time) while the block runs.
-
-    Log lines and prints during the block appear above it; it disappears when the block ends.
-    """
-    if not enabled:
-        yield Steps()
-        return
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as progress:
-        progress.add_task(what, total=total)
-        yield Steps(progress)
-
-
-# --json means one thing in every command: the result as JSON on stdout, and nothing else there
-# (messages and warnings go to stderr). A file is written with --json-out PATH.
-JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print the result as JSON on stdout (nothing else goes there).")
-]
-JsonOutOpt = Annotated[
-    Path | None, typer.Option("--json-out", help="Also write the result as JSON to this file.")
-]
-
-
-def print_json(obj: Any) -> None:
-    """``obj`` as indented JSON on stdout (plain text: no markup, no wrapping)."""
-    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
-
-
-def write_json_file(path: Path, obj: Any) -> None:
-    """``obj`` as indented JSON in ``path`` (its folder made), said on stderr."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    err.print(f"wrote {path}", soft_wrap=True, markup=False)
 
 
 def split_list(values: Iterable[str] | None) -> list[str]:

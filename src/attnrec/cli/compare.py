@@ -18,10 +18,9 @@ from attnrec.cli._common import (
     out,
     parse_protocol_name,
     parse_split_name,
-    progress_display,
-    show_progress,
     split_list,
 )
+from attnrec.cli._output import progress_display, show_progress
 from attnrec.cli.main import app
 from attnrec.data.split import DEFAULT_SPLIT, make_split
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, check_single_target, protocol_by_name

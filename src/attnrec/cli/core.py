@@ -17,8 +17,6 @@ from attnrec.cli._common import (
     SPLIT_METAVAR,
     DataOpt,
     DataOptions,
-    JsonOpt,
-    JsonOutOpt,
     LoadOptions,
     MinTargetRatingOpt,
     QueryOptions,
@@ -31,12 +29,8 @@ from attnrec.cli._common import (
     parse_ks,
     parse_protocol_name,
     parse_split_name,
-    print_json,
-    progress_display,
-    show_progress,
     split_list,
     warn_line,
-    write_json_file,
 )
 from attnrec.cli._metrics import (
     MetricsOpt,
@@ -45,6 +39,14 @@ from attnrec.cli._metrics import (
     parse_metric_options,
     protocol_cases,
     protocol_for,
+)
+from attnrec.cli._output import (
+    JsonOpt,
+    JsonOutOpt,
+    print_json,
+    progress_display,
+    show_progress,
+    write_json_file,
 )
 from attnrec.cli._reasons import METHOD_HELP, EventVerbOpt, ReasonVerb, check_verb, parse_event_verbs
 from attnrec.cli._tracking import TrackingOptions

@@ -15,7 +15,8 @@ import typer
 from rich.table import Table
 
 from attnrec.checkpoint import read_json
-from attnrec.cli._common import JsonOpt, cli_errors, out, print_json, warn_line
+from attnrec.cli._common import cli_errors, out, warn_line
+from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.config import parse_overrides
 from attnrec.data.reviews import ReviewData, ReviewSplit, load_review_data, random_split, read_index_dir

@@ -5,15 +5,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from attnrec.cli._common import (
-    DataOpt,
-    DataOptions,
-    JsonOpt,
-    cli_errors,
-    option_groups,
-    out,
-    print_json,
-)
+from attnrec.cli._common import DataOpt, DataOptions, cli_errors, option_groups, out
+from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.config import config_to_dict
 from attnrec.data.describe import describe, format_description

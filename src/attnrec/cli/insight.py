@@ -12,17 +12,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from attnrec.cli._common import (
-    JsonOpt,
-    QueryOptions,
-    cli_errors,
-    err,
-    load_data,
-    option_groups,
-    out,
-    print_json,
-    warn_line,
-)
+from attnrec.cli._common import QueryOptions, cli_errors, err, load_data, option_groups, out, warn_line
+from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli._reasons import (
     METHOD_HELP,
     EventVerbOpt,

@@ -19,10 +19,9 @@ from attnrec.cli._common import (
     option_groups,
     out,
     parse_split_name,
-    progress_display,
-    show_progress,
     warn_line,
 )
+from attnrec.cli._output import progress_display, show_progress
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.split import DEFAULT_SPLIT, make_split

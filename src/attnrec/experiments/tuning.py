@@ -352,12 +352,14 @@ def _run_workers(job: _Job, remaining: int, n_existing: int, on_trial: Callable[
         ctx.Process(target=_work_quietly, args=(job, n, s), name=f"attnrec-tune-{i}")
         for i, (n, s) in enumerate(zip(shares, seeds, strict=True))
     ]
+    storage = open_storage(job.settings.storage)
+    before = _finished(storage, job.settings.study)
     for p in procs:
         p.start()
     try:  # the workers' finished trials are counted from the storage every second
         while any(p.is_alive() for p in procs):
             time.sleep(1.0)
-            on_trial(min(_finished_since(job.settings, n_existing), remaining), remaining)
+            on_trial(min(_finished(storage, job.settings.study) - before, remaining), remaining)
     finally:
         for p in procs:  # Ctrl-C or an error here: the workers' running trials are retried on resume
             if p.is_alive():
@@ -368,11 +370,10 @@ def _run_workers(job: _Job, remaining: int, n_existing: int, on_trial: Callable[
         raise RuntimeError(f"tuning worker(s) failed: {', '.join(bad)}; see their messages above")
 
 
-def _finished_since(settings: TuneSettings, n_existing: int) -> int:
-    """How many trials numbered from ``n_existing`` on have finished (the workers' progress)."""
-    study = optuna.load_study(study_name=settings.study, storage=open_storage(settings.storage))
+def _finished(storage: RDBStorage, study: str) -> int:
+    """How many trials of ``study`` have finished (complete, pruned or failed)."""
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-    return sum(1 for t in study.get_trials(deepcopy=False, states=states) if t.number >= n_existing)
+    return len(optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False, states=states))
 
 
 def _work_quietly(job: _Job, n_trials: int, seed: int) -> None:
