@@ -91,10 +91,13 @@ class Protocol:
         return RANKING_FAMILIES if self.window > 0 else DEFAULT_FAMILIES
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as JSON values; full ranking leaves out ``n_negatives`` and ``sampler``, which it does not use."""
+        """The settings as JSON values, only those the protocol uses: full ranking leaves out
+        ``n_negatives`` and ``sampler``, and a protocol without a time window leaves out ``window``."""
         d = asdict(self) | {"ks": list(self.ks)}
         if self.candidates == "full":
             del d["n_negatives"], d["sampler"]
+        if not self.window:
+            del d["window"]
         return d
 
     def describe(self) -> str:
