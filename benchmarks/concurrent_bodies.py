@@ -41,7 +41,10 @@ def body(seed: int) -> bytes:
 
 async def one(host: str, port: int, data: bytes) -> int | str:
     reader, writer = await asyncio.open_connection(host, port)
-    head = f"POST /v1/recommend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    head = (
+        "POST /v1/recommend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        f"{len(data)}\r\nConnection: close\r\n\r\n"
+    )
     try:
         writer.write(head.encode() + data)
         await writer.drain()

@@ -217,9 +217,9 @@ def report(record: dict[str, Any]) -> str:
     loads = [x for r in record["results"].values() for x in r["load_1min"]]
     lines += [
         "",
-        f"The machine ({record['machine']['cores']} cores) was shared with other jobs: its 1-minute load average "
-        f"was {min(loads):.1f} to {max(loads):.1f} during the run, so these figures are lower bounds of what one "
-        "free core does.",
+        f"The machine ({record['machine']['cores']} cores) was shared with other jobs: its 1-minute load "
+        f"average was {min(loads):.1f} to {max(loads):.1f} during the run, so these figures are lower bounds "
+        "of what one free core does.",
         "",
         f"Building and checking the `Event` objects themselves: {record['event_objects_per_s']:,} events/s "
         "(not included above).",

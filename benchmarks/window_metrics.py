@@ -1,6 +1,8 @@
-"""The time-window protocol and the list-level metrics on a real log: popularity against a quickly trained SASRec.
+"""The time-window protocol and the list-level metrics on a real log: popularity against a quickly trained
+SASRec.
 
-    taskset -c 1 .venv/bin/python benchmarks/window_metrics.py     # ~3 minutes on one core; writes the results
+    # about 3 minutes on one core; writes the results
+    taskset -c 1 .venv/bin/python benchmarks/window_metrics.py
     .venv/bin/python benchmarks/window_metrics.py --quick          # smoke run (not saved)
 
 Writes ``benchmarks/results/window_metrics.json`` and a generated ``window_metrics.md``.
@@ -151,7 +153,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def markdown(r: dict[str, Any]) -> str:
-    """The results table of a record (generated; checked byte for byte by tests/benchmarks/test_rerender.py)."""
+    """The results table of a record (generated; checked byte for byte by
+    tests/benchmarks/test_rerender.py)."""
     d = r["data"]
     lines = [
         "# The time-window protocol and list-level metrics on MovieLens-100k",
@@ -160,14 +163,15 @@ def markdown(r: dict[str, Any]) -> str:
         f"Data `{d['name']}` (sha256 {d['sha256'][:12]}), split {d['split']}; git {r['git_sha'][:10]}, "
         f"{r['machine']['cores_used']} CPU core(s), torch {r['machine']['torch']}, {r['finished']}.",
         "",
-        f"- **time-window**: every movie a user rates in the {r['window']} after the test cut-off and had not "
-        "rated before, all requested at the cut-off (RecTools' time-range split, `filter_already_seen`); "
+        f"- **time-window**: every movie a user rates in the {r['window']} after the test cut-off and had "
+        "not rated before, all requested at the cut-off (RecTools' time-range split, `filter_already_seen`); "
         "full ranking over all movies, history excluded.",
-        "- **full**: the temporal split's single target (the first rating at or after the cut-off, requested at "
-        "its own time): Recall@10 = HR@10, Precision@10 = HR@10 / 10, MAP@10 = MRR cut at 10.",
+        "- **full**: the temporal split's single target (the first rating at or after the cut-off, "
+        "requested at its own time): Recall@10 = HR@10, Precision@10 = HR@10 / 10, MAP@10 = MRR cut at 10.",
         "- List metrics of the top-10 lists shown to the same users: Coverage (share of the 1,682 movies), "
         "Novelty (mean -log2 of the add-one smoothed training share), Diversity (intra-list 1 - cosine over "
-        "the 19 genre flags, the same vectors for both models), ARP (mean training ratings of the listed movies).",
+        "the 19 genre flags, the same vectors for both models), ARP (mean training ratings of the listed "
+        "movies).",
         "",
         "| protocol | model | users | targets/user | " + " | ".join(COLUMNS) + " | fit | epochs (best) |",
         "|---|---|---|---|" + "---|" * (len(COLUMNS) + 2),

@@ -29,7 +29,10 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
 
 
 def test_python_blocks_are_found_in_order_and_no_run_blocks_are_skipped() -> None:
-    page = "# t\n```python\na = 1\n```\ntext\n```python no-run\nboom()\n```\n````python\nb = a + 1\n````\n```bash\nls\n```\n"
+    page = (
+        "# t\n```python\na = 1\n```\ntext\n```python no-run\nboom()\n```\n````python\nb = a + "
+        "1\n````\n```bash\nls\n```\n"
+    )
     assert python_blocks(page) == [(3, "a = 1\n"), (10, "b = a + 1\n")]
 
 

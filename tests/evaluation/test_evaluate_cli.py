@@ -161,7 +161,8 @@ def test_the_reference_pages_python_example_runs() -> None:
 
 def test_many_metrics_print_one_per_row_and_every_name_is_readable(log: Path, temporal_model: Path) -> None:
     code, output = run(
-        "evaluate", "--model", str(temporal_model), "--data", str(log), "--protocol", "time-window", "--metrics", ALL
+        "evaluate", "--model", str(temporal_model), "--data", str(log), "--protocol", "time-window",
+        "--metrics", ALL
     )  # fmt: skip
     assert code == 0, output
     for name in (

@@ -64,11 +64,11 @@ def _whole_float(value: Any) -> bool:
 @schema.parametrize()
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_every_endpoint_survives_fuzzing(case: schemathesis.Case, served: Any) -> None:
-    # The per-event lists of /v1/recommend must be as long as `history` (timestamps not decreasing, event names the
-    # model's): constraints across fields that OpenAPI cannot state, so a schema-valid body sending one may get a
-    # 422. Only for such bodies is "schema-valid data is accepted" not checked; every other check still runs.
-    # JSON Schema counts 3.0 as an integer; the service refuses a count written with a fraction on
-    # purpose (`"k": 3.0` is 422), so such bodies are not checked for acceptance either.
+    # The per-event lists of /v1/recommend must be as long as `history` (timestamps not decreasing, event
+    # names the model's): constraints across fields that OpenAPI cannot state, so a schema-valid body sending
+    # one may get a 422. Only for such bodies is "schema-valid data is accepted" not checked; every other
+    # check still runs. JSON Schema counts 3.0 as an integer; the service refuses a count written with a
+    # fraction on purpose (`"k": 3.0` is 422), so such bodies are not checked for acceptance either.
     sends = isinstance(case.body, dict) and (
         any(case.body.get(k) is not None for k in (*EVENT_FIELDS, "request_time")) or _whole_float(case.body)
     )

@@ -273,7 +273,8 @@ class DataOptions:
     ] = None
 
     def load(self, spec: str, spinner: bool = True) -> Interactions:
-        """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads (on a terminal)."""
+        """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads (on a
+        terminal)."""
         with err.status(f"loading {spec} ...") if spinner else nullcontext():
             return load_data(
                 spec,

@@ -27,7 +27,8 @@ from attnrec.cli import _common  # its ``err`` console, looked up when used
 
 
 class Steps:
-    """A progress display's handle: ``steps.update(done, total, what)`` (each part optional); a no-op when off."""
+    """A progress display's handle: ``steps.update(done, total, what)`` (each part optional); a no-op when
+    off."""
 
     def __init__(self, progress: Progress | None = None) -> None:
         self.progress = progress

@@ -264,7 +264,8 @@ def train(
             "--nproc",
             min=1,
             help="Train with N processes on this machine (DistributedDataParallel via torchrun; "
-            "gloo on CPU, NCCL on GPUs). For several machines run torchrun yourself: see docs/how-to/scale.md.",
+            "gloo on CPU, NCCL on GPUs). For several machines run torchrun yourself: see "
+            "docs/how-to/scale.md.",
         ),
     ] = 1,
 ) -> None:

@@ -28,7 +28,8 @@ RetentionOpt = Annotated[
 
 
 def _read(file: str, data: DataOptions) -> Interactions:
-    """The events of ``file`` as ``train --data`` reads them; a directory is read as Parquet files, in batches."""
+    """The events of ``file`` as ``train --data`` reads them; a directory is read as Parquet files, in
+    batches."""
     if not Path(file).is_dir():
         return data.load(file)
     with err.status(f"reading {file} ..."):

@@ -66,8 +66,9 @@ def serve(
         list[str] | None,
         typer.Option(
             "--admin-key",
-            help="An admin key: the admin endpoints (hot reload, item addition) need one; it opens the public "
-            "API too. Repeatable; also read from $ATTNREC_ADMIN_KEYS. None: admin endpoints refused.",
+            help="An admin key: the admin endpoints (hot reload, item addition) need one; it opens the "
+            "public API too. Repeatable; also read from $ATTNREC_ADMIN_KEYS. None: admin endpoints "
+            "refused.",
         ),
     ] = None,
     models_root: Annotated[

@@ -237,7 +237,8 @@ class Interactions(UserItemLog):
 
         return from_frame(frame, user, item, timestamp, event, rating, time_format=time_format,
                           min_rating=min_rating, k_core=k_core, titles=titles, item_features=item_features,
-                          user_features=user_features, missing_features=missing_features, name=name)  # fmt: skip
+                          user_features=user_features, missing_features=missing_features,
+                          name=name)  # fmt: skip
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a pandas DataFrame in its order (user, then time): ``user`` and ``item`` as

@@ -56,7 +56,8 @@ ItemVectors = np.ndarray | SparseRows  # (I + 1, D) dense, or sparse rows (one-h
 
 
 def _valid(lists: np.ndarray, n_rows: int | None = None, what: str = "") -> np.ndarray:
-    """``lists`` as an int64 ``(users, k)`` matrix of indices ``>= 0`` (and ``< n_rows`` of ``what`` when given)."""
+    """``lists`` as an int64 ``(users, k)`` matrix of indices ``>= 0`` (and ``< n_rows`` of ``what`` when
+    given)."""
     a = np.asarray(lists, dtype=np.int64)
     if a.ndim != 2:
         raise ValueError(f"lists must be a (users, k) matrix, not of shape {a.shape}")

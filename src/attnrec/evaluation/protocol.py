@@ -160,9 +160,9 @@ def check_single_target(names: Sequence[str], where: str) -> None:
     windowed = [n for n in names if n in PROTOCOLS and PROTOCOLS[n].window > 0]
     if windowed:
         raise ValueError(
-            f"{where}: the {windowed[0]} protocol ranks every item of a window after the split's cut time, which "
-            "only `attnrec evaluate` (or attnrec.evaluation.window) builds: train with --split temporal, then "
-            f"run attnrec evaluate --protocol {windowed[0]}"
+            f"{where}: the {windowed[0]} protocol ranks every item of a window after the split's cut time, "
+            "which only `attnrec evaluate` (or attnrec.evaluation.window) builds: train with --split "
+            f"temporal, then run attnrec evaluate --protocol {windowed[0]}"
         )
 
 

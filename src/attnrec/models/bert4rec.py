@@ -178,7 +178,8 @@ class BERT4RecBackbone(nn.Module):
         self.event_ctx = ev.event_context(c, c.hidden, c.n_heads, events, "last")
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and [mask]'s own row."""
+        """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and
+        [mask]'s own row."""
         seq = batch["seq"]  # (B, T); with features: items from the fused table, [mask] from its own row
         fused = (
             None
@@ -229,13 +230,15 @@ class BERT4RecBackbone(nn.Module):
 
     def item_vectors(self) -> torch.Tensor:
         """The shared item embedding ``E`` ``(n_items + 1, D)``; row 0 is padding, [mask] is left out.
-        With item features: the fused ID + feature table (in training with ``id_dropout``, dropped per call)."""
+        With item features: the fused ID + feature table (in training with ``id_dropout``, dropped per
+        call)."""
         if self.item_ctx is None:
             return self.item_emb.weight[: self.n_items + 1]
         return self.item_ctx.table(self.item_emb.weight)
 
     def add_items(self, rows: AlignedFeatures) -> None:
-        """Append ``rows.n_rows`` cold items with zero ID vectors and the mean output bias; [mask] moves last."""
+        """Append ``rows.n_rows`` cold items with zero ID vectors and the mean output bias; [mask] moves
+        last."""
         ctx = require_fused(self.item_ctx, "bert4rec")
         self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
         b = self.out_bias.detach()

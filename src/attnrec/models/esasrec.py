@@ -139,8 +139,9 @@ class LiGRLayer(nn.Module):
 _ML1M_TRAIN = {"lr": 1e-3, "batch_size": 128, "max_epochs": 100, "patience": 50}
 _AMAZON_TRAIN = {"lr": 1e-3, "batch_size": 128, "max_epochs": 200, "patience": 50}
 # Width 64 is the authors' README table; their leave-one-out configs say 256. Under their protocol 64
-# reproduces the published Toys and Sports figures and 256 falls short (docs/explanation/models.md). The item-table
-# dropout and the negatives drawn per position are their training's too, and part of that reproduction.
+# reproduces the published Toys and Sports figures and 256 falls short (docs/explanation/models.md). The
+# item-table dropout and the negatives drawn per position are their training's too, and part of that
+# reproduction.
 _AMAZON_MODEL = {
     "hidden": 64,
     "n_layers": 1,
@@ -205,7 +206,8 @@ class ESASRecBackbone(nn.Module):
     config=ESASRecConfig,
     presets={
         # The authors' settings (blondered/transformer_benchmark: README table and configs/paper/loo/*.yaml;
-        # batch 128 is RecTools' default). Sources and the one disagreement between them: docs/explanation/models.md.
+        # batch 128 is RecTools' default). Sources and the one disagreement between them:
+        # docs/explanation/models.md.
         "ml-1m": {"model": {"negatives": "sequence"}, "train": _ML1M_TRAIN},
         "beauty": {"model": _AMAZON_MODEL | {"ff_multiplier": 4}, "train": _AMAZON_TRAIN},
         "sports": {"model": _AMAZON_MODEL | {"ff_multiplier": 2}, "train": _AMAZON_TRAIN},

@@ -236,13 +236,14 @@ class HSTUBackbone(nn.Module):
         return Encoded(F.normalize(x, dim=-1, eps=EPS), maps)  # (B, T, D), or (B, 1, D) with last_only
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
-        """``(B, T, D)`` raw item embeddings of ``batch["seq"]``: the rows looked up, before the sqrt(d) scaling
-        and positions. Not L2-normalised: only the output item vectors are (:meth:`item_vectors`)."""
+        """``(B, T, D)`` raw item embeddings of ``batch["seq"]``: the rows looked up, before the sqrt(d)
+        scaling and positions. Not L2-normalised: only the output item vectors are (:meth:`item_vectors`)."""
         out: torch.Tensor = self.item_emb(batch["seq"])  # (B, T, D)
         return out
 
     def item_vectors(self) -> torch.Tensor:
-        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every call."""
+        """L2-normalised item embeddings ``(n_items + 1, D)`` (row 0, padding, is zero), computed on every
+        call."""
         # Never an inference tensor, even under inference mode: serving caches derived data keyed on
         # a tensor's version counter, which inference tensors lack. Grad mode stays what it was.
         grad = torch.is_grad_enabled()
@@ -259,8 +260,8 @@ class HSTUBackbone(nn.Module):
         # betas (0.9, 0.98), lr 1e-3, no weight decay, batch 128, 101 epochs (all of them: min_epochs; the
         # best validation epoch's weights are kept). Negatives per training sequence (the reference: per
         # position); with 128 per batch the GPU runs ml-1m-hstu-gpu / -large-gpu learned far more slowly
-        # (docs/explanation/models.md). Promise: the reference's recipe on the reference's data; ml-1m.txt has no
-        # timestamps (no time bias).
+        # (docs/explanation/models.md). Promise: the reference's recipe on the reference's data; ml-1m.txt has
+        # no timestamps (no time bias).
         "ml-1m": {
             "model": {"negatives": "sequence"},
             "train": {
@@ -302,7 +303,8 @@ class HSTUBackbone(nn.Module):
     },
 )
 class HSTU(HSTUBackbone, SequentialWrapper):
-    """HSTU: pointwise (SiLU) causal attention with relative position/time bias, normalised dot-product scores."""
+    """HSTU: pointwise (SiLU) causal attention with relative position/time bias, normalised dot-product
+    scores."""
 
     def __init__(self, config: HSTUConfig, n_users: int, n_items: int) -> None:
         super().__init__(config, n_items)

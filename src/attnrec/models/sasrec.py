@@ -279,7 +279,8 @@ class SASRecBackbone(nn.Module):
         return self.item_ctx.table(self.item_emb.weight)
 
     def add_items(self, rows: AlignedFeatures) -> None:
-        """Append ``rows.n_rows`` cold items (features encoded by ``ItemFeatures.encode``) with zero ID vectors."""
+        """Append ``rows.n_rows`` cold items (features encoded by ``ItemFeatures.encode``) with zero ID
+        vectors."""
         ctx = require_fused(self.item_ctx, "sasrec")
         self.item_emb = grown_embedding(self.item_emb, rows.n_rows, self.n_items + 1)
         ctx.add_rows(rows)

@@ -42,7 +42,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json(body: bytes) -> Any:
-    """``body`` as JSON (UTF-8, an optional byte-order mark, unique keys); any failure is a ``JSONDecodeError``."""
+    """``body`` as JSON (UTF-8, an optional byte-order mark, unique keys); any failure is a
+    ``JSONDecodeError``."""
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -58,7 +59,8 @@ def parse_json(body: bytes) -> Any:
 
 
 class JsonRequest(Request):
-    """A request whose :meth:`json` is :func:`parse_json` of its body, on a parsing thread when it is large."""
+    """A request whose :meth:`json` is :func:`parse_json` of its body, on a parsing thread when it is
+    large."""
 
     async def json(self) -> Any:
         body = await self.body()  # FastAPI asks once per request; the body itself is cached

@@ -24,7 +24,8 @@ DISCARD_S = 10.0  # longest a refused request's body is read for before the answ
 
 
 class InFlightLimit:
-    """Pure ASGI middleware: at most ``max_in_flight`` requests handled at once (:data:`EXEMPT` paths aside)."""
+    """Pure ASGI middleware: at most ``max_in_flight`` requests handled at once (:data:`EXEMPT` paths
+    aside)."""
 
     def __init__(self, app: ASGIApp, max_in_flight: int, retry_after_s: int) -> None:
         self.app, self.limit, self.retry_after = app, max_in_flight, retry_after_s

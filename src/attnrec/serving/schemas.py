@@ -3,8 +3,9 @@
 Item and user IDs are external IDs: JSON strings or integers (``42`` and ``"42"`` are the same ID).
 Requests are validated strictly: unknown fields are rejected (a misspelt option is an error rather
 than silently ignored), every field has exactly its JSON type (``"k": true``, ``"k": "3"`` and
-``"k": 3.0`` are not integers: a count is written as one), and IDs, model names and features are text of at most :data:`MAX_ID_CHARS`
-characters without control characters or lone UTF-16 surrogates; ID lists hold at most
+``"k": 3.0`` are not integers: a count is written as one), and IDs, model names and features are text of at
+most :data:`MAX_ID_CHARS` characters without control characters or lone UTF-16 surrogates; ID lists hold at
+most
 :data:`MAX_IDS` items. The server's own, lower limits (``max_k``, ``max_history``, ``max_list``)
 are checked by the routes.
 """

@@ -4,8 +4,8 @@ Layout under the ``namespace`` prefix (default ``attnrec``): one sorted set per 
 ``NS:e:USER``, scored by timestamp, each member the event's arrival number (20 digits, so equal
 timestamps keep their arrival order), its item, event type and rating, separated by the ASCII unit
 separator (``\x1f``, a control character no ID or event name may contain; an empty field is an
-absent one); the set of users with events ``NS:users``; the hash of forgotten users ``NS:forgotten`` (user -> when); the arrival
-counter ``NS:seq``. An append is one ``MULTI``/``EXEC`` transaction (all events or none).
+absent one); the set of users with events ``NS:users``; the hash of forgotten users ``NS:forgotten`` (user ->
+when); the arrival counter ``NS:seq``. An append is one ``MULTI``/``EXEC`` transaction (all events or none).
 
 Durability is the server's: Redis acknowledges a write once it is in memory and, with the
 append-only file on (``appendonly yes``), written to it. ``appendfsync always`` fsyncs before

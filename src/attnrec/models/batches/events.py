@@ -169,8 +169,9 @@ def cloze_windows(
     explicit: bool,
     model: str,
 ) -> ClozeWindows:
-    """The training windows (:func:`~attnrec.models.batches.windows.sliding_window_matrix`) with their columns (none
-    without ``ctx``); with a target ``rule`` only windows holding a target, ``ok``/``negative`` marking the positions."""
+    """The training windows (:func:`~attnrec.models.batches.windows.sliding_window_matrix`) with their columns
+    (none without ``ctx``); with a target ``rule`` only windows holding a target, ``ok``/``negative`` marking
+    the positions."""
     items = sliding_window_matrix(train, max_len, step)  # (R, T)
     names = tuple(
         dict.fromkeys((ctx.columns if ctx is not None else ()) + (rule_columns(rule) if rule else ()))

@@ -31,8 +31,8 @@ class MultiHeadAttention(nn.Module):
         ``x_q`` ``(B, Tq, D)`` holds the queries and ``x_kv`` ``(B, T, D)`` the keys and values
         (``Tq < T`` when only the last positions are wanted, e.g. at inference). ``allowed``: a float
         mask added to the logits, broadcastable to ``(B, H, Tq, T)`` (:mod:`attnrec.models.nn.masks`), or
-        a bool one, True where query t may attend to key s. The probabilities are the dropout-free ones, for inspection;
-        the output always comes from the fused kernel, so asking for them changes nothing else.
+        a bool one, True where query t may attend to key s. The probabilities are the dropout-free ones, for
+        inspection; the output always comes from the fused kernel, so asking for them changes nothing else.
         """
         b, tq, d = x_q.shape
         t, h = x_kv.shape[1], self.n_heads
