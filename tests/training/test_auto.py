@@ -19,7 +19,7 @@ from attnrec.data.split import leave_one_out
 from attnrec.models.bert4rec import BERT4RecConfig
 from attnrec.models.pop import PopConfig
 from attnrec.models.sasrec import SASRecConfig
-from attnrec.training.auto import CE_LOGITS_PER_EPOCH, SPARSE_EVENTS, DataShape, choose
+from attnrec.training.auto import CE_LOGITS_PER_EPOCH, CE_MAX_ITEMS, SPARSE_EVENTS, DataShape, choose
 from synthetic_logs import ring_log
 
 
@@ -71,12 +71,21 @@ def test_dropout_follows_the_papers_sparse_and_dense_regimes() -> None:
 
 
 def test_a_full_softmax_unless_an_epoch_of_it_is_too_long() -> None:
-    at_bound = CE_LOGITS_PER_EPOCH // 40_000  # the catalog at which 40,000 positions reach the bound
-    small = choose("sasrec", SASRecConfig, shape(n_items=at_bound), {}, {})
-    large = choose("sasrec", SASRecConfig, shape(n_items=at_bound + 1), {}, {})
+    positions = {50: 400_000, 100: 450_000, 200: 480_000}
+    at_bound = CE_LOGITS_PER_EPOCH // 400_000  # the catalog at which 400,000 positions reach the bound
+    assert at_bound <= CE_MAX_ITEMS
+    small = choose("sasrec", SASRecConfig, shape(n_items=at_bound, positions=positions), {}, {})
+    large = choose("sasrec", SASRecConfig, shape(n_items=at_bound + 1, positions=positions), {}, {})
     assert (small.model["loss"], small.model["fast_ce"]) == ("ce", True)
     assert (large.model["loss"], large.model["n_negatives"]) == ("sampled_ce", 256)
     assert "fast_ce" not in large.model
+
+
+def test_a_large_catalog_takes_the_sampled_softmax_however_little_data() -> None:
+    small = choose("sasrec", SASRecConfig, shape(n_items=CE_MAX_ITEMS), {}, {})
+    large = choose("sasrec", SASRecConfig, shape(n_items=CE_MAX_ITEMS + 1, positions={50: 100}), {}, {})
+    assert (small.model["loss"], large.model["loss"]) == ("ce", "sampled_ce")
+    assert any(f"items is over {CE_MAX_ITEMS:,}" in r for r in large.reasons)
 
 
 def test_noise_aware_stopping_only_on_a_small_validation_set() -> None:
