@@ -16,7 +16,6 @@ from typing import Generic, TypeVar
 
 import numpy as np
 import torch
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from torch import nn
 
 from attnrec.checkpoint import CheckpointError
@@ -25,6 +24,7 @@ from attnrec.training import distributed
 from attnrec.training.callbacks import EpochCallback, run_callbacks
 from attnrec.training.config import TrainConfig
 from attnrec.training.optim import cosine_lr, make_optimizer, scale_lr, set_lr, sparse_parameters
+from attnrec.training.progress import EpochBar
 from attnrec.training.result import EpochRecord, TrainResult
 from attnrec.training.state import (
     STATE_JSON,
@@ -58,7 +58,7 @@ def resolve_device(name: str) -> torch.device:
 def train(
     module: Trainable[T],
     train_data: T,
-    validate: Validate,
+    validate: Validate | None,
     cfg: TrainConfig,
     *,
     state_dir: Path | None = None,
@@ -82,6 +82,9 @@ def train(
 
     ``callbacks`` (:mod:`attnrec.training.callbacks`) see every finished epoch's record on the main
     rank and may stop the run after it (e.g. experiment tracking, pruning a tuning trial).
+
+    ``validate=None`` (a final fit on every event) trains ``cfg.max_epochs`` epochs (or until the time
+    budget) without validation and keeps the last weights.
     """
     loop = _Loop(module, train_data, validate, cfg, state_dir, progress, tuple(callbacks))
     owns_group = distributed.init(loop.device)
@@ -103,7 +106,7 @@ class _Loop(Generic[T]):
         self,
         module: Trainable[T],
         train_data: T,
-        validate: Validate,
+        validate: Validate | None,
         cfg: TrainConfig,
         state_dir: Path | None,
         progress: bool,
@@ -172,7 +175,9 @@ class _Loop(Generic[T]):
                     cfg.time_budget > 0 and time.perf_counter() - self.t0 > cfg.time_budget
                 )
             )
-            if epoch % cfg.eval_every == 0 or epoch == cfg.max_epochs or out_of_time:
+            if self.validate is None:  # a final fit: the last epoch's weights are the model
+                result.best_epoch = epoch
+            elif epoch % cfg.eval_every == 0 or epoch == cfg.max_epochs or out_of_time:
                 record["valid"] = self._evaluate(epoch, record)
             result.history.append(record)
             result.epochs, result.seconds = epoch, time.perf_counter() - self.t0
@@ -205,7 +210,7 @@ class _Loop(Generic[T]):
         e0 = time.perf_counter() - (resume.epoch_seconds if resume is not None else 0.0)
         last_save, restored = time.perf_counter(), False
         module.train()
-        with _Bar(self.progress and self.main, f"epoch {epoch}", self.n_batches) as bar:
+        with EpochBar(self.progress and self.main, f"epoch {epoch}", self.n_batches) as bar:
             bar.advance(skip)
             for i, batch in enumerate(module.train_batches(self.train_data, cfg.batch_size, rng)):
                 if i < skip:  # regenerate the epoch's stream up to the saved position, training nothing
@@ -278,6 +283,7 @@ class _Loop(Generic[T]):
         """Validate; keep the best weights, count evaluations without improvement, lower the rate (lr_decay)."""
         cfg, st, result = self.cfg, self.state, self.state.result
         self.module.eval()
+        assert self.validate is not None
         metrics = _validate_on_main(self.validate, self.module, self.main, self.world)
         if cfg.monitor not in metrics:
             raise KeyError(f"monitor {cfg.monitor!r} not among validation metrics {sorted(metrics)}")
@@ -359,38 +365,3 @@ def _validate_on_main(validate: Validate, module: nn.Module, main: bool, world: 
     if status == "error" or isinstance(content, str):
         raise RuntimeError(f"validation failed on rank 0: {content}")
     return dict(content)
-
-
-class _Bar:
-    """A rich progress bar over an epoch's batches, or nothing when disabled."""
-
-    def __init__(self, enabled: bool, label: str, total: int) -> None:
-        self.enabled, self.label, self.total = enabled, label, total
-        self.bar: Progress | None = None
-        self.task: TaskID | None = None
-
-    def __enter__(self) -> _Bar:
-        if self.enabled:
-            self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                transient=True,
-            )
-            self.bar.__enter__()
-            self.task = self.bar.add_task(self.label, total=self.total, info="")
-        return self
-
-    def advance(self, n: int, info: str | None = None) -> None:
-        """Move ``n`` batches on (and show ``info``); nothing when disabled or ``n`` is 0 without info."""
-        if self.bar is None or self.task is None or (n == 0 and info is None):
-            return
-        if info is None:
-            self.bar.update(self.task, advance=n)
-        else:
-            self.bar.update(self.task, advance=n, info=info)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
