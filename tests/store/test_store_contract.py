@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -124,6 +125,16 @@ def test_a_retrain_exports_up_to_a_watermark_and_trims_only_those_events(make: M
     assert store.watermark() > mark  # numbers are never reused, even after the trim
     store.append([Event("u2", "d", 40)])
     assert store.watermark() == mark + 3 and make().watermark() == mark + 3
+
+
+def test_marks_of_users_forgotten_before_a_retrain_are_cleared_after_it(make: Make) -> None:
+    store = make()
+    store.forget("old")
+    store.forget("again")
+    assert store.clear_forgotten(["old", "never"], before=int(time.time()) + 1) == 1
+    assert store.forgotten() == ["again"]
+    assert store.clear_forgotten(["again"], before=0) == 0  # forgotten after the retrain's snapshot: kept
+    assert store.forgotten() == ["again"] and store.clear_forgotten([], before=0) == 0
 
 
 def test_events_persist_when_the_store_is_opened_again(make: Make) -> None:

@@ -81,6 +81,12 @@ class HistoryStore(Protocol):
         """The users forgotten since the store was created (the next training must drop their old events)."""
         ...
 
+    def clear_forgotten(self, users: Sequence[str], before: int) -> int:
+        """Clear the marks of ``users`` forgotten before ``before`` (Unix seconds): a retrain whose log
+        dropped their old events has run, so they are ordinary users again; returns how many. A user
+        forgotten again since keeps the mark (the next retrain drops its events)."""
+        ...
+
     def count(self) -> int:
         """How many events are stored."""
         ...

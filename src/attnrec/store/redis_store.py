@@ -219,6 +219,15 @@ class RedisStore:
         with self._talking():
             return sorted(self._db.hkeys(f"{self.namespace}:forgotten"))
 
+    def clear_forgotten(self, users: Sequence[str], before: int) -> int:
+        key, users = f"{self.namespace}:forgotten", [str(u) for u in users]
+        if not users:
+            return 0
+        with self._talking():
+            marks = self._db.hmget(key, users)
+            old = [u for u, at in zip(users, marks, strict=True) if at is not None and int(at) < before]
+            return int(self._db.hdel(key, *old)) if old else 0
+
     def count(self) -> int:
         users = self._users()
         with self._talking():

@@ -219,6 +219,16 @@ class SqliteStore:
     def forgotten(self) -> list[str]:
         return [r[0] for r in self._conn().execute("SELECT user FROM forgotten ORDER BY user")]
 
+    def clear_forgotten(self, users: Sequence[str], before: int) -> int:
+        conn = self._conn()
+        with self._write(conn):
+            return sum(
+                conn.execute(
+                    "DELETE FROM forgotten WHERE user = ? AND at < ?", (str(u), int(before))
+                ).rowcount
+                for u in users
+            )
+
     def count(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])
 
