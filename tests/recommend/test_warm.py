@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,10 @@ import torch
 
 from attnrec import Recommender
 from attnrec.config import ConfigError
+from attnrec.data.features import FeatureTable
 from attnrec.data.schema import Interactions
 from attnrec.data.split import FINAL, leave_one_out
-from attnrec.recommend import warm
+from attnrec.recommend import cold_items, warm
 from attnrec.recommend.core import build_core
 
 TINY = {"hidden": 16, "n_layers": 1, "n_heads": 1, "max_len": 12}
@@ -149,3 +151,33 @@ def test_a_split_of_the_old_numbering_is_refused_and_one_of_the_extended_log_tak
     extended = warm.extend_log(log, rec.warm_source(old))
     rec.fit(extended, leave_one_out(extended), init_from=old, progress=False)
     assert rec.items_ is not None and rec.items_.to_list() == extended.items.to_list()
+
+
+def test_a_feature_model_gives_new_items_their_feature_rows() -> None:
+    """Two categories of items; the new items arrive with their category and are encoded with the old codes."""
+    cats = pd.DataFrame(
+        {"item_id": [f"c{c}i{i}" for c in range(2) for i in range(6)], "category": ["a"] * 6 + ["b"] * 6}
+    )
+    new_cats = pd.DataFrame({"item_id": ["c0new", "c1new"], "category": ["a", "b"]})
+    rows = [(f"u{u}", f"c{u % 2}i{(u + t) % 6}") for u in range(40) for t in range(6)]
+    first = pd.DataFrame(rows, columns=["user", "item"])
+    extra = pd.DataFrame(
+        [("w1", "c0new"), ("w1", "c0i1"), ("w1", "c0i2"), ("w2", "c1new"), ("w2", "c1i3")],
+        columns=["user", "item"],
+    )
+    table = FeatureTable.from_frame(cats, "item_id", {"category": "categorical"})
+    everything = FeatureTable.from_frame(pd.concat([cats, new_cats]), "item_id", {"category": "categorical"})
+    config = TINY | {"item_features": "sum", "id_dropout": 0.5}
+    old = Recommender("sasrec", config, FAST).fit(
+        Interactions.from_frame(first, item_features=table), progress=False
+    )
+    log = Interactions.from_frame(pd.concat([first, extra]), item_features=everything)
+    source = old.warm_source(old)
+    data = warm.extend_log(log, source)
+    core, _ = warm.grown_core(old.spec, old.config, source, data, seed=3, context=None)
+    reference = copy.deepcopy(old.core)
+    cold_items.extend_items(reference, old.context_, source.items, new_cats)  # what add_items gives them
+    for key, value in reference.state_dict().items():
+        torch.testing.assert_close(core.state_dict()[key], value, msg=key)
+    new = Recommender("sasrec", train=FAST).fit(log, FINAL, init_from=old, progress=False)
+    assert new.items_ is not None and {"c0new", "c1new"} <= set(new.items_.to_list())

@@ -139,7 +139,8 @@ def grown_core(
                 raise ConfigError(f"{source.where}: the model reads item features; the new log has none")
             table = data.item_features.rekey({i: i for i in new_items})
             cold_items.extend_items(core, source.context, source.items, table)
-        context = dataclasses.replace(source.context, events=context.events if context else None)
+        events = data.events if source.context.events is not None else None
+        context = dataclasses.replace(source.context, events=events)
         fresh_state: Mapping[str, torch.Tensor] = {}
     else:
         fresh = build_core(spec, config, data.n_users, data.n_items, seed=seed, context=context)
