@@ -133,3 +133,11 @@ def test_epochs_from_a_model_without_validation_is_refused(
         "train", "--data", str(logs[0]), "--out", str(tmp_path / "x"), "--epochs-from", str(final), *QUIET
     )
     assert code == 2 and "no validated best epoch" in output, output
+
+
+def test_a_final_fit_refuses_the_options_of_a_held_out_split(logs: tuple[Path, Path], tmp_path: Path) -> None:
+    code, output = run(
+        "train", "--data", str(logs[0]), "--out", str(tmp_path / "x"), "--split", "none",
+        "--valid-users", "5", "--protocol", "sampled-uniform", *QUIET,
+    )  # fmt: skip
+    assert code == 2 and "drop --valid-users, --protocol" in " ".join(output.split()), output

@@ -179,5 +179,11 @@ def test_a_feature_model_gives_new_items_their_feature_rows() -> None:
     cold_items.extend_items(reference, old.context_, source.items, new_cats)  # what add_items gives them
     for key, value in reference.state_dict().items():
         torch.testing.assert_close(core.state_dict()[key], value, msg=key)
+    before = {k: v.clone() for k, v in old.core.state_dict().items()}
     new = Recommender("sasrec", train=FAST).fit(log, FINAL, init_from=old, progress=False)
     assert new.items_ is not None and {"c0new", "c1new"} <= set(new.items_.to_list())
+    same = Interactions.from_frame(first, item_features=table)  # no new item: nothing to grow
+    again = Recommender("sasrec", train=FAST).fit(same, FINAL, init_from=old, progress=False)
+    assert new.core is not old.core and again.core is not old.core
+    for key, value in before.items():  # fine-tuning the new models left the old one as it was
+        torch.testing.assert_close(old.core.state_dict()[key], value, msg=key)

@@ -40,3 +40,21 @@ def fixed_epochs(epochs_from: Path | None, max_epochs: int | None) -> dict[str, 
     if record is None or record.best_epoch < 1 or not record.best_metrics:
         raise ConfigError(f"--epochs-from {epochs_from}: the model has no validated best epoch")
     return {"max_epochs": record.best_epoch}
+
+
+def check_final_fit(
+    valid_users: int, target_events: str, min_rating: float | None, protocols: list[str]
+) -> None:
+    """``--split none`` holds nothing out: the options of a validation or test split are refused."""
+    given = [
+        name
+        for name, on in (
+            ("--valid-users", bool(valid_users)),
+            ("--target-events", bool(target_events.strip())),
+            ("--min-target-rating", min_rating is not None),
+            ("--protocol", bool(protocols)),
+        )
+        if on
+    ]
+    if given:
+        raise ConfigError(f"--split none holds nothing out to validate or test: drop {', '.join(given)}")

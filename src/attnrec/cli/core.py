@@ -43,7 +43,7 @@ from attnrec.cli._metrics import (
 )
 from attnrec.cli._reasons import METHOD_HELP, EventVerbOpt, ReasonVerb, check_verb, parse_event_verbs
 from attnrec.cli._tracking import TrackingOptions
-from attnrec.cli._warm import EpochsFromOpt, InitFromOpt, fixed_epochs, parse_train_split
+from attnrec.cli._warm import EpochsFromOpt, InitFromOpt, check_final_fit, fixed_epochs, parse_train_split
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.schema import Interactions
@@ -284,7 +284,9 @@ def train(
         if value is not None:
             train_over[key] = value
     train_over |= fixed_epochs(epochs_from, max_epochs)
-    if split != FINAL:
+    if split == FINAL:
+        check_final_fit(valid_users, target_events, min_target_rating, protocols or [])
+    else:
         check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
     check_single_target(protocols or [], "attnrec train")
     save_key = load_policy(manifest_key=manifest_key).manifest_key  # a bad key fails before training

@@ -129,12 +129,18 @@ def grown_core(
     New item rows come from item features when the model builds its item table from them, else from
     the initialisation of a fresh model of the new size seeded with ``seed``; so do new user rows.
     """
-    core = copy.deepcopy(source.core).cpu()
+    core = source.core
     n_old_items = len(source.items)
     new_items = data.items.to_list()[n_old_items:]
     if source.context is not None and source.context.item_features is not None:
         # The item table is built from features: the new items get rows from their training codes.
-        if new_items and cold_items.takes_new_items(core, source.context, config):
+        core = copy.deepcopy(core).cpu()  # grown in place: the old model stays as it was
+        if new_items and not cold_items.takes_new_items(core, source.context, config):
+            raise ConfigError(
+                f"{source.where}: the model reads item features only beside the item IDs, so the "
+                f"{len(new_items):,} new items get no rows from them; train it from scratch"
+            )
+        if new_items:
             if data.item_features is None:
                 raise ConfigError(f"{source.where}: the model reads item features; the new log has none")
             table = data.item_features.rekey({i: i for i in new_items})
