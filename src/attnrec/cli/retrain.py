@@ -182,10 +182,11 @@ def retrain_command(
 ) -> None:
     """Warm-start a model on its base log plus the events a store gathered, save it, optionally reload a server.
 
-    The events up to the moment it starts are exported from the store, joined to --data (users who
-    asked to be forgotten lose their old events) and the model is fine-tuned on every event (final fit)
-    for --max-epochs (--epochs-from a validated run; by default the old model's best epoch). After the save (and the reload), the exported
-    events are removed from the store; events that arrived meanwhile stay, read as live events.
+    The events up to the moment it starts are exported from the store and joined to --data (users who
+    asked to be forgotten lose their old events); the model is fine-tuned on every event (final fit)
+    for --max-epochs (--epochs-from a validated run; by default the old model's best epoch). After the
+    save (and the reload), the exported events are removed from the store; events that arrived
+    meanwhile stay, read as live events.
     """
     train: dict[str, object] = {**fixed_epochs(epochs_from, epochs)}
     if epochs is not None:
