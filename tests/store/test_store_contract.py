@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -109,6 +110,31 @@ def test_export_has_every_event_with_nulls_where_a_field_is_absent(make: Make) -
     assert frame["event"].isna().tolist() == [True, True, False] and frame["event"].iloc[2] == "buy"
     assert frame["rating"].isna().tolist() == [True, True, False]
     assert make().export().empty is False
+
+
+def test_a_retrain_exports_up_to_a_watermark_and_trims_only_those_events(make: Make) -> None:
+    store = make()
+    assert store.watermark() == 0
+    store.append([Event("u1", "a", 10), Event("u2", "b", 20)])
+    mark = store.watermark()
+    store.append([Event("u1", "late", 5), Event("u3", "c", 30)])  # arrive while the retrain runs
+    assert store.export(until=mark)[["user", "item"]].values.tolist() == [["u1", "a"], ["u2", "b"]]
+    assert len(store.export()) == 4
+    assert store.trim(mark) == 2
+    assert store.export()[["user", "item"]].values.tolist() == [["u1", "late"], ["u3", "c"]]
+    assert store.watermark() > mark  # numbers are never reused, even after the trim
+    store.append([Event("u2", "d", 40)])
+    assert store.watermark() == mark + 3 and make().watermark() == mark + 3
+
+
+def test_marks_of_users_forgotten_before_a_retrain_are_cleared_after_it(make: Make) -> None:
+    store = make()
+    store.forget("old")
+    store.forget("again")
+    assert store.clear_forgotten(["old", "never"], before=int(time.time()) + 1) == 1
+    assert store.forgotten() == ["again"]
+    assert store.clear_forgotten(["again"], before=0) == 0  # forgotten after the retrain's snapshot: kept
+    assert store.forgotten() == ["again"] and store.clear_forgotten([], before=0) == 0
 
 
 def test_events_persist_when_the_store_is_opened_again(make: Make) -> None:

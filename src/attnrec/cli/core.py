@@ -50,14 +50,17 @@ from attnrec.cli._output import (
 )
 from attnrec.cli._reasons import METHOD_HELP, EventVerbOpt, ReasonVerb, check_verb, parse_event_verbs
 from attnrec.cli._tracking import TrackingOptions
+from attnrec.cli._warm import EpochsFromOpt, InitFromOpt, check_final_fit, fixed_epochs, parse_train_split
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.schema import Interactions
 from attnrec.data.split import (
     DEFAULT_SPLIT,
+    FINAL,
     SPLITS,
     Split,
     check_split_settings,
+    final_split,
     make_split,
     parse_split,
     split_settings,
@@ -72,7 +75,7 @@ from attnrec.evaluation.protocol import (
 )
 from attnrec.experiments.tracking import RunInfo, Trackers
 from attnrec.models.registry import get_spec
-from attnrec.recommend import Recommender
+from attnrec.recommend import Recommender, warm
 from attnrec.recommend.persistence import load_policy
 from attnrec.recommend.reasons import check_method
 from attnrec.training import distributed
@@ -80,15 +83,16 @@ from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
 
 # -- option types of these commands ----------------------------------------------------------------
-SplitOpt = Annotated[
+TrainSplitOpt = Annotated[
     str,
     typer.Option(
         "--split",
-        parser=parse_split_name,
-        metavar=SPLIT_METAVAR,
+        parser=parse_train_split,
+        metavar="[" + "|".join((*SPLITS, FINAL)) + "]",
         help="leave-one-out: last item is the test target, the one before it validation; temporal: global "
         "time cut-offs; last-qualifying: the last event of --target-events rated >= --min-target-rating "
-        "(next buy, liked).",
+        "(next buy, liked); none: the final fit, every event trains for --max-epochs (or --epochs-from) "
+        "epochs, nothing is validated.",
     ),
 ]
 ValidUsersOpt = Annotated[
@@ -188,7 +192,7 @@ def train(
             "prefix model. or train. when a key is ambiguous).",
         ),
     ] = None,
-    split: SplitOpt = DEFAULT_SPLIT,
+    split: TrainSplitOpt = DEFAULT_SPLIT,
     valid_users: ValidUsersOpt = 0,
     target_events: TargetEventsOpt = "",
     min_target_rating: MinTargetRatingOpt = None,
@@ -196,6 +200,8 @@ def train(
         Path | None,
         typer.Option("--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL"),
     ] = None,
+    init_from: InitFromOpt = None,
+    epochs_from: EpochsFromOpt = None,
     device: Annotated[
         str | None, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")
     ] = None,
@@ -288,7 +294,11 @@ def train(
     ):
         if value is not None:
             train_over[key] = value
-    check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
+    train_over |= fixed_epochs(epochs_from, max_epochs)
+    if split == FINAL:
+        check_final_fit(valid_users, target_events, min_target_rating, protocols or [])
+    else:
+        check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
     check_single_target(protocols or [], "attnrec train")
     save_key = load_policy(manifest_key=manifest_key).manifest_key  # a bad key fails before training
     rec = Recommender(model, model_over, train_over, preset, auto=auto and preset is None and config is None)
@@ -298,8 +308,17 @@ def train(
 
     with tracking.open(model, distributed.is_main()) as trackers:  # a bad store fails before the data is read
         interactions = reading.load(data)
-        sp = make_split(
-            interactions, split, valid_users, target_events=target_events, min_rating=min_target_rating
+        source = None if init_from is None else rec.warm_source(init_from)
+        if (
+            source is not None
+        ):  # old users and items keep their indices; the split is made on the extended log
+            interactions = warm.extend_log(interactions, source)
+        sp = (
+            final_split(interactions)
+            if split == FINAL
+            else make_split(
+                interactions, split, valid_users, target_events=target_events, min_rating=min_target_rating
+            )
         )
         distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
         main_rank = distributed.is_main()
@@ -318,7 +337,14 @@ def train(
         state_dir = _training_state_dir(out_dir, resume, main_rank)
         show_progress = out.is_terminal if progress is None else progress
         try:  # closed-form fits keep no state
-            rec.fit(interactions, sp, state_dir=state_dir, progress=show_progress, callbacks=[trackers])
+            rec.fit(
+                interactions,
+                sp,
+                state_dir=state_dir,
+                progress=show_progress,
+                callbacks=[trackers],
+                init_from=source,
+            )
         except BaseException:
             distributed.cleanup(sync=False)
             raise
@@ -342,6 +368,8 @@ def _test_save_report(
     """Test the fitted ``rec`` under each protocol (beside a popularity baseline), save it (signed with
     ``manifest_key`` when given), print and track it all."""
     model = rec.name
+    if sp.name == FINAL:  # a final fit holds nothing out: nothing to test
+        protocols, baseline = [], False
     # The baseline row is the registered POP model fitted on the same split.
     pop = Recommender("pop").fit(interactions, sp, progress=False) if baseline else None
     rows: list[tuple[str, EvalResult]] = []
@@ -355,7 +383,12 @@ def _test_save_report(
     rec.save(out_dir, manifest_key=manifest_key)
 
     tr = rec.train_result_
-    if tr is not None:
+    if tr is not None and sp.name == FINAL:
+        out.print(
+            f"final fit: trained {tr.epochs} epoch(s) on every event in {tr.seconds:.1f}s", soft_wrap=True
+        )
+        trackers.log_summary(tr)
+    elif tr is not None:
         monitor = rec.train_config.monitor
         out.print(
             f"trained {tr.epochs} epoch(s) in {tr.seconds:.1f}s ({tr.seconds_per_epoch:.2f} s/epoch); "

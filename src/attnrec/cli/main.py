@@ -74,6 +74,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "ingest",
         "Store the events of a file in a history store, for live histories and the next retrain.",
     ),
+    "retrain": CommandEntry(
+        "retrain",
+        "Warm-start a model on its base log plus the events a store gathered, save it, optionally reload a "
+        "server.",
+    ),
     "tune": CommandEntry(
         "tune",
         "Search a model's hyper-parameters on validation (full ranking), then test the best trial once.",

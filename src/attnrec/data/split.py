@@ -14,6 +14,9 @@ SPLITS: tuple[str, ...] = ("leave-one-out", "temporal", "last-qualifying")
 """The named splits, as the CLI's ``--split`` and the benchmark configs spell them (see
 :func:`make_split`)."""
 DEFAULT_SPLIT = "leave-one-out"
+FINAL = "none"
+"""The final fit's split (``--split none``, ``fit(data, split="none")``): every event trains, nothing is held
+out, so training runs a fixed number of epochs with no validation (:func:`final_split`)."""
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,15 @@ def make_split(
     if name == "last-qualifying":
         return leave_last_qualifying_out(data, target_events, min_rating)
     return leave_one_out(data, valid_users=valid_users, seed=seed)
+
+
+def final_split(data: Interactions) -> Split:
+    """Every event of ``data`` trains; no validation or test cases (the final fit before deployment)."""
+    seqs = data.sequences()
+    empty = EvalSet(
+        np.zeros(0, dtype=np.int64), seqs.take(np.zeros(0, dtype=np.int64)), np.zeros(0, dtype=np.int64)
+    )
+    return Split(FINAL, seqs, empty, empty, {})
 
 
 def temporal_split(data: Interactions, valid_fraction: float = 0.1, test_fraction: float = 0.1) -> Split:

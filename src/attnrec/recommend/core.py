@@ -136,7 +136,7 @@ def build_core(
 def fit_core(
     core: ModelCore,
     train_data: Sequences,
-    validate: Callable[[], dict[str, float]],
+    validate: Callable[[], dict[str, float]] | None,
     cfg: TrainConfig,
     device: torch.device,
     *,
@@ -147,13 +147,14 @@ def fit_core(
     """Fit ``core`` on ``train_data``: in closed form if it is :class:`ClosedForm`, else by the training loop.
 
     ``validate()`` scores the validation cases with the current weights; a closed-form fit is
-    validated once and recorded as one epoch that ``stopped="fitted"``.
+    validated once and recorded as one epoch that ``stopped="fitted"``. ``validate=None``: a final fit
+    of ``cfg.max_epochs`` epochs without validation (:func:`~attnrec.training.loop.train`).
     """
     if isinstance(core, ClosedForm):
         t0 = time.perf_counter()
         core.to(device)
         core.fit(train_data, np.random.default_rng(cfg.seed))
-        metrics = validate()
+        metrics = validate() if validate is not None else {}
         seconds = time.perf_counter() - t0
         record: EpochRecord = {"epoch": 1, "train_seconds": seconds, "valid": metrics}
         run_callbacks(callbacks, record)  # one "epoch": nothing left to stop
@@ -162,7 +163,7 @@ def fit_core(
         return train(
             core,
             train_data,
-            lambda _: validate(),
+            None if validate is None else lambda _: validate(),
             cfg,
             state_dir=state_dir,
             progress=progress,

@@ -23,12 +23,12 @@ from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.boundary import Origin, id_column
 from attnrec.data.frames import FrameLike, as_interactions
 from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
-from attnrec.data.split import EvalSet, Split, leave_one_out
+from attnrec.data.split import FINAL, EvalSet, Split, final_split, leave_one_out, make_split
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
 from attnrec.models.context import ModelContext
 from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
-from attnrec.recommend import cold_items, reasons, similar
+from attnrec.recommend import cold_items, reasons, similar, warm
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.event_requests import histories_from_arrays, history_arrays
 from attnrec.recommend.frames import recommendations_frame, seen_filter
@@ -158,29 +158,56 @@ class Recommender:
     def fit(
         self,
         data: Interactions | FrameLike,
-        split: Split | None = None,
+        split: Split | str | None = None,
         *,
         valid_protocol: Protocol = FULL,
         state_dir: str | Path | None = None,
         progress: bool = True,
         callbacks: Sequence[EpochCallback] = (),
+        init_from: Recommender | str | Path | warm.WarmSource | None = None,
     ) -> Recommender:
         """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``.
 
         ``data`` is an :class:`~attnrec.data.schema.Interactions` log or a DataFrame (pandas,
         pyarrow, polars) whose columns are guessed by name (``userId``, ``item_id``, ``timestamp``
-        ...; name them with :meth:`Interactions.from_frame` instead). ``callbacks`` see every
-        epoch's record (:mod:`attnrec.training.callbacks`: tracking, pruning).
+        ...; name them with :meth:`Interactions.from_frame` instead). ``split``: a
+        :class:`~attnrec.data.split.Split`, a split's name (``"leave-one-out"``, ``"temporal"``,
+        ``"last-qualifying"``), or ``"none"`` (:data:`~attnrec.data.split.FINAL`): the final fit, which
+        trains on every event for ``max_epochs`` epochs without validation; ``None`` is leave-one-out.
+        ``callbacks`` see every epoch's record (:mod:`attnrec.training.callbacks`: tracking, pruning).
+
+        ``init_from`` (a fitted :class:`Recommender` of the same model, or its saved directory): a warm
+        start (:mod:`attnrec.recommend.warm`). The old model's settings (under the ones given here) and
+        every weight are copied; its users and items keep their internal indices and the log's new ones
+        are appended, their rows from item features or the model's seeded initialisation; then it trains
+        as usual. A :class:`Split` must then be made on the extended log (:meth:`warm_source` and
+        :func:`~attnrec.recommend.warm.extend_log`); a split's name is made on it here.
         """
         data = as_interactions(data)
-        split = split or leave_one_out(data)
+        source = None if init_from is None else self.warm_source(init_from)
+        renumbered = False
+        if source is not None:
+            data, renumbered = warm.extend_log(data, source), not warm.indexed_like(data, source)
+        split = self._split_of(data, split, renumbered=renumbered)
         self._set_data(data)
-        self.choose_settings(data, split)
         cfg = self.train_config
-        self.config, self.context_ = cold_items.feature_context(self.name, self.config, data)
-        self.core = build_core(
-            self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed, context=self.context_
-        )
+        if source is None:
+            self.choose_settings(data, split)
+            cfg = self.train_config
+            self.config, self.context_ = cold_items.feature_context(self.name, self.config, data)
+            self.core = build_core(
+                self.spec, self.config, data.n_users, data.n_items, seed=cfg.seed, context=self.context_
+            )
+        else:
+            self._warm_settings(source)
+            cfg = self.train_config
+            context = None
+            if source.context is None or source.context.item_features is None:
+                self.config, context = cold_items.feature_context(self.name, self.config, data)
+            warm.check_events(source, self.config, data.events)
+            self.core, self.context_ = warm.grown_core(
+                self.spec, self.config, source, data, cfg.seed, context
+            )
         popularity = self.popularity_
 
         checked: list[bool] = []
@@ -206,7 +233,7 @@ class Recommender:
         self.train_result_ = fit_core(
             self.core,
             split.train,
-            validate,
+            None if split.name == FINAL else validate,
             cfg,
             self.device,
             state_dir=sd,
@@ -215,6 +242,56 @@ class Recommender:
         )
         self._cache.clear()  # the weights changed
         return self
+
+    @staticmethod
+    def _split_of(data: Interactions, split: Split | str | None, *, renumbered: bool) -> Split:
+        """``split`` as a :class:`Split` of ``data`` (a name is made here; ``None`` is leave-one-out)."""
+        if split is None:
+            return leave_one_out(data)
+        if isinstance(split, str):
+            return final_split(data) if split == FINAL else make_split(data, split)
+        if renumbered:
+            raise ConfigError(
+                "a warm start (init_from) extends the ID maps: give the split by name (e.g. 'leave-one-out' "
+                "or 'none') or make it on warm.extend_log(data, rec.warm_source(init_from))"
+            )
+        return split
+
+    def warm_source(self, init_from: Recommender | str | Path | warm.WarmSource) -> warm.WarmSource:
+        """What a warm start copies from ``init_from`` (a fitted recommender, or a model directory)."""
+        if isinstance(init_from, warm.WarmSource):
+            return init_from
+        if isinstance(init_from, Recommender):
+            old, where = init_from, "init_from"
+        elif isinstance(init_from, str | Path):
+            old, where = Recommender.load(init_from, device="cpu"), str(init_from)
+        else:
+            raise ConfigError(
+                f"init_from must be a Recommender or a model directory, not {type(init_from).__name__}"
+            )
+        view = old._fitted_view()
+        assert old.users_ is not None and old.items_ is not None
+        return warm.WarmSource(
+            old.name,
+            old.config,
+            config_to_dict(old.train_config),
+            old.users_,
+            old.items_,
+            old.events_,
+            view.core,
+            old.context_,
+            where,
+        )
+
+    def _warm_settings(self, source: warm.WarmSource) -> None:
+        """The old model's settings under the given ones (nothing is chosen from the data)."""
+        self.config = config_from_dict(
+            self.spec.config_cls, warm.settings(source, self.name, self._given_model, self.spec.config_cls)
+        )
+        if self.preset is None:
+            self.train_config = config_from_dict(TrainConfig, dict(source.train) | self._given_train)
+        max_len = config_to_dict(self.config).get("max_len")
+        self._max_len = None if max_len is None else int(max_len)
 
     def choose_settings(self, data: Interactions, split: Split) -> AutoSettings | None:
         """With ``auto``, fill the settings nobody gave from ``split`` (:mod:`attnrec.training.auto`).

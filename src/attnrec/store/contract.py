@@ -61,13 +61,30 @@ class HistoryStore(Protocol):
         returns how many events were deleted. Events that arrive later are kept again."""
         ...
 
-    def export(self) -> pd.DataFrame:
+    def export(self, until: int | None = None) -> pd.DataFrame:
         """Every stored event as a table (:data:`EXPORT_COLUMNS`; ``event`` and ``rating`` null where
-        absent), per user oldest first: what the next training adds to its log."""
+        absent), per user oldest first: what the next training adds to its log. ``until``: only the
+        events whose arrival number is at most it (a :meth:`watermark` taken before)."""
+        ...
+
+    def watermark(self) -> int:
+        """The arrival number of the newest event appended so far (0 before any): events appended
+        later have larger numbers, so a retrain exports up to it and :meth:`trim` removes just those."""
+        ...
+
+    def trim(self, until: int) -> int:
+        """Delete the events whose arrival number is at most ``until`` (those a retrain moved into the
+        new model's log); returns how many. Later events stay."""
         ...
 
     def forgotten(self) -> list[str]:
         """The users forgotten since the store was created (the next training must drop their old events)."""
+        ...
+
+    def clear_forgotten(self, users: Sequence[str], before: int) -> int:
+        """Clear the marks of ``users`` forgotten before ``before`` (Unix seconds): a retrain whose log
+        dropped their old events has run, so they are ordinary users again; returns how many. A user
+        forgotten again since keeps the mark (the next retrain drops its events)."""
         ...
 
     def count(self) -> int:

@@ -57,6 +57,11 @@ def _row(member: str, score: float) -> tuple[str, int, str | None, float | None]
     return item, int(score), event or None, float(rating) if rating else None
 
 
+def _arrival(member: str) -> int:
+    """The arrival number a stored member starts with."""
+    return int(member[:SEQ_DIGITS])
+
+
 class RedisStore:
     """A :class:`~attnrec.store.contract.HistoryStore` on the Redis server at ``url`` (see the module doc)."""
 
@@ -174,7 +179,7 @@ class RedisStore:
         with self._talking():
             return sorted(self._db.sscan_iter(f"{self.namespace}:users", count=1000))
 
-    def export(self) -> pd.DataFrame:
+    def export(self, until: int | None = None) -> pd.DataFrame:
         users = self._users()
         rows: list[tuple[str, str, int, str | None, float | None]] = []
         for lo in range(0, len(users), _USERS_PER_PIPELINE):
@@ -185,12 +190,43 @@ class RedisStore:
                     pipe.zrange(self._key(u), 0, -1, withscores=True)
                 found = pipe.execute()
             for u, members in zip(part, found, strict=True):
-                rows += [(u, *_row(m, s)) for m, s in members]
+                rows += [(u, *_row(m, s)) for m, s in members if until is None or _arrival(m) <= until]
         return export_frame(rows)
+
+    def watermark(self) -> int:
+        with self._talking():
+            return int(self._db.get(f"{self.namespace}:seq") or 0)
+
+    def trim(self, until: int) -> int:
+        users, deleted = self._users(), 0
+        for lo in range(0, len(users), _USERS_PER_PIPELINE):
+            part = users[lo : lo + _USERS_PER_PIPELINE]
+            with self._talking():
+                pipe = self._db.pipeline(transaction=False)
+                for u in part:
+                    pipe.zrange(self._key(u), 0, -1)
+                found = pipe.execute()
+                pipe = self._db.pipeline(transaction=True)
+                for u, members in zip(part, found, strict=True):
+                    old = [m for m in members if _arrival(m) <= until]
+                    if old:
+                        pipe.zrem(self._key(u), *old)
+                        deleted += len(old)
+                pipe.execute()
+        return deleted
 
     def forgotten(self) -> list[str]:
         with self._talking():
             return sorted(self._db.hkeys(f"{self.namespace}:forgotten"))
+
+    def clear_forgotten(self, users: Sequence[str], before: int) -> int:
+        key, users = f"{self.namespace}:forgotten", [str(u) for u in users]
+        if not users:
+            return 0
+        with self._talking():
+            marks = self._db.hmget(key, users)
+            old = [u for u, at in zip(users, marks, strict=True) if at is not None and int(at) < before]
+            return int(self._db.hdel(key, *old)) if old else 0
 
     def count(self) -> int:
         users = self._users()

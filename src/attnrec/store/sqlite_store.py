@@ -54,6 +54,7 @@ _TRIM = (
     "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE user = ? "
     "ORDER BY ts DESC, seq DESC LIMIT -1 OFFSET ?)"
 )
+_LAST = 2**63 - 1  # no arrival number is larger
 _RECENT = "SELECT item, ts, event, rating FROM events WHERE user = ? ORDER BY ts DESC, seq DESC LIMIT ?"
 _PARAMS = 500  # host parameters per IN (...) list, under SQLite's limit
 
@@ -198,12 +199,35 @@ class SqliteStore:
             conn.execute("INSERT OR REPLACE INTO forgotten VALUES (?, ?)", (str(user), int(time.time())))
         return int(deleted)
 
-    def export(self) -> pd.DataFrame:
-        rows = self._conn().execute("SELECT user, item, ts, event, rating FROM events ORDER BY user, ts, seq")
+    def export(self, until: int | None = None) -> pd.DataFrame:
+        last = _LAST if until is None else int(until)
+        rows = self._conn().execute(
+            "SELECT user, item, ts, event, rating FROM events WHERE seq <= ? ORDER BY user, ts, seq", (last,)
+        )
         return export_frame(rows.fetchall())
+
+    def watermark(self) -> int:
+        # AUTOINCREMENT never reuses a number, even of deleted events: sqlite_sequence holds the largest.
+        row = self._conn().execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        return int(row[0]) if row else 0
+
+    def trim(self, until: int) -> int:
+        conn = self._conn()
+        with self._write(conn):
+            return int(conn.execute("DELETE FROM events WHERE seq <= ?", (int(until),)).rowcount)
 
     def forgotten(self) -> list[str]:
         return [r[0] for r in self._conn().execute("SELECT user FROM forgotten ORDER BY user")]
+
+    def clear_forgotten(self, users: Sequence[str], before: int) -> int:
+        conn = self._conn()
+        with self._write(conn):
+            return sum(
+                conn.execute(
+                    "DELETE FROM forgotten WHERE user = ? AND at < ?", (str(u), int(before))
+                ).rowcount
+                for u in users
+            )
 
     def count(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])

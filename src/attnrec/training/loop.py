@@ -59,7 +59,7 @@ def resolve_device(name: str) -> torch.device:
 def train(
     module: Trainable[T],
     train_data: T,
-    validate: Validate,
+    validate: Validate | None,
     cfg: TrainConfig,
     *,
     state_dir: Path | None = None,
@@ -84,6 +84,9 @@ def train(
 
     ``callbacks`` (:mod:`attnrec.training.callbacks`) see every finished epoch's record on the main
     rank and may stop the run after it (e.g. experiment tracking, pruning a tuning trial).
+
+    ``validate=None`` (a final fit on every event) trains ``cfg.max_epochs`` epochs (or until the time
+    budget) without validation and keeps the last weights.
     """
     loop = _Loop(module, train_data, validate, cfg, state_dir, progress, tuple(callbacks))
     owns_group = distributed.init(loop.device)
@@ -105,7 +108,7 @@ class _Loop(Generic[T]):
         self,
         module: Trainable[T],
         train_data: T,
-        validate: Validate,
+        validate: Validate | None,
         cfg: TrainConfig,
         state_dir: Path | None,
         progress: bool,
@@ -172,7 +175,9 @@ class _Loop(Generic[T]):
             record = self._train_epoch(epoch, inside)
             # One clock decides (rank 0's), so every rank stops after the same epoch.
             out_of_time = bool(distributed.broadcast_object(self._out_of_time()))
-            if epoch % cfg.eval_every == 0 or epoch == cfg.max_epochs or out_of_time:
+            if self.validate is None:  # a final fit: the last epoch's weights are the model
+                result.best_epoch = epoch
+            elif epoch % cfg.eval_every == 0 or epoch == cfg.max_epochs or out_of_time:
                 record["valid"] = self._evaluate(epoch, record)
             result.history.append(record)
             result.epochs, result.seconds = epoch, time.perf_counter() - self.t0
@@ -287,6 +292,7 @@ class _Loop(Generic[T]):
         (lr_decay)."""
         cfg, st, result = self.cfg, self.state, self.state.result
         self.module.eval()
+        assert self.validate is not None
         metrics = _validate_on_main(self.validate, self.module, self.main, self.world)
         if cfg.monitor not in metrics:
             raise KeyError(f"monitor {cfg.monitor!r} not among validation metrics {sorted(metrics)}")

@@ -1,0 +1,211 @@
+"""``attnrec retrain``: the nightly loop in one command (export the store, join, warm-start, save, reload).
+
+The order keeps every event exactly once: the store's :meth:`~attnrec.store.HistoryStore.watermark` is
+taken first and only the events up to it are exported and joined to the base log; the model is
+warm-started on the joined log (final fit: every event trains) and saved; the running server is asked
+to reload it; only then are the exported events trimmed from the store. Events that arrive while
+it runs stay in the store, and the new model reads them as live events after the reload.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from attnrec.cli._common import MANIFEST_KEY_HELP, DataOptions, cli_errors, err, option_groups
+from attnrec.cli._warm import EpochsFromOpt, fixed_epochs
+from attnrec.cli.ingest import StoreOpt
+from attnrec.cli.main import app
+from attnrec.config import ConfigError
+from attnrec.data.schema import DataError, Interactions
+from attnrec.data.split import FINAL
+from attnrec.recommend import Recommender
+from attnrec.store import HistoryStore, open_store
+
+Reload = Callable[[Path], None]  # asks the server to load the new model directory
+
+
+@dataclass(frozen=True)
+class Retrained:
+    """What one retrain did: the new model, the log it trained on and the store events it moved."""
+
+    model: Recommender
+    log: Interactions
+    exported: int
+    trimmed: int
+    reloaded: bool
+
+
+def joined_log(base: Interactions, exported: pd.DataFrame, forgotten: list[str]) -> Interactions:
+    """``base`` without the events of ``forgotten`` users, followed by the ``exported`` store events.
+
+    The joined log keeps the base's columns (a timestamp column orders each user's events); its item
+    titles and features come along, store items without a feature row get empty features.
+    """
+    frame = base.to_frame()
+    frame = frame[~frame["user"].isin(set(forgotten))]
+    columns = list(frame.columns)
+    missing = [c for c in columns if c not in exported.columns]
+    if missing:
+        raise DataError(f"the store's events have no {', '.join(missing)} column for the base log")
+    joined = pd.concat([frame, exported[columns]], ignore_index=True)
+    return Interactions.from_frame(
+        joined,
+        user="user",
+        item="item",
+        timestamp="timestamp" if "timestamp" in columns else None,
+        event="event" if "event" in columns else None,
+        rating="rating" if "rating" in columns else None,
+        titles=base.item_titles,
+        item_features=base.item_features,
+        missing_features="empty",
+        name=base.source.name,
+    )
+
+
+def retrain(
+    old: Path,
+    store: HistoryStore,
+    base: Interactions,
+    out: Path,
+    *,
+    train: dict[str, object] | None = None,
+    reload: Reload | None = None,
+    log_out: Path | None = None,
+    manifest_key: str | None = None,
+    progress: bool = False,
+) -> Retrained:
+    """Warm-start ``old`` on ``base`` plus ``store``'s events, save it to ``out`` (and the joined log to
+    ``log_out``), reload, then trim the store. ``train``: training settings over the old model's; the
+    number of epochs defaults to the old model's best epoch."""
+    if out.resolve() == old.resolve():
+        raise ConfigError(f"--out {out}: the new model must not overwrite the one it starts from")
+    mark, started = store.watermark(), int(time.time())
+    forgotten = store.forgotten()
+    exported = store.export(until=mark)
+    log = joined_log(base, exported, forgotten)
+    previous = Recommender.load(old, device="cpu")
+    settings = dict(train or {})
+    if (
+        "max_epochs" not in settings
+        and previous.train_result_ is not None
+        and previous.train_result_.best_epoch
+    ):
+        settings["max_epochs"] = previous.train_result_.best_epoch
+    model = Recommender(previous.name, train=settings, auto=False)
+    model.fit(log, FINAL, init_from=previous, progress=progress)
+    model.save(out, manifest_key=manifest_key)
+    if log_out is not None:  # before the trim: the exported events then live in the next base log
+        log_out.parent.mkdir(parents=True, exist_ok=True)
+        log.to_frame().to_parquet(log_out, index=False)
+    if reload is not None:
+        reload(out)  # an error here leaves the store as it was: the events are not lost
+    trimmed = store.trim(mark)
+    store.clear_forgotten(forgotten, started)
+    return Retrained(model, log, len(exported), trimmed, reload is not None)
+
+
+def http_reload(url: str, name: str, admin_key: str | None) -> Reload:
+    """A :data:`Reload` that POSTs ``/v1/admin/reload`` of the server at ``url`` for the model ``name``."""
+    import httpx  # the serve extra
+
+    def reload(path: Path) -> None:
+        headers = {"X-API-Key": admin_key} if admin_key else {}
+        try:
+            answer = httpx.post(
+                url.rstrip("/") + "/v1/admin/reload",
+                json={"model": name, "path": str(path.resolve())},
+                headers=headers,
+                timeout=600,
+            )
+        except httpx.HTTPError as e:
+            raise ConfigError(f"--reload {url}: {e}; the new model is saved in {path}") from None
+        if answer.status_code != 200:
+            raise ConfigError(
+                f"--reload {url}: HTTP {answer.status_code} {answer.text[:300]}; the new model is saved "
+                f"in {path}, the store was left as it was"
+            )
+
+    return reload
+
+
+@app.command(
+    "retrain",
+    epilog="Example: attnrec retrain --model runs/v1 --store events.db --data log.parquet --out runs/v2",
+)
+@cli_errors
+@option_groups
+def retrain_command(
+    model: Annotated[Path, typer.Option("--model", help="The saved model to start from (warm start).")],
+    store: StoreOpt,
+    data: Annotated[str, typer.Option("--data", help="The base log the old model was trained on.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the new model.")],
+    reading: DataOptions = DataOptions(),
+    log_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--log-out",
+            help="Write the joined log (base + exported events) to this Parquet file: the next retrain's "
+            "--data.",
+        ),
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--max-epochs", min=1, help="Epochs of the fine-tune.")
+    ] = None,
+    epochs_from: EpochsFromOpt = None,
+    reload: Annotated[
+        str | None, typer.Option("--reload", help="URL of a running server to hot-reload the new model into.")
+    ] = None,
+    served_name: Annotated[
+        str | None,
+        typer.Option(
+            "--served-name", help="The model's name on that server.", show_default="--model's directory name"
+        ),
+    ] = None,
+    admin_key: Annotated[
+        str | None,
+        typer.Option(
+            "--admin-key", envvar="ATTNREC_ADMIN_KEY", show_default=False, help="An API key of that server."
+        ),
+    ] = None,
+    manifest_key: Annotated[
+        str | None,
+        typer.Option(
+            "--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP
+        ),
+    ] = None,
+) -> None:
+    """Warm-start a model on its base log plus the events a store gathered, save it, optionally reload a
+    server.
+
+    The events up to the moment it starts are exported from the store and joined to --data (users who
+    asked to be forgotten lose their old events); the model is fine-tuned on every event (final fit)
+    for --max-epochs (--epochs-from a validated run; by default the old model's best epoch). After the
+    save (and the reload), the exported events are removed from the store; events that arrived
+    meanwhile stay, read as live events.
+    """
+    train: dict[str, object] = {**fixed_epochs(epochs_from, epochs)}
+    if epochs is not None:
+        train["max_epochs"] = epochs
+    base = reading.load(data)
+    target = open_store(store)
+    asked = None if reload is None else http_reload(reload, served_name or model.name, admin_key)
+    try:
+        done = retrain(
+            model, target, base, out, train=train, reload=asked, log_out=log_out, manifest_key=manifest_key
+        )
+    finally:
+        target.close()
+    tr = done.model.train_result_
+    epochs_done = tr.epochs if tr is not None else 0
+    err.print(
+        f"retrained on {len(done.log):,} events ({done.exported:,} from the store) for {epochs_done} "
+        f"epoch(s); saved to {out}{'; reloaded' if done.reloaded else ''}; {done.trimmed:,} events moved out "
+        "of the store"
+    )

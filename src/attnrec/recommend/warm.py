@@ -1,0 +1,215 @@
+"""Warm starts: a new fit that begins from a fitted model's weights, its ID maps extended.
+
+A warm start never renumbers: the old users and items keep their internal indices and the IDs the
+new log adds are appended (:func:`extend_log`). The model's tables grow for them
+(:func:`grown_core`): a model built from item features encodes the new items with its training
+codes (as :meth:`~attnrec.recommend.Recommender.add_items` does); every other new row is the one the
+model's own initialisation gives at the start of training, from the seeded generator. Every other
+weight is copied; settings whose weights cannot be copied (another hidden size, another number of
+layers) are refused in one line that names them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any  # settings dicts
+
+import numpy as np
+import torch
+
+from attnrec.config import ConfigError, config_to_dict
+from attnrec.data.schema import IdMap, Interactions
+from attnrec.models.context import ModelContext
+from attnrec.models.event_context import EventFields
+from attnrec.models.registry import ModelSpec
+from attnrec.recommend import cold_items
+from attnrec.recommend.core import ModelCore, build_core
+
+
+@dataclass(frozen=True)
+class WarmSource:
+    """What a warm start takes from the old model: its name, settings, ID maps, weights and context."""
+
+    model: str
+    config: object
+    train: Mapping[str, Any]  # its training settings (a fine-tune starts from them)
+    users: IdMap
+    items: IdMap
+    events: IdMap | None
+    core: ModelCore
+    context: ModelContext | None
+    where: str  # the old model as the errors name it (a directory, or "init_from")
+
+
+def extended(old: IdMap, ids: np.ndarray) -> IdMap:
+    """``old`` with the IDs of ``ids`` it does not know appended, in their order (old indices kept)."""
+    new = [str(x) for x in ids if x not in old]
+    return IdMap(np.concatenate([old.external, np.array(new, dtype=object)]), old.offset)
+
+
+def extend_log(data: Interactions, source: WarmSource) -> Interactions:
+    """``data`` indexed through ``source``'s ID maps, extended with its new users, items and event types.
+
+    Old IDs keep their internal index; new ones follow in order of first appearance in ``data``. The
+    log is re-sorted by the new user index (stable, so each user's events keep their time order).
+    """
+    users, items = extended(source.users, data.users.external), extended(source.items, data.items.external)
+    user_of = users.to_internal(list(data.users.external))  # data's user index -> extended index
+    item_of = items.to_internal(list(data.items.external))
+    user = user_of[data.user - data.users.offset]
+    item = item_of[data.item - data.items.offset]
+    order = np.argsort(user, kind="stable")
+
+    def taken(values: np.ndarray | None) -> np.ndarray | None:
+        return None if values is None else np.asarray(values)[order]
+
+    events = data.events
+    if data.event is not None and source.events is not None:
+        events = extended(source.events, np.array(sorted({str(x) for x in data.event}), dtype=object))
+    return dataclasses.replace(
+        data,
+        user=user[order],
+        item=item[order],
+        users=users,
+        items=items,
+        timestamp=taken(data.timestamp),
+        rating=taken(data.rating),
+        event=taken(data.event),
+        events=events,
+    )
+
+
+def indexed_like(data: Interactions, source: WarmSource) -> bool:
+    """Whether ``data``'s ID maps already begin with ``source``'s (so :func:`extend_log` renumbers
+    nothing)."""
+    return all(
+        len(ids) >= len(old) and bool(np.array_equal(ids.external[: len(old)], old.external))
+        for ids, old in ((data.users, source.users), (data.items, source.items))
+    )
+
+
+def settings(source: WarmSource, model: str, given: Mapping[str, Any], config_cls: type) -> dict[str, Any]:
+    """The settings of the warm-started model: the old model's, with the ones the caller ``given`` over them.
+
+    A model of another type is refused (its weights mean something else).
+    """
+    if source.model != model:
+        raise ConfigError(f"{source.where}: a {source.model} model; a {model} model cannot start from it")
+    old = config_to_dict(source.config)
+    unknown = sorted(set(given) - set(old))
+    if unknown:
+        raise ConfigError(f"{model}: unknown settings {', '.join(unknown)}")
+    return old | dict(given)
+
+
+def check_events(source: WarmSource, config: object, events: IdMap | None) -> None:
+    """A model that reads event types cannot read types its table has no row for: refused in one line."""
+    if not isinstance(config, EventFields) or not config.event_input or events is None:
+        return
+    if config.n_events and len(events) > config.n_events:
+        new = events.to_list()[config.n_events :]
+        raise ConfigError(
+            f"{source.where}: the log has event types the model has no embedding for "
+            f"({', '.join(new[:5])}; it reads n_events={config.n_events}); retrain it from scratch"
+        )
+
+
+def grown_core(
+    spec: ModelSpec,
+    config: object,
+    source: WarmSource,
+    data: Interactions,
+    seed: int,
+    context: ModelContext | None,
+) -> tuple[ModelCore, ModelContext | None]:
+    """The old weights in a model sized for ``data`` (whose ID maps extend the old ones), and its context.
+
+    New item rows come from item features when the model builds its item table from them, else from
+    the initialisation of a fresh model of the new size seeded with ``seed``; so do new user rows.
+    """
+    core = source.core
+    n_old_items = len(source.items)
+    new_items = data.items.to_list()[n_old_items:]
+    if source.context is not None and source.context.item_features is not None:
+        # The item table is built from features: the new items get rows from their training codes.
+        core = copy.deepcopy(core).cpu()  # grown in place: the old model stays as it was
+        if new_items and not cold_items.takes_new_items(core, source.context, config):
+            raise ConfigError(
+                f"{source.where}: the model reads item features only beside the item IDs, so the "
+                f"{len(new_items):,} new items get no rows from them; train it from scratch"
+            )
+        if new_items:
+            if data.item_features is None:
+                raise ConfigError(f"{source.where}: the model reads item features; the new log has none")
+            table = data.item_features.rekey({i: i for i in new_items})
+            cold_items.extend_items(core, source.context, source.items, table)
+        events = data.events if source.context.events is not None else None
+        context = dataclasses.replace(source.context, events=events)
+        fresh_state: Mapping[str, torch.Tensor] = {}
+    else:
+        fresh = build_core(spec, config, data.n_users, data.n_items, seed=seed, context=context)
+        fresh_state = fresh.state_dict()
+    old_state = core.state_dict()
+    target = fresh_state or old_state
+    merged = {key: _grown(key, old_state[key], target.get(key), source, data, config) for key in old_state}
+    missing = sorted(set(target) - set(old_state))
+    if missing:
+        raise ConfigError(
+            f"{source.where}: the settings add weights the old model lacks ({', '.join(missing[:3])})"
+        )
+    if fresh_state:
+        core = fresh
+    core.load_state_dict(merged)
+    return core, context
+
+
+def _grown(
+    key: str,
+    old: torch.Tensor,
+    new: torch.Tensor | None,
+    source: WarmSource,
+    data: Interactions,
+    config: object,
+) -> torch.Tensor:
+    """The old tensor ``old`` in the shape of the fresh ``new``: equal shapes copy; a table whose first
+    dimension grew by the new items (or users) keeps its old rows at their indices, its trailing rows
+    past the catalog (BERT4Rec's [mask]) at the end, and the fresh rows between."""
+    if new is None:
+        raise ConfigError(f"{source.where}: weight {key} of the old model has no place in the new one")
+    if old.shape == new.shape:
+        return old.detach().clone()
+    grow_items = len(data.items) - len(source.items)
+    grow_users = len(data.users) - len(source.users)
+    if old.shape[1:] == new.shape[1:] and new.shape[0] > old.shape[0]:
+        grew = int(new.shape[0] - old.shape[0])
+        item_rows = len(source.items) + source.items.offset
+        if grew == grow_items and (grew != grow_users or 0 <= old.shape[0] - item_rows <= 2):
+            base = min(item_rows, int(old.shape[0]))
+        elif grew == grow_users:
+            base = min(len(source.users), int(old.shape[0]))
+        else:
+            base = -1
+        if base >= 0:
+            out = new.detach().clone()
+            out[:base] = old[:base]
+            tail = int(old.shape[0]) - base
+            if tail:
+                out[-tail:] = old[base:]
+            return out
+    raise ConfigError(
+        f"{source.where}: weight {key} is {list(old.shape)} in the old model and {list(new.shape)} with "
+        f"these settings; {_differing(source.config, config) or 'the settings do not fit its weights'}"
+    )
+
+
+def _differing(old: object, new: object) -> str:
+    """The settings that differ between ``old`` and ``new``, as ``name=new (the old model has old)``."""
+    a, b = config_to_dict(old), config_to_dict(new)
+    diffs = [f"{k}={b[k]!r} (the old model has {a.get(k)!r})" for k in b if a.get(k) != b[k]]
+    return "settings that differ: " + ", ".join(diffs) if diffs else ""
+
+
+__all__ = ["WarmSource", "check_events", "extend_log", "extended", "grown_core", "indexed_like", "settings"]

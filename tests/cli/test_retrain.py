@@ -1,0 +1,112 @@
+"""``attnrec retrain``: export the store, join, warm-start, save, reload, trim; events during it stay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from attnrec.cli.main import app
+from attnrec.cli.retrain import retrain
+from attnrec.data.schema import Interactions
+from attnrec.recommend import Recommender
+from attnrec.store import Event, SqliteStore
+
+runner = CliRunner()
+TINY = {"hidden": 8, "n_layers": 1, "n_heads": 1, "max_len": 10}
+FAST = {"max_epochs": 1, "batch_size": 64, "seed": 1, "threads": 1}
+
+
+def base_frame() -> pd.DataFrame:
+    rows = [(f"u{u}", f"i{(u + t) % 20}", 1000 * u + t) for u in range(40) for t in range(5 + u % 6)]
+    return pd.DataFrame(rows, columns=["user", "item", "timestamp"])
+
+
+def store_events() -> list[Event]:
+    """A known user's new clicks, a new user, and new items."""
+    return [
+        Event("u1", "i7", 90_000),
+        Event("u1", "fresh1", 90_001),
+        *(Event("newbie", f"fresh{t % 3}", 90_000 + t) for t in range(5)),
+    ]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path, Path]:
+    base = tmp_path / "base.csv"
+    base_frame().to_csv(base, index=False)
+    old = Recommender("sasrec", TINY, FAST).fit(base_frame(), progress=False).save(tmp_path / "old")
+    store = SqliteStore(tmp_path / "events.db")
+    store.append(store_events())
+    store.close()
+    return base, old, tmp_path / "events.db"
+
+
+def test_retrain_end_to_end_on_a_sqlite_store(setup: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    base, old, db = setup
+    out, next_log = tmp_path / "new", tmp_path / "logs" / "next.parquet"
+    result = runner.invoke(
+        app,
+        ["retrain", "--model", str(old), "--store", str(db), "--data", str(base), "--out", str(out),
+         "--log-out", str(next_log), "--max-epochs", "1"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "7 from the store" in " ".join(result.output.split())
+    before, after = Recommender.load(old), Recommender.load(out)
+    assert before.items_ is not None and after.items_ is not None and before.users_ is not None
+    assert after.users_ is not None
+    assert after.items_.to_list()[: len(before.items_)] == before.items_.to_list()
+    assert after.users_.to_list()[: len(before.users_)] == before.users_.to_list()
+    assert {"fresh0", "fresh1", "fresh2"} <= set(after.items_.to_list()) and "newbie" in after.users_
+    answer = after.recommend(user="newbie", k=5)
+    assert answer.fallback is None and not {"fresh0", "fresh1", "fresh2"} & set(
+        answer.items
+    )  # seen: excluded
+    store = SqliteStore(db)
+    assert store.count() == 0  # moved into the new model's log, not counted twice
+    store.close()
+    joined = pd.read_parquet(next_log)
+    assert len(joined) == len(base_frame()) + len(store_events())
+
+
+def test_events_arriving_during_the_retrain_stay_and_are_live_after_the_reload(
+    setup: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from attnrec.serving.app import ServingConfig, create_app
+
+    base, old, db = setup
+    store = SqliteStore(db)
+    client_app = create_app({"m": old}, ServingConfig(unauthenticated_admin=True, store=store))
+    with TestClient(client_app) as client:
+
+        def reload(path: Path) -> None:
+            store.append([Event("u1", "i3", 95_000)])  # arrives while the retrain runs, before the switch
+            answer = client.post("/v1/admin/reload", json={"model": "m", "path": str(path)})
+            assert answer.status_code == 200, answer.text
+
+        done = retrain(
+            old, store, Interactions.from_frame(base_frame()), tmp_path / "new", reload=reload, train=FAST
+        )
+        assert done.exported == len(store_events()) and done.trimmed == len(store_events()) and done.reloaded
+        assert store.export()[["user", "item"]].values.tolist() == [["u1", "i3"]]
+        history = client.get("/v1/users/u1/history", params={"limit": 3}).json()
+        assert [i["item"] for i in history["items"]] == [
+            "i7",
+            "fresh1",
+            "i3",
+        ]  # trained events once, then live
+        assert history["length"] == len(base_frame().query("user == 'u1'")) + 3
+    store.close()
+
+
+def test_retrain_refuses_to_overwrite_its_own_model(setup: tuple[Path, Path, Path]) -> None:
+    base, old, db = setup
+    result = runner.invoke(
+        app, ["retrain", "--model", str(old), "--store", str(db), "--data", str(base), "--out", str(old)]
+    )
+    assert result.exit_code == 2 and "must not overwrite" in result.output, result.output
