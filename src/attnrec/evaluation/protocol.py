@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnrec.data.schema import TIMESTAMP, DataError, DataSource, Sequences
+from attnrec.data.schema import DataError, DataSource, Sequences
 from attnrec.data.split import EvalSet
 from attnrec.evaluation.list_metrics import ItemVectors, list_metrics
 from attnrec.evaluation.metrics import (
@@ -56,7 +56,9 @@ REQUEST_TIMES: dict[str, str] = {
 DEFAULT_REQUEST_TIME = "previous"
 PREVIOUS_TIME = REQUEST_TIMES["previous"]
 TARGET_TIME = REQUEST_TIMES["target"]
-LEGACY_TARGET_TIME = "target timestamp"  # what results written before the honest default recorded for "target"
+LEGACY_TARGET_TIME = (
+    "target timestamp"  # what results written before the honest default recorded for "target"
+)
 
 DEFAULT_NEGATIVES = 100  # negatives per case of the papers' sampled protocols
 DEFAULT_WINDOW = 7 * 86_400.0  # seconds: the time-window protocol's week
@@ -89,9 +91,13 @@ class Protocol:
 
     def __post_init__(self) -> None:
         if self.request_time not in REQUEST_TIMES:
-            raise ValueError(f"request_time must be one of {', '.join(REQUEST_TIMES)}, not {self.request_time!r}")
+            raise ValueError(
+                f"request_time must be one of {', '.join(REQUEST_TIMES)}, not {self.request_time!r}"
+            )
         if self.request_time != DEFAULT_REQUEST_TIME and self.window > 0:
-            raise ValueError("the time-window protocol scores every case at the cut time: no other request time")
+            raise ValueError(
+                "the time-window protocol scores every case at the cut time: no other request time"
+            )
         if self.candidates not in ("full", "sampled"):
             raise ValueError(f"candidates must be 'full' or 'sampled', not {self.candidates!r}")
         if self.sampler not in ("uniform", "popularity"):
@@ -231,13 +237,25 @@ class EvalResult:
     def describe(self) -> str:
         sha = self.data.sha256[:12] if self.data.sha256 else "n/a"
         groups = "".join(f", {g['n_cases']} with {name} targets" for name, g in self.groups.items())
-        when = f", request time = {self.request_time}" if self.request_time else ""
+        protocol = self.protocol.describe()  # says the request time itself when it is the upper bound
+        when = (
+            f", request time = {self.request_time}"
+            if self.request_time and "request time" not in protocol
+            else ""
+        )
         if "cut_time" in self.extra:
             when += f" {_utc(self.extra['cut_time'])}"
         return (
             f"{self.target} on {self.data.name} (sha256 {sha}), split {self.split}, "
-            f"{self.n_cases} users{groups}, {self.protocol.describe()}{when}"
+            f"{self.n_cases} users{groups}, {protocol}{when}"
         )
+
+
+def labelled_protocol_text(text: str) -> str:
+    """A recorded protocol line (``EvalResult.describe``) as tables show it today: results written before
+    the previous event's time became the default recorded ``request time = target timestamp``, which is the
+    upper bound and is labelled as one (:data:`TARGET_TIME`); every other line is returned unchanged."""
+    return text.replace(f"request time = {LEGACY_TARGET_TIME}", f"request time = {TARGET_TIME}")
 
 
 def _utc(seconds: float) -> str:
