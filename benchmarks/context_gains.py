@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from attnrec.evaluation.protocol import labelled_protocol_text
 from attnrec.experiments.seeds import SEED_KEY, Spread, spread
 from provenance import ROOT, git_sha  # benchmarks/provenance.py, beside this script
 
@@ -270,7 +271,9 @@ def _row(r: Result) -> str:
 def _protocols(r: Result) -> str:
     """The split and protocol of the figures, as the result files record them (each distinct text once)."""
     sides = [s for s in (r.baseline, r.variant) if s is not None]
-    texts = list(dict.fromkeys(e["protocol_text"] for s in sides for e in s.evaluations))
+    texts = list(
+        dict.fromkeys(labelled_protocol_text(e["protocol_text"]) for s in sides for e in s.evaluations)
+    )
     valid = list(dict.fromkeys(str(x.get("valid_protocol", "?")) for s in sides for x in s.records))
     if not texts:
         return "no result file yet"

@@ -54,3 +54,7 @@ def test_comparison_tables(data: str) -> None:
 @pytest.mark.parametrize("path", sorted((RESULTS / "studies").glob("*.json")), ids=lambda p: p.stem)
 def test_study_tables(path: Path) -> None:
     assert study_markdown(_json(path)) == path.with_suffix(".md").read_text()
+
+
+def test_request_time_table() -> None:
+    assert load("request_time").markdown(RESULTS / "runs") == (RESULTS / "request_time.md").read_text()

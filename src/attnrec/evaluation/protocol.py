@@ -11,10 +11,13 @@ is ignored; :class:`ScoreFn`). Under sampled negatives an optional candidate sco
 target and negatives ``items`` ``(B, C)``: the same ranks as the full scorer, without a score for
 every item of a large catalog.
 
-The request time: when the cases carry their targets' timestamps (``EvalSet.target_columns``), each
-case is a request made at its target event's time, and the scorers get it as ``request_time``
-``(B,)`` (a model that reads no time ignores it); under the time-window protocol every case is a
-request made at the window's start. The result records which (:attr:`EvalResult.request_time`).
+The request time: on a timestamped log each case is a request made when a server would make it, at
+the time of the user's previous event (the newest timestamp of the case's history), and the scorers
+get it as ``request_time`` ``(B,)`` (a model that reads no time ignores it). The target event's own
+timestamp is information no server has before the click: it is available only as a named upper bound
+(``Protocol.request_time = "target"``, the protocol ``full-target-time``), labelled as one wherever it
+is shown. Under the time-window protocol every case is a request made at the window's start. The
+result records which (:attr:`EvalResult.request_time`; :data:`REQUEST_TIMES`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnrec.data.schema import TIMESTAMP, DataError, DataSource, Sequences
+from attnrec.data.schema import DataError, DataSource, Sequences
 from attnrec.data.split import EvalSet
 from attnrec.evaluation.list_metrics import ItemVectors, list_metrics
 from attnrec.evaluation.metrics import (
@@ -42,10 +45,22 @@ from attnrec.evaluation.metrics import (
     ranking_metrics,
     ranking_standard_errors,
 )
-from attnrec.evaluation.scoring import CandidateScoreFn, ScoreFn, rank_cases, rank_target_sets
+from attnrec.evaluation.scoring import CandidateScoreFn, ScoreFn, rank_cases, rank_target_sets, request_times
 from attnrec.evaluation.window import WINDOW_START, TargetSets, window_text
 
-TARGET_TIME = "target timestamp"  # EvalResult.request_time when each case was scored at its target's time
+# Protocol.request_time -> what EvalResult.request_time records (and tables show) for it
+REQUEST_TIMES: dict[str, str] = {
+    # what a server knows: the user's newest event before the target
+    "previous": "previous event's timestamp",
+    # known only after the click: not a deployable setting
+    "target": "upper bound: the target's own timestamp",
+}
+DEFAULT_REQUEST_TIME = "previous"
+PREVIOUS_TIME = REQUEST_TIMES["previous"]
+TARGET_TIME = REQUEST_TIMES["target"]
+LEGACY_TARGET_TIME = (
+    "target timestamp"  # what results written before the honest default recorded for "target"
+)
 
 DEFAULT_NEGATIVES = 100  # negatives per case of the papers' sampled protocols
 DEFAULT_WINDOW = 7 * 86_400.0  # seconds: the time-window protocol's week
@@ -62,6 +77,9 @@ class Protocol:
     ``window`` > 0 (seconds; full ranking only) makes it the time-window protocol: the targets are
     every item a user interacts with in ``[cut, cut + window)`` after the split's cut time (with
     ``exclude_seen``, those not already in the history), each case a request made at the cut time.
+    ``request_time`` (single-target protocols on timestamped logs): ``"previous"``, each case is scored at
+    its history's newest timestamp (what a server knows), or ``"target"``, at the target's own timestamp:
+    an upper bound no server can reach, described as one (:data:`REQUEST_TIMES`).
     """
 
     candidates: str = "full"
@@ -71,8 +89,17 @@ class Protocol:
     seed: int = 0
     ks: tuple[int, ...] = DEFAULT_KS
     window: float = 0.0
+    request_time: str = DEFAULT_REQUEST_TIME
 
     def __post_init__(self) -> None:
+        if self.request_time not in REQUEST_TIMES:
+            raise ValueError(
+                f"request_time must be one of {', '.join(REQUEST_TIMES)}, not {self.request_time!r}"
+            )
+        if self.request_time != DEFAULT_REQUEST_TIME and self.window > 0:
+            raise ValueError(
+                "the time-window protocol scores every case at the cut time: no other request time"
+            )
         if self.candidates not in ("full", "sampled"):
             raise ValueError(f"candidates must be 'full' or 'sampled', not {self.candidates!r}")
         if self.sampler not in ("uniform", "popularity"):
@@ -111,7 +138,9 @@ class Protocol:
         else:
             cand = f"{self.n_negatives} {self.sampler}-sampled negatives (seed {self.seed})"
         seen = "history excluded" if self.exclude_seen or self.candidates == "sampled" else "history kept"
-        return f"{cand}, {seen}"
+        # the default is stated by the result (EvalResult.describe); a protocol that departs from it says so
+        when = "" if self.request_time == DEFAULT_REQUEST_TIME else f", request time = {TARGET_TIME}"
+        return f"{cand}, {seen}{when}"
 
 
 PROTOCOLS: dict[str, Protocol] = {
@@ -123,6 +152,9 @@ PROTOCOLS: dict[str, Protocol] = {
     "sampled-popularity": Protocol(candidates="sampled", n_negatives=DEFAULT_NEGATIVES, sampler="popularity"),
     # every item each user interacts with in the week after the split's cut time (RecTools' time-range split)
     "time-window": Protocol(window=DEFAULT_WINDOW),
+    # the upper bound of a time-aware model: each case scored at its target's own timestamp, which no
+    # server knows before the click (the default scores at the user's previous event's time)
+    "full-target-time": Protocol(request_time="target"),
 }
 """The named protocols, as the CLI's ``--protocol`` and the benchmark configs spell them."""
 FULL = PROTOCOLS["full"]
@@ -182,8 +214,9 @@ class EvalResult:
     # metrics of subsets of the cases (the cold-item protocol's "cold" and "warm" targets):
     # name -> {"n_cases", "metrics", "standard_errors"}
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # what the scorers got as the request time: TARGET_TIME (each case's target timestamp), WINDOW_START
-    # (the time-window protocol's cut time, in extra["cut_time"]) or "" (none)
+    # what the scorers got as the request time: PREVIOUS_TIME (each case's history's newest timestamp),
+    # TARGET_TIME (the upper bound: each case's target timestamp; LEGACY_TARGET_TIME in older results),
+    # WINDOW_START (the time-window protocol's cut time, in extra["cut_time"]) or "" (none)
     request_time: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -219,13 +252,25 @@ class EvalResult:
     def describe(self) -> str:
         sha = self.data.sha256[:12] if self.data.sha256 else "n/a"
         groups = "".join(f", {g['n_cases']} with {name} targets" for name, g in self.groups.items())
-        when = f", request time = {self.request_time}" if self.request_time else ""
+        protocol = self.protocol.describe()  # says the request time itself when it is the upper bound
+        when = (
+            f", request time = {self.request_time}"
+            if self.request_time and "request time" not in protocol
+            else ""
+        )
         if "cut_time" in self.extra:
             when += f" {_utc(self.extra['cut_time'])}"
         return (
             f"{self.target} on {self.data.name} (sha256 {sha}), split {self.split}, "
-            f"{self.n_cases} users{groups}, {self.protocol.describe()}{when}"
+            f"{self.n_cases} users{groups}, {protocol}{when}"
         )
+
+
+def labelled_protocol_text(text: str) -> str:
+    """A recorded protocol line (``EvalResult.describe``) as tables show it today: results written before
+    the previous event's time became the default recorded ``request time = target timestamp``, which is the
+    upper bound and is labelled as one (:data:`TARGET_TIME`); every other line is returned unchanged."""
+    return text.replace(f"request time = {LEGACY_TARGET_TIME}", f"request time = {TARGET_TIME}")
 
 
 def _utc(seconds: float) -> str:
@@ -266,9 +311,10 @@ def evaluate(
     A batch holds at most ``batch_size`` cases and ``batch_positions`` history positions (a history
     counts as its length, at most :data:`WINDOW`): at ML-1M's length 200 that is about 80 cases,
     whose activations stay in the CPU's caches (twice as fast on 2 threads as 256 cases).
-    When ``cases`` carry their targets' timestamps, each case is scored with its target's timestamp as
-    ``request_time`` (the request is made when the target event happened), and the result says so;
-    time-window cases are all scored at the window's start.
+    On a timestamped log each case is scored with ``request_time`` = its history's newest timestamp (the
+    user's previous event: what a server knows when the request comes), or under ``protocol.request_time
+    = "target"`` its target's own timestamp (an upper bound); the result says which. Time-window cases
+    are all scored at the window's start.
     """
     start = time.perf_counter()
     n = len(cases)
@@ -296,8 +342,8 @@ def evaluate(
         ranks, lists = rank_cases(
             scorer, cases, protocol, popularity, batch_size, batch_positions, candidate_scorer, bool(listed)
         )
-        has_times = TIMESTAMP in cases.target_columns
-        request_time, extra = (TARGET_TIME if has_times else ""), {}
+        timed = request_times(cases, protocol.request_time) is not None
+        request_time, extra = (REQUEST_TIMES[protocol.request_time] if timed else ""), {}
     values = ranking_metrics(ranks, protocol.ks, ranking)
     errors = ranking_standard_errors(ranks, protocol.ks, ranking)
     if listed:

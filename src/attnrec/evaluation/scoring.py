@@ -102,7 +102,7 @@ def rank_cases(
     # Cases in order of history length: a batch is padded to its longest history, so batches of
     # similar lengths pad (and attend over) far fewer positions; each case's score is the same.
     order = np.argsort(cases.histories.lengths(), kind="stable")
-    times = cases.target_columns.get(TIMESTAMP)  # (n,) the targets' times, or None: no request time
+    times = request_times(cases, protocol.request_time)  # (n,) each case's request time, or None: none
     for lo, hi in batch_bounds(cases.histories.lengths()[order], batch_size, batch_positions):
         rows = order[lo:hi]
         hist = cases.histories.take(rows)
@@ -125,6 +125,23 @@ def rank_cases(
         else:
             ranks[rows] = sampled_ranks(scores, targets, torch.as_tensor(negatives[rows])).numpy()
     return ranks, lists
+
+
+def request_times(cases: EvalSet, rule: str) -> np.ndarray | None:
+    """``(n,)`` int64 each case's request time under ``rule`` (``Protocol.request_time``), or None when the
+    log has no timestamps. ``"previous"``: the newest timestamp of the case's history, the user's previous
+    event (0 for a case without history: a model reads the request time at its newest position, and such
+    a case has none); ``"target"``: the target's own timestamp (the upper bound)."""
+    if rule == "target":
+        targets = cases.target_columns.get(TIMESTAMP)
+        return None if targets is None else np.asarray(targets, dtype=np.int64)
+    times = cases.histories.columns.get(TIMESTAMP)
+    if times is None:
+        return None
+    filled = cases.histories.lengths() > 0
+    out = np.zeros(len(cases), dtype=np.int64)
+    out[filled] = np.asarray(times, dtype=np.int64)[cases.histories.offsets[1:][filled] - 1]
+    return out
 
 
 def rank_target_sets(

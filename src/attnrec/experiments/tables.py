@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnrec.data.split import DEFAULT_SPLIT, parse_split
 from attnrec.evaluation.metrics import METRICS
+from attnrec.evaluation.protocol import labelled_protocol_text
 from attnrec.evaluation.published import LABELS, ML_1M_SHA256, best_full_ranking, full_ranking_figures
 from attnrec.experiments.seeds import SEED_KEY, SEED_VARIES, group_seed_runs, metric_spreads
 
@@ -294,7 +295,8 @@ def results_markdown(results: Sequence[Record], generated_by: str, sources: str,
     groups: dict[tuple[str, str, str], list[tuple[Record, Record]]] = {}
     for r in results:
         for ev in r["evaluations"].values():
-            key = (r["data"]["name"], ev["protocol_text"].split(" (seed")[0], r.get("split", DEFAULT_SPLIT))
+            text = labelled_protocol_text(ev["protocol_text"])  # older results' target time: the upper bound
+            key = (r["data"]["name"], text.split(" (seed")[0], r.get("split", DEFAULT_SPLIT))
             groups.setdefault(key, []).append((r, ev))
     for (dname, ptext, split), rows in sorted(groups.items()):
         lines += _protocol_section(dname, ptext, split, rows, links)
