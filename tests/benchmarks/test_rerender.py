@@ -58,3 +58,9 @@ def test_study_tables(path: Path) -> None:
 
 def test_request_time_table() -> None:
     assert load("request_time").markdown(RESULTS / "runs") == (RESULTS / "request_time.md").read_text()
+
+
+def test_defaults_table() -> None:
+    results = json.loads((RESULTS / "defaults.json").read_text())
+    text = load("defaults").render(results, results[0]["budget"])
+    assert text == (RESULTS / "defaults.md").read_text()
