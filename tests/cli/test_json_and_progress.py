@@ -60,6 +60,7 @@ def test_evaluate_json_prints_what_json_out_writes(trained: tuple[Path, Path], t
         "exclude_seen": True,
         "seed": 0,
         "ks": [1, 5, 10],
+        "request_time": "previous",
     }
     table = runner.invoke(app, ["evaluate", "--model", str(model), "--data", str(pairs)])
     assert table.exit_code == 0 and "protocol:" in table.stdout
