@@ -255,7 +255,6 @@ def serve(
         raise ValueError(f"--timeout-keep-alive must be at least 1 second, not {timeout_keep_alive}")
     protocol = http_protocol(http, timeout_headers, max_connections, retry_after)
     logs = log_config(log_level, log_format)
-    logging.config.dictConfig(logs)
     for root in models_root or ():
         if not root.is_dir():
             raise ValueError(f"--models-root {root}: not a directory")
@@ -291,6 +290,9 @@ def serve(
         load_timeout_s=load_timeout,
     )
     dirs = parse_model_specs(model)
+    # the process's logging changes only once every option is known to be good (a refused command
+    # leaves it as it was); from here on, loading the models already logs in the server's format
+    logging.config.dictConfig(logs)
     models: dict[str, Model] = (
         dict(dirs) if lazy else {n: FromDirectory.read(d, device, cfg.load_policy()) for n, d in dirs.items()}
     )
