@@ -21,7 +21,7 @@ def ring() -> Interactions:
 
 # Loggers that commands configure for the whole process (`attnrec serve` sends them to the stderr of
 # the moment, which under CliRunner is a stream closed when the command returns).
-CONFIGURED_LOGGERS = ("attnrec", "uvicorn", "uvicorn.error", "uvicorn.access")
+CONFIGURED_LOGGERS = ("", "attnrec", "uvicorn", "uvicorn.error", "uvicorn.access")  # "": the root logger
 
 
 @pytest.fixture(autouse=True)

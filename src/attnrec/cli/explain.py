@@ -6,7 +6,6 @@ interaction log) and are judged by text metrics (not ranking).
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +14,7 @@ import typer
 from rich.table import Table
 
 from attnrec.checkpoint import read_json
-from attnrec.cli._common import cli_errors, out, warn_line
+from attnrec.cli._common import cli_errors, log_to_stderr, out, warn_line
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.config import parse_overrides
@@ -74,8 +73,7 @@ def explain_train(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Train PETER/PETER+ on review data and save a self-contained checkpoint directory."""
-    if not quiet:
-        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log_to_stderr(not quiet)  # attnrec's own lines, as every command shows them (not the root logger's)
     reviews = load_review_data(data, fmt)
     sp = _split(reviews, data, split)
     out.print(
