@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import logging.config
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -244,7 +242,7 @@ def serve(
 
     from attnrec.serving.app import FromDirectory, Model, ServingConfig, create_app
     from attnrec.serving.auth import collect_admin_keys, collect_keys
-    from attnrec.serving.logs import log_config
+    from attnrec.serving.logs import configure_logging
     from attnrec.serving.transport import draining_server, http_protocol
 
     if backend not in ("torch", "onnx"):
@@ -254,7 +252,8 @@ def serve(
     if timeout_keep_alive < 1:
         raise ValueError(f"--timeout-keep-alive must be at least 1 second, not {timeout_keep_alive}")
     protocol = http_protocol(http, timeout_headers, max_connections, retry_after)
-    logs = log_config(log_level, log_format)
+    if log_format not in ("json", "text"):
+        raise ValueError(f"--log-format must be json or text, not {log_format!r}")
     for root in models_root or ():
         if not root.is_dir():
             raise ValueError(f"--models-root {root}: not a directory")
@@ -292,7 +291,7 @@ def serve(
     dirs = parse_model_specs(model)
     # the process's logging changes only once every option is known to be good (a refused command
     # leaves it as it was); from here on, loading the models already logs in the server's format
-    logging.config.dictConfig(logs)
+    configure_logging(log_level, log_format)
     models: dict[str, Model] = (
         dict(dirs) if lazy else {n: FromDirectory.read(d, device, cfg.load_policy()) for n, d in dirs.items()}
     )
@@ -315,7 +314,7 @@ def serve(
         served,
         host=host,
         port=port,
-        log_config=logs,
+        log_config=None,  # configured above: uvicorn's dictConfig would close every handler of the process
         log_level=log_level,
         access_log=False,  # attnrec's own access lines carry the request ID
         loop=loop,

@@ -8,8 +8,8 @@ request is handled (a refused reload, a bug's traceback), so one grep finds a re
 
 :class:`JsonFormatter` writes one JSON object per line: ``time`` (ISO 8601, UTC, milliseconds),
 ``level``, ``logger``, ``message``, ``request_id`` when there is one, the access fields, and
-``exception`` with the traceback when there is one. :func:`log_config` is the logging configuration
-``attnrec serve`` hands uvicorn (``--log-format json``, the default, or ``text``).
+``exception`` with the traceback when there is one. :func:`configure_logging` sets up the logging
+``attnrec serve`` runs uvicorn with (``--log-format json``, the default, or ``text``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import logging
 import re
+import sys
 import time
 import uuid
 from typing import Any
@@ -115,26 +116,28 @@ class TextFormatter(logging.Formatter):
         return line + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
 
 
-def log_config(level: str, fmt: str = "json") -> dict[str, Any]:
-    """A :func:`logging.config.dictConfig` for uvicorn and attnrec: every line to stderr as ``fmt``
-    (``json`` or ``text``); uvicorn's own access log is off (:class:`RequestLog` writes ours)."""
+def configure_logging(level: str, fmt: str = "json") -> None:
+    """Send uvicorn's and attnrec's log lines to stderr as ``fmt`` (``json`` or ``text``) at ``level``;
+    uvicorn's own access log is off (:class:`RequestLog` writes ours).
+
+    Only these loggers change. Not :func:`logging.config.dictConfig`, which first closes every
+    handler of the process, other libraries' (and a test runner's) included.
+    """
     if fmt not in ("json", "text"):
         raise ValueError(f"--log-format must be json or text, not {fmt!r}")
-    formatter = JsonFormatter if fmt == "json" else TextFormatter
-    handler = {"class": "logging.StreamHandler", "formatter": "default", "stream": "ext://sys.stderr"}
     level = level.upper()
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"default": {"()": f"{__name__}.{formatter.__name__}"}},
-        "handlers": {"default": handler},
-        "loggers": {
-            "uvicorn": {"handlers": ["default"], "level": level, "propagate": False},
-            "uvicorn.error": {"level": level},
-            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
-            "attnrec": {"handlers": ["default"], "level": level, "propagate": False},
-        },
-    }
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    for name in ("uvicorn", "attnrec"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
+    logging.getLogger("uvicorn.error").setLevel(level)
+    access = logging.getLogger("uvicorn.access")
+    access.handlers[:] = []
+    access.setLevel(logging.WARNING)
+    access.propagate = False
 
 
-__all__ = ["JsonFormatter", "RequestLog", "TextFormatter", "incoming_id", "log_config", "request_id"]
+__all__ = ["JsonFormatter", "RequestLog", "TextFormatter", "configure_logging", "incoming_id", "request_id"]
