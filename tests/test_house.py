@@ -44,6 +44,10 @@ LONG_MODULES: dict[str, str] = {
     "src/attnrec/recommend/recommender.py": "the Recommender facade: every user-level entry point",
     "src/attnrec/recommend/explainer.py": "the Explainer facade: every explanation entry point",
     "src/attnrec/serving/schemas.py": "the HTTP request and response schemas, declared in one place",
+    "src/attnrec/evaluation/protocol.py": (
+        "the protocols' one declaration and the one evaluate() over them; ranks and batch scoring "
+        "already live in candidates.py and scoring.py"
+    ),
     "src/attnrec/cli/core.py": "the train/evaluate/recommend commands; to be split by command",
 }
 
