@@ -7,6 +7,8 @@ given setting is never replaced, and that the Recommender and the CLI use them e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -114,7 +116,8 @@ def test_models_take_only_the_rules_they_have_settings_for() -> None:
 def test_recommender_chooses_only_without_preset_and_settings() -> None:
     data = ring_log(n_users=40, n_items=30)
     rec = Recommender("sasrec", train={"max_epochs": 1, "min_epochs": 0}).fit(data, progress=False)
-    assert rec.auto_ is not None and rec.config.loss == "ce" and rec.config.max_len == 50  # type: ignore[attr-defined]
+    chosen: SASRecConfig = rec.config  # type: ignore[assignment]
+    assert rec.auto_ is not None and chosen.loss == "ce" and chosen.max_len == 50
     assert rec.train_config.batch_size == 32  # 40 users
     assert rec.train_config.max_epochs == 1 and rec.train_config.smooth == 3  # given kept, rest chosen
 
@@ -130,13 +133,13 @@ def test_recommender_chooses_only_without_preset_and_settings() -> None:
         Recommender("sasrec", preset="paper", auto=True)
 
 
-def test_a_saved_auto_model_loads_with_its_chosen_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_saved_auto_model_loads_with_its_chosen_settings(tmp_path: Path) -> None:
     rec = Recommender("sasrec", train={"max_epochs": 1}).fit(ring_log(n_users=30), progress=False)
     back = Recommender.load(rec.save(tmp_path / "m"))
     assert back.config == rec.config and not back.auto
 
 
-def test_cli_train_prints_what_it_chose_and_no_auto_keeps_the_defaults(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_train_prints_what_it_chose_and_no_auto_keeps_the_defaults(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["train", "--data", "demo", "--max-epochs", "1", "--no-baseline", "--out"]
     chosen = runner.invoke(app, [*args, str(tmp_path / "a")])
