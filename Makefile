@@ -19,8 +19,8 @@ test: $(STAMP) lint typecheck layers docs
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check $(wildcard src tests benchmarks)
-	$(BIN)/ruff check $(wildcard src tests benchmarks)
+	$(BIN)/ruff format --check $(wildcard src tests benchmarks) docs/*.py
+	$(BIN)/ruff check $(wildcard src tests benchmarks) docs/*.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -34,7 +34,8 @@ GENERATED = (
 )
 
 
-# Where each model is explained (docs/explanation/), beyond its one-line description; the rest share a section.
+# Where each model is explained (docs/explanation/), beyond its one-line description;
+# the rest share a section.
 EXPLAINED = {
     "sasrec": "models.md#sasrec",
     "bert4rec": "models.md#bert4rec",
@@ -86,7 +87,10 @@ def _published(model: str, sha256: str) -> str:
 
 
 def results_table(name: str, results: Sequence[Record]) -> list[str]:
-    """Per data file and split, the run with the best validation NDCG@10, with its full-ranking test figures."""
+    """Per data file and split, the run with the best validation NDCG@10.
+
+    Each row shows that run's full-ranking test figures.
+    """
     best: dict[tuple[str, str], Record] = {}
     counts: dict[tuple[str, str], int] = {}
     names: dict[str, set[str]] = {}
@@ -122,7 +126,8 @@ def results_table(name: str, results: Sequence[Record]) -> list[str]:
 
         lines.append(
             f"| {' / '.join(sorted(names[sha]))} | `{split}` | {counts[(sha, split)]} | {run} "
-            f"| {r.get('preset') or '(config)'} | {tr['best_value']:.4f} | {_figure(m, se, 'HR@10')} | {_figure(m, se, 'NDCG@10')} "
+            f"| {r.get('preset') or '(config)'} | {tr['best_value']:.4f} "
+            f"| {_figure(m, se, 'HR@10')} | {_figure(m, se, 'NDCG@10')} "
             f"| {_published(name, sha)} "
             f"| {tr['epochs']} ({tr['best_epoch']}) | {trained_on_gpu(r) or 'CPU'} |"
         )
@@ -131,6 +136,7 @@ def results_table(name: str, results: Sequence[Record]) -> list[str]:
 
 def model_page(name: str, results: Sequence[Record]) -> str:
     spec = get_spec(name)
+    kind = "closed form (fitted by counting)" if spec.kind == "estimator" else "trained by the training loop"
     lines = [
         f"# `{name}`",
         "",
@@ -138,7 +144,7 @@ def model_page(name: str, results: Sequence[Record]) -> str:
         "",
         spec.description,
         "",
-        f"Kind: {'closed form (fitted by counting)' if spec.kind == 'estimator' else 'trained by the training loop'}; "
+        f"Kind: {kind}; "
         f"task: {spec.task}. How it works: "
         f"[explanation](../../explanation/{EXPLAINED.get(name, 'models.md#the-baselines')}).",
         "",

@@ -46,17 +46,47 @@ def free_port() -> int:
 
 def train_demo(out: Path) -> Path:
     print(f"training SASRec on the demo data into {out} (about a minute)")
-    subprocess.run([sys.executable, "-m", "attnrec", "train", "--data", "demo", "--model", "sasrec", "--preset",
-                    "demo", "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnrec",
+            "train",
+            "--data",
+            "demo",
+            "--model",
+            "sasrec",
+            "--preset",
+            "demo",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return out
 
 
 @contextmanager
 def server(model: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "attnrec", "serve", "--model", f"sasrec-demo={model}",
-                             "--port", str(port), "--threads", "1", "--log-level", "warning"],
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnrec",
+            "serve",
+            "--model",
+            f"sasrec-demo={model}",
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+            "--log-level",
+            "warning",
+        ],
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -78,8 +108,14 @@ def server(model: Path) -> Iterator[str]:
 def browser() -> webdriver.Chrome:
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--hide-scrollbars",
-                "--force-device-scale-factor=1", f"--window-size={WIDTH},900"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={WIDTH},900",
+    ):
         opts.add_argument(arg)
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
 
@@ -98,8 +134,14 @@ def search_for(driver: webdriver.Chrome, wait: WebDriverWait[webdriver.Chrome], 
     search = driver.find_element(By.ID, "search")
     search.clear()
     search.send_keys(query)
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results li") and all(
-        query in e.text.lower() for e in d.find_elements(By.CSS_SELECTOR, "#search-results .title")))
+    wait.until(
+        lambda d: (
+            d.find_elements(By.CSS_SELECTOR, "#search-results li")
+            and all(
+                query in e.text.lower() for e in d.find_elements(By.CSS_SELECTOR, "#search-results .title")
+            )
+        )
+    )
 
 
 def shoot(url: str, out: Path) -> None:
@@ -127,7 +169,8 @@ def shoot(url: str, out: Path) -> None:
         driver.find_element(By.ID, "mode-build").click()
         search_for(driver, wait, "western #1,")
         rows = driver.find_elements(By.CSS_SELECTOR, "#search-results li")
-        for row in sorted(rows, key=lambda r: r.find_element(By.CLASS_NAME, "title").text)[:3]:  # part 1 first
+        by_title = sorted(rows, key=lambda r: r.find_element(By.CLASS_NAME, "title").text)
+        for row in by_title[:3]:  # part 1 first
             row.find_element(By.TAG_NAME, "button").click()
         driver.find_element(By.ID, "recommend").click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recs details.why"))
@@ -142,7 +185,9 @@ def shoot(url: str, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", type=Path, help="A model directory with titles [default: train the demo model].")
+    ap.add_argument(
+        "--model", type=Path, help="A model directory with titles [default: train the demo model]."
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
