@@ -16,10 +16,10 @@ Protocol, per log:
   or a week on a dense log; a sparse log spread over years gets half-year steps, so about 4-6 steps).
 * **Cases.** Every replayed event of a user is a case, answered by the model of its step with the
   information a server has at that moment: the history is the user's events before it (live) or the
-  user's events before the cut (frozen), and the request time is the time of the user's previous event
-  or the step's start, whichever is later; never the target's own timestamp. A user's first event
-  ever (no history to answer from) and an event whose item the user already has (a repeat, which
-  seen-item exclusion removes from every answer) are not cases; their shares are reported.
+  user's events before the cut (frozen), and the request time is the time of the user's previous event,
+  or the step's start when that is later and before the target; never the target's own timestamp. A
+  user's first event ever (no history to answer from) and an event whose item the user already has (a
+  repeat, which seen-item exclusion removes from every answer) are not cases; their shares are reported.
 * **Answer.** Full ranking over the items the answering model knows (for popularity: every item seen
   before the request), the items of the history used for the answer excluded. Ties count against the
   model. A target the answering model does not know is a miss (its share is reported). A history with
@@ -138,7 +138,9 @@ class Cases:
     start: np.ndarray  # (C,) index of the user's first event
     frozen_end: np.ndarray  # (C,) index past the user's last event before the cut
     step: np.ndarray  # (C,) the step the target falls in
-    request_time: np.ndarray  # (C,) the previous event's time or the step start, whichever is later
+    request_time: (
+        np.ndarray
+    )  # (C,) the previous event's time, or the step start when later and before the target
     target: np.ndarray  # (C,) global item
     counts: dict[str, int]  # replayed events, first events, repeats, cases
 
@@ -183,7 +185,9 @@ def replay_cases(log: Log, plan: Plan) -> Cases:
         start.append(s)
         frozen_end.append(before_cut[s])
         step.append(k)
-        request.append(max(int(log.time[p - 1]), plan.bounds[k]))
+        # the step start counts only when it precedes the target: the target's own time is never used
+        start_k = plan.bounds[k] if plan.bounds[k] < log.time[p] else int(log.time[p - 1])
+        request.append(max(int(log.time[p - 1]), start_k))
     pos_a = np.asarray(pos, dtype=np.int64)
     counts = {"replayed": len(replayed), "first": n_first, "repeat": n_repeat, "cases": len(pos)}
     return Cases(
@@ -325,8 +329,10 @@ class Runner:
         from attnrec.data.schema import Interactions
 
         sub = self.frame[self.frame["timestamp"] < bound]
-        cols = {c: c for c in ("timestamp", "rating", "event") if c in sub.columns}
-        return Interactions.from_frame(sub, user="user", item="item", name=self.name, **cols)
+        rating, event = ("rating" if "rating" in sub else None), ("event" if "event" in sub else None)
+        return Interactions.from_frame(
+            sub, "user", "item", "timestamp", event=event, rating=rating, name=self.name
+        )
 
     def train(self, key: str, bound: int, kind: str, previous: Path | None = None) -> dict[str, Any]:
         from attnrec.recommend import Recommender
@@ -435,11 +441,9 @@ class Runner:
             self.evaluate(f"recent-{s}", s, recent, {})
             for strategy, kind in (("warm-live", "warm"), ("scratch-live", "scratch")):
                 if s == 0:  # the first step's model is the initial one: the same answers as (b)
-                    same = self.unit(f"frozen-live-{s}", dict)
-                    self.unit(
-                        f"{strategy}-0",
-                        lambda same=same: {k: same[k] for k in COPIED} | {"train_cpu_seconds": 0.0},
-                    )
+                    same = self.unit("frozen-live-0", dict)
+                    copied = {k: same[k] for k in COPIED} | {"train_cpu_seconds": 0.0}
+                    self.unit(f"{strategy}-0", copied.copy)
                     continue
                 model = f"{kind}-{s}"
                 previous = self.dir / "models" / ("initial" if s == 1 else f"{kind}-{s - 1}")
