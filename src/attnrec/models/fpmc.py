@@ -31,7 +31,7 @@ from attnrec.models.contracts import Batch, Factorised, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_factor_settings, require_positive
+from attnrec.models.validation import require_factor_settings
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,11 @@ class FPMCConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # factors start as N(0, init_std^2)
     fold_in_steps: int = 30  # FPMC: Adam steps fitting an unknown user's vector (0 = mean user)
-    sparse: bool = (
-        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
-    )
+    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
+    sparse: bool = False
 
     def __post_init__(self) -> None:
-        require_positive(dim=self.dim, n_prev=self.n_prev, n_negatives=self.n_negatives)
-        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
+        require_factor_settings(self, "n_prev")
 
 
 @register("fpmc", config=FPMCConfig, presets=transition_presets(personal=True))

@@ -33,7 +33,7 @@ from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import mask_padding
-from attnrec.models.validation import require_factor_settings, require_positive
+from attnrec.models.validation import require_factor_settings
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,11 @@ class TransRecConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # item points start as N(0, init_std^2); translations start at 0
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's offset (0 = global translation only)
-    sparse: bool = (
-        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
-    )
+    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
+    sparse: bool = False
 
     def __post_init__(self) -> None:
-        require_positive(dim=self.dim, n_negatives=self.n_negatives)
-        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
+        require_factor_settings(self)
 
 
 @register(
