@@ -20,15 +20,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 import pandas as pd
 
 from attnrec.data.schema import DataError
 from attnrec.store.events import Event, Recent
-
-if TYPE_CHECKING:
-    from typing import Self
 
 DEFAULT_RETENTION = 10_000
 """Events kept per user by default: far more than any model reads (``max_len`` is 50-200), few enough
