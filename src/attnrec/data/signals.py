@@ -93,6 +93,11 @@ class Signal:
         return self.key or self.name
 
     @property
+    def encoder_name(self) -> str:
+        """The model-side encoder that reads the signal: ``encoder``, else the kind's."""
+        return self.encoder or self.kind
+
+    @property
     def dtype(self) -> np.dtype[np.generic]:
         """The dtype of the signal's column in the sequences: int64 codes or seconds, float32 numbers."""
         return _DTYPES[self.kind]
