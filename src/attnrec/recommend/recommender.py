@@ -495,6 +495,7 @@ class Recommender:
                 events=self.events_,
                 event_verbs=event_verbs,
                 request_time=p.request_time,
+                vocabularies=self.vocabularies_,
             )
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer

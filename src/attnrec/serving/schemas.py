@@ -331,6 +331,11 @@ class Attribution(BaseModel):
         "from the request's `timestamps` or the user's stored history; null "
         "without times.",
     )
+    signals: dict[str, str | float | None] | None = Field(
+        default=None,
+        description='The history event\'s declared signals (e.g. `{"device": "phone"}`), from the '
+        "request or the user's stored history; null without declared signals.",
+    )
 
 
 class Explanation(BaseModel):
