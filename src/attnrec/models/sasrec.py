@@ -227,8 +227,7 @@ class SASRecBackbone(nn.Module):
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
         # Per-event inputs and targets, built after everything else and only when asked for.
-        events = context.events if context is not None else None
-        self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
+        self.event_ctx = event_context(c, c.hidden, c.n_heads, context, "next" if c.request_time else "none")
 
     def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
         """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` and the per-event
