@@ -167,8 +167,9 @@ class BERT4RecBackbone(nn.Module):
             self.item_emb.weight[0].zero_()
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
-        events = context.events if context is not None else None  # per-event inputs, built last
-        self.event_ctx = ev.event_context(c, c.hidden, c.n_heads, events, "last")
+        self.event_ctx = ev.event_context(
+            c, c.hidden, c.n_heads, context, "last"
+        )  # per-event inputs, built last
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
         """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and

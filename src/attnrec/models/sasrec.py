@@ -97,9 +97,9 @@ class SASRecConfig(EventFields):
     )
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
     # ce through the item-major kernel (attnrec.models.objectives.kernels): one exponential per logit,
-    # chunks of 128 rows, faster on CPU; equal to the default to float32 rounding, not bit for bit,
-    # hence off.
-    fast_ce: bool = False
+    # chunks of 128 rows, faster on CPU; equal to the row-major kernel to float32 rounding, not bit for
+    # bit. None: on with loss ce (the only loss it serves), off otherwise; False: the row-major kernel.
+    fast_ce: bool | None = None
     # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), about 2x faster on
     # CPU; the same distribution (p to 1/32768), another random stream than nn.Dropout's, hence off.
     fast_dropout: bool = False
@@ -130,6 +130,8 @@ class SASRecConfig(EventFields):
         require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)
         full = isinstance(build_objective(self, LOSSES), FullSoftmax)  # reads every item's vector
+        if self.fast_ce is None:  # resolved here, so that a saved config says which kernel trained it
+            object.__setattr__(self, "fast_ce", full)
         if self.fast_ce and not full:
             raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
         if self.sparse_embedding and full:
@@ -225,8 +227,7 @@ class SASRecBackbone(nn.Module):
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
         # Per-event inputs and targets, built after everything else and only when asked for.
-        events = context.events if context is not None else None
-        self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
+        self.event_ctx = event_context(c, c.hidden, c.n_heads, context, "next" if c.request_time else "none")
 
     def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
         """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` and the per-event

@@ -25,12 +25,14 @@ from typing import Protocol, Self, runtime_checkable
 import pandas as pd
 
 from attnrec.data.schema import DataError
+from attnrec.data.signals import signals
 from attnrec.store.events import Event, Recent
 
 DEFAULT_RETENTION = 10_000
 """Events kept per user by default: far more than any model reads (``max_len`` is 50-200), few enough
 that one runaway client cannot fill the disk with one user."""
-EXPORT_COLUMNS = ("user", "item", "timestamp", "event", "rating")
+#: The columns of an export: the IDs and the built-in signals (the store keeps no declared signal yet).
+EXPORT_COLUMNS = ("user", "item", *(s.name for s in signals() if s.builtin))
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
