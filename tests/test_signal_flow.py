@@ -23,9 +23,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette asks for httpx2 instead of httpx
     from fastapi.testclient import TestClient
 
+from attnrec.config import ConfigError
 from attnrec.data import load_dataset
 from attnrec.data.schema import Interactions
 from attnrec.data.signals import UNKNOWN_CODE, Signal, register_signal, signals, unregister_signal
+from attnrec.data.stream import read_parquet_stream
 from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
 
@@ -150,6 +152,28 @@ def test_the_explanation_names_each_events_device(client: TestClient, rec: Recom
     assert r.status_code == 200, r.text
     because = r.json()["items"][0]["explanation"]["because"]
     assert because and all(b["signals"] == {"device": said[b["item"]]} for b in because)
+
+
+def test_a_numeric_signal_a_parquet_stream_and_bert4rec(device: Signal, tmp_path: Path) -> None:
+    register_signal(Signal("price", "numeric", minimum=0.0))
+    try:
+        frame = _frame().assign(price=lambda f: (f.index % 5).astype(float))
+        frame.to_parquet(tmp_path / "log.parquet")
+        data = read_parquet_stream(tmp_path / "log.parquet")
+        assert data.sequences().column("price").dtype == np.float32
+        assert (data.to_frame()["device"] == Interactions.from_frame(frame).to_frame()["device"]).all()
+        model = MODEL | {"signals": "device,price"}
+        rec = Recommender("bert4rec", model, TRAIN | {"max_epochs": 1}).fit(data, progress=False)
+        cheap = rec.recommend(history=HISTORY, device=["tv"] * 4, price=[0.0] * 4, k=5, exclude_seen=False)
+        dear = rec.recommend(history=HISTORY, device=["tv"] * 4, price=[4.0] * 4, k=5, exclude_seen=False)
+        assert cheap.scores != dear.scores and cheap.ignored_inputs == []
+        with pytest.raises(ValueError, match="price must be at least 0"):
+            rec.recommend(history=HISTORY, price=[-1.0] * 4)
+        saved = rec.save(tmp_path / "model")
+    finally:
+        unregister_signal("price")
+    with pytest.raises(ConfigError, match="'price' is not declared"):  # a model reading it needs it declared
+        Recommender.load(saved, device="cpu")
 
 
 def _key_sets(path: Path, names: set[str], root: Path = SRC) -> list[str]:
