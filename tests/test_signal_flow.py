@@ -30,6 +30,7 @@ from attnrec.data.signals import UNKNOWN_CODE, Signal, register_signal, signals,
 from attnrec.data.stream import read_parquet_stream
 from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
+from attnrec.store import Event, open_store
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnrec"
 DEVICES = ("phone", "tv")
@@ -119,6 +120,21 @@ def test_a_saved_model_maps_request_values_as_trained(rec: Recommender, tmp_path
         want = rec.recommend(history=HISTORY, device=values, k=5)
         got = loaded.recommend(history=HISTORY, device=values, k=5)
         assert got.items == want.items and np.allclose(got.scores, want.scores)
+
+
+def test_a_users_live_history_keeps_the_field_where_the_store_has_none(
+    rec: Recommender, tmp_path: Path
+) -> None:
+    store = open_store(str(tmp_path / "events.sqlite"))
+    try:
+        rec.use_store(store)
+        store.append([Event("u0", "i5", 1_800_000_000), Event("u0", "i6", 1_800_000_100)])
+        row = rec.live_histories(["u0"])["u0"]
+        assert row.columns["device"].tolist()[-3:] == [UNKNOWN_CODE + 1, 0, 0]  # phone, then not known
+        assert rec.recommend(user="u0", k=3).ignored_inputs == []
+    finally:
+        rec.use_store(None)
+        store.close()
 
 
 def test_post_recommend_reads_the_field(client: TestClient, rec: Recommender) -> None:
