@@ -137,6 +137,14 @@ def test_a_users_live_history_keeps_the_field_where_the_store_has_none(
         store.close()
 
 
+def test_a_warm_start_keeps_the_trained_vocabulary(rec: Recommender, device: Signal) -> None:
+    newer = _frame().assign(device=lambda f: np.where(f.index % 3 == 0, "watch", f["device"]))
+    warm = Recommender("sasrec", MODEL, TRAIN | {"max_epochs": 1})
+    warm.fit(Interactions.from_frame(newer), init_from=rec, split="leave-one-out", progress=False)
+    assert warm.vocabularies_["device"].to_list() == sorted(DEVICES)  # "watch" trained as unknown
+    assert warm.recommend(history=HISTORY, device=["watch"] * 4, k=3).ignored_inputs == []
+
+
 def test_post_recommend_reads_the_field(client: TestClient, rec: Recommender) -> None:
     body = {"model": "dev", "history": HISTORY, "k": 5, "exclude_seen": False}
     for value in DEVICES:
