@@ -133,16 +133,18 @@ def test_chunked_cross_entropy_under_bf16_autocast_is_the_float32_loss_to_bf16_r
         assert want is not None and F.cosine_similarity(got.flatten(), want.flatten(), dim=0) > 0.995
 
 
-def test_fast_ce_gives_the_default_loss_and_gradients(ring: Interactions) -> None:
-    """``fast_ce`` changes the kernel, not the objective: same weights and batch, same loss and gradients
-    to float32 rounding (dropout 0, so both see the same network)."""
+def test_the_default_ce_kernel_is_the_row_major_one_to_float_rounding(ring: Interactions) -> None:
+    """``fast_ce``, on by default with loss ce, changes the kernel, not the objective: same weights and
+    batch, same loss and gradients as ``fast_ce = false`` to float32 rounding (dropout 0, so both see the
+    same network)."""
+    assert SASRecConfig(loss="ce").fast_ce is True and SASRecConfig().fast_ce is False
     split = leave_one_out(ring)
     batch = next(iter(_model().train_batches(split.train, 64, np.random.default_rng(0))))
     got = []
-    for fast in (False, True):
+    for kernel in ({"fast_ce": False}, {}):
         torch.manual_seed(0)
         m = SASRec(
-            SASRecConfig(**(SMALL | {"loss": "ce", "dropout": 0.0, "fast_ce": fast})),  # type: ignore[arg-type]
+            SASRecConfig(**(SMALL | {"loss": "ce", "dropout": 0.0} | kernel)),  # type: ignore[arg-type]
             ring.n_users,
             ring.n_items,
         )

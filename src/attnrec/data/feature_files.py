@@ -27,7 +27,8 @@ from typing import TypeAlias
 
 import pandas as pd
 
-from attnrec.data.feature_frames import LineOf, frame_from_mapping, from_frame, row_label
+from attnrec.data.boundary import LineOf, row_label
+from attnrec.data.feature_frames import frame_from_mapping, from_frame
 from attnrec.data.features import FeatureTable
 from attnrec.data.files import base_name, is_gzip, iter_lines, open_text, require_file
 from attnrec.data.readers.columns import ID_ALIASES

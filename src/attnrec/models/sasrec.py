@@ -59,6 +59,7 @@ from attnrec.models.event_context import (
 )
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout, init_xavier
 from attnrec.models.nn.masks import causal_bias
+from attnrec.models.nn.search import NETWORK_RANGES, OPTIMISER_RANGES
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import (
     FullSoftmax,
@@ -69,7 +70,7 @@ from attnrec.models.objectives import (
 )
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive_fields
-from attnrec.search_space import Choice, Float, Int, SearchSpace
+from attnrec.search_space import Choice, Int, SearchSpace
 
 LOSSES = ("bce", "ce", "sampled_ce")  # the objectives SASRec trains with (attnrec.models.objectives)
 
@@ -96,9 +97,9 @@ class SASRecConfig(EventFields):
     )
     in_batch_negatives: int = 0  # sampled_ce: also this many negatives drawn from the batch's targets
     # ce through the item-major kernel (attnrec.models.objectives.kernels): one exponential per logit,
-    # chunks of 128 rows, faster on CPU; equal to the default to float32 rounding, not bit for bit,
-    # hence off.
-    fast_ce: bool = False
+    # chunks of 128 rows, faster on CPU; equal to the row-major kernel to float32 rounding, not bit for
+    # bit. None: on with loss ce (the only loss it serves), off otherwise; False: the row-major kernel.
+    fast_ce: bool | None = None
     # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), about 2x faster on
     # CPU; the same distribution (p to 1/32768), another random stream than nn.Dropout's, hence off.
     fast_dropout: bool = False
@@ -129,6 +130,8 @@ class SASRecConfig(EventFields):
         require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)
         full = isinstance(build_objective(self, LOSSES), FullSoftmax)  # reads every item's vector
+        if self.fast_ce is None:  # resolved here, so that a saved config says which kernel trained it
+            object.__setattr__(self, "fast_ce", full)
         if self.fast_ce and not full:
             raise ValueError(f"fast_ce is the full-softmax kernel: it needs loss ce, not {self.loss!r}")
         if self.sparse_embedding and full:
@@ -192,23 +195,14 @@ class SASRecBlock(nn.Module):
 
 # What `attnrec tune --model sasrec` searches unless a --space file or --set says otherwise: the
 # settings the hand-tuned ML-1M runs showed to matter (dropout, lr and its schedule, width, depth,
-# window, loss and its negatives). hidden is a multiple of every n_heads choice.
+# window, loss and its negatives).
 SEARCH_SPACE = SearchSpace(
     model={
-        "hidden": Choice((32, 64, 128)),
-        "n_layers": Int(1, 3),
-        "n_heads": Choice((1, 2)),
-        "max_len": Choice((50, 100, 200)),
-        "dropout": Float(0.0, 0.5),
+        **NETWORK_RANGES,
         "loss": Choice(("bce", "ce", "sampled_ce")),
         "n_negatives": Int(32, 1024, log=True, when={"loss": ("sampled_ce",)}),
     },
-    train={
-        "lr": Float(1e-4, 1e-2, log=True),
-        "weight_decay": Choice((0.0, 1e-5, 1e-4)),
-        "lr_schedule": Choice(("constant", "cosine")),
-        "batch_size": Choice((64, 128, 256)),
-    },
+    train={**OPTIMISER_RANGES, "batch_size": Choice((64, 128, 256))},
 )
 
 

@@ -176,8 +176,8 @@ def softmax_cross_entropy(
 
     Memory is bounded by the chunk size, not by ``N x I``; column 0 is padding and never a class.
     ``fast``: the item-major kernel (one exponential per logit, chunks of 128 rows), equal to the
-    default to float32 rounding but not bit for bit; the models' ``fast_ce`` option, off by default so
-    that committed runs repeat.
+    default to float32 rounding but not bit for bit; SASRec's ``fast_ce`` option (on by default with loss
+    ce; ``fast_ce = false`` repeats a run trained with the row-major kernel).
     """
     grads = torch.is_grad_enabled() and (
         h.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
