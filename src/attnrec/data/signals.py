@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -201,6 +201,26 @@ def adopt_signal(signal: Signal) -> Signal:
     return known
 
 
+def declare_option(text: str) -> Signal:
+    """Declare the signal of a command-line ``NAME:KIND`` (``device:categorical``, ``price:numeric``) unless a
+    signal of that name and kind is declared already; returns the declaration. A one-line ``ValueError``
+    for another form, a kind other than categorical or numeric, a built-in name or a name declared with
+    another kind."""
+    name, sep, kind = (part.strip() for part in text.partition(":"))
+    if not sep or kind not in ("categorical", "numeric"):
+        raise ValueError(f"{text!r} is not NAME:categorical or NAME:numeric (e.g. device:categorical)")
+    known = find_signal(name) or by_key(name)
+    if known is None:
+        return register_signal(Signal(name, cast(Kind, kind)))
+    if known.builtin or known.name != name:
+        raise ValueError(
+            f"{name!r} is built in: it has its own setting (event_input, rating_input, time_features)"
+        )
+    if known.kind != kind:
+        raise ValueError(f"{name!r} is already declared as {known.kind}, not {kind}")
+    return known
+
+
 def unregister_signal(name: str) -> None:
     """Remove the declaration of ``name`` (a built-in cannot be removed)."""
     sig = get_signal(name)
@@ -284,6 +304,7 @@ __all__ = [
     "Kind",
     "Signal",
     "adopt_signal",
+    "declare_option",
     "batch_keys",
     "by_key",
     "declared",
