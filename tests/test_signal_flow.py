@@ -217,6 +217,7 @@ def test_post_recommend_reads_the_field(client: TestClient, rec: Recommender) ->
     assert short.status_code == 422 and "history of 4 items" in short.json()["error"]["message"]
     props = client.get("/openapi.json").json()["components"]["schemas"]["RecommendRequest"]["properties"]
     assert "The device the event came from." in props["device"]["description"]
+    assert all(s.help in props[s.batch_key]["description"] for s in signals() if s.builtin)  # one help each
 
 
 def test_the_explanation_names_each_events_device(client: TestClient, rec: Recommender) -> None:
