@@ -23,11 +23,14 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette asks for httpx2 instead of httpx
     from fastapi.testclient import TestClient
 
+from attnrec.config import ConfigError
 from attnrec.data import load_dataset
 from attnrec.data.schema import Interactions
 from attnrec.data.signals import UNKNOWN_CODE, Signal, register_signal, signals, unregister_signal
+from attnrec.data.stream import read_parquet_stream
 from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
+from attnrec.store import Event, open_store
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnrec"
 DEVICES = ("phone", "tv")
@@ -119,6 +122,29 @@ def test_a_saved_model_maps_request_values_as_trained(rec: Recommender, tmp_path
         assert got.items == want.items and np.allclose(got.scores, want.scores)
 
 
+def test_a_users_live_history_keeps_the_field_where_the_store_has_none(
+    rec: Recommender, tmp_path: Path
+) -> None:
+    store = open_store(str(tmp_path / "events.sqlite"))
+    try:
+        rec.use_store(store)
+        store.append([Event("u0", "i5", 1_800_000_000), Event("u0", "i6", 1_800_000_100)])
+        row = rec.live_histories(["u0"])["u0"]
+        assert row.columns["device"].tolist()[-3:] == [UNKNOWN_CODE + 1, 0, 0]  # phone, then not known
+        assert rec.recommend(user="u0", k=3).ignored_inputs == []
+    finally:
+        rec.use_store(None)
+        store.close()
+
+
+def test_a_warm_start_keeps_the_trained_vocabulary(rec: Recommender, device: Signal) -> None:
+    newer = _frame().assign(device=lambda f: np.where(f.index % 3 == 0, "watch", f["device"]))
+    warm = Recommender("sasrec", MODEL, TRAIN | {"max_epochs": 1})
+    warm.fit(Interactions.from_frame(newer), init_from=rec, split="leave-one-out", progress=False)
+    assert warm.vocabularies_["device"].to_list() == sorted(DEVICES)  # "watch" trained as unknown
+    assert warm.recommend(history=HISTORY, device=["watch"] * 4, k=3).ignored_inputs == []
+
+
 def test_post_recommend_reads_the_field(client: TestClient, rec: Recommender) -> None:
     body = {"model": "dev", "history": HISTORY, "k": 5, "exclude_seen": False}
     for value in DEVICES:
@@ -150,6 +176,28 @@ def test_the_explanation_names_each_events_device(client: TestClient, rec: Recom
     assert r.status_code == 200, r.text
     because = r.json()["items"][0]["explanation"]["because"]
     assert because and all(b["signals"] == {"device": said[b["item"]]} for b in because)
+
+
+def test_a_numeric_signal_a_parquet_stream_and_bert4rec(device: Signal, tmp_path: Path) -> None:
+    register_signal(Signal("price", "numeric", minimum=0.0))
+    try:
+        frame = _frame().assign(price=lambda f: (f.index % 5).astype(float))
+        frame.to_parquet(tmp_path / "log.parquet")
+        data = read_parquet_stream(tmp_path / "log.parquet")
+        assert data.sequences().column("price").dtype == np.float32
+        assert (data.to_frame()["device"] == Interactions.from_frame(frame).to_frame()["device"]).all()
+        model = MODEL | {"signals": "device,price"}
+        rec = Recommender("bert4rec", model, TRAIN | {"max_epochs": 1}).fit(data, progress=False)
+        cheap = rec.recommend(history=HISTORY, device=["tv"] * 4, price=[0.0] * 4, k=5, exclude_seen=False)
+        dear = rec.recommend(history=HISTORY, device=["tv"] * 4, price=[4.0] * 4, k=5, exclude_seen=False)
+        assert cheap.scores != dear.scores and cheap.ignored_inputs == []
+        with pytest.raises(ValueError, match="price must be at least 0"):
+            rec.recommend(history=HISTORY, price=[-1.0] * 4)
+        saved = rec.save(tmp_path / "model")
+    finally:
+        unregister_signal("price")
+    with pytest.raises(ConfigError, match="'price' is not declared"):  # a model reading it needs it declared
+        Recommender.load(saved, device="cpu")
 
 
 def _key_sets(path: Path, names: set[str], root: Path = SRC) -> list[str]:

@@ -45,8 +45,8 @@ def test_a_committed_run_config_resolves_without_its_data(path: Path) -> None:
 # without the data cannot know them.
 FROM_THE_DATA = {"n_events"}
 # Fields whose default changed after results were committed without them: such a result ran the value of
-# before (the full softmax's row-major kernel), not today's default.
-DEFAULT_BEFORE = {"fast_ce": False}
+# before (the row-major softmax kernel, nn.Dropout masks), not today's default.
+DEFAULT_BEFORE = {"fast_ce": False, "fast_dropout": False}
 RESULTS = ROOT / "benchmarks" / "results" / "runs"
 
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from attnrec.cli.main import app
 from attnrec.cli.retrain import retrain
-from attnrec.data.schema import Interactions
+from attnrec.data.schema import DataError, Interactions
 from attnrec.recommend import Recommender
 from attnrec.store import Event, SqliteStore
 
@@ -110,3 +110,28 @@ def test_retrain_refuses_to_overwrite_its_own_model(setup: tuple[Path, Path, Pat
         app, ["retrain", "--model", str(old), "--store", str(db), "--data", str(base), "--out", str(old)]
     )
     assert result.exit_code == 2 and "must not overwrite" in result.output, result.output
+
+
+@pytest.mark.parametrize("reads_ratings", [False, True])
+def test_store_events_without_a_rating_join_a_rated_log_unless_the_model_reads_ratings(
+    tmp_path: Path, reads_ratings: bool
+) -> None:
+    """``rating`` is optional in ``POST /v1/events``: a log with ratings and events without them retrain a
+    model that never reads ratings; a model that does is told which column the events lack."""
+    rated = base_frame().assign(rating=4.0)
+    model = TINY | ({"rating_input": True} if reads_ratings else {})
+    old = Recommender("sasrec", model, FAST).fit(rated, progress=False).save(tmp_path / "old")
+    store = SqliteStore(tmp_path / "events.db")
+    store.append(store_events())  # no ratings
+    base = Interactions.from_frame(rated, rating="rating")
+    try:
+        if reads_ratings:
+            with pytest.raises(DataError, match="7 store events have no rating, which the model reads"):
+                retrain(old, store, base, tmp_path / "new", train=FAST)
+            assert store.count() == len(store_events())  # nothing trimmed
+        else:
+            done = retrain(old, store, base, tmp_path / "new", train=FAST)
+            assert done.exported == len(store_events()) and done.log.rating is None
+            assert "newbie" in Recommender.load(tmp_path / "new").users_  # type: ignore[operator]
+    finally:
+        store.close()

@@ -19,10 +19,12 @@ from attnrec.models.registry import get_spec
 from attnrec.recommend.core import build_core
 from synthetic_logs import ring_log
 
+# SASRec's kernels as they were then (nn.Dropout's masks, the row-major softmax), defaults since.
+THEN = {"fast_dropout": False, "fast_ce": False}
 CASES = {
     # name: (model, settings, digest of the initial weights)
-    "sasrec-bce": ("sasrec", {"hidden": 16, "max_len": 12}, "717e1a6cb03b8608"),
-    "sasrec-ce": ("sasrec", {"hidden": 16, "max_len": 12, "loss": "ce"}, "717e1a6cb03b8608"),
+    "sasrec-bce": ("sasrec", {"hidden": 16, "max_len": 12, **THEN}, "717e1a6cb03b8608"),
+    "sasrec-ce": ("sasrec", {"hidden": 16, "max_len": 12, "loss": "ce", **THEN}, "717e1a6cb03b8608"),
     "bert4rec": ("bert4rec", {"hidden": 16, "max_len": 12, "n_heads": 2}, "cfdab38b8a38a4ec"),
 }
 # After two SGD steps (lr 0.5): per floating-point tensor of the state dict (sorted by name) the sum of

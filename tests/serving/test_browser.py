@@ -1,6 +1,7 @@
 """The web page in a real browser (issue 21, part 4): selenium drives Debian's headless Chromium against
-a real ``attnrec serve`` process that needs an API key and serves a good model and one that failed to
-load (its directory is damaged), so that a server-side error is real, not mocked.
+a real ``attnrec serve`` process that needs an API key, keeps users' events in a history store, and serves
+a good model and one that failed to load (its directory is damaged), so that a server-side error is real,
+not mocked.
 
 Without chromium/chromedriver (or selenium) the test skips on a developer's machine, but fails when
 the ``CI`` environment variable is set: ``.ci/run`` installs them, and CI must never skip it silently.
@@ -28,6 +29,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 KEY = "k-0123456789abcdef-browser"
 WAIT_S = 20  # generous on a loaded machine; a passing run waits far less
+T0 = 2_000_000_000  # after every training event: a sent event comes last in the user's history
 
 
 def require_browser(environ: Mapping[str, str], binaries: Sequence[Path] = (CHROMIUM, CHROMEDRIVER)) -> None:
@@ -71,7 +73,9 @@ def server(
     broken = Path(shutil.copytree(sasrec_dir, tmp_path_factory.mktemp("damaged") / "broken"))
     with (broken / "id_maps.json").open("a") as f:
         f.write(" ")  # no longer the file manifest.json lists: the model fails to load
+    store = tmp_path_factory.mktemp("store") / "events.db"  # live histories: POST /v1/events
     args = ["--lazy", "--model", f"sas={sasrec_dir}", "--model", f"broken={broken}", "--api-key", KEY]
+    args += ["--store", str(store)]
     with running_server(args, ready=_models_settled) as (url, proc):
         yield url, proc
 
@@ -253,6 +257,33 @@ def test_a_known_user_and_an_unknown_one(page: Page, sasrec: Recommender) -> Non
     assert "most popular items" in page.message('Unknown user "nobody"')
     assert "The most popular items" in page.el("#rec-note").text
     assert not page.el("#similar-panel").is_displayed() and page.items("#similar li") == []
+
+
+def test_a_users_new_events_change_the_next_answer_on_the_page_without_a_retrain(
+    page: Page, sasrec: Recommender, server: tuple[str, subprocess.Popen[str]]
+) -> None:
+    assert sasrec.users_ is not None and sasrec.histories_ is not None and sasrec.items_ is not None
+    trained = sasrec.items_.to_external(sasrec.histories_[sasrec.users_.get("u4")])
+    page.open()
+    page.type("#user", "u4")
+    page.el("#load-user").click()
+    page.until_items("#history li", trained[-50:])
+    page.el("#recommend").click()
+    before = sasrec.recommend(user="u4", k=10).items
+    page.until_items("#recs > li", before)
+
+    seen = before[:3]  # the user just looked at the top three
+    events = [{"user": "u4", "item": item, "timestamp": T0 + n} for n, item in enumerate(seen)]
+    sent = httpx.post(
+        f"{server[0]}/v1/events", json={"events": events}, headers={"X-API-Key": KEY}, timeout=30
+    )
+    assert sent.status_code == 200 and sent.json()["accepted"] == 3, sent.text
+    page.el("#load-user").click()
+    page.until_items("#history li", (trained + seen)[-50:])  # the page's history is the live one
+    page.el("#recommend").click()
+    after = sasrec.recommend(history=trained + seen, k=10).items  # the live history, scored
+    page.until_items("#recs > li", after)
+    assert not set(seen) & set(after) and after != before  # just-seen items are left out
 
 
 def _explained(url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,20 @@
 """Option types that several commands declare alike: the model (a registered name or a saved
-directory), the device, the sampled negatives, the candidate filters, and the ``--protocol`` and
-``--split`` options with their parsers (each command words its own help for those two)."""
+directory), the device, the sampled negatives, the candidate filters, the manifest key, and the
+``--protocol`` and ``--split`` options with their parsers (each command words its own help for those
+two)."""
 
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from attnrec.cli._common import PROTOCOL_METAVAR, SPLIT_METAVAR, parse_protocol_name, parse_split_name
+from attnrec.cli._common import (
+    MANIFEST_KEY_HELP,
+    PROTOCOL_METAVAR,
+    SPLIT_METAVAR,
+    parse_protocol_name,
+    parse_split_name,
+)
 
 ModelNameOpt = Annotated[
     str, typer.Option("--model", "-m", help="Registered model name (see 'attnrec models').")
@@ -28,6 +35,11 @@ ExcludeOpt = Annotated[
 IncludeOpt = Annotated[
     list[str] | None,
     typer.Option("--include", help="Recommend only among these item IDs (repeatable or comma-separated)."),
+]
+
+ManifestKeyOpt = Annotated[
+    str | None,
+    typer.Option("--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP),
 ]
 
 

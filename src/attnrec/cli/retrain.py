@@ -10,7 +10,7 @@ it runs stay in the store, and the new model reads them as live events after the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -18,12 +18,13 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from attnrec.cli._common import MANIFEST_KEY_HELP, DataOptions, cli_errors, err, option_groups
+from attnrec.cli._common import DataOptions, cli_errors, err, option_groups
+from attnrec.cli._options import ManifestKeyOpt
 from attnrec.cli._warm import EpochsFromOpt, fixed_epochs
 from attnrec.cli.ingest import StoreOpt
 from attnrec.cli.main import app
 from attnrec.config import ConfigError
-from attnrec.data.schema import DataError, Interactions
+from attnrec.data.schema import EVENT, RATING, DataError, Interactions
 from attnrec.data.split import FINAL
 from attnrec.recommend import Recommender
 from attnrec.store import HistoryStore, open_store
@@ -42,11 +43,15 @@ class Retrained:
     reloaded: bool
 
 
-def joined_log(base: Interactions, exported: pd.DataFrame, forgotten: list[str]) -> Interactions:
+def joined_log(
+    base: Interactions, exported: pd.DataFrame, forgotten: list[str], reads: Collection[str] = ()
+) -> Interactions:
     """``base`` without the events of ``forgotten`` users, followed by the ``exported`` store events.
 
     The joined log keeps the base's columns (a timestamp column orders each user's events); its item
-    titles and features come along, store items without a feature row get empty features.
+    titles and features come along, store items without a feature row get empty features. An event
+    type or rating column that some store events lack (both are optional in ``POST /v1/events``) is
+    left out of the join unless the model ``reads`` it, in which case it is an error naming the column.
     """
     frame = base.to_frame()
     frame = frame[~frame["user"].isin(set(forgotten))]
@@ -54,6 +59,16 @@ def joined_log(base: Interactions, exported: pd.DataFrame, forgotten: list[str])
     missing = [c for c in columns if c not in exported.columns]
     if missing:
         raise DataError(f"the store's events have no {', '.join(missing)} column for the base log")
+    for column in (EVENT, RATING):
+        if column not in columns or not exported[column].isna().any():
+            continue
+        if column in reads:
+            lacking = int(exported[column].isna().sum())
+            raise DataError(
+                f"{lacking:,} store events have no {column}, which the model reads: send {column!r} with "
+                "each event"
+            )
+        frame, columns = frame.drop(columns=column), [c for c in columns if c != column]
     joined = pd.concat([frame, exported[columns]], ignore_index=True)
     return Interactions.from_frame(
         joined,
@@ -67,6 +82,14 @@ def joined_log(base: Interactions, exported: pd.DataFrame, forgotten: list[str])
         missing_features="empty",
         name=base.source.name,
     )
+
+
+def columns_read(model: Recommender) -> set[str]:
+    """The per-event columns (event type, rating, time) ``model``'s inputs or targets read."""
+    config = model.config
+    inputs = getattr(config, "input_columns", None)
+    targets = getattr(config, "target_columns", None)
+    return set(inputs() if inputs else ()) | set(targets() if targets else ())
 
 
 def retrain(
@@ -86,11 +109,11 @@ def retrain(
     number of epochs defaults to the old model's best epoch."""
     if out.resolve() == old.resolve():
         raise ConfigError(f"--out {out}: the new model must not overwrite the one it starts from")
+    previous = Recommender.load(old, device="cpu")
     mark, started = store.watermark(), int(time.time())
     forgotten = store.forgotten()
     exported = store.export(until=mark)
-    log = joined_log(base, exported, forgotten)
-    previous = Recommender.load(old, device="cpu")
+    log = joined_log(base, exported, forgotten, columns_read(previous))
     settings = dict(train or {})
     if (
         "max_epochs" not in settings
@@ -174,12 +197,7 @@ def retrain_command(
             "--admin-key", envvar="ATTNREC_ADMIN_KEY", show_default=False, help="An API key of that server."
         ),
     ] = None,
-    manifest_key: Annotated[
-        str | None,
-        typer.Option(
-            "--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP
-        ),
-    ] = None,
+    manifest_key: ManifestKeyOpt = None,
 ) -> None:
     """Warm-start a model on its base log plus the events a store gathered, save it, optionally reload a
     server.

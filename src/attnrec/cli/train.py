@@ -11,7 +11,6 @@ import typer
 from rich.markup import escape
 
 from attnrec.cli._common import (
-    MANIFEST_KEY_HELP,
     DataOpt,
     DataOptions,
     MinTargetRatingOpt,
@@ -23,7 +22,7 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._options import ModelNameOpt, NegativesOpt, protocol_option
+from attnrec.cli._options import ManifestKeyOpt, ModelNameOpt, NegativesOpt, protocol_option
 from attnrec.cli._results import print_results
 from attnrec.cli._tracking import TrackingOptions
 from attnrec.cli._warm import EpochsFromOpt, InitFromOpt, check_final_fit, fixed_epochs, parse_train_split
@@ -164,12 +163,7 @@ def train(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-epoch log lines.")] = False,
     reading: DataOptions = DataOptions(),
     tracking: TrackingOptions = TrackingOptions(),
-    manifest_key: Annotated[
-        str | None,
-        typer.Option(
-            "--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP
-        ),
-    ] = None,
+    manifest_key: ManifestKeyOpt = None,
     nproc: Annotated[
         int,
         typer.Option(

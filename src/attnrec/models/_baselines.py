@@ -14,7 +14,7 @@ to each model's scoring function; it is deterministic and needs no training data
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 import numpy as np
 import torch
@@ -33,6 +33,7 @@ UserFn = Callable[[list[torch.Tensor]], torch.Tensor]
 # base_fn(history (R, T)) -> user-independent scores (R, T, n_items + 1) of each position given the items
 # before it
 BaseFn = Callable[[torch.Tensor], torch.Tensor]
+ConfigT = TypeVar("ConfigT")  # the config dataclass of a counting baseline
 
 
 def item_counts(train: Sequences) -> np.ndarray:
@@ -40,14 +41,15 @@ def item_counts(train: Sequences) -> np.ndarray:
     return np.bincount(train.items, minlength=train.n_items + 1).astype(np.int64)
 
 
-class CountedItems(nn.Module):
+class CountedItems(nn.Module, Generic[ConfigT]):
     """The fit of the counting baselines (POP, Recent): each item's training interactions, in a buffer
     (saved and moved with the module, never trained; key ``"counts"``, float64)."""
 
     counts: torch.Tensor
 
-    def __init__(self, n_users: int, n_items: int) -> None:
+    def __init__(self, config: ConfigT, n_users: int, n_items: int) -> None:
         super().__init__()
+        self.config = config
         self.n_users, self.n_items = n_users, n_items
         self.register_buffer("counts", torch.zeros(n_items + 1, dtype=torch.float64))  # (I+1,)
 

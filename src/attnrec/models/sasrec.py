@@ -101,8 +101,9 @@ class SASRecConfig(EventFields):
     # bit. None: on with loss ce (the only loss it serves), off otherwise; False: the row-major kernel.
     fast_ce: bool | None = None
     # Dropout masks from 16-bit random integers (attnrec.models.nn.layers.FastDropout), about 2x faster on
-    # CPU; the same distribution (p to 1/32768), another random stream than nn.Dropout's, hence off.
-    fast_dropout: bool = False
+    # CPU; the same distribution (p to 1/32768), another random stream than nn.Dropout's (three seeds on
+    # two files trained to the same quality: benchmarks/results/fast_dropout.md). False: nn.Dropout.
+    fast_dropout: bool = True
     # Sparse (row-wise) gradients for the item embedding, updated by lazy Adam (SparseAdam): with
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
     # no grad_clip.

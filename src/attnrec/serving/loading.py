@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -36,7 +37,7 @@ LOAD_NICENESS = 10
 def lower_priority() -> None:
     """Lower the calling thread's scheduling priority by :data:`LOAD_NICENESS` where the platform
     schedules threads one by one (Linux); elsewhere, or when not permitted, leave it."""
-    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+    if not sys.platform.startswith("linux"):  # elsewhere setpriority(PRIO_PROCESS) takes process IDs only
         return
     try:
         tid = threading.get_native_id()
