@@ -27,7 +27,9 @@ keeps ``--soak-concurrency`` connections busy with ``recommend`` for known users
 retrain --model DIR --store ... --data ratings.csv.gz --out NEW --max-epochs 1 --reload URL`` exports the
 store's events, warm-starts, saves and hot-reloads the server; then the new directory is reloaded once
 more through ``POST /v1/admin/reload``. Claims: zero failed requests (recommend: 200 with k items;
-events: 200 with every event accepted), the retrain and both reloads succeed.
+events: 200 with every event accepted), the retrain and both reloads succeed, and every acknowledged
+event is either in the retrained model's log or still in the store (the events that arrived after the
+retrain's export).
 
 Everything (server, client, redis-server, retrain) runs where this script is pinned (``taskset -c 1``:
 one core of a 2-core machine whose other core runs other jobs), so the figures are for one shared core.
@@ -41,6 +43,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -319,6 +322,13 @@ def run_soak(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         )
     finally:
         server.stop()
+    from attnrec.store import SqliteStore
+
+    left = SqliteStore(store)
+    res["events_left_in_store"] = left.count()  # those after the retrain's watermark: the next retrain's
+    left.close()
+    moved = re.search(r"\(([\d,]+) from the store\)", res.get("retrain", {}).get("output_tail", ""))
+    res["events_moved_into_the_model"] = int(moved.group(1).replace(",", "")) if moved else None
     meta = json.loads((model_dir / "config.json").read_text())
     res.update(
         {
@@ -336,6 +346,8 @@ def run_soak(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "retrain_and_its_reload_ok": retrain.get("returncode") == 0
         and "reloaded" in retrain.get("output_tail", ""),
         "hot_reload_ok": reload.get("status") == 200,
+        "every_acknowledged_event_kept": res["events_moved_into_the_model"] is not None
+        and res["events_moved_into_the_model"] + res["events_left_in_store"] == res["events_acknowledged"],
     }
     return res
 
@@ -404,7 +416,10 @@ def markdown(report: dict[str, Any]) -> str:
             f"started at {rt.get('started_at_s')} s, took {rt.get('seconds')} s",
             f"- hot reload of the new directory: **{'HTTP 200' if c['hot_reload_ok'] else 'FAILED'}** at "
             f"{rl.get('at_s')} s in {rl.get('seconds')} s",
-            f"- events acknowledged: {s['events_acknowledged']:,}",
+            f"- events acknowledged: {s['events_acknowledged']:,}; every one kept: "
+            f"**{'yes' if c.get('every_acknowledged_event_kept') else 'NO'}** "
+            f"({s.get('events_moved_into_the_model')} moved into the retrained model's log, "
+            f"{s.get('events_left_in_store')} left in the store for the next retrain)",
             f"- recommend latency: p50 {s['recommend_p50_ms']:.1f} ms, p99 {s['recommend_p99_ms']:.1f} ms, "
             f"max {s['recommend_max_ms']:.0f} ms",
             "",
