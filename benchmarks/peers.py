@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
     md = markdown(res, a.notes.read_text() if a.notes else "")
-    (a.out.parent / "peers.md").write_text(md)
+    a.out.with_suffix(".md").write_text(md)
     print(md)
 
 

@@ -48,7 +48,6 @@ LONG_MODULES: dict[str, str] = {
         "the protocols' one declaration and the one evaluate() over them; ranks and batch scoring "
         "already live in candidates.py and scoring.py"
     ),
-    "src/attnrec/cli/core.py": "the train/evaluate/recommend commands; to be split by command",
 }
 
 

@@ -5,6 +5,8 @@ and a real ``attnrec serve`` refuses a FIFO on reload and still stops on SIGTERM
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import shutil
 import signal
@@ -185,3 +187,20 @@ def test_a_real_server_refuses_a_fifo_reload_and_stops_on_sigterm(signed: Path, 
         proc.send_signal(signal.SIGTERM)
         proc.wait(QUICK_S)
         assert time.monotonic() - t0 < QUICK_S
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread priorities are a Linux feature")
+def test_a_background_load_runs_at_a_lower_priority_than_the_server() -> None:
+    """A hot reload's thread lowers its own priority, so on a busy core the request threads go first;
+    a start-up load (not in the background) and the calling thread keep theirs."""
+    from attnrec.serving.loading import LOAD_NICENESS, run_abandonable
+
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = niceness()
+    background = asyncio.run(run_abandonable(niceness, 10.0, "test-load", background=True))
+    foreground = asyncio.run(run_abandonable(niceness, 10.0, "test-load"))
+    assert background == min(19, mine + LOAD_NICENESS)
+    assert foreground == mine
+    assert niceness() == mine

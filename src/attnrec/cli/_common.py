@@ -28,6 +28,7 @@ from attnrec.config import ConfigError
 from attnrec.data.datasets import load_dataset
 from attnrec.data.feature_files import parse_feature_columns
 from attnrec.data.schema import DataError, Interactions
+from attnrec.data.signals import signals
 from attnrec.data.split import SPLITS
 from attnrec.evaluation.protocol import PROTOCOLS
 
@@ -228,7 +229,7 @@ class DataOptions:
         typer.Option(
             "--columns",
             help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
-            "(names or 0-based positions; roles: user, item, timestamp, rating, event).",
+            f"(names or 0-based positions; roles: user, item, {', '.join(s.name for s in signals())}).",
         ),
     ] = None
     titles: Annotated[

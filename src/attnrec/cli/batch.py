@@ -21,7 +21,7 @@ from attnrec.cli._common import (
     split_list,
     warn_line,
 )
-from attnrec.cli.core import ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
+from attnrec.cli._options import DeviceOpt, ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
 from attnrec.cli.main import app
 from attnrec.recommend.batch import (
     DEFAULT_CHUNK_USERS,
@@ -124,7 +124,7 @@ def batch(
             help="Continue an interrupted run from OUT.parts (same arguments only), or start afresh.",
         ),
     ] = True,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
+    device: DeviceOpt = "cpu",
     progress: Annotated[
         bool | None,
         typer.Option(

@@ -9,17 +9,14 @@ from typing import Annotated
 import typer
 
 from attnrec.cli._common import (
-    PROTOCOL_METAVAR,
-    SPLIT_METAVAR,
     cli_errors,
     err,
     load_data,
     log_to_stderr,
     out,
-    parse_protocol_name,
-    parse_split_name,
     split_list,
 )
+from attnrec.cli._options import NegativesOpt, protocol_option, split_option
 from attnrec.cli._output import progress_display, show_progress
 from attnrec.cli.main import app
 from attnrec.data.split import DEFAULT_SPLIT, make_split
@@ -51,25 +48,18 @@ def compare_cmd(
     ] = None,
     protocol: Annotated[
         str,
-        typer.Option(
-            "--protocol",
-            parser=parse_protocol_name,
-            metavar=PROTOCOL_METAVAR,
-            help="Test (and validation) protocol: full ranking or --negatives sampled negatives.",
+        protocol_option(
+            "--protocol", "Test (and validation) protocol: full ranking or --negatives sampled negatives."
         ),
     ] = "full",
     also: Annotated[
         list[str] | None,
-        typer.Option(
+        protocol_option(
             "--also",
-            parser=parse_protocol_name,
-            metavar=PROTOCOL_METAVAR,
-            help="Also test the same fitted models under this protocol (repeatable); one more table each.",
+            "Also test the same fitted models under this protocol (repeatable); one more table each.",
         ),
     ] = None,
-    negatives: Annotated[
-        int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")
-    ] = DEFAULT_NEGATIVES,
+    negatives: NegativesOpt = DEFAULT_NEGATIVES,
     preset: Annotated[
         str,
         typer.Option(
@@ -90,15 +80,7 @@ def compare_cmd(
     max_epochs: Annotated[
         int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")
     ] = None,
-    split: Annotated[
-        str,
-        typer.Option(
-            "--split",
-            parser=parse_split_name,
-            metavar=SPLIT_METAVAR,
-            help="How test and validation cases are held out.",
-        ),
-    ] = DEFAULT_SPLIT,
+    split: Annotated[str, split_option("How test and validation cases are held out.")] = DEFAULT_SPLIT,
     valid_users: Annotated[
         int,
         typer.Option(

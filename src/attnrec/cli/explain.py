@@ -31,6 +31,9 @@ DataOpt = Annotated[
         "JSON lines, or CSV with user,item,rating,text columns (.gz ok).",
     ),
 ]
+CheckpointOpt = Annotated[
+    Path, typer.Option("--model", "-m", help="Checkpoint directory from explain-train.")
+]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="auto, peter, amazon, yelp or csv.")]
 SplitOpt = Annotated[
     str,
@@ -135,7 +138,7 @@ def _ngram(decoding: str | None, no_repeat_ngram: int | None) -> int | None:
 )
 @cli_errors
 def explain(
-    model: Annotated[Path, typer.Option("--model", "-m", help="Checkpoint directory from explain-train.")],
+    model: CheckpointOpt,
     user: Annotated[str, typer.Option("--user", "-u", help="User ID.")],
     item: Annotated[str, typer.Option("--item", "-i", help="Item ID.")],
     feature: Annotated[str | None, typer.Option(help="Feature word to talk about (PETER+).")] = None,
@@ -168,7 +171,7 @@ def explain(
 )
 @cli_errors
 def explain_evaluate(
-    model: Annotated[Path, typer.Option("--model", "-m", help="Checkpoint directory from explain-train.")],
+    model: CheckpointOpt,
     data: DataOpt,
     fmt: FormatOpt = "auto",
     split: Annotated[

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import QueryOptions, cli_errors, err, load_data, option_groups, out, warn_line
+from attnrec.cli._options import DeviceOpt
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli._reasons import (
     METHOD_HELP,
@@ -57,7 +58,7 @@ def attention(
     no_plot: Annotated[
         bool, typer.Option("--no-plot", help="Write JSON/NPZ only (no matplotlib needed).")
     ] = False,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
+    device: DeviceOpt = "cpu",
 ) -> None:
     """Average attention weights per layer and head over users, as in the SASRec paper's heat-maps.
 
@@ -142,7 +143,7 @@ def explain_rec(
     reason_verb: ReasonVerb = "interacted with",
     event_verb: EventVerbOpt = None,
     as_json: JsonOpt = False,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "cpu",
+    device: DeviceOpt = "cpu",
 ) -> None:
     """Recommend for one user and list, per recommended item, the history items behind it with a reason.
 

@@ -29,15 +29,15 @@ class CommandEntry(NamedTuple):
 # docstring (tests/cli/test_lazy_cli.py checks that they agree and that no command is missing).
 COMMANDS: dict[str, CommandEntry] = {
     "train": CommandEntry(
-        "core", "Train a model, select it on validation (full ranking), test it and save it."
+        "train", "Train a model, select it on validation (full ranking), test it and save it."
     ),
     "evaluate": CommandEntry(
-        "core",
+        "evaluate",
         "Score a saved model on a dataset under one or more protocols and print the protocol with the "
         "numbers.",
     ),
     "recommend": CommandEntry(
-        "core",
+        "recommend",
         "Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.",
     ),
     "batch": CommandEntry(

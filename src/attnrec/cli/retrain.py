@@ -18,7 +18,8 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from attnrec.cli._common import MANIFEST_KEY_HELP, DataOptions, cli_errors, err, option_groups
+from attnrec.cli._common import DataOptions, cli_errors, err, option_groups
+from attnrec.cli._options import ManifestKeyOpt
 from attnrec.cli._warm import EpochsFromOpt, fixed_epochs
 from attnrec.cli.ingest import StoreOpt
 from attnrec.cli.main import app
@@ -196,12 +197,7 @@ def retrain_command(
             "--admin-key", envvar="ATTNREC_ADMIN_KEY", show_default=False, help="An API key of that server."
         ),
     ] = None,
-    manifest_key: Annotated[
-        str | None,
-        typer.Option(
-            "--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP
-        ),
-    ] = None,
+    manifest_key: ManifestKeyOpt = None,
 ) -> None:
     """Warm-start a model on its base log plus the events a store gathered, save it, optionally reload a
     server.

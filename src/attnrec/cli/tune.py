@@ -11,16 +11,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import (
-    SPLIT_METAVAR,
     DataOpt,
     DataOptions,
     cli_errors,
     log_to_stderr,
     option_groups,
     out,
-    parse_split_name,
     warn_line,
 )
+from attnrec.cli._options import ModelNameOpt, split_option
 from attnrec.cli._output import progress_display, show_progress
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
@@ -42,9 +41,7 @@ if TYPE_CHECKING:  # Optuna is an extra (attnrec[tune]): imported when the comma
 @option_groups
 def tune_cmd(
     data: DataOpt,
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="Registered model name (see 'attnrec models').")
-    ] = "sasrec",
+    model: ModelNameOpt = "sasrec",
     preset: Annotated[
         str | None,
         typer.Option(
@@ -135,15 +132,7 @@ def tune_cmd(
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the TPE sampler (trials train with train.seed).")
     ] = 0,
-    split: Annotated[
-        str,
-        typer.Option(
-            "--split",
-            parser=parse_split_name,
-            metavar=SPLIT_METAVAR,
-            help="How validation and test cases are held out.",
-        ),
-    ] = DEFAULT_SPLIT,
+    split: Annotated[str, split_option("How validation and test cases are held out.")] = DEFAULT_SPLIT,
     valid_users: Annotated[
         int,
         typer.Option(

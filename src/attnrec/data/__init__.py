@@ -23,6 +23,7 @@ from attnrec.data.schema import (
     event_codes,
     event_names,
 )
+from attnrec.data.signals import Signal, register_signal, unregister_signal
 from attnrec.data.sniff import detect_format
 from attnrec.data.split import EvalSet, Split, leave_one_out, parse_split, temporal_split
 from attnrec.data.titles import read_titles, with_titles
@@ -35,4 +36,5 @@ __all__ = [
     "read_ml100k", "read_movielens_dat", "read_otto_jsonl", "read_pairs", "read_steam_json",
     "read_table", "read_titles", "read_user_lines", "with_titles", "AlignedFeatures", "FeatureTable",
     "read_features", "with_features", "COLUMN_DTYPES", "event_codes", "event_names",
+    "Signal", "register_signal", "unregister_signal",
 ]  # fmt: skip

@@ -151,6 +151,15 @@ def _text_ids(s: pd.Series, role: str, label: object, origin: Origin) -> np.ndar
 
 
 # -- numbers -----------------------------------------------------------------------------------------
+def reads_as_number(text: str) -> bool:
+    """True when ``text`` parses as a float (``"3"``, ``"-0.5"``, ``"1e3"``, ``"nan"``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def number_column(values: ColumnValues, role: str, label: object, origin: Origin) -> np.ndarray:
     """A rating-like column as float64; the first missing or non-numeric value is a :class:`DataError`."""
     s = as_series(values)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,6 +11,7 @@ import pandas as pd
 
 from attnrec.data.boundary import ColumnValues, Origin, id_column, id_text, number_column, time_column
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions, event_vocabulary
+from attnrec.data.signals import declared, get_signal
 
 if TYPE_CHECKING:
     from attnrec.data.features import FeatureTable
@@ -30,6 +31,7 @@ def from_columns(
     item_features: FeatureTable | None = None,
     user_features: FeatureTable | None = None,
     time_format: str | None = None,
+    signals: Mapping[str, ColumnValues] | None = None,
 ) -> Interactions:
     """Build an interaction log from aligned columns of external IDs (lists, numpy arrays, pandas
     Series or pyarrow arrays).
@@ -42,11 +44,15 @@ def from_columns(
     rated at least that much (implicit feedback from ratings); ``k_core`` repeatedly drops users
     and items with fewer than ``k_core`` interactions. Event names get their vocabulary here
     (sorted distinct names of the rows kept; code = index + 1). Feature tables are keyed by
-    external IDs, so they are attached as given whatever the filters drop.
+    external IDs, so they are attached as given whatever the filters drop. ``signals`` holds the
+    columns of declared signals by name (:mod:`attnrec.data.signals`).
     """
     origin = Origin(source.path or source.name)
     n = len(users)
-    for name, col in (("items", items), ("timestamps", timestamps), ("ratings", ratings), ("events", events)):
+    given = {"items": items, "timestamps": timestamps, "ratings": ratings, "events": events} | dict(
+        signals or {}
+    )
+    for name, col in given.items():
         if col is not None and len(col) != n:
             raise DataError(f"the {name} and users columns have different lengths ({len(col)} and {n} rows)")
     columns = CheckedColumns(
@@ -55,6 +61,7 @@ def from_columns(
         None if timestamps is None else time_column(timestamps, "timestamps", origin, time_format),
         None if ratings is None else number_column(ratings, "rating", "ratings", origin),
         None if events is None else id_column(events, "event", "events", origin),
+        {name: checked_signal(name, col, name, origin) for name, col in (signals or {}).items()},
     )
     return build_log(columns, source=source, item_titles=item_titles, min_rating=min_rating, k_core=k_core,
                      item_features=item_features, user_features=user_features)  # fmt: skip
@@ -70,6 +77,26 @@ class CheckedColumns:
     timestamp: np.ndarray | None = None
     rating: np.ndarray | None = None
     event: np.ndarray | None = None
+    signals: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+def checked_signal(name: str, values: ColumnValues, label: object, origin: Origin) -> np.ndarray:
+    """A declared signal's column through the boundary: text for categorical ones, numbers otherwise."""
+    sig = get_signal(name)
+    if sig.kind == "categorical":
+        return id_column(values, name, label, origin)
+    return number_column(values, name, label, origin)
+
+
+def signal_columns(
+    column: Callable[[str], ColumnValues], roles: Mapping[str, object], origin: Origin
+) -> dict[str, np.ndarray]:
+    """The checked columns of the declared signals a table maps (``roles``), read by ``column(role)``."""
+    return {
+        s.name: checked_signal(s.name, column(s.name), roles[s.name], origin)
+        for s in declared()
+        if s.name in roles
+    }
 
 
 def build_log(
@@ -85,6 +112,7 @@ def build_log(
     """The log of checked columns: filters, ID maps and the per-user chronological order of
     :func:`from_columns` (which checks its columns, then calls this)."""
     u, it, ts, rt, ev = columns.user, columns.item, columns.timestamp, columns.rating, columns.event
+    extra = dict(columns.signals)
     n = len(u)
     keep = np.ones(n, dtype=bool)
     if min_rating is not None:
@@ -99,6 +127,7 @@ def build_log(
     ts = None if ts is None else ts[keep]
     rt = None if rt is None else rt[keep]
     ev = None if ev is None else ev[keep]
+    extra = {k: v[keep] for k, v in extra.items()}
     if k_core > 1:
         mask = _k_core_mask(u, it, k_core)
         if not mask.any():
@@ -107,6 +136,7 @@ def build_log(
         ts = None if ts is None else ts[mask]
         rt = None if rt is None else rt[mask]
         ev = None if ev is None else ev[mask]
+        extra = {k: v[mask] for k, v in extra.items()}
 
     user_codes, user_ext = _codes_in_first_appearance_order(u)
     item_codes, item_ext = _codes_in_first_appearance_order(it)
@@ -126,6 +156,7 @@ def build_log(
         events=None if ev is None else event_vocabulary(ev),
         item_features=item_features,
         user_features=user_features,
+        signals={k: v[order] for k, v in extra.items()},
     )
 
 

@@ -28,8 +28,10 @@ from attnrec.data.features import MISSING_POLICIES
 from attnrec.data.formats import FORMATS, READERS, TABLE_FORMATS, UNRATED_FORMATS
 from attnrec.data.frames import FrameLike, from_frame, is_frame
 from attnrec.data.named import load_named
+from attnrec.data.readers.columns import ID_ALIASES, column_aliases
 from attnrec.data.readers.table import read_table, table_format
 from attnrec.data.schema import DataError, Interactions
+from attnrec.data.signals import get_signal
 from attnrec.data.sniff import TEXT_ID_FORMATS, check_integer_ids, detect_format
 from attnrec.data.titles import map_titles, read_id_mapping, read_titles, with_titles
 
@@ -168,13 +170,20 @@ def _read_frame(frame: FrameLike, options: ReadOptions) -> Interactions:
     positional = {r: c for r, c in columns.items() if not isinstance(c, str)}
     if positional:
         raise DataError(f"a DataFrame's columns are mapped by name, not by position: {positional}")
-    unknown = set(columns) - {"user", "item", "timestamp", "event", "rating"}
+    roles = column_aliases()
+    unknown = set(columns) - set(roles)
     if unknown:
-        raise DataError(f"unknown column roles {sorted(unknown)}; use user, item, timestamp, event, rating")
+        raise DataError(f"unknown column roles {sorted(unknown)}; use {', '.join(roles)}")
     named = {r: str(c) for r, c in columns.items()}
+    declared = {r: c for r, c in named.items() if _declared(r)}
     return from_frame(frame, named.get("user"), named.get("item"), named.get("timestamp"), named.get("event"),
                       named.get("rating"), time_format=options.time_format, min_rating=options.min_rating,
-                      k_core=options.k_core)  # fmt: skip
+                      k_core=options.k_core, signals=declared)  # fmt: skip
+
+
+def _declared(role: str) -> bool:
+    """Whether ``role`` is a declared signal beyond the built-ins (``from_frame``'s ``signals``)."""
+    return role not in ID_ALIASES and not get_signal(role).builtin
 
 
 def _with_titles(

@@ -27,10 +27,11 @@ from typing import TypeAlias
 
 import pandas as pd
 
-from attnrec.data.feature_frames import LineOf, frame_from_mapping, from_frame, row_label
+from attnrec.data.boundary import LineOf, row_label
+from attnrec.data.feature_frames import frame_from_mapping, from_frame
 from attnrec.data.features import FeatureTable
 from attnrec.data.files import base_name, is_gzip, iter_lines, open_text, require_file
-from attnrec.data.readers.columns import COLUMN_ALIASES
+from attnrec.data.readers.columns import ID_ALIASES
 from attnrec.data.readers.jsonlines import parse_record
 from attnrec.data.readers.table import line_of_row, parser_error, sniff_separator
 from attnrec.data.schema import DataError, IdMap, Interactions
@@ -161,10 +162,10 @@ def _id_column(columns: list[str], wanted: str | None, role: str, source: object
             return lower[wanted.strip().lower()]
         raise DataError(f"{source}: no ID column {wanted!r}; available columns: "
                         f"{', '.join(repr(c) for c in columns[:30])}")  # fmt: skip
-    for alias in (*COLUMN_ALIASES.get(role, ()), "id"):
+    for alias in (*ID_ALIASES.get(role, ()), "id"):
         if alias in lower:
             return lower[alias]
-    raise DataError(f"{source}: no {role} ID column (looked for {', '.join(COLUMN_ALIASES[role][:5])}, id); "
+    raise DataError(f"{source}: no {role} ID column (looked for {', '.join(ID_ALIASES[role][:5])}, id); "
                     f"available columns: {', '.join(repr(c) for c in columns[:30])}; "
                     "name it with id=<column>")  # fmt: skip
 

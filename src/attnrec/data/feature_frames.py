@@ -20,12 +20,13 @@ kinds only the declared columns are used.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from attnrec.data.boundary import LineOf, reads_as_number, row_label
 from attnrec.data.features import (
     FIELD_KINDS,
     CategoricalField,
@@ -37,14 +38,8 @@ from attnrec.data.features import (
 )
 from attnrec.data.schema import DataError, IdMap
 
-LineOf = Callable[[int], str]
 MULTI_SEPARATOR = "|"
 _NUMERIC_LOOKING = 0.9  # share of numbers that makes a text column "numeric with typos"
-
-
-def row_label(row: int) -> str:
-    """Where row ``row`` (0-based) of a DataFrame is, for error messages."""
-    return f"row {row + 1}"
 
 
 def _missing(v: object) -> bool:
@@ -62,14 +57,6 @@ def as_text(v: object) -> str:
     return str(v).strip()
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def infer_kind(values: pd.Series, name: str, source: str, line_of: LineOf) -> str:
     """The kind of a column by the rules of this module's docstring."""
     if pd.api.types.is_bool_dtype(values.dtype):
@@ -80,7 +67,7 @@ def infer_kind(values: pd.Series, name: str, source: str, line_of: LineOf) -> st
     if any(isinstance(v, (list, tuple, set, np.ndarray)) for _, v in present):
         return "multi"
     texts = [(r, str(v).strip()) for r, v in present]
-    numbers = [_is_number(t) for _, t in texts]
+    numbers = [reads_as_number(t) for _, t in texts]
     if texts and all(numbers):
         return "numeric"
     if len(texts) >= 10 and sum(numbers) >= _NUMERIC_LOOKING * len(texts):

@@ -19,9 +19,9 @@ import pandas as pd
 import pyarrow as pa
 
 from attnrec.data.boundary import Origin, id_column, id_text, number_column, time_column
-from attnrec.data.build import CheckedColumns, build_log
+from attnrec.data.build import CheckedColumns, build_log, signal_columns
 from attnrec.data.feature_files import FeatureSource, with_features
-from attnrec.data.readers.columns import COLUMN_ALIASES, resolve_columns
+from attnrec.data.readers.columns import ID_ALIASES, resolve_columns
 from attnrec.data.schema import DataError, DataSource, Interactions
 
 FrameLike: TypeAlias = "pd.DataFrame | pa.Table"
@@ -77,6 +77,7 @@ def from_frame(
     user_features: FeatureSource | None = None,
     missing_features: str = "error",
     name: str = "DataFrame",
+    signals: Mapping[str, str] | None = None,
 ) -> Interactions:
     """An interaction log from a DataFrame (pandas, pyarrow Table, polars).
 
@@ -95,7 +96,8 @@ def from_frame(
     item column and a ``title`` column; ``item_features``/``user_features`` are feature tables
     (a DataFrame, a file or a :class:`~attnrec.data.features.FeatureTable`, see
     :func:`~attnrec.data.feature_files.with_features`; ``missing_features="empty"`` gives the IDs
-    without a row empty features instead of an error).
+    without a row empty features instead of an error). ``signals`` maps declared signals
+    (:mod:`attnrec.data.signals`) to their columns; one left out is found by its aliases.
     """
     if not is_frame(frame):
         raise DataError(
@@ -103,6 +105,7 @@ def from_frame(
             f"{type(frame).__name__}"
         )
     given = {"user": user, "item": item, "timestamp": timestamp, "event": event, "rating": rating}
+    given |= dict(signals or {})  # declared signals (attnrec.data.signals) -> their columns
     roles = resolve_columns(_labels(frame), {r: c for r, c in given.items() if c is not None}, name, _HINT)
     df = _selected(frame, list(roles.values()))
     df.columns = list(roles)  # role names: one column per role, even when two roles share a label
@@ -118,6 +121,7 @@ def from_frame(
         if "timestamp" in roles else None,
         number_column(df["rating"], "rating", roles["rating"], origin) if "rating" in roles else None,
         ids("event") if "event" in roles else None,
+        signal_columns(lambda role: df[role], roles, origin),
     )  # fmt: skip
     if time_format is not None and columns.timestamp is None:
         raise DataError(
@@ -139,10 +143,10 @@ def _titles(titles: Mapping[Any, str] | pd.DataFrame | None, name: str) -> dict[
     lower = {str(c).strip().lower(): c for c in titles.columns}
     if "title" not in lower:
         raise DataError(f"{where}: no 'title' column; available columns: {list(titles.columns)[:30]}")
-    key = next((lower[a] for a in (*COLUMN_ALIASES["item"], "id") if a in lower), None)
+    key = next((lower[a] for a in (*ID_ALIASES["item"], "id") if a in lower), None)
     if key is None:
         raise DataError(
-            f"{where}: no item ID column (looked for {', '.join(COLUMN_ALIASES['item'][:6])}, ..., id); "
+            f"{where}: no item ID column (looked for {', '.join(ID_ALIASES['item'][:6])}, ..., id); "
             f"available columns: {list(titles.columns)[:30]}"
         )
     items = id_column(titles[key], "item", key, Origin(where))

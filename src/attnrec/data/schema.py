@@ -7,9 +7,10 @@ Conventions used everywhere in attnrec:
   integer, so ``42.0`` and ``"42.0"`` name it too (:mod:`attnrec.data.boundary`).
 * Internal item indices run ``1..n_items``; index ``0`` is the padding item and is never
   scored or recommended. Internal user indices run ``0..n_users-1``.
-* Per-event context travels with the sequences as named columns aligned with the items
-  (:data:`COLUMN_DTYPES`): ``timestamp`` (int64 unix seconds), ``event`` (int64 code ``1..E`` of
-  the log's event vocabulary, ``0`` = padding) and ``rating`` (float32).
+* Per-event context travels with the sequences as named columns aligned with the items, one per
+  declared signal (:mod:`attnrec.data.signals`): ``timestamp`` (int64 unix seconds), ``event``
+  (int64 code ``1..E`` of the log's event vocabulary, ``0`` = padding), ``rating`` (float32), and
+  any declared signal (int64 codes of its vocabulary, ``1`` = unknown, or float32 numbers).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from attnrec.data import signals as sig
+from attnrec.data.errors import DataError as DataError  # re-exported: the data layer's error
+from attnrec.data.sequences import Sequences as Sequences  # re-exported with the logs it is made from
+
 if TYPE_CHECKING:  # these modules build on this one; the annotations only name their classes
     from attnrec.data.feature_files import FeatureSource
     from attnrec.data.features import FeatureTable
@@ -28,17 +33,10 @@ if TYPE_CHECKING:  # these modules build on this one; the annotations only name 
 
 PAD = 0
 
-TIMESTAMP, EVENT, RATING = "timestamp", "event", "rating"
-#: The per-event columns a :class:`Sequences` may carry, and the dtype each is stored in.
-COLUMN_DTYPES: dict[str, np.dtype[np.generic]] = {
-    TIMESTAMP: np.dtype(np.int64),
-    EVENT: np.dtype(np.int64),
-    RATING: np.dtype(np.float32),
-}
-
-
-class DataError(ValueError):
-    """Bad or unusable input data; the message says what and where."""
+TIMESTAMP, EVENT, RATING = sig.TIMESTAMP.name, sig.EVENT.name, sig.RATING.name
+#: The built-in per-event columns and the dtype each is stored in (a declared signal's is its
+#: :attr:`~attnrec.data.signals.Signal.dtype`).
+COLUMN_DTYPES: dict[str, np.dtype[np.generic]] = {s.name: s.dtype for s in sig.signals() if s.builtin}
 
 
 def _id_text(value: object) -> str:
@@ -177,6 +175,21 @@ def event_codes(vocabulary: IdMap, names: Sequence[object] | np.ndarray) -> np.n
     return codes.astype(np.int64) + 1
 
 
+def signal_vocabulary(values: np.ndarray | Sequence[object]) -> IdMap:
+    """The vocabulary of a declared categorical signal: its distinct values, sorted; code = index + 2
+    (0 = padding, 1 = a value the vocabulary does not hold, :data:`~attnrec.data.signals.UNKNOWN_CODE`)."""
+    distinct = {str(x) for x in pd.unique(np.asarray(values, dtype=object))}
+    return IdMap(np.array(sorted(distinct), dtype=object), offset=sig.UNKNOWN_CODE + 1)
+
+
+def signal_codes(vocabulary: IdMap, values: Sequence[object] | np.ndarray) -> np.ndarray:
+    """int64 codes of a declared categorical signal's values; a value outside ``vocabulary`` gets
+    :data:`~attnrec.data.signals.UNKNOWN_CODE`."""
+    arr = np.asarray(values, dtype=object).astype(str)
+    codes = np.asarray(pd.Index(vocabulary.external.astype(str)).get_indexer(arr), dtype=np.int64)
+    return np.where(codes < 0, sig.UNKNOWN_CODE, codes + vocabulary.offset)
+
+
 def event_names(vocabulary: IdMap, codes: Sequence[int] | np.ndarray) -> list[str]:
     """Event names of codes (``0``, the padding code, gives ``""``)."""
     arr = np.asarray(codes, dtype=np.int64)
@@ -192,7 +205,9 @@ class Interactions(UserItemLog):
     optional float arrays aligned with them, ``event`` optional event names (``events`` is
     their vocabulary, built from them when not given). ``item_titles`` maps external item IDs
     to display titles when the data has them; ``item_features``/``user_features`` are optional
-    tables keyed by external IDs (see :mod:`attnrec.data.features`).
+    tables keyed by external IDs (see :mod:`attnrec.data.features`). ``signals`` holds the columns of
+    declared signals (:mod:`attnrec.data.signals`) by name: text for categorical ones (``vocabularies``
+    is theirs, built from them when not given), numbers for numeric ones.
     """
 
     user: np.ndarray
@@ -207,10 +222,21 @@ class Interactions(UserItemLog):
     events: IdMap | None = None
     item_features: FeatureTable | None = None
     user_features: FeatureTable | None = None
+    signals: Mapping[str, np.ndarray] = field(default_factory=dict)
+    vocabularies: Mapping[str, IdMap] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.event is not None and self.events is None:
             object.__setattr__(self, "events", event_vocabulary(self.event))
+        vocabularies = dict(self.vocabularies)
+        for name, values in self.signals.items():
+            if len(values) != len(self.user):
+                raise DataError(
+                    f"signal column {name!r} has {len(values)} values for {len(self.user)} events"
+                )
+            if sig.get_signal(name).kind == "categorical" and name not in vocabularies:
+                vocabularies[name] = signal_vocabulary(values)
+        object.__setattr__(self, "vocabularies", vocabularies)
 
     @classmethod
     def from_frame(
@@ -230,6 +256,7 @@ class Interactions(UserItemLog):
         user_features: FeatureSource | None = None,
         missing_features: str = "error",
         name: str = "DataFrame",
+        signals: Mapping[str, str] | None = None,
     ) -> Interactions:
         """A log from a pandas DataFrame, pyarrow Table or polars DataFrame; columns not named are
         guessed (``userId``, ``item_id``, ``timestamp`` ...). See :func:`attnrec.data.frames.from_frame`."""
@@ -238,7 +265,7 @@ class Interactions(UserItemLog):
         return from_frame(frame, user, item, timestamp, event, rating, time_format=time_format,
                           min_rating=min_rating, k_core=k_core, titles=titles, item_features=item_features,
                           user_features=user_features, missing_features=missing_features,
-                          name=name)  # fmt: skip
+                          name=name, signals=signals)  # fmt: skip
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a pandas DataFrame in its order (user, then time): ``user`` and ``item`` as
@@ -248,7 +275,7 @@ class Interactions(UserItemLog):
             "item": self.items.external[self.item - self.items.offset],
         }
         optional = {TIMESTAMP: self.timestamp, RATING: self.rating, EVENT: self.event}
-        return pd.DataFrame(out | {k: v for k, v in optional.items() if v is not None})
+        return pd.DataFrame(out | {k: v for k, v in optional.items() if v is not None} | dict(self.signals))
 
     def sequences(self, columns: bool = True) -> Sequences:
         """Per-user item sequences (the log is already in chronological order), carrying the
@@ -262,8 +289,9 @@ class Interactions(UserItemLog):
         )
 
     def event_columns(self) -> dict[str, np.ndarray]:
-        """The log's per-event columns in :data:`COLUMN_DTYPES`: timestamps floored to whole
-        seconds, events as codes of :attr:`events`, ratings as float32."""
+        """The log's per-event columns in their signals' dtypes: timestamps floored to whole seconds,
+        events as codes of :attr:`events`, ratings as float32, declared categorical signals as codes
+        of their :attr:`vocabularies`, numeric ones as float32."""
         cols: dict[str, np.ndarray] = {}
         if self.timestamp is not None:
             if len(self.timestamp) and not np.isfinite(self.timestamp).all():
@@ -273,127 +301,14 @@ class Interactions(UserItemLog):
             cols[EVENT] = event_codes(self.events, self.event)
         if self.rating is not None:
             cols[RATING] = np.asarray(self.rating, dtype=np.float32)
+        for name, values in self.signals.items():
+            vocabulary = self.vocabularies.get(name)
+            if vocabulary is not None:
+                cols[name] = signal_codes(vocabulary, values)
+            else:
+                cols[name] = np.asarray(values, dtype=sig.get_signal(name).dtype)
         return cols
 
     def item_popularity(self) -> np.ndarray:
         """Interaction count per internal item index (length ``n_items + 1``, pad = 0)."""
         return np.bincount(self.item, minlength=self.n_items + 1).astype(np.int64)
-
-
-def _checked_columns(columns: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
-    """Columns in their fixed dtypes; an unknown name or a length other than ``n`` is a :class:`DataError`."""
-    out: dict[str, np.ndarray] = {}
-    for name, values in columns.items():
-        dtype = COLUMN_DTYPES.get(name)
-        if dtype is None:
-            raise DataError(f"unknown sequence column {name!r}; use {', '.join(COLUMN_DTYPES)}")
-        arr = np.asarray(values, dtype=dtype)
-        if arr.shape != (n,):
-            raise DataError(f"sequence column {name!r} has shape {arr.shape}, expected ({n},) like the items")
-        out[name] = arr
-    return out
-
-
-@dataclass(frozen=True)
-class Sequences:
-    """Ragged per-user item sequences in CSR form: user ``u`` owns ``items[offsets[u]:offsets[u+1]]``.
-
-    ``columns`` holds optional per-event columns (names and dtypes in :data:`COLUMN_DTYPES`),
-    each aligned with ``items``; every operation below carries them along.
-    """
-
-    offsets: np.ndarray
-    items: np.ndarray
-    n_items: int
-    columns: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.columns:
-            object.__setattr__(self, "columns", _checked_columns(self.columns, len(self.items)))
-
-    def column(self, name: str) -> np.ndarray:
-        """The per-event column ``name`` (aligned with ``items``); a :class:`DataError` when absent."""
-        values = self.columns.get(name)
-        if values is None:
-            have = ", ".join(self.columns) or "none"
-            raise DataError(f"these sequences have no {name!r} column (columns: {have})")
-        return values
-
-    def _with(self, offsets: np.ndarray, idx: np.ndarray) -> Sequences:
-        """The elements at ``idx`` (indices or a boolean mask; items and every column) under new
-        ``offsets``."""
-        return Sequences(offsets, self.items[idx], self.n_items, {k: v[idx] for k, v in self.columns.items()})
-
-    @property
-    def n_users(self) -> int:
-        return len(self.offsets) - 1
-
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def __getitem__(self, u: int) -> np.ndarray:
-        return self.items[self.offsets[u] : self.offsets[u + 1]]
-
-    @classmethod
-    def from_lists(cls, seqs: Sequence[Sequence[int]], n_items: int) -> Sequences:
-        lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        flat = np.fromiter((i for s in seqs for i in s), dtype=np.int64, count=int(offsets[-1]))
-        return cls(offsets, flat, n_items)
-
-    def take(self, users: np.ndarray) -> Sequences:
-        """Sequences of the given users, in that order."""
-        users = np.asarray(users, dtype=np.int64)
-        lengths = self.lengths()[users]
-        offsets = np.zeros(len(users) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        idx = np.repeat(self.offsets[users] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return self._with(offsets, idx)
-
-    def truncate_end(self, drop: int) -> Sequences:
-        """Each sequence without its last ``drop`` items (shorter ones become empty)."""
-        lengths = np.maximum(self.lengths() - drop, 0)
-        offsets = np.zeros(self.n_users + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        idx = np.repeat(self.offsets[:-1] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return self._with(offsets, idx)
-
-    def select(self, keep: np.ndarray) -> Sequences:
-        """The same users with only the elements where the boolean mask ``keep`` is true."""
-        users = np.repeat(np.arange(self.n_users), self.lengths())
-        counts = np.bincount(users[keep], minlength=self.n_users)
-        offsets = np.zeros(self.n_users + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        return self._with(offsets, keep)
-
-    def padded(self, max_len: int, rows: np.ndarray | None = None) -> np.ndarray:
-        """Left-padded ``(n, max_len)`` int64 matrix of the last ``max_len`` items per row."""
-        return self._left_padded(self.items, np.dtype(np.int64), max_len, rows)
-
-    def padded_column(self, name: str, max_len: int, rows: np.ndarray | None = None) -> np.ndarray:
-        """The column ``name`` left-padded exactly like :meth:`padded` (with zeros): position
-        ``[r, j]`` of both matrices describes the same event."""
-        values = self.column(name)
-        return self._left_padded(values, values.dtype, max_len, rows)
-
-    def _left_padded(
-        self, values: np.ndarray, dtype: np.dtype[np.generic], max_len: int, rows: np.ndarray | None
-    ) -> np.ndarray:
-        rows = np.arange(self.n_users) if rows is None else np.asarray(rows, dtype=np.int64)
-        out = np.zeros((len(rows), max_len), dtype=dtype)
-        if len(rows) == 0 or max_len == 0:
-            return out
-        starts, ends = self.offsets[rows], self.offsets[rows + 1]
-        lens = np.minimum(ends - starts, max_len)
-        # Column j of row r holds element ends[r] - max_len + j when that index is >= the row start.
-        col = np.arange(max_len)[None, :]
-        src = ends[:, None] - max_len + col
-        valid = col >= (max_len - lens)[:, None]
-        out[valid] = values[src[valid]]
-        return out
-
-    def user_item_keys(self) -> np.ndarray:
-        """Sorted ``user * (n_items + 1) + item`` keys, for vectorised membership tests."""
-        users = np.repeat(np.arange(self.n_users, dtype=np.int64), self.lengths())
-        return np.unique(users * (self.n_items + 1) + self.items)

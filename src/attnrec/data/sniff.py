@@ -14,6 +14,7 @@ import re
 from itertools import islice
 from pathlib import Path
 
+from attnrec.data.boundary import reads_as_number
 from attnrec.data.files import base_name, iter_lines
 from attnrec.data.formats import FORMATS
 from attnrec.data.readers.jsonlines import parse_record
@@ -62,9 +63,9 @@ def _csv_format(first: str) -> str:
     head = [h.strip().lower() for h in first.split(",")]
     if head[:4] == ["userid", "movieid", "rating", "timestamp"]:
         return "ml20m"
-    if len(head) == 4 and _numeric(head[2]) and _numeric(head[3]):
+    if len(head) == 4 and reads_as_number(head[2]) and reads_as_number(head[3]):
         return "amazon-ratings-csv"  # headerless user,item,rating,timestamp (Amazon "ratings only")
-    if len(head) == 5 and head[3] in BEHAVIOURS and _numeric(head[4]):
+    if len(head) == 5 and head[3] in BEHAVIOURS and reads_as_number(head[4]):
         return "taobao-csv"  # headerless user,item,category,behavior,timestamp (Taobao UserBehavior)
     return "csv"
 
@@ -73,7 +74,7 @@ def _text_format(p: Path, lines: list[str]) -> str:
     """A file whose name says nothing: pairs, user lines, ``u.data`` layout or a delimited table."""
     first = lines[0]
     tokens = [ln.split() for ln in lines]
-    if all(_numeric(t) for t in tokens[0]) or not any(c in first for c in ",;\t|"):
+    if all(reads_as_number(t) for t in tokens[0]) or not any(c in first for c in ",;\t|"):
         if sum(len(t) == 2 for t in tokens) >= _AGREE * len(tokens):
             return "pairs"  # lines of another field count are reported by _head_agrees
         if "\t" in first and all(_is_ml100k_line(ln) for ln in lines):
@@ -152,15 +153,7 @@ def check_integer_ids(path: str | Path, fmt: str, data: Interactions) -> None:
 
 def _is_ml100k_line(line: str) -> bool:
     fields = line.split("\t")
-    return len(fields) == 4 and all(_numeric(t) for t in fields)
-
-
-def _numeric(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
+    return len(fields) == 4 and all(reads_as_number(t) for t in fields)
 
 
 def _json_format(p: Path) -> str:

@@ -27,6 +27,7 @@ from attnrec.data.build import k_core_mask
 from attnrec.data.files import content_sha256
 from attnrec.data.readers.columns import resolve_columns
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
+from attnrec.data.signals import declared
 
 BATCH_ROWS = 1 << 20
 
@@ -192,7 +193,9 @@ def read_parquet_stream(
 class _Buffers:
     """The encoded columns of the whole log, preallocated and filled batch by batch.
 
-    Timestamp, rating and event columns exist only when the file maps those roles.
+    Timestamp, rating and event columns exist only when the file maps those roles, and a declared
+    signal's (:mod:`attnrec.data.signals`) only when the file has it: categorical values as codes of
+    their own encoder, numbers as float64.
     """
 
     def __init__(self, n_rows: int, roles: dict[str, object], p: Path, time_format: str | None) -> None:
@@ -205,6 +208,11 @@ class _Buffers:
         self.ts = np.empty(n_rows, dtype=np.float64) if "timestamp" in roles else None
         self.rt = np.empty(n_rows, dtype=np.float64) if "rating" in roles else None
         self.ev = np.empty(n_rows, dtype=np.int32) if "event" in roles else None
+        self.extra = {s.name: s for s in declared() if s.name in roles}
+        self.encoders = {k: IdEncoder() for k, s in self.extra.items() if s.kind == "categorical"}
+        self.signals = {
+            k: np.empty(n_rows, dtype=np.int32 if k in self.encoders else np.float64) for k in self.extra
+        }
         self.filled = 0
 
     def add(self, cols: dict[str, pa.Array], row0: int, min_rating: float | None) -> None:
@@ -239,6 +247,13 @@ class _Buffers:
             self.ts[sl] = time
         if self.rt is not None and rating is not None:
             self.rt[sl] = rating
+        for name, values in self.signals.items():
+            what = f"{name} (column {labels[name]!r})"
+            enc = self.encoders.get(name)
+            if enc is not None:
+                values[sl] = _checked(enc, cols[name], what, row0, p, keep)
+            else:
+                values[sl] = number_column(cols[name], name, labels[name], origin)
         self.filled = sl.stop
 
     def to_interactions(self, k_core: int, source: DataSource) -> Interactions:
@@ -252,7 +267,8 @@ class _Buffers:
         ts = None if self.ts is None else self.ts[:n]
         rt = None if self.rt is None else self.rt[:n]
         ev = None if self.ev is None else self.ev[:n]
-        del self.user, self.item, self.ts, self.rt, self.ev
+        extra = {k: v[:n] for k, v in self.signals.items()}
+        del self.user, self.item, self.ts, self.rt, self.ev, self.signals
         user_ext, item_ext = self.users.external(), self.items.external()
         if k_core > 1:
             mask = k_core_mask(user, item, self.users.n, self.items.n, k_core)
@@ -264,6 +280,7 @@ class _Buffers:
                 ts = None if ts is None else ts[mask]
                 rt = None if rt is None else rt[mask]
                 ev = None if ev is None else ev[mask]
+                extra = {k: v[mask] for k, v in extra.items()}
             del mask
         # User, then time; ties keep file order (both sorts are stable). Each column is gathered in
         # turn and its buffer dropped.
@@ -278,8 +295,13 @@ class _Buffers:
         rt_out = None if rt is None else rt[order]
         del rt
         ev_out = None if ev is None else self.events.external()[ev[order]]
+        signals = {
+            k: self.encoders[k].external()[v[order]] if k in self.encoders else v[order]
+            for k, v in extra.items()
+        }
         return Interactions(user=user_out, item=item_out, users=IdMap(user_ext, 0), items=IdMap(item_ext, 1),
-                            timestamp=ts_out, rating=rt_out, event=ev_out, source=source)  # fmt: skip
+                            timestamp=ts_out, rating=rt_out, event=ev_out, source=source,
+                            signals=signals)  # fmt: skip
 
 
 def _checked(

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
+from attnrec.data.signals import batch_keys
 from attnrec.models.contracts import AttentionInspectable, Capabilities, EmbeddingInputs, Scorer, capabilities
 
 METHODS = ("attention", "rollout", "occlusion", "greedy", "integrated_gradients")
@@ -222,7 +223,6 @@ def attribute(
 
 
 _Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
-EVENT_BATCH_KEYS = frozenset({"timestamps", "events", "ratings", "request_time"})  # per-event model inputs
 
 
 def _attention(
@@ -231,7 +231,7 @@ def _attention(
     assert isinstance(model, AttentionInspectable)  # cannot_attribute checked it
     with torch.no_grad():
         batch = model.score_inputs(users, one)
-        read = sorted(set(batch) & EVENT_BATCH_KEYS)
+        read = sorted(set(batch) & batch_keys())  # the per-event model inputs
         if read:  # attention_weights(seq) sees the items only: it would not be this model's attention
             raise AttributionError(
                 f"method {method!r} is not available for a model that reads per-event "

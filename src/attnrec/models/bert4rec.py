@@ -39,6 +39,7 @@ from attnrec.models.context import (
 from attnrec.models.contracts import Batch, ItemBiased
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.nn.masks import padding_bias
+from attnrec.models.nn.search import NETWORK_RANGES, OPTIMISER_RANGES
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import ItemTable, Scored, build_objective, check_objective
 from attnrec.models.registry import register
@@ -125,21 +126,13 @@ class BERT4RecBlock(nn.Module):
 # dropouts matter most (the authors' scripts change them per dataset), then width, depth and window.
 SEARCH_SPACE = SearchSpace(
     model={
-        "hidden": Choice((32, 64, 128)),
-        "n_layers": Int(1, 3),
-        "n_heads": Choice((1, 2)),
-        "max_len": Choice((50, 100, 200)),
-        "dropout": Float(0.0, 0.5),
+        **NETWORK_RANGES,
         "attn_dropout": Float(0.0, 0.5),
         "mask_prob": Float(0.1, 0.6),
         "loss": Choice(("ce", "sampled_ce")),
         "n_negatives": Int(32, 1024, log=True, when={"loss": ("sampled_ce",)}),
     },
-    train={
-        "lr": Float(1e-4, 1e-2, log=True),
-        "weight_decay": Choice((0.0, 1e-5, 1e-4)),
-        "lr_schedule": Choice(("constant", "cosine")),
-    },
+    train=OPTIMISER_RANGES,
 )
 
 
@@ -174,8 +167,9 @@ class BERT4RecBackbone(nn.Module):
             self.item_emb.weight[0].zero_()
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
-        events = context.events if context is not None else None  # per-event inputs, built last
-        self.event_ctx = ev.event_context(c, c.hidden, c.n_heads, events, "last")
+        self.event_ctx = ev.event_context(
+            c, c.hidden, c.n_heads, context, "last"
+        )  # per-event inputs, built last
 
     def input_embeddings(self, batch: Batch) -> torch.Tensor:
         """``(B, T, D)`` token content of ``batch["seq"]``: item rows (fused with features when on) and

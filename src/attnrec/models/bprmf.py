@@ -26,7 +26,7 @@ from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialMo
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_factor_settings, require_positive
+from attnrec.models.validation import require_factor_settings
 
 
 @dataclass(frozen=True)
@@ -39,13 +39,11 @@ class BPRMFConfig:
     item_bias: bool = True  # learn a per-item bias b_i (popularity offset)
     init_std: float = 0.1  # factors start as N(0, init_std^2)
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's vector (0 = mean user)
-    sparse: bool = (
-        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
-    )
+    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
+    sparse: bool = False
 
     def __post_init__(self) -> None:
-        require_positive(dim=self.dim, n_negatives=self.n_negatives)
-        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
+        require_factor_settings(self)
 
 
 @register(

@@ -203,6 +203,9 @@ class ModelContext:
 
     item_features: ItemFeatures | None = None
     events: IdMap | None = None  # event names -> codes 1..E (event_input's size, target_events' names)
+    vocabularies: Mapping[str, IdMap] = field(
+        default_factory=dict
+    )  # categorical signals read: values -> codes
 
 
 class FieldEmbedding(nn.Module):
@@ -420,22 +423,28 @@ class DecoupledAttention(MultiHeadAttention):
 
 
 def context_for(
-    config: object, table: FeatureTable | None, items: IdMap, events: IdMap | None = None
+    config: object,
+    table: FeatureTable | None,
+    items: IdMap,
+    events: IdMap | None = None,
+    vocabularies: Mapping[str, IdMap] | None = None,
 ) -> ModelContext | None:
     """The :class:`ModelContext` a model with ``config`` needs for a log with ``items``, item feature
-    ``table`` and event vocabulary ``events``; ``None`` when the config reads neither."""
+    ``table``, event vocabulary ``events`` and signal ``vocabularies``; ``None`` when the config reads
+    none of them."""
     mode, fields, difsr = feature_settings(config)
-    events = (
-        events if isinstance(config, EventFields) and (config.event_input or config.target_events) else None
-    )
+    per_event = config if isinstance(config, EventFields) else None
+    events = events if per_event is not None and (per_event.event_input or per_event.target_events) else None
+    listed = per_event.signal_names() if per_event is not None else ()
+    read = {k: v for k, v in (vocabularies or {}).items() if k in listed}
     if mode == "none" and not difsr:
-        return None if events is None else ModelContext(events=events)
+        return None if events is None and not read else ModelContext(events=events, vocabularies=read)
     if table is None:
         raise ValueError(
             f"item_features={mode!r}{' with difsr' if difsr else ''} needs item features, but the "
             "data has none (attach a feature table, e.g. --item-features FILE)"
         )
-    return ModelContext(ItemFeatures.from_table(table, items, fields), events)
+    return ModelContext(ItemFeatures.from_table(table, items, fields), events, read)
 
 
 __all__ = [

@@ -23,28 +23,37 @@ for bit as before. What each option adds (``docs/explanation/context.md`` has th
 * ``event_input`` / ``rating_input``: an event-type embedding (``n_events`` codes, from the data's
   event vocabulary when 0) and a rating embedding (ratings rounded to half stars, ``0..5``: 11
   buckets, higher values share the top one) added to the item embedding.
+* ``signals = "device,price"``: each declared signal (:mod:`attnrec.data.signals`) through the encoder
+  of its kind (:func:`register_encoder`), added to the item embedding: a categorical one an embedding
+  table over its training vocabulary (code 1: a value it never saw), a numeric one a linear projection.
 * targets (:class:`TargetRule`): ``target_events`` ("buy" or "cart,buy", names or codes) and
   ``min_target_rating`` decide which events may be training targets; inputs still see every event.
   ``explicit_negatives``: an event rated below ``min_target_rating`` is pushed down where it would
   have been a target (a ``softplus(score)`` term, the BCE of a negative label, for every loss).
 
-Batch keys (the data's :data:`~attnrec.data.schema.COLUMN_DTYPES` columns, left-padded like ``seq``):
-``timestamps`` (int64 seconds), ``events`` (int64 codes, 0 = padding), ``ratings`` (float32), and
-``request_time`` ``(B,)``.
+Batch keys (each signal's :attr:`~attnrec.data.signals.Signal.batch_key`, left-padded like ``seq``):
+``timestamps`` (int64 seconds), ``events`` (int64 codes, 0 = padding), ``ratings`` (float32), a declared
+signal's name (int64 codes or float32 numbers), and ``request_time`` ``(B,)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnrec.data import signals as sig
 from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, IdMap
 from attnrec.models.contracts import Batch
+from attnrec.models.nn.signal_inputs import encoder_of, signal_problem
+
+if TYPE_CHECKING:  # context.py builds on this module; the annotation only names its class
+    from attnrec.models.context import ModelContext
 
 LOG_BUCKET_WIDTH = (
     0.301  # HSTU's: a bucket is floor(ln(gap seconds) / 0.301), each spans a factor e^0.301 = 1.35
@@ -52,8 +61,16 @@ LOG_BUCKET_WIDTH = (
 GAP_BUCKETS = 64  # the top bucket starts at e^(64 * 0.301) s, about 7 years
 RATING_BUCKETS = 11  # half stars 0, 0.5, ..., 5
 TIME_FEATURES = ("none", "periodic")
-TIMESTAMPS, EVENTS, RATINGS, REQUEST_TIME = "timestamps", "events", "ratings", "request_time"
-BATCH_KEYS = {TIMESTAMP: TIMESTAMPS, EVENT: EVENTS, RATING: RATINGS}  # sequence column -> batch key
+TIMESTAMPS, EVENTS, RATINGS = sig.TIMESTAMP.batch_key, sig.EVENT.batch_key, sig.RATING.batch_key
+REQUEST_TIME = sig.REQUEST_TIME
+
+
+def batch_key(column: str) -> str:
+    """The batch key of the sequence column ``column``: its signal's
+    :attr:`~attnrec.data.signals.Signal.batch_key`."""
+    return sig.get_signal(column).batch_key
+
+
 EXPLICIT_NEGATIVE = (
     "explicit_negative"  # batch key: (B, T) the low-rated item at a position it would target, else 0
 )
@@ -71,6 +88,7 @@ class EventFields:
     target_events: str = ""  # comma-separated event names or codes that may be targets; "" = every event
     min_target_rating: float | None = None  # events rated below this are never targets
     explicit_negatives: bool = False  # ... and are pushed down where they would have been targets
+    signals: str = ""  # comma-separated declared signals (attnrec.data.signals) added to the item embedding
 
     def check_events(self) -> None:
         """Reject inconsistent settings with a one-line ``ValueError`` (called by the configs'
@@ -85,6 +103,14 @@ class EventFields:
             raise ValueError(
                 "explicit_negatives needs min_target_rating (the rating below which an event is negative)"
             )
+        for name in self.signal_names():
+            problem = signal_problem(name)
+            if problem:
+                raise ValueError(f"signals: {name!r} {problem}")
+
+    def signal_names(self) -> tuple[str, ...]:
+        """The declared signals the model reads, in the order given."""
+        return tuple(dict.fromkeys(n.strip() for n in self.signals.split(",") if n.strip()))
 
     def reads_time(self, request: bool = False) -> bool:
         return self.time_intervals > 0 or self.time_features != "none" or request
@@ -92,7 +118,7 @@ class EventFields:
     def input_columns(self, request: bool = False) -> tuple[str, ...]:
         """The sequence columns the model's inputs read."""
         wanted = {TIMESTAMP: self.reads_time(request), EVENT: self.event_input, RATING: self.rating_input}
-        return tuple(k for k, on in wanted.items() if on)
+        return tuple(k for k, on in wanted.items() if on) + self.signal_names()
 
     def target_columns(self) -> tuple[str, ...]:
         """The sequence columns that decide which events are targets."""
@@ -152,9 +178,18 @@ class Periodic(nn.Module):
 class EventContext(nn.Module):
     """The modules of the per-event inputs a config asks for (see the module docstring)."""
 
-    def __init__(self, f: EventFields, hidden: int, n_heads: int, n_events: int, request: str) -> None:
+    def __init__(
+        self,
+        f: EventFields,
+        hidden: int,
+        n_heads: int,
+        n_events: int,
+        request: str,
+        sizes: Mapping[str, int] | None = None,
+    ) -> None:
         """``request``: "none"; "next" (SASRec's ``request_time``: each position gets the time of the event it
-        predicts); "last" (BERT4Rec: the last position, the appended [mask], stands at the request time)."""
+        predicts); "last" (BERT4Rec: the last position, the appended [mask], stands at the request time).
+        ``sizes``: the vocabulary size of each categorical signal the config lists."""
         super().__init__()
         self.k, self.request, self.n_events = f.time_intervals, request, n_events
         self.columns = f.input_columns(request == "next")
@@ -165,6 +200,13 @@ class EventContext(nn.Module):
         self.next_time = Periodic(hidden, f.time_features == "periodic") if request == "next" else None
         self.event = nn.Embedding(n_events + 1, hidden, padding_idx=0) if f.event_input else None
         self.rating = nn.Embedding(RATING_BUCKETS + 1, hidden, padding_idx=0) if f.rating_input else None
+        declared = [sig.get_signal(name) for name in f.signal_names()]
+        self.signal_keys = {s.name: s.batch_key for s in declared}
+        self.signals = (
+            nn.ModuleDict({s.name: encoder_of(s)(hidden, (sizes or {}).get(s.name, 0)) for s in declared})
+            if declared
+            else None
+        )
         # Initialised here, after the model's own init (the model builds this module last): embeddings
         # N(0, 0.02) with zero padding rows, interval biases zero (an untrained model attends as without
         # them).
@@ -210,6 +252,8 @@ class EventContext(nn.Module):
             r = require_key(batch, RATINGS).float()  # (B, T); NaN: not known (BERT4Rec's masked positions)
             stars = (r.nan_to_num(0.0) * 2).round().clamp(0, RATING_BUCKETS - 1).long() + 1
             emb = emb + self.rating(stars.masked_fill(~real | r.isnan(), 0))  # (B, T, D)
+        for name, encoder in (self.signals or {}).items():
+            emb = emb + encoder(require_key(batch, self.signal_keys[name]), real)  # (B, T, D)
         return emb
 
     def attention_mask(self, allowed: torch.Tensor, batch: Batch, causal: bool) -> torch.Tensor:
@@ -232,16 +276,22 @@ def require_key(batch: Batch, key: str) -> torch.Tensor:
 
 
 def event_context(
-    f: EventFields, hidden: int, n_heads: int, events: IdMap | None, request: str
+    f: EventFields, hidden: int, n_heads: int, context: ModelContext | None, request: str
 ) -> EventContext | None:
     """The model's :class:`EventContext`, or ``None`` when it reads no per-event input (nothing is
-    created)."""
+    created); ``context`` holds the data's event vocabulary and the categorical signals' vocabularies."""
     if not f.input_columns(request == "next"):
         return None
+    events = context.events if context is not None else None
     n_events = f.n_events or (len(events) if events is not None else 0)
     if f.event_input and n_events == 0:
         raise ValueError("event_input needs the event vocabulary: data with an event column, or n_events")
-    return EventContext(f, hidden, n_heads, n_events, request)
+    vocabularies = context.vocabularies if context is not None else {}
+    for name in f.signal_names():
+        if sig.get_signal(name).kind == "categorical" and name not in vocabularies:
+            raise ValueError(f"signals: {name!r} needs its vocabulary: data with a {name!r} column")
+    sizes = {name: len(vocabularies[name]) for name in f.signal_names() if name in vocabularies}
+    return EventContext(f, hidden, n_heads, n_events, request, sizes)
 
 
 @dataclass(frozen=True)
@@ -311,7 +361,6 @@ def explicit_negative_loss(
 
 
 __all__ = [
-    "BATCH_KEYS",
     "EVENTS",
     "EXPLICIT_NEGATIVE",
     "GAP_BUCKETS",
@@ -324,6 +373,7 @@ __all__ = [
     "TargetRule",
     "event_context",
     "explicit_negative_loss",
+    "batch_key",
     "interval_buckets",
     "log_bucket",
     "require_key",

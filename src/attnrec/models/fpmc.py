@@ -25,13 +25,13 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import FOLD_IN_ITEMS, user_vectors
+from attnrec.models._baselines import FOLD_IN_ITEMS, transition_presets, user_vectors
 from attnrec.models.batches.windows import last_items, negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, Factorised, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_factor_settings, require_positive
+from attnrec.models.validation import require_factor_settings
 
 
 @dataclass(frozen=True)
@@ -44,51 +44,14 @@ class FPMCConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # factors start as N(0, init_std^2)
     fold_in_steps: int = 30  # FPMC: Adam steps fitting an unknown user's vector (0 = mean user)
-    sparse: bool = (
-        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
-    )
+    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
+    sparse: bool = False
 
     def __post_init__(self) -> None:
-        require_positive(dim=self.dim, n_prev=self.n_prev, n_negatives=self.n_negatives)
-        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
+        require_factor_settings(self, "n_prev")
 
 
-def _presets(personal: bool) -> dict[str, dict[str, dict[str, object]]]:
-    """Per-dataset settings: dense ML-1M learns fast; sparse Beauty needs more regularisation.
-
-    On ML-1M one epoch costs ~14 s of one CPU core; FPMC reaches pop100 HR@10 0.55 after 6 epochs.
-    """
-    return {
-        "ml-1m": {
-            "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},
-            "train": {
-                "lr": 1e-2,
-                "batch_size": 4096,
-                "max_epochs": 60,
-                "lr_decay": 0.3,
-                "max_lr_decays": 2,
-                "time_budget": 600,
-            },
-        },
-        "beauty": {
-            "model": {"dim": 64, "reg": 1e-3 if personal else 1e-4, "n_negatives": 4},
-            "train": {
-                "lr": 5e-3,
-                "batch_size": 1024,
-                "max_epochs": 60,
-                "lr_decay": 0.3,
-                "max_lr_decays": 2,
-                "time_budget": 600,
-            },
-        },
-        "demo": {
-            "model": {"dim": 32, "reg": 1e-4, "n_negatives": 4},
-            "train": {"lr": 1e-2, "batch_size": 512, "max_epochs": 40, "patience": 5, "time_budget": 120},
-        },
-    }
-
-
-@register("fpmc", config=FPMCConfig, presets=_presets(True))
+@register("fpmc", config=FPMCConfig, presets=transition_presets(personal=True))
 class FPMC(nn.Module, SequentialModel, Factorised):
     """FPMC: matrix factorisation plus a factorised first-order Markov chain over the last item."""
 
@@ -202,7 +165,7 @@ class FPMC(nn.Module, SequentialModel, Factorised):
         return factorised_scores(self.query_vectors(batch), self.item_vectors())  # (B, I+1)
 
 
-@register("fmc", config=FPMCConfig, presets=_presets(False))
+@register("fmc", config=FPMCConfig, presets=transition_presets(personal=False))
 class FMC(FPMC):
     """FMC: a factorised first-order Markov chain over the last item, shared by all users."""
 

@@ -21,7 +21,6 @@ GRU4Rec does not use user IDs; an ad-hoc history is scored like any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attnrec.data.schema import Sequences
 from attnrec.models.batches.builders import ShiftedNextItem
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
+from attnrec.models.nn.wrapper import NextItemTraining
 from attnrec.models.objectives import ItemTable, Scored, build_objective
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
@@ -115,7 +115,7 @@ def _presets(plus: bool) -> dict[str, dict[str, dict[str, object]]]:
 
 
 @register("gru4rec", config=GRU4RecConfig, presets=_presets(False))
-class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
+class GRU4Rec(nn.Module, NextItemTraining, SequentialModel, Factorised, ItemBiased):
     """GRU4Rec: a GRU over the item history trained with full cross-entropy on the next item."""
 
     def __init__(self, config: GRU4RecConfig, n_users: int, n_items: int) -> None:
@@ -152,16 +152,7 @@ class GRU4Rec(nn.Module, SequentialModel, Factorised, ItemBiased):
         states: torch.Tensor = self.drop(h.gather(1, back))  # (B, T, H) left-padded again
         return states
 
-    # -- training: next item at every position, the configured objective ----------------------------
-    def train_rows(self, train: Sequences) -> int:
-        return self.builder.rows(train)
-
-    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
-        """Shuffled (input, next-item target) windows; sampled losses also get shared negatives."""
-        negatives = self.objective.negatives(train, self.n_items)
-        for _, batch in self.builder.batches(train, batch_size, rng, negatives):
-            yield batch
-
+    # -- training: next item at every position (NextItemTraining's batches), the configured objective --
     def loss(self, batch: Batch) -> torch.Tensor:
         """Mean next-item loss over the real targets (each after a real input: batching.shifted_pair)."""
         target = batch["target"]  # (B, T)

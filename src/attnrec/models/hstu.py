@@ -251,42 +251,38 @@ class HSTUBackbone(nn.Module):
             return F.normalize(self.item_emb.weight, dim=-1, eps=EPS)
 
 
+# The reference's training of its ML-1M configs: AdamW with betas (0.9, 0.98), lr 1e-3, no weight
+# decay, batch 128, 101 epochs (all of them: min_epochs; the best validation epoch's weights are kept).
+_REFERENCE_TRAINING = {
+    "optimizer": "adamw",
+    "lr": 1e-3,
+    "beta2": 0.98,
+    "weight_decay": 0.0,
+    "batch_size": 128,
+    "max_epochs": 101,
+    "min_epochs": 101,
+}
+
+
 @register(
     "hstu",
     config=HSTUConfig,
     presets={
         # The paper's HSTU row on ML-1M (HR@10 0.3097, NDCG@10 0.1720 in the reference README):
-        # configs/ml-1m/hstu-sampled-softmax-n128-final.gin, i.e. the config defaults, AdamW with
-        # betas (0.9, 0.98), lr 1e-3, no weight decay, batch 128, 101 epochs (all of them: min_epochs; the
-        # best validation epoch's weights are kept). Negatives per training sequence (the reference: per
+        # configs/ml-1m/hstu-sampled-softmax-n128-final.gin, i.e. the config defaults and the reference's
+        # training (_REFERENCE_TRAINING). Negatives per training sequence (the reference: per
         # position); with 128 per batch the GPU runs ml-1m-hstu-gpu / -large-gpu learned far more slowly
         # (docs/explanation/models.md). Promise: the reference's recipe on the reference's data; ml-1m.txt has
         # no timestamps (no time bias).
         "ml-1m": {
             "model": {"negatives": "sequence"},
-            "train": {
-                "optimizer": "adamw",
-                "lr": 1e-3,
-                "beta2": 0.98,
-                "weight_decay": 0.0,
-                "batch_size": 128,
-                "max_epochs": 101,
-                "min_epochs": 101,
-            },
+            "train": _REFERENCE_TRAINING,
         },
         # HSTU-large (HR@10 0.3294, NDCG@10 0.1893): configs/ml-1m/hstu-sampled-softmax-n128-large-final.gin,
         # 4x the layers and 2x the heads, 25-wide per head; the rest as "ml-1m".
         "ml-1m-large": {
             "model": {"n_layers": 8, "n_heads": 2, "dqk": 25, "dv": 25, "negatives": "sequence"},
-            "train": {
-                "optimizer": "adamw",
-                "lr": 1e-3,
-                "beta2": 0.98,
-                "weight_decay": 0.0,
-                "batch_size": 128,
-                "max_epochs": 101,
-                "min_epochs": 101,
-            },
+            "train": _REFERENCE_TRAINING,
         },
         # Small and quick: the built-in demo data (and the contract tests) in seconds to minutes.
         "demo": {

@@ -44,19 +44,14 @@ class NCFConfig:
     """NeuMF hyperparameters (the paper's defaults: 8 predictive factors, 4 negatives)."""
 
     gmf_dim: int = 8  # GMF embedding size (the paper's "predictive factors")
-    mlp_layers: tuple[int, ...] = (
-        64,
-        32,
-        16,
-        8,
-    )  # MLP widths; the first is [p'; q'], so each embedding is half
+    # MLP widths; the first is [p'; q'], so each embedding is half of it.
+    mlp_layers: tuple[int, ...] = (64, 32, 16, 8)
     n_negatives: int = 4  # sampled negatives per positive interaction
     dropout: float = 0.0  # dropout after every MLP layer
     init_std: float = 0.01  # embeddings start as N(0, init_std^2), as in the paper's code
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's vectors (0 = mean user)
-    sparse: bool = (
-        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
-    )
+    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
+    sparse: bool = False
 
     def __post_init__(self) -> None:
         require_positive(gmf_dim=self.gmf_dim, n_negatives=self.n_negatives)

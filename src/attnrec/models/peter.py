@@ -101,6 +101,21 @@ class PETERLayer(nn.Module):
         return out
 
 
+# The paper's training: SGD at lr 1.0 with gradient clipping, the rate divided by 4 on each plateau of
+# the validation loss (PETER and PETER+ alike).
+_PAPER_TRAINING = {
+    "optimizer": "sgd",
+    "lr": 1.0,
+    "grad_clip": 1.0,
+    "batch_size": 128,
+    "lr_decay": 0.25,
+    "max_lr_decays": 5,
+    "max_epochs": 100,
+    "monitor": "loss",
+    "mode": "min",
+}
+
+
 @register(
     "peter",
     config=PETERConfig,
@@ -108,31 +123,11 @@ class PETERLayer(nn.Module):
     presets={
         "paper": {
             "model": {},
-            "train": {
-                "optimizer": "sgd",
-                "lr": 1.0,
-                "grad_clip": 1.0,
-                "batch_size": 128,
-                "lr_decay": 0.25,
-                "max_lr_decays": 5,
-                "max_epochs": 100,
-                "monitor": "loss",
-                "mode": "min",
-            },
+            "train": _PAPER_TRAINING,
         },
         "plus": {
             "model": {"use_feature": True},
-            "train": {
-                "optimizer": "sgd",
-                "lr": 1.0,
-                "grad_clip": 1.0,
-                "batch_size": 128,
-                "lr_decay": 0.25,
-                "max_lr_decays": 5,
-                "max_epochs": 100,
-                "monitor": "loss",
-                "mode": "min",
-            },
+            "train": _PAPER_TRAINING,
         },
         "adam": {
             "model": {},

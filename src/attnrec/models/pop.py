@@ -31,12 +31,8 @@ class PopConfig:
     config=PopConfig,
     presets={"ml-1m": {}, "beauty": {}, "demo": {}},
 )
-class Pop(CountedItems, ClosedForm):
+class Pop(CountedItems[PopConfig], ClosedForm):
     """POP: the most popular items of the training data, the same for every user."""
-
-    def __init__(self, config: PopConfig, n_users: int, n_items: int) -> None:
-        super().__init__(n_users, n_items)
-        self.config = config
 
     def score_inputs(
         self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None

@@ -42,12 +42,8 @@ class RecentConfig:
 
 
 @register("recent", config=RecentConfig, presets={"default": {}, "demo": {}})
-class Recent(CountedItems, ClosedForm):
+class Recent(CountedItems[RecentConfig], ClosedForm):
     """Recent: the history's latest items first (most recent on top), then the most popular items."""
-
-    def __init__(self, config: RecentConfig, n_users: int, n_items: int) -> None:
-        super().__init__(n_users, n_items)
-        self.config = config
 
     def score_inputs(
         self, users: np.ndarray, histories: Sequences, request_time: np.ndarray | None = None

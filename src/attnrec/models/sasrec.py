@@ -59,6 +59,7 @@ from attnrec.models.event_context import (
 )
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout, init_xavier
 from attnrec.models.nn.masks import causal_bias
+from attnrec.models.nn.search import NETWORK_RANGES, OPTIMISER_RANGES
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import (
     FullSoftmax,
@@ -69,7 +70,7 @@ from attnrec.models.objectives import (
 )
 from attnrec.models.registry import register
 from attnrec.models.validation import require_positive_fields
-from attnrec.search_space import Choice, Float, Int, SearchSpace
+from attnrec.search_space import Choice, Int, SearchSpace
 
 LOSSES = ("bce", "ce", "sampled_ce")  # the objectives SASRec trains with (attnrec.models.objectives)
 
@@ -195,23 +196,14 @@ class SASRecBlock(nn.Module):
 
 # What `attnrec tune --model sasrec` searches unless a --space file or --set says otherwise: the
 # settings the hand-tuned ML-1M runs showed to matter (dropout, lr and its schedule, width, depth,
-# window, loss and its negatives). hidden is a multiple of every n_heads choice.
+# window, loss and its negatives).
 SEARCH_SPACE = SearchSpace(
     model={
-        "hidden": Choice((32, 64, 128)),
-        "n_layers": Int(1, 3),
-        "n_heads": Choice((1, 2)),
-        "max_len": Choice((50, 100, 200)),
-        "dropout": Float(0.0, 0.5),
+        **NETWORK_RANGES,
         "loss": Choice(("bce", "ce", "sampled_ce")),
         "n_negatives": Int(32, 1024, log=True, when={"loss": ("sampled_ce",)}),
     },
-    train={
-        "lr": Float(1e-4, 1e-2, log=True),
-        "weight_decay": Choice((0.0, 1e-5, 1e-4)),
-        "lr_schedule": Choice(("constant", "cosine")),
-        "batch_size": Choice((64, 128, 256)),
-    },
+    train={**OPTIMISER_RANGES, "batch_size": Choice((64, 128, 256))},
 )
 
 
@@ -236,8 +228,7 @@ class SASRecBackbone(nn.Module):
         if self.item_ctx is not None:
             self.item_ctx.reset_padding()
         # Per-event inputs and targets, built after everything else and only when asked for.
-        events = context.events if context is not None else None
-        self.event_ctx = event_context(c, c.hidden, c.n_heads, events, "next" if c.request_time else "none")
+        self.event_ctx = event_context(c, c.hidden, c.n_heads, context, "next" if c.request_time else "none")
 
     def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
         """Hidden states ``(B, T, D)`` of the left-padded items ``batch["seq"]`` ``(B, T)`` and the per-event

@@ -27,13 +27,13 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import user_inputs, user_vectors
+from attnrec.models._baselines import transition_presets, user_inputs, user_vectors
 from attnrec.models.batches.windows import negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import mask_padding
-from attnrec.models.validation import require_factor_settings, require_positive
+from attnrec.models.validation import require_factor_settings
 
 
 @dataclass(frozen=True)
@@ -45,46 +45,17 @@ class TransRecConfig:
     n_negatives: int = 1  # negatives per transition; the loss averages over them
     init_std: float = 0.1  # item points start as N(0, init_std^2); translations start at 0
     fold_in_steps: int = 30  # Adam steps fitting an unknown user's offset (0 = global translation only)
-    sparse: bool = (
-        False  # sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched
-    )
+    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
+    sparse: bool = False
 
     def __post_init__(self) -> None:
-        require_positive(dim=self.dim, n_negatives=self.n_negatives)
-        require_factor_settings(self.reg, self.init_std, self.fold_in_steps)
+        require_factor_settings(self)
 
 
 @register(
     "transrec",
     config=TransRecConfig,
-    presets={
-        "ml-1m": {  # ~15 s of one CPU core per epoch
-            "model": {"dim": 64, "reg": 1e-4, "n_negatives": 4},
-            "train": {
-                "lr": 1e-2,
-                "batch_size": 4096,
-                "max_epochs": 60,
-                "lr_decay": 0.3,
-                "max_lr_decays": 2,
-                "time_budget": 600,
-            },
-        },
-        "beauty": {
-            "model": {"dim": 64, "reg": 1e-3, "n_negatives": 4},
-            "train": {
-                "lr": 5e-3,
-                "batch_size": 1024,
-                "max_epochs": 60,
-                "lr_decay": 0.3,
-                "max_lr_decays": 2,
-                "time_budget": 600,
-            },
-        },
-        "demo": {
-            "model": {"dim": 32, "reg": 1e-4, "n_negatives": 4},
-            "train": {"lr": 1e-2, "batch_size": 512, "max_epochs": 40, "patience": 5, "time_budget": 120},
-        },
-    },
+    presets=transition_presets(personal=True),
 )
 class TransRec(nn.Module, SequentialModel, CandidateScorer):
     """TransRec: users are translations from the previous item to the next in a shared item space."""

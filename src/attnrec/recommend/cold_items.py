@@ -43,7 +43,7 @@ def feature_context(model: str, config: object, data: Interactions) -> tuple[obj
     ):
         config = dataclasses.replace(config, n_events=len(data.events))
     try:
-        return config, context_for(config, data.item_features, data.items, data.events)
+        return config, context_for(config, data.item_features, data.items, data.events, data.vocabularies)
     except ValueError as e:  # DataError included
         raise ConfigError(f"{model}: {one_line(e)}") from None
 

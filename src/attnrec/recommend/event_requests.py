@@ -1,8 +1,9 @@
 """Per-event context of a recommendation request: the history's timestamps, event types and ratings, and
 the time of the request (issue #19; :mod:`attnrec.models.event_context` has what the models do with them).
 
-A request may send ``timestamps``, ``events`` (names of the model's event vocabulary) and ``ratings``,
-each aligned with its ``history``, and a ``request_time``. :func:`request_columns` checks them (one-line
+A request may send ``timestamps``, ``events`` (names of the model's event vocabulary), ``ratings`` and
+every declared signal under its key (:mod:`attnrec.data.signals`), each aligned with its ``history``,
+and a ``request_time``. :func:`request_columns` checks them (one-line
 ``ValueError``: lengths, types, order, ranges) and keeps the values of the known history items only, so a
 column stays aligned with the items the model scores. A known user without a given history is scored
 with its stored history's columns (:func:`stored_columns`). Models that read none of them ignore them;
@@ -20,31 +21,36 @@ import numpy as np
 import torch
 
 from attnrec.checkpoint import CheckpointError
-from attnrec.data.schema import COLUMN_DTYPES, EVENT, RATING, TIMESTAMP, DataError, IdMap, Sequences
-from attnrec.models.event_context import BATCH_KEYS
-from attnrec.models.event_context import REQUEST_TIME as BATCH_REQUEST_TIME
+from attnrec.data.schema import TIMESTAMP, DataError, IdMap, Sequences, signal_codes, signal_vocabulary
+from attnrec.data.signals import EVENT, REQUEST_TIME, by_key, get_signal, signals
 
-EVENT_KEYS: dict[str, str] = {"timestamps": TIMESTAMP, "events": EVENT, "ratings": RATING}
-"""Request key -> the per-event column it fills (:data:`attnrec.data.schema.COLUMN_DTYPES`)."""
-REQUEST_TIME = "request_time"
-# request key -> the batch key a model reads it under (the models' own names, so the two cannot drift apart)
-_BATCH_KEYS = {
-    **{key: BATCH_KEYS[column] for key, column in EVENT_KEYS.items()},
-    REQUEST_TIME: BATCH_REQUEST_TIME,
-}
+VOCABULARIES = "signals"  # <model dir>/signals.json: each categorical signal's vocabulary the model reads
 MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
 
 
+def event_keys() -> dict[str, str]:
+    """Request key -> the per-event column it fills, for every declared signal (the request key is also
+    the batch key a model reads it under, so the two cannot drift apart)."""
+    return {s.batch_key: s.name for s in signals()}
+
+
 def request_columns(
-    request: Mapping[str, Any], history: Sequence[object] | None, keep: np.ndarray, events: IdMap | None
+    request: Mapping[str, Any],
+    history: Sequence[object] | None,
+    keep: np.ndarray,
+    events: IdMap | None,
+    vocabularies: Mapping[str, IdMap] | None = None,
 ) -> dict[str, np.ndarray]:
     """The per-event columns a request sends for its ``history``, of the known items only (``keep`` ``(T,)``).
 
     Events without an event vocabulary (a model trained on a log without event types) are dropped: the
-    model cannot read them. Raises ``ValueError`` (one line) for a column without a history, a length
-    other than the history's, a non-number, decreasing timestamps, a negative rating or an unknown event.
+    model cannot read them; so is a categorical signal without its vocabulary in ``vocabularies``, and a
+    value its vocabulary lacks gets the unknown code. Raises ``ValueError`` (one line) for a column
+    without a history, a length other than the history's, a non-number, decreasing timestamps, a
+    negative rating or an unknown event.
     """
-    given = {key: request.get(key) for key in EVENT_KEYS if request.get(key) is not None}
+    keys = event_keys()
+    given = {key: request.get(key) for key in keys if request.get(key) is not None}
     if given and history is None:
         raise ValueError(f"{', '.join(given)} describe the events of `history`: send them with a history")
     out: dict[str, np.ndarray] = {}
@@ -52,13 +58,22 @@ def request_columns(
         if not isinstance(values, (list, tuple)) or len(values) != len(history or ()):
             n = len(values) if isinstance(values, (list, tuple)) else "no list of"
             raise ValueError(f"{key} has {n} values for a history of {len(history or ())} items")
-        if key == "events":
+        signal = by_key(key)
+        assert signal is not None  # keys come from the declarations
+        if signal is EVENT:
             if events is None:
                 continue  # the model knows no event types: ignored (and reported as such)
             col = _event_codes(values, events)
-        else:
+        elif signal.builtin:
             col = _numbers(key, values)
-        out[EVENT_KEYS[key]] = col[keep].astype(COLUMN_DTYPES[EVENT_KEYS[key]])
+        elif signal.kind == "categorical":
+            vocabulary = (vocabularies or {}).get(signal.name)
+            if vocabulary is None:
+                continue  # the model reads no such signal: ignored (and reported as such)
+            col = signal_codes(vocabulary, signal.request_values(values))
+        else:
+            col = signal.request_values(values)
+        out[signal.name] = col[keep].astype(signal.dtype)
     return out
 
 
@@ -112,7 +127,8 @@ def stored_columns(histories: Sequences, user: int) -> dict[str, np.ndarray]:
 
 def ignored_inputs(sent: Iterable[str], batch_keys: set[str]) -> list[str]:
     """The per-event request fields ``sent`` that the model's batch (``batch_keys``) does not read."""
-    return [key for key, batch_key in _BATCH_KEYS.items() if key in set(sent) and batch_key not in batch_keys]
+    known = [*event_keys(), REQUEST_TIME]
+    return [key for key in known if key in set(sent) and key not in batch_keys]
 
 
 def history_arrays(histories: Sequences) -> dict[str, torch.Tensor]:
@@ -129,7 +145,7 @@ def histories_from_arrays(arrays: Mapping[str, torch.Tensor], n_items: int, path
     """The inverse of :func:`history_arrays` (a directory saved before columns were stored has none);
     a column that does not fit the items is a :class:`CheckpointError` naming ``path``."""
     columns = {
-        name: arrays[f"history_{name}"].numpy() for name in COLUMN_DTYPES if f"history_{name}" in arrays
+        s.name: arrays[f"history_{s.name}"].numpy() for s in signals() if f"history_{s.name}" in arrays
     }
     try:
         return Sequences(
@@ -142,13 +158,48 @@ def histories_from_arrays(arrays: Mapping[str, torch.Tensor], n_items: int, path
         raise CheckpointError(f"{path}: stored history {e}") from None
 
 
+def request_values(
+    column: str, values: np.ndarray, events: IdMap | None, vocabularies: Mapping[str, IdMap]
+) -> list[object]:
+    """A stored column's ``values`` as a request sends them: event and categorical signal codes as their
+    names (an unknown code as ``""``), numbers as they are."""
+    signal = get_signal(column)
+    vocabulary = events if signal is EVENT else vocabularies.get(column)
+    if signal.kind != "categorical" or vocabulary is None:
+        return list(values.tolist())
+    names = vocabulary.to_list()
+    return [names[c - vocabulary.offset] if c >= vocabulary.offset else "" for c in values.tolist()]
+
+
+def vocabulary_files(vocabularies: Mapping[str, IdMap]) -> dict[str, object]:
+    """The JSON file of a model directory that holds the categorical signals' vocabularies (none without)."""
+    return {VOCABULARIES: {name: v.to_list() for name, v in vocabularies.items()}} if vocabularies else {}
+
+
+def vocabularies_from_json(obj: object, path: Path) -> dict[str, IdMap]:
+    """The vocabularies of :func:`vocabulary_files` (``{}`` when the file is absent); a malformed file is
+    a :class:`CheckpointError` naming ``path``."""
+    if not isinstance(obj, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in obj.values()
+    ):
+        raise CheckpointError(f"{path}: not a map of signal names to lists of values")
+    try:
+        return {str(k): signal_vocabulary(v) for k, v in obj.items()}
+    except DataError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+
+
 __all__ = [
-    "EVENT_KEYS",
     "REQUEST_TIME",
+    "VOCABULARIES",
+    "event_keys",
     "history_arrays",
     "histories_from_arrays",
     "ignored_inputs",
     "request_columns",
     "request_time_of",
+    "request_values",
     "stored_columns",
+    "vocabularies_from_json",
+    "vocabulary_files",
 ]

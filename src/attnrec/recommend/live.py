@@ -8,9 +8,10 @@ per-user parameters neither: the user is answered as a new one).
 
 Stored events are turned into the model's terms here: items the model does not know are skipped
 (they stay in the store for the next retrain), and each of the model's per-event columns
-(:data:`~attnrec.data.schema.COLUMN_DTYPES`) is filled from the event: its timestamp; its event type's
+(:mod:`attnrec.data.signals`) is filled from the event: its timestamp; its event type's
 code (``0``, no type, for a type the model never saw or an event without one, so the item still
-counts); its rating (NaN, read as "no rating", when it has none). Events stored out of time order,
+counts); its rating (NaN, read as "no rating", when it has none); a declared signal, which the store
+does not keep, as not known (code ``0`` or NaN). Events stored out of time order,
 or older than the training history's newest, are merged in time order (ties: training events first).
 """
 
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnrec.data.schema import COLUMN_DTYPES, EVENT, RATING, TIMESTAMP, IdMap, Sequences
+from attnrec.data.schema import EVENT, RATING, TIMESTAMP, IdMap, Sequences
+from attnrec.data.signals import get_signal
 from attnrec.recommend.event_requests import stored_columns
 from attnrec.store import HistoryStore, Recent
 
@@ -86,10 +88,11 @@ def stored_part(
                 dtype=np.int64,
                 count=len(rows),
             )
-        else:
-            assert name == RATING
+        elif name == RATING:
             values = recent.ratings[rows]
-        columns[name] = values.astype(COLUMN_DTYPES[name])
+        else:  # a declared signal: the store keeps none, so the value is not known (code 0, NaN)
+            values = np.full(len(rows), get_signal(name).hidden_value)
+        columns[name] = values.astype(get_signal(name).dtype)
     return idx, columns
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import EVENT, TIMESTAMP, IdMap, event_names
+from attnrec.data.signals import declared
 from attnrec.evaluation.attribution import (
     METHODS,
     SHARED_METHODS,
@@ -65,6 +66,9 @@ class ExplainedEvent:
     value: float  # larger: raised the item's score more (attention methods: attended to more)
     event: str | None = None  # the event's type name (e.g. "cart"); None when the history has no event types
     timestamp: float | None = None  # when it happened (unix seconds); None when the history has no times
+    signals: dict[str, str | float | None] | None = (
+        None  # its declared signals' values (attnrec.data.signals)
+    )
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,7 @@ def explain_items(
     events: IdMap | None = None,
     event_verbs: Mapping[str, str] | None = None,
     request_time: float | None = None,
+    vocabularies: Mapping[str, IdMap] | None = None,
 ) -> tuple[list[ItemExplanation], np.ndarray]:
     """Explanations of the internal ``targets`` ``(K,)`` for the internal ``history`` of ``user``, and the
     targets' scores ``(K,)`` (NaN where nothing was scored).
@@ -235,7 +240,8 @@ def explain_items(
     history's per-event columns (:data:`~attnrec.data.schema.COLUMN_DTYPES`), occluded with their events;
     their timestamps and event types (codes of the vocabulary ``events``, named by it) are copied onto
     each :class:`ExplainedEvent` and the reason says them (:func:`reason`, with ``event_verbs`` and
-    ``request_time``, else the history's newest timestamp, as "now"). Raises
+    ``request_time``, else the history's newest timestamp, as "now"); the declared signals' values too
+    (categorical ones named by their ``vocabularies``; None for a value the model never saw). Raises
     :class:`AttributionError` for an unknown method or one the model cannot support.
     """
     check_method(method)
@@ -266,6 +272,7 @@ def explain_items(
     ext = items.to_external(np.asarray(history)[att.events])
     back = len(history) - 1 - att.events
     stamps, kinds = _event_context(columns or {}, events, att.events)
+    values = _signal_values(columns or {}, vocabularies or {}, att.events)
     ts = (columns or {}).get(TIMESTAMP)
     now = (
         request_time if request_time is not None else float(ts.max()) if ts is not None and len(ts) else None
@@ -274,7 +281,13 @@ def explain_items(
     for k, target in enumerate(ext_targets):
         found = [
             ExplainedEvent(
-                ext[j], titles.get(ext[j]), int(back[j]), float(att.values[k, j]), kinds[j], stamps[j]
+                ext[j],
+                titles.get(ext[j]),
+                int(back[j]),
+                float(att.values[k, j]),
+                kinds[j],
+                stamps[j],
+                values[j],
             )
             for j in att.ranking(k)
         ]
@@ -296,6 +309,30 @@ def _event_context(
     names = None if codes is None or events is None else event_names(events, codes[positions])
     kinds: list[str | None] = [*none] if names is None else [x or None for x in names]  # "": padding, no type
     return stamps, kinds
+
+
+def _signal_values(
+    columns: Mapping[str, np.ndarray], vocabularies: Mapping[str, IdMap], positions: np.ndarray
+) -> list[dict[str, str | float | None] | None]:
+    """Per history position, the values of the declared signals among ``columns`` (None without any)."""
+    kinds = {s.name: s.kind for s in declared() if s.name in columns}
+    if not kinds:
+        return [None] * len(positions)
+    out: list[dict[str, str | float | None] | None] = []
+    for j in positions:
+        row: dict[str, str | float | None] = {}
+        for name, kind in kinds.items():
+            value, vocabulary = columns[name][j], vocabularies.get(name)
+            if kind != "categorical":  # a number (NaN: not known)
+                row[name] = None if np.isnan(value) else float(value)
+            elif vocabulary is None:  # codes of a vocabulary the model does not hold
+                row[name] = None
+            elif value >= vocabulary.offset:  # a code of the vocabulary (below: padding, unknown)
+                row[name] = str(vocabulary.external[int(value) - vocabulary.offset])
+            else:
+                row[name] = None
+        out.append(row)
+    return out
 
 
 __all__ = [

@@ -30,7 +30,13 @@ from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar, warm
 from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
-from attnrec.recommend.event_requests import histories_from_arrays, history_arrays
+from attnrec.recommend.event_requests import (
+    VOCABULARIES,
+    histories_from_arrays,
+    history_arrays,
+    vocabularies_from_json,
+    vocabulary_files,
+)
 from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
 from attnrec.recommend.persistence import (
@@ -329,6 +335,11 @@ class Recommender:
         self.source_ = data.source
         self._cache.clear()
 
+    @property
+    def vocabularies_(self) -> Mapping[str, IdMap]:
+        """The vocabularies of the categorical signals the model reads (requests' values map through them)."""
+        return self.context_.vocabularies if self.context_ is not None else {}
+
     def _fitted_view(self) -> CoreView:
         if self._view is None or self.items_ is None:
             raise RuntimeError(f"{self.name}: call fit() or Recommender.load() first")
@@ -423,6 +434,7 @@ class Recommender:
         event_verbs: Mapping[str, str] | None = None,
         filter_viewed: bool | None = None,
         stored_history: bool = True,
+        **signals: list[Any],
     ) -> Recommendation:
         """Top-``k`` items for a known ``user`` or an ad-hoc ``history`` of external item IDs.
 
@@ -446,6 +458,8 @@ class Recommender:
         ``ratings``, each aligned with ``history``, and ``request_time`` (seconds) feed models trained with
         time, event or rating inputs (a known user without a ``history`` has its stored ones); a model that
         reads none ignores them and ``ignored_inputs`` lists them (:mod:`attnrec.recommend.event_requests`).
+        A declared signal (:mod:`attnrec.data.signals`) is sent the same way, as a keyword named by its key
+        (``device=["phone", "tv"]``); any other keyword is a ``TypeError``.
         """
         request = {
             "user": user,
@@ -459,6 +473,7 @@ class Recommender:
             "ratings": ratings,
             "request_time": request_time,
             "stored_history": stored_history,
+            **signals,
         }
         method = (
             reasons.DEFAULT_METHOD if explain is True else reasons.check_method(explain) if explain else None
@@ -480,6 +495,7 @@ class Recommender:
                 events=self.events_,
                 event_verbs=event_verbs,
                 request_time=p.request_time,
+                vocabularies=self.vocabularies_,
             )
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer
@@ -551,7 +567,9 @@ class Recommender:
         assert self.items_ is not None and self.users_ is not None
         wanted = (str(r["user"]) for r in requests if r.get("user") is not None and stored_history(r) is True)
         live = self.live_histories(list(dict.fromkeys(wanted)))
-        return [prepare(r, self.users_, self.items_, live, self.events_) for r in requests]
+        return [
+            prepare(r, self.users_, self.items_, live, self.events_, self.vocabularies_) for r in requests
+        ]
 
     # -- live histories --------------------------------------------------------------------------
     def use_store(self, store: HistoryStore | None, margin: int = DEFAULT_MARGIN) -> Recommender:
@@ -640,7 +658,10 @@ class Recommender:
             path,
             record,
             {"weights": core.state_dict(), "arrays": arrays},
-            {"titles": self.titles_} | events | cold_items.context_files(self.context_),
+            {"titles": self.titles_}
+            | events
+            | cold_items.context_files(self.context_)
+            | vocabulary_files(self.vocabularies_),
             {},
             manifest_key=load_policy(manifest_key=manifest_key).manifest_key,
         )
@@ -679,6 +700,11 @@ class Recommender:
             record.train_result,
         )
         rec.context_ = cold_items.load_context(saved)
+        vocabularies = vocabularies_from_json(
+            saved.json(VOCABULARIES, default={}), saved.path / "signals.json"
+        )
+        if vocabularies:  # the categorical signals the model reads
+            rec.context_ = dataclasses.replace(rec.context_ or ModelContext(), vocabularies=vocabularies)
         core = saved.build(
             lambda: build_core(
                 rec.spec, rec.config, saved.meta["n_users"], saved.meta["n_items"], context=rec.context_

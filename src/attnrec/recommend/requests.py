@@ -14,13 +14,17 @@ from typing import Any  # request values are caller input of any type
 import numpy as np
 
 from attnrec.data.schema import IdMap
-from attnrec.recommend.event_requests import EVENT_KEYS, REQUEST_TIME, request_columns, request_time_of
+from attnrec.recommend.event_requests import REQUEST_TIME, event_keys, request_columns, request_time_of
 from attnrec.recommend.live import EMPTY, UNKNOWN_USER, LiveRow, merge
 
 STORED_HISTORY = "stored_history"
-RECOMMEND_KEYS = frozenset(
-    {"user", "history", "k", "exclude_seen", "include", "exclude", STORED_HISTORY, *EVENT_KEYS, REQUEST_TIME}
-)
+#: The request keys besides the per-event fields (:func:`recommend_keys` adds those).
+OPTION_KEYS = frozenset({"user", "history", "k", "exclude_seen", "include", "exclude", STORED_HISTORY})
+
+
+def recommend_keys() -> frozenset[str]:
+    """Every key a recommendation request may have: the options, each signal's field, ``request_time``."""
+    return OPTION_KEYS | set(event_keys()) | {REQUEST_TIME}
 
 
 @dataclass
@@ -48,10 +52,12 @@ def prepare(
     items: IdMap,
     live: Mapping[str, LiveRow],
     events: IdMap | None = None,
+    vocabularies: Mapping[str, IdMap] | None = None,
 ) -> Prepared:
     """Resolve ``request`` against the ID maps, the users' stored histories ``live`` (by external user ID,
     with the per-event columns the model stored: :mod:`attnrec.recommend.live`; every user of a request
-    that reads its stored history must be in it) and the model's event vocabulary ``events``.
+    that reads its stored history must be in it), the model's event vocabulary ``events`` and its
+    categorical signals' ``vocabularies``.
 
     A ``history`` sent with a ``user`` is appended to the user's stored history (in time order when both
     carry timestamps; only the per-event columns both carry are kept); ``stored_history=False`` scores the
@@ -61,9 +67,10 @@ def prepare(
     neither a user nor a history, or per-event fields that do not fit the history
     (:func:`~attnrec.recommend.event_requests.request_columns`).
     """
-    bad = set(request) - RECOMMEND_KEYS
+    known = recommend_keys()
+    bad = set(request) - known
     if bad:
-        raise TypeError(f"unknown recommend arguments: {sorted(bad)}; known: {sorted(RECOMMEND_KEYS)}")
+        raise TypeError(f"unknown recommend arguments: {sorted(bad)}; known: {sorted(known)}")
     user, history = request.get("user"), request.get("history")
     k = int(request.get("k", 10))
     if k < 1:
@@ -72,13 +79,13 @@ def prepare(
     if history is not None:  # the request's own columns, of the known items, after the stored history
         given, unknown = items.split_known(history)
         keep = np.fromiter((items.get(x) is not None for x in history), dtype=bool, count=len(history))
-        given_columns = request_columns(request, history, keep, events)
+        given_columns = request_columns(request, history, keep, events, vocabularies)
         hist, columns = merge([base.items, given], [base.columns, given_columns])
     else:  # the stored history and its columns; per-event fields without a history are refused
-        request_columns(request, None, np.zeros(0, dtype=bool), events)
+        request_columns(request, None, np.zeros(0, dtype=bool), events, vocabularies)
         hist, columns, unknown = base.items, base.columns, []
     when = request_time_of(request, columns)
-    sent = frozenset(k for k in (*EVENT_KEYS, REQUEST_TIME) if request.get(k) is not None)
+    sent = frozenset(k for k in (*event_keys(), REQUEST_TIME) if request.get(k) is not None)
     if len(hist) == 0 and (fallback is None or history is not None):
         fallback = "no known items in the history: most popular items"
     banned = [hist] if request.get("exclude_seen", True) else []
@@ -135,4 +142,12 @@ def _who(
     return row.uid, row, row.note(user, history is not None)
 
 
-__all__ = ["Prepared", "RECOMMEND_KEYS", "STORED_HISTORY", "UNKNOWN_USER", "prepare", "stored_history"]
+__all__ = [
+    "OPTION_KEYS",
+    "Prepared",
+    "STORED_HISTORY",
+    "recommend_keys",
+    "UNKNOWN_USER",
+    "prepare",
+    "stored_history",
+]

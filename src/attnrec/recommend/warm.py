@@ -69,6 +69,9 @@ def extend_log(data: Interactions, source: WarmSource) -> Interactions:
     events = data.events
     if data.event is not None and source.events is not None:
         events = extended(source.events, np.array(sorted({str(x) for x in data.event}), dtype=object))
+    # a declared signal the old model reads keeps its vocabulary (a value it never saw: the unknown code)
+    read = source.context.vocabularies if source.context is not None else {}
+    vocabularies = {**data.vocabularies, **{k: v for k, v in read.items() if k in data.signals}}
     return dataclasses.replace(
         data,
         user=user[order],
@@ -79,6 +82,8 @@ def extend_log(data: Interactions, source: WarmSource) -> Interactions:
         rating=taken(data.rating),
         event=taken(data.event),
         events=events,
+        signals={k: np.asarray(v)[order] for k, v in data.signals.items()},
+        vocabularies=vocabularies,
     )
 
 

@@ -37,12 +37,18 @@ from attnrec.serving.reload import reload_model
 from attnrec.serving.routes import COMMON_RESPONSES
 from attnrec.serving.schemas import NO_CONTROL, ErrorResponse, ModelInfo
 
-router = APIRouter(route_class=JsonRoute, responses=COMMON_RESPONSES)
-status_router = APIRouter()
 ADMIN_RESPONSES: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorResponse, "description": "no accepted API key"},
     403: {"model": ErrorResponse, "description": "a client key, not an admin key, or admin is disabled"},
 }
+# Every admin endpoint: tagged admin, behind an admin key, with the admin answers besides the common ones.
+router = APIRouter(
+    route_class=JsonRoute,
+    tags=["admin"],
+    dependencies=[Depends(admin_allowed)],
+    responses={**COMMON_RESPONSES, **ADMIN_RESPONSES},
+)
+status_router = APIRouter()
 State = Annotated[ServingState, Depends(serving_state)]
 
 
@@ -105,10 +111,7 @@ def check_reload_path(path: str, roots: tuple[Path, ...]) -> Path:
 @router.post(
     ADMIN_PREFIX + "reload",
     response_model=ReloadResponse,
-    tags=["admin"],
-    dependencies=[Depends(admin_allowed)],
     responses={
-        **ADMIN_RESPONSES,
         403: {
             "model": ErrorResponse,
             "description": "not an admin key, admin disabled, or a path outside the models roots",
@@ -206,10 +209,7 @@ async def add_served_items(state: ServingState, req: AddItemsRequest) -> AddItem
 @router.post(
     ADMIN_PREFIX + "items",
     response_model=AddItemsResponse,
-    tags=["admin"],
-    dependencies=[Depends(admin_allowed)],
     responses={
-        **ADMIN_RESPONSES,
         409: {"model": ErrorResponse, "description": "the model is loading or cannot take items"},
         422: {"model": ErrorResponse, "description": "the items were refused (e.g. IDs already known)"},
     },

@@ -303,9 +303,7 @@ async def explain_rec(req: ExplainRecRequest, state: State) -> Response:
     history: list[object] | None = None if req.history is None else list(req.history)
     verb = state.config.reason_verb
 
-    inputs = req.model_dump(
-        include={"timestamps", "events", "ratings", "request_time"}
-    )  # as /v1/recommend passes them
+    inputs = req.event_inputs()  # as /v1/recommend passes them
 
     def run() -> tuple[Recommendation, RecExplanation | None]:
         try:

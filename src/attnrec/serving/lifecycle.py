@@ -22,9 +22,8 @@ from fastapi import FastAPI, Request
 
 from attnrec import __version__
 from attnrec.checkpoint import CheckpointError, read_json
-from attnrec.data.schema import EVENT
 from attnrec.recommend import Recommendation, Recommender, load
-from attnrec.recommend.event_requests import EVENT_KEYS
+from attnrec.recommend.event_requests import event_keys, request_values
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.batcher import MicroBatcher
 from attnrec.serving.config import ServingConfig
@@ -115,12 +114,9 @@ def _one_event_history(rec: Recommender) -> dict[str, object]:
     if not len(stored.items):
         return {"history": [str(rec.items_.external[0])], "k": 1}
     request: dict[str, object] = {"history": rec.items_.to_external(stored.items[:1]), "k": 1}
-    for key, column in EVENT_KEYS.items():
+    for key, column in event_keys().items():
         if column in stored.columns:
-            value = stored.columns[column][:1]
-            request[key] = (
-                rec.events_.to_external(value) if column == EVENT and rec.events_ else value.tolist()
-            )
+            request[key] = request_values(column, stored.columns[column][:1], rec.events_, rec.vocabularies_)
     return request
 
 

@@ -16,6 +16,8 @@ default executor included) would: they are joined at exit.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -26,6 +28,22 @@ from typing import TypeVar
 R = TypeVar("R")
 
 OUTCOMES = ("ok", "refused", "timed_out")
+
+# The niceness a load thread gives itself (Linux schedules threads one by one): on a busy core the
+# scheduler then prefers the threads that answer requests, and the load takes the time they leave.
+LOAD_NICENESS = 10
+
+
+def lower_priority() -> None:
+    """Lower the calling thread's scheduling priority by :data:`LOAD_NICENESS` where the platform
+    schedules threads one by one (Linux); elsewhere, or when not permitted, leave it."""
+    if not sys.platform.startswith("linux"):  # elsewhere setpriority(PRIO_PROCESS) takes process IDs only
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + LOAD_NICENESS))
+    except OSError:
+        pass
 
 
 class LoadTimedOut(Exception):
@@ -74,10 +92,17 @@ class ReloadLog:
 
 
 async def run_abandonable(
-    fn: Callable[[], R], timeout_s: float, name: str, log: ReloadLog | None = None
+    fn: Callable[[], R],
+    timeout_s: float,
+    name: str,
+    log: ReloadLog | None = None,
+    *,
+    background: bool = False,
 ) -> R:
     """``fn()`` on a new daemon thread named ``name``; :class:`LoadTimedOut` after ``timeout_s``
-    seconds, the thread then abandoned (recorded in ``log``). Cancelling the caller abandons it too."""
+    seconds, the thread then abandoned (recorded in ``log``). Cancelling the caller abandons it too.
+    ``background``: the thread runs at a lower priority (:func:`lower_priority`), for a load that
+    shares the cores with requests being answered (a hot reload)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[R] = loop.create_future()
 
@@ -91,6 +116,8 @@ async def run_abandonable(
             future.set_exception(value)
 
     def run() -> None:
+        if background:
+            lower_priority()
         try:
             result: object = fn()
             ok = True

@@ -45,7 +45,13 @@ def because(ex: ItemExplanation, top: int) -> list[Attribution]:
     """The ``top`` strongest history events of ``ex`` as the response's ``because`` list."""
     return [
         Attribution(
-            item=a.item, title=a.title, weight=a.value, back=a.back, event=a.event, timestamp=a.timestamp
+            item=a.item,
+            title=a.title,
+            weight=a.value,
+            back=a.back,
+            event=a.event,
+            timestamp=a.timestamp,
+            signals=a.signals,
         )
         for a in ex.events[:top]
     ]

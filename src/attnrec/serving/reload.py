@@ -98,6 +98,7 @@ async def reload_model(state: ServingState, name: str, path: str | Path | None =
                 state.config.load_timeout_s,
                 f"attnrec-reload-{name}",
                 state.reloads,
+                background=True,
             )
             _check_compatible(e, new)
         except LoadTimedOut as exc:

@@ -207,7 +207,7 @@ async def recommend(req: RecommendRequest, state: State) -> Response:
     e = state.pick(req.model, "recommend")
     check_k(req.k, state.config)
     _check_lists(req, state.config)
-    kwargs = req.model_dump(exclude={"model", "explain"})
+    kwargs = req.model_dump(exclude={"model", "explain"}) | req.event_inputs()
     top = 0  # history items listed per explained item (none without explain)
     try:  # per-event fields the model cannot use (an unknown event name, a missing column): 422
         if req.explain is False:  # the common case: micro-batched with other requests

@@ -12,17 +12,24 @@ are checked by the routes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
+
+from attnrec.data.signals import REQUEST_TIME, Signal, by_key, declared, signals
 
 MAX_ID_CHARS = 256  # longest ID, model name or feature a request may send
 MAX_IDS = 10_000  # longest history / include / exclude list a request may send (before the server's limits)
@@ -37,7 +44,9 @@ Text = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS, pattern=NO_CONT
 Id = Annotated[Text, WithJsonSchema({"anyOf": [_TEXT_SCHEMA, {"type": "integer"}]})]
 Seconds = Annotated[int, Field(ge=-(2**53), le=2**53)]  # unix seconds, exact in a JSON number
 Rating = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-EVENT_FIELDS = ("timestamps", "events", "ratings")  # per-event lists aligned with `history`
+# per-event lists aligned with `history`: the built-in signals' fields (a declared signal's is validated
+# by _SignalFields, by its kind)
+EVENT_FIELDS = tuple(s.batch_key for s in signals() if s.builtin)
 _IGNORED = (
     "Per-event request fields (`timestamps`, `events`, `ratings`, `request_time`) this model does not read "
     "(it was trained without them): the answer is the same without them."
@@ -126,7 +135,7 @@ def _request_time() -> Any:
     )
 
 
-def _history_rules() -> dict[str, Any]:
+def _history_rules(fields: list[str] | tuple[str, ...] = EVENT_FIELDS) -> dict[str, Any]:
     """The cross-field rules of a history request that JSON Schema can state: a `user` or a `history`
     (not null), and each per-event list only with a `history` (their equal lengths it cannot state)."""
     not_null = {"not": {"type": "null"}}
@@ -137,7 +146,7 @@ def _history_rules() -> dict[str, Any]:
                 "if": {"required": [name], "properties": {name: not_null}},
                 "then": {"required": ["history"], "properties": {"history": not_null}},
             }
-            for name in EVENT_FIELDS
+            for name in fields
         ],
     }
 
@@ -154,7 +163,75 @@ def _check_history_request(req: Any) -> None:
             raise ValueError(f"`{name}` has {len(values)} values for a history of {len(req.history)} items")
 
 
-class RecommendRequest(_Strict):
+def _signal_list(signal: Signal) -> TypeAdapter[list[Any]]:
+    """The JSON type of a declared signal's per-event list: IDs-like text, or finite numbers."""
+    if signal.kind == "categorical":
+        return TypeAdapter(list[Text], config=ConfigDict(strict=True))
+    number = Annotated[float, Field(ge=signal.minimum, allow_inf_nan=False)]
+    return TypeAdapter(list[number], config=ConfigDict(strict=True))
+
+
+def _signal_schema(signal: Signal) -> dict[str, Any]:
+    items = _TEXT_SCHEMA if signal.kind == "categorical" else {"type": "number"}
+    return {
+        "anyOf": [{"type": "array", "items": items, "maxItems": MAX_IDS}, {"type": "null"}],
+        "description": f"Per history item: {signal.help or signal.name} Same length as `history`.",
+    }
+
+
+def _with_signals(extra: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` that adds ``extra`` and, when the schema is made, every declared signal's
+    field (with its history rule) to a history request's schema."""
+
+    def add(schema: dict[str, Any]) -> None:
+        schema.update(extra)
+        schema["properties"] |= {s.batch_key: _signal_schema(s) for s in declared()}
+        rules = _history_rules([s.batch_key for s in declared()])
+        schema["allOf"] = [*schema.get("allOf", []), *rules["allOf"]]
+
+    return add
+
+
+class _SignalFields(_Strict):
+    """A history request that takes the declared signals' per-event lists (:mod:`attnrec.data.signals`)
+    as top-level fields, each checked by its signal's kind; any other unknown field stays an error."""
+
+    _signals: dict[str, list[Any]] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _declared(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        sent = {}
+        if isinstance(data, dict):
+            sent = {k: v for k, v in data.items() if _is_declared(k) and v is not None}
+            data = {k: v for k, v in data.items() if not _is_declared(k)}
+        req = handler(data)
+        history = getattr(req, "history", None)
+        for key, values in sent.items():
+            signal = by_key(key)
+            assert signal is not None  # _is_declared
+            if history is None:
+                raise ValueError(f"`{key}` describes the events of `history`: send it with a history")
+            try:
+                req._signals[key] = _signal_list(signal).validate_python(values)
+            except ValidationError as e:
+                raise ValueError(f"`{key}`: {e.errors()[0]['msg']}") from None
+            if len(values) != len(history):
+                raise ValueError(f"`{key}` has {len(values)} values for a history of {len(history)} items")
+        return req
+
+    def event_inputs(self) -> dict[str, Any]:
+        """The per-event fields as :meth:`~attnrec.recommend.Recommender.recommend` takes them: the
+        built-in ones, ``request_time`` and the declared signals sent."""
+        return self.model_dump(include={*EVENT_FIELDS, REQUEST_TIME}) | self._signals
+
+
+def _is_declared(key: object) -> bool:
+    signal = by_key(str(key))
+    return signal is not None and not signal.builtin
+
+
+class RecommendRequest(_SignalFields):
     """Top-k items for a known user, or for an ad-hoc history of item IDs (oldest first)."""
 
     model: Text | None = Field(
@@ -204,21 +281,23 @@ class RecommendRequest(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={
-            **_history_rules(),
-            "examples": [
-                {"user": "42", "k": 10},
-                {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
-                {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
-                {
-                    "history": ["5", "9"],
-                    "timestamps": [1700000000, 1700003600],
-                    "events": ["view", "buy"],
-                    "request_time": 1700007200,
-                    "k": 5,
-                },
-            ],
-        },
+        json_schema_extra=_with_signals(
+            {
+                **_history_rules(),
+                "examples": [
+                    {"user": "42", "k": 10},
+                    {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
+                    {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
+                    {
+                        "history": ["5", "9"],
+                        "timestamps": [1700000000, 1700003600],
+                        "events": ["view", "buy"],
+                        "request_time": 1700007200,
+                        "k": 5,
+                    },
+                ],
+            }
+        ),
     )
 
 
@@ -251,6 +330,11 @@ class Attribution(BaseModel):
         description="When the history event happened (unix seconds), "
         "from the request's `timestamps` or the user's stored history; null "
         "without times.",
+    )
+    signals: dict[str, str | float | None] | None = Field(
+        default=None,
+        description='The history event\'s declared signals (e.g. `{"device": "phone"}`), from the '
+        "request or the user's stored history; null without declared signals.",
     )
 
 
@@ -330,7 +414,7 @@ class ExplainResponse(BaseModel):
     )
 
 
-class ExplainRecRequest(_Strict):
+class ExplainRecRequest(_SignalFields):
     """Top-k items for a user or a history, each with the history items that drove it."""
 
     model: Text | None = Field(
@@ -371,21 +455,23 @@ class ExplainRecRequest(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={
-            **_history_rules(),
-            "examples": [
-                {"user": "42", "k": 5},
-                {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
-                {"user": "42", "method": "occlusion", "item": "2355"},
-                {
-                    "history": ["5", "9"],
-                    "timestamps": [1700000000, 1700003600],
-                    "events": ["view", "cart"],
-                    "k": 3,
-                    "top": 2,
-                },
-            ],
-        },
+        json_schema_extra=_with_signals(
+            {
+                **_history_rules(),
+                "examples": [
+                    {"user": "42", "k": 5},
+                    {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
+                    {"user": "42", "method": "occlusion", "item": "2355"},
+                    {
+                        "history": ["5", "9"],
+                        "timestamps": [1700000000, 1700003600],
+                        "events": ["view", "cart"],
+                        "k": 3,
+                        "top": 2,
+                    },
+                ],
+            }
+        ),
     )
 
 

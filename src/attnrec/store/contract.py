@@ -18,18 +18,21 @@ model can read plus a margin (:meth:`attnrec.recommend.Recommender.use_store`), 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 import pandas as pd
 
 from attnrec.data.schema import DataError
+from attnrec.data.signals import signals
 from attnrec.store.events import Event, Recent
 
 DEFAULT_RETENTION = 10_000
 """Events kept per user by default: far more than any model reads (``max_len`` is 50-200), few enough
 that one runaway client cannot fill the disk with one user."""
-EXPORT_COLUMNS = ("user", "item", "timestamp", "event", "rating")
+#: The columns of an export: the IDs and the built-in signals (the store keeps no declared signal yet).
+EXPORT_COLUMNS = ("user", "item", *(s.name for s in signals() if s.builtin))
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -117,6 +120,36 @@ def export_frame(rows: list[tuple[str, str, int, str | None, float | None]]) -> 
     )
 
 
+class StoreBackend(ABC):
+    """What the backends share: the contract's checks of ``retention``, ``limit`` and empty requests,
+    and one store under every copy of a recommender. A backend implements :meth:`_append` and
+    :meth:`_recent` (called with events, and with distinct users, only) and the rest of
+    :class:`HistoryStore`."""
+
+    def __init__(self, retention: int) -> None:
+        self.retention = check_retention(retention)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        """The store itself: a copied recommender (copy-on-write in serving) shares its store."""
+        return self
+
+    def append(self, events: Sequence[Event]) -> int:
+        return self._append(events) if events else 0
+
+    def recent(self, users: Sequence[str], limit: int) -> dict[str, Recent]:
+        check_limit(limit)
+        distinct = list(dict.fromkeys(str(u) for u in users))
+        return self._recent(distinct, limit) if distinct else {}
+
+    @abstractmethod
+    def _append(self, events: Sequence[Event]) -> int:
+        """Store the (one or more) ``events`` in one transaction; returns how many."""
+
+    @abstractmethod
+    def _recent(self, users: list[str], limit: int) -> dict[str, Recent]:
+        """:meth:`HistoryStore.recent` of one or more distinct ``users``."""
+
+
 def open_store(spec: str, *, retention: int = DEFAULT_RETENTION) -> HistoryStore:
     """The store named by ``spec``: a Redis URL (``redis://host:6379/0``) or a SQLite file path
     (created when missing, with its parent directory)."""
@@ -133,6 +166,7 @@ __all__ = [
     "DEFAULT_RETENTION",
     "EXPORT_COLUMNS",
     "HistoryStore",
+    "StoreBackend",
     "StoreUnavailable",
     "check_limit",
     "check_retention",

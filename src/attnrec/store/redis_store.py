@@ -28,17 +28,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from attnrec.data.schema import DataError
-from attnrec.store.contract import (
-    DEFAULT_RETENTION,
-    StoreUnavailable,
-    check_limit,
-    check_retention,
-    export_frame,
-)
+from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
 from attnrec.store.events import Event, Recent
 
 if TYPE_CHECKING:
-    from typing import Self
+    pass
 
 log = logging.getLogger("attnrec.store")
 SEQ_DIGITS = 20
@@ -62,7 +56,7 @@ def _arrival(member: str) -> int:
     return int(member[:SEQ_DIGITS])
 
 
-class RedisStore:
+class RedisStore(StoreBackend):
     """A :class:`~attnrec.store.contract.HistoryStore` on the Redis server at ``url`` (see the module doc)."""
 
     def __init__(
@@ -78,7 +72,7 @@ class RedisStore:
         except ImportError:
             raise DataError("a Redis store needs redis-py: pip install 'attnrec[redis]'") from None
         self.url, self.namespace = url, namespace
-        self.retention = check_retention(retention)
+        super().__init__(retention)
         self._errors: tuple[type[Exception], ...] = (redis.exceptions.RedisError,)
         try:
             self._db: Any = redis.Redis.from_url(
@@ -92,10 +86,6 @@ class RedisStore:
 
     def __repr__(self) -> str:
         return f"RedisStore({self._public_url()!r}, retention={self.retention}, namespace={self.namespace!r})"
-
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        """The store itself: a copied recommender (copy-on-write in serving) shares its store."""
-        return self
 
     def _public_url(self) -> str:
         """The URL without a password (it may be in it)."""
@@ -131,9 +121,7 @@ class RedisStore:
         return f"{self.namespace}:e:{user}"
 
     # -- the contract ----------------------------------------------------------------------------
-    def append(self, events: Sequence[Event]) -> int:
-        if not events:
-            return 0
+    def _append(self, events: Sequence[Event]) -> int:
         with self._talking():
             last = int(self._db.incrby(f"{self.namespace}:seq", len(events)))
             first = last - len(events) + 1
@@ -148,11 +136,7 @@ class RedisStore:
             pipe.execute()
         return len(events)
 
-    def recent(self, users: Sequence[str], limit: int) -> dict[str, Recent]:
-        check_limit(limit)
-        users = list(dict.fromkeys(str(u) for u in users))
-        if not users:
-            return {}
+    def _recent(self, users: list[str], limit: int) -> dict[str, Recent]:
         with self._talking():
             pipe = self._db.pipeline(transaction=True)  # one snapshot for every user of the batch
             for u in users:

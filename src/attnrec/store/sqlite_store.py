@@ -27,17 +27,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from attnrec.data.schema import DataError
-from attnrec.store.contract import (
-    DEFAULT_RETENTION,
-    StoreUnavailable,
-    check_limit,
-    check_retention,
-    export_frame,
-)
+from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
 from attnrec.store.events import Event, Recent
 
 if TYPE_CHECKING:
-    from typing import Self
+    pass
 
 FORMAT = "attnrec-events-1"
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
@@ -59,7 +53,7 @@ _RECENT = "SELECT item, ts, event, rating FROM events WHERE user = ? ORDER BY ts
 _PARAMS = 500  # host parameters per IN (...) list, under SQLite's limit
 
 
-class SqliteStore:
+class SqliteStore(StoreBackend):
     """A :class:`~attnrec.store.contract.HistoryStore` in the SQLite file ``path`` (see the module doc)."""
 
     def __init__(
@@ -73,7 +67,7 @@ class SqliteStore:
         if durability not in DURABILITY:
             raise DataError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         self.path = Path(path)
-        self.retention = check_retention(retention)
+        super().__init__(retention)
         self.durability = durability
         self._busy = busy_seconds
         self._local = threading.local()
@@ -87,10 +81,6 @@ class SqliteStore:
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r}, retention={self.retention}, durability={self.durability!r})"
-
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        """The store itself: a copied recommender (copy-on-write in serving) shares its store."""
-        return self
 
     # -- connections -----------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -149,9 +139,7 @@ class SqliteStore:
             raise StoreUnavailable(f"{self.path}: {e}") from None
 
     # -- the contract ----------------------------------------------------------------------------
-    def append(self, events: Sequence[Event]) -> int:
-        if not events:
-            return 0
+    def _append(self, events: Sequence[Event]) -> int:
         conn = self._conn()
         rows = [(e.user, e.item, e.timestamp, e.event, e.rating) for e in events]
         with self._write(conn):
@@ -161,16 +149,12 @@ class SqliteStore:
             conn.executemany(_TRIM, [(u, self.retention) for u in {e.user for e in events}])
         return len(rows)
 
-    def recent(self, users: Sequence[str], limit: int) -> dict[str, Recent]:
-        check_limit(limit)
-        users = list(dict.fromkeys(str(u) for u in users))
-        if not users:
-            return {}
+    def _recent(self, users: list[str], limit: int) -> dict[str, Recent]:
         conn = self._conn()
         with self._busy_is_unavailable():
-            return self._recent(conn, users, limit)
+            return self._snapshot(conn, users, limit)
 
-    def _recent(self, conn: sqlite3.Connection, users: list[str], limit: int) -> dict[str, Recent]:
+    def _snapshot(self, conn: sqlite3.Connection, users: list[str], limit: int) -> dict[str, Recent]:
         conn.execute("BEGIN")  # one snapshot for every user of the batch
         try:
             gone = self._forgotten_among(conn, users)

@@ -11,19 +11,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from attnrec.data.schema import DataError
+from attnrec.data.signals import signals
 
-#: Roles of an interaction table and the column names recognised for each when not mapped.
-COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+#: The ID roles of an interaction table and the column names recognised for each when not mapped;
+#: the other roles are the declared signals (:mod:`attnrec.data.signals`), with their aliases.
+ID_ALIASES: dict[str, tuple[str, ...]] = {
     "user": ("user", "user_id", "userid", "uid", "reviewerid", "session", "session_id", "visitorid",
              "customer_id", "username"),
     "item": ("item", "item_id", "itemid", "iid", "movieid", "movie_id", "asin", "aid", "product_id",
              "article_id", "productid"),
-    "timestamp": ("timestamp", "time", "ts", "datetime", "date", "unixreviewtime", "event_time", "t_dat"),
-    "rating": ("rating", "overall", "score", "stars"),
-    "event": ("event", "event_type", "type", "action", "behavior", "behaviour"),
 }  # fmt: skip
 #: Roles every interaction log must have.
 REQUIRED_ROLES = ("user", "item")
+
+
+def column_aliases() -> dict[str, tuple[str, ...]]:
+    """Every role of an interaction table (the IDs, then each declared signal) and its column names."""
+    return ID_ALIASES | {s.name: s.aliases for s in signals()}
 
 
 def resolve_columns(
@@ -42,11 +46,12 @@ def resolve_columns(
     lower = {str(c).strip().lower(): c for c in labels}
     out: dict[str, object] = {}
     columns = dict(columns or {})
-    unknown = set(columns) - set(COLUMN_ALIASES)
+    aliases_of = column_aliases()
+    unknown = set(columns) - set(aliases_of)
     if unknown:
-        raise DataError(f"unknown column roles {sorted(unknown)}; use {list(COLUMN_ALIASES)}")
+        raise DataError(f"unknown column roles {sorted(unknown)}; use {list(aliases_of)}")
     shown = ", ".join(repr(str(c)) for c in labels[:30])
-    for role, aliases in COLUMN_ALIASES.items():
+    for role, aliases in aliases_of.items():
         want = columns.get(role)
         if want is not None:
             if isinstance(want, int) and not isinstance(want, bool):

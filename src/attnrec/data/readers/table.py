@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 
 from attnrec.data.boundary import Origin, id_column, number_column, time_column
-from attnrec.data.build import CheckedColumns, build_log
+from attnrec.data.build import CheckedColumns, build_log, signal_columns
 from attnrec.data.files import base_name, is_gzip, iter_lines, require_file, require_nonempty
 from attnrec.data.readers.columns import resolve_columns
 from attnrec.data.readers.fields import file_source
 from attnrec.data.schema import DataError, Interactions
+from attnrec.data.signals import signals
 
 
 def table_format(path: str | Path) -> str:
@@ -118,6 +119,7 @@ def _role_columns(
         if "timestamp" in roles else None,
         number_column(df[roles["rating"]], "rating", roles["rating"], origin) if "rating" in roles else None,
         ids("event") if "event" in roles else None,
+        signal_columns(lambda role: df[roles[role]], roles, origin),
     )  # fmt: skip
 
 
@@ -151,7 +153,7 @@ def _read_text_table(
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
         raise DataError(f"{p}: cannot be read as a table ({e})") from e
     roles = resolve_columns(list(head.columns), columns, p)
-    ids = [roles[r] for r in ("user", "item", "event") if r in roles]
+    ids = [roles[r] for r in ("user", "item", *_text_signals()) if r in roles]
     try:
         # No usecols: with it pandas silently accepts rows with extra fields.
         df = pd.read_csv(
@@ -166,6 +168,11 @@ def _read_text_table(
     if len(df) == 0:
         raise DataError(f"{p}: the file has a header but no rows (no interactions)")
     return roles, df
+
+
+def _text_signals() -> list[str]:
+    """The roles read as text (not numbers): the categorical signals."""
+    return [s.name for s in signals() if s.kind == "categorical"]
 
 
 def parser_error(p: Path, msg: str) -> str:

@@ -18,16 +18,16 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import EVENT, RATING, TIMESTAMP, DataError, Sequences
+from attnrec.data.signals import by_key
 from attnrec.models.batches.windows import shifted_pair, sliding_window_matrix
 from attnrec.models.contracts import Batch
 from attnrec.models.event_context import (
-    BATCH_KEYS,
-    EVENTS,
     EXPLICIT_NEGATIVE,
     REQUEST_TIME,
     TIMESTAMPS,
     EventContext,
     TargetRule,
+    batch_key,
 )
 
 
@@ -47,7 +47,7 @@ def column_batch(
 ) -> dict[str, np.ndarray]:
     """The columns ``names`` of ``seqs`` left-padded like ``seqs.padded(width, rows)``, by batch key."""
     require_columns(seqs, names, model)
-    return {BATCH_KEYS[n]: seqs.padded_column(n, width, rows) for n in names}
+    return {batch_key(n): seqs.padded_column(n, width, rows) for n in names}
 
 
 def score_columns(ctx: EventContext | None, seqs: Sequences, width: int, model: str) -> Batch:
@@ -100,7 +100,7 @@ def shifted_columns(
     names = dict.fromkeys((ctx.columns if ctx is not None else ()) + (rule_columns(rule) if rule else ()))
     cols = column_batch(train, tuple(names), width + 1, users, model)  # key -> (B, T+1)
     if ctx is not None:
-        batch |= {BATCH_KEYS[n]: torch.from_numpy(cols[BATCH_KEYS[n]][:, :-1]) for n in ctx.columns}
+        batch |= {batch_key(n): torch.from_numpy(cols[batch_key(n)][:, :-1]) for n in ctx.columns}
         if TIMESTAMPS in cols:
             batch[REQUEST_TIME] = torch.from_numpy(cols[TIMESTAMPS][:, -1])  # (B,)
     if rule is not None:
@@ -150,7 +150,7 @@ class ClozeWindows:
         for k, v in self.columns.items():
             rows = v[idx]  # (B, T); a masked position keeps its time: [mask] stands at the request time
             if k != TIMESTAMPS:
-                rows = np.where(masked, 0 if k == EVENTS else np.nan, rows).astype(rows.dtype)
+                rows = np.where(masked, hidden_value(k), rows).astype(rows.dtype)
             out[k] = torch.from_numpy(rows)
         if self.negative is not None:
             out |= {
@@ -158,6 +158,13 @@ class ClozeWindows:
                 EXPLICIT_NEGATIVE: torch.from_numpy((-labels).clip(min=0)),
             }
         return out
+
+
+def hidden_value(key: str) -> float:
+    """What the batch key ``key`` holds where its event is hidden: 0 for codes, NaN for numbers."""
+    signal = by_key(key)
+    assert signal is not None, key  # every per-event batch key is a signal's
+    return signal.hidden_value
 
 
 def cloze_windows(
@@ -177,7 +184,7 @@ def cloze_windows(
         dict.fromkeys((ctx.columns if ctx is not None else ()) + (rule_columns(rule) if rule else ()))
     )
     require_columns(train, names, model)
-    cols = {BATCH_KEYS[n]: sliding_window_matrix(train, max_len, step, train.column(n)) for n in names}
+    cols = {batch_key(n): sliding_window_matrix(train, max_len, step, train.column(n)) for n in names}
     ok = negative = None
     if rule is not None:
         ok = rule.qualifies(cols) & (items > 0)
@@ -185,7 +192,7 @@ def cloze_windows(
         keep = ok.any(1)
         items, cols, ok = items[keep], {k: v[keep] for k, v in cols.items()}, ok[keep]
         negative = negative[keep] if negative is not None else None
-    inputs = {BATCH_KEYS[n] for n in (ctx.columns if ctx is not None else ())}
+    inputs = {batch_key(n) for n in (ctx.columns if ctx is not None else ())}
     return ClozeWindows(items, {k: v for k, v in cols.items() if k in inputs}, ok, negative)
 
 
@@ -197,7 +204,7 @@ def mask_columns(cols: Batch) -> Batch:
         if k == TIMESTAMPS:
             last = v[:, -1:] if v.shape[1] else torch.zeros(len(v), 1, dtype=v.dtype)  # (B, 1)
         else:
-            last = torch.full((len(v), 1), 0 if k == EVENTS else torch.nan, dtype=v.dtype)
+            last = torch.full((len(v), 1), hidden_value(k), dtype=v.dtype)
         out[k] = torch.cat([v, last], 1)  # (B, W + 1)
     return out
 
@@ -205,6 +212,7 @@ def mask_columns(cols: Batch) -> Batch:
 __all__ = [
     "ClozeWindows",
     "cloze_windows",
+    "hidden_value",
     "column_batch",
     "mask_columns",
     "nth_from_end",

@@ -66,15 +66,40 @@ FULL = Pass()
 NEWEST = Pass(last_only=True)
 
 
+class NextItemTraining:
+    """The epochs of a model trained on next items (the transformers, GRU4Rec): its builder's batches
+    with its objective's negatives."""
+
+    n_items: int
+    objective: Objective  # chosen from the config by attnrec.models.objectives.build_objective
+    builder: BatchBuilder  # the model's batch builder (attnrec.models.batches.builders)
+
+    def with_columns(self, batch: Batch, train: Sequences, users: np.ndarray) -> Batch:
+        """A training ``batch`` of ``users`` with the per-event entries the model reads (none here)."""
+        return batch
+
+    def train_rows(self, train: Sequences) -> int:
+        return self.builder.rows(train)
+
+    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
+        """One epoch of shuffled batches from the builder, with the objective's negatives drawn per batch."""
+        negatives = self.objective.negatives(train, self.n_items)
+        for users, batch in self.builder.batches(train, batch_size, rng, negatives):
+            yield self.with_columns(batch, train, users)
+
+
 class SequentialWrapper(
-    SequentialModel, Factorised, AttentionInspectable, EmbeddingInputs, WeightedLoss, SharedBatch
+    NextItemTraining,
+    SequentialModel,
+    Factorised,
+    AttentionInspectable,
+    EmbeddingInputs,
+    WeightedLoss,
+    SharedBatch,
 ):
     """Training, scoring and the capability protocols of a next-item transformer, around its backbone."""
 
     config: Any  # the model's config dataclass
-    n_items: int
-    objective: Objective  # chosen from the config by attnrec.models.objectives.build_objective
-    builder: BatchBuilder  # the model's batch builder (attnrec.models.batches.builders)
 
     # -- the backbone's part (defined by the model's backbone, earlier in the class's MRO) -----------
     def forward(self, batch: Batch, how: Pass = FULL) -> Encoded:
@@ -109,10 +134,6 @@ class SequentialWrapper(
         return self.forward({"seq": seq}, Pass(need_weights=True)).attention
 
     # -- training ----------------------------------------------------------------------------------
-    def with_columns(self, batch: Batch, train: Sequences, users: np.ndarray) -> Batch:
-        """A training ``batch`` of ``users`` with the per-event entries the model reads (none here)."""
-        return batch
-
     def output_table(self) -> ItemTable:
         """The output layer the objective scores against (the item vectors)."""
         return ItemTable(self.item_vectors())
@@ -126,15 +147,6 @@ class SequentialWrapper(
     def extra_loss(self, states: torch.Tensor, table: ItemTable, batch: Batch) -> torch.Tensor | None:
         """A term added to the objective's loss (e.g. explicit negatives), or ``None``."""
         return None
-
-    def train_rows(self, train: Sequences) -> int:
-        return self.builder.rows(train)
-
-    def train_batches(self, train: Sequences, batch_size: int, rng: np.random.Generator) -> Iterator[Batch]:
-        """One epoch of shuffled batches from the builder, with the objective's negatives drawn per batch."""
-        negatives = self.objective.negatives(train, self.n_items)
-        for users, batch in self.builder.batches(train, batch_size, rng, negatives):
-            yield self.with_columns(batch, train, users)
 
     def loss_terms(self, batch: Batch) -> int:
         """How many terms :meth:`loss` averages over: the real (non-padding) target positions."""

@@ -1,0 +1,664 @@
+"""Between retrains: replay a timestamped log after a cut, answering each next event as a server would.
+
+    # one core, resumable: a rerun skips every unit its state directory holds
+    taskset -c 0 python benchmarks/replay.py --state-dir ../replay-state --time-budget 6000
+    python benchmarks/replay.py --state-dir ../replay-state --render   # rewrite replay.{json,md} only
+
+Writes ``benchmarks/results/replay.json`` and a generated ``replay.md`` (the narrative is
+``replay-notes.md``, written by hand).
+
+Protocol, per log:
+
+* **Cut.** The log is cut at the 80% quantile of its timestamps: the model is trained on every event
+  before the cut, the events at or after it (about 20%) are replayed.
+* **Steps.** The replayed span is divided into steps of one length, the shortest of 6 hours, 12 hours,
+  a day, a week, two weeks, 30, 91, 182 or 365 days that gives at most :data:`MAX_STEPS` steps (a day
+  or a week on a dense log; a sparse log spread over years gets half-year steps, so about 4-6 steps).
+* **Cases.** Every replayed event of a user is a case, answered by the model of its step with the
+  information a server has at that moment: the history is the user's events before it (live) or the
+  user's events before the cut (frozen), and the request time is the time of the user's previous event,
+  or the step's start when that is later and before the target; never the target's own timestamp. A
+  user's first event ever (no history to answer from) and an event whose item the user already has (a
+  repeat, which seen-item exclusion removes from every answer) are not cases; their shares are reported.
+* **Answer.** Full ranking over the items the answering model knows (for popularity: every item seen
+  before the request), the items of the history used for the answer excluded. Ties count against the
+  model. A target the answering model does not know is a miss (its share is reported). A history with
+  no known item is answered with the model's training popularity.
+* **Strategies.** (a) ``frozen-frozen``: the model trained at the cut, histories as at the cut (the
+  server before live histories); (b) ``frozen-live``: the same model, live histories; (c)
+  ``warm-live``: at every later step start the previous step's model is warm-started
+  (``fit(..., "none", init_from=previous)``) on all events so far for a fifth of the epochs the
+  initial model chose, live histories; (d) ``scratch-live``: at every later step start a new model is
+  trained from scratch on all events so far (final fit, as many epochs as the initial model chose),
+  live histories; ``pop-window``: the most frequent items of the step length before the request;
+  ``recent``: the library's ``recent`` baseline refitted at every step start, live histories (with
+  the history excluded it ranks the other items by their count up to the step start).
+* **Model.** SASRec with the settings the library chooses from the training log (``auto``), trained
+  with leave-one-out validation and early stopping under a time budget; one torch thread.
+* **Figures.** HR@10 and NDCG@10 per step and over all cases (mean over cases), and the training CPU
+  seconds (``time.process_time``) of each strategy: the initial model is shared by all of them;
+  retraining CPU is the sum over the later steps.
+
+Every (log, strategy, step) unit is a JSON file in the state directory, written when done and
+skipped when present; models are saved there too, so a cut-off run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from provenance import ROOT, git_sha  # benchmarks/provenance.py, beside this script
+
+SHARED = next(
+    (p for p in (ROOT.parent / "shared" / "data", Path("/work/shared/data")) if p.exists()),
+    ROOT.parent / "shared" / "data",
+)
+RESULTS = ROOT / "benchmarks" / "results"
+FILES = {  # smallest first
+    "ml-100k": "ml-100k/u.data",
+    "ml-latest-small": "ml-latest-small/ratings.csv.gz",
+    "movietweetings-100k": "movietweetings-100k/ratings.dat.gz",
+    "taobao-sample": "taobao-sample/UserBehavior_head_814users.csv.gz",
+    "ciao": "ciao/ratings.csv.gz",
+}
+CUT_QUANTILE = 0.8
+MAX_STEPS = 6
+HOUR, DAY = 3600, 86400
+STEP_CHOICES = (6 * HOUR, 12 * HOUR, DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY, 182 * DAY, 365 * DAY)
+K = 10
+WARM_SHARE = 5  # the warm start trains 1/WARM_SHARE of the initial model's epochs (at least one)
+COPIED = ("step", "cases", "unknown_targets", "hits", "ndcg", "model", "histories")
+STRATEGIES = ("frozen-frozen", "frozen-live", "warm-live", "scratch-live", "pop-window", "recent")
+LABELS = {
+    "frozen-frozen": "(a) frozen model, frozen histories",
+    "frozen-live": "(b) frozen model, live histories",
+    "warm-live": "(c) warm-start retrain per step, live",
+    "scratch-live": "(d) scratch retrain per step, live",
+    "pop-window": "popularity of the last step length",
+    "recent": "`recent` baseline, live",
+}
+
+
+# -- the replay mechanics --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Log:
+    """A log in global indices, ordered by user then time (the order of :class:`Interactions`)."""
+
+    user: np.ndarray  # (N,) int64
+    item: np.ndarray  # (N,) int64, 1..n_items
+    time: np.ndarray  # (N,) int64 seconds
+    n_items: int
+
+    def user_starts(self) -> np.ndarray:
+        """(N,) the index of the first event of each event's user."""
+        first = np.r_[True, self.user[1:] != self.user[:-1]]
+        return np.maximum.accumulate(np.where(first, np.arange(len(self.user)), 0))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The cut and the step boundaries: step ``s`` covers ``[bounds[s], bounds[s + 1])``."""
+
+    cut: int
+    step: int
+    bounds: tuple[int, ...]
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.bounds) - 1
+
+
+def plan_steps(times: np.ndarray, quantile: float = CUT_QUANTILE, max_steps: int = MAX_STEPS) -> Plan:
+    """The cut at the ``quantile`` of ``times`` and the shortest step of :data:`STEP_CHOICES` that divides
+    the rest into at most ``max_steps`` steps."""
+    cut = int(np.quantile(times, quantile, method="higher"))
+    span = int(times.max()) - cut + 1
+    step = next((s for s in STEP_CHOICES if math.ceil(span / s) <= max_steps), STEP_CHOICES[-1])
+    n = math.ceil(span / step)
+    return Plan(cut, step, tuple(cut + k * step for k in range(n + 1)))
+
+
+@dataclass(frozen=True)
+class Cases:
+    """The replayed events answered, with what the server knows for each."""
+
+    pos: np.ndarray  # (C,) index of the target event in the log
+    start: np.ndarray  # (C,) index of the user's first event
+    frozen_end: np.ndarray  # (C,) index past the user's last event before the cut
+    step: np.ndarray  # (C,) the step the target falls in
+    request_time: (
+        np.ndarray
+    )  # (C,) the previous event's time, or the step start when later and before the target
+    target: np.ndarray  # (C,) global item
+    counts: dict[str, int]  # replayed events, first events, repeats, cases
+
+    def live(self, log: Log, c: int) -> np.ndarray:
+        """Global items of case ``c``'s live history: every event of its user before the target."""
+        return log.item[self.start[c] : self.pos[c]]
+
+    def frozen(self, log: Log, c: int) -> np.ndarray:
+        """Global items of case ``c``'s frozen history: its user's events before the cut."""
+        return log.item[self.start[c] : self.frozen_end[c]]
+
+    def take(self, keep: np.ndarray) -> Cases:
+        return Cases(
+            self.pos[keep],
+            self.start[keep],
+            self.frozen_end[keep],
+            self.step[keep],
+            self.request_time[keep],
+            self.target[keep],
+            self.counts,
+        )
+
+
+def replay_cases(log: Log, plan: Plan) -> Cases:
+    """Every event at or after the cut that has a history and is not a repeat, with its request time."""
+    starts = log.user_starts()
+    replayed = np.flatnonzero(log.time >= plan.cut)
+    pos, start, frozen_end, step, request, n_first, n_repeat = [], [], [], [], [], 0, 0
+    before_cut: dict[int, int] = {}
+    for p in replayed:
+        s = int(starts[p])
+        if s not in before_cut:  # the user's events before the cut end at its first replayed event
+            before_cut[s] = int(p)
+        if p == s:
+            n_first += 1
+            continue
+        if log.item[p] in set(log.item[s:p].tolist()):
+            n_repeat += 1
+            continue
+        k = min(int(np.searchsorted(plan.bounds, log.time[p], side="right")) - 1, plan.n_steps - 1)
+        pos.append(p)
+        start.append(s)
+        frozen_end.append(before_cut[s])
+        step.append(k)
+        # the step start counts only when it precedes the target: the target's own time is never used
+        start_k = plan.bounds[k] if plan.bounds[k] < log.time[p] else int(log.time[p - 1])
+        request.append(max(int(log.time[p - 1]), start_k))
+    pos_a = np.asarray(pos, dtype=np.int64)
+    counts = {"replayed": len(replayed), "first": n_first, "repeat": n_repeat, "cases": len(pos)}
+    return Cases(
+        pos_a,
+        np.asarray(start, dtype=np.int64),
+        np.asarray(frozen_end, dtype=np.int64),
+        np.asarray(step, dtype=np.int64),
+        np.asarray(request, dtype=np.int64),
+        log.item[pos_a] if len(pos_a) else np.zeros(0, dtype=np.int64),
+        counts,
+    )
+
+
+def pessimistic_ranks(scores: torch.Tensor, targets: torch.Tensor, exclude: list[np.ndarray]) -> np.ndarray:
+    """0-based ranks of ``targets`` (B,) among the columns of ``scores`` (B, I+1) after column 0 and each
+    row's ``exclude`` items are removed; ties count against the target; a target 0 (unknown) gets -1."""
+    scores = scores.clone()
+    scores[:, 0] = -torch.inf
+    rows = np.repeat(np.arange(len(exclude)), [len(e) for e in exclude])
+    if len(rows):
+        scores[torch.from_numpy(rows), torch.from_numpy(np.concatenate(exclude))] = -torch.inf
+    own = scores.gather(1, targets[:, None])  # (B, 1)
+    ranks = (scores >= own).sum(1) - 1  # the target itself is >= own
+    ranks[targets == 0] = -1
+    return ranks.numpy()
+
+
+def summary(ranks: np.ndarray) -> dict[str, float]:
+    """Sums over cases: hits and NDCG@K (rank -1 = a miss)."""
+    hit = (ranks >= 0) & (ranks < K)
+    gain = np.where(hit, 1.0 / np.log2(np.maximum(ranks, 0) + 2.0), 0.0)
+    return {"hits": float(hit.sum()), "ndcg": float(gain.sum())}
+
+
+def window_popularity_ranks(log: Log, cases: Cases, window: int) -> np.ndarray:
+    """Ranks of each case's target among the items seen before its request, scored by their count in
+    ``[request - window, request)``; history excluded, ties against the target, unseen targets -1."""
+    order = np.argsort(log.time, kind="stable")
+    times, items = log.time[order], log.item[order]
+    counts = np.zeros(log.n_items + 1, dtype=np.int64)
+    known = np.zeros(log.n_items + 1, dtype=bool)
+    ranks = np.full(len(cases.pos), -1, dtype=np.int64)
+    added = removed = 0
+    for c in np.argsort(cases.request_time, kind="stable"):
+        t = cases.request_time[c]
+        while added < len(times) and times[added] < t:
+            counts[items[added]] += 1
+            known[items[added]] = True
+            added += 1
+        while removed < added and times[removed] < t - window:
+            counts[items[removed]] -= 1
+            removed += 1
+        target = cases.target[c]
+        if not known[target]:
+            continue
+        own = counts[target]
+        history = np.unique(cases.live(log, c))
+        above = int(np.count_nonzero(known & (counts >= own))) - 1
+        above -= int(np.count_nonzero(known[history] & (counts[history] >= own)))
+        ranks[c] = above
+    return ranks
+
+
+def to_model(rec: Any, external: np.ndarray) -> np.ndarray:
+    """(n_items + 1,) the answering model's index of each global item (0: unknown to it)."""
+    out = np.zeros(len(external) + 1, dtype=np.int64)
+    for g, ext in enumerate(external, start=1):
+        j = rec.items_.get(ext)
+        out[g] = 0 if j is None else j
+    return out
+
+
+def model_ranks(
+    rec: Any, log: Log, cases: Cases, histories: str, g2m: np.ndarray, batch: int = 256
+) -> np.ndarray:
+    """Ranks of the cases' targets under ``rec`` with ``histories`` ("live" or "frozen")."""
+    from attnrec.data.schema import Sequences
+
+    history_of: Callable[[Log, int], np.ndarray] = cases.live if histories == "live" else cases.frozen
+    n_items = int(rec.items_.offset + len(rec.items_) - 1)
+    popular = torch.as_tensor(np.asarray(rec.popularity_, dtype=np.float32))  # (I+1,)
+    out = []
+    for lo in range(0, len(cases.pos), batch):
+        rows = range(lo, min(lo + batch, len(cases.pos)))
+        hist = [g2m[history_of(log, c)] for c in rows]
+        hist = [h[h > 0] for h in hist]
+        empty = np.array([len(h) == 0 for h in hist])
+        seqs = Sequences.from_lists([h if len(h) else [1] for h in hist], n_items)
+        users = np.zeros(len(hist), dtype=np.int64)
+        scores = rec.score_histories(users, seqs, cases.request_time[lo : rows.stop].astype(np.int64))
+        scores = scores.detach().float().cpu()
+        if empty.any():
+            scores[torch.from_numpy(empty)] = popular
+        targets = torch.from_numpy(g2m[cases.target[lo : rows.stop]])
+        out.append(pessimistic_ranks(scores, targets, [np.unique(h) for h in hist]))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+# -- running it ------------------------------------------------------------------------------------
+class OutOfTime(Exception):
+    """The run's time budget is spent; a rerun resumes."""
+
+
+class Runner:
+    def __init__(self, name: str, state: Path, budget: float, deadline: float, warm_share: int) -> None:
+        from attnrec.cli._common import load_data
+
+        self.name, self.dir, self.budget, self.deadline = name, state / name, budget, deadline
+        self.warm_share = warm_share
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.data = load_data(str(SHARED / FILES[name]))
+        assert self.data.timestamp is not None
+        self.frame = self.data.to_frame()
+        self.log = Log(
+            self.data.user.astype(np.int64),
+            self.data.item.astype(np.int64),
+            np.floor(self.data.timestamp).astype(np.int64),
+            self.data.n_items,
+        )
+        self.plan = plan_steps(self.log.time)
+        self.cases = replay_cases(self.log, self.plan)
+        self.external = np.asarray(self.data.items.external, dtype=object)
+
+    def unit(self, key: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        path = self.dir / f"{key}.json"
+        if path.exists():
+            return dict(json.loads(path.read_text()))
+        if time.monotonic() > self.deadline:
+            raise OutOfTime(key)
+        record = make()
+        record |= {"log": self.name, "unit": key, "git_sha": git_sha(), "finished": _now()}
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        print(
+            f"{self.name} {key}: " + ", ".join(f"{k} {v}" for k, v in record.items() if _short(v)), flush=True
+        )
+        return record
+
+    def before(self, bound: int) -> Any:
+        from attnrec.data.schema import Interactions
+
+        sub = self.frame[self.frame["timestamp"] < bound]
+        rating, event = ("rating" if "rating" in sub else None), ("event" if "event" in sub else None)
+        return Interactions.from_frame(
+            sub, "user", "item", "timestamp", event=event, rating=rating, name=self.name
+        )
+
+    def train(self, key: str, bound: int, kind: str, previous: Path | None = None) -> dict[str, Any]:
+        from attnrec.recommend import Recommender
+
+        def make() -> dict[str, Any]:
+            data = self.before(bound)
+            cpu = time.process_time()
+            wall = time.perf_counter()
+            if kind == "initial":
+                rec = Recommender("sasrec", train={"threads": 1, "time_budget": self.budget}, auto=True)
+                rec.fit(data, "leave-one-out", progress=False)
+            else:
+                initial = json.loads((self.dir / "initial.json").read_text())
+                epochs = max(1, int(initial["epochs_chosen"]))
+                if kind == "warm":
+                    epochs = max(1, epochs // self.warm_share)
+                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
+                    rec.fit(data, "none", init_from=previous, progress=False)
+                else:
+                    base = Recommender.load(self.dir / "models" / "initial", device="cpu")
+                    train = {"threads": 1, "max_epochs": epochs, "time_budget": self.budget}
+                    rec = Recommender("sasrec", config=base.config, train=train, auto=False)
+                    rec.fit(data, "none", progress=False)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            rec.save(self.dir / "models" / key)
+            tr = rec.train_result_
+            assert tr is not None
+            return {
+                "kind": kind,
+                "train_events": len(data),
+                "train_items": data.n_items,
+                "cpu_seconds": round(cpu, 2),
+                "wall_seconds": round(wall, 2),
+                "epochs": tr.epochs,
+                "best_epoch": tr.best_epoch,
+                "epochs_chosen": tr.best_epoch or tr.epochs,
+                "stopped": tr.stopped,
+                "settings": {
+                    k: v
+                    for k, v in vars(rec.config).items()
+                    if k in ("hidden", "n_layers", "max_len", "loss", "dropout", "n_negatives")
+                },
+            }
+
+        return self.unit(key, make)
+
+    def evaluate(
+        self, key: str, step: int, rank: Callable[[Cases], np.ndarray], extra: dict[str, Any]
+    ) -> None:
+        def make() -> dict[str, Any]:
+            cases = self.cases.take(self.cases.step == step)
+            cpu = time.process_time()
+            ranks = rank(cases)
+            return {
+                "step": step,
+                "cases": len(cases.pos),
+                "unknown_targets": int((ranks < 0).sum()),
+                **summary(ranks),
+                "eval_cpu_seconds": round(time.process_time() - cpu, 2),
+                **extra,
+            }
+
+        self.unit(key, make)
+
+    def model_eval(self, key: str, step: int, model: str, histories: str, extra: dict[str, Any]) -> None:
+        from attnrec.recommend import Recommender
+
+        def rank(cases: Cases) -> np.ndarray:
+            rec = Recommender.load(self.dir / "models" / model, device="cpu")
+            return model_ranks(rec, self.log, cases, histories, to_model(rec, self.external))
+
+        self.evaluate(key, step, rank, extra | {"model": model, "histories": histories})
+
+    def run(self) -> None:
+        from attnrec.recommend import Recommender
+
+        plan = self.plan
+        self.unit(
+            "plan",
+            lambda: {
+                "cut": plan.cut,
+                "step_seconds": plan.step,
+                "bounds": list(plan.bounds),
+                "events": len(self.log.user),
+                "users": self.data.n_users,
+                "items": self.data.n_items,
+                "replay": self.cases.counts,
+                "sha256": self.data.source.sha256,
+            },
+        )
+        self.train("initial", plan.cut, "initial")
+        for s in range(plan.n_steps):
+            self.model_eval(f"frozen-frozen-{s}", s, "initial", "frozen", {})
+            self.model_eval(f"frozen-live-{s}", s, "initial", "live", {})
+            self.evaluate(
+                f"pop-window-{s}",
+                s,
+                lambda cases: window_popularity_ranks(self.log, cases, plan.step),
+                {"window_seconds": plan.step},
+            )
+
+            def recent(cases: Cases, bound: int = plan.bounds[s]) -> np.ndarray:
+                rec = Recommender("recent").fit(self.before(bound), "none", progress=False)
+                return model_ranks(rec, self.log, cases, "live", to_model(rec, self.external))
+
+            self.evaluate(f"recent-{s}", s, recent, {})
+            for strategy, kind in (("warm-live", "warm"), ("scratch-live", "scratch")):
+                if s == 0:  # the first step's model is the initial one: the same answers as (b)
+                    same = self.unit("frozen-live-0", dict)
+                    copied = {k: same[k] for k in COPIED} | {"train_cpu_seconds": 0.0}
+                    self.unit(f"{strategy}-0", copied.copy)
+                    continue
+                model = f"{kind}-{s}"
+                previous = self.dir / "models" / ("initial" if s == 1 else f"{kind}-{s - 1}")
+                trained = self.train(model, plan.bounds[s], kind, previous)
+                self.model_eval(
+                    f"{strategy}-{s}",
+                    s,
+                    model,
+                    "live",
+                    {"train_cpu_seconds": trained["cpu_seconds"], "epochs": trained["epochs"]},
+                )
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def _short(v: object) -> bool:
+    return isinstance(v, int | float | str) and len(str(v)) < 40
+
+
+# -- results ---------------------------------------------------------------------------------------
+def collect(state: Path) -> dict[str, Any]:
+    """The record of every log the state directory holds: plan, trainings, units, overall figures and
+    the targets (judged only when every unit of the log is done)."""
+    logs: dict[str, Any] = {}
+    for name in FILES:
+        folder = state / name
+        if not (folder / "plan.json").exists():
+            continue
+        units = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+        plan = units.pop("plan")
+        n_steps = len(plan["bounds"]) - 1
+        trainings = {k: units.pop(k) for k in list(units) if "kind" in units[k]}
+        overall: dict[str, Any] = {}
+        for strategy in STRATEGIES:
+            done = [units[f"{strategy}-{s}"] for s in range(n_steps) if f"{strategy}-{s}" in units]
+            cases = sum(u["cases"] for u in done)
+            overall[strategy] = {
+                "steps_done": len(done),
+                "cases": cases,
+                "HR@10": sum(u["hits"] for u in done) / cases if cases else None,
+                "NDCG@10": sum(u["ndcg"] for u in done) / cases if cases else None,
+                "unknown_share": sum(u["unknown_targets"] for u in done) / cases if cases else None,
+                "retrain_cpu_seconds": sum(u.get("train_cpu_seconds", 0.0) for u in done),
+                "per_step": [
+                    {
+                        "step": u["step"],
+                        "cases": u["cases"],
+                        "HR@10": u["hits"] / u["cases"] if u["cases"] else None,
+                        "NDCG@10": u["ndcg"] / u["cases"] if u["cases"] else None,
+                    }
+                    for u in done
+                ],
+            }
+        complete = all(o["steps_done"] == n_steps for o in overall.values())
+        logs[name] = {
+            "plan": plan,
+            "trainings": trainings,
+            "overall": overall,
+            "complete": complete,
+            "targets": targets(overall) if complete else None,
+        }
+    return logs
+
+
+def targets(overall: dict[str, Any]) -> dict[str, Any]:
+    """The issue's three targets on one log's overall figures."""
+    nd = {k: v["NDCG@10"] for k, v in overall.items()}
+    cpu_c, cpu_d = overall["warm-live"]["retrain_cpu_seconds"], overall["scratch-live"]["retrain_cpu_seconds"]
+    models = ("frozen-frozen", "frozen-live", "warm-live", "scratch-live")
+    best = max(models, key=lambda k: nd[k])
+    return {
+        "b_beats_a": nd["frozen-live"] > nd["frozen-frozen"],
+        "c_over_d_ndcg": nd["warm-live"] / nd["scratch-live"] if nd["scratch-live"] else None,
+        "c_over_d_cpu": cpu_c / cpu_d if cpu_d else None,
+        "c_within_2pct_at_25pct_cpu": bool(
+            nd["scratch-live"] and nd["warm-live"] >= 0.98 * nd["scratch-live"] and cpu_c <= 0.25 * cpu_d
+        ),
+        "best": best,
+        "best_beats_pop_window": nd[best] > nd["pop-window"],
+        "best_beats_recent": nd[best] > nd["recent"],
+    }
+
+
+def _date(t: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(t))
+
+
+def _step_text(seconds: int) -> str:
+    return f"{seconds // DAY} days" if seconds >= DAY else f"{seconds // HOUR} hours"
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _yes(v: bool) -> str:
+    return "yes" if v else "no"
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def markdown(record: dict[str, Any]) -> str:
+    """The tables of a record (generated; the narrative is replay-notes.md)."""
+    lines = [
+        "<!-- generated by `python benchmarks/replay.py --render` from replay.json; do not edit -->",
+        "# Replay: frozen, live, warm-started and retrained models between retrains",
+        "",
+        f"Protocol (see `benchmarks/replay.py`): each log is cut at the {CUT_QUANTILE:.0%} quantile of its "
+        f"timestamps; the rest is replayed in at most {MAX_STEPS} steps. Each replayed event with a history "
+        "that is not a repeat of the user's own items is answered at the time of the user's previous event "
+        "(or the step start, if later), never at its own timestamp; full ranking over the items the "
+        "answering model knows, the history used excluded, ties against the model; a target the model does "
+        "not know is a miss. SASRec with the library's data-chosen settings, one torch thread, "
+        f"{record['budget']:.0f} s training budget; the warm start trains 1/{record['warm_share']} of the "
+        "initial model's epochs on all events so far, the scratch retrain all of them. CPU: "
+        "`time.process_time` of the fits. "
+        f"Machine: {record['machine']['cpu']}, {record['machine']['cores_used']} core(s), torch "
+        f"{record['machine']['torch']}.",
+        "",
+    ]
+    for name, log in record["logs"].items():
+        plan, ov = log["plan"], log["overall"]
+        n_steps = len(plan["bounds"]) - 1
+        rp = plan["replay"]
+        init = log["trainings"].get("initial")
+        lines += [
+            f"## {name}",
+            "",
+            f"{plan['events']:,} events, {plan['users']:,} users, {plan['items']:,} items; cut "
+            f"{_date(plan['cut'])} UTC, {n_steps} steps of {_step_text(plan['step_seconds'])}; "
+            f"{rp['replayed']:,} events replayed: {rp['cases']:,} cases; {rp['first']:,} first events of a "
+            f"user and {rp['repeat']:,} repeats left out ({rp['repeat'] / max(rp['replayed'], 1):.1%})."
+            + ("" if log["complete"] else " **Partial: not every unit has run yet.**"),
+        ]
+        if init:
+            lines.append(
+                f"Initial model: {init['train_events']:,} events, settings {init['settings']}, "
+                f"{init['epochs']} epochs (best {init['best_epoch']}, {init['stopped']}), "
+                f"{init['cpu_seconds']:.0f} CPU s."
+            )
+        lines += [
+            "",
+            "| strategy | HR@10 | NDCG@10 | "
+            + " | ".join(f"NDCG@10 step {s}" for s in range(n_steps))
+            + " | unknown targets | retraining CPU s |",
+            "|---|---|---|" + "---|" * n_steps + "---|---|",
+        ]
+        for strategy in STRATEGIES:
+            o = ov[strategy]
+            steps = {p["step"]: p for p in o["per_step"]}
+            cells = [_f(steps[s]["NDCG@10"]) if s in steps else "not run" for s in range(n_steps)]
+            cpu = o["retrain_cpu_seconds"] if strategy in ("warm-live", "scratch-live") else None
+            lines.append(
+                f"| {LABELS[strategy]} | {_f(o['HR@10'])} | {_f(o['NDCG@10'])} | "
+                + " | ".join(cells)
+                + f" | {_share(o['unknown_share'])} | "
+                + ("-" if cpu is None else f"{cpu:.0f}")
+                + " |"
+            )
+        t = log["targets"]
+        if t:
+            lines += [
+                "",
+                f"Targets: (b) > (a) on NDCG@10: **{_yes(t['b_beats_a'])}**; (c) within 2% of (d) at <= 25% "
+                f"of its retraining CPU: **{_yes(t['c_within_2pct_at_25pct_cpu'])}** (NDCG ratio "
+                f"{_f(t['c_over_d_ndcg'])}, CPU ratio {_f(t['c_over_d_cpu'])}); best strategy "
+                f"{LABELS[t['best']]} beats window popularity: **{_yes(t['best_beats_pop_window'])}**, "
+                f"beats `recent`: **{_yes(t['best_beats_recent'])}**.",
+            ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render(state: Path, args: argparse.Namespace) -> None:
+    record = {
+        "command": "taskset -c 0 python benchmarks/replay.py --state-dir STATE"
+        + f" --budget {args.budget:g} --warm-share {args.warm_share}",
+        "budget": args.budget,
+        "warm_share": args.warm_share,
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores_used": len(os.sched_getaffinity(0)),
+            "torch": torch.__version__,
+        },
+        "logs": collect(state),
+    }
+    (RESULTS / "replay.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / "replay.md").write_text(markdown(record))
+    print(f"wrote {RESULTS / 'replay.md'}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state-dir", type=Path, default=ROOT.parent / "replay-state")
+    parser.add_argument("--logs", nargs="*", default=list(FILES), choices=list(FILES))
+    parser.add_argument("--budget", type=float, default=60.0, help="training budget per fit, seconds")
+    parser.add_argument("--warm-share", type=int, default=WARM_SHARE)
+    parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
+    parser.add_argument("--render", action="store_true", help="only rewrite replay.{json,md}")
+    args = parser.parse_args(argv)
+    if not args.render:
+        torch.set_num_threads(1)
+        deadline = time.monotonic() + (args.time_budget or math.inf)
+        try:
+            for name in args.logs:
+                Runner(name, args.state_dir, args.budget, deadline, args.warm_share).run()
+                render(args.state_dir, args)
+        except OutOfTime as stop:
+            print(f"time budget spent before {stop}; rerun to resume")
+    render(args.state_dir, args)
+
+
+if __name__ == "__main__":
+    main()
