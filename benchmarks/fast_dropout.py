@@ -72,7 +72,7 @@ def run_one(name: str, path: Path, fast: bool, seed: int, epochs: int) -> dict[s
 
 
 def summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[bool, Any] = {}
     for fast in (False, True):
         mine = [r for r in rows if r["file"] == name and r["fast_dropout"] is fast]
         out[fast] = {

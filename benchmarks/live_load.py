@@ -115,7 +115,7 @@ def ingest(url: str, users: list[str], items: list[str], per_user: int, seed: in
     import httpx
 
     rng = random.Random(seed)
-    events = [
+    events: list[dict[str, Any]] = [
         {"user": u, "item": rng.choice(items), "timestamp": T0 + n} for n in range(per_user) for u in users
     ]
     t = time.perf_counter()
