@@ -124,6 +124,8 @@ def test_the_device_changes_the_python_recommendations(rec: Recommender) -> None
     phone, tv = scores(["phone"] * 4), scores(["tv"] * 4)
     assert phone != tv
     assert scores(["watch"] * 4) not in (phone, tv)  # a value never seen: the reserved unknown code
+    unsent = rec.recommend(history=HISTORY, k=12, exclude_seen=False)  # not sent: "not known" (code 0)
+    assert list(unsent.scores) not in (phone, tv) and unsent.ignored_inputs == []
     plain = Recommender("sasrec", MODEL | {"signals": ""}, TRAIN).fit(_frame(), progress=False)
     assert plain.recommend(history=HISTORY, device=["tv"] * 4).ignored_inputs == ["device"]
 

@@ -173,13 +173,25 @@ def request_values(
     return [names[c - vocabulary.offset] if c >= vocabulary.offset else "" for c in values.tolist()]
 
 
+def signals_read(config: object) -> tuple[str, ...]:
+    """The declared signals a model with ``config`` reads (its ``signals`` setting; none for a model
+    without one)."""
+    return config.signal_names() if isinstance(config, EventFields) else ()
+
+
+def unsent_signals(columns: Mapping[str, np.ndarray], n: int, reads: Sequence[str]) -> dict[str, np.ndarray]:
+    """``columns`` (of a history of ``n`` events) with each declared signal of ``reads`` they lack filled
+    as "not known" (:attr:`~attnrec.data.signals.Signal.hidden_value`): a request need not send them."""
+    fill = {name: get_signal(name) for name in reads if name not in columns}
+    return dict(columns) | {name: np.full(n, s.hidden_value).astype(s.dtype) for name, s in fill.items()}
+
+
 def signal_files(config: object, vocabularies: Mapping[str, IdMap]) -> dict[str, object]:
     """The JSON file of a model directory that declares the signals a model with ``config`` reads (its
     ``signals`` setting) with the vocabularies of the categorical ones: ``{name: declaration | {"values":
     [...]}}`` (none when the model reads no signal)."""
-    read = config.signal_names() if isinstance(config, EventFields) else ()
     out: dict[str, object] = {}
-    for name in read:
+    for name in signals_read(config):
         values = {"values": vocabularies[name].to_list()} if name in vocabularies else {}
         out[name] = get_signal(name).declaration() | values
     return {VOCABULARIES: out} if out else {}
@@ -230,5 +242,7 @@ __all__ = [
     "request_values",
     "stored_columns",
     "signal_files",
+    "signals_read",
+    "unsent_signals",
     "signals_from_json",
 ]

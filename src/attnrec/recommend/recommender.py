@@ -36,6 +36,7 @@ from attnrec.recommend.event_requests import (
     history_arrays,
     signal_files,
     signals_from_json,
+    signals_read,
 )
 from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
@@ -567,8 +568,10 @@ class Recommender:
         assert self.items_ is not None and self.users_ is not None
         wanted = (str(r["user"]) for r in requests if r.get("user") is not None and stored_history(r) is True)
         live = self.live_histories(list(dict.fromkeys(wanted)))
+        reads = signals_read(self.config)
         return [
-            prepare(r, self.users_, self.items_, live, self.events_, self.vocabularies_) for r in requests
+            prepare(r, self.users_, self.items_, live, self.events_, self.vocabularies_, reads)
+            for r in requests
         ]
 
     # -- live histories --------------------------------------------------------------------------

@@ -7,14 +7,20 @@ scoring and top-k code works on integer arrays only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any  # request values are caller input of any type
 
 import numpy as np
 
 from attnrec.data.schema import IdMap
-from attnrec.recommend.event_requests import REQUEST_TIME, event_keys, request_columns, request_time_of
+from attnrec.recommend.event_requests import (
+    REQUEST_TIME,
+    event_keys,
+    request_columns,
+    request_time_of,
+    unsent_signals,
+)
 from attnrec.recommend.live import EMPTY, UNKNOWN_USER, LiveRow, merge
 
 STORED_HISTORY = "stored_history"
@@ -53,11 +59,13 @@ def prepare(
     live: Mapping[str, LiveRow],
     events: IdMap | None = None,
     vocabularies: Mapping[str, IdMap] | None = None,
+    reads: Sequence[str] = (),
 ) -> Prepared:
     """Resolve ``request`` against the ID maps, the users' stored histories ``live`` (by external user ID,
     with the per-event columns the model stored: :mod:`attnrec.recommend.live`; every user of a request
-    that reads its stored history must be in it), the model's event vocabulary ``events`` and its
-    categorical signals' ``vocabularies``.
+    that reads its stored history must be in it), the model's event vocabulary ``events``, its
+    categorical signals' ``vocabularies`` and the declared signals it ``reads`` (one the history does
+    not carry is "not known").
 
     A ``history`` sent with a ``user`` is appended to the user's stored history (in time order when both
     carry timestamps; only the per-event columns both carry are kept); ``stored_history=False`` scores the
@@ -79,11 +87,14 @@ def prepare(
     if history is not None:  # the request's own columns, of the known items, after the stored history
         given, unknown = items.split_known(history)
         keep = np.fromiter((items.get(x) is not None for x in history), dtype=bool, count=len(history))
-        given_columns = request_columns(request, history, keep, events, vocabularies)
+        given_columns = unsent_signals(
+            request_columns(request, history, keep, events, vocabularies), len(given), reads
+        )
         hist, columns = merge([base.items, given], [base.columns, given_columns])
     else:  # the stored history and its columns; per-event fields without a history are refused
         request_columns(request, None, np.zeros(0, dtype=bool), events, vocabularies)
         hist, columns, unknown = base.items, base.columns, []
+    columns = unsent_signals(columns, len(hist), reads)
     when = request_time_of(request, columns)
     sent = frozenset(k for k in (*event_keys(), REQUEST_TIME) if request.get(k) is not None)
     if len(hist) == 0 and (fallback is None or history is not None):
