@@ -71,6 +71,10 @@ def test_train_declares_the_signals_and_a_loading_process_declares_them_again(
     assert code == 0, output  # loading declared them from the model directory
     code, output = run("recommend", "--model", str(out), "--history", "i1,i2", "-k", "3")
     assert code == 0, output  # a history without the signals: scored with them not known
+    unregister_signal("device")
+    unregister_signal("price")
+    code, output = run("evaluate", "--model", str(out), "--data", str(log), "--columns", "device=client")
+    assert code == 0, output  # the model loads (and declares) before the data is read: its columns are read
     assert find_signal("device") is not None and find_signal("price") is not None
     unregister_signal("device")
     unregister_signal("price")
