@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, Validat
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnrec.data.schema import DataError, IdMap
-from attnrec.data.signals import Signal, by_key, declared, get_signal
+from attnrec.data.signals import Signal, by_key, declared
 from attnrec.recommend import Recommender
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.auth import admin_allowed
@@ -101,16 +101,13 @@ EventObject = Annotated[dict[str, Any], _EventSchema]
 
 
 def _signal_values(obj: object) -> tuple[object, dict[str, Any]]:
-    """``obj`` without its declared signals' fields, and their values (``null``: not sent), each checked
-    by its signal's kind as a recommend request's are (a one-line ``ValueError``)."""
+    """``obj`` without its declared signals' fields, and their values by signal name (``null``: not sent),
+    each checked by its signal's kind as a recommend request's are (a one-line ``ValueError``)."""
     if not isinstance(obj, dict):
         return obj, {}
-    sent = {k: obj[k] for k in obj if (s := by_key(str(k))) is not None and not s.builtin}
-    for key, value in sent.items():
-        if value is not None:
-            get_signal(key).request_values([value])
-    rest = {k: v for k, v in obj.items() if k not in sent}
-    return rest, {k: v for k, v in sent.items() if v is not None}
+    fields = {k: s for k in obj if (s := by_key(str(k))) is not None and not s.builtin}
+    values = {s.name: s.request_values([obj[k]])[0] for k, s in fields.items() if obj[k] is not None}
+    return {k: v for k, v in obj.items() if k not in fields}, values
 
 
 class EventsRequest(BaseModel):
