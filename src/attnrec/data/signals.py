@@ -98,6 +98,11 @@ class Signal:
         return self.encoder or self.kind
 
     @property
+    def summary(self) -> str:
+        """The line that describes the signal: ``help``, else one made of its name."""
+        return self.help or f"The event's {self.name.replace('_', ' ')}."
+
+    @property
     def dtype(self) -> np.dtype[np.generic]:
         """The dtype of the signal's column in the sequences: int64 codes or seconds, float32 numbers."""
         return _DTYPES[self.kind]

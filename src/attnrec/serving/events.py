@@ -83,7 +83,7 @@ def _signal_field(signal: Signal) -> dict[str, Any]:
         kind: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
     else:
         kind = {"type": "number"} | ({} if signal.minimum is None else {"minimum": signal.minimum})
-    return {"anyOf": [kind, {"type": "null"}], "description": signal.help or f"The event's {signal.name}."}
+    return {"anyOf": [kind, {"type": "null"}], "description": signal.summary}
 
 
 class _EventSchema:

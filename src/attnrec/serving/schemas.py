@@ -92,7 +92,7 @@ class ExplainOptions(_Strict):
 
 def _per_event(signal: Signal, note: str = "") -> str:
     """The description of a signal's per-event request list: its declaration's help, then ``note``."""
-    return f"Per history item: {signal.help or signal.name} {note}Same length as `history`."
+    return f"Per history item: {signal.summary} {note}Same length as `history`."
 
 
 def _builtin(signal: Signal, note: str) -> Any:
