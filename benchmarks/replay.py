@@ -624,7 +624,8 @@ def markdown(record: dict[str, Any]) -> str:
 def render(state: Path, args: argparse.Namespace) -> None:
     record = {
         "command": "taskset -c 0 python benchmarks/replay.py --state-dir STATE"
-        + f" --budget {args.budget:g} --warm-share {args.warm_share}",
+        + f" --budget {args.budget:g} --warm-share {args.warm_share}"
+        + ("" if args.out == "replay" else f" --out {args.out} --logs {' '.join(args.logs)}"),
         "budget": args.budget,
         "warm_share": args.warm_share,
         "machine": {
@@ -634,19 +635,20 @@ def render(state: Path, args: argparse.Namespace) -> None:
         },
         "logs": collect(state),
     }
-    (RESULTS / "replay.json").write_text(json.dumps(record, indent=1) + "\n")
-    (RESULTS / "replay.md").write_text(markdown(record))
-    print(f"wrote {RESULTS / 'replay.md'}")
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / f"{args.out}.md").write_text(markdown(record))
+    print(f"wrote {RESULTS / args.out}.md")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state-dir", type=Path, default=ROOT.parent / "replay-state")
     parser.add_argument("--logs", nargs="*", default=list(FILES), choices=list(FILES))
-    parser.add_argument("--budget", type=float, default=60.0, help="training budget per fit, seconds")
+    parser.add_argument("--budget", type=float, default=90.0, help="training budget per fit, wall seconds")
     parser.add_argument("--warm-share", type=int, default=WARM_SHARE)
     parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
-    parser.add_argument("--render", action="store_true", help="only rewrite replay.{json,md}")
+    parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")
+    parser.add_argument("--out", default="replay", help="results file stem under benchmarks/results")
     args = parser.parse_args(argv)
     if not args.render:
         torch.set_num_threads(1)

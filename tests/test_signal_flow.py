@@ -11,6 +11,7 @@ list holding two built-in signals' names or keys anywhere else in ``src/`` is a 
 from __future__ import annotations
 
 import ast
+import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +24,17 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette asks for httpx2 instead of httpx
     from fastapi.testclient import TestClient
 
-from attnrec.config import ConfigError
+from attnrec.checkpoint import CheckpointError
 from attnrec.data import load_dataset
 from attnrec.data.schema import Interactions
-from attnrec.data.signals import UNKNOWN_CODE, Signal, register_signal, signals, unregister_signal
+from attnrec.data.signals import (
+    UNKNOWN_CODE,
+    Signal,
+    find_signal,
+    register_signal,
+    signals,
+    unregister_signal,
+)
 from attnrec.data.stream import read_parquet_stream
 from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
@@ -196,8 +204,52 @@ def test_a_numeric_signal_a_parquet_stream_and_bert4rec(device: Signal, tmp_path
         saved = rec.save(tmp_path / "model")
     finally:
         unregister_signal("price")
-    with pytest.raises(ConfigError, match="'price' is not declared"):  # a model reading it needs it declared
+    declared = json.loads((saved / "signals.json").read_text())
+    assert declared["price"] == {"kind": "numeric", "key": "", "aliases": ["price"], "minimum": 0.0} | {
+        "help": "",
+        "encoder": "",
+    }
+    assert (
+        declared["device"]["values"] == sorted(DEVICES) and declared["device"]["aliases"][1] == "device_type"
+    )
+    try:  # the saved declaration declares it again (a CLI user has no Python to run first)
+        loaded = Recommender.load(saved, device="cpu")
+        assert find_signal("price") == Signal("price", "numeric", minimum=0.0)
+        again = loaded.recommend(history=HISTORY, device=["tv"] * 4, price=[4.0] * 4, k=5, exclude_seen=False)
+        assert again.items == dear.items and np.allclose(again.scores, dear.scores)
+        Recommender.load(saved, device="cpu")  # the same declaration: nothing to do
+    finally:
+        unregister_signal("price")
+    register_signal(Signal("price", "categorical"))
+    try:  # a different declaration of the name in this process is refused, in one line
+        with pytest.raises(
+            CheckpointError,
+            match=r"signals.json: signal 'price' is already declared with another kind, minimum",
+        ):
+            Recommender.load(saved, device="cpu")
+    finally:
+        unregister_signal("price")
+
+
+def test_an_edited_or_malformed_declaration_is_refused(rec: Recommender, tmp_path: Path) -> None:
+    saved = rec.save(tmp_path / "model")
+    path = saved / "signals.json"
+    device = json.loads(path.read_text())["device"]
+    path.write_text(path.read_text().replace('"categorical"', '"numeric"    '))  # the same size
+    with pytest.raises(CheckpointError, match="signals.json: checksum differs from manifest.json"):
         Recommender.load(saved, device="cpu")
+    (saved / "manifest.json").unlink()  # unsigned: the structure checks still apply
+    broken = {
+        "kind must be one of categorical, numeric, time, not 'colour'": {"device": {"kind": "colour"}},
+        "unknown declaration field 'shape'": {"device": {"kind": "categorical", "shape": 3}},
+        "not a map": [],
+        "values is not a list of text": {"device": device | {"values": [1]}},
+        "already declared with another help": {"device": device | {"help": "Where it was."}},
+    }
+    for message, content in broken.items():
+        path.write_text(json.dumps(content))
+        with pytest.raises(CheckpointError, match=f"signals.json: .*{message}"):
+            Recommender.load(saved, device="cpu", allow_unsigned=True)
 
 
 def _key_sets(path: Path, names: set[str], root: Path = SRC) -> list[str]:

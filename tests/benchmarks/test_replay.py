@@ -6,6 +6,7 @@ targets read off the overall figures."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from typing import Any
 
@@ -165,3 +166,9 @@ def test_seen_items_are_excluded_from_the_model_answers() -> None:
     assert live[1] == 0 and frozen[1] == 1
     # case 3 (user 1, target 6): above it 1 2 3 4 5; live history 2 5 removed -> 3, frozen (2) -> 4
     assert live[3] == 3 and frozen[3] == 4
+
+
+def test_the_committed_table_is_generated_from_its_json() -> None:
+    results = BENCHMARKS / "results"
+    record = json.loads((results / "replay.json").read_text())
+    assert replay.markdown(record) == (results / "replay.md").read_text()

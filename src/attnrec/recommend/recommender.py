@@ -34,8 +34,8 @@ from attnrec.recommend.event_requests import (
     VOCABULARIES,
     histories_from_arrays,
     history_arrays,
-    vocabularies_from_json,
-    vocabulary_files,
+    signal_files,
+    signals_from_json,
 )
 from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
@@ -661,7 +661,7 @@ class Recommender:
             {"titles": self.titles_}
             | events
             | cold_items.context_files(self.context_)
-            | vocabulary_files(self.vocabularies_),
+            | signal_files(self.config, self.vocabularies_),
             {},
             manifest_key=load_policy(manifest_key=manifest_key).manifest_key,
         )
@@ -685,6 +685,8 @@ class Recommender:
     def from_saved(cls, saved: SavedModel, device: str = "auto") -> Recommender:
         """The recommender of an opened model directory (see :func:`~attnrec.recommend.load`)."""
         record = saved.record
+        # the model's declarations first: its config names the signals it reads
+        vocabularies = signals_from_json(saved.json(VOCABULARIES, default={}), saved.path / "signals.json")
         rec = cls(record.model, record.model_config, record.train_config, auto=False)
         rec.preset = record.preset
         rec.users_, rec.items_ = record.users, record.items
@@ -700,9 +702,6 @@ class Recommender:
             record.train_result,
         )
         rec.context_ = cold_items.load_context(saved)
-        vocabularies = vocabularies_from_json(
-            saved.json(VOCABULARIES, default={}), saved.path / "signals.json"
-        )
         if vocabularies:  # the categorical signals the model reads
             rec.context_ = dataclasses.replace(rec.context_ or ModelContext(), vocabularies=vocabularies)
         core = saved.build(
