@@ -3,7 +3,7 @@
 Every registered sequential model is driven through :class:`Recommender`; the CLI, the HTTP
 service and the benchmarks depend only on this class. What the model can do (factorised
 scoring, an item bias, candidate scoring) is asked once, when its core is set
-(:class:`~attnrec.recommend.core.CoreView`); request parsing, the top-k engine, similar items and
+(:class:`~attnrec.recommend.model_core.CoreView`); request parsing, the top-k engine, similar items and
 the directory format live in the sibling modules.
 """
 
@@ -29,7 +29,6 @@ from attnrec.models.context import ModelContext
 from attnrec.models.contracts import Capabilities
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar, warm
-from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.event_requests import (
     VOCABULARIES,
     histories_from_arrays,
@@ -39,6 +38,7 @@ from attnrec.recommend.event_requests import (
 )
 from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
+from attnrec.recommend.model_core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.persistence import (
     SEQUENTIAL,
     ModelRecord,

@@ -26,7 +26,7 @@ from attnrec.models.context import ModelContext
 from attnrec.models.event_context import EventFields
 from attnrec.models.registry import ModelSpec
 from attnrec.recommend import cold_items
-from attnrec.recommend.core import ModelCore, build_core
+from attnrec.recommend.model_core import ModelCore, build_core
 
 
 @dataclass(frozen=True)
