@@ -17,7 +17,7 @@ from attnrec.recommend import Recommender
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.app import create_app
 from attnrec.serving.batcher import MicroBatcher
-from attnrec.serving.registry import backend_of, served_capabilities
+from attnrec.serving.model_table import backend_of, served_capabilities
 
 
 class OnlyExplains:

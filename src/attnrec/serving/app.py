@@ -1,6 +1,6 @@
 """The HTTP service: ``create_app({name: checkpoint_dir | Recommender}) -> FastAPI``.
 
-This module only assembles the parts: the table of models (:mod:`~attnrec.serving.registry`),
+This module only assembles the parts: the table of models (:mod:`~attnrec.serving.model_table`),
 their life on a worker thread (:mod:`~attnrec.serving.lifecycle`), the micro-batcher
 (:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.errors`), the
 endpoints (:mod:`~attnrec.serving.routes`, :mod:`~attnrec.serving.browse`) and the web page
@@ -35,9 +35,9 @@ from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.limits import InFlightLimit
 from attnrec.serving.logs import RequestLog
 from attnrec.serving.metrics import RequestMetrics
+from attnrec.serving.model_table import FromDirectory, Served, ServedModel
 from attnrec.serving.page import PATHS as PAGE_PATHS
 from attnrec.serving.page import page_router
-from attnrec.serving.registry import FromDirectory, Served, ServedModel
 from attnrec.serving.reload import sighup_reloads
 from attnrec.serving.routes import document_limits, document_security, router
 from attnrec.serving.schemas import ErrorResponse
@@ -111,7 +111,7 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
 
 def create_app(models: Mapping[str, Model], config: ServingConfig | None = None) -> FastAPI:
     """A FastAPI app serving ``models`` (name -> checkpoint directory, loaded model object, or
-    :class:`~attnrec.serving.registry.FromDirectory`).
+    :class:`~attnrec.serving.model_table.FromDirectory`).
 
     Directories are loaded in the background when the app starts (``/readyz`` answers 503 until
     they are ready); loaded objects (a :class:`~attnrec.recommend.Recommender`, an explainer)

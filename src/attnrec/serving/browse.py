@@ -35,8 +35,8 @@ from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
+from attnrec.serving.model_table import ServedModel
 from attnrec.serving.reasons import because, explaining
-from attnrec.serving.registry import ServedModel
 from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list, timed
 from attnrec.serving.schemas import (
     MAX_HISTORY_ROWS,

@@ -32,7 +32,7 @@ from attnrec.serving.export import use_onnx
 from attnrec.serving.heap import collect_unfrozen, freeze_heap
 from attnrec.serving.loading import ReloadLog, run_abandonable
 from attnrec.serving.metrics import ServiceMetrics
-from attnrec.serving.registry import (
+from attnrec.serving.model_table import (
     Loaded,
     RecommendArgs,
     RecommendsMany,
@@ -72,7 +72,7 @@ class ServingState:
         return await asyncio.get_running_loop().run_in_executor(self.worker(), fn)
 
     def pick(self, name: str | None, capability: str) -> ServedModel:
-        """See :func:`attnrec.serving.registry.pick`."""
+        """See :func:`attnrec.serving.model_table.pick`."""
         return pick(self.models, name, capability)
 
 

@@ -24,8 +24,8 @@ from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
+from attnrec.serving.model_table import Explains, FindsSimilar
 from attnrec.serving.reasons import explaining, explanation
-from attnrec.serving.registry import Explains, FindsSimilar
 from attnrec.serving.schemas import (
     EVENT_FIELDS,
     MAX_EXPLAINED,
