@@ -32,7 +32,7 @@ from attnrec.serving.auth import ADMIN_PREFIX, admin_allowed
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
-from attnrec.serving.metrics import CONTENT_TYPE
+from attnrec.serving.prometheus import CONTENT_TYPE
 from attnrec.serving.reload import reload_model
 from attnrec.serving.routes import COMMON_RESPONSES
 from attnrec.serving.schemas import NO_CONTROL, ErrorResponse, ModelInfo

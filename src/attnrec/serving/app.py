@@ -5,7 +5,7 @@ their life on a worker thread (:mod:`~attnrec.serving.lifecycle`), the micro-bat
 (:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.errors`), the
 endpoints (:mod:`~attnrec.serving.routes`, :mod:`~attnrec.serving.browse`) and the web page
 (:mod:`~attnrec.serving.page`), plus the operator's parts: API keys
-(:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.metrics`) and hot reload
+(:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.prometheus`) and hot reload
 (:mod:`~attnrec.serving.reload`, :mod:`~attnrec.serving.admin`). Concurrent ``/v1/recommend`` requests for one
 model are micro-batched: a queue gathers the requests that arrive while the worker is busy (and, with
 ``max_wait_ms > 0``, for up to that long) and scores them with one ``recommend_many`` call.
@@ -34,10 +34,10 @@ from attnrec.serving.events import router as events_router
 from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.limits import InFlightLimit
 from attnrec.serving.logs import RequestLog
-from attnrec.serving.metrics import RequestMetrics
 from attnrec.serving.model_table import FromDirectory, Served, ServedModel
 from attnrec.serving.page import PATHS as PAGE_PATHS
 from attnrec.serving.page import page_router
+from attnrec.serving.prometheus import RequestMetrics
 from attnrec.serving.reload import sighup_reloads
 from attnrec.serving.routes import document_limits, document_security, router
 from attnrec.serving.schemas import ErrorResponse

@@ -31,7 +31,6 @@ from attnrec.serving.errors import ApiError
 from attnrec.serving.export import use_onnx
 from attnrec.serving.heap import collect_unfrozen, freeze_heap
 from attnrec.serving.loading import ReloadLog, run_abandonable
-from attnrec.serving.metrics import ServiceMetrics
 from attnrec.serving.model_table import (
     Loaded,
     RecommendArgs,
@@ -42,6 +41,7 @@ from attnrec.serving.model_table import (
     pick,
     served_capabilities,
 )
+from attnrec.serving.prometheus import ServiceMetrics
 
 log = logging.getLogger("attnrec.serving")
 R = TypeVar("R")
