@@ -13,9 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import QueryOptions, cli_errors, err, load_data, option_groups, out, warn_line
-from attnrec.cli._options import DeviceOpt
-from attnrec.cli._output import JsonOpt, print_json
-from attnrec.cli._reasons import (
+from attnrec.cli._explanations import (
     METHOD_HELP,
     EventVerbOpt,
     ReasonVerb,
@@ -23,6 +21,8 @@ from attnrec.cli._reasons import (
     parse_event_verbs,
     print_item_explanations,
 )
+from attnrec.cli._options import DeviceOpt
+from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
 from attnrec.recommend import Recommender

@@ -34,9 +34,9 @@ from attnrec.recommend.structure import one_line
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.errors import ApiError
+from attnrec.serving.explanations import because, explaining
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.model_table import ServedModel
-from attnrec.serving.reasons import because, explaining
 from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list, timed
 from attnrec.serving.schemas import (
     MAX_HISTORY_ROWS,

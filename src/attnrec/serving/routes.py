@@ -23,9 +23,9 @@ from attnrec.serving.auth import ADMIN_PREFIX, OPEN_PATHS, has_key
 from attnrec.serving.bodies import JsonRoute
 from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
+from attnrec.serving.explanations import explaining, explanation
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.model_table import Explains, FindsSimilar
-from attnrec.serving.reasons import explaining, explanation
 from attnrec.serving.schemas import (
     EVENT_FIELDS,
     MAX_EXPLAINED,
