@@ -16,7 +16,7 @@ import pytest
 
 from attnrec.recommend import Recommender
 from attnrec.recommend.event_requests import stored_columns
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.recommend.reasons import (
     DEFAULT_EVENT_VERBS,
     ExplainedEvent,

@@ -26,7 +26,7 @@ from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.recommend.reasons import DEFAULT_METHOD, check_method
 
 ModelDir = Annotated[Path, typer.Option("--model", "-m", help="A SASRec or BERT4Rec model directory.")]
