@@ -13,8 +13,8 @@ import torch
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import IdMap, Sequences
 from attnrec.evaluation.attribution import METHODS, AttributableModel, AttributionError, attribute
-from attnrec.models.context import ItemFeatures, ModelContext
 from attnrec.models.contracts import EmbeddingInputs, Scorer
+from attnrec.models.item_context import ItemFeatures, ModelContext
 from attnrec.models.registry import get_spec
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from attnrec.training.config import TrainConfig

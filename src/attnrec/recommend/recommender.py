@@ -25,8 +25,8 @@ from attnrec.data.frames import FrameLike, as_interactions
 from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
 from attnrec.data.split import FINAL, EvalSet, Split, final_split, leave_one_out, make_split
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
-from attnrec.models.context import ModelContext
 from attnrec.models.contracts import Capabilities
+from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar, warm
 from attnrec.recommend.event_requests import (
@@ -118,7 +118,8 @@ class Recommender:
         max_len = config_to_dict(self.config).get("max_len")
         self._max_len = None if max_len is None else int(max_len)
         self._view: CoreView | None = None
-        self.context_: ModelContext | None = None  # item features the model reads (attnrec.models.context)
+        # the item features the model reads (attnrec.models.item_context)
+        self.context_: ModelContext | None = None
         self.users_: IdMap | None = None
         self.items_: IdMap | None = None
         self.histories_: Sequences | None = None
