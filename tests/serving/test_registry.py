@@ -94,7 +94,7 @@ def test_batch_sizes_are_reported_once_per_gathered_batch_even_when_it_is_retrie
     ],
 )
 def test_serving_config_rejects_bad_settings(bad: dict[str, Any], match: str) -> None:
-    from attnrec.serving.config import ServingConfig
+    from attnrec.serving.serving_config import ServingConfig
 
     with pytest.raises(ValueError, match=match):
         ServingConfig(**bad)

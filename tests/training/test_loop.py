@@ -11,8 +11,8 @@ from attnrec.data.build import from_columns
 from attnrec.data.schema import DataSource, Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.sasrec import SASRec, SASRecConfig
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
+from attnrec.training.train_config import TrainConfig
 
 CFG = SASRecConfig(hidden=16, n_layers=1, max_len=10, loss="ce")
 

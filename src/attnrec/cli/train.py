@@ -46,8 +46,8 @@ from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import Recommender, warm
 from attnrec.recommend.persistence import load_policy
 from attnrec.training import distributed
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
+from attnrec.training.train_config import TrainConfig
 
 TrainSplitOpt = Annotated[
     str,

@@ -38,9 +38,9 @@ from attnrec.models.contracts import (
 from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec
 from attnrec.training.callbacks import EpochCallback, run_callbacks
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, train
 from attnrec.training.result import EpochRecord
+from attnrec.training.train_config import TrainConfig
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; annotations are not evaluated at run time
     from typing import Self

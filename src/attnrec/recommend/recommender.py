@@ -55,8 +55,8 @@ from attnrec.store import HistoryStore
 from attnrec.training import auto as auto_settings
 from attnrec.training.auto import AutoSettings
 from attnrec.training.callbacks import EpochCallback
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device
+from attnrec.training.train_config import TrainConfig
 
 
 class Recommender:

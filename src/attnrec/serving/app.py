@@ -26,7 +26,6 @@ from attnrec.serving.admin import status_router
 from attnrec.serving.auth import ApiKeyAuth, KeyRing
 from attnrec.serving.bodies import Parsers
 from attnrec.serving.browse import router as browse_router
-from attnrec.serving.config import ServingConfig
 from attnrec.serving.cors import Cors
 from attnrec.serving.errors import install_error_handling
 from attnrec.serving.events import install_store_errors
@@ -41,6 +40,7 @@ from attnrec.serving.prometheus import RequestMetrics
 from attnrec.serving.reload import sighup_reloads
 from attnrec.serving.routes import document_limits, document_security, router
 from attnrec.serving.schemas import ErrorResponse
+from attnrec.serving.serving_config import ServingConfig
 
 Model = str | Path | Served | FromDirectory
 """What ``create_app`` serves: a checkpoint directory, a loaded object, or an object loaded from a

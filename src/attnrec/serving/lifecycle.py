@@ -26,7 +26,6 @@ from attnrec.recommend import Recommendation, Recommender, load
 from attnrec.recommend.event_requests import event_keys, request_values
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.batcher import MicroBatcher
-from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.export import use_onnx
 from attnrec.serving.heap import collect_unfrozen, freeze_heap
@@ -42,6 +41,7 @@ from attnrec.serving.model_table import (
     served_capabilities,
 )
 from attnrec.serving.prometheus import ServiceMetrics
+from attnrec.serving.serving_config import ServingConfig
 
 log = logging.getLogger("attnrec.serving")
 R = TypeVar("R")

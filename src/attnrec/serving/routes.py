@@ -21,7 +21,6 @@ from attnrec.recommend import Recommendation
 from attnrec.recommend.structure import one_line
 from attnrec.serving.auth import ADMIN_PREFIX, OPEN_PATHS, has_key
 from attnrec.serving.bodies import JsonRoute
-from attnrec.serving.config import ServingConfig
 from attnrec.serving.errors import ApiError
 from attnrec.serving.explanations import explaining, explanation
 from attnrec.serving.lifecycle import ServingState, serving_state
@@ -42,6 +41,7 @@ from attnrec.serving.schemas import (
     SimilarItemsResponse,
     Status,
 )
+from attnrec.serving.serving_config import ServingConfig
 
 # Every route parses JSON strictly (422 for any malformed body) and may answer with these errors.
 COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
