@@ -25,8 +25,14 @@ from attnrec.cli._common import (
 )
 from attnrec.cli._options import ManifestKeyOpt, ModelNameOpt, NegativesOpt, SignalOpt, protocol_option
 from attnrec.cli._results import print_results
-from attnrec.cli._tracking import TrackingOptions
-from attnrec.cli._warm import EpochsFromOpt, InitFromOpt, check_final_fit, fixed_epochs, parse_train_split
+from attnrec.cli._tracking_options import TrackingOptions
+from attnrec.cli._warm_options import (
+    EpochsFromOpt,
+    InitFromOpt,
+    check_final_fit,
+    fixed_epochs,
+    parse_train_split,
+)
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.schema import Interactions

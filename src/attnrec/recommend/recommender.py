@@ -29,6 +29,7 @@ from attnrec.models.contracts import Capabilities
 from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar, warm
+from attnrec.recommend.answer_frames import recommendations_frame, seen_filter
 from attnrec.recommend.event_requests import (
     VOCABULARIES,
     histories_from_arrays,
@@ -36,7 +37,6 @@ from attnrec.recommend.event_requests import (
     signal_files,
     signals_from_json,
 )
-from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
 from attnrec.recommend.model_core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.persistence import (
@@ -548,7 +548,7 @@ class Recommender:
     ) -> pd.DataFrame:
         """Top-``k`` items of each known user as one DataFrame: columns ``user`` (as given), ``rank``
         (1 = best), ``item``, ``score`` and ``title`` (when the model has titles), users in the order
-        given (:mod:`attnrec.recommend.frames`). Seen items are dropped unless ``filter_viewed=False``
+        given (:mod:`attnrec.recommend.answer_frames`). Seen items are dropped unless ``filter_viewed=False``
         (or ``exclude_seen=False``); a user the model does not know gets the most popular items, as in
         :meth:`recommend`. ``include``/``exclude`` apply to every user."""
         listed = list(users)

@@ -28,8 +28,8 @@ from attnrec.serving.bodies import Parsers
 from attnrec.serving.browse import router as browse_router
 from attnrec.serving.cors import Cors
 from attnrec.serving.errors import install_error_handling
-from attnrec.serving.events import install_store_errors
-from attnrec.serving.events import router as events_router
+from attnrec.serving.event_routes import install_store_errors
+from attnrec.serving.event_routes import router as events_router
 from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.limits import InFlightLimit
 from attnrec.serving.logs import RequestLog
