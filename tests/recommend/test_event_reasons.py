@@ -169,7 +169,7 @@ def test_event_verbs_are_checked_in_one_line() -> None:
 
 
 def test_one_verb_rule_for_the_cli_the_service_and_python() -> None:
-    from attnrec.cli._explanations import check_verb as cli_check_verb
+    from attnrec.cli._item_explanations import check_verb as cli_check_verb
     from attnrec.serving.serving_config import ServingConfig
 
     assert (

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import QueryOptions, cli_errors, err, load_data, option_groups, out, warn_line
-from attnrec.cli._explanations import (
+from attnrec.cli._item_explanations import (
     METHOD_HELP,
     EventVerbOpt,
     ReasonVerb,
