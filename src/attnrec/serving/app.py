@@ -2,7 +2,7 @@
 
 This module only assembles the parts: the table of models (:mod:`~attnrec.serving.model_table`),
 their life on a worker thread (:mod:`~attnrec.serving.lifecycle`), the micro-batcher
-(:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.errors`), the
+(:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.api_errors`), the
 endpoints (:mod:`~attnrec.serving.routes`, :mod:`~attnrec.serving.browse`) and the web page
 (:mod:`~attnrec.serving.page`), plus the operator's parts: API keys
 (:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.prometheus`) and hot reload
@@ -23,11 +23,11 @@ from fastapi import FastAPI
 from attnrec import __version__
 from attnrec.serving.admin import router as admin_router
 from attnrec.serving.admin import status_router
+from attnrec.serving.api_errors import install_error_handling
 from attnrec.serving.auth import ApiKeyAuth, KeyRing
 from attnrec.serving.bodies import Parsers
 from attnrec.serving.browse import router as browse_router
 from attnrec.serving.cors import Cors
-from attnrec.serving.errors import install_error_handling
 from attnrec.serving.event_routes import install_store_errors
 from attnrec.serving.event_routes import router as events_router
 from attnrec.serving.lifecycle import ServingState, lifespan

@@ -32,8 +32,8 @@ from attnrec.recommend.explain_rec import RecExplanation, explain_recommendation
 from attnrec.recommend.reasons import ItemExplanation
 from attnrec.recommend.structure import one_line
 from attnrec.serving.ann import ApproximateRecommender
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.bodies import JsonRoute
-from attnrec.serving.errors import ApiError
 from attnrec.serving.explanations import because, explaining
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.model_table import ServedModel

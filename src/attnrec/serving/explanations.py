@@ -11,7 +11,7 @@ from attnrec.evaluation.attribution import cannot_attribute
 from attnrec.recommend import Recommender
 from attnrec.recommend.reasons import ItemExplanation
 from attnrec.serving.ann import ApproximateRecommender
-from attnrec.serving.errors import ApiError
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.model_table import ServedModel
 from attnrec.serving.schemas import Attribution, Explanation
 

@@ -25,8 +25,8 @@ from attnrec.checkpoint import CheckpointError, read_json
 from attnrec.recommend import Recommendation, Recommender, load
 from attnrec.recommend.event_requests import event_keys, request_values
 from attnrec.serving.ann import ApproximateRecommender
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.batcher import MicroBatcher
-from attnrec.serving.errors import ApiError
 from attnrec.serving.export import use_onnx
 from attnrec.serving.heap import collect_unfrozen, freeze_heap
 from attnrec.serving.loading import ReloadLog, run_abandonable

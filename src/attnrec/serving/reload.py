@@ -33,7 +33,7 @@ import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from attnrec.serving.errors import ApiError
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.heap import freeze_reloaded
 from attnrec.serving.lifecycle import ServingState, prepare
 from attnrec.serving.loading import LoadTimedOut, run_abandonable
