@@ -35,7 +35,7 @@ LONG_MODULES: dict[str, str] = {
     "benchmarks/load_test.py": "one benchmark: the serving load test, its server and client, and its table",
     "tests/cli/test_cli.py": "the CLI's end-to-end scenarios; to be split by command",
     "src/attnrec/models/peter.py": "one model: PETER's network, objective and decoding",
-    "src/attnrec/models/context.py": (
+    "src/attnrec/models/item_context.py": (
         "the context (features, time, events) encoders shared by the transformers"
     ),
     "src/attnrec/experiments/tuning.py": "one job: the Optuna study loop and its budgets",
