@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from attnrec.cli.main import app
 from attnrec.data.signals import find_signal, unregister_signal
+from attnrec.store import open_store
 
 runner = CliRunner()
 TINY = ["--set", "hidden=8", "--set", "max_len=8", "--set", "n_layers=1", "--set", "loss=ce"]
@@ -69,6 +70,15 @@ def test_train_declares_the_signals_and_a_loading_process_declares_them_again(
     code, output = run("recommend", "--model", str(out), "--user", "u3", "-k", "3")
     assert code == 0, output  # loading declared them from the model directory
     assert find_signal("device") is not None and find_signal("price") is not None
+    unregister_signal("device")
+    unregister_signal("price")
+    store = tmp_path / "events.db"
+    code, output = run(
+        "ingest", str(log), "--store", str(store), "--model", str(out), "--columns", "device=client"
+    )
+    assert code == 0, output  # the model declares its signals before the file is read: they are stored
+    recent = open_store(str(store)).recent(["u3"], 2)["u3"]
+    assert recent.signals == {"device": ["tv", "tv"], "price": [2.0, 3.0]}
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from attnrec.checkpoint import CheckpointError
 from attnrec.data.schema import TIMESTAMP, DataError, IdMap, Sequences, signal_codes, signal_vocabulary
 from attnrec.data.signals import EVENT, REQUEST_TIME, Signal, adopt_signal, by_key, get_signal, signals
 from attnrec.models.event_context import EventFields
+from attnrec.recommend.persistence import open_model_dir
 
 VOCABULARIES = "signals"  # <model dir>/signals.json: the declarations of the signals the model reads
 MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
@@ -209,9 +210,17 @@ def signals_from_json(obj: object, path: Path) -> dict[str, IdMap]:
     return vocabularies
 
 
+def declare_saved_signals(path: str | Path) -> dict[str, IdMap]:
+    """Declare the signals the model directory ``path`` reads (as loading it does), e.g. before reading a
+    log for it; returns their vocabularies."""
+    saved = open_model_dir(path)
+    return signals_from_json(saved.json(VOCABULARIES, default={}), saved.path / f"{VOCABULARIES}.json")
+
+
 __all__ = [
     "REQUEST_TIME",
     "VOCABULARIES",
+    "declare_saved_signals",
     "event_keys",
     "history_arrays",
     "histories_from_arrays",

@@ -592,7 +592,16 @@ class Recommender:
         if self.store is None:
             return {u: trained_row(self.users_, self.histories_, u) for u in users}
         limit = self.store.retention if self.max_len is None else self.max_len + self._store_margin
-        return live_rows(users, self.users_, self.items_, self.events_, self.histories_, self.store, limit)
+        return live_rows(
+            users,
+            self.users_,
+            self.items_,
+            self.events_,
+            self.histories_,
+            self.store,
+            limit,
+            self.vocabularies_,
+        )
 
     def _model_scores(self, rows: list[Prepared]) -> tuple[RowScores, list[list[str]]]:
         """Scores of non-empty histories and the per-event fields each row's model batch ignored
