@@ -14,8 +14,6 @@ from rich.markup import escape
 from attnrec.cli._common import (
     DataOpt,
     DataOptions,
-    MinTargetRatingOpt,
-    TargetEventsOpt,
     cli_errors,
     err,
     log_to_stderr,
@@ -23,7 +21,15 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._options import ManifestKeyOpt, ModelNameOpt, NegativesOpt, SignalOpt, protocol_option
+from attnrec.cli._options import (
+    ManifestKeyOpt,
+    MinTargetRatingOpt,
+    ModelNameOpt,
+    NegativesOpt,
+    SignalOpt,
+    TargetEventsOpt,
+    protocol_option,
+)
 from attnrec.cli._results import print_results
 from attnrec.cli._tracking_options import TrackingOptions
 from attnrec.cli._warm_options import (
