@@ -33,9 +33,17 @@ LONG_MODULES: dict[str, str] = {
     "benchmarks/large_catalog.py": "one benchmark: exact against approximate retrieval on a large catalog",
     "benchmarks/context_gains.py": "one report: the context-input comparisons, their table and their plot",
     "benchmarks/load_test.py": "one benchmark: the serving load test, its server and client, and its table",
+    "benchmarks/live_load.py": (
+        "one benchmark: serving with histories read from a store, its load rows and its soak across a "
+        "retrain, with its table"
+    ),
+    "benchmarks/replay.py": (
+        "one benchmark: a log replayed after a cut under each strategy, read top to bottom with its "
+        "resumable units and its table"
+    ),
     "tests/cli/test_cli.py": "the CLI's end-to-end scenarios; to be split by command",
     "src/attnrec/models/peter.py": "one model: PETER's network, objective and decoding",
-    "src/attnrec/models/context.py": (
+    "src/attnrec/models/item_context.py": (
         "the context (features, time, events) encoders shared by the transformers"
     ),
     "src/attnrec/experiments/tuning.py": "one job: the Optuna study loop and its budgets",

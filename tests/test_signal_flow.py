@@ -3,7 +3,8 @@
 The test declares a categorical field ``device`` (its :class:`~attnrec.data.signals.Signal` is the only
 thing it adds: categorical signals already have an encoder) and follows it from a CSV file and a DataFrame
 into the data container, the sequences and the training batches, through a SASRec trained with it, into
-``Recommender.recommend``, ``POST /v1/recommend`` and the explanations, and through a saved model directory.
+``Recommender.recommend``, ``POST /v1/recommend`` and the explanations, through a saved model directory (which
+declares it again where it loads), and through ``POST /v1/events``, the event store and a retrain.
 A second test keeps the declaration the only place a per-event key set is written: a literal set, tuple or
 list holding two built-in signals' names or keys anywhere else in ``src/`` is a failure.
 """
@@ -11,6 +12,8 @@ list holding two built-in signals' names or keys anywhere else in ``src/`` is a 
 from __future__ import annotations
 
 import ast
+import copy
+import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,14 +26,22 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette asks for httpx2 instead of httpx
     from fastapi.testclient import TestClient
 
-from attnrec.config import ConfigError
+from attnrec.checkpoint import CheckpointError
+from attnrec.cli.retrain import joined_log, retrain
 from attnrec.data import load_dataset
-from attnrec.data.schema import Interactions
-from attnrec.data.signals import UNKNOWN_CODE, Signal, register_signal, signals, unregister_signal
+from attnrec.data.schema import DataError, Interactions
+from attnrec.data.signals import (
+    UNKNOWN_CODE,
+    Signal,
+    find_signal,
+    register_signal,
+    signals,
+    unregister_signal,
+)
 from attnrec.data.stream import read_parquet_stream
 from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
-from attnrec.store import Event, open_store
+from attnrec.store import Event, SqliteStore, open_store
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnrec"
 DEVICES = ("phone", "tv")
@@ -65,6 +76,10 @@ def csv_log(device: Signal, tmp_path_factory: pytest.TempPathFactory) -> Interac
     path = tmp_path_factory.mktemp("signal") / "log.csv"
     _frame().to_csv(path, index=False)
     return load_dataset(str(path))
+
+
+def _log() -> Interactions:
+    return Interactions.from_frame(_frame())
 
 
 @pytest.fixture(scope="module")
@@ -122,18 +137,57 @@ def test_a_saved_model_maps_request_values_as_trained(rec: Recommender, tmp_path
         assert got.items == want.items and np.allclose(got.scores, want.scores)
 
 
-def test_a_users_live_history_keeps_the_field_where_the_store_has_none(
-    rec: Recommender, tmp_path: Path
-) -> None:
+def test_a_users_live_history_reads_the_field_from_the_store(rec: Recommender, tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "events.sqlite"))
     try:
         rec.use_store(store)
-        store.append([Event("u0", "i5", 1_800_000_000), Event("u0", "i6", 1_800_000_100)])
+        store.append(
+            [
+                Event("u0", "i5", 1_800_000_000),  # none: not known
+                Event("u0", "i6", 1_800_000_100, signals={"device": "tv"}),
+                Event("u0", "i7", 1_800_000_200, signals={"device": "watch"}),  # never trained: unknown
+            ]
+        )
         row = rec.live_histories(["u0"])["u0"]
-        assert row.columns["device"].tolist()[-3:] == [UNKNOWN_CODE + 1, 0, 0]  # phone, then not known
+        tv = rec.vocabularies_["device"].get("tv")
+        assert row.columns["device"].tolist()[-4:] == [UNKNOWN_CODE + 1, 0, tv, UNKNOWN_CODE]  # phone first
         assert rec.recommend(user="u0", k=3).ignored_inputs == []
     finally:
         rec.use_store(None)
+        store.close()
+
+
+def test_post_events_stores_the_field_and_a_retrain_trains_on_it(rec: Recommender, tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "events.db")
+    served = copy.deepcopy(rec)  # serving attaches the store to it
+    config = ServingConfig(gc_freeze=False, store=store, unauthenticated_admin=True)
+    events = [
+        {"user": "u0", "item": "i5", "timestamp": 1_800_000_000, "device": "tv"},
+        {"user": "u0", "item": "i6", "timestamp": 1_800_000_100, "device": "watch"},
+        {"user": "u0", "item": "i7", "device": 3},  # not text
+        {"user": "u0", "item": "i7", "devise": "tv"},  # not declared: an unknown field
+    ]
+    try:
+        with TestClient(create_app({"dev": served}, config), raise_server_exceptions=False) as c:
+            r = c.post("/v1/events", json={"events": events})
+            assert r.status_code == 200, r.text
+            assert r.json()["accepted"] == 2 and [e["index"] for e in r.json()["errors"]] == [2, 3]
+            assert "device must be text" in r.json()["errors"][0]["message"]
+            row = served.live_histories(["u0"])["u0"]
+            tv = rec.vocabularies_["device"].get("tv")
+            assert row.columns["device"].tolist()[-2:] == [tv, UNKNOWN_CODE]  # read back, not "not known"
+            schemas = c.get("/openapi.json").json()["components"]["schemas"]
+            event = schemas["EventsRequest"]["properties"]["events"]["items"]["properties"]
+            assert event["device"]["description"] == "The device the event came from."
+        done = retrain(rec.save(tmp_path / "v1"), store, _log(), tmp_path / "v2", train={"max_epochs": 1})
+        assert done.exported == 2 and store.count() == 0
+        joined = done.log.to_frame()
+        assert joined[joined["user"] == "u0"]["device"].tolist()[-2:] == ["tv", "watch"]
+        assert done.model.vocabularies_["device"].to_list() == sorted(DEVICES)  # warm: "watch" is unknown
+        store.append([Event("u0", "i5", 1_900_000_000)])  # no device, which the model reads
+        with pytest.raises(DataError, match="1 store events have no device, which the model reads"):
+            joined_log(_log(), store.export(), [], ["device"])
+    finally:
         store.close()
 
 
@@ -163,6 +217,7 @@ def test_post_recommend_reads_the_field(client: TestClient, rec: Recommender) ->
     assert short.status_code == 422 and "history of 4 items" in short.json()["error"]["message"]
     props = client.get("/openapi.json").json()["components"]["schemas"]["RecommendRequest"]["properties"]
     assert "The device the event came from." in props["device"]["description"]
+    assert all(s.help in props[s.batch_key]["description"] for s in signals() if s.builtin)  # one help each
 
 
 def test_the_explanation_names_each_events_device(client: TestClient, rec: Recommender) -> None:
@@ -196,8 +251,52 @@ def test_a_numeric_signal_a_parquet_stream_and_bert4rec(device: Signal, tmp_path
         saved = rec.save(tmp_path / "model")
     finally:
         unregister_signal("price")
-    with pytest.raises(ConfigError, match="'price' is not declared"):  # a model reading it needs it declared
+    declared = json.loads((saved / "signals.json").read_text())
+    assert declared["price"] == {"kind": "numeric", "key": "", "aliases": ["price"], "minimum": 0.0} | {
+        "help": "",
+        "encoder": "",
+    }
+    assert (
+        declared["device"]["values"] == sorted(DEVICES) and declared["device"]["aliases"][1] == "device_type"
+    )
+    try:  # the saved declaration declares it again (a CLI user has no Python to run first)
+        loaded = Recommender.load(saved, device="cpu")
+        assert find_signal("price") == Signal("price", "numeric", minimum=0.0)
+        again = loaded.recommend(history=HISTORY, device=["tv"] * 4, price=[4.0] * 4, k=5, exclude_seen=False)
+        assert again.items == dear.items and np.allclose(again.scores, dear.scores)
+        Recommender.load(saved, device="cpu")  # the same declaration: nothing to do
+    finally:
+        unregister_signal("price")
+    register_signal(Signal("price", "categorical"))
+    try:  # a different declaration of the name in this process is refused, in one line
+        with pytest.raises(
+            CheckpointError,
+            match=r"signals.json: signal 'price' is already declared with another kind, minimum",
+        ):
+            Recommender.load(saved, device="cpu")
+    finally:
+        unregister_signal("price")
+
+
+def test_an_edited_or_malformed_declaration_is_refused(rec: Recommender, tmp_path: Path) -> None:
+    saved = rec.save(tmp_path / "model")
+    path = saved / "signals.json"
+    device = json.loads(path.read_text())["device"]
+    path.write_text(path.read_text().replace('"categorical"', '"numeric"    '))  # the same size
+    with pytest.raises(CheckpointError, match="signals.json: checksum differs from manifest.json"):
         Recommender.load(saved, device="cpu")
+    (saved / "manifest.json").unlink()  # unsigned: the structure checks still apply
+    broken = {
+        "kind must be one of categorical, numeric, time, not 'colour'": {"device": {"kind": "colour"}},
+        "unknown declaration field 'shape'": {"device": {"kind": "categorical", "shape": 3}},
+        "not a map": [],
+        "values is not a list of text": {"device": device | {"values": [1]}},
+        "already declared with another help": {"device": device | {"help": "Where it was."}},
+    }
+    for message, content in broken.items():
+        path.write_text(json.dumps(content))
+        with pytest.raises(CheckpointError, match=f"signals.json: .*{message}"):
+            Recommender.load(saved, device="cpu", allow_unsigned=True)
 
 
 def _key_sets(path: Path, names: set[str], root: Path = SRC) -> list[str]:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from attnrec.data.schema import DataError
+from attnrec.data.signals import Signal, register_signal, unregister_signal
 from attnrec.store import Event, RedisStore, SqliteStore, StoreUnavailable, open_store
+from attnrec.store.redis_store import _row
 from redis_server import free_port, require_redis
 
 
@@ -29,6 +31,57 @@ from redis_server import free_port, require_redis
 def test_a_bad_event_is_a_one_line_data_error(fields: dict[str, object], message: str) -> None:
     with pytest.raises(DataError, match=message):
         Event(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"devise": "tv"}, r"'devise' is not a declared signal \(declared: device, price\)"),
+        ({"event": "view"}, "'event' is not a declared signal"),  # a built-in has its own field
+        ({"device": ""}, "device must have 1 to 256 characters"),
+        ({"device": 1.5}, "device must be a string or an integer"),
+        ({"price": "cheap"}, "price must be a finite number"),
+        ({"price": float("inf")}, "price must be a finite number"),
+        ({"price": -1}, "price must be at least 0"),
+        (["device"], "signals must map declared signal names to values"),
+    ],
+)
+def test_a_bad_signal_value_is_a_one_line_data_error(values: object, message: str) -> None:
+    register_signal(Signal("device", "categorical"))
+    register_signal(Signal("price", "numeric", minimum=0.0))
+    try:
+        with pytest.raises(DataError, match=message):
+            Event("u", "a", 1, signals=values)  # type: ignore[arg-type]
+        assert Event("u", "a", 1, signals={"device": 7, "price": 1}).signals == {"device": "7", "price": 1.0}
+    finally:
+        unregister_signal("device")
+        unregister_signal("price")
+
+
+def test_a_sqlite_file_written_before_signals_were_kept_still_opens(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # the layout of the first format, without the signals column
+        conn.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "INSERT INTO meta VALUES ('format', 'attnrec-events-1');"
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL, "
+            "item TEXT NOT NULL, ts INTEGER NOT NULL, event TEXT, rating REAL);"
+            "CREATE TABLE forgotten (user TEXT PRIMARY KEY, at INTEGER NOT NULL);"
+            "INSERT INTO events (user, item, ts, event, rating) VALUES ('u', 'a', 1, 'view', NULL);"
+        )
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        store.append([Event("u", "b", 2)])
+        got = store.recent(["u"], 5)["u"]
+        assert got.items == ["a", "b"] and got.events == ["view", None] and got.signals == {}
+        assert store.export()["item"].tolist() == ["a", "b"]
+    finally:
+        store.close()
+
+
+def test_a_redis_member_written_before_signals_were_kept_still_reads() -> None:
+    assert _row(f"{1:020d}\x1fa\x1fview\x1f4.5", 7.0) == ("a", 7, "view", 4.5, {})
 
 
 def test_an_event_normalises_ids_and_floors_its_time() -> None:

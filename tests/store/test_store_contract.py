@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnrec.data.signals import Signal, register_signal, unregister_signal
 from attnrec.store import Event, HistoryStore, RedisStore, SqliteStore
 
 Make = Callable[..., HistoryStore]
@@ -110,6 +111,35 @@ def test_export_has_every_event_with_nulls_where_a_field_is_absent(make: Make) -
     assert frame["event"].isna().tolist() == [True, True, False] and frame["event"].iloc[2] == "buy"
     assert frame["rating"].isna().tolist() == [True, True, False]
     assert make().export().empty is False
+
+
+@pytest.fixture
+def device_and_price() -> Iterator[None]:
+    register_signal(Signal("device", "categorical"))
+    register_signal(Signal("price", "numeric", minimum=0.0))
+    yield
+    unregister_signal("device")
+    unregister_signal("price")
+
+
+def test_declared_signal_values_are_stored_read_back_and_exported(make: Make, device_and_price: None) -> None:
+    store = make()
+    store.append(
+        [
+            Event("u1", "a", 1, "view", signals={"device": "phone", "price": 2}),
+            Event("u1", "b", 2),  # none: stored as absent
+            Event("u1", "c", 3, signals={"device": "tv"}),
+            Event("u2", "d", 4),
+        ]
+    )
+    got = make().recent(["u1", "u2"], limit=10)  # a store opened again
+    assert got["u1"].signals == {"device": ["phone", None, "tv"], "price": [2.0, None, None]}
+    assert got["u2"].signals == {}
+    frame = store.export()
+    assert list(frame.columns) == ["user", "item", "timestamp", "event", "rating", "device", "price"]
+    assert frame["device"].tolist() == ["phone", None, "tv", None]
+    assert frame["price"].dtype == np.float64 and frame["price"].isna().tolist() == [False, True, True, True]
+    assert list(make().export(until=0).columns) == ["user", "item", "timestamp", "event", "rating"]
 
 
 def test_a_retrain_exports_up_to_a_watermark_and_trims_only_those_events(make: Make) -> None:

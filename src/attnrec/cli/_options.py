@@ -41,6 +41,16 @@ ManifestKeyOpt = Annotated[
     str | None,
     typer.Option("--manifest-key", envvar="ATTNREC_MANIFEST_KEY", show_default=False, help=MANIFEST_KEY_HELP),
 ]
+SignalOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--signal",
+        metavar="NAME:KIND",
+        help="Declare a per-event column for this run and let the model read it, e.g. device:categorical or "
+        "price:numeric (repeatable). The data's NAME column is read (or map it with --columns NAME=col); the "
+        "saved model keeps the declaration, so serving it needs nothing more.",
+    ),
+]
 
 
 def protocol_option(flag: str, help: str, **settings: Any) -> Any:

@@ -53,8 +53,8 @@ def ingest(
     model: Annotated[
         Path | None,
         typer.Option(
-            help="A saved model directory: report the events whose items it does not know (stored, not "
-            "scored)."
+            help="A saved model directory: keep the columns of the signals it reads, and report the events "
+            "whose items it does not know (stored, not scored)."
         ),
     ] = None,
     batch: Annotated[int, typer.Option(min=1, help="Events per store transaction.")] = 10_000,
@@ -63,15 +63,15 @@ def ingest(
     """Store the events of a file in a history store, for live histories and the next retrain.
 
     FILE holds user, item and optional timestamp, event type and rating columns, read as
-    `train --data` reads them. The whole file is checked before anything is stored: a bad row stops
-    it, naming the line."""
-    log = _read(file, data)
+    `train --data` reads them, and the columns of the signals --model reads (stored with each event).
+    The whole file is checked before anything is stored: a bad row stops it, naming the line."""
     items = None
-    if model is not None:
+    if model is not None:  # first: loading declares the signals the model reads, which the file may hold
         from attnrec.recommend import Explainer, Recommender, load
 
         loaded = load(model)
         items = loaded.items_ if isinstance(loaded, (Recommender, Explainer)) else None
+    log = _read(file, data)
     if log.timestamp is None:
         warn_line(f"{file} has no timestamp column: every event is stamped with the time of this ingest")
     target = open_store(store, retention=store_retention)

@@ -20,13 +20,14 @@ import typer
 
 from attnrec.cli._common import DataOptions, cli_errors, err, option_groups
 from attnrec.cli._options import ManifestKeyOpt
-from attnrec.cli._warm import EpochsFromOpt, fixed_epochs
+from attnrec.cli._warm_options import EpochsFromOpt, fixed_epochs
 from attnrec.cli.ingest import StoreOpt
 from attnrec.cli.main import app
 from attnrec.config import ConfigError
 from attnrec.data.schema import EVENT, RATING, DataError, Interactions
 from attnrec.data.split import FINAL
 from attnrec.recommend import Recommender
+from attnrec.recommend.event_requests import declare_saved_signals
 from attnrec.store import HistoryStore, open_store
 
 Reload = Callable[[Path], None]  # asks the server to load the new model directory
@@ -50,16 +51,19 @@ def joined_log(
 
     The joined log keeps the base's columns (a timestamp column orders each user's events); its item
     titles and features come along, store items without a feature row get empty features. An event
-    type or rating column that some store events lack (both are optional in ``POST /v1/events``) is
-    left out of the join unless the model ``reads`` it, in which case it is an error naming the column.
+    type, rating or declared signal column that some store events lack (all are optional in
+    ``POST /v1/events``) is left out of the join unless the model ``reads`` it, in which case it is an
+    error naming the column.
     """
     frame = base.to_frame()
     frame = frame[~frame["user"].isin(set(forgotten))]
     columns = list(frame.columns)
+    optional = (EVENT, RATING, *base.signals)
+    exported = exported.assign(**{c: None for c in base.signals if c not in exported.columns})
     missing = [c for c in columns if c not in exported.columns]
     if missing:
         raise DataError(f"the store's events have no {', '.join(missing)} column for the base log")
-    for column in (EVENT, RATING):
+    for column in optional:
         if column not in columns or not exported[column].isna().any():
             continue
         if column in reads:
@@ -85,7 +89,8 @@ def joined_log(
 
 
 def columns_read(model: Recommender) -> set[str]:
-    """The per-event columns (event type, rating, time) ``model``'s inputs or targets read."""
+    """The per-event columns (event type, rating, time, declared signals) ``model``'s inputs or targets
+    read."""
     config = model.config
     inputs = getattr(config, "input_columns", None)
     targets = getattr(config, "target_columns", None)
@@ -211,6 +216,7 @@ def retrain_command(
     train: dict[str, object] = {**fixed_epochs(epochs_from, epochs)}
     if epochs is not None:
         train["max_epochs"] = epochs
+    declare_saved_signals(model)  # the base log's columns of the signals the model reads
     base = reading.load(data)
     target = open_store(store)
     asked = None if reload is None else http_reload(reload, served_name or model.name, admin_key)

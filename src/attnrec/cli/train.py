@@ -1,6 +1,7 @@
 """``attnrec train``: fit a model, select it on validation, test it and save it (on one process or
 several, under torchrun)."""
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -22,13 +23,20 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._options import ManifestKeyOpt, ModelNameOpt, NegativesOpt, protocol_option
+from attnrec.cli._options import ManifestKeyOpt, ModelNameOpt, NegativesOpt, SignalOpt, protocol_option
 from attnrec.cli._results import print_results
-from attnrec.cli._tracking import TrackingOptions
-from attnrec.cli._warm import EpochsFromOpt, InitFromOpt, check_final_fit, fixed_epochs, parse_train_split
+from attnrec.cli._tracking_options import TrackingOptions
+from attnrec.cli._warm_options import (
+    EpochsFromOpt,
+    InitFromOpt,
+    check_final_fit,
+    fixed_epochs,
+    parse_train_split,
+)
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.schema import Interactions
+from attnrec.data.signals import declare_option
 from attnrec.data.split import (
     DEFAULT_SPLIT,
     FINAL,
@@ -40,12 +48,12 @@ from attnrec.data.split import (
 )
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, check_single_target, protocol_by_name
 from attnrec.experiments.tracking import RunInfo, Trackers
-from attnrec.models.registry import get_spec
+from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import Recommender, warm
 from attnrec.recommend.persistence import load_policy
 from attnrec.training import distributed
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
+from attnrec.training.train_config import TrainConfig
 
 TrainSplitOpt = Annotated[
     str,
@@ -69,6 +77,22 @@ ValidUsersOpt = Annotated[
         "the test item). 0 = all users.",
     ),
 ]
+
+
+def _declare_signals(texts: list[str], model: str, spec: ModelSpec, model_over: dict[str, object]) -> None:
+    """Declare each ``--signal NAME:KIND`` and add its name to the model's ``signals`` setting."""
+    if not texts:
+        return
+    if not dataclasses.is_dataclass(spec.config_cls) or "signals" not in {
+        f.name for f in dataclasses.fields(spec.config_cls)
+    }:
+        raise ConfigError(f"--signal: {model} reads no per-event signals (sasrec, bert4rec and their kin do)")
+    try:
+        names = [declare_option(text).name for text in texts]
+    except ValueError as e:
+        raise ConfigError(f"--signal: {e}") from None
+    listed = str(model_over.get("signals", "")).split(",")
+    model_over["signals"] = ",".join(dict.fromkeys(n.strip() for n in [*listed, *names] if n.strip()))
 
 
 def _training_state_dir(out_dir: Path, resume: bool, main_rank: bool) -> Path:
@@ -107,6 +131,7 @@ def train(
     valid_users: ValidUsersOpt = 0,
     target_events: TargetEventsOpt = "",
     min_target_rating: MinTargetRatingOpt = None,
+    signal: SignalOpt = None,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL"),
@@ -186,6 +211,7 @@ def train(
     spec = get_spec(model)
     settings = resolve_overrides({"model": spec.config_cls, "train": TrainConfig}, overrides or [], config)
     model_over, train_over = settings["model"], settings["train"]
+    _declare_signals(signal or [], model, spec, model_over)  # before the data is read and the model made
     for key, value in (
         ("device", device),
         ("seed", seed),

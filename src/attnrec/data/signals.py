@@ -22,9 +22,9 @@ unknown value, ``2..`` the values seen); a numeric one is read as a float (``NaN
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Literal, cast
 
 import numpy as np
 
@@ -123,6 +123,55 @@ class Signal:
             raise ValueError(f"{self.batch_key} must be at least {self.minimum:g}")
         return arr
 
+    def declaration(self) -> dict[str, object]:
+        """The declaration as JSON, all but its name (a model directory's ``signals.json`` keeps those of
+        the signals the model reads; :meth:`from_declaration` reads it back)."""
+        return {f.name: _json(getattr(self, f.name)) for f in fields(self) if f.name in _DECLARED}
+
+    @classmethod
+    def from_declaration(cls, name: str, obj: object) -> Signal:
+        """The signal ``name`` declared by ``obj`` (:meth:`declaration`'s JSON); a one-line ``ValueError``
+        for anything else."""
+        if not isinstance(obj, Mapping):
+            raise ValueError(f"signal {name!r}: the declaration is not a JSON object")
+        unknown = sorted(set(obj) - set(_DECLARED))
+        if unknown:
+            raise ValueError(f"signal {name!r}: unknown declaration field {unknown[0]!r}")
+        for key, value in obj.items():
+            if not _DECLARED[key](value):
+                raise ValueError(f"signal {name!r}: {key} {str(value)[:40]!r} is not valid")
+        values = dict(obj)
+        if "aliases" in values:
+            values["aliases"] = tuple(values["aliases"])
+        return cls(name, **values)
+
+
+def _json(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _number(value: object) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# the fields a declaration saves, each with the check of its JSON value (``builtin`` stays in the code)
+_DECLARED = {
+    "kind": _text,
+    "key": _text,
+    "aliases": _texts,
+    "minimum": _number,
+    "help": _text,
+    "encoder": _text,
+}
+
 
 _REGISTRY: dict[str, Signal] = {}
 
@@ -135,6 +184,41 @@ def register_signal(signal: Signal) -> Signal:
             raise ValueError(f"signal {signal.name!r}: {sorted(taken)[0]!r} is already declared")
     _REGISTRY[signal.name] = signal
     return signal
+
+
+def adopt_signal(signal: Signal) -> Signal:
+    """Declare ``signal`` unless the same declaration is already there (a saved model's declarations are
+    adopted when it loads); a one-line ``ValueError`` when a different one of that name is."""
+    known = _REGISTRY.get(signal.name)
+    if known is None:
+        return register_signal(signal)
+    differ = [f.name for f in fields(signal) if getattr(known, f.name) != getattr(signal, f.name)]
+    if differ:
+        raise ValueError(
+            f"signal {signal.name!r} is already declared with another {', '.join(differ)}; "
+            "declare it as the model was trained (or not at all: the model declares it)"
+        )
+    return known
+
+
+def declare_option(text: str) -> Signal:
+    """Declare the signal of a command-line ``NAME:KIND`` (``device:categorical``, ``price:numeric``) unless a
+    signal of that name and kind is declared already; returns the declaration. A one-line ``ValueError``
+    for another form, a kind other than categorical or numeric, a built-in name or a name declared with
+    another kind."""
+    name, sep, kind = (part.strip() for part in text.partition(":"))
+    if not sep or kind not in ("categorical", "numeric"):
+        raise ValueError(f"{text!r} is not NAME:categorical or NAME:numeric (e.g. device:categorical)")
+    known = find_signal(name) or by_key(name)
+    if known is None:
+        return register_signal(Signal(name, cast(Kind, kind)))
+    if known.builtin or known.name != name:
+        raise ValueError(
+            f"{name!r} is built in: it has its own setting (event_input, rating_input, time_features)"
+        )
+    if known.kind != kind:
+        raise ValueError(f"{name!r} is already declared as {known.kind}, not {kind}")
+    return known
 
 
 def unregister_signal(name: str) -> None:
@@ -219,6 +303,8 @@ __all__ = [
     "UNKNOWN_CODE",
     "Kind",
     "Signal",
+    "adopt_signal",
+    "declare_option",
     "batch_keys",
     "by_key",
     "declared",

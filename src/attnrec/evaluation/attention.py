@@ -8,7 +8,7 @@
   optional dependency, imported only here: ``pip install attnrec[plot]``).
 * :func:`history_attention` shows, for one history, which items the predicting position attended
   to most (last layer, mean over heads, plus attention rollout through all layers);
-  :func:`attnrec.recommend.insight.explain_recommendation` pairs it with a recommendation.
+  :func:`attnrec.recommend.explain_rec.explain_recommendation` pairs it with a recommendation.
 
 Everything here takes the model itself (an :class:`AttentionModel`: ``attention_weights(seq)``
 plus ``score_inputs(users, histories)["seq"]`` as its input) with internal-index histories and ID

@@ -22,9 +22,11 @@ import torch
 
 from attnrec.checkpoint import CheckpointError
 from attnrec.data.schema import TIMESTAMP, DataError, IdMap, Sequences, signal_codes, signal_vocabulary
-from attnrec.data.signals import EVENT, REQUEST_TIME, by_key, get_signal, signals
+from attnrec.data.signals import EVENT, REQUEST_TIME, Signal, adopt_signal, by_key, get_signal, signals
+from attnrec.models.event_context import EventFields
+from attnrec.recommend.persistence import open_model_dir
 
-VOCABULARIES = "signals"  # <model dir>/signals.json: each categorical signal's vocabulary the model reads
+VOCABULARIES = "signals"  # <model dir>/signals.json: the declarations of the signals the model reads
 MAX_SECONDS = 2**53  # timestamps beyond this are not exact in a JSON number (nor a float64)
 
 
@@ -171,27 +173,54 @@ def request_values(
     return [names[c - vocabulary.offset] if c >= vocabulary.offset else "" for c in values.tolist()]
 
 
-def vocabulary_files(vocabularies: Mapping[str, IdMap]) -> dict[str, object]:
-    """The JSON file of a model directory that holds the categorical signals' vocabularies (none without)."""
-    return {VOCABULARIES: {name: v.to_list() for name, v in vocabularies.items()}} if vocabularies else {}
+def signal_files(config: object, vocabularies: Mapping[str, IdMap]) -> dict[str, object]:
+    """The JSON file of a model directory that declares the signals a model with ``config`` reads (its
+    ``signals`` setting) with the vocabularies of the categorical ones: ``{name: declaration | {"values":
+    [...]}}`` (none when the model reads no signal)."""
+    read = config.signal_names() if isinstance(config, EventFields) else ()
+    out: dict[str, object] = {}
+    for name in read:
+        values = {"values": vocabularies[name].to_list()} if name in vocabularies else {}
+        out[name] = get_signal(name).declaration() | values
+    return {VOCABULARIES: out} if out else {}
 
 
-def vocabularies_from_json(obj: object, path: Path) -> dict[str, IdMap]:
-    """The vocabularies of :func:`vocabulary_files` (``{}`` when the file is absent); a malformed file is
-    a :class:`CheckpointError` naming ``path``."""
-    if not isinstance(obj, dict) or not all(
-        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in obj.values()
-    ):
-        raise CheckpointError(f"{path}: not a map of signal names to lists of values")
+def signals_from_json(obj: object, path: Path) -> dict[str, IdMap]:
+    """Declare the signals of :func:`signal_files` that are not declared yet and return the vocabularies
+    (``{}`` when the file is absent). A malformed file, or a declaration other than the one this process
+    already holds under that name, is a :class:`CheckpointError` naming ``path``. (A file written before
+    declarations were saved holds the vocabularies only: ``{name: [values]}``.)"""
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{path}: not a map of signal names to declarations")
+    vocabularies = {}
     try:
-        return {str(k): signal_vocabulary(v) for k, v in obj.items()}
-    except DataError as e:
+        for name, entry in obj.items():
+            if isinstance(entry, dict):
+                entry = dict(entry)
+                values = entry.pop("values", None)
+                adopt_signal(Signal.from_declaration(str(name), entry))
+            else:
+                values = entry
+            if values is not None:
+                if not isinstance(values, list) or not all(isinstance(x, str) for x in values):
+                    raise ValueError(f"signal {name!r}: values is not a list of text")
+                vocabularies[str(name)] = signal_vocabulary(values)
+    except (ValueError, DataError) as e:
         raise CheckpointError(f"{path}: {e}") from None
+    return vocabularies
+
+
+def declare_saved_signals(path: str | Path) -> dict[str, IdMap]:
+    """Declare the signals the model directory ``path`` reads (as loading it does), e.g. before reading a
+    log for it; returns their vocabularies."""
+    saved = open_model_dir(path)
+    return signals_from_json(saved.json(VOCABULARIES, default={}), saved.path / f"{VOCABULARIES}.json")
 
 
 __all__ = [
     "REQUEST_TIME",
     "VOCABULARIES",
+    "declare_saved_signals",
     "event_keys",
     "history_arrays",
     "histories_from_arrays",
@@ -200,6 +229,6 @@ __all__ = [
     "request_time_of",
     "request_values",
     "stored_columns",
-    "vocabularies_from_json",
-    "vocabulary_files",
+    "signal_files",
+    "signals_from_json",
 ]

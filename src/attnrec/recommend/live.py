@@ -10,8 +10,9 @@ Stored events are turned into the model's terms here: items the model does not k
 (they stay in the store for the next retrain), and each of the model's per-event columns
 (:mod:`attnrec.data.signals`) is filled from the event: its timestamp; its event type's
 code (``0``, no type, for a type the model never saw or an event without one, so the item still
-counts); its rating (NaN, read as "no rating", when it has none); a declared signal, which the store
-does not keep, as not known (code ``0`` or NaN). Events stored out of time order,
+counts); its rating (NaN, read as "no rating", when it has none); a declared signal's value, mapped
+through the model's vocabulary when categorical (the unknown code for a value it never saw), or "not
+known" (code ``0`` or NaN) when the event has none. Events stored out of time order,
 or older than the training history's newest, are merged in time order (ties: training events first).
 """
 
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnrec.data.schema import EVENT, RATING, TIMESTAMP, IdMap, Sequences
-from attnrec.data.signals import get_signal
+from attnrec.data.schema import EVENT, RATING, TIMESTAMP, IdMap, Sequences, signal_codes
+from attnrec.data.signals import Signal, get_signal
 from attnrec.recommend.event_requests import stored_columns
 from attnrec.store import HistoryStore, Recent
 
@@ -70,10 +71,14 @@ def trained_row(users: IdMap, histories: Sequences, user: str) -> LiveRow:
 
 
 def stored_part(
-    recent: Recent, items: IdMap, events: IdMap | None, names: Sequence[str]
+    recent: Recent,
+    items: IdMap,
+    events: IdMap | None,
+    names: Sequence[str],
+    vocabularies: Mapping[str, IdMap] | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The stored events in the model's terms: internal items of the known ones and their ``names``
-    columns."""
+    columns (a categorical signal's values coded by its vocabulary in ``vocabularies``)."""
     keep_idx = [(i, j) for i, j in enumerate(items.get(x) for x in recent.items) if j is not None]
     rows = np.fromiter((i for i, _ in keep_idx), dtype=np.int64, count=len(keep_idx))
     idx = np.fromiter((j for _, j in keep_idx), dtype=np.int64, count=len(keep_idx))
@@ -90,10 +95,31 @@ def stored_part(
             )
         elif name == RATING:
             values = recent.ratings[rows]
-        else:  # a declared signal: the store keeps none, so the value is not known (code 0, NaN)
-            values = np.full(len(rows), get_signal(name).hidden_value)
+        else:
+            values = _signal_values(get_signal(name), recent.signals.get(name), rows, vocabularies)
         columns[name] = values.astype(get_signal(name).dtype)
     return idx, columns
+
+
+def _signal_values(
+    signal: Signal,
+    stored: Sequence[str | float | None] | None,
+    rows: np.ndarray,
+    vocabularies: Mapping[str, IdMap] | None,
+) -> np.ndarray:
+    """A declared signal's stored values at ``rows``: codes of the signal's vocabulary (a categorical one)
+    or numbers, "not known" (:attr:`~attnrec.data.signals.Signal.hidden_value`) where an event has none."""
+    out = np.full(len(rows), signal.hidden_value)
+    if stored is None:
+        return out
+    picked = [stored[r] for r in rows.tolist()]
+    has = np.fromiter((v is not None for v in picked), dtype=bool, count=len(picked))
+    vocabulary = (vocabularies or {}).get(signal.name)
+    if signal.kind != "categorical":
+        out[has] = [v for v in picked if v is not None]
+    elif vocabulary is not None and has.any():
+        out[has] = signal_codes(vocabulary, [v for v in picked if v is not None])
+    return out
 
 
 def merge(
@@ -122,6 +148,7 @@ def live_rows(
     histories: Sequences,
     store: HistoryStore,
     limit: int,
+    vocabularies: Mapping[str, IdMap] | None = None,
 ) -> dict[str, LiveRow]:
     """The live history of each of ``users_requested`` (see the module doc): one store read for all."""
     found = store.recent(users_requested, limit)
@@ -132,7 +159,7 @@ def live_rows(
         base = trained_row(users, histories, user)
         if recent.forgotten:
             base = LiveRow(UNKNOWN_USER, np.zeros(0, dtype=np.int64), {}, "forgotten")
-        new_items, new_cols = stored_part(recent, items, events, names)
+        new_items, new_cols = stored_part(recent, items, events, names, vocabularies)
         if not len(new_items):
             out[user] = base
             continue

@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from attnrec.data.signals import REQUEST_TIME, Signal, by_key, declared, signals
+from attnrec.data.signals import EVENT, RATING, REQUEST_TIME, TIMESTAMP, Signal, by_key, declared, signals
 
 MAX_ID_CHARS = 256  # longest ID, model name or feature a request may send
 MAX_IDS = 10_000  # longest history / include / exclude list a request may send (before the server's limits)
@@ -90,37 +90,25 @@ class ExplainOptions(_Strict):
     )
 
 
+def _per_event(signal: Signal, note: str = "") -> str:
+    """The description of a signal's per-event request list: its declaration's help, then ``note``."""
+    return f"Per history item: {signal.help or signal.name} {note}Same length as `history`."
+
+
+def _builtin(signal: Signal, note: str) -> Any:
+    return Field(None, max_length=MAX_IDS, description=_per_event(signal, note))
+
+
 def _timestamps() -> Any:
-    return Field(
-        None,
-        max_length=MAX_IDS,
-        description=(
-            "Per history item: when it happened (unix seconds, not decreasing), for models trained with "
-            "time inputs. Same length as `history`; dropped with the unknown items."
-        ),
-    )
+    return _builtin(TIMESTAMP, "For models trained with time inputs; dropped with the unknown items. ")
 
 
 def _events() -> Any:
-    return Field(
-        None,
-        max_length=MAX_IDS,
-        description=(
-            "Per history item: its event type, a name of the training log's event types (e.g. `view`, "
-            "`buy`), for models trained with event-type inputs. Same length as `history`."
-        ),
-    )
+    return _builtin(EVENT, "For models trained with event-type inputs. ")
 
 
 def _ratings() -> Any:
-    return Field(
-        None,
-        max_length=MAX_IDS,
-        description=(
-            "Per history item: its rating (>= 0; half stars 0..5 as trained), for models trained with "
-            "rating inputs. Same length as `history`."
-        ),
-    )
+    return _builtin(RATING, "For models trained with rating inputs. ")
 
 
 def _request_time() -> Any:
@@ -175,7 +163,7 @@ def _signal_schema(signal: Signal) -> dict[str, Any]:
     items = _TEXT_SCHEMA if signal.kind == "categorical" else {"type": "number"}
     return {
         "anyOf": [{"type": "array", "items": items, "maxItems": MAX_IDS}, {"type": "null"}],
-        "description": f"Per history item: {signal.help or signal.name} Same length as `history`.",
+        "description": _per_event(signal),
     }
 
 

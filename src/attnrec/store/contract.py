@@ -25,13 +25,14 @@ from typing import Protocol, Self, runtime_checkable
 import pandas as pd
 
 from attnrec.data.schema import DataError
-from attnrec.data.signals import signals
-from attnrec.store.events import Event, Recent
+from attnrec.data.signals import find_signal, signals
+from attnrec.store.event_records import Event, Recent, StoredRow, signal_columns
 
 DEFAULT_RETENTION = 10_000
 """Events kept per user by default: far more than any model reads (``max_len`` is 50-200), few enough
 that one runaway client cannot fill the disk with one user."""
-#: The columns of an export: the IDs and the built-in signals (the store keeps no declared signal yet).
+#: The columns every export has: the IDs and the built-in signals; then one column per declared signal
+#: that a stored event carries (:func:`export_frame`).
 EXPORT_COLUMNS = ("user", "item", *(s.name for s in signals() if s.builtin))
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -65,9 +66,10 @@ class HistoryStore(Protocol):
         ...
 
     def export(self, until: int | None = None) -> pd.DataFrame:
-        """Every stored event as a table (:data:`EXPORT_COLUMNS`; ``event`` and ``rating`` null where
-        absent), per user oldest first: what the next training adds to its log. ``until``: only the
-        events whose arrival number is at most it (a :meth:`watermark` taken before)."""
+        """Every stored event as a table (:data:`EXPORT_COLUMNS` and the declared signals the events carry;
+        ``event``, ``rating`` and a signal's value null where absent), per user oldest first: what the
+        next training adds to its log. ``until``: only the events whose arrival number is at most it (a
+        :meth:`watermark` taken before)."""
         ...
 
     def watermark(self) -> int:
@@ -111,13 +113,21 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-def export_frame(rows: list[tuple[str, str, int, str | None, float | None]]) -> pd.DataFrame:
-    """``rows`` of ``(user, item, timestamp, event, rating)`` as the table :meth:`HistoryStore.export`
-    returns."""
-    frame = pd.DataFrame(rows, columns=list(EXPORT_COLUMNS))
-    return frame.astype(
+def export_frame(rows: Sequence[tuple[str, *StoredRow]]) -> pd.DataFrame:
+    """``rows`` of ``(user, item, timestamp, event, rating, signals)`` as the table
+    :meth:`HistoryStore.export` returns: a declared signal's values in one column of its name (numbers
+    as float64 with NaN, text as objects with None, where an event has none)."""
+    frame = pd.DataFrame([r[:5] for r in rows], columns=list(EXPORT_COLUMNS))
+    frame = frame.astype(
         {"user": object, "item": object, "timestamp": "int64", "event": object, "rating": "float64"}
     )
+    for name, values in signal_columns([r[5] for r in rows]).items():
+        signal = find_signal(name)
+        numeric = (
+            signal.kind == "numeric" if signal is not None else all(isinstance(v, float) for v in values)
+        )
+        frame[name] = pd.Series(values, dtype="float64" if numeric else object)
+    return frame
 
 
 class StoreBackend(ABC):

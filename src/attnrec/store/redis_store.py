@@ -2,9 +2,10 @@
 
 Layout under the ``namespace`` prefix (default ``attnrec``): one sorted set per user,
 ``NS:e:USER``, scored by timestamp, each member the event's arrival number (20 digits, so equal
-timestamps keep their arrival order), its item, event type and rating, separated by the ASCII unit
-separator (``\x1f``, a control character no ID or event name may contain; an empty field is an
-absent one); the set of users with events ``NS:users``; the hash of forgotten users ``NS:forgotten`` (user ->
+timestamps keep their arrival order), its item, event type, rating and declared signal values (a JSON
+object; a member stored before they were kept has no such field), separated by the ASCII unit separator
+(``\x1f``, a control character no ID, event name or JSON text may contain; an empty field is an absent
+one); the set of users with events ``NS:users``; the hash of forgotten users ``NS:forgotten`` (user ->
 when); the arrival counter ``NS:seq``. An append is one ``MULTI``/``EXEC`` transaction (all events or none).
 
 Durability is the server's: Redis acknowledges a write once it is in memory and, with the
@@ -19,6 +20,7 @@ finds ``appendonly no``. ``docs/how-to/live-histories.md`` has the settings.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -29,7 +31,7 @@ import pandas as pd
 
 from attnrec.data.schema import DataError
 from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
-from attnrec.store.events import Event, Recent
+from attnrec.store.event_records import Event, Recent, SignalValues, StoredRow
 
 if TYPE_CHECKING:
     pass
@@ -42,13 +44,15 @@ _USERS_PER_PIPELINE = 500
 
 def _member(seq: int, e: Event) -> str:
     rating = "" if e.rating is None else repr(e.rating)
-    return f"{seq:0{SEQ_DIGITS}d}{SEP}{e.item}{SEP}{e.event or ''}{SEP}{rating}"
+    signals = json.dumps(dict(e.signals), sort_keys=True, allow_nan=False) if e.signals else ""
+    return f"{seq:0{SEQ_DIGITS}d}{SEP}{e.item}{SEP}{e.event or ''}{SEP}{rating}{SEP}{signals}"
 
 
-def _row(member: str, score: float) -> tuple[str, int, str | None, float | None]:
-    """``(item, timestamp, event, rating)`` of a stored member."""
-    _, item, event, rating = member.split(SEP)
-    return item, int(score), event or None, float(rating) if rating else None
+def _row(member: str, score: float) -> StoredRow:
+    """``(item, timestamp, event, rating, signals)`` of a stored member."""
+    _, item, event, rating, *signals = member.split(SEP)  # no signals field: stored before they were kept
+    values: SignalValues = json.loads(signals[0]) if signals and signals[0] else {}
+    return item, int(score), event or None, float(rating) if rating else None, values
 
 
 def _arrival(member: str) -> int:
@@ -165,7 +169,7 @@ class RedisStore(StoreBackend):
 
     def export(self, until: int | None = None) -> pd.DataFrame:
         users = self._users()
-        rows: list[tuple[str, str, int, str | None, float | None]] = []
+        rows: list[tuple[str, *StoredRow]] = []
         for lo in range(0, len(users), _USERS_PER_PIPELINE):
             part = users[lo : lo + _USERS_PER_PIPELINE]
             with self._talking():

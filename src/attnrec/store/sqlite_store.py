@@ -9,6 +9,9 @@ in the operating system's hands), but an operating-system crash or a power cut m
 commits before the next checkpoint. One transaction per batch makes the fsync cheap per event:
 ``benchmarks/results/store-ingest.md`` has the measured throughput of both.
 
+An event's declared signal values (:attr:`~attnrec.store.Event.signals`) are one JSON object in the
+``signals`` column; a file written before that column existed gets it, empty, when it is opened.
+
 Several threads (and several processes on one machine) may use one file: each thread has its own
 connection; WAL lets readers read while one writer writes; writers wait up to ``busy_seconds`` for
 each other.
@@ -16,6 +19,7 @@ each other.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -28,7 +32,7 @@ import pandas as pd
 
 from attnrec.data.schema import DataError
 from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
-from attnrec.store.events import Event, Recent
+from attnrec.store.event_records import Event, Recent, SignalValues
 
 if TYPE_CHECKING:
     pass
@@ -39,7 +43,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    user TEXT NOT NULL, item TEXT NOT NULL, ts INTEGER NOT NULL, event TEXT, rating REAL
+    user TEXT NOT NULL, item TEXT NOT NULL, ts INTEGER NOT NULL, event TEXT, rating REAL, signals TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_user ON events (user, ts, seq);
 CREATE TABLE IF NOT EXISTS forgotten (user TEXT PRIMARY KEY, at INTEGER NOT NULL);
@@ -49,8 +53,20 @@ _TRIM = (
     "ORDER BY ts DESC, seq DESC LIMIT -1 OFFSET ?)"
 )
 _LAST = 2**63 - 1  # no arrival number is larger
-_RECENT = "SELECT item, ts, event, rating FROM events WHERE user = ? ORDER BY ts DESC, seq DESC LIMIT ?"
+_RECENT = (
+    "SELECT item, ts, event, rating, signals FROM events WHERE user = ? ORDER BY ts DESC, seq DESC LIMIT ?"
+)
 _PARAMS = 500  # host parameters per IN (...) list, under SQLite's limit
+
+
+def _signals_text(values: SignalValues) -> str | None:
+    """An event's declared signal values as stored: a JSON object, NULL without any."""
+    return json.dumps(dict(values), sort_keys=True, allow_nan=False) if values else None
+
+
+def _signals_of(text: str | None) -> SignalValues:
+    signals: SignalValues = json.loads(text) if text else {}
+    return signals
 
 
 class SqliteStore(StoreBackend):
@@ -109,6 +125,9 @@ class SqliteStore(StoreBackend):
                     raise DataError(f"{self.path}: a SQLite file, but not an attnrec event store")
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     conn.execute(statement)
+                if "signals" not in {r[1] for r in conn.execute("PRAGMA table_info(events)")}:
+                    # a file written before events kept declared signals: a column of NULLs, no rewrite
+                    conn.execute("ALTER TABLE events ADD COLUMN signals TEXT")
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
                 found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0]
             if found != FORMAT:
@@ -141,10 +160,10 @@ class SqliteStore(StoreBackend):
     # -- the contract ----------------------------------------------------------------------------
     def _append(self, events: Sequence[Event]) -> int:
         conn = self._conn()
-        rows = [(e.user, e.item, e.timestamp, e.event, e.rating) for e in events]
+        rows = [(e.user, e.item, e.timestamp, e.event, e.rating, _signals_text(e.signals)) for e in events]
         with self._write(conn):
             conn.executemany(
-                "INSERT INTO events (user, item, ts, event, rating) VALUES (?, ?, ?, ?, ?)", rows
+                "INSERT INTO events (user, item, ts, event, rating, signals) VALUES (?, ?, ?, ?, ?, ?)", rows
             )
             conn.executemany(_TRIM, [(u, self.retention) for u in {e.user for e in events}])
         return len(rows)
@@ -161,7 +180,7 @@ class SqliteStore(StoreBackend):
             out = {}
             for u in users:
                 rows = conn.execute(_RECENT, (u, limit)).fetchall()[::-1] if limit else []
-                out[u] = Recent.from_rows(rows, u in gone)
+                out[u] = Recent.from_rows([(*r[:4], _signals_of(r[4])) for r in rows], u in gone)
         finally:
             conn.execute("COMMIT")
         return out
@@ -186,9 +205,10 @@ class SqliteStore(StoreBackend):
     def export(self, until: int | None = None) -> pd.DataFrame:
         last = _LAST if until is None else int(until)
         rows = self._conn().execute(
-            "SELECT user, item, ts, event, rating FROM events WHERE seq <= ? ORDER BY user, ts, seq", (last,)
+            "SELECT user, item, ts, event, rating, signals FROM events WHERE seq <= ? ORDER BY user, ts, seq",
+            (last,),
         )
-        return export_frame(rows.fetchall())
+        return export_frame([(*r[:5], _signals_of(r[5])) for r in rows.fetchall()])
 
     def watermark(self) -> int:
         # AUTOINCREMENT never reuses a number, even of deleted events: sqlite_sequence holds the largest.

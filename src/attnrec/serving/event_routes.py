@@ -2,7 +2,9 @@
 
 A server started with a history store (``attnrec serve --store events.db``, or
 ``ServingConfig(store=...)``) takes the events of its users in batches and answers every later
-request from the training history plus those events (:mod:`attnrec.recommend.live`). Each event is
+request from the training history plus those events (:mod:`attnrec.recommend.live`). An event may
+carry a value of each declared signal (:mod:`attnrec.data.signals`: the served models declare theirs)
+as a top-level field, e.g. ``"device": "phone"``, checked by the signal's kind. Each event is
 checked on its own: a bad one is reported by its index and the others are stored (one transaction,
 durable before the answer: see :mod:`attnrec.store`). Events for items the model does not know are
 stored for the next retrain and reported as ``ignored`` (not scored). Both routes need an API key
@@ -19,15 +21,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, ValidationError, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnrec.data.schema import DataError, IdMap
+from attnrec.data.signals import Signal, by_key, declared, get_signal
 from attnrec.recommend import Recommender
 from attnrec.serving.ann import ApproximateRecommender
+from attnrec.serving.api_errors import ApiError, error_json
 from attnrec.serving.auth import admin_allowed
 from attnrec.serving.bodies import JsonRoute
-from attnrec.serving.errors import ApiError, error_json
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.routes import COMMON_RESPONSES
 from attnrec.serving.schemas import MAX_ID_CHARS, NO_CONTROL, ErrorResponse, Id, Rating, Seconds, Text
@@ -74,8 +77,40 @@ class EventIn(BaseModel):
     )
 
 
-_EVENT_SCHEMA = EventIn.model_json_schema()
-EventObject = Annotated[dict[str, Any], WithJsonSchema(_EVENT_SCHEMA)]
+def _signal_field(signal: Signal) -> dict[str, Any]:
+    """The JSON schema of one event's value of a declared signal."""
+    if signal.kind == "categorical":
+        kind: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
+    else:
+        kind = {"type": "number"} | ({} if signal.minimum is None else {"minimum": signal.minimum})
+    return {"anyOf": [kind, {"type": "null"}], "description": signal.help or f"The event's {signal.name}."}
+
+
+class _EventSchema:
+    """The schema of an event object, made when the API page is: :class:`EventIn`'s fields and a field
+    for each signal declared by then (the models loaded declare theirs)."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: Any, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        schema = EventIn.model_json_schema()
+        schema["properties"] |= {s.batch_key: _signal_field(s) for s in declared()}
+        return schema
+
+
+EventObject = Annotated[dict[str, Any], _EventSchema]
+
+
+def _signal_values(obj: object) -> tuple[object, dict[str, Any]]:
+    """``obj`` without its declared signals' fields, and their values (``null``: not sent), each checked
+    by its signal's kind as a recommend request's are (a one-line ``ValueError``)."""
+    if not isinstance(obj, dict):
+        return obj, {}
+    sent = {k: obj[k] for k in obj if (s := by_key(str(k))) is not None and not s.builtin}
+    for key, value in sent.items():
+        if value is not None:
+            get_signal(key).request_values([value])
+    rest = {k: v for k, v in obj.items() if k not in sent}
+    return rest, {k: v for k, v in sent.items() if v is not None}
 
 
 class EventsRequest(BaseModel):
@@ -169,13 +204,13 @@ def check_events(raw: list[dict[str, Any]], now: int) -> tuple[list[tuple[int, E
     errors: list[EventError] = []
     for i, obj in enumerate(raw):
         try:
-            e = EventIn.model_validate(obj)
-            good.append(
-                (i, Event(e.user, e.item, now if e.timestamp is None else e.timestamp, e.event, e.rating))
-            )
+            fields, signals = _signal_values(obj)
+            e = EventIn.model_validate(fields)
+            when = now if e.timestamp is None else e.timestamp
+            good.append((i, Event(e.user, e.item, when, e.event, e.rating, signals)))
         except ValidationError as exc:
             errors.append(EventError(index=i, message=_message(exc)))
-        except DataError as exc:
+        except (DataError, ValueError) as exc:  # a signal's value of the wrong kind
             errors.append(EventError(index=i, message=str(exc)))
     return good, errors
 

@@ -1,0 +1,100 @@
+"""``attnrec train --signal NAME:KIND``: a per-event column declared on the command line, read by the model,
+kept in the saved model and declared again by the processes that load it (no Python of the user's)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from attnrec.cli.main import app
+from attnrec.data.signals import find_signal, unregister_signal
+from attnrec.store import open_store
+
+runner = CliRunner()
+TINY = ["--set", "hidden=8", "--set", "max_len=8", "--set", "n_layers=1", "--set", "loss=ce"]
+TINY += ["--max-epochs", "1", "--no-progress", "--quiet", "--no-baseline"]
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+@pytest.fixture(autouse=True)
+def undeclared() -> Iterator[None]:
+    """Each test starts and ends without the signals it declares."""
+    yield
+    for name in ("device", "price"):
+        if find_signal(name) is not None:
+            unregister_signal(name)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    rows = [
+        (
+            f"u{u}",
+            f"i{(u + (t if u % 2 else -t)) % 9}",
+            1_700_000_000 + 60 * (8 * u + t),
+            "tv" if u % 2 else "phone",
+        )
+        for u in range(30)
+        for t in range(8)
+    ]
+    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp", "client"])
+    path = tmp_path / "log.csv"
+    frame.assign(price=[float(i % 4) for i in range(len(frame))]).to_csv(path, index=False)
+    return path
+
+
+def test_train_declares_the_signals_and_a_loading_process_declares_them_again(
+    log: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "model"
+    signals = ["--signal", "device:categorical", "--signal", "price:numeric", "--columns", "device=client"]
+    code, output = run("train", "--data", str(log), "--out", str(out), *signals, *TINY)
+    assert code == 0, output
+    assert json.loads((out / "config.json").read_text())["model_config"]["signals"] == "device,price"
+    saved = json.loads((out / "signals.json").read_text())
+    assert saved["device"]["kind"] == "categorical" and saved["device"]["values"] == ["phone", "tv"]
+    assert saved["price"]["kind"] == "numeric" and "values" not in saved["price"]
+    unregister_signal("device")
+    unregister_signal("price")
+    code, output = run("recommend", "--model", str(out), "--user", "u3", "-k", "3")
+    assert code == 0, output  # loading declared them from the model directory
+    assert find_signal("device") is not None and find_signal("price") is not None
+    unregister_signal("device")
+    unregister_signal("price")
+    store = tmp_path / "events.db"
+    code, output = run(
+        "ingest", str(log), "--store", str(store), "--model", str(out), "--columns", "device=client"
+    )
+    assert code == 0, output  # the model declares its signals before the file is read: they are stored
+    recent = open_store(str(store)).recent(["u3"], 2)["u3"]
+    assert recent.signals == {"device": ["tv", "tv"], "price": [2.0, 3.0]}
+
+
+@pytest.mark.parametrize(
+    ("option", "model", "message"),
+    [
+        ("device:colour", "sasrec", "'device:colour' is not NAME:categorical or NAME:numeric"),
+        ("device", "sasrec", "'device' is not NAME:categorical or NAME:numeric"),
+        ("events:categorical", "sasrec", "'events' is built in"),
+        ("device:categorical", "pop", "pop reads no per-event signals"),
+    ],
+)
+def test_a_bad_signal_option_is_one_line(
+    log: Path, tmp_path: Path, option: str, model: str, message: str
+) -> None:
+    code, output = run(
+        "train", "--data", str(log), "--model", model, "--signal", option, "--out", str(tmp_path)
+    )
+    assert code == 2 and f"--signal: {message}" in output, output
+    assert len(output.strip().splitlines()) == 1
