@@ -11,7 +11,7 @@ Writes ``benchmarks/results/batch_scoring.json`` and a generated ``batch_scoring
    :data:`EPOCHS` epochs in subprocesses and saved to a temporary directory. Scoring speed does not
    depend on how well they are trained.
 2. ML-1M. A fresh process loads a model and the data and runs
-   :func:`attnrec.recommend.batch.score_to_parquet` over all 6,040 users (top-100, seen items
+   :func:`attnrec.recommend.batch_scoring.score_to_parquet` over all 6,040 users (top-100, seen items
    excluded, chunks of 4,096): the same work as
    ``attnrec batch --model DIR --data ml-1m.txt.gz --out recs.parquet -k 100``. Recorded: wall and
    CPU seconds, peak RSS (``getrusage``), output size; once with each model.
@@ -131,7 +131,7 @@ def score_worker(model_dir: str, source: str, out: str, kind: str) -> dict[str, 
 
     from attnrec.data.datasets import load_dataset
     from attnrec.recommend import Recommender
-    from attnrec.recommend.batch import ChunkDone, score_to_parquet
+    from attnrec.recommend.batch_scoring import ChunkDone, score_to_parquet
 
     torch.set_num_threads(1)
     rss_start = _status("VmRSS")

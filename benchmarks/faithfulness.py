@@ -398,16 +398,20 @@ def run(
     deadline = start + time_budget if time_budget > 0 else float("inf")
     cpus = sorted(os.sched_getaffinity(0))
     res: dict[str, Any] = {
-        "benchmark": "faithfulness", "protocol": p,
+        "benchmark": "faithfulness",
+        "protocol": p,
         "config": str(config.relative_to(ROOT) if config.is_relative_to(ROOT) else config),
-        "git_sha": git_sha(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "git_sha": git_sha(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                   f"run on CPUs {cpus}, {torch.get_num_threads()} torch threads, device {device}",
+        f"run on CPUs {cpus}, {torch.get_num_threads()} torch threads, device {device}",
         "versions": {
-            "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": np.__version__,
         },
         "cells": [run_cell(e, p, state_dir, deadline, device) for e in models],
-    }  # fmt: skip
+    }
     res["seconds"] = round(time.time() - start, 1)
     res["load_average"] = [round(x, 1) for x in os.getloadavg()]  # other jobs inflate the ms per explanation
     return res

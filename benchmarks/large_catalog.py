@@ -94,8 +94,8 @@ def step_worker(n_items: int, loss: str, steps: int, batch: int, threads: int) -
     import torch
 
     from attnrec.models.sasrec import SASRec, SASRecConfig
-    from attnrec.training.config import TrainConfig
     from attnrec.training.optim import make_optimizer
+    from attnrec.training.train_config import TrainConfig
 
     torch.set_num_threads(threads)
     rss_start = _rss()

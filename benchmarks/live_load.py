@@ -81,13 +81,28 @@ def store_spec(kind: str, directory: Path) -> Iterator[str]:
     proc = subprocess.Popen(
         [
             shutil.which("redis-server") or "redis-server",
-            "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
-            "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-            "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(directory),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "warning",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     import redis
 
     url = f"redis://127.0.0.1:{port}/0"
@@ -262,10 +277,27 @@ async def soak(
         await asyncio.sleep(10)
         t = time.monotonic()
         cmd = [
-            sys.executable, "-m", "attnrec", "retrain", "--model", str(model_dir), "--store", store,
-            "--data", str(MLLS), "--out", str(new_dir), "--max-epochs", "1", "--reload", url,
-            "--served-name", "sasrec", "--admin-key", API_KEY,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "attnrec",
+            "retrain",
+            "--model",
+            str(model_dir),
+            "--store",
+            store,
+            "--data",
+            str(MLLS),
+            "--out",
+            str(new_dir),
+            "--max-epochs",
+            "1",
+            "--reload",
+            url,
+            "--served-name",
+            "sasrec",
+            "--admin-key",
+            API_KEY,
+        ]
         proc = await asyncio.create_subprocess_exec(
             *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
         )

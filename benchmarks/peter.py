@@ -37,8 +37,8 @@ from attnrec.data.text import Vocabulary
 from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
 from attnrec.models.contracts import Batch
 from attnrec.recommend import Explainer
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
+from attnrec.training.train_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 # The paper's decoding (no n-gram blocking): the committed peter.json/md were measured with it,

@@ -40,7 +40,7 @@ from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import FULL, PAPER_BERT4REC
 from attnrec.experiments.runner import RunRequest, count_parameters, run_one
 from attnrec.experiments.tables import study_markdown
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 from provenance import git_sha  # benchmarks/provenance.py, beside this script
 
 STUDIES: dict[str, dict[str, Any]] = {

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from attnrec.evaluation.list_metrics import feature_rows, training_counts
     from attnrec.evaluation.protocol import Protocol, evaluate, protocol_by_name
     from attnrec.evaluation.window import TargetSets, parse_window, split_window_cases
-    from attnrec.models.context import ItemFeatures
+    from attnrec.models.item_context import ItemFeatures
     from attnrec.recommend import Recommender
     from provenance import git_sha
 

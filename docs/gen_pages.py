@@ -23,7 +23,7 @@ from attnrec.config import config_to_dict
 from attnrec.data.split import DEFAULT_SPLIT
 from attnrec.evaluation.published import best_full_ranking
 from attnrec.experiments.tables import trained_on_gpu
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "benchmarks" / "results" / "runs"

@@ -53,14 +53,29 @@ def redis_server(binary: str, directory: Path, appendfsync: str = "always") -> I
     proc = subprocess.Popen(
         [
             binary,
-            "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
-            "--appendonly", "yes", "--appendfsync", appendfsync, "--save", "",
-            "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(directory),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            appendfsync,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "warning",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-    )  # fmt: skip
+    )
     import redis
 
     url = f"redis://127.0.0.1:{port}/0"

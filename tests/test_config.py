@@ -5,7 +5,7 @@ import pytest
 
 from attnrec.config import ConfigError, config_from_dict, config_to_dict, load_toml, parse_overrides
 from attnrec.models.sasrec import SASRecConfig
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 
 @dataclass(frozen=True)

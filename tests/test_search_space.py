@@ -12,7 +12,7 @@ from attnrec.config import ConfigError
 from attnrec.models.registry import get_spec
 from attnrec.models.sasrec import SASRecConfig
 from attnrec.search_space import Choice, Float, Int, SearchSpace, sample, space_from_toml
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 CLASSES = {"model": SASRecConfig, "train": TrainConfig}
 

@@ -168,7 +168,8 @@ def test_seen_items_are_excluded_from_the_model_answers() -> None:
     assert live[3] == 3 and frozen[3] == 4
 
 
-def test_the_committed_table_is_generated_from_its_json() -> None:
+@pytest.mark.parametrize("stem", ["replay", "replay_budget180"])
+def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
     results = BENCHMARKS / "results"
-    record = json.loads((results / "replay.json").read_text())
-    assert replay.markdown(record) == (results / "replay.md").read_text()
+    record = json.loads((results / f"{stem}.json").read_text())
+    assert replay.markdown(record) == (results / f"{stem}.md").read_text()

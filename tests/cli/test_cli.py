@@ -22,7 +22,7 @@ from attnrec.data.readers.lines import read_pairs
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.protocol import Protocol
 from attnrec.models.sasrec import SASRecConfig
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 runner = CliRunner()
 TINY = [

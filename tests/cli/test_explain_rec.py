@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from attnrec.cli.main import app
 from attnrec.data.schema import DataSource
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from synthetic_logs import hourly_shop_log, ring_log
 
 

@@ -49,9 +49,22 @@ def test_retrain_end_to_end_on_a_sqlite_store(setup: tuple[Path, Path, Path], tm
     out, next_log = tmp_path / "new", tmp_path / "logs" / "next.parquet"
     result = runner.invoke(
         app,
-        ["retrain", "--model", str(old), "--store", str(db), "--data", str(base), "--out", str(out),
-         "--log-out", str(next_log), "--max-epochs", "1"],
-    )  # fmt: skip
+        [
+            "retrain",
+            "--model",
+            str(old),
+            "--store",
+            str(db),
+            "--data",
+            str(base),
+            "--out",
+            str(out),
+            "--log-out",
+            str(next_log),
+            "--max-epochs",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "7 from the store" in " ".join(result.output.split())
     before, after = Recommender.load(old), Recommender.load(out)

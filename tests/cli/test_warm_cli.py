@@ -51,9 +51,19 @@ def test_final_fit_warm_started_with_the_best_epoch_of_a_validated_run(
 ) -> None:
     out = tmp_path / "new"
     code, output = run(
-        "train", "--data", str(logs[1]), "--out", str(out), "--init-from", str(old_model),
-        "--split", "none", "--epochs-from", str(old_model), *QUIET,
-    )  # fmt: skip
+        "train",
+        "--data",
+        str(logs[1]),
+        "--out",
+        str(out),
+        "--init-from",
+        str(old_model),
+        "--split",
+        "none",
+        "--epochs-from",
+        str(old_model),
+        *QUIET,
+    )
     assert code == 0, output
     assert "final fit" in output
     old, new = Recommender.load(old_model), Recommender.load(out)
@@ -137,7 +147,17 @@ def test_epochs_from_a_model_without_validation_is_refused(
 
 def test_a_final_fit_refuses_the_options_of_a_held_out_split(logs: tuple[Path, Path], tmp_path: Path) -> None:
     code, output = run(
-        "train", "--data", str(logs[0]), "--out", str(tmp_path / "x"), "--split", "none",
-        "--valid-users", "5", "--protocol", "sampled-uniform", *QUIET,
-    )  # fmt: skip
+        "train",
+        "--data",
+        str(logs[0]),
+        "--out",
+        str(tmp_path / "x"),
+        "--split",
+        "none",
+        "--valid-users",
+        "5",
+        "--protocol",
+        "sampled-uniform",
+        *QUIET,
+    )
     assert code == 2 and "drop --valid-users, --protocol" in " ".join(output.split()), output

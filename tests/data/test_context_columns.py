@@ -40,11 +40,19 @@ def _log():
 
 def _pairs(seqs: Sequences) -> list[list[tuple[int, int, str, float]]]:
     """Each row as (item index, timestamp, event name, rating) tuples."""
-    return [[(int(i), int(t), e, float(r)) for i, t, e, r in zip(
-        seqs[u], seqs.columns["timestamp"][seqs.offsets[u]:seqs.offsets[u + 1]],
-        event_names(_log().events, seqs.columns["event"][seqs.offsets[u]:seqs.offsets[u + 1]]),
-        seqs.columns["rating"][seqs.offsets[u]:seqs.offsets[u + 1]], strict=True)]
-        for u in range(seqs.n_users)]  # fmt: skip
+    return [
+        [
+            (int(i), int(t), e, float(r))
+            for i, t, e, r in zip(
+                seqs[u],
+                seqs.columns["timestamp"][seqs.offsets[u] : seqs.offsets[u + 1]],
+                event_names(_log().events, seqs.columns["event"][seqs.offsets[u] : seqs.offsets[u + 1]]),
+                seqs.columns["rating"][seqs.offsets[u] : seqs.offsets[u + 1]],
+                strict=True,
+            )
+        ]
+        for u in range(seqs.n_users)
+    ]
 
 
 def test_sequences_carry_the_logs_columns_in_their_dtypes() -> None:
@@ -184,9 +192,18 @@ def test_ml1m_sequences_and_split_are_byte_identical_to_before() -> None:
     assert data.source.sha256 == DATASETS["ml-1m"].paper_sha256
     s = leave_one_out(data)
     h = hashlib.sha256()
-    for part in (s.train.offsets, s.train.items, s.valid.users, s.valid.histories.offsets,
-                 s.valid.histories.items, s.valid.targets, s.test.users, s.test.histories.offsets,
-                 s.test.histories.items, s.test.targets):  # fmt: skip
+    for part in (
+        s.train.offsets,
+        s.train.items,
+        s.valid.users,
+        s.valid.histories.offsets,
+        s.valid.histories.items,
+        s.valid.targets,
+        s.test.users,
+        s.test.histories.offsets,
+        s.test.histories.items,
+        s.test.targets,
+    ):
         h.update(np.ascontiguousarray(part).tobytes())
         h.update(str(part.dtype).encode())
     h.update(s.train.padded(200).tobytes())

@@ -26,15 +26,18 @@ def items(*ids: str) -> IdMap:
 
 
 def hand_table() -> FeatureTable:
-    df = pd.DataFrame({
-        "item": ["a", "b", "c", "z"],  # z is not in the log below: a cold-start candidate
-        "genre": ["Drama|Comedy", "Comedy", "", "Horror|Drama|Comedy"],
-        "brand": ["acme", "zeta", None, "acme"],
-        "price": [10.0, np.nan, 30.0, 20.0],
-        "blurb": ["A big Dog, a big day", "small cat", None, "Dog days"],
-    })  # fmt: skip
-    return FeatureTable.from_frame(df, "item", {"genre": "multi", "brand": "categorical", "price": "numeric",
-                                                "blurb": "text"})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "item": ["a", "b", "c", "z"],  # z is not in the log below: a cold-start candidate
+            "genre": ["Drama|Comedy", "Comedy", "", "Horror|Drama|Comedy"],
+            "brand": ["acme", "zeta", None, "acme"],
+            "price": [10.0, np.nan, 30.0, 20.0],
+            "blurb": ["A big Dog, a big day", "small cat", None, "Dog days"],
+        }
+    )
+    return FeatureTable.from_frame(
+        df, "item", {"genre": "multi", "brand": "categorical", "price": "numeric", "blurb": "text"}
+    )
 
 
 def test_align_by_hand_with_missing_and_extra_ids() -> None:
@@ -71,19 +74,28 @@ def test_align_extra_rows_truncation_standardising_and_users() -> None:
 
 
 def test_kinds_are_inferred_by_the_documented_rules() -> None:
-    df = pd.DataFrame({
-        "movieId": [1, 2, 3, 4],
-        "year": [1990, 1995, None, 2001],
-        "score": ["1.5", "2", "", "3"],
-        "genres": ["A|B", "B", "C", None],
-        "tags": [["x", "y"], [], ["y"], None],
-        "title": ["The big one", "A small thing", "Another big one", "Yet more"],
-        "brand": ["acme", "zeta", "acme", "zeta"],
-        "flag": [True, False, True, True],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "movieId": [1, 2, 3, 4],
+            "year": [1990, 1995, None, 2001],
+            "score": ["1.5", "2", "", "3"],
+            "genres": ["A|B", "B", "C", None],
+            "tags": [["x", "y"], [], ["y"], None],
+            "title": ["The big one", "A small thing", "Another big one", "Yet more"],
+            "brand": ["acme", "zeta", "acme", "zeta"],
+            "flag": [True, False, True, True],
+        }
+    )
     table = FeatureTable.from_frame(df, "movieId")
-    assert table.kinds() == {"year": "numeric", "score": "numeric", "genres": "multi", "tags": "multi",
-                             "title": "text", "brand": "categorical", "flag": "categorical"}  # fmt: skip
+    assert table.kinds() == {
+        "year": "numeric",
+        "score": "numeric",
+        "genres": "multi",
+        "tags": "multi",
+        "title": "text",
+        "brand": "categorical",
+        "flag": "categorical",
+    }
     assert table.ids.to_list() == ["1", "2", "3", "4"]
     assert tokens("Star Wars: Episode IV (1977)") == ["star", "wars", "episode", "iv", "1977"]
 
@@ -133,23 +145,52 @@ def test_readers_of_every_format(tmp_path: Path, gz: bool) -> None:
             assert table.kinds()["year"] == "numeric" and al.present["year"].tolist() == [False, False, True]
 
 
-@pytest.mark.parametrize(("name", "text", "fields", "message"), [
-    ("dup.csv", "item,c\na,x\nb,y\n\na,z\n", None, r"dup\.csv: line 5: ID 'a' already has a row \(line 2\)"),
-    ("num.csv", "item,price\na,1\nb,cheap\n", {"price": "numeric"},
-     r"num\.csv: line 3: numeric field 'price': 'cheap' is not a number"),
-    ("typo.csv", "item,year\n" + "".join(f"i{k},{1990 + k}\n" for k in range(12)) + "x,19x0\n", None,
-     r"typo\.csv: line 14: field 'year' looks numeric but has '19x0'.*year=categorical"),
-    ("cols.csv", "item,genre\na,x\n", {"genres": "multi"},
-     r"cols\.csv: no column 'genres' for a feature field; available columns: 'item', 'genre'"),
-    ("kind.csv", "item,genre\na,x\n", {"genre": "tags"}, r"kind\.csv: field 'genre' has unknown kind 'tags'"),
-    ("noid.csv", "thing,genre\na,x\n", None,
-     r"noid\.csv: no item ID column .*available columns: 'thing', 'genre'"),
-    ("noval.csv", "item,genre\n,x\n", None, r"noval\.csv: line 2: missing ID \(column 'item'\)"),
-    ("bad.json", '{"1": [1, 2],\n "2": [3,, 4]}', None, r"bad\.json:2: not valid JSON"),
-    ("ragged.csv", "item,genre\na,x\nb,y,z\n", None, r"ragged\.csv:3: expected 2 fields, saw 3"),
-    ("short.csv", "item,genre,year\na,x,1990\n\nb,y\n", None, r"short\.csv:4: expected 3 fields, saw 2"),
-    ("empty.csv", "", None, r"empty\.csv: the file is empty"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "text", "fields", "message"),
+    [
+        (
+            "dup.csv",
+            "item,c\na,x\nb,y\n\na,z\n",
+            None,
+            r"dup\.csv: line 5: ID 'a' already has a row \(line 2\)",
+        ),
+        (
+            "num.csv",
+            "item,price\na,1\nb,cheap\n",
+            {"price": "numeric"},
+            r"num\.csv: line 3: numeric field 'price': 'cheap' is not a number",
+        ),
+        (
+            "typo.csv",
+            "item,year\n" + "".join(f"i{k},{1990 + k}\n" for k in range(12)) + "x,19x0\n",
+            None,
+            r"typo\.csv: line 14: field 'year' looks numeric but has '19x0'.*year=categorical",
+        ),
+        (
+            "cols.csv",
+            "item,genre\na,x\n",
+            {"genres": "multi"},
+            r"cols\.csv: no column 'genres' for a feature field; available columns: 'item', 'genre'",
+        ),
+        (
+            "kind.csv",
+            "item,genre\na,x\n",
+            {"genre": "tags"},
+            r"kind\.csv: field 'genre' has unknown kind 'tags'",
+        ),
+        (
+            "noid.csv",
+            "thing,genre\na,x\n",
+            None,
+            r"noid\.csv: no item ID column .*available columns: 'thing', 'genre'",
+        ),
+        ("noval.csv", "item,genre\n,x\n", None, r"noval\.csv: line 2: missing ID \(column 'item'\)"),
+        ("bad.json", '{"1": [1, 2],\n "2": [3,, 4]}', None, r"bad\.json:2: not valid JSON"),
+        ("ragged.csv", "item,genre\na,x\nb,y,z\n", None, r"ragged\.csv:3: expected 2 fields, saw 3"),
+        ("short.csv", "item,genre,year\na,x,1990\n\nb,y\n", None, r"short\.csv:4: expected 3 fields, saw 2"),
+        ("empty.csv", "", None, r"empty\.csv: the file is empty"),
+    ],
+)
 def test_bad_feature_files_name_file_and_line(
     tmp_path: Path, name: str, text: str, fields: dict[str, str] | None, message: str
 ) -> None:
@@ -165,8 +206,12 @@ def test_load_dataset_with_feature_files_and_frames(tmp_path: Path) -> None:
     log = _log_file(tmp_path)
     feats = write(tmp_path / "movies.csv", "movieId,genres,year\n1,A|B,1990\n2,B,1995\n3,C,2001\n9,A,1980\n")
     users = pd.DataFrame({"userId": ["u1", "u2"], "age": [30, 40]})
-    data = load_dataset(log, item_features=feats, user_features=users,
-                        item_feature_columns={"id": "movieId", "genres": "multi"})  # fmt: skip
+    data = load_dataset(
+        log,
+        item_features=feats,
+        user_features=users,
+        item_feature_columns={"id": "movieId", "genres": "multi"},
+    )
     assert data.item_features is not None and data.item_features.kinds() == {
         "genres": "multi"
     }  # declared only
@@ -176,8 +221,13 @@ def test_load_dataset_with_feature_files_and_frames(tmp_path: Path) -> None:
     smaller = rebuild(data, data.item != data.items.get("1"))
     assert smaller.item_features is data.item_features
     aligned = smaller.item_features.align(smaller.items)
-    assert [smaller.item_features.fields["genres"].vocab.to_external(r[r > 0])  # type: ignore[union-attr]
-            for r in aligned.multi["genres"][1:]] == [["B"], ["C"]]  # fmt: skip
+    assert (
+        [
+            smaller.item_features.fields["genres"].vocab.to_external(r[r > 0])  # type: ignore[union-attr]
+            for r in aligned.multi["genres"][1:]
+        ]
+        == [["B"], ["C"]]
+    )
     assert load_dataset(log, item_features=feats, features=True).item_features is not None
     with pytest.raises(DataError, match="features=False contradicts"):
         load_dataset(log, item_features=feats, features=False)
@@ -211,7 +261,9 @@ def test_describe_summarises_features() -> None:
 
 def test_feature_columns_option_syntax() -> None:
     assert parse_feature_columns("id=movieId,genres=multi", True, False) == (
-        {"id": "movieId", "genres": "multi"}, None)  # fmt: skip
+        {"id": "movieId", "genres": "multi"},
+        None,
+    )
     assert parse_feature_columns("item.id=movieId,user.age=numeric,x=auto") == (
         {"id": "movieId", "x": "auto"},
         {"age": "numeric", "x": "auto"},
@@ -224,8 +276,18 @@ def test_cli_reads_feature_files(tmp_path: Path) -> None:
     log = _log_file(tmp_path)
     feats = write(tmp_path / "movies.csv", "movieId,genres,year\n1,A|B,1990\n2,B,1995\n3,C,2001\n")
     runner = CliRunner()
-    result = runner.invoke(app, ["data", "--data", str(log), "--item-features", str(feats),
-                                 "--feature-columns", "id=movieId,genres=multi,year=numeric"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "data",
+            "--data",
+            str(log),
+            "--item-features",
+            str(feats),
+            "--feature-columns",
+            "id=movieId,genres=multi,year=numeric",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert (
         "item features  3 of 3 items have a row" in result.output

@@ -64,8 +64,10 @@ def field_values(data: Interactions, role: str, field: str, ext: str) -> list[st
 
 def test_amazon_toys_from_s3rec_files(tmp_path: Path) -> None:
     write(tmp_path / "amazon-toys" / "Toys_and_Games.txt.gz", "1 1 2 3\n2 2 3 4 5\n", gz=True)
-    write(tmp_path / "amazon-toys" / "Toys_and_Games_item2attributes.json",
-          json.dumps({"1": [7, 8], "2": [8], "3": [9, 7, 9], "4": [], "6": [1]}))  # fmt: skip
+    write(
+        tmp_path / "amazon-toys" / "Toys_and_Games_item2attributes.json",
+        json.dumps({"1": [7, 8], "2": [8], "3": [9, 7, 9], "4": [], "6": [1]}),
+    )
     data = load_dataset("toys", data_dir=tmp_path)
     assert (data.n_users, data.n_items, len(data)) == (2, 5, 7)
     assert data.items.to_external(data.sequences()[1]) == ["2", "3", "4", "5"]
@@ -82,9 +84,17 @@ def test_amazon_sports_without_attributes_is_the_plain_log(tmp_path: Path) -> No
     assert len(data) == 2 and data.item_features is None and data.source.format == "user-lines"
 
 
-ML100K_ITEM = "1|Toy Story (1995)|01-Jan-1995||http://x|" + "|".join("0001110000000000000") + "\n" + \
-              "2|GoldenEye (1995)|01-Jan-1995||http://x|" + "|".join("0110000000000000100") + "\n" + \
-              "3|unknown||||" + "|".join("1000000000000000000") + "\n"  # fmt: skip
+ML100K_ITEM = (
+    "1|Toy Story (1995)|01-Jan-1995||http://x|"
+    + "|".join("0001110000000000000")
+    + "\n"
+    + "2|GoldenEye (1995)|01-Jan-1995||http://x|"
+    + "|".join("0110000000000000100")
+    + "\n"
+    + "3|unknown||||"
+    + "|".join("1000000000000000000")
+    + "\n"
+)
 
 
 def test_ml100k_with_genres_users_ratings_and_timestamps(tmp_path: Path) -> None:
@@ -112,8 +122,11 @@ def test_ml1m_features_follow_the_papers_id_mapping(tmp_path: Path) -> None:
     write(root / "ml-1m.txt", "1 1\n1 2\n2 2\n")
     write(root / "sas_to_original_items.txt", "1 6\n2 5\n")
     write(root / "sas_to_original_users.txt", "1 3\n2 1\n")
-    write(root / "movies.dat", "5::Five (1995)::Drama\n6::Six (1996)::Comedy|War\n7::Seven (1997)::Horror\n",
-          encoding="latin-1")  # fmt: skip
+    write(
+        root / "movies.dat",
+        "5::Five (1995)::Drama\n6::Six (1996)::Comedy|War\n7::Seven (1997)::Horror\n",
+        encoding="latin-1",
+    )
     write(root / "users.dat", "1::F::1::10::48067\n3::M::25::15::55117\n")
     with pytest.warns(UserWarning, match="differs from the papers' ml-1m file"):
         data = load_dataset("ml-1m", data_dir=tmp_path)
@@ -131,15 +144,24 @@ def test_ml_latest_small_with_genres_tags_and_half_stars(tmp_path: Path) -> None
         "userId,movieId,rating,timestamp\n1,1,4.5,20\n1,2,0.5,10\n2,1,3.0,5\n",
         gz=True,
     )
-    write(root / "movies.csv.gz", 'movieId,title,genres\n1,"Heat, The (1995)",Action|Crime\n'
-          "2,Untitled,(no genres listed)\n3,Cold One (2001),Drama\n", gz=True)  # fmt: skip
-    write(root / "tags.csv.gz", "userId,movieId,tag,timestamp\n1,1,Dark hero,1\n2,1,dark,2\n1,2,slow,3\n"
-          "2,2,Dark comedy,4\n", gz=True)  # fmt: skip
+    write(
+        root / "movies.csv.gz",
+        'movieId,title,genres\n1,"Heat, The (1995)",Action|Crime\n'
+        "2,Untitled,(no genres listed)\n3,Cold One (2001),Drama\n",
+        gz=True,
+    )
+    write(
+        root / "tags.csv.gz",
+        "userId,movieId,tag,timestamp\n1,1,Dark hero,1\n2,1,dark,2\n1,2,slow,3\n2,2,Dark comedy,4\n",
+        gz=True,
+    )
     data = load_dataset("ml-latest-small", data_dir=tmp_path)
     assert data.sequences().columns["rating"][:2].tolist() == [0.5, 4.5]
     assert data.item_titles == {"1": "Heat, The (1995)", "2": "Untitled"}
-    assert field_values(data, "item", "genres", "1") == ["Action", "Crime"] and field_values(
-        data, "item", "genres", "2") == []  # fmt: skip
+    assert (
+        field_values(data, "item", "genres", "1") == ["Action", "Crime"]
+        and field_values(data, "item", "genres", "2") == []
+    )
     # tag words of at least 2 movies (TEXT_MIN_COUNT): "dark" is kept, "hero", "slow", "comedy" are not
     assert field_values(data, "item", "tags", "1") == ["dark"] and field_values(
         data, "item", "tags", "2"
@@ -148,13 +170,18 @@ def test_ml_latest_small_with_genres_tags_and_half_stars(tmp_path: Path) -> None
     assert aligned.numeric["year"].tolist() == [0.0, 1995.0, 0.0] and aligned.extra_ids == ("3",)
 
 
-TAOBAO = "\n".join([
-    "1,100,7,pv,1511544070",
-    "1,101,8,cart,1511500000",  # earlier than the row above: the file is not time-sorted per user
-    "1,102,7,buy,1511500000",  # same second as the row above: ties keep file order
-    "2,100,7,fav,1511600000",
-    "2,103,9,pv,1511400000",
-]) + "\n"  # fmt: skip
+TAOBAO = (
+    "\n".join(
+        [
+            "1,100,7,pv,1511544070",
+            "1,101,8,cart,1511500000",  # earlier than the row above: the file is not time-sorted per user
+            "1,102,7,buy,1511500000",  # same second as the row above: ties keep file order
+            "2,100,7,fav,1511600000",
+            "2,103,9,pv,1511400000",
+        ]
+    )
+    + "\n"
+)
 
 
 def test_taobao_sorts_stably_by_time_and_keeps_events_and_categories(tmp_path: Path) -> None:
@@ -182,8 +209,13 @@ def test_taobao_bad_lines_are_named(tmp_path: Path) -> None:
 
 
 def test_otto_sample(tmp_path: Path) -> None:
-    line = {"session": 7, "events": [{"aid": 5, "ts": 1659304800025, "type": "clicks"},
-                                     {"aid": 6, "ts": 1659304904511, "type": "orders"}]}  # fmt: skip
+    line = {
+        "session": 7,
+        "events": [
+            {"aid": 5, "ts": 1659304800025, "type": "clicks"},
+            {"aid": 6, "ts": 1659304904511, "type": "orders"},
+        ],
+    }
     write(tmp_path / "otto-sample" / "train.jsonl", json.dumps(line) + "\n")
     data = load_dataset("otto", data_dir=tmp_path)
     seqs = data.sequences()

@@ -15,7 +15,7 @@ from attnrec.cli.main import app
 from attnrec.data.build import from_columns
 from attnrec.data.split import leave_one_out
 from attnrec.evaluation.attention import AttentionSummary, attention_summary, histories_from_data
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 
 CONFIGS = {
     "sasrec": {"hidden": 16, "n_heads": 2, "max_len": 20, "dropout": 0.1},

@@ -13,12 +13,12 @@ import torch
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import IdMap, Sequences
 from attnrec.evaluation.attribution import METHODS, AttributableModel, AttributionError, attribute
-from attnrec.models.context import ItemFeatures, ModelContext
 from attnrec.models.contracts import EmbeddingInputs, Scorer
+from attnrec.models.item_context import ItemFeatures, ModelContext
 from attnrec.models.registry import get_spec
 from attnrec.models.sasrec import SASRec, SASRecConfig
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
+from attnrec.training.train_config import TrainConfig
 
 N_TRIGGERS, N_NOISE = 5, 30
 N_ITEMS = 2 * N_TRIGGERS + N_NOISE  # triggers 1..5, their targets 6..10, noise 11..40

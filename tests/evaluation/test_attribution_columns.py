@@ -9,7 +9,7 @@ import torch
 
 from attnrec.data.schema import IdMap, Sequences
 from attnrec.evaluation.attribution import AttributionError, attribute
-from attnrec.models.context import ModelContext
+from attnrec.models.item_context import ModelContext
 from attnrec.models.sasrec import SASRec, SASRecConfig
 
 HISTORY = np.array([3, 7, 2, 9])

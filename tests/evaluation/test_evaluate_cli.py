@@ -59,9 +59,22 @@ def test_time_window_metrics_from_the_cli_equal_the_python_api(
 ) -> None:
     out = tmp_path / "ev.json"
     code, output = run(
-        "evaluate", "--model", str(temporal_model), "--data", str(log), "--protocol", "time-window",
-        "--window", "60", "--metrics", ALL, "--ks", "5,10", "--json", str(out),
-    )  # fmt: skip
+        "evaluate",
+        "--model",
+        str(temporal_model),
+        "--data",
+        str(log),
+        "--protocol",
+        "time-window",
+        "--window",
+        "60",
+        "--metrics",
+        ALL,
+        "--ks",
+        "5,10",
+        "--json",
+        str(out),
+    )
     assert code == 0, output
     result = json.loads(out.read_text())["results"][0]
     assert (
@@ -161,9 +174,16 @@ def test_the_reference_pages_python_example_runs() -> None:
 
 def test_many_metrics_print_one_per_row_and_every_name_is_readable(log: Path, temporal_model: Path) -> None:
     code, output = run(
-        "evaluate", "--model", str(temporal_model), "--data", str(log), "--protocol", "time-window",
-        "--metrics", ALL
-    )  # fmt: skip
+        "evaluate",
+        "--model",
+        str(temporal_model),
+        "--data",
+        str(log),
+        "--protocol",
+        "time-window",
+        "--metrics",
+        ALL,
+    )
     assert code == 0, output
     for name in (
         "Recall@10",

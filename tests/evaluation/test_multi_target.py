@@ -78,11 +78,17 @@ def test_target_positions_count_non_targets_ahead_and_the_targets_above() -> Non
 def _log() -> tuple[object, dict[str, int]]:
     """Users a, b, c; cut at t = 100, a week-long window would hold everything: use window 50."""
     rows = [
-        ("a", "x", 10), ("a", "y", 20), ("a", "z", 110), ("a", "y", 120), ("a", "w", 130), ("a", "v", 160),
-        ("b", "x", 30), ("b", "v", 140),
+        ("a", "x", 10),
+        ("a", "y", 20),
+        ("a", "z", 110),
+        ("a", "y", 120),
+        ("a", "w", 130),
+        ("a", "v", 160),
+        ("b", "x", 30),
+        ("b", "v", 140),
         ("c", "w", 105),  # no history before the cut: a cold user, no case
         ("d", "z", 40),  # nothing in the window: no case
-    ]  # fmt: skip
+    ]
     data = from_columns([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
     return data, {x: int(data.items.get(x) or 0) for x in "vwxyz"}
 

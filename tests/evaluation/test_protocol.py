@@ -139,7 +139,7 @@ def test_bad_protocols_and_empty_cases() -> None:
 
 
 def test_batch_bounds_hold_at_most_the_positions_and_rows_asked_for() -> None:
-    from attnrec.evaluation.scoring import WINDOW, batch_bounds
+    from attnrec.evaluation.case_scoring import WINDOW, batch_bounds
 
     # widths 2,2,3,5,5 with 10 positions: [2,2,3] would be 3 x 3 = 9 <= 10, [.., 5] 4 x 5 > 10
     assert batch_bounds(np.array([2, 2, 3, 5, 5]), 8, 10) == [(0, 3), (3, 5)]

@@ -24,8 +24,8 @@ from baseline_kit import (
 from attnrec import Recommender
 from attnrec.config import config_from_dict
 from attnrec.models.registry import get_spec
-from attnrec.training.config import TrainConfig
 from attnrec.training.optim import make_optimizer
+from attnrec.training.train_config import TrainConfig
 
 # Models with user factors fold an unknown user's history in; the others read only the history.
 WITH_USER_FACTORS = ["bprmf", "ncf", "fpmc", "transrec", "caser"]

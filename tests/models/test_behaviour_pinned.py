@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from attnrec.data.schema import IdMap, Sequences
-from attnrec.models.context import ModelContext
+from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import get_spec
 
 PINNED = Path(__file__).with_name("behaviour_pinned.json")

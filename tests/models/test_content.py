@@ -15,7 +15,7 @@ from attnrec.data.feature_files import with_features
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import IdMap, Sequences
 from attnrec.models.content import Content, ContentConfig
-from attnrec.models.context import ItemFeatures, ModelContext
+from attnrec.models.item_context import ItemFeatures, ModelContext
 from synthetic_logs import ring_log
 
 

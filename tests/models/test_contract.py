@@ -14,8 +14,8 @@ from attnrec.data.feature_files import with_features
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
-from attnrec.models.context import ItemFeatures, ModelContext
 from attnrec.models.contracts import WeightedLoss, capabilities
+from attnrec.models.item_context import ItemFeatures, ModelContext
 from attnrec.models.registry import get_spec
 from synthetic_logs import ring_log
 

@@ -16,7 +16,7 @@ import torch
 
 from attnrec.config import config_from_dict
 from attnrec.models.registry import get_spec
-from attnrec.recommend.core import build_core
+from attnrec.recommend.model_core import build_core
 from synthetic_logs import ring_log
 
 # SASRec's kernels as they were then (nn.Dropout's masks, the row-major softmax), defaults since.

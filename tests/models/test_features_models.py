@@ -17,7 +17,7 @@ import torch
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import IdMap
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
-from attnrec.models.context import ItemFeatures, ModelContext
+from attnrec.models.item_context import ItemFeatures, ModelContext
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from synthetic_logs import ring_log
 
@@ -250,7 +250,7 @@ def test_the_scoring_table_is_kept_while_its_inputs_stay() -> None:
 
 
 def test_feature_fields_choose_the_fields_read() -> None:
-    from attnrec.models.context import feature_settings
+    from attnrec.models.item_context import feature_settings
 
     cfg = SASRecConfig(item_features="sum", feature_fields="category, tags")
     assert feature_settings(cfg) == ("sum", ("category", "tags"), False)

@@ -16,7 +16,7 @@ from attnrec.evaluation.protocol import FULL
 from attnrec.models.hstu import HSTU, HSTUConfig, time_buckets
 from attnrec.models.nn.wrapper import NEWEST
 from attnrec.recommend import load
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from position_negatives import position_batch
 
 SMALL = {

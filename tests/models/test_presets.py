@@ -17,7 +17,7 @@ from attnrec.data.schema import Interactions
 from attnrec.data.split import Split, leave_one_out
 from attnrec.models.promises import PROMISES
 from attnrec.models.registry import get_spec
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 MODELS = list_models("sequential")
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "runs"

@@ -13,8 +13,8 @@ import torch
 
 from attnrec.data.schema import DataError, IdMap, Sequences
 from attnrec.models.bert4rec import BERT4Rec, BERT4RecConfig
-from attnrec.models.context import ModelContext
 from attnrec.models.event_context import EXPLICIT_NEGATIVE, REQUEST_TIME, interval_buckets
+from attnrec.models.item_context import ModelContext
 from attnrec.models.sasrec import SASRec, SASRecConfig
 from synthetic_logs import HOURLY_VARIANTS, hourly_sequences, train_hourly_sasrec
 

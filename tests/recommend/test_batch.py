@@ -18,8 +18,8 @@ import pytest
 
 from attnrec.data.schema import DataError, DataSource, Interactions
 from attnrec.recommend import Recommender
-from attnrec.recommend.batch import BatchError, read_batch_metadata, score_to_parquet
 from attnrec.recommend.batch_input import USER, Request
+from attnrec.recommend.batch_scoring import BatchError, read_batch_metadata, score_to_parquet
 from synthetic_logs import ring_log
 
 CHUNK = 32  # 150 users: 5 chunks, the last one short

@@ -16,7 +16,7 @@ import pytest
 
 from attnrec.recommend import Recommender
 from attnrec.recommend.event_requests import stored_columns
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.recommend.reasons import (
     DEFAULT_EVENT_VERBS,
     ExplainedEvent,
@@ -169,8 +169,8 @@ def test_event_verbs_are_checked_in_one_line() -> None:
 
 
 def test_one_verb_rule_for_the_cli_the_service_and_python() -> None:
-    from attnrec.cli._reasons import check_verb as cli_check_verb
-    from attnrec.serving.config import ServingConfig
+    from attnrec.cli._item_explanations import check_verb as cli_check_verb
+    from attnrec.serving.serving_config import ServingConfig
 
     assert (
         check_verb(" watched ") == "watched" and ServingConfig(reason_verb=" rated ").reason_verb == "rated"

@@ -15,7 +15,7 @@ import pytest
 
 from attnrec.data.schema import Interactions
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from synthetic_logs import hourly_shop_log
 
 TRAIN = {"max_epochs": 1, "batch_size": 64, "seed": 0, "threads": 1}

@@ -19,8 +19,8 @@ import pytest
 
 from attnrec.data.schema import COLUMN_DTYPES, EVENT, RATING, TIMESTAMP, DataSource, IdMap, Interactions
 from attnrec.recommend import Recommender
-from attnrec.recommend.batch import score_to_parquet
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.batch_scoring import score_to_parquet
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.recommend.live import merge, stored_part
 from attnrec.store import Event, Recent, SqliteStore
 from synthetic_logs import hourly_shop_log, ring_log

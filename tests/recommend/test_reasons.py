@@ -15,7 +15,7 @@ import pytest
 from attnrec.data.schema import DataSource, Interactions
 from attnrec.evaluation.attribution import AttributionError, attribute
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.recommend.reasons import GREEDY_DEPTH, ExplainedEvent, reason
 from synthetic_logs import ring_log
 

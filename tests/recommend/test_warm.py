@@ -16,7 +16,7 @@ from attnrec.data.features import FeatureTable
 from attnrec.data.schema import Interactions
 from attnrec.data.split import FINAL, leave_one_out
 from attnrec.recommend import cold_items, warm
-from attnrec.recommend.core import build_core
+from attnrec.recommend.model_core import build_core
 
 TINY = {"hidden": 16, "n_layers": 1, "n_heads": 1, "max_len": 12}
 FAST = {"max_epochs": 2, "batch_size": 64, "seed": 3}

@@ -20,7 +20,7 @@ with warnings.catch_warnings():
 
 from attnrec.data.schema import Interactions
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.serving.app import ServingConfig, create_app
 from attnrec.serving.page import CSP
 

@@ -23,7 +23,7 @@ import pytest
 from real_server import running_server
 
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

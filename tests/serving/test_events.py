@@ -32,7 +32,7 @@ with warnings.catch_warnings():
 from attnrec.recommend import Recommender
 from attnrec.serving.app import ServingConfig, create_app
 from attnrec.serving.auth import admin_allowed
-from attnrec.serving.events import router as events_router
+from attnrec.serving.event_routes import router as events_router
 from attnrec.store import RedisStore, SqliteStore
 
 KEY = "k-0123456789abcdef-events"

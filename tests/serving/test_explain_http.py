@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from attnrec.data.schema import Interactions
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.serving.app import ServingConfig, create_app
 
 VERB = "watched"

@@ -24,8 +24,8 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from attnrec.recommend import Recommender
+from attnrec.serving.api_errors import error_json
 from attnrec.serving.app import ServingConfig, create_app
-from attnrec.serving.errors import error_json
 from attnrec.serving.schemas import MAX_ID_CHARS, MAX_IDS
 
 

@@ -17,7 +17,7 @@ from attnrec.recommend import Recommender
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.app import create_app
 from attnrec.serving.batcher import MicroBatcher
-from attnrec.serving.registry import backend_of, served_capabilities
+from attnrec.serving.model_table import backend_of, served_capabilities
 
 
 class OnlyExplains:
@@ -94,7 +94,7 @@ def test_batch_sizes_are_reported_once_per_gathered_batch_even_when_it_is_retrie
     ],
 )
 def test_serving_config_rejects_bad_settings(bad: dict[str, Any], match: str) -> None:
-    from attnrec.serving.config import ServingConfig
+    from attnrec.serving.serving_config import ServingConfig
 
     with pytest.raises(ValueError, match=match):
         ServingConfig(**bad)

@@ -28,8 +28,8 @@ from real_server import running_server
 
 from attnrec.checkpoint import MANIFEST, CheckpointError
 from attnrec.recommend import Recommender
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.app import FromDirectory, ServingConfig, create_app
-from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState
 from attnrec.serving.reload import reload_model
 from damaged_dirs import DAMAGE, KEY, damaged, fifo_weights

@@ -9,9 +9,9 @@ import torch
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.sasrec import SASRec, SASRecConfig
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
 from attnrec.training.step import LossOf
+from attnrec.training.train_config import TrainConfig
 
 
 def _model(ring: Interactions, loss: str) -> SASRec:

@@ -152,9 +152,9 @@ def test_sparse_embedding_touches_only_the_batch_rows_and_resumes_exactly(
     ring: Interactions, tmp_path: Path
 ) -> None:
     from attnrec.data.split import leave_one_out
-    from attnrec.training.config import TrainConfig
     from attnrec.training.loop import train
     from attnrec.training.optim import Optimizers, make_optimizer
+    from attnrec.training.train_config import TrainConfig
 
     cfg = SASRecConfig(
         hidden=8,

@@ -11,8 +11,8 @@ from attnrec.data.build import from_columns
 from attnrec.data.schema import DataSource, Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.sasrec import SASRec, SASRecConfig
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
+from attnrec.training.train_config import TrainConfig
 
 CFG = SASRecConfig(hidden=16, n_layers=1, max_len=10, loss="ce")
 
@@ -249,7 +249,7 @@ def test_small_validation_is_called_noisy_and_a_large_one_is_not(caplog: pytest.
     from attnrec.data.schema import DataSource
     from attnrec.evaluation.metrics import ranking_metrics, ranking_standard_errors
     from attnrec.evaluation.protocol import FULL, EvalResult
-    from attnrec.recommend.core import warn_if_noisy
+    from attnrec.recommend.model_core import warn_if_noisy
 
     def result(n: int) -> EvalResult:
         ranks = np.where(np.arange(n) % 20 == 0, 0, 500)  # 5% hits at rank 0: NDCG@10 0.05

@@ -17,8 +17,8 @@ from attnrec.checkpoint import CheckpointError
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.models.sasrec import SASRec, SASRecConfig
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import train
+from attnrec.training.train_config import TrainConfig
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 CFG = SASRecConfig(hidden=16, n_layers=1, max_len=10, loss="bce", dropout=0.3)

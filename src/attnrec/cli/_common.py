@@ -1,9 +1,9 @@
-"""Pieces shared by the command modules: consoles, logging, the error wrapper, data loading, option choices.
+"""Pieces shared by the command modules: consoles, logging, the error wrapper, data loading.
 
 Every command is wrapped in :func:`cli_errors`, so bad input ends with one red line on stderr and
-exit code 2, never a traceback (set ``ATTNREC_DEBUG=1`` to see the traceback anyway). The choices
-of ``--protocol`` and ``--split`` are the library's own declarations
-(:data:`attnrec.evaluation.protocol.PROTOCOLS`, :data:`attnrec.data.split.SPLITS`).
+exit code 2, never a traceback (set ``ATTNREC_DEBUG=1`` to see the traceback anyway). The option
+types several commands declare, with the choices of ``--protocol`` and ``--split``, are in
+:mod:`attnrec.cli._options`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import functools
 import inspect
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
@@ -29,8 +29,6 @@ from attnrec.data.datasets import load_dataset
 from attnrec.data.feature_files import parse_feature_columns
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.signals import signals
-from attnrec.data.split import SPLITS
-from attnrec.evaluation.protocol import PROTOCOLS
 
 if TYPE_CHECKING:
     from attnrec.recommend import Recommender
@@ -138,11 +136,21 @@ def load_data(
     item_cols, user_cols = parse_feature_columns(
         feature_columns, item_features is not None, user_features is not None
     )
-    return load_dataset(spec, format=fmt, columns=parse_columns(columns), min_rating=min_rating,
-                        k_core=k_core, data_dir=data_dir, titles=titles, item_features=item_features,
-                        user_features=user_features, item_feature_columns=item_cols,
-                        user_feature_columns=user_cols,
-                        missing_features=missing_features, time_format=time_format)  # fmt: skip
+    return load_dataset(
+        spec,
+        format=fmt,
+        columns=parse_columns(columns),
+        min_rating=min_rating,
+        k_core=k_core,
+        data_dir=data_dir,
+        titles=titles,
+        item_features=item_features,
+        user_features=user_features,
+        item_feature_columns=item_cols,
+        user_feature_columns=user_cols,
+        missing_features=missing_features,
+        time_format=time_format,
+    )
 
 
 DataOpt = Annotated[
@@ -354,39 +362,6 @@ def parse_columns(text: str | None) -> dict[str, str | int] | None:
         col = col.strip()
         out[role.strip()] = int(col) if col.isdigit() else col
     return out
-
-
-# -- option choices --------------------------------------------------------------------------------
-def _choice(names: Sequence[str]) -> Callable[[str], str]:
-    """A typer ``parser`` that accepts exactly ``names`` (click reports anything else as a usage error)."""
-
-    def parse(value: str) -> str:
-        if value not in names:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}")
-        return value
-
-    return parse
-
-
-parse_protocol_name = _choice(tuple(PROTOCOLS))
-parse_split_name = _choice(SPLITS)
-PROTOCOL_METAVAR = "[" + "|".join(PROTOCOLS) + "]"
-SPLIT_METAVAR = "[" + "|".join(SPLITS) + "]"
-TargetEventsOpt = Annotated[
-    str,
-    typer.Option(
-        "--target-events",
-        help="last-qualifying split: the event types whose last one per user is the target, "
-        "comma-separated names (e.g. buy for 'next buy').",
-    ),
-]
-MinTargetRatingOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--min-target-rating",
-        help="last-qualifying split: only events rated at least this are targets (e.g. 4 for 'liked').",
-    ),
-]
 
 
 def parse_ks(text: str) -> tuple[int, ...]:

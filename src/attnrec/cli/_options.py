@@ -1,20 +1,52 @@
 """Option types that several commands declare alike: the model (a registered name or a saved
 directory), the device, the sampled negatives, the candidate filters, the manifest key, and the
 ``--protocol`` and ``--split`` options with their parsers (each command words its own help for those
-two)."""
+two). The choices of ``--protocol`` and ``--split`` are the library's own declarations
+(:data:`attnrec.evaluation.protocol.PROTOCOLS`, :data:`attnrec.data.split.SPLITS`)."""
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from attnrec.cli._common import (
-    MANIFEST_KEY_HELP,
-    PROTOCOL_METAVAR,
-    SPLIT_METAVAR,
-    parse_protocol_name,
-    parse_split_name,
-)
+from attnrec.cli._common import MANIFEST_KEY_HELP
+from attnrec.data.split import SPLITS
+from attnrec.evaluation.protocol import PROTOCOLS
+
+
+# -- choices --------------------------------------------------------------------------------
+def choice(names: Sequence[str]) -> Callable[[str], str]:
+    """A typer ``parser`` that accepts exactly ``names`` (click reports anything else as a usage error)."""
+
+    def parse(value: str) -> str:
+        if value not in names:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}")
+        return value
+
+    return parse
+
+
+parse_protocol_name = choice(tuple(PROTOCOLS))
+parse_split_name = choice(SPLITS)
+PROTOCOL_METAVAR = "[" + "|".join(PROTOCOLS) + "]"
+SPLIT_METAVAR = "[" + "|".join(SPLITS) + "]"
+TargetEventsOpt = Annotated[
+    str,
+    typer.Option(
+        "--target-events",
+        help="last-qualifying split: the event types whose last one per user is the target, "
+        "comma-separated names (e.g. buy for 'next buy').",
+    ),
+]
+MinTargetRatingOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--min-target-rating",
+        help="last-qualifying split: only events rated at least this are targets (e.g. 4 for 'liked').",
+    ),
+]
+
 
 ModelNameOpt = Annotated[
     str, typer.Option("--model", "-m", help="Registered model name (see 'attnrec models').")

@@ -23,7 +23,8 @@ from attnrec.cli._common import (
 )
 from attnrec.cli._options import DeviceOpt, ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
 from attnrec.cli.main import app
-from attnrec.recommend.batch import (
+from attnrec.recommend.batch_input import DatasetUsers, FileUsers, UserSource
+from attnrec.recommend.batch_scoring import (
     DEFAULT_CHUNK_USERS,
     LAYOUTS,
     BatchResult,
@@ -31,7 +32,6 @@ from attnrec.recommend.batch import (
     score_to_parquet,
     unknown_filter_items,
 )
-from attnrec.recommend.batch_input import DatasetUsers, FileUsers, UserSource
 
 
 def _layout(value: str) -> str:

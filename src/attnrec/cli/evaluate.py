@@ -14,14 +14,20 @@ from attnrec.cli._common import (
     DataOpt,
     DataOptions,
     LoadOptions,
-    MinTargetRatingOpt,
-    TargetEventsOpt,
     cli_errors,
     option_groups,
     parse_ks,
     warn_line,
 )
-from attnrec.cli._options import DeviceOpt, ModelDirOpt, NegativesOpt, protocol_option, split_option
+from attnrec.cli._options import (
+    DeviceOpt,
+    MinTargetRatingOpt,
+    ModelDirOpt,
+    NegativesOpt,
+    TargetEventsOpt,
+    protocol_option,
+    split_option,
+)
 from attnrec.cli._output import (
     JsonOpt,
     JsonOutOpt,

@@ -11,7 +11,7 @@ from attnrec.cli.main import app
 from attnrec.config import config_to_dict
 from attnrec.data.describe import describe, format_description
 from attnrec.models.registry import get_spec, list_models
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 
 # -- data ------------------------------------------------------------------------------------------

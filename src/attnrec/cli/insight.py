@@ -13,9 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnrec.cli._common import QueryOptions, cli_errors, err, load_data, option_groups, out, warn_line
-from attnrec.cli._options import DeviceOpt
-from attnrec.cli._output import JsonOpt, print_json
-from attnrec.cli._reasons import (
+from attnrec.cli._item_explanations import (
     METHOD_HELP,
     EventVerbOpt,
     ReasonVerb,
@@ -23,10 +21,12 @@ from attnrec.cli._reasons import (
     parse_event_verbs,
     print_item_explanations,
 )
+from attnrec.cli._options import DeviceOpt
+from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
 from attnrec.recommend import Recommender
-from attnrec.recommend.insight import explain_recommendation
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.recommend.reasons import DEFAULT_METHOD, check_method
 
 ModelDir = Annotated[Path, typer.Option("--model", "-m", help="A SASRec or BERT4Rec model directory.")]

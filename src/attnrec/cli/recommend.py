@@ -16,9 +16,15 @@ from attnrec.cli._common import (
     split_list,
     warn_line,
 )
+from attnrec.cli._item_explanations import (
+    METHOD_HELP,
+    EventVerbOpt,
+    ReasonVerb,
+    check_verb,
+    parse_event_verbs,
+)
 from attnrec.cli._options import DeviceOpt, ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
 from attnrec.cli._output import JsonOpt, print_json
-from attnrec.cli._reasons import METHOD_HELP, EventVerbOpt, ReasonVerb, check_verb, parse_event_verbs
 from attnrec.cli.main import app
 from attnrec.recommend.reasons import check_method
 

@@ -20,7 +20,7 @@ import typer
 
 from attnrec.cli._common import DataOptions, cli_errors, err, option_groups
 from attnrec.cli._options import ManifestKeyOpt
-from attnrec.cli._warm import EpochsFromOpt, fixed_epochs
+from attnrec.cli._warm_options import EpochsFromOpt, fixed_epochs
 from attnrec.cli.ingest import StoreOpt
 from attnrec.cli.main import app
 from attnrec.config import ConfigError

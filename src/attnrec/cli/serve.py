@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from attnrec.cli._common import cli_errors, err
-from attnrec.cli._reasons import EventVerbOpt, parse_event_verbs
+from attnrec.cli._item_explanations import EventVerbOpt, parse_event_verbs
 from attnrec.cli.ingest import RetentionOpt
 from attnrec.cli.main import app
 from attnrec.store import DEFAULT_RETENTION, open_store

@@ -14,8 +14,6 @@ from rich.markup import escape
 from attnrec.cli._common import (
     DataOpt,
     DataOptions,
-    MinTargetRatingOpt,
-    TargetEventsOpt,
     cli_errors,
     err,
     log_to_stderr,
@@ -23,10 +21,24 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._options import ManifestKeyOpt, ModelNameOpt, NegativesOpt, SignalOpt, protocol_option
+from attnrec.cli._options import (
+    ManifestKeyOpt,
+    MinTargetRatingOpt,
+    ModelNameOpt,
+    NegativesOpt,
+    SignalOpt,
+    TargetEventsOpt,
+    protocol_option,
+)
 from attnrec.cli._results import print_results
-from attnrec.cli._tracking import TrackingOptions
-from attnrec.cli._warm import EpochsFromOpt, InitFromOpt, check_final_fit, fixed_epochs, parse_train_split
+from attnrec.cli._tracking_options import TrackingOptions
+from attnrec.cli._warm_options import (
+    EpochsFromOpt,
+    InitFromOpt,
+    check_final_fit,
+    fixed_epochs,
+    parse_train_split,
+)
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.schema import Interactions
@@ -46,8 +58,8 @@ from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import Recommender, warm
 from attnrec.recommend.persistence import load_policy
 from attnrec.training import distributed
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import resolve_device
+from attnrec.training.train_config import TrainConfig
 
 TrainSplitOpt = Annotated[
     str,

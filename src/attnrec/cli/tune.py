@@ -26,7 +26,7 @@ from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.split import DEFAULT_SPLIT, make_split
 from attnrec.evaluation.metrics import METRICS
 from attnrec.models.registry import get_spec
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 if TYPE_CHECKING:  # Optuna is an extra (attnrec[tune]): imported when the command runs, not with the CLI
     from attnrec.experiments.tuning_output import TuneOutcome

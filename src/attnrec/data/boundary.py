@@ -306,6 +306,14 @@ def datetime_seconds(stamps: pd.Series) -> np.ndarray:
 
 
 __all__ = [
-    "NAMED_TIME_FORMATS", "Origin", "as_series", "check_time_format", "datetime_seconds", "id_column",
-    "id_text", "number_column", "row_label", "time_column",
-]  # fmt: skip
+    "NAMED_TIME_FORMATS",
+    "Origin",
+    "as_series",
+    "check_time_format",
+    "datetime_seconds",
+    "id_column",
+    "id_text",
+    "number_column",
+    "row_label",
+    "time_column",
+]

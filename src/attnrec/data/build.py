@@ -63,8 +63,15 @@ def from_columns(
         None if events is None else id_column(events, "event", "events", origin),
         {name: checked_signal(name, col, name, origin) for name, col in (signals or {}).items()},
     )
-    return build_log(columns, source=source, item_titles=item_titles, min_rating=min_rating, k_core=k_core,
-                     item_features=item_features, user_features=user_features)  # fmt: skip
+    return build_log(
+        columns,
+        source=source,
+        item_titles=item_titles,
+        min_rating=min_rating,
+        k_core=k_core,
+        item_features=item_features,
+        user_features=user_features,
+    )
 
 
 @dataclass(frozen=True)

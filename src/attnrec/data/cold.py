@@ -131,10 +131,15 @@ def _warm_log(data: Interactions, n_warm: int) -> Interactions:
         return None if a is None else a[keep]
 
     return dataclasses.replace(
-        data, user=data.user[keep], item=data.item[keep], timestamp=cut(data.timestamp),
+        data,
+        user=data.user[keep],
+        item=data.item[keep],
+        timestamp=cut(data.timestamp),
         rating=cut(data.rating),
-        event=cut(data.event), events=data.events,
-        items=IdMap(data.items.external[: n_warm], data.items.offset))  # fmt: skip
+        event=cut(data.event),
+        events=data.events,
+        items=IdMap(data.items.external[:n_warm], data.items.offset),
+    )
 
 
 def _without_cold(seqs: Sequences, n_warm: int, n_items: int) -> Sequences:

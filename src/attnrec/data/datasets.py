@@ -55,10 +55,14 @@ class ReadOptions:
 
     def attach_features(self, data: Interactions) -> Interactions:
         """``data`` with these options' feature tables (unchanged when there are none)."""
-        return with_features(data, self.item_features, self.user_features,
-                             item_columns=self.item_feature_columns,
-                             user_columns=self.user_feature_columns,
-                             missing=self.missing_features)  # fmt: skip
+        return with_features(
+            data,
+            self.item_features,
+            self.user_features,
+            item_columns=self.item_feature_columns,
+            user_columns=self.user_feature_columns,
+            missing=self.missing_features,
+        )
 
 
 def load_dataset(
@@ -132,12 +136,18 @@ def load_dataset(
         raise DataError("features=False contradicts the item_features/user_features given")
     if missing_features not in MISSING_POLICIES:
         raise DataError(f"missing_features={missing_features!r}: use one of {', '.join(MISSING_POLICIES)}")
-    options = ReadOptions(format=format, columns=columns, min_rating=min_rating, k_core=k_core,
-                          item_features=item_features, user_features=user_features,
-                          item_feature_columns=item_feature_columns,
-                          user_feature_columns=user_feature_columns,
-                          missing_features=missing_features,
-                          time_format=check_time_format(time_format))  # fmt: skip
+    options = ReadOptions(
+        format=format,
+        columns=columns,
+        min_rating=min_rating,
+        k_core=k_core,
+        item_features=item_features,
+        user_features=user_features,
+        item_feature_columns=item_feature_columns,
+        user_feature_columns=user_feature_columns,
+        missing_features=missing_features,
+        time_format=check_time_format(time_format),
+    )
     if is_frame(spec):
         return _with_titles(options.attach_features(_read_frame(spec, options)), titles, title_mapping)
     text = str(spec).strip()
@@ -176,9 +186,18 @@ def _read_frame(frame: FrameLike, options: ReadOptions) -> Interactions:
         raise DataError(f"unknown column roles {sorted(unknown)}; use {', '.join(roles)}")
     named = {r: str(c) for r, c in columns.items()}
     declared = {r: c for r, c in named.items() if _declared(r)}
-    return from_frame(frame, named.get("user"), named.get("item"), named.get("timestamp"), named.get("event"),
-                      named.get("rating"), time_format=options.time_format, min_rating=options.min_rating,
-                      k_core=options.k_core, signals=declared)  # fmt: skip
+    return from_frame(
+        frame,
+        named.get("user"),
+        named.get("item"),
+        named.get("timestamp"),
+        named.get("event"),
+        named.get("rating"),
+        time_format=options.time_format,
+        min_rating=options.min_rating,
+        k_core=options.k_core,
+        signals=declared,
+    )
 
 
 def _declared(role: str) -> bool:

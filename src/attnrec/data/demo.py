@@ -40,10 +40,31 @@ from attnrec.data.build import from_columns
 from attnrec.data.schema import DataError, DataSource, Interactions
 
 GENRES = (
-    "Sci-Fi", "Drama", "Comedy", "Thriller", "Documentary", "Animation", "Romance", "Horror",
-    "Fantasy", "Mystery", "Crime", "Adventure", "Western", "Musical", "War", "Family",
-    "Noir", "Sports", "History", "Anime", "Superhero", "Biography", "Satire", "Cyberpunk",
-)  # fmt: skip
+    "Sci-Fi",
+    "Drama",
+    "Comedy",
+    "Thriller",
+    "Documentary",
+    "Animation",
+    "Romance",
+    "Horror",
+    "Fantasy",
+    "Mystery",
+    "Crime",
+    "Adventure",
+    "Western",
+    "Musical",
+    "War",
+    "Family",
+    "Noir",
+    "Sports",
+    "History",
+    "Anime",
+    "Superhero",
+    "Biography",
+    "Satire",
+    "Cyberpunk",
+)
 
 _START = 1_577_836_800  # 2020-01-01T00:00:00Z
 _SPAN = 3 * 365 * 86_400  # users start within three years
@@ -166,9 +187,15 @@ def make_demo(
     query = f"n_users={n_users}&n_items={n_items}&seed={seed}&knobs={digest}"
     source = DataSource("demo", f"builtin:demo?{query}", "demo", sha.hexdigest())
     return from_columns(
-        user_col, ext_items, time_col, rating_col,
-        source=source, item_titles=titles, min_rating=min_rating, k_core=k_core,
-    )  # fmt: skip
+        user_col,
+        ext_items,
+        time_col,
+        rating_col,
+        source=source,
+        item_titles=titles,
+        min_rating=min_rating,
+        k_core=k_core,
+    )
 
 
 class _World:
@@ -296,9 +323,14 @@ def _user_sequence(
 
 
 def _series_step(
-    world: _World, cur: int, seen: set[int], pending: list[int], r_move: float, r_resume: float,
+    world: _World,
+    cur: int,
+    seen: set[int],
+    pending: list[int],
+    r_move: float,
+    r_resume: float,
     knobs: DemoKnobs,
-) -> int:  # fmt: skip
+) -> int:
     """After item ``cur``: its series' next part, the follow-up series' first part, or the most
     recently abandoned series; -1 when none is drawn (or it was seen). Uses no extra randomness."""
     nxt = -1

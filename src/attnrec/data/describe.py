@@ -96,13 +96,19 @@ def describe_features(table: FeatureTable | None, ids: IdMap) -> dict[str, Any] 
             }
         else:
             counts = (aligned.multi[name][rows] > 0).sum(axis=1)
-            fields[name] = {"kind": kind, "values": aligned.vocab_sizes[name],
-                            "coverage": float((counts > 0).sum() / n),
-                            "per_row": round(
-                                float(counts[counts > 0].mean()) if (counts > 0).any() else 0.0, 2
-                            )}  # fmt: skip
-    return {"source": table.source, "rows": len(table), "covered": len(ids) - len(aligned.missing_ids),
-            "extra_ids": len(aligned.extra_ids), "fields": fields}  # fmt: skip
+            fields[name] = {
+                "kind": kind,
+                "values": aligned.vocab_sizes[name],
+                "coverage": float((counts > 0).sum() / n),
+                "per_row": round(float(counts[counts > 0].mean()) if (counts > 0).any() else 0.0, 2),
+            }
+    return {
+        "source": table.source,
+        "rows": len(table),
+        "covered": len(ids) - len(aligned.missing_ids),
+        "extra_ids": len(aligned.extra_ids),
+        "fields": fields,
+    }
 
 
 def _distribution(lengths: np.ndarray) -> dict[str, float]:
@@ -127,8 +133,10 @@ def _iso(t: float) -> str:
 def _feature_lines(f: dict[str, Any] | None, role: str, plural: str, n: int) -> list[str]:
     if f is None:
         return []
-    lines = [f"{role} features  {f['covered']:,} of {n:,} {plural} have a row ({f['extra_ids']:,} rows for "
-             f"{plural} not in the log) from {f['source']}"]  # fmt: skip
+    lines = [
+        f"{role} features  {f['covered']:,} of {n:,} {plural} have a row ({f['extra_ids']:,} rows for "
+        f"{plural} not in the log) from {f['source']}"
+    ]
     for name, info in f["fields"].items():
         values = "" if info["values"] is None else f", {info['values']:,} values"
         per_row = f", {info['per_row']:g} per {role}" if "per_row" in info else ""

@@ -61,8 +61,15 @@ def read_features(
     p = require_file(path)
     df, line_of = _read_frame(p, value_field)
     id_col = _id_column(list(df.columns), id_column, role, p)
-    return from_frame(df, id_col, fields, source=str(p), line_of=line_of, text_min_count=text_min_count,
-                      text_max_vocab=text_max_vocab)  # fmt: skip
+    return from_frame(
+        df,
+        id_col,
+        fields,
+        source=str(p),
+        line_of=line_of,
+        text_min_count=text_min_count,
+        text_max_vocab=text_max_vocab,
+    )
 
 
 def feature_table(
@@ -160,14 +167,18 @@ def _id_column(columns: list[str], wanted: str | None, role: str, source: object
             return wanted
         if wanted.strip().lower() in lower:
             return lower[wanted.strip().lower()]
-        raise DataError(f"{source}: no ID column {wanted!r}; available columns: "
-                        f"{', '.join(repr(c) for c in columns[:30])}")  # fmt: skip
+        raise DataError(
+            f"{source}: no ID column {wanted!r}; available columns: "
+            f"{', '.join(repr(c) for c in columns[:30])}"
+        )
     for alias in (*ID_ALIASES.get(role, ()), "id"):
         if alias in lower:
             return lower[alias]
-    raise DataError(f"{source}: no {role} ID column (looked for {', '.join(ID_ALIASES[role][:5])}, id); "
-                    f"available columns: {', '.join(repr(c) for c in columns[:30])}; "
-                    "name it with id=<column>")  # fmt: skip
+    raise DataError(
+        f"{source}: no {role} ID column (looked for {', '.join(ID_ALIASES[role][:5])}, id); "
+        f"available columns: {', '.join(repr(c) for c in columns[:30])}; "
+        "name it with id=<column>"
+    )
 
 
 def _read_frame(p: Path, value_field: str) -> tuple[pd.DataFrame, LineOf]:
@@ -217,8 +228,15 @@ def _read_text(p: Path, name: str) -> tuple[pd.DataFrame, LineOf]:
     sep = "," if name.endswith(".csv") else "\t" if name.endswith((".tsv", ".tab")) else sniff_separator(p)
     try:
         # Every cell as text, nothing read as missing but empty cells: IDs stay exactly as written.
-        df = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                         compression="gzip" if is_gzip(p) else None, skip_blank_lines=True)  # fmt: skip
+        df = pd.read_csv(
+            p,
+            sep=sep,
+            dtype=str,
+            keep_default_na=False,
+            na_values=[""],
+            compression="gzip" if is_gzip(p) else None,
+            skip_blank_lines=True,
+        )
     except pd.errors.ParserError as e:
         raise DataError(parser_error(p, str(e))) from None
     except UnicodeDecodeError as e:
@@ -247,6 +265,11 @@ def _short_row(p: Path, sep: str, width: int) -> tuple[int, int] | None:
 
 
 __all__ = [
-    "FeatureSource", "ROLES", "feature_table", "parse_feature_columns", "read_features", "split_id",
+    "FeatureSource",
+    "ROLES",
+    "feature_table",
+    "parse_feature_columns",
+    "read_features",
+    "split_id",
     "with_features",
-]  # fmt: skip
+]

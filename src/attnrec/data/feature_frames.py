@@ -72,8 +72,10 @@ def infer_kind(values: pd.Series, name: str, source: str, line_of: LineOf) -> st
         return "numeric"
     if len(texts) >= 10 and sum(numbers) >= _NUMERIC_LOOKING * len(texts):
         row, bad = next(rt for rt, ok in zip(texts, numbers, strict=True) if not ok)
-        raise DataError(f"{source}: {line_of(row)}: field {name!r} looks numeric but has {bad[:40]!r}; "
-                        f"fix the value, or declare the field's kind (e.g. {name}=categorical)")  # fmt: skip
+        raise DataError(
+            f"{source}: {line_of(row)}: field {name!r} looks numeric but has {bad[:40]!r}; "
+            f"fix the value, or declare the field's kind (e.g. {name}=categorical)"
+        )
     if any(MULTI_SEPARATOR in t for _, t in texts):
         return "multi"
     spaced = sum(" " in t for _, t in texts)
@@ -180,8 +182,10 @@ def _id_strings(values: pd.Series, column: str, source: str, line_of: LineOf) ->
             raise DataError(f"{source}: {line_of(r)}: missing ID (column {column!r})")
         first = seen.setdefault(key, r)
         if first != r:
-            raise DataError(f"{source}: {line_of(r)}: ID {key!r} already has a row ({line_of(first)}); "
-                            "a feature table has one row per ID")  # fmt: skip
+            raise DataError(
+                f"{source}: {line_of(r)}: ID {key!r} already has a row ({line_of(first)}); "
+                "a feature table has one row per ID"
+            )
     return np.array(list(seen), dtype=object)
 
 
@@ -194,8 +198,10 @@ def check_kinds(fields: Mapping[str, str], columns: Iterable[object], source: st
                 f"{source}: field {name!r} has unknown kind {kind!r}; use {', '.join(FIELD_KINDS)} or auto"
             )
         if name not in labels:
-            raise DataError(f"{source}: no column {name!r} for a feature field; available columns: "
-                            f"{', '.join(repr(c) for c in labels[:30])}")  # fmt: skip
+            raise DataError(
+                f"{source}: no column {name!r} for a feature field; available columns: "
+                f"{', '.join(repr(c) for c in labels[:30])}"
+            )
 
 
 def from_frame(
@@ -213,8 +219,10 @@ def from_frame(
     line (``line_of(row)``) of the offending row."""
     columns = [str(c) for c in df.columns]
     if id_column not in columns:
-        raise DataError(f"{source}: no ID column {id_column!r}; available columns: "
-                        f"{', '.join(repr(c) for c in columns[:30])}")  # fmt: skip
+        raise DataError(
+            f"{source}: no ID column {id_column!r}; available columns: "
+            f"{', '.join(repr(c) for c in columns[:30])}"
+        )
     frame = df.set_axis(columns, axis=1)
     if fields is not None:
         check_kinds(fields, columns, source)

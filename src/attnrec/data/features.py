@@ -190,9 +190,12 @@ class FeatureTable:
         new ID ``k`` gets the row of ``mapping[k]``; rows no new ID maps to are dropped."""
         new = [k for k, orig in mapping.items() if orig in self.ids]
         rows = self.rows_of([mapping[k] for k in new])
-        return FeatureTable(IdMap(np.array(new, dtype=object)),
-                            {k: _take(f, rows) for k, f in self.fields.items()},
-                            self.source, self.missing)  # fmt: skip
+        return FeatureTable(
+            IdMap(np.array(new, dtype=object)),
+            {k: _take(f, rows) for k, f in self.fields.items()},
+            self.source,
+            self.missing,
+        )
 
     def align(
         self,
@@ -285,6 +288,14 @@ def _align_field(
 
 
 __all__ = [
-    "FIELD_KINDS", "MAX_VALUES", "MISSING_POLICIES", "AlignedFeatures", "CategoricalField", "FeatureField",
-    "FeatureTable", "MultiField", "NumericField", "tokens",
-]  # fmt: skip
+    "FIELD_KINDS",
+    "MAX_VALUES",
+    "MISSING_POLICIES",
+    "AlignedFeatures",
+    "CategoricalField",
+    "FeatureField",
+    "FeatureTable",
+    "MultiField",
+    "NumericField",
+    "tokens",
+]

@@ -23,9 +23,12 @@ def rebuild(data: Interactions, keep: np.ndarray | None = None, k_core: int = 0)
         None if data.timestamp is None else data.timestamp[sel],
         None if data.rating is None else data.rating[sel],
         None if data.event is None else data.event[sel],
-        source=data.source, item_titles=titles, k_core=k_core,
-        item_features=data.item_features, user_features=data.user_features,
-    )  # fmt: skip
+        source=data.source,
+        item_titles=titles,
+        k_core=k_core,
+        item_features=data.item_features,
+        user_features=data.user_features,
+    )
 
 
 def min_count_filter(data: Interactions, min_user: int, min_item: int) -> Interactions:

@@ -18,9 +18,20 @@ from attnrec.data.schema import Interactions
 
 #: Explicit formats accepted by :func:`~attnrec.data.datasets.load_dataset` (``"auto"`` detects one).
 FORMATS = (
-    "pairs", "user-lines", "csv", "tsv", "parquet", "movielens-dat", "ml100k", "ml20m", "amazon-json",
-    "steam-json", "otto-jsonl", "amazon-ratings-csv", "taobao-csv",
-)  # fmt: skip
+    "pairs",
+    "user-lines",
+    "csv",
+    "tsv",
+    "parquet",
+    "movielens-dat",
+    "ml100k",
+    "ml20m",
+    "amazon-json",
+    "steam-json",
+    "otto-jsonl",
+    "amazon-ratings-csv",
+    "taobao-csv",
+)
 
 #: Formats that are tables with named or numbered columns (``columns=`` applies to them).
 TABLE_FORMATS = ("csv", "tsv", "parquet")
@@ -48,9 +59,16 @@ def _read_amazon_ratings_csv(
     path: str | Path, *, name: str | None = None, min_rating: float | None = None, k_core: int = 0
 ) -> Interactions:
     """Amazon "ratings only" files: headerless ``user,item,rating,timestamp``."""
-    return read_table(path, {"user": 0, "item": 1, "rating": 2, "timestamp": 3}, sep=",", header=False,
-                      name=name, min_rating=min_rating, k_core=k_core,
-                      format="amazon-ratings-csv")  # fmt: skip
+    return read_table(
+        path,
+        {"user": 0, "item": 1, "rating": 2, "timestamp": 3},
+        sep=",",
+        header=False,
+        name=name,
+        min_rating=min_rating,
+        k_core=k_core,
+        format="amazon-ratings-csv",
+    )
 
 
 #: The reader of every fixed-layout format (tables go through :func:`read_table` with columns).

@@ -118,18 +118,23 @@ def from_frame(
         ids("user"),
         ids("item"),
         time_column(df["timestamp"], roles["timestamp"], origin, time_format)
-        if "timestamp" in roles else None,
+        if "timestamp" in roles
+        else None,
         number_column(df["rating"], "rating", roles["rating"], origin) if "rating" in roles else None,
         ids("event") if "event" in roles else None,
         signal_columns(lambda role: df[role], roles, origin),
-    )  # fmt: skip
+    )
     if time_format is not None and columns.timestamp is None:
         raise DataError(
             f"{name}: time_format={time_format!r} was given but the frame has no timestamp column"
         )
-    data = build_log(columns, source=DataSource(name, format="dataframe"), min_rating=min_rating,
-                     k_core=k_core,
-                     item_titles=_titles(titles, name))  # fmt: skip
+    data = build_log(
+        columns,
+        source=DataSource(name, format="dataframe"),
+        min_rating=min_rating,
+        k_core=k_core,
+        item_titles=_titles(titles, name),
+    )
     return with_features(data, item_features, user_features, missing=missing_features)
 
 

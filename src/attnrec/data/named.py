@@ -53,10 +53,13 @@ def _find_beside(roots: list[Path], name: str, filename: str, beside: Path) -> P
 
 
 def load_named(
-    ds: NamedDataset, data_dir: str | Path | None, allow_download: bool, min_rating: float | None,
+    ds: NamedDataset,
+    data_dir: str | Path | None,
+    allow_download: bool,
+    min_rating: float | None,
     k_core: int,
     features: bool = True,
-) -> Interactions:  # fmt: skip
+) -> Interactions:
     """``ds`` as the papers' file when one is found (and no ``min_rating`` asks for ratings), else
     from its raw file, downloaded and extracted when missing; with its feature tables unless
     ``features=False``."""
@@ -92,8 +95,9 @@ def _load_raw(
     return data, raw
 
 
-def _with_named_features(ds: NamedDataset, data: Interactions, roots: list[Path], beside: Path,
-                         paper: bool) -> Interactions:  # fmt: skip
+def _with_named_features(
+    ds: NamedDataset, data: Interactions, roots: list[Path], beside: Path, paper: bool
+) -> Interactions:
     """``data`` with the dataset's item/user feature tables whose files are found (re-keyed to a
     papers' file's IDs through its mapping files). Named datasets' tables give log IDs without a
     row empty features (``missing="empty"``): their coverage is shown by ``attnrec data``."""

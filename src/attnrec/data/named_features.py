@@ -25,9 +25,26 @@ from attnrec.data.schema import DataError
 
 #: The 19 genres of MovieLens-100k ``u.item``'s flag columns, in order (also in ``u.genre``).
 ML100K_GENRES = (
-    "unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
-    "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War", "Western",
-)  # fmt: skip
+    "unknown",
+    "Action",
+    "Adventure",
+    "Animation",
+    "Children's",
+    "Comedy",
+    "Crime",
+    "Documentary",
+    "Drama",
+    "Fantasy",
+    "Film-Noir",
+    "Horror",
+    "Musical",
+    "Mystery",
+    "Romance",
+    "Sci-Fi",
+    "Thriller",
+    "War",
+    "Western",
+)
 #: Text fields of the named datasets keep words found in at least this many rows.
 TEXT_MIN_COUNT = 2
 _YEAR_IN_TITLE = re.compile(r"\((\d{4})\)\s*$")
@@ -51,8 +68,14 @@ def _lines(path: Path, sep: str, n_fields: int, expected: str) -> tuple[list[lis
 
 
 def _table(df: pd.DataFrame, fields: dict[str, str], path: Path, numbers: list[int]) -> FeatureTable:
-    return from_frame(df, "id", fields, source=str(path), line_of=lambda row: f"line {numbers[row]}",
-                      text_min_count=TEXT_MIN_COUNT)  # fmt: skip
+    return from_frame(
+        df,
+        "id",
+        fields,
+        source=str(path),
+        line_of=lambda row: f"line {numbers[row]}",
+        text_min_count=TEXT_MIN_COUNT,
+    )
 
 
 def _year(title: str) -> float:
@@ -76,8 +99,14 @@ def ml100k_items(path: Path, extra: list[Path | None]) -> FeatureTable:
             raise DataError(f"{path}:{n}: genre flags must be 0 or 1, got {'|'.join(flags)!r}")
         genres.append([g for g, f in zip(ML100K_GENRES, flags, strict=True) if f == "1"])
     years = [float(r[2][-4:]) if re.fullmatch(r".*\d{4}", r[2]) else np.nan for r in rows]
-    df = pd.DataFrame({"id": [r[0] for r in rows], "title": [r[1] for r in rows],
-                       "genres": pd.Series(genres, dtype=object), "year": years})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "id": [r[0] for r in rows],
+            "title": [r[1] for r in rows],
+            "genres": pd.Series(genres, dtype=object),
+            "year": years,
+        }
+    )
     return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
 
 
@@ -85,9 +114,15 @@ def ml100k_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``u.user``: ``id|age|gender|occupation|zip`` -> age (numeric), gender, occupation,
     zip_prefix (categorical)."""
     rows, numbers = _lines(path, "|", 5, "id|age|gender|occupation|zip")
-    df = pd.DataFrame({"id": [r[0] for r in rows], "age": [r[1] for r in rows],
-                       "gender": [r[2] for r in rows], "occupation": [r[3] for r in rows],
-                       "zip_prefix": [_zip_prefix(r[4]) for r in rows]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "id": [r[0] for r in rows],
+            "age": [r[1] for r in rows],
+            "gender": [r[2] for r in rows],
+            "occupation": [r[3] for r in rows],
+            "zip_prefix": [_zip_prefix(r[4]) for r in rows],
+        }
+    )
     kinds = {
         "age": "numeric",
         "gender": "categorical",
@@ -101,8 +136,14 @@ def movielens_dat_movies(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``movies.dat``: ``id::title::genres`` -> title (text), genres (multi), year (numeric, from the
     title)."""
     rows, numbers = _lines(path, "::", 3, "id::title::genres")
-    df = pd.DataFrame({"id": [r[0] for r in rows], "title": [r[1] for r in rows],
-                       "genres": [r[2] for r in rows], "year": [_year(r[1]) for r in rows]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "id": [r[0] for r in rows],
+            "title": [r[1] for r in rows],
+            "genres": [r[2] for r in rows],
+            "year": [_year(r[1]) for r in rows],
+        }
+    )
     return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
 
 
@@ -110,11 +151,21 @@ def movielens_dat_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``users.dat``: ``id::gender::age::occupation::zip`` -> gender, age (the file's age-group
     code: 1, 18, 25, 35, 45, 50, 56), occupation (code 0-20), zip_prefix; all categorical."""
     rows, numbers = _lines(path, "::", 5, "id::gender::age::occupation::zip")
-    df = pd.DataFrame({"id": [r[0] for r in rows], "gender": [r[1] for r in rows],
-                       "age": [r[2] for r in rows], "occupation": [r[3] for r in rows],
-                       "zip_prefix": [_zip_prefix(r[4]) for r in rows]})  # fmt: skip
-    kinds = {"gender": "categorical", "age": "categorical", "occupation": "categorical",
-             "zip_prefix": "categorical"}  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "id": [r[0] for r in rows],
+            "gender": [r[1] for r in rows],
+            "age": [r[2] for r in rows],
+            "occupation": [r[3] for r in rows],
+            "zip_prefix": [_zip_prefix(r[4]) for r in rows],
+        }
+    )
+    kinds = {
+        "gender": "categorical",
+        "age": "categorical",
+        "occupation": "categorical",
+        "zip_prefix": "categorical",
+    }
     return _table(df, kinds, path, numbers)
 
 
@@ -135,9 +186,14 @@ def movies_csv(path: Path, extra: list[Path | None]) -> FeatureTable:
     (numeric); with ``tags.csv`` (``userId,movieId,tag,timestamp``) beside it, ``tags``: the words
     of every tag given to the movie (text)."""
     df = _read_csv(path, ("movieId", "title", "genres"))
-    out = pd.DataFrame({"id": df["movieId"], "title": df["title"],
-                        "genres": df["genres"].where(df["genres"] != _NO_GENRES, ""),
-                        "year": [_year(t) for t in df["title"]]})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "id": df["movieId"],
+            "title": df["title"],
+            "genres": df["genres"].where(df["genres"] != _NO_GENRES, ""),
+            "year": [_year(t) for t in df["title"]],
+        }
+    )
     kinds = {"title": "text", "genres": "multi", "year": "numeric"}
     tags_file = extra[0] if extra else None
     if tags_file is not None:
@@ -145,9 +201,14 @@ def movies_csv(path: Path, extra: list[Path | None]) -> FeatureTable:
         joined = tags.groupby("movieId", sort=False)["tag"].agg(" ; ".join)
         out["tags"] = out["id"].map(joined).fillna("")
         kinds["tags"] = "text"
-    return from_frame(out, "id", kinds, source=str(path),
-                      line_of=lambda row: f"line {line_of_row(path, row, 2)}",
-                      text_min_count=TEXT_MIN_COUNT)  # fmt: skip
+    return from_frame(
+        out,
+        "id",
+        kinds,
+        source=str(path),
+        line_of=lambda row: f"line {line_of_row(path, row, 2)}",
+        text_min_count=TEXT_MIN_COUNT,
+    )
 
 
 def s3rec_attributes(path: Path, extra: list[Path | None]) -> FeatureTable:
@@ -160,9 +221,13 @@ def s3rec_attributes(path: Path, extra: list[Path | None]) -> FeatureTable:
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise DataError(f"{path}: expected an object {{item id: [attribute ids]}}")
     keys = [str(k) for k in data]
-    return from_frame(frame_from_mapping(data, "id", "attributes"), "id", {"attributes": "multi"},
-                      source=str(path),
-                      line_of=lambda row: f"entry {row + 1} (key {keys[row]!r})")  # fmt: skip
+    return from_frame(
+        frame_from_mapping(data, "id", "attributes"),
+        "id",
+        {"attributes": "multi"},
+        source=str(path),
+        line_of=lambda row: f"entry {row + 1} (key {keys[row]!r})",
+    )
 
 
 #: The loaders the catalogue may name.

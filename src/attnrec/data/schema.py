@@ -262,10 +262,23 @@ class Interactions(UserItemLog):
         guessed (``userId``, ``item_id``, ``timestamp`` ...). See :func:`attnrec.data.frames.from_frame`."""
         from attnrec.data.frames import from_frame  # builds on this module
 
-        return from_frame(frame, user, item, timestamp, event, rating, time_format=time_format,
-                          min_rating=min_rating, k_core=k_core, titles=titles, item_features=item_features,
-                          user_features=user_features, missing_features=missing_features,
-                          name=name, signals=signals)  # fmt: skip
+        return from_frame(
+            frame,
+            user,
+            item,
+            timestamp,
+            event,
+            rating,
+            time_format=time_format,
+            min_rating=min_rating,
+            k_core=k_core,
+            titles=titles,
+            item_features=item_features,
+            user_features=user_features,
+            missing_features=missing_features,
+            name=name,
+            signals=signals,
+        )
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a pandas DataFrame in its order (user, then time): ``user`` and ``item`` as

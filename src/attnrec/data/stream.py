@@ -299,9 +299,17 @@ class _Buffers:
             k: self.encoders[k].external()[v[order]] if k in self.encoders else v[order]
             for k, v in extra.items()
         }
-        return Interactions(user=user_out, item=item_out, users=IdMap(user_ext, 0), items=IdMap(item_ext, 1),
-                            timestamp=ts_out, rating=rt_out, event=ev_out, source=source,
-                            signals=signals)  # fmt: skip
+        return Interactions(
+            user=user_out,
+            item=item_out,
+            users=IdMap(user_ext, 0),
+            items=IdMap(item_ext, 1),
+            timestamp=ts_out,
+            rating=rt_out,
+            event=ev_out,
+            source=source,
+            signals=signals,
+        )
 
 
 def _checked(

@@ -8,7 +8,7 @@
   optional dependency, imported only here: ``pip install attnrec[plot]``).
 * :func:`history_attention` shows, for one history, which items the predicting position attended
   to most (last layer, mean over heads, plus attention rollout through all layers);
-  :func:`attnrec.recommend.insight.explain_recommendation` pairs it with a recommendation.
+  :func:`attnrec.recommend.explain_rec.explain_recommendation` pairs it with a recommendation.
 
 Everything here takes the model itself (an :class:`AttentionModel`: ``attention_weights(seq)``
 plus ``score_inputs(users, histories)["seq"]`` as its input) with internal-index histories and ID
@@ -85,7 +85,10 @@ class AttentionSummary:
         w = min(window, self.length)
         rel = self.relative[:, :, self.length - w : self.length + w - 1]
         return {
-            "model": self.model, "n_users": self.n_users, "length": self.length, "window": w,
+            "model": self.model,
+            "n_users": self.n_users,
+            "length": self.length,
+            "window": w,
             "predicting_position": self.predicting,
             "positions": list(range(-(w - 1), 1)),  # 0 = the predicting position
             "absolute": np.round(self.absolute[:, :, -w:, -w:], 6).tolist(),
@@ -93,7 +96,7 @@ class AttentionSummary:
             "offsets": list(range(-(w - 1), w)),
             "relative": np.round(rel, 6).tolist(),
             "recent_share_5": np.round(self.recent_share(5), 4).tolist(),
-        }  # fmt: skip
+        }
 
 
 def _model_input(

@@ -128,10 +128,14 @@ class Attribution:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (internal indices; the user-level layer maps them to IDs)."""
         out: dict[str, Any] = {
-            "method": self.method, "shared": self.shared, "targets": self.targets.tolist(),
-            "scores": np.round(self.scores, 6).tolist(), "events": self.events.tolist(),
-            "values": np.round(self.values, 6).tolist(), "seconds": round(self.seconds, 6),
-        }  # fmt: skip
+            "method": self.method,
+            "shared": self.shared,
+            "targets": self.targets.tolist(),
+            "scores": np.round(self.scores, 6).tolist(),
+            "events": self.events.tolist(),
+            "values": np.round(self.values, 6).tolist(),
+            "seconds": round(self.seconds, 6),
+        }
         if self.baseline is not None:
             out["baseline"] = np.round(self.baseline, 6).tolist()
         if self.order is not None:

@@ -34,8 +34,8 @@ import numpy as np
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.evaluation.metrics import LIST_FAMILIES, metric_keys
-from attnrec.models.context import ItemFeatures
 from attnrec.models.contracts import Factorised
+from attnrec.models.item_context import ItemFeatures
 
 
 @dataclass(frozen=True)

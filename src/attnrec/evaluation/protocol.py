@@ -34,6 +34,13 @@ import torch
 
 from attnrec.data.schema import DataError, DataSource, Sequences
 from attnrec.data.split import EvalSet
+from attnrec.evaluation.case_scoring import (
+    CandidateScoreFn,
+    ScoreFn,
+    rank_cases,
+    rank_target_sets,
+    request_times,
+)
 from attnrec.evaluation.list_metrics import ItemVectors, list_metrics
 from attnrec.evaluation.metrics import (
     DEFAULT_FAMILIES,
@@ -45,7 +52,6 @@ from attnrec.evaluation.metrics import (
     ranking_metrics,
     ranking_standard_errors,
 )
-from attnrec.evaluation.scoring import CandidateScoreFn, ScoreFn, rank_cases, rank_target_sets, request_times
 from attnrec.evaluation.window import WINDOW_START, TargetSets, window_text
 
 # Protocol.request_time -> what EvalResult.request_time records (and tables show) for it

@@ -45,11 +45,23 @@ DATASETS = {
 
 # Registered model name -> the column name the papers use.
 LABELS = {
-    "pop": "POP", "bprmf": "BPR-MF", "ncf": "NCF", "fpmc": "FPMC", "fmc": "FMC", "transrec": "TransRec",
-    "gru4rec": "GRU4Rec", "gru4rec-plus": "GRU4Rec+", "caser": "Caser", "sasrec": "SASRec",
-    "bert4rec": "BERT4Rec", "hstu": "HSTU", "gsasrec": "gSASRec", "esasrec": "eSASRec",
-    "content": "Content", "recent": "Recent",
-}  # fmt: skip
+    "pop": "POP",
+    "bprmf": "BPR-MF",
+    "ncf": "NCF",
+    "fpmc": "FPMC",
+    "fmc": "FMC",
+    "transrec": "TransRec",
+    "gru4rec": "GRU4Rec",
+    "gru4rec-plus": "GRU4Rec+",
+    "caser": "Caser",
+    "sasrec": "SASRec",
+    "bert4rec": "BERT4Rec",
+    "hstu": "HSTU",
+    "gsasrec": "gSASRec",
+    "esasrec": "eSASRec",
+    "content": "Content",
+    "recent": "Recent",
+}
 
 
 @dataclass(frozen=True)

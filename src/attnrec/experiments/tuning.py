@@ -43,8 +43,8 @@ from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommender
 from attnrec.search_space import SearchSpace, sample, space_from_toml
 from attnrec.training.callbacks import EpochCallback, StopTraining
-from attnrec.training.config import TrainConfig
 from attnrec.training.result import EpochRecord
+from attnrec.training.train_config import TrainConfig
 
 log = logging.getLogger("attnrec.tuning")
 PRUNERS: tuple[str, ...] = ("median", "halving", "none")

@@ -11,8 +11,9 @@ in the authors' code, not in the paper's formula). Inference appends [mask] to t
 Embedding rows: 0 = padding, 1..n_items = items, n_items + 1 = [mask]. Sequences are
 left-padded, so the newest item (or the appended [mask]) always has position ``max_len - 1``.
 ``item_features``/``id_dropout`` (off by default) fuse item features into the item table
-(:mod:`attnrec.models.context`); [mask] keeps its own vector. Per-event inputs and targets (off by default,
-:mod:`attnrec.models.event_context`): [mask] stands at the request time, targets are masked by type/rating.
+(:mod:`attnrec.models.item_context`); [mask] keeps its own vector. Per-event inputs and targets (off
+by default, :mod:`attnrec.models.event_context`): [mask] stands at the request time, targets are
+masked by type/rating.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ from attnrec.data.schema import Sequences
 from attnrec.models import event_context as ev
 from attnrec.models.batches import events as eb
 from attnrec.models.batches.builders import Cloze, LengthChunks
-from attnrec.models.context import (
+from attnrec.models.contracts import Batch, ItemBiased
+from attnrec.models.item_context import (
     ModelContext,
     check_feature_options,
     grown_embedding,
     item_context,
     require_fused,
 )
-from attnrec.models.contracts import Batch, ItemBiased
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.nn.masks import padding_bias
 from attnrec.models.nn.search import NETWORK_RANGES, OPTIMISER_RANGES
@@ -77,7 +78,7 @@ class BERT4RecConfig(ev.EventFields):
     )
     init_std: float = 0.02  # embeddings (and linear layers with init="bert"): truncated normal, as BERT
     item_features: str = (
-        "none"  # "none", "sum", "concat", "gate": ID + feature fusion (attnrec.models.context)
+        "none"  # "none", "sum", "concat", "gate": ID + feature fusion (attnrec.models.item_context)
     )
     feature_fields: str = ""  # item feature fields used, comma-separated; empty = all of the data's
     id_dropout: float = 0.0  # training: chance of zeroing an item's ID vector (features alone: cold items)

@@ -10,7 +10,7 @@ the cosine ``p · x̂_c / |p|`` (0 for an empty profile or an item without featu
 Nothing is learned from the interactions (``fit`` only checks sizes): the scores depend on the item
 features and the history alone, so the model ranks items never seen in training exactly as it ranks
 the others. That makes it the reference for the cold-item protocol (:mod:`attnrec.data.cold`): new
-items are added with :meth:`Content.add_items` (the :class:`~attnrec.models.context.ItemExtensible`
+items are added with :meth:`Content.add_items` (the :class:`~attnrec.models.item_context.ItemExtensible`
 capability, used by ``Recommender.add_items``). Ties count against the target in evaluation, so items
 with the same attributes as the target rank above it.
 
@@ -29,8 +29,8 @@ from torch import nn
 from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models.batches.windows import last_items
-from attnrec.models.context import ItemExtensible, ModelContext
 from attnrec.models.contracts import Batch, ClosedForm, Factorised
+from attnrec.models.item_context import ItemExtensible, ModelContext
 from attnrec.models.registry import register
 
 MODE = "multi-hot"  # the one way this model reads item features

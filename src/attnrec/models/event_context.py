@@ -53,7 +53,7 @@ from attnrec.models.contracts import Batch
 from attnrec.models.nn.signal_inputs import encoder_of, signal_problem
 
 if TYPE_CHECKING:  # context.py builds on this module; the annotation only names its class
-    from attnrec.models.context import ModelContext
+    from attnrec.models.item_context import ModelContext
 
 LOG_BUCKET_WIDTH = (
     0.301  # HSTU's: a bucket is floor(ln(gap seconds) / 0.301), each spans a factor e^0.301 = 1.35

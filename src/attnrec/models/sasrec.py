@@ -21,7 +21,7 @@ Per-event inputs and targets (off by default; :mod:`attnrec.models.event_context
 biases, periodic time and request-time embeddings, event-type and rating embeddings, targets by event
 type and rating, explicit negatives. SASRec stays causal with every one of them.
 
-Item features (off by default; :mod:`attnrec.models.context`): ``item_features`` sum/concat/gate
+Item features (off by default; :mod:`attnrec.models.item_context`): ``item_features`` sum/concat/gate
 builds the item table (input embedding and output layer) from the ID embedding and the items'
 features, ``id_dropout`` teaches it to score from features alone (cold items), and ``difsr`` adds
 each feature field's own attention logits (DIF-SR). With them off nothing is created or drawn.
@@ -41,14 +41,6 @@ from attnrec.data.features import AlignedFeatures
 from attnrec.data.schema import Sequences
 from attnrec.models.batches.builders import ShiftedNextItem
 from attnrec.models.batches.events import request_batch, score_columns
-from attnrec.models.context import (
-    DecoupledAttention,
-    ModelContext,
-    check_feature_options,
-    grown_embedding,
-    item_context,
-    require_fused,
-)
 from attnrec.models.contracts import Batch
 from attnrec.models.event_context import (
     EXPLICIT_NEGATIVE,
@@ -56,6 +48,14 @@ from attnrec.models.event_context import (
     event_context,
     explicit_negative_loss,
     target_rule,
+)
+from attnrec.models.item_context import (
+    DecoupledAttention,
+    ModelContext,
+    check_feature_options,
+    grown_embedding,
+    item_context,
+    require_fused,
 )
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward, dropout, init_xavier
 from attnrec.models.nn.masks import causal_bias
@@ -108,7 +108,7 @@ class SASRecConfig(EventFields):
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
     # no grad_clip.
     sparse_embedding: bool = False
-    # Item features (attnrec.models.context): "none", "sum", "concat" or "gate" fusion of ID and feature
+    # Item features (attnrec.models.item_context): "none", "sum", "concat" or "gate" fusion of ID and feature
     # vectors in the item table; the fields used, comma-separated (a string, not a tuple, so that the
     # settings survive JSON round trips unchanged; empty: all of the data's item feature fields); the
     # probability of zeroing an item's ID vector in training (what lets features alone rank cold items);

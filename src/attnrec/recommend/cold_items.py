@@ -1,6 +1,6 @@
 """Item features of a recommender's model: building its context, saving it, and adding cold items.
 
-A model trained with ``item_features`` sum/concat/gate (:mod:`attnrec.models.context`) keeps its
+A model trained with ``item_features`` sum/concat/gate (:mod:`attnrec.models.item_context`) keeps its
 items' feature codes in its weights and the value vocabularies in ``item_features.json``, so a
 saved model needs no data to load, and new items can be encoded with the training codes:
 :func:`extend_items` appends them to the item ID map and the model's table, with all-zero ID
@@ -20,8 +20,14 @@ from attnrec.checkpoint import CheckpointError
 from attnrec.config import ConfigError
 from attnrec.data.features import FeatureTable
 from attnrec.data.schema import DataError, IdMap, Interactions
-from attnrec.models.context import ItemExtensible, ItemFeatures, ModelContext, context_for, feature_settings
 from attnrec.models.event_context import EventFields
+from attnrec.models.item_context import (
+    ItemExtensible,
+    ItemFeatures,
+    ModelContext,
+    context_for,
+    feature_settings,
+)
 from attnrec.recommend.persistence import SavedModel
 from attnrec.recommend.structure import one_line
 

@@ -42,8 +42,8 @@ from attnrec.recommend.persistence import (
     save_model_dir,
 )
 from attnrec.recommend.structure import check_features, check_vocab
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device, train
+from attnrec.training.train_config import TrainConfig
 
 _TRAIN_BASE = {"monitor": "loss", "mode": "min"}
 DAMPINGS = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0)

@@ -3,7 +3,7 @@
 Every registered sequential model is driven through :class:`Recommender`; the CLI, the HTTP
 service and the benchmarks depend only on this class. What the model can do (factorised
 scoring, an item bias, candidate scoring) is asked once, when its core is set
-(:class:`~attnrec.recommend.core.CoreView`); request parsing, the top-k engine, similar items and
+(:class:`~attnrec.recommend.model_core.CoreView`); request parsing, the top-k engine, similar items and
 the directory format live in the sibling modules.
 """
 
@@ -25,11 +25,11 @@ from attnrec.data.frames import FrameLike, as_interactions
 from attnrec.data.schema import DataSource, IdMap, Interactions, Sequences
 from attnrec.data.split import FINAL, EvalSet, Split, final_split, leave_one_out, make_split
 from attnrec.evaluation.protocol import FULL, EvalResult, Protocol, evaluate
-from attnrec.models.context import ModelContext
 from attnrec.models.contracts import Capabilities
+from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend import cold_items, reasons, similar, warm
-from attnrec.recommend.core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
+from attnrec.recommend.answer_frames import recommendations_frame, seen_filter
 from attnrec.recommend.event_requests import (
     VOCABULARIES,
     histories_from_arrays,
@@ -38,8 +38,8 @@ from attnrec.recommend.event_requests import (
     signals_from_json,
     signals_read,
 )
-from attnrec.recommend.frames import recommendations_frame, seen_filter
 from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_row
+from attnrec.recommend.model_core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.persistence import (
     SEQUENTIAL,
     ModelRecord,
@@ -56,8 +56,8 @@ from attnrec.store import HistoryStore
 from attnrec.training import auto as auto_settings
 from attnrec.training.auto import AutoSettings
 from attnrec.training.callbacks import EpochCallback
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, resolve_device
+from attnrec.training.train_config import TrainConfig
 
 
 class Recommender:
@@ -119,7 +119,8 @@ class Recommender:
         max_len = config_to_dict(self.config).get("max_len")
         self._max_len = None if max_len is None else int(max_len)
         self._view: CoreView | None = None
-        self.context_: ModelContext | None = None  # item features the model reads (attnrec.models.context)
+        # the item features the model reads (attnrec.models.item_context)
+        self.context_: ModelContext | None = None
         self.users_: IdMap | None = None
         self.items_: IdMap | None = None
         self.histories_: Sequences | None = None
@@ -548,7 +549,7 @@ class Recommender:
     ) -> pd.DataFrame:
         """Top-``k`` items of each known user as one DataFrame: columns ``user`` (as given), ``rank``
         (1 = best), ``item``, ``score`` and ``title`` (when the model has titles), users in the order
-        given (:mod:`attnrec.recommend.frames`). Seen items are dropped unless ``filter_viewed=False``
+        given (:mod:`attnrec.recommend.answer_frames`). Seen items are dropped unless ``filter_viewed=False``
         (or ``exclude_seen=False``); a user the model does not know gets the most popular items, as in
         :meth:`recommend`. ``include``/``exclude`` apply to every user."""
         listed = list(users)

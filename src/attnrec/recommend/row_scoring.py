@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from attnrec.data.schema import Sequences
-from attnrec.recommend.core import CoreView
 from attnrec.recommend.event_requests import ignored_inputs
+from attnrec.recommend.model_core import CoreView
 from attnrec.recommend.requests import Prepared
 from attnrec.recommend.topk import RowScores
 

@@ -22,11 +22,11 @@ import torch
 
 from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.schema import IdMap, Interactions
-from attnrec.models.context import ModelContext
 from attnrec.models.event_context import EventFields
+from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec
 from attnrec.recommend import cold_items
-from attnrec.recommend.core import ModelCore, build_core
+from attnrec.recommend.model_core import ModelCore, build_core
 
 
 @dataclass(frozen=True)

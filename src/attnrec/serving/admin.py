@@ -28,11 +28,11 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnrec.recommend import Recommender
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.auth import ADMIN_PREFIX, admin_allowed
 from attnrec.serving.bodies import JsonRoute
-from attnrec.serving.errors import ApiError
 from attnrec.serving.lifecycle import ServingState, serving_state
-from attnrec.serving.metrics import CONTENT_TYPE
+from attnrec.serving.prometheus import CONTENT_TYPE
 from attnrec.serving.reload import reload_model
 from attnrec.serving.routes import COMMON_RESPONSES
 from attnrec.serving.schemas import NO_CONTROL, ErrorResponse, ModelInfo

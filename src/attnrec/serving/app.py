@@ -1,11 +1,11 @@
 """The HTTP service: ``create_app({name: checkpoint_dir | Recommender}) -> FastAPI``.
 
-This module only assembles the parts: the table of models (:mod:`~attnrec.serving.registry`),
+This module only assembles the parts: the table of models (:mod:`~attnrec.serving.model_table`),
 their life on a worker thread (:mod:`~attnrec.serving.lifecycle`), the micro-batcher
-(:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.errors`), the
+(:mod:`~attnrec.serving.batcher`), the error shape (:mod:`~attnrec.serving.api_errors`), the
 endpoints (:mod:`~attnrec.serving.routes`, :mod:`~attnrec.serving.browse`) and the web page
 (:mod:`~attnrec.serving.page`), plus the operator's parts: API keys
-(:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.metrics`) and hot reload
+(:mod:`~attnrec.serving.auth`), CORS, ``/metrics`` (:mod:`~attnrec.serving.prometheus`) and hot reload
 (:mod:`~attnrec.serving.reload`, :mod:`~attnrec.serving.admin`). Concurrent ``/v1/recommend`` requests for one
 model are micro-batched: a queue gathers the requests that arrive while the worker is busy (and, with
 ``max_wait_ms > 0``, for up to that long) and scores them with one ``recommend_many`` call.
@@ -23,24 +23,24 @@ from fastapi import FastAPI
 from attnrec import __version__
 from attnrec.serving.admin import router as admin_router
 from attnrec.serving.admin import status_router
+from attnrec.serving.api_errors import install_error_handling
 from attnrec.serving.auth import ApiKeyAuth, KeyRing
 from attnrec.serving.bodies import Parsers
 from attnrec.serving.browse import router as browse_router
-from attnrec.serving.config import ServingConfig
 from attnrec.serving.cors import Cors
-from attnrec.serving.errors import install_error_handling
-from attnrec.serving.events import install_store_errors
-from attnrec.serving.events import router as events_router
+from attnrec.serving.event_routes import install_store_errors
+from attnrec.serving.event_routes import router as events_router
 from attnrec.serving.lifecycle import ServingState, lifespan
 from attnrec.serving.limits import InFlightLimit
 from attnrec.serving.logs import RequestLog
-from attnrec.serving.metrics import RequestMetrics
+from attnrec.serving.model_table import FromDirectory, Served, ServedModel
 from attnrec.serving.page import PATHS as PAGE_PATHS
 from attnrec.serving.page import page_router
-from attnrec.serving.registry import FromDirectory, Served, ServedModel
+from attnrec.serving.prometheus import RequestMetrics
 from attnrec.serving.reload import sighup_reloads
 from attnrec.serving.routes import document_limits, document_security, router
 from attnrec.serving.schemas import ErrorResponse
+from attnrec.serving.serving_config import ServingConfig
 
 Model = str | Path | Served | FromDirectory
 """What ``create_app`` serves: a checkpoint directory, a loaded object, or an object loaded from a
@@ -111,7 +111,7 @@ def _install_operator_middleware(app: FastAPI, state: ServingState) -> None:
 
 def create_app(models: Mapping[str, Model], config: ServingConfig | None = None) -> FastAPI:
     """A FastAPI app serving ``models`` (name -> checkpoint directory, loaded model object, or
-    :class:`~attnrec.serving.registry.FromDirectory`).
+    :class:`~attnrec.serving.model_table.FromDirectory`).
 
     Directories are loaded in the background when the app starts (``/readyz`` answers 503 until
     they are ready); loaded objects (a :class:`~attnrec.recommend.Recommender`, an explainer)

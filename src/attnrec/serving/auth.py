@@ -29,8 +29,8 @@ from pathlib import Path
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from attnrec.serving.config import check_api_key
-from attnrec.serving.errors import ApiError, error_json
+from attnrec.serving.api_errors import ApiError, error_json
+from attnrec.serving.serving_config import check_api_key
 
 ENV_KEYS = "ATTNREC_API_KEYS"
 ENV_ADMIN_KEYS = "ATTNREC_ADMIN_KEYS"

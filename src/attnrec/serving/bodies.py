@@ -8,7 +8,7 @@ these into a ``JSONDecodeError``, which FastAPI reports as a request validation 
 ``malformed JSON (...)``). An object with a key given twice (``{"k": 1, "k": 100}``) is
 refused the same way: which value was meant is ambiguous, and parsers disagree (Python's keeps the
 last, others the first). The size of the body is limited before it gets here
-(:class:`attnrec.serving.errors.BodyLimit`); bodies of at least ``large_body_bytes`` are parsed on a
+(:class:`attnrec.serving.api_errors.BodyLimit`); bodies of at least ``large_body_bytes`` are parsed on a
 thread of their own, at most ``parse_slots`` at a time, so that a burst of large bodies neither
 stalls the event loop nor holds more than a few parsed bodies in memory at once.
 """

@@ -6,7 +6,7 @@ the history items behind them (the endpoints the web page needs, public like the
 * ``GET /v1/users/{user}/history``: a user's stored history with titles, most recent last: the training
   history plus the events stored since when the server has a store (:mod:`attnrec.recommend.live`).
 * ``POST /v1/explain-rec``: ``/v1/recommend`` plus, per recommended item, the history items that
-  drove it and a reason (:func:`attnrec.recommend.insight.explain_recommendation`): ``method``
+  drove it and a reason (:func:`attnrec.recommend.explain_rec.explain_recommendation`): ``method``
   ``greedy`` (default), ``occlusion`` or ``integrated_gradients``, per item, or ``attention`` /
   ``rollout``, shared by every item (``shared: true``); ``item`` explains one item wherever it ranks.
 
@@ -28,15 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from attnrec.data.schema import TIMESTAMP, IdMap
 from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend import Explainer, Recommendation, Recommender
-from attnrec.recommend.insight import RecExplanation, explain_recommendation
+from attnrec.recommend.explain_rec import RecExplanation, explain_recommendation
 from attnrec.recommend.reasons import ItemExplanation
 from attnrec.recommend.structure import one_line
 from attnrec.serving.ann import ApproximateRecommender
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.bodies import JsonRoute
-from attnrec.serving.errors import ApiError
+from attnrec.serving.explanations import because, explaining
 from attnrec.serving.lifecycle import ServingState, serving_state
-from attnrec.serving.reasons import because, explaining
-from attnrec.serving.registry import ServedModel
+from attnrec.serving.model_table import ServedModel
 from attnrec.serving.routes import COMMON_RESPONSES, check_k, check_list, timed
 from attnrec.serving.schemas import (
     MAX_HISTORY_ROWS,

@@ -9,7 +9,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 from starlette.types import ASGIApp
 
-from attnrec.serving.errors import error_json
+from attnrec.serving.api_errors import error_json
 
 
 class Cors(CORSMiddleware):

@@ -185,7 +185,7 @@ def session(path: str | Path, threads: int = 0) -> OrtSession:
 class OnnxCore:
     """Stands in for a torch model's core: the exported path runs in onnxruntime, the rest in torch.
 
-    It implements the :class:`~attnrec.recommend.core.ModelCore` contract explicitly: weights
+    It implements the :class:`~attnrec.recommend.model_core.ModelCore` contract explicitly: weights
     (``state_dict``) stay those of the wrapped torch module, and the optional capabilities are
     declared by the subclasses (:class:`OnnxQueryCore`, :class:`OnnxBiasedQueryCore`), never
     forwarded implicitly.

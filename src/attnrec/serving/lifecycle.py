@@ -25,14 +25,12 @@ from attnrec.checkpoint import CheckpointError, read_json
 from attnrec.recommend import Recommendation, Recommender, load
 from attnrec.recommend.event_requests import event_keys, request_values
 from attnrec.serving.ann import ApproximateRecommender
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.batcher import MicroBatcher
-from attnrec.serving.config import ServingConfig
-from attnrec.serving.errors import ApiError
 from attnrec.serving.export import use_onnx
 from attnrec.serving.heap import collect_unfrozen, freeze_heap
 from attnrec.serving.loading import ReloadLog, run_abandonable
-from attnrec.serving.metrics import ServiceMetrics
-from attnrec.serving.registry import (
+from attnrec.serving.model_table import (
     Loaded,
     RecommendArgs,
     RecommendsMany,
@@ -42,6 +40,8 @@ from attnrec.serving.registry import (
     pick,
     served_capabilities,
 )
+from attnrec.serving.prometheus import ServiceMetrics
+from attnrec.serving.serving_config import ServingConfig
 
 log = logging.getLogger("attnrec.serving")
 R = TypeVar("R")
@@ -72,7 +72,7 @@ class ServingState:
         return await asyncio.get_running_loop().run_in_executor(self.worker(), fn)
 
     def pick(self, name: str | None, capability: str) -> ServedModel:
-        """See :func:`attnrec.serving.registry.pick`."""
+        """See :func:`attnrec.serving.model_table.pick`."""
         return pick(self.models, name, capability)
 
 

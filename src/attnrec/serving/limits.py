@@ -17,7 +17,7 @@ import contextlib
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from attnrec.serving.errors import error_json
+from attnrec.serving.api_errors import error_json
 
 EXEMPT = frozenset({"/healthz", "/readyz", "/metrics"})
 DISCARD_S = 10.0  # longest a refused request's body is read for before the answer

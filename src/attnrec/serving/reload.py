@@ -2,7 +2,7 @@
 
 The new model is loaded, switched to the backend and warmed up on a thread of its own (not the
 event loop, not the model thread, so serving goes on meanwhile); then the entry's
-:class:`~attnrec.serving.registry.Loaded` record is replaced in one assignment on the event loop.
+:class:`~attnrec.serving.model_table.Loaded` record is replaced in one assignment on the event loop.
 A micro-batch already handed to the model thread read the old record and finishes on the old
 model; every request picked after the swap gets the new one. If the new directory fails to load
 (any exception of :func:`attnrec.recommend.load`: a file that is not a regular one or is too
@@ -33,11 +33,11 @@ import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from attnrec.serving.errors import ApiError
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.heap import freeze_reloaded
 from attnrec.serving.lifecycle import ServingState, prepare
 from attnrec.serving.loading import LoadTimedOut, run_abandonable
-from attnrec.serving.registry import Loaded, ServedModel
+from attnrec.serving.model_table import Loaded, ServedModel
 
 log = logging.getLogger("attnrec.serving")
 MAX_STUCK = 2  # abandoned loads still running beyond which reloads are refused

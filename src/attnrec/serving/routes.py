@@ -2,7 +2,7 @@
 
 Each endpoint gets its app's :class:`~attnrec.serving.lifecycle.ServingState` as a dependency,
 picks a model that can answer, checks the server's limits and answers in the schemas of
-:mod:`attnrec.serving.schemas`; every failure is an :class:`~attnrec.serving.errors.ApiError`.
+:mod:`attnrec.serving.schemas`; every failure is an :class:`~attnrec.serving.api_errors.ApiError`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from pydantic import BaseModel
 from attnrec.data.schema import DataError
 from attnrec.recommend import Recommendation
 from attnrec.recommend.structure import one_line
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.auth import ADMIN_PREFIX, OPEN_PATHS, has_key
 from attnrec.serving.bodies import JsonRoute
-from attnrec.serving.config import ServingConfig
-from attnrec.serving.errors import ApiError
+from attnrec.serving.explanations import explaining, explanation
 from attnrec.serving.lifecycle import ServingState, serving_state
-from attnrec.serving.reasons import explaining, explanation
-from attnrec.serving.registry import Explains, FindsSimilar
+from attnrec.serving.model_table import Explains, FindsSimilar
 from attnrec.serving.schemas import (
     EVENT_FIELDS,
     MAX_EXPLAINED,
@@ -42,6 +41,7 @@ from attnrec.serving.schemas import (
     SimilarItemsResponse,
     Status,
 )
+from attnrec.serving.serving_config import ServingConfig
 
 # Every route parses JSON strictly (422 for any malformed body) and may answer with these errors.
 COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -8,7 +8,7 @@ half-open connections were all still open after 15 s). :func:`http_protocol` ret
 protocol class with one more deadline: a request's headers must be complete within
 ``header_timeout`` seconds of the connection opening, or of the first bytes of a request that
 follows a response, else the connection is closed. Once the headers are in, the body has
-its own deadline (:class:`attnrec.serving.errors.BodyLimit`), and the app takes as long as it takes.
+its own deadline (:class:`attnrec.serving.api_errors.BodyLimit`), and the app takes as long as it takes.
 
 Beyond ``max_connections`` open connections a new one is answered 503 ``too_many_connections``
 with ``Retry-After`` and closed at once (the requests in flight are capped in the app,

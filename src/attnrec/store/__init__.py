@@ -18,7 +18,7 @@ from attnrec.store.contract import (
     StoreUnavailable,
     open_store,
 )
-from attnrec.store.events import Event, Recent, log_events
+from attnrec.store.event_records import Event, Recent, log_events
 from attnrec.store.redis_store import RedisStore  # redis-py is imported when a RedisStore is opened
 from attnrec.store.sqlite_store import SqliteStore
 

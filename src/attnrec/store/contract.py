@@ -26,7 +26,7 @@ import pandas as pd
 
 from attnrec.data.schema import DataError
 from attnrec.data.signals import find_signal, signals
-from attnrec.store.events import Event, Recent, StoredRow, signal_columns
+from attnrec.store.event_records import Event, Recent, StoredRow, signal_columns
 
 DEFAULT_RETENTION = 10_000
 """Events kept per user by default: far more than any model reads (``max_len`` is 50-200), few enough

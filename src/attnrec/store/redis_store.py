@@ -31,7 +31,7 @@ import pandas as pd
 
 from attnrec.data.schema import DataError
 from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
-from attnrec.store.events import Event, Recent, SignalValues, StoredRow
+from attnrec.store.event_records import Event, Recent, SignalValues, StoredRow
 
 if TYPE_CHECKING:
     pass

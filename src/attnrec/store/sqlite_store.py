@@ -32,7 +32,7 @@ import pandas as pd
 
 from attnrec.data.schema import DataError
 from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
-from attnrec.store.events import Event, Recent, SignalValues
+from attnrec.store.event_records import Event, Recent, SignalValues
 
 if TYPE_CHECKING:
     pass

@@ -22,7 +22,6 @@ from attnrec.checkpoint import CheckpointError
 from attnrec.models.contracts import Trainable
 from attnrec.training import distributed
 from attnrec.training.callbacks import EpochCallback, run_callbacks
-from attnrec.training.config import TrainConfig
 from attnrec.training.epoch_bar import EpochBar
 from attnrec.training.optim import cosine_lr, make_optimizer, scale_lr, set_lr, sparse_parameters
 from attnrec.training.result import EpochRecord, TrainResult
@@ -35,6 +34,7 @@ from attnrec.training.state import (
     trajectory,
 )
 from attnrec.training.step import AMP_DTYPES, Stepper
+from attnrec.training.train_config import TrainConfig
 
 __all__ = ["TrainResult", "Validate", "resolve_device", "train"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 
 def cosine_lr(lr: float, epoch: int, max_epochs: int) -> float:

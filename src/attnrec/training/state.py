@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
-from attnrec.training.config import TrainConfig
 from attnrec.training.result import TrainResult
+from attnrec.training.train_config import TrainConfig
 
 log = logging.getLogger("attnrec.training")
 STATE_JSON = "train_state.json"  # the commit point of a saved training state

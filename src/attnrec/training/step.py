@@ -10,7 +10,7 @@ from torch import nn
 
 from attnrec.models.contracts import Batch, SharedBatch, Trainable, WeightedLoss
 from attnrec.training import distributed
-from attnrec.training.config import TrainConfig
+from attnrec.training.train_config import TrainConfig
 
 log = logging.getLogger("attnrec.training")
 

@@ -16,11 +16,32 @@ from attnrec.data.signals import signals
 #: The ID roles of an interaction table and the column names recognised for each when not mapped;
 #: the other roles are the declared signals (:mod:`attnrec.data.signals`), with their aliases.
 ID_ALIASES: dict[str, tuple[str, ...]] = {
-    "user": ("user", "user_id", "userid", "uid", "reviewerid", "session", "session_id", "visitorid",
-             "customer_id", "username"),
-    "item": ("item", "item_id", "itemid", "iid", "movieid", "movie_id", "asin", "aid", "product_id",
-             "article_id", "productid"),
-}  # fmt: skip
+    "user": (
+        "user",
+        "user_id",
+        "userid",
+        "uid",
+        "reviewerid",
+        "session",
+        "session_id",
+        "visitorid",
+        "customer_id",
+        "username",
+    ),
+    "item": (
+        "item",
+        "item_id",
+        "itemid",
+        "iid",
+        "movieid",
+        "movie_id",
+        "asin",
+        "aid",
+        "product_id",
+        "article_id",
+        "productid",
+    ),
+}
 #: Roles every interaction log must have.
 REQUIRED_ROLES = ("user", "item")
 

@@ -96,9 +96,18 @@ def fast_columns(
             # Already decoded and decompressed: pandas reads the text as it is.
             source, sep, compression, text_encoding = io.StringIO(text.replace(sep, "\t")), "\t", None, None
         # Every field as text, nothing read as missing: IDs stay exactly as written.
-        df = pd.read_csv(source, header=None, dtype=object, keep_default_na=False, na_filter=False,
-                         skip_blank_lines=True, engine="c", sep=r"\s+" if sep is None else sep,
-                         compression=compression, encoding=text_encoding)  # fmt: skip
+        df = pd.read_csv(
+            source,
+            header=None,
+            dtype=object,
+            keep_default_na=False,
+            na_filter=False,
+            skip_blank_lines=True,
+            engine="c",
+            sep=r"\s+" if sep is None else sep,
+            compression=compression,
+            encoding=text_encoding,
+        )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError):
         return None
     if df.shape[1] != n_fields or len(df) == 0:

@@ -74,12 +74,15 @@ def read_json_lines(
     if optional is None:
         raise DataError(f"{path}: the file is empty (no interactions)")
     return from_columns(
-        ids["user"], ids["item"],
+        ids["user"],
+        ids["item"],
         times if "timestamp" in optional else None,
         ratings if "rating" in optional else None,
         ids["event"] if "event" in optional else None,
-        source=file_source(path, format, name), min_rating=min_rating, k_core=k_core,
-    )  # fmt: skip
+        source=file_source(path, format, name),
+        min_rating=min_rating,
+        k_core=k_core,
+    )
 
 
 def read_amazon_json(
@@ -124,5 +127,6 @@ def read_otto_jsonl(path: str | Path, *, name: str | None = None, k_core: int = 
             events.append(str(ev.get("type", "")))
     if not users:
         raise DataError(f"{path}: the file is empty (no interactions)")
-    return from_columns(users, items, times, events=events, source=file_source(path, "otto-jsonl", name),
-                        k_core=k_core)  # fmt: skip
+    return from_columns(
+        users, items, times, events=events, source=file_source(path, "otto-jsonl", name), k_core=k_core
+    )

@@ -17,16 +17,18 @@ def read_movielens_dat(
     path: str | Path, *, name: str | None = None, min_rating: float | None = None, k_core: int = 0
 ) -> Interactions:
     """MovieLens-1M/10M ``ratings.dat``: ``user::item::rating::timestamp`` per line."""
-    return _read_rating_lines(path, "::", "user::item::rating::timestamp", "movielens-dat", name,
-                              min_rating, k_core)  # fmt: skip
+    return _read_rating_lines(
+        path, "::", "user::item::rating::timestamp", "movielens-dat", name, min_rating, k_core
+    )
 
 
 def read_ml100k(
     path: str | Path, *, name: str | None = None, min_rating: float | None = None, k_core: int = 0
 ) -> Interactions:
     """MovieLens-100k ``u.data``: ``user<TAB>item<TAB>rating<TAB>timestamp`` per line (unsorted)."""
-    return _read_rating_lines(path, "\t", "user<TAB>item<TAB>rating<TAB>timestamp", "ml100k", name,
-                              min_rating, k_core)  # fmt: skip
+    return _read_rating_lines(
+        path, "\t", "user<TAB>item<TAB>rating<TAB>timestamp", "ml100k", name, min_rating, k_core
+    )
 
 
 def read_ml20m(
@@ -34,24 +36,40 @@ def read_ml20m(
 ) -> Interactions:
     """MovieLens-20M/25M/latest ``ratings.csv`` (header ``userId,movieId,rating,timestamp``)."""
     return read_table(
-        path, {"user": "userId", "item": "movieId", "rating": "rating", "timestamp": "timestamp"},
-        sep=",", name=name, min_rating=min_rating, k_core=k_core, format="ml20m",
-    )  # fmt: skip
+        path,
+        {"user": "userId", "item": "movieId", "rating": "rating", "timestamp": "timestamp"},
+        sep=",",
+        name=name,
+        min_rating=min_rating,
+        k_core=k_core,
+        format="ml20m",
+    )
 
 
 def _read_rating_lines(
-    path: str | Path, sep: str, expected: str, fmt: str, name: str | None,
-    min_rating: float | None, k_core: int,
-) -> Interactions:  # fmt: skip
+    path: str | Path,
+    sep: str,
+    expected: str,
+    fmt: str,
+    name: str | None,
+    min_rating: float | None,
+    k_core: int,
+) -> Interactions:
     """``user item rating timestamp`` lines (latin-1, as GroupLens writes them)."""
     fast = fast_columns(path, sep, 4, encoding="latin-1")
     if fast is not None:
         r = pd.to_numeric(pd.Series(fast[2]), errors="coerce").to_numpy(dtype=np.float64)
         t = pd.to_numeric(pd.Series(fast[3]), errors="coerce").to_numpy(dtype=np.float64)
         if not (np.isnan(r).any() or np.isnan(t).any()):
-            return from_columns(np.char.strip(fast[0].astype(str)), np.char.strip(fast[1].astype(str)), t, r,
-                                source=file_source(path, fmt, name), min_rating=min_rating,
-                                k_core=k_core)  # fmt: skip
+            return from_columns(
+                np.char.strip(fast[0].astype(str)),
+                np.char.strip(fast[1].astype(str)),
+                t,
+                r,
+                source=file_source(path, fmt, name),
+                min_rating=min_rating,
+                k_core=k_core,
+            )
     # Not perfectly regular: the line-by-line parser finds and names the bad line.
     users: list[str] = []
     items: list[str] = []
@@ -62,5 +80,12 @@ def _read_rating_lines(
         items.append(i.strip())
         ratings.append(number(rs, path, n, "rating"))
         times.append(number(ts, path, n, "timestamp"))
-    return from_columns(users, items, times, ratings, source=file_source(path, fmt, name),
-                        min_rating=min_rating, k_core=k_core)  # fmt: skip
+    return from_columns(
+        users,
+        items,
+        times,
+        ratings,
+        source=file_source(path, fmt, name),
+        min_rating=min_rating,
+        k_core=k_core,
+    )

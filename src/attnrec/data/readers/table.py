@@ -116,11 +116,12 @@ def _role_columns(
         ids("user"),
         ids("item"),
         time_column(df[roles["timestamp"]], roles["timestamp"], origin, time_format)
-        if "timestamp" in roles else None,
+        if "timestamp" in roles
+        else None,
         number_column(df[roles["rating"]], "rating", roles["rating"], origin) if "rating" in roles else None,
         ids("event") if "event" in roles else None,
         signal_columns(lambda role: df[roles[role]], roles, origin),
-    )  # fmt: skip
+    )
 
 
 def _require_nonempty_binary(p: Path) -> None:

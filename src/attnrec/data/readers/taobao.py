@@ -48,6 +48,12 @@ def read_taobao(
     users, items, categories = (np.char.strip(c.astype(str)).astype(object) for c in cols[:3])
     firsts = pd.DataFrame({"item": items, "category": categories}).drop_duplicates("item", keep="first")
     table = from_frame(firsts, "item", {"category": "categorical"}, source=str(path))
-    return from_columns(users, items, ts, events=behaviour.astype(object),
-                        source=file_source(path, "taobao-csv", name),
-                        k_core=k_core, item_features=table)  # fmt: skip
+    return from_columns(
+        users,
+        items,
+        ts,
+        events=behaviour.astype(object),
+        source=file_source(path, "taobao-csv", name),
+        k_core=k_core,
+        item_features=table,
+    )

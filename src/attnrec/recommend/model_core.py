@@ -25,7 +25,6 @@ from torch import nn
 from attnrec.config import ConfigError
 from attnrec.data.schema import Sequences
 from attnrec.evaluation.protocol import EvalResult
-from attnrec.models.context import ModelContext
 from attnrec.models.contracts import (
     CandidateScorer,
     Capabilities,
@@ -36,11 +35,12 @@ from attnrec.models.contracts import (
     Trainable,
     capabilities,
 )
+from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec
 from attnrec.training.callbacks import EpochCallback, run_callbacks
-from attnrec.training.config import TrainConfig
 from attnrec.training.loop import TrainResult, train
 from attnrec.training.result import EpochRecord
+from attnrec.training.train_config import TrainConfig
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; annotations are not evaluated at run time
     from typing import Self
@@ -114,7 +114,8 @@ def build_core(
 ) -> ModelCore:
     """A fresh ``spec`` model; seeded from ``seed`` without touching the caller's RNG when given.
 
-    ``context`` (item features, :mod:`attnrec.models.context`) goes to models whose constructor takes one.
+    ``context`` (item features, :mod:`attnrec.models.item_context`) goes to models whose constructor
+    takes one.
     """
     args: tuple[object, ...] = (config, n_users, n_items)
     if context is not None:

@@ -11,8 +11,8 @@ from attnrec.evaluation.attribution import cannot_attribute
 from attnrec.recommend import Recommender
 from attnrec.recommend.reasons import ItemExplanation
 from attnrec.serving.ann import ApproximateRecommender
-from attnrec.serving.errors import ApiError
-from attnrec.serving.registry import ServedModel
+from attnrec.serving.api_errors import ApiError
+from attnrec.serving.model_table import ServedModel
 from attnrec.serving.schemas import Attribution, Explanation
 
 

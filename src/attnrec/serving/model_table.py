@@ -19,8 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 from attnrec.checkpoint import LoadPolicy
 from attnrec.config import config_to_dict
 from attnrec.recommend import Explainer, Recommendation, Recommender, load
+from attnrec.serving.api_errors import ApiError
 from attnrec.serving.batcher import MicroBatcher
-from attnrec.serving.errors import ApiError
 from attnrec.serving.export import OnnxCore
 from attnrec.serving.schemas import ModelInfo
 

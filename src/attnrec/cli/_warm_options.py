@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from attnrec.cli._common import _choice
+from attnrec.cli._options import choice
 from attnrec.config import ConfigError
 from attnrec.data.split import FINAL, SPLITS
 from attnrec.recommend import Recommender
 
-parse_train_split = _choice((*SPLITS, FINAL))
+parse_train_split = choice((*SPLITS, FINAL))
 InitFromOpt = Annotated[
     Path | None,
     typer.Option(

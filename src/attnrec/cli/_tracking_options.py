@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from attnrec.cli._common import _choice
+from attnrec.cli._options import choice
 from attnrec.experiments.tracking import DEFAULT_MLFLOW_URI, KINDS, TENSORBOARD_ROOT, Trackers, open_trackers
 
 
@@ -21,7 +21,7 @@ class TrackingOptions:
         list[str] | None,
         typer.Option(
             "--track",
-            parser=_choice(KINDS),
+            parser=choice(KINDS),
             metavar="[" + "|".join(KINDS) + "]",
             help="Record the run (settings, per-epoch loss and validation metrics, test metrics, the saved "
             "model) in MLflow or TensorBoard (repeatable; needs pip install 'attnrec\\[mlflow]' / "

@@ -28,9 +28,9 @@ from attnrec.data.schema import DataError, IdMap
 from attnrec.data.signals import Signal, by_key, declared
 from attnrec.recommend import Recommender
 from attnrec.serving.ann import ApproximateRecommender
+from attnrec.serving.api_errors import ApiError, error_json
 from attnrec.serving.auth import admin_allowed
 from attnrec.serving.bodies import JsonRoute
-from attnrec.serving.errors import ApiError, error_json
 from attnrec.serving.lifecycle import ServingState, serving_state
 from attnrec.serving.routes import COMMON_RESPONSES
 from attnrec.serving.schemas import MAX_ID_CHARS, NO_CONTROL, ErrorResponse, Id, Rating, Seconds, Text
