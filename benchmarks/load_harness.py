@@ -44,7 +44,12 @@ def proc_status(pid: int) -> dict[str, float]:
 
 
 class Server:
-    def __init__(self, name: str, model_dir: Path, threads: int, extra: list[str]) -> None:
+    """``attnrec serve`` on a free loopback port; ``cpus``: the CPUs its process (every thread of it) may
+    run on, set before it starts (default: those of this process)."""
+
+    def __init__(
+        self, name: str, model_dir: Path, threads: int, extra: list[str], cpus: set[int] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [
@@ -65,8 +70,9 @@ class Server:
             *extra,
         ]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         self.proc = subprocess.Popen(
-            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pin
         )
 
     def wait_ready(self, timeout: float = 600) -> float:
