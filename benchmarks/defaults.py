@@ -42,6 +42,12 @@ FILES = {
     "amazon-musical-instruments": "amazon-musical-instruments/reviews_Musical_Instruments_5.json.gz",
     "taobao-sample": "taobao-sample/UserBehavior_head_814users.csv.gz",
     "ciao": "ciao/ratings.csv.gz",
+    # the papers' files, each with committed runs of tuned presets (trained for tens of minutes)
+    "ml-1m": "ml-1m/ml-1m.txt.gz",
+    "beauty": "beauty/beauty.txt.gz",
+    "amazon-toys": "amazon-toys/Toys_and_Games.txt.gz",
+    "amazon-sports": "amazon-sports/Sports_and_Outdoors.txt.gz",
+    "otto-sample": "otto-sample/train.jsonl",
 }
 METRICS = ("NDCG@10", "HR@10")
 
