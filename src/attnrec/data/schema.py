@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -27,9 +27,8 @@ from attnrec.data.errors import DataError as DataError  # re-exported: the data 
 from attnrec.data.sequences import Sequences as Sequences  # re-exported with the logs it is made from
 
 if TYPE_CHECKING:  # these modules build on this one; the annotations only name their classes
-    from attnrec.data.feature_files import FeatureSource
     from attnrec.data.features import FeatureTable
-    from attnrec.data.frames import FrameLike
+    from attnrec.data.frames import from_frame as read_frame
 
 PAD = 0
 
@@ -238,47 +237,20 @@ class Interactions(UserItemLog):
                 vocabularies[name] = signal_vocabulary(values)
         object.__setattr__(self, "vocabularies", vocabularies)
 
-    @classmethod
-    def from_frame(
-        cls,
-        frame: FrameLike,
-        user: str | None = None,
-        item: str | None = None,
-        timestamp: str | None = None,
-        event: str | None = None,
-        rating: str | None = None,
-        *,
-        time_format: str | None = None,
-        min_rating: float | None = None,
-        k_core: int = 0,
-        titles: Mapping[Any, str] | pd.DataFrame | None = None,
-        item_features: FeatureSource | None = None,
-        user_features: FeatureSource | None = None,
-        missing_features: str = "error",
-        name: str = "DataFrame",
-        signals: Mapping[str, str] | None = None,
-    ) -> Interactions:
-        """A log from a pandas DataFrame, pyarrow Table or polars DataFrame; columns not named are
-        guessed (``userId``, ``item_id``, ``timestamp`` ...). See :func:`attnrec.data.frames.from_frame`."""
-        from attnrec.data.frames import from_frame  # builds on this module
+    if TYPE_CHECKING:  # the reader's own signature, stated once in attnrec.data.frames
+        from_frame = staticmethod(read_frame)
+    else:
 
-        return from_frame(
-            frame,
-            user,
-            item,
-            timestamp,
-            event,
-            rating,
-            time_format=time_format,
-            min_rating=min_rating,
-            k_core=k_core,
-            titles=titles,
-            item_features=item_features,
-            user_features=user_features,
-            missing_features=missing_features,
-            name=name,
-            signals=signals,
-        )
+        @staticmethod
+        def from_frame(*args, **kwargs):
+            """A log from a pandas DataFrame, pyarrow Table or polars DataFrame; columns not named
+            are guessed (``userId``, ``item_id``, ``timestamp`` ...).
+
+            See :func:`attnrec.data.frames.from_frame`, whose signature this takes.
+            """
+            from attnrec.data.frames import from_frame  # builds on this module
+
+            return from_frame(*args, **kwargs)
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a pandas DataFrame in its order (user, then time): ``user`` and ``item`` as
