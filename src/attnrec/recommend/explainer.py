@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnrec.checkpoint import CheckpointError, LoadLimits, load_tensors, read_json, save_tensors, write_json
+from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.reviews import EncodedReviews, ReviewData, ReviewSplit, encode_reviews
 from attnrec.data.schema import DataError, DataSource, IdMap
@@ -35,10 +35,10 @@ from attnrec.models.peter import PETER, PETERConfig
 from attnrec.models.registry import ModelSpec, get_spec
 from attnrec.recommend.persistence import (
     EXPLAIN,
+    LoadsModelDir,
     ModelRecord,
     SavedModel,
     load_policy,
-    open_model_dir,
     save_model_dir,
 )
 from attnrec.recommend.structure import check_features, check_vocab
@@ -71,7 +71,7 @@ def damped_offsets(
     return mu, b_u, b_i
 
 
-class Explainer:
+class Explainer(LoadsModelDir):
     """A ``task="explain"`` model with its vocabulary, ID maps, feature set and training record.
 
     Parameters
@@ -92,6 +92,8 @@ class Explainer:
         ``no_repeat_ngram=n`` > 0 never repeats an n-gram; default 3 (``DECODINGS["blocked"]``);
         0 is the paper's plain decoding (``DECODINGS["paper"]``).
     """
+
+    TASK = EXPLAIN
 
     def __init__(
         self,
@@ -435,21 +437,6 @@ class Explainer:
         }
         key = load_policy(manifest_key=manifest_key).manifest_key
         return save_model_dir(path, record, tensors, files, meta, task=EXPLAIN, manifest_key=key)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        device: str = "auto",
-        *,
-        allow_unsigned: bool = False,
-        manifest_key: str | bytes | None = None,
-        limits: LoadLimits | None = None,
-    ) -> Explainer:
-        """Load a directory written by :meth:`save` (keywords: see :func:`~attnrec.recommend.load`).
-        Never unpickles."""
-        policy = load_policy(allow_unsigned, manifest_key, limits)
-        return cls.from_saved(open_model_dir(path, EXPLAIN, policy), device)
 
     @classmethod
     def from_saved(cls, saved: SavedModel, device: str = "auto") -> Explainer:

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar  # Any: JSON values
+from typing import Any, ClassVar, Protocol, Self, TypeVar  # Any: JSON values
 
 import numpy as np
 import torch
@@ -263,6 +263,33 @@ def load_policy(
     except ValueError as e:
         raise ConfigError(f"manifest_key: {e}") from None
     return LoadPolicy(allow_unsigned, key, limits or LoadLimits())
+
+
+class LoadsModelDir:
+    """A model class whose directories :func:`open_model_dir` opens for its ``TASK``: the keywords
+    of :func:`~attnrec.recommend.load` stated once for every such class."""
+
+    TASK: ClassVar[str]
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        device: str = "auto",
+        *,
+        allow_unsigned: bool = False,
+        manifest_key: str | bytes | None = None,
+        limits: LoadLimits | None = None,
+    ) -> Self:
+        """Load a model directory written by ``save`` (keywords: see :func:`~attnrec.recommend.load`).
+        Never unpickles."""
+        policy = load_policy(allow_unsigned, manifest_key, limits)
+        return cls.from_saved(open_model_dir(path, cls.TASK, policy), device)
+
+    @classmethod
+    def from_saved(cls, saved: SavedModel, device: str = "auto") -> Self:
+        """The model of an opened model directory (see :func:`~attnrec.recommend.load`)."""
+        raise NotImplementedError
 
 
 def open_model_dir(path: str | Path, task: str | None = None, policy: LoadPolicy | None = None) -> SavedModel:

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnrec.checkpoint import LoadLimits
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.boundary import Origin, id_column
 from attnrec.data.frames import FrameLike, as_interactions
@@ -42,10 +41,10 @@ from attnrec.recommend.live import DEFAULT_MARGIN, LiveRow, live_rows, trained_r
 from attnrec.recommend.model_core import CoreView, ModelCore, build_core, fit_core, log, warn_if_noisy
 from attnrec.recommend.persistence import (
     SEQUENTIAL,
+    LoadsModelDir,
     ModelRecord,
     SavedModel,
     load_policy,
-    open_model_dir,
     save_model_dir,
 )
 from attnrec.recommend.requests import Prepared, prepare, stored_history
@@ -60,7 +59,7 @@ from attnrec.training.loop import TrainResult, resolve_device
 from attnrec.training.train_config import TrainConfig
 
 
-class Recommender:
+class Recommender(LoadsModelDir):
     """A registered model plus its ID maps, item metadata and training record.
 
     ``model``: a registered name (:func:`attnrec.list_models`); ``config``: model settings (dict or
@@ -73,6 +72,8 @@ class Recommender:
     fits the data's regime; ``auto=True`` also fills around given settings, ``auto=False`` keeps the
     library's defaults. A preset is a complete recipe and excludes it.
     """
+
+    TASK = SEQUENTIAL
 
     def __init__(
         self,
@@ -678,21 +679,6 @@ class Recommender:
             {},
             manifest_key=load_policy(manifest_key=manifest_key).manifest_key,
         )
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        device: str = "auto",
-        *,
-        allow_unsigned: bool = False,
-        manifest_key: str | bytes | None = None,
-        limits: LoadLimits | None = None,
-    ) -> Recommender:
-        """Load a model directory written by :meth:`save` (keywords: see :func:`~attnrec.recommend.load`).
-        Never unpickles."""
-        policy = load_policy(allow_unsigned, manifest_key, limits)
-        return cls.from_saved(open_model_dir(path, SEQUENTIAL, policy), device)
 
     @classmethod
     def from_saved(cls, saved: SavedModel, device: str = "auto") -> Recommender:
