@@ -13,7 +13,7 @@ are checked by the routes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -180,6 +180,16 @@ def _with_signals(extra: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
     return add
 
 
+def _history_request_config(examples: list[dict[str, Any]]) -> ConfigDict:
+    """The settings of a history request: strict, and its schema with the history rules, the declared
+    signals' fields and ``examples``."""
+    return ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra=_with_signals({**_history_rules(), "examples": examples}),
+    )
+
+
 class _SignalFields(_Strict):
     """A history request that takes the declared signals' per-event lists (:mod:`attnrec.data.signals`)
     as top-level fields, each checked by its signal's kind; any other unknown field stays an error."""
@@ -207,6 +217,11 @@ class _SignalFields(_Strict):
             if len(values) != len(history):
                 raise ValueError(f"`{key}` has {len(values)} values for a history of {len(history)} items")
         return req
+
+    @model_validator(mode="after")
+    def _user_or_history(self) -> Self:
+        _check_history_request(self)
+        return self
 
     def event_inputs(self) -> dict[str, Any]:
         """The per-event fields as :meth:`~attnrec.recommend.Recommender.recommend` takes them: the
@@ -261,31 +276,19 @@ class RecommendRequest(_SignalFields):
     _ids = field_validator("user", mode="before")(_as_str)
     _lists = field_validator("history", "include", "exclude", mode="before")(_as_str_list)
 
-    @model_validator(mode="after")
-    def _user_or_history(self) -> RecommendRequest:
-        _check_history_request(self)
-        return self
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        json_schema_extra=_with_signals(
+    model_config = _history_request_config(
+        [
+            {"user": "42", "k": 10},
+            {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
+            {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
             {
-                **_history_rules(),
-                "examples": [
-                    {"user": "42", "k": 10},
-                    {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
-                    {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
-                    {
-                        "history": ["5", "9"],
-                        "timestamps": [1700000000, 1700003600],
-                        "events": ["view", "buy"],
-                        "request_time": 1700007200,
-                        "k": 5,
-                    },
-                ],
-            }
-        ),
+                "history": ["5", "9"],
+                "timestamps": [1700000000, 1700003600],
+                "events": ["view", "buy"],
+                "request_time": 1700007200,
+                "k": 5,
+            },
+        ]
     )
 
 
@@ -435,31 +438,19 @@ class ExplainRecRequest(_SignalFields):
     _ids = field_validator("user", "item", mode="before")(_as_str)
     _lists = field_validator("history", mode="before")(_as_str_list)
 
-    @model_validator(mode="after")
-    def _user_or_history(self) -> ExplainRecRequest:
-        _check_history_request(self)
-        return self
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        json_schema_extra=_with_signals(
+    model_config = _history_request_config(
+        [
+            {"user": "42", "k": 5},
+            {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
+            {"user": "42", "method": "occlusion", "item": "2355"},
             {
-                **_history_rules(),
-                "examples": [
-                    {"user": "42", "k": 5},
-                    {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
-                    {"user": "42", "method": "occlusion", "item": "2355"},
-                    {
-                        "history": ["5", "9"],
-                        "timestamps": [1700000000, 1700003600],
-                        "events": ["view", "cart"],
-                        "k": 3,
-                        "top": 2,
-                    },
-                ],
-            }
-        ),
+                "history": ["5", "9"],
+                "timestamps": [1700000000, 1700003600],
+                "events": ["view", "cart"],
+                "k": 3,
+                "top": 2,
+            },
+        ]
     )
 
 
