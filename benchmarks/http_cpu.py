@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -38,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from load_harness import Server  # benchmarks/load_harness.py, beside this script
+from load_harness import Server, environment  # benchmarks/load_harness.py, beside this script
 from load_test import CACHE, RESULTS, payloads, run_setting, train_ml1m
 
 OUT = RESULTS / "http_cpu"
@@ -190,20 +189,13 @@ def main() -> None:
     if args.render:
         out.with_suffix(".md").write_text(markdown(json.loads(out.with_suffix(".json").read_text())))
         return
-    import torch
 
     CACHE.mkdir(parents=True, exist_ok=True)
     model_dir = train_ml1m("sasrec", args.train_seconds)
     meta = json.loads((model_dir / "config.json").read_text())
     bodies = payloads(model_dir, args.requests, seed=1)
     report: dict[str, Any] = {
-        "environment": {
-            "date": time.strftime("%Y-%m-%d %H:%M"),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-        },
+        "environment": environment(),
         "model": f"SASRec {json.dumps(meta['model_config'])}, {meta['n_items']:,} items, "
         f"{meta['n_users']:,} users",
         "n_requests": args.requests,

@@ -24,6 +24,23 @@ from typing import Any
 import numpy as np
 
 
+def environment() -> dict[str, Any]:
+    """What a serving benchmark's report records of the machine: date, cores, platform, versions and
+    the load average at the start (imports torch for its version)."""
+    import platform
+
+    import torch
+
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }
+
+
 # -- processes -------------------------------------------------------------------------------------
 def free_port() -> int:
     with socket.socket() as s:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
@@ -35,7 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from load_harness import Server, client_main, proc_status  # benchmarks/load_harness.py, beside this script
+from load_harness import (  # benchmarks/load_harness.py, beside this script
+    Server,
+    client_main,
+    environment,
+    proc_status,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -303,7 +307,6 @@ def main() -> None:
         Path(args.out + ".md").write_text(markdown(report))
         return
     CACHE.mkdir(parents=True, exist_ok=True)
-    import torch
 
     from attnrec.models.registry import list_models
 
@@ -358,15 +361,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     loadavg = " ".join(f"{x:.1f}" for x in os.getloadavg())
     report = {
-        "environment": {
-            "date": time.strftime("%Y-%m-%d %H:%M"),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "loadavg": loadavg,
-            "server_threads": args.threads,
-        },
+        "environment": environment() | {"loadavg": loadavg, "server_threads": args.threads},
         "n_requests": args.requests,
         "levels": levels,
         "models": {n: {"path": str(p), "description": descriptions[n]} for n, p in models.items()},

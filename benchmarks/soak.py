@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import shutil
 import sys
@@ -40,7 +39,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_harness import Server, proc_status  # noqa: E402
+from load_harness import Server, environment, proc_status  # noqa: E402
 from load_test import CACHE, RESULTS, payloads, train_ml1m  # noqa: E402
 
 API_KEY = "soak-test-key-0123456789abcdef"
@@ -356,7 +355,6 @@ def main() -> None:
     if args.render:
         Path(args.out + ".md").write_text(markdown(json.loads(Path(args.out + ".json").read_text())))
         return
-    import torch
 
     CACHE.mkdir(parents=True, exist_ok=True)
     model_dir = train_ml1m("sasrec", args.train_seconds)
@@ -384,14 +382,7 @@ def main() -> None:
     finally:
         server.stop()
     report = {
-        "environment": {
-            "date": time.strftime("%Y-%m-%d %H:%M"),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "loadavg": loadavg,
-        },
+        "environment": environment() | {"loadavg": loadavg},
         "model": f"sasrec trained on ML-1M by benchmarks/load_test.py ({model_dir.name})",
         "minutes": args.minutes,
         "concurrency": args.concurrency,

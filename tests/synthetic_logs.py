@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from attnrec.data.build import from_columns
@@ -92,3 +93,19 @@ def train_hourly_sasrec(train: Sequences, settings: dict[str, object]) -> SASRec
             model.loss(batch).backward()
             opt.step()
     return model.eval()
+
+
+def device_frame(column: str = "device", n_users: int = 30, length: int = 8) -> pd.DataFrame:
+    """A log with a per-event device column: users on a TV walk nine items forward a minute apart,
+    users on a phone walk them backward (``user_id``, ``item_id``, ``timestamp``, ``column``)."""
+    rows = [
+        (
+            f"u{u}",
+            f"i{(u + (t if u % 2 else -t)) % 9}",
+            1_700_000_000 + 60 * (length * u + t),
+            "tv" if u % 2 else "phone",
+        )
+        for u in range(n_users)
+        for t in range(length)
+    ]
+    return pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp", column])

@@ -7,13 +7,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from attnrec.cli.main import app
 from attnrec.data.signals import find_signal, unregister_signal
 from attnrec.store import open_store
+from synthetic_logs import device_frame
 
 runner = CliRunner()
 TINY = ["--set", "hidden=8", "--set", "max_len=8", "--set", "n_layers=1", "--set", "loss=ce"]
@@ -38,17 +38,7 @@ def undeclared() -> Iterator[None]:
 
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
-    rows = [
-        (
-            f"u{u}",
-            f"i{(u + (t if u % 2 else -t)) % 9}",
-            1_700_000_000 + 60 * (8 * u + t),
-            "tv" if u % 2 else "phone",
-        )
-        for u in range(30)
-        for t in range(8)
-    ]
-    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp", "client"])
+    frame = device_frame("client")
     path = tmp_path / "log.csv"
     frame.assign(price=[float(i % 4) for i in range(len(frame))]).to_csv(path, index=False)
     return path

@@ -6,27 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pandas as pd
 from real_server import running_server
 
 from attnrec.data.signals import Signal, find_signal, register_signal, unregister_signal
 from attnrec.recommend import Recommender
+from synthetic_logs import device_frame
 
 HISTORY = ["i1", "i2", "i3"]
 
 
 def test_a_served_model_declares_its_signal_in_a_fresh_process(tmp_path: Path) -> None:
-    rows = [
-        (
-            f"u{u}",
-            f"i{(u + (t if u % 2 else -t)) % 9}",
-            1_700_000_000 + 60 * (8 * u + t),
-            "tv" if u % 2 else "phone",
-        )
-        for u in range(30)
-        for t in range(8)
-    ]
-    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp", "device"])
+    frame = device_frame("device")
     register_signal(Signal("device", "categorical", help="The device the event came from."))
     try:
         model = {"hidden": 8, "max_len": 8, "n_layers": 1, "loss": "ce", "signals": "device"}
