@@ -246,7 +246,7 @@ class Interactions(UserItemLog):
             """A log from a pandas DataFrame, pyarrow Table or polars DataFrame; columns not named
             are guessed (``userId``, ``item_id``, ``timestamp`` ...).
 
-            See :func:`attnrec.data.frames.from_frame`, whose signature this takes.
+            See :func:`attnrec.data.from_frame`, whose signature this takes.
             """
             from attnrec.data.frames import from_frame  # builds on this module
 
