@@ -25,7 +25,6 @@ MAX_LINES = 400
 # Modules over MAX_LINES since `ruff format` laid the code out, each with why it is still one file.
 # An entry whose module has dropped under the limit is an error too, so the list cannot go stale.
 LONG_MODULES: dict[str, str] = {
-    "benchmarks/soak.py": "one scenario (load, reload, measure) read top to bottom",
     "benchmarks/peers.py": "one side-by-side run of attnrec and its peers; the workers live in peer_*.py",
     "benchmarks/faithfulness.py": "one experiment: explanation faithfulness by deletion/insertion",
     "benchmarks/flops.py": "one measurement: model FLOPs against the matmul peak",
@@ -33,7 +32,6 @@ LONG_MODULES: dict[str, str] = {
     "benchmarks/peter.py": "one benchmark: PETER and its baselines on the review files",
     "benchmarks/large_catalog.py": "one benchmark: exact against approximate retrieval on a large catalog",
     "benchmarks/context_gains.py": "one report: the context-input comparisons, their table and their plot",
-    "benchmarks/load_test.py": "one benchmark: the serving load test, its server and client, and its table",
     "benchmarks/live_load.py": (
         "one benchmark: serving with histories read from a store, its load rows and its soak across a "
         "retrain, with its table"
