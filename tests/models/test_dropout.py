@@ -54,7 +54,8 @@ def test_sasrec_with_fast_dropout_trains_and_scores_as_without_it(ring: Interact
     split = leave_one_out(ring)
     torch.manual_seed(0)
     fast = SASRec(SASRecConfig(**SMALL), ring.n_users, ring.n_items)  # type: ignore[arg-type]
-    plain = SASRec(SASRecConfig(**(SMALL | {"fast_dropout": False})), ring.n_users, ring.n_items)  # type: ignore[arg-type]
+    plain_config = SASRecConfig(**(SMALL | {"fast_dropout": False}))  # type: ignore[arg-type]
+    plain = SASRec(plain_config, ring.n_users, ring.n_items)
     plain.load_state_dict(fast.state_dict())
     assert (
         sum(isinstance(m, FastDropout) for m in fast.modules()) == 5
