@@ -45,7 +45,6 @@ import platform
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,7 +57,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_harness import Server, free_port, proc_status  # noqa: E402
+from load_harness import Server, proc_status, redis_server  # noqa: E402
 from load_test import CACHE, RESULTS, run_client, train_ml1m  # noqa: E402
 from provenance import git_sha  # noqa: E402
 from soak import Connection, request_bytes  # noqa: E402
@@ -77,46 +76,8 @@ def store_spec(kind: str, directory: Path) -> Iterator[str]:
     if kind == "sqlite":
         yield str(directory / "events.db")
         return
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            shutil.which("redis-server") or "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(directory),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
-            "--save",
-            "",
-            "--daemonize",
-            "no",
-            "--protected-mode",
-            "yes",
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    import redis
-
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        for _ in range(200):
-            try:
-                if redis.Redis.from_url(url, socket_timeout=1).ping():
-                    break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
+    with redis_server(directory, "everysec") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 # -- the load study --------------------------------------------------------------------------------

@@ -14,10 +14,13 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,37 @@ def proc_status(pid: int) -> dict[str, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     out["cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return out
+
+
+@contextmanager
+def redis_server(
+    directory: Path, appendfsync: str = "everysec", cpus: set[int] | None = None
+) -> Iterator[str]:
+    """``redis://`` URL of a private ``redis-server`` (Debian's package) on a free loopback port,
+    persisting to ``directory`` (append-only file on, ``appendfsync`` as given), stopped on exit;
+    ``cpus``: the CPUs it may run on (default: those of this process)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed (Debian: apt-get install redis-server)")
+    import redis
+
+    port = free_port()
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", ""]
+    args += ["--appendonly", "yes", "--appendfsync", appendfsync, "--loglevel", "warning"]
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, preexec_fn=pin)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for _ in range(200):
+            try:
+                if redis.Redis.from_url(url, socket_timeout=1).ping():
+                    break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 class Server:

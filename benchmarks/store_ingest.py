@@ -30,20 +30,17 @@ import functools
 import json
 import os
 import platform
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attnrec.store import Event, HistoryStore, RedisStore, SqliteStore
+from load_harness import redis_server  # benchmarks/load_harness.py, beside this script
 from provenance import git_sha
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,37 +62,6 @@ def make_events(n: int, seed: int = 0) -> list[Event]:
         Event(f"u{u}", f"i{i}", int(t), str(k), None if np.isnan(r) else float(r))
         for u, i, t, k, r in zip(users, items, ts, kinds, ratings, strict=True)
     ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def redis_server(directory: Path, appendfsync: str) -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server is not installed (Debian: apt-get install redis-server)")
-    port = _free_port()
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", ""]
-    args += ["--appendonly", "yes", "--appendfsync", appendfsync, "--loglevel", "warning"]
-    proc = subprocess.Popen(
-        ["taskset", "-c", "0", *args], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        for _ in range(200):
-            try:
-                RedisStore(url).close()
-                break
-            except RuntimeError:
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def sqlite_store(directory: Path, durability: str, batch: int) -> HistoryStore:
@@ -165,7 +131,7 @@ def main() -> None:
             print(f"redis appendfsync {fsync} ...", file=sys.stderr)
             d = Path(tmp) / f"redis-{fsync}"
             d.mkdir()
-            with redis_server(d, fsync) as url:
+            with redis_server(d, fsync, cpus={0}) as url:
                 results[f"redis-{fsync}"] = run_config(functools.partial(redis_store, url), events, READS)
     record = {
         "benchmark": "store_ingest",
