@@ -77,7 +77,7 @@ def in_process(model_dir: Path, bodies: list[dict[str, Any]], warmup: int) -> di
     }
 
 
-def profile(model_dir: Path, n_requests: int, seconds: int) -> dict[str, list[dict[str, Any]]]:
+def profile(model_dir: Path, n_requests: int, seconds: int) -> dict[str, Any]:
     """py-spy samples of a server answering at concurrency 1: the 25 functions with the most own
     samples (the function itself was running) and with the most inclusive ones (it was on the stack)."""
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -124,7 +124,7 @@ def profile(model_dir: Path, n_requests: int, seconds: int) -> dict[str, list[di
         ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:25]
         return [{"function": f, "samples": n, "share": n / total} for f, n in ranked]
 
-    return {"own": top(own), "inclusive": top(inclusive), "samples": [{"total": total}]}
+    return {"own": top(own), "inclusive": top(inclusive), "samples": total}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -165,7 +165,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [
             "",
             "py-spy, server at concurrency 1, the 15 functions with the most own samples (the function "
-            f"itself running, all threads; {report['profile']['samples'][0]['total']} samples in all; "
+            f"itself running, all threads; {report['profile']['samples']} samples in all; "
             "the inclusive counts are in the JSON file):",
             "",
             "| function | share of samples |",
