@@ -48,7 +48,6 @@ LONG_MODULES: dict[str, str] = {
     "src/attnrec/experiments/tuning.py": "one job: the Optuna study loop and its budgets",
     "src/attnrec/experiments/tables.py": "one job: rendering results tables from result files",
     "src/attnrec/data/reviews.py": "one job: reading and splitting review files for PETER",
-    "src/attnrec/recommend/recommender.py": "the Recommender facade: every user-level entry point",
     "src/attnrec/recommend/explainer.py": "the Explainer facade: every explanation entry point",
     "src/attnrec/serving/schemas.py": "the HTTP request and response schemas, declared in one place",
     "src/attnrec/evaluation/attribution.py": (

@@ -1,12 +1,14 @@
 """The user-level API: fit, evaluate, recommend or explain, save and load.
 
-* :class:`Recommender` (``recommender.py``): any sequential model on an interaction log;
+* :class:`Recommender` (``recommender.py``): any sequential model on an interaction log, its jobs
+  in ``recommender_state.py`` (the state its parts share), ``recommender_scoring.py``,
+  ``recommender_answers.py``, ``recommender_similar.py`` (similar items) and ``recommender_saving.py``;
 * :class:`Explainer` (``explainer.py``): PETER's explainable recommendation on review data;
 * :func:`load` (``loader.py``): the one loader of a saved model directory, whichever it holds;
 * ``persistence.py``: the one model-directory format both of them write and read;
-* ``core.py`` (building and fitting a model core), ``requests.py`` (requests to internal
-  indices), ``topk.py`` (the chunked top-k engine), ``similar.py`` (similar items),
-  ``insight.py`` (a recommendation with the attention behind it).
+* ``model_core.py`` (building and fitting a model core), ``requests.py`` (requests to internal
+  indices), ``topk.py`` (the chunked top-k engine), ``explain_rec.py`` (a recommendation with
+  what drove it).
 """
 
 from attnrec.recommend.explainer import Explainer

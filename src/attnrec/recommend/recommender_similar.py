@@ -1,41 +1,20 @@
-"""Item-to-item similarity: cosine of the model's item vectors, or of co-occurrence in the stored histories.
+"""Similar items of a :class:`~attnrec.recommend.recommender.Recommender`: cosine of the model's item
+vectors, or of co-occurrence in the stored histories.
 
-:class:`Derived` holds what serving derives from a fitted recommender (the popularity tensor,
-inverse vector norms, the item -> users inverted index), built on first use and dropped whenever
-the core changes.
+:class:`SimilarItems` answers in external IDs; the inverse vector norms and the item -> users inverted
+index it needs are kept in the recommender's derived data
+(:class:`~attnrec.recommend.recommender_state.Derived`), built on first use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
-from attnrec.data.schema import IdMap, Sequences
+from attnrec.data.schema import Sequences
 from attnrec.models.contracts import Factorised
+from attnrec.recommend.recommender_state import Derived, RecommenderState, popularity_tensor
 from attnrec.recommend.topk import Recommendation, topk_chunked
-
-
-@dataclass
-class Derived:
-    """Serving data derived from a fitted recommender, built lazily."""
-
-    popularity: torch.Tensor | None = None  # (I + 1,) float32 training counts
-    inv_norm: tuple[tuple[int, int, torch.Size], torch.Tensor] | None = None  # (key of the vectors, (I + 1,))
-    inverted: tuple[np.ndarray, np.ndarray] | None = None  # item -> users: (offsets (I + 2,), owners)
-
-    def clear(self) -> None:
-        """Forget everything (the core or the data changed)."""
-        self.popularity = self.inv_norm = self.inverted = None
-
-
-def popularity_tensor(cache: Derived, popularity: np.ndarray) -> torch.Tensor:
-    """``popularity`` as a float32 tensor ``(I + 1,)``, converted once."""
-    if cache.popularity is None:
-        cache.popularity = torch.as_tensor(np.asarray(popularity), dtype=torch.float32)
-    return cache.popularity
 
 
 def by_embedding(
@@ -93,36 +72,37 @@ def _cooccurrence(h: Sequences, idx: int, cache: Derived) -> np.ndarray:
     return np.bincount(h.take(users).items, minlength=h.n_items + 1)
 
 
-def similar_items(
-    factorised: Factorised | None,
-    histories: Sequences,
-    popularity: np.ndarray,
-    items: IdMap,
-    titles: Mapping[str, str],
-    cache: Derived,
-    item: object,
-    k: int,
-) -> Recommendation:
-    """The ``k`` items most similar to the external ``item``: cosine of the ``factorised`` model's item
-    vectors, else of co-occurrence in ``histories`` (see
-    :meth:`~attnrec.recommend.Recommender.similar_items`)."""
-    if k < 1:
-        raise ValueError("k must be at least 1")
-    idx = items.get(item)
-    if idx is None:
-        raise KeyError(f"unknown item {str(item)!r}")
-    banned = torch.tensor([idx], dtype=torch.long)
-    with torch.inference_mode():
-        if factorised is not None:
-            method = "embedding-cosine"
-            v, ix = by_embedding(factorised, idx, k, banned, cache)
-        else:
-            method = "co-occurrence"
-            v, ix = by_cooccurrence(histories, popularity_tensor(cache, popularity), idx, k, banned, cache)
-    v, ix = v[0].cpu(), ix[0].cpu()
-    ok = torch.isfinite(v)
-    found = items.to_external(ix[ok].numpy())
-    return Recommendation(found, v[ok].tolist(), [titles.get(i) for i in found], method=method)
+class SimilarItems(RecommenderState):
+    """Item-to-item answers: :meth:`similar_items`."""
+
+    def similar_items(self, item: object, k: int = 10) -> Recommendation:
+        """The ``k`` items most similar to ``item`` (an external ID), most similar first.
+
+        Cosine similarity of the model's item vectors when it is factorised
+        (``method="embedding-cosine"``), otherwise cosine of co-occurrence in the stored user
+        histories (``method="co-occurrence"``: items never seen with ``item`` are not returned).
+        Raises :class:`KeyError` for an unknown item.
+        """
+        view = self._fitted_view()
+        assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        idx = self.items_.get(item)
+        if idx is None:
+            raise KeyError(f"unknown item {str(item)!r}")
+        banned = torch.tensor([idx], dtype=torch.long)
+        with torch.inference_mode():
+            if view.factorised is not None:
+                method = "embedding-cosine"
+                v, ix = by_embedding(view.factorised, idx, k, banned, self._cache)
+            else:
+                method = "co-occurrence"
+                pop = popularity_tensor(self._cache, self.popularity_)
+                v, ix = by_cooccurrence(self.histories_, pop, idx, k, banned, self._cache)
+        v, ix = v[0].cpu(), ix[0].cpu()
+        ok = torch.isfinite(v)
+        found = self.items_.to_external(ix[ok].numpy())
+        return Recommendation(found, v[ok].tolist(), [self.titles_.get(i) for i in found], method=method)
 
 
-__all__ = ["Derived", "by_cooccurrence", "by_embedding", "popularity_tensor", "similar_items"]
+__all__ = ["SimilarItems", "by_cooccurrence", "by_embedding"]
