@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from attnrec.checkpoint import CheckpointError, load_tensors, read_json, save_tensors, write_json
-from attnrec.config import ConfigError, config_from_dict, config_to_dict
+from attnrec.config import ConfigError, config_from_dict
 from attnrec.data.reviews import EncodedReviews, ReviewData, ReviewSplit, encode_reviews
 from attnrec.data.schema import DataError, DataSource, IdMap
 from attnrec.data.text import SPECIALS, Vocabulary
@@ -409,17 +409,7 @@ class Explainer(LoadsModelDir):
         ``manifest_key``, its manifest is signed."""
         core = self.core
         assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
-        record = ModelRecord(
-            self.spec.name,
-            self.preset,
-            config_to_dict(self.config),
-            config_to_dict(self.train_config),
-            self.users_,
-            self.items_,
-            self.source_,
-            self.train_result_,
-            self.evaluations_,
-        )
+        record = ModelRecord.of(self)
         tensors = {"weights": core.state_dict()}
         if self.rating_core_ is not None:
             tensors["rating_weights"] = self.rating_core_.state_dict()

@@ -56,11 +56,13 @@ from attnrec.checkpoint import (
     write_manifest,
 )
 from attnrec.checkpoint import manifest_key as check_manifest_key
-from attnrec.config import ConfigError
+from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.schema import DataError, DataSource, IdMap
+from attnrec.models.registry import ModelSpec
 from attnrec.recommend.model_size import check_model_size
 from attnrec.recommend.structure import check_config, check_id_maps, one_line
 from attnrec.training.loop import TrainResult
+from attnrec.training.train_config import TrainConfig
 
 FORMAT_VERSION = 1
 SEQUENTIAL, EXPLAIN = "sequential", "explain"
@@ -82,6 +84,24 @@ class Loadable(Protocol):
 L = TypeVar("L", bound=Loadable)
 
 
+class Recorded(Protocol):
+    """A model class's attributes that every model directory records (:meth:`ModelRecord.of`)."""
+
+    spec: ModelSpec
+    preset: str | None
+    train_config: TrainConfig
+    users_: IdMap | None
+    items_: IdMap | None
+    source_: DataSource
+    train_result_: TrainResult | None
+    evaluations_: list[dict[str, Any]]
+
+    @property
+    def config(self) -> object:
+        """The model's settings dataclass (its class varies by model)."""
+        ...
+
+
 @dataclass
 class ModelRecord:
     """What every model directory holds, whatever its task."""
@@ -95,6 +115,22 @@ class ModelRecord:
     source: DataSource
     train_result: TrainResult | None
     evaluations: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, model: Recorded) -> ModelRecord:
+        """The record of a fitted ``model`` (a recommender or an explainer), as its ``save`` writes it."""
+        assert model.users_ is not None and model.items_ is not None
+        return cls(
+            model.spec.name,
+            model.preset,
+            config_to_dict(model.config),
+            config_to_dict(model.train_config),
+            model.users_,
+            model.items_,
+            model.source_,
+            model.train_result_,
+            model.evaluations_,
+        )
 
 
 def save_model_dir(

@@ -36,17 +36,7 @@ class Saving(RecommenderState):
         ``manifest_key``, its manifest is signed (see :func:`~attnrec.recommend.load`)."""
         core = self.core
         assert self.items_ is not None and self.users_ is not None and self.histories_ is not None
-        record = ModelRecord(
-            self.name,
-            self.preset,
-            config_to_dict(self.config),
-            config_to_dict(self.train_config),
-            self.users_,
-            self.items_,
-            self.source_,
-            self.train_result_,
-            self.evaluations_,
-        )
+        record = ModelRecord.of(self)
         arrays = {"popularity": torch.as_tensor(self.popularity_)} | history_arrays(self.histories_)
         events = {"events": self.events_.to_list()} if self.events_ is not None else {}
         return save_model_dir(
