@@ -40,6 +40,7 @@ from attnrec.data.signals import (
 )
 from attnrec.data.stream import read_parquet_stream
 from attnrec.recommend import Recommender
+from attnrec.recommend.explain_rec import explain_recommendation
 from attnrec.serving.app import ServingConfig, create_app
 from attnrec.store import Event, SqliteStore, open_store
 
@@ -233,6 +234,14 @@ def test_the_explanation_names_each_events_device(client: TestClient, rec: Recom
     assert r.status_code == 200, r.text
     because = r.json()["items"][0]["explanation"]["because"]
     assert because and all(b["signals"] == {"device": said[b["item"]]} for b in because)
+
+
+def test_the_recommendation_explained_names_a_known_users_stored_devices(rec: Recommender) -> None:
+    """``explain_recommendation`` reads a known user's stored history with its device column, as
+    ``recommend(explain=...)`` does, and names each event's device (u0 is a phone user)."""
+    found = explain_recommendation(rec, user="u0", k=2, method="occlusion", top=4)
+    events = [e for x in found.explanations for e in x.events]
+    assert events and all(e.signals == {"device": "phone"} for e in events)
 
 
 def test_a_numeric_signal_a_parquet_stream_and_bert4rec(device: Signal, tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from attnrec.recommend.reasons import (
     DEFAULT_VERB,
     ItemExplanation,
     check_method,
-    explain_items,
 )
 from attnrec.recommend.recommender import Recommender
 from attnrec.recommend.requests import UNKNOWN_USER
@@ -131,22 +130,7 @@ def explain_recommendation(
         ratings=ratings,
         request_time=request_time,
     )
-    targets = rec.items_.to_internal(r.items)
-    found, _ = explain_items(
-        rec.core,
-        p.hist,
-        targets,
-        user=p.uid,
-        items=rec.items_,
-        titles=rec.titles_,
-        method=method,
-        verb=reason_verb,
-        device=rec.device,
-        columns=p.columns,
-        events=rec.events_,  # the history's times/events, occluded
-        event_verbs=event_verbs,
-        request_time=p.request_time,
-    )  # with it, named in reasons
+    found = rec._explain_items(p, r.items, method, reason_verb, event_verbs)  # as recommend(explain=...)
     window = max((len(e.events) for e in found), default=0) or min(len(p.hist), 1)  # events the model read
     found = [dataclasses.replace(e, events=e.events[:top]) for e in found]
     if method != "attention":

@@ -103,22 +103,7 @@ class Answering(RecommenderState):
         answer = self.recommend_many([request])[0]
         if method is not None and self.items_ is not None:
             p, n = self._prepare(request), min(len(answer.items), max(explain_k, 0))
-            found, _ = reasons.explain_items(
-                self._inference_view().core,
-                p.hist,
-                self.items_.to_internal(answer.items[:n]),
-                user=p.uid,
-                items=self.items_,
-                titles=self.titles_,
-                method=method,
-                verb=reason_verb,
-                device=self.device,
-                columns=p.columns,
-                events=self.events_,
-                event_verbs=event_verbs,
-                request_time=p.request_time,
-                vocabularies=self.vocabularies_,
-            )
+            found = self._explain_items(p, answer.items[:n], method, reason_verb, event_verbs)
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer
 
@@ -190,6 +175,36 @@ class Answering(RecommenderState):
             prepare(r, self.users_, self.items_, live, self.events_, self.vocabularies_, reads)
             for r in requests
         ]
+
+    def _explain_items(
+        self,
+        p: Prepared,
+        items: Sequence[str],
+        method: str,
+        verb: str,
+        event_verbs: Mapping[str, str] | None,
+    ) -> list[reasons.ItemExplanation]:
+        """Explanations of the external ``items`` for the prepared request ``p``: its history's events
+        with their times, event types and signal values, worded by ``verb`` and ``event_verbs``
+        (:func:`~attnrec.recommend.reasons.explain_items`)."""
+        assert self.items_ is not None
+        found, _ = reasons.explain_items(
+            self._inference_view().core,
+            p.hist,
+            self.items_.to_internal(items),
+            user=p.uid,
+            items=self.items_,
+            titles=self.titles_,
+            method=method,
+            verb=verb,
+            device=self.device,
+            columns=p.columns,
+            events=self.events_,
+            event_verbs=event_verbs,
+            request_time=p.request_time,
+            vocabularies=self.vocabularies_,
+        )
+        return found
 
     def live_histories(self, users: Sequence[str]) -> dict[str, LiveRow]:
         """Each of ``users``'s history as the model scores it now (external user IDs; see
