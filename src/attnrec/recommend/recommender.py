@@ -303,7 +303,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         self.source_ = data.source
         self._cache.clear()
 
-    # -- serving ---------------------------------------------------------------------------------
+    # -- a fitted recommender: its history store, new items; loading one -------------------------
     def use_store(self, store: HistoryStore | None, margin: int = DEFAULT_MARGIN) -> Recommender:
         """Answer every user from its training history plus the events ``store`` gathered since
         (:mod:`attnrec.recommend.live`); ``None`` goes back to the histories as trained.
