@@ -110,26 +110,21 @@ def ml100k_items(path: Path, extra: list[Path | None]) -> FeatureTable:
     return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
 
 
+def _users(path: Path, sep: str, fields: dict[str, str]) -> FeatureTable:
+    """A GroupLens users file, ``id``, the ``fields`` (name -> kind, in the file's order), ``zip``: the
+    zip code kept as ``zip_prefix`` (categorical)."""
+    names = list(fields)
+    rows, numbers = _lines(path, sep, len(names) + 2, sep.join(["id", *names, "zip"]))
+    columns = {"id": [r[0] for r in rows]}
+    columns |= {name: [r[i] for r in rows] for i, name in enumerate(names, start=1)}
+    columns["zip_prefix"] = [_zip_prefix(r[-1]) for r in rows]
+    return _table(pd.DataFrame(columns), fields | {"zip_prefix": "categorical"}, path, numbers)
+
+
 def ml100k_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``u.user``: ``id|age|gender|occupation|zip`` -> age (numeric), gender, occupation,
     zip_prefix (categorical)."""
-    rows, numbers = _lines(path, "|", 5, "id|age|gender|occupation|zip")
-    df = pd.DataFrame(
-        {
-            "id": [r[0] for r in rows],
-            "age": [r[1] for r in rows],
-            "gender": [r[2] for r in rows],
-            "occupation": [r[3] for r in rows],
-            "zip_prefix": [_zip_prefix(r[4]) for r in rows],
-        }
-    )
-    kinds = {
-        "age": "numeric",
-        "gender": "categorical",
-        "occupation": "categorical",
-        "zip_prefix": "categorical",
-    }
-    return _table(df, kinds, path, numbers)
+    return _users(path, "|", {"age": "numeric", "gender": "categorical", "occupation": "categorical"})
 
 
 def movielens_dat_movies(path: Path, extra: list[Path | None]) -> FeatureTable:
@@ -150,23 +145,7 @@ def movielens_dat_movies(path: Path, extra: list[Path | None]) -> FeatureTable:
 def movielens_dat_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``users.dat``: ``id::gender::age::occupation::zip`` -> gender, age (the file's age-group
     code: 1, 18, 25, 35, 45, 50, 56), occupation (code 0-20), zip_prefix; all categorical."""
-    rows, numbers = _lines(path, "::", 5, "id::gender::age::occupation::zip")
-    df = pd.DataFrame(
-        {
-            "id": [r[0] for r in rows],
-            "gender": [r[1] for r in rows],
-            "age": [r[2] for r in rows],
-            "occupation": [r[3] for r in rows],
-            "zip_prefix": [_zip_prefix(r[4]) for r in rows],
-        }
-    )
-    kinds = {
-        "gender": "categorical",
-        "age": "categorical",
-        "occupation": "categorical",
-        "zip_prefix": "categorical",
-    }
-    return _table(df, kinds, path, numbers)
+    return _users(path, "::", {"gender": "categorical", "age": "categorical", "occupation": "categorical"})
 
 
 def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
