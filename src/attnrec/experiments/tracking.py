@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, runtime_checkable
@@ -247,29 +247,27 @@ class Trackers:
     def where(self) -> str:
         return "; ".join(t.where for t in self.trackers)
 
-    def log_run(self, info: RunInfo) -> None:
+    def _each(self, call: Callable[[Tracker], None]) -> None:
         for t in self.trackers:
-            t.log_run(info)
+            call(t)
+
+    def log_run(self, info: RunInfo) -> None:
+        self._each(lambda t: t.log_run(info))
 
     def on_epoch(self, record: EpochRecord) -> None:
-        for t in self.trackers:
-            t.on_epoch(record)
+        self._each(lambda t: t.on_epoch(record))
 
     def log_test(self, protocol: str, result: EvalResult, prefix: str = "test") -> None:
-        for t in self.trackers:
-            t.log_test(protocol, result, prefix)
+        self._each(lambda t: t.log_test(protocol, result, prefix))
 
     def log_summary(self, result: TrainResult) -> None:
-        for t in self.trackers:
-            t.log_summary(result)
+        self._each(lambda t: t.log_summary(result))
 
     def log_model(self, path: Path) -> None:
-        for t in self.trackers:
-            t.log_model(path)
+        self._each(lambda t: t.log_model(path))
 
     def close(self, status: Status = "FINISHED") -> None:
-        for t in self.trackers:
-            t.close(status)
+        self._each(lambda t: t.close(status))
 
     def __enter__(self) -> Trackers:
         return self
