@@ -67,13 +67,14 @@ def _lines(path: Path, sep: str, n_fields: int, expected: str) -> tuple[list[lis
     return rows, numbers
 
 
-def _table(df: pd.DataFrame, fields: dict[str, str], path: Path, numbers: list[int]) -> FeatureTable:
+def _table(df: pd.DataFrame, fields: dict[str, str], path: Path, line: Callable[[int], int]) -> FeatureTable:
+    """The feature table of ``df`` keyed by its ``id`` column; ``line(row)``: the file's line of a row."""
     return from_frame(
         df,
         "id",
         fields,
         source=str(path),
-        line_of=lambda row: f"line {numbers[row]}",
+        line_of=lambda row: f"line {line(row)}",
         text_min_count=TEXT_MIN_COUNT,
     )
 
@@ -107,7 +108,7 @@ def ml100k_items(path: Path, extra: list[Path | None]) -> FeatureTable:
             "year": years,
         }
     )
-    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
+    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers.__getitem__)
 
 
 def _users(path: Path, sep: str, fields: dict[str, str]) -> FeatureTable:
@@ -118,7 +119,7 @@ def _users(path: Path, sep: str, fields: dict[str, str]) -> FeatureTable:
     columns = {"id": [r[0] for r in rows]}
     columns |= {name: [r[i] for r in rows] for i, name in enumerate(names, start=1)}
     columns["zip_prefix"] = [_zip_prefix(r[-1]) for r in rows]
-    return _table(pd.DataFrame(columns), fields | {"zip_prefix": "categorical"}, path, numbers)
+    return _table(pd.DataFrame(columns), fields | {"zip_prefix": "categorical"}, path, numbers.__getitem__)
 
 
 def ml100k_users(path: Path, extra: list[Path | None]) -> FeatureTable:
@@ -139,7 +140,7 @@ def movielens_dat_movies(path: Path, extra: list[Path | None]) -> FeatureTable:
             "year": [_year(r[1]) for r in rows],
         }
     )
-    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
+    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers.__getitem__)
 
 
 def movielens_dat_users(path: Path, extra: list[Path | None]) -> FeatureTable:
@@ -180,14 +181,7 @@ def movies_csv(path: Path, extra: list[Path | None]) -> FeatureTable:
         joined = tags.groupby("movieId", sort=False)["tag"].agg(" ; ".join)
         out["tags"] = out["id"].map(joined).fillna("")
         kinds["tags"] = "text"
-    return from_frame(
-        out,
-        "id",
-        kinds,
-        source=str(path),
-        line_of=lambda row: f"line {line_of_row(path, row, 2)}",
-        text_min_count=TEXT_MIN_COUNT,
-    )
+    return _table(out, kinds, path, lambda row: line_of_row(path, row, 2))
 
 
 def s3rec_attributes(path: Path, extra: list[Path | None]) -> FeatureTable:
