@@ -127,8 +127,8 @@ class MlflowTracker(GuardedTracker):
         return f"MLflow run {self.run_id} (experiment {self.experiment!r}) in {self.uri}"
 
     def _log_run(self, info: RunInfo) -> None:
-        params = [self.entities.Param(k, str(v)) for k, v in info.params().items()]
-        tags = [self.entities.RunTag(k, v) for k, v in info.tags().items()]
+        params = [self.entities.Param(k, str(v)) for k, v in info.params.items()]
+        tags = [self.entities.RunTag(k, v) for k, v in info.tags.items()]
         for i in range(
             0, max(len(params), len(tags)), 100
         ):  # MLflow takes at most 100 params and tags per batch
@@ -198,11 +198,11 @@ class TensorBoardTracker(GuardedTracker):
         return f"TensorBoard run {self.run_name!r} in {self.log_dir}"
 
     def _log_run(self, info: RunInfo) -> None:
-        params = info.params()
+        params = info.params
         self.hparams = {
             k: v if isinstance(v, bool | int | float | str) else str(v) for k, v in params.items()
         }
-        rows = [f"| {k} | {v} |" for k, v in {**info.tags(), **params}.items()]
+        rows = [f"| {k} | {v} |" for k, v in {**info.tags, **params}.items()]
         self.writer.add_text("settings", "\n".join(["| setting | value |", "|---|---|", *rows]))
         self.writer.flush()
 
