@@ -330,6 +330,7 @@ class Attribution(BaseModel):
     )
 
 
+# The why of one recommended item, in /v1/recommend's `explanation` and /v1/explain-rec's items.
 def _because() -> Any:
     return Field(description="History items behind this recommendation, strongest first.")
 
