@@ -50,7 +50,7 @@ class Recording(GuardedTracker):
         self.calls.append((name, payload))
 
     def _log_run(self, info: RunInfo) -> None:
-        self._call("run", info.params())
+        self._call("run", info.params)
 
     def _log_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         self._call("scalars", (step, dict(scalars)))
@@ -68,7 +68,7 @@ class Recording(GuardedTracker):
 def test_run_info_flattens_every_setting(ring: Interactions) -> None:
     rec = Recommender("sasrec", {"hidden": 16}, {"lr": 0.01})
     split = leave_one_out(ring, valid_users=10)
-    params = RunInfo.of(rec, ring, split).params()
+    params = RunInfo.of(rec, ring, split).params
     assert params["model.hidden"] == 16 and params["train.lr"] == 0.01
     assert params["run.model"] == "sasrec" and params["run.split"] == split.describe()
     assert params["data.sha256"] == ring.source.sha256

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,15 +63,8 @@ def from_columns(
         None if events is None else id_column(events, "event", "events", origin),
         {name: checked_signal(name, col, name, origin) for name, col in (signals or {}).items()},
     )
-    return build_log(
-        columns,
-        source=source,
-        item_titles=item_titles,
-        min_rating=min_rating,
-        k_core=k_core,
-        item_features=item_features,
-        user_features=user_features,
-    )
+    log = build_log(columns, source=source, item_titles=item_titles, min_rating=min_rating, k_core=k_core)
+    return replace(log, item_features=item_features, user_features=user_features)
 
 
 @dataclass(frozen=True)
@@ -113,11 +106,9 @@ def build_log(
     item_titles: Mapping[str, str] | None = None,
     min_rating: float | None = None,
     k_core: int = 0,
-    item_features: FeatureTable | None = None,
-    user_features: FeatureTable | None = None,
 ) -> Interactions:
     """The log of checked columns: filters, ID maps and the per-user chronological order of
-    :func:`from_columns` (which checks its columns, then calls this)."""
+    :func:`from_columns` (which checks its columns, calls this, then attaches the feature tables)."""
     u, it, ts, rt, ev = columns.user, columns.item, columns.timestamp, columns.rating, columns.event
     extra = dict(columns.signals)
     n = len(u)
@@ -161,8 +152,6 @@ def build_log(
         item_titles=titles,
         source=source,
         events=None if ev is None else event_vocabulary(ev),
-        item_features=item_features,
-        user_features=user_features,
         signals={k: v[order] for k, v in extra.items()},
     )
 

@@ -67,13 +67,14 @@ def _lines(path: Path, sep: str, n_fields: int, expected: str) -> tuple[list[lis
     return rows, numbers
 
 
-def _table(df: pd.DataFrame, fields: dict[str, str], path: Path, numbers: list[int]) -> FeatureTable:
+def _table(df: pd.DataFrame, fields: dict[str, str], path: Path, line: Callable[[int], int]) -> FeatureTable:
+    """The feature table of ``df`` keyed by its ``id`` column; ``line(row)``: the file's line of a row."""
     return from_frame(
         df,
         "id",
         fields,
         source=str(path),
-        line_of=lambda row: f"line {numbers[row]}",
+        line_of=lambda row: f"line {line(row)}",
         text_min_count=TEXT_MIN_COUNT,
     )
 
@@ -107,29 +108,24 @@ def ml100k_items(path: Path, extra: list[Path | None]) -> FeatureTable:
             "year": years,
         }
     )
-    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
+    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers.__getitem__)
+
+
+def _users(path: Path, sep: str, fields: dict[str, str]) -> FeatureTable:
+    """A GroupLens users file, ``id``, the ``fields`` (name -> kind, in the file's order), ``zip``: the
+    zip code kept as ``zip_prefix`` (categorical)."""
+    names = list(fields)
+    rows, numbers = _lines(path, sep, len(names) + 2, sep.join(["id", *names, "zip"]))
+    columns = {"id": [r[0] for r in rows]}
+    columns |= {name: [r[i] for r in rows] for i, name in enumerate(names, start=1)}
+    columns["zip_prefix"] = [_zip_prefix(r[-1]) for r in rows]
+    return _table(pd.DataFrame(columns), fields | {"zip_prefix": "categorical"}, path, numbers.__getitem__)
 
 
 def ml100k_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``u.user``: ``id|age|gender|occupation|zip`` -> age (numeric), gender, occupation,
     zip_prefix (categorical)."""
-    rows, numbers = _lines(path, "|", 5, "id|age|gender|occupation|zip")
-    df = pd.DataFrame(
-        {
-            "id": [r[0] for r in rows],
-            "age": [r[1] for r in rows],
-            "gender": [r[2] for r in rows],
-            "occupation": [r[3] for r in rows],
-            "zip_prefix": [_zip_prefix(r[4]) for r in rows],
-        }
-    )
-    kinds = {
-        "age": "numeric",
-        "gender": "categorical",
-        "occupation": "categorical",
-        "zip_prefix": "categorical",
-    }
-    return _table(df, kinds, path, numbers)
+    return _users(path, "|", {"age": "numeric", "gender": "categorical", "occupation": "categorical"})
 
 
 def movielens_dat_movies(path: Path, extra: list[Path | None]) -> FeatureTable:
@@ -144,29 +140,13 @@ def movielens_dat_movies(path: Path, extra: list[Path | None]) -> FeatureTable:
             "year": [_year(r[1]) for r in rows],
         }
     )
-    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers)
+    return _table(df, {"title": "text", "genres": "multi", "year": "numeric"}, path, numbers.__getitem__)
 
 
 def movielens_dat_users(path: Path, extra: list[Path | None]) -> FeatureTable:
     """``users.dat``: ``id::gender::age::occupation::zip`` -> gender, age (the file's age-group
     code: 1, 18, 25, 35, 45, 50, 56), occupation (code 0-20), zip_prefix; all categorical."""
-    rows, numbers = _lines(path, "::", 5, "id::gender::age::occupation::zip")
-    df = pd.DataFrame(
-        {
-            "id": [r[0] for r in rows],
-            "gender": [r[1] for r in rows],
-            "age": [r[2] for r in rows],
-            "occupation": [r[3] for r in rows],
-            "zip_prefix": [_zip_prefix(r[4]) for r in rows],
-        }
-    )
-    kinds = {
-        "gender": "categorical",
-        "age": "categorical",
-        "occupation": "categorical",
-        "zip_prefix": "categorical",
-    }
-    return _table(df, kinds, path, numbers)
+    return _users(path, "::", {"gender": "categorical", "age": "categorical", "occupation": "categorical"})
 
 
 def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -201,14 +181,7 @@ def movies_csv(path: Path, extra: list[Path | None]) -> FeatureTable:
         joined = tags.groupby("movieId", sort=False)["tag"].agg(" ; ".join)
         out["tags"] = out["id"].map(joined).fillna("")
         kinds["tags"] = "text"
-    return from_frame(
-        out,
-        "id",
-        kinds,
-        source=str(path),
-        line_of=lambda row: f"line {line_of_row(path, row, 2)}",
-        text_min_count=TEXT_MIN_COUNT,
-    )
+    return _table(out, kinds, path, lambda row: line_of_row(path, row, 2))
 
 
 def s3rec_attributes(path: Path, extra: list[Path | None]) -> FeatureTable:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from attnrec import __version__
 from attnrec.config import ConfigError, config_to_dict
-from attnrec.data.schema import DataSource, Interactions
+from attnrec.data.schema import Interactions
 from attnrec.data.split import Split
 from attnrec.evaluation.protocol import EvalResult
 from attnrec.recommend import Recommender
@@ -58,60 +58,40 @@ def first_line(e: BaseException) -> str:
 # -- what a run trains -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunInfo:
-    """The settings and the data of a run, as every tracker records them."""
+    """What every tracker records of a run: its flat settings (``params``) and what it is searched by
+    (``tags``)."""
 
-    model: str
-    preset: str | None
-    model_config: Mapping[str, Any]
-    train_config: Mapping[str, Any]
-    data: DataSource
-    n_users: int
-    n_items: int
-    n_interactions: int
-    split: str
+    params: Mapping[str, Any]
+    tags: Mapping[str, str]
 
     @classmethod
     def of(cls, rec: Recommender, data: Interactions, split: Split) -> RunInfo:
-        """The run that fits ``rec`` on ``data`` split by ``split``."""
-        return cls(
-            rec.name,
-            rec.preset,
-            config_to_dict(rec.config),
-            config_to_dict(rec.train_config),
-            data.source,
-            data.n_users,
-            data.n_items,
-            len(data),
-            split.describe(),
-        )
-
-    def params(self) -> dict[str, Any]:
-        """Flat settings: ``model.<key>``, ``train.<key>`` (nested tables joined by dots), the run and the
-        data."""
-        flat: dict[str, Any] = {
-            "run.model": self.model,
-            "run.preset": self.preset,
-            "run.split": self.split,
-            "data.name": self.data.name,
-            "data.format": self.data.format,
-            "data.sha256": self.data.sha256,
-            "data.users": self.n_users,
-            "data.items": self.n_items,
-            "data.interactions": self.n_interactions,
+        """The run that fits ``rec`` on ``data`` split by ``split``. Params: the run, the data, then
+        ``model.<key>`` and ``train.<key>`` (nested tables joined by dots); tags: model, preset, data
+        name and sha256, split, attnrec version."""
+        source, described = data.source, split.describe()
+        params: dict[str, Any] = {
+            "run.model": rec.name,
+            "run.preset": rec.preset,
+            "run.split": described,
+            "data.name": source.name,
+            "data.format": source.format,
+            "data.sha256": source.sha256,
+            "data.users": data.n_users,
+            "data.items": data.n_items,
+            "data.interactions": len(data),
         }
-        flat |= _flatten("model", self.model_config) | _flatten("train", self.train_config)
-        return flat
-
-    def tags(self) -> dict[str, str]:
-        """What a run is searched by: model, preset, data name and sha256, attnrec version."""
-        return {
+        params |= _flatten("model", config_to_dict(rec.config))
+        params |= _flatten("train", config_to_dict(rec.train_config))
+        tags = {
             "attnrec.version": __version__,
-            "model": self.model,
-            "preset": str(self.preset),
-            "data": self.data.name,
-            "data.sha256": self.data.sha256,
-            "split": self.split,
+            "model": rec.name,
+            "preset": str(rec.preset),
+            "data": source.name,
+            "data.sha256": source.sha256,
+            "split": described,
         }
+        return cls(params, tags)
 
 
 def _flatten(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:

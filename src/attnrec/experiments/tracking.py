@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, runtime_checkable
@@ -127,8 +127,8 @@ class MlflowTracker(GuardedTracker):
         return f"MLflow run {self.run_id} (experiment {self.experiment!r}) in {self.uri}"
 
     def _log_run(self, info: RunInfo) -> None:
-        params = [self.entities.Param(k, str(v)) for k, v in info.params().items()]
-        tags = [self.entities.RunTag(k, v) for k, v in info.tags().items()]
+        params = [self.entities.Param(k, str(v)) for k, v in info.params.items()]
+        tags = [self.entities.RunTag(k, v) for k, v in info.tags.items()]
         for i in range(
             0, max(len(params), len(tags)), 100
         ):  # MLflow takes at most 100 params and tags per batch
@@ -198,11 +198,11 @@ class TensorBoardTracker(GuardedTracker):
         return f"TensorBoard run {self.run_name!r} in {self.log_dir}"
 
     def _log_run(self, info: RunInfo) -> None:
-        params = info.params()
+        params = info.params
         self.hparams = {
             k: v if isinstance(v, bool | int | float | str) else str(v) for k, v in params.items()
         }
-        rows = [f"| {k} | {v} |" for k, v in {**info.tags(), **params}.items()]
+        rows = [f"| {k} | {v} |" for k, v in {**info.tags, **params}.items()]
         self.writer.add_text("settings", "\n".join(["| setting | value |", "|---|---|", *rows]))
         self.writer.flush()
 
@@ -247,29 +247,27 @@ class Trackers:
     def where(self) -> str:
         return "; ".join(t.where for t in self.trackers)
 
-    def log_run(self, info: RunInfo) -> None:
+    def _each(self, call: Callable[[Tracker], None]) -> None:
         for t in self.trackers:
-            t.log_run(info)
+            call(t)
+
+    def log_run(self, info: RunInfo) -> None:
+        self._each(lambda t: t.log_run(info))
 
     def on_epoch(self, record: EpochRecord) -> None:
-        for t in self.trackers:
-            t.on_epoch(record)
+        self._each(lambda t: t.on_epoch(record))
 
     def log_test(self, protocol: str, result: EvalResult, prefix: str = "test") -> None:
-        for t in self.trackers:
-            t.log_test(protocol, result, prefix)
+        self._each(lambda t: t.log_test(protocol, result, prefix))
 
     def log_summary(self, result: TrainResult) -> None:
-        for t in self.trackers:
-            t.log_summary(result)
+        self._each(lambda t: t.log_summary(result))
 
     def log_model(self, path: Path) -> None:
-        for t in self.trackers:
-            t.log_model(path)
+        self._each(lambda t: t.log_model(path))
 
     def close(self, status: Status = "FINISHED") -> None:
-        for t in self.trackers:
-            t.close(status)
+        self._each(lambda t: t.close(status))
 
     def __enter__(self) -> Trackers:
         return self

@@ -27,7 +27,7 @@ embedding as SASRec does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -37,22 +37,18 @@ from attnrec.models.contracts import Batch
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import build_objective
 from attnrec.models.registry import register
-from attnrec.models.sasrec import SASRecBackbone, SASRecConfig
+from attnrec.models.sasrec import SASRecBackbone, SASRecConfig, SASRecNetwork
 from attnrec.models.validation import require_positive_fields
 
 
 @dataclass(frozen=True)
-class GSASRecConfig:
-    """gSASRec hyperparameters (defaults: the authors' ML-1M configuration, gSASRec-pytorch
-    ``config_ml1m.py``)."""
+class GSASRecConfig(SASRecNetwork):
+    """gSASRec hyperparameters: SASRec's network (:class:`SASRecNetwork`), then the loss's (defaults:
+    the authors' ML-1M configuration, gSASRec-pytorch ``config_ml1m.py``; only the width and dropout
+    differ from SASRec's)."""
 
     hidden: int = 128  # d, the embedding and model width
-    n_layers: int = 2  # self-attention blocks
-    n_heads: int = 1
-    max_len: int = 200  # n, the most recent items used
     dropout: float = 0.5
-    # Dropout on attention probabilities; None means "same as dropout" (see SASRecConfig.attn_dropout).
-    attn_dropout: float | None = None
     n_negatives: int = 256  # k, uniform negatives per positive
     gbce_t: float = 0.75  # calibration: 0 = BCE, 1 = fully calibrated
     reuse_item_embeddings: bool = False  # False: a separate output item table (the authors' default)
@@ -64,14 +60,7 @@ class GSASRecConfig:
 
     def network(self) -> SASRecConfig:
         """The settings of the SASRec network gSASRec trains (its loss settings are never used)."""
-        return SASRecConfig(
-            hidden=self.hidden,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            max_len=self.max_len,
-            dropout=self.dropout,
-            attn_dropout=self.attn_dropout,
-        )
+        return SASRecConfig(**{f.name: getattr(self, f.name) for f in fields(SASRecNetwork)})
 
 
 # The authors' ML-1M run (gSASRec-pytorch README and config_ml1m.py: d 128, 2 blocks, 1 head, max_len 200,

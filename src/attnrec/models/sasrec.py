@@ -76,8 +76,9 @@ LOSSES = ("bce", "ce", "sampled_ce")  # the objectives SASRec trains with (attnr
 
 
 @dataclass(frozen=True)
-class SASRecConfig(EventFields):
-    """SASRec hyperparameters (defaults: the paper's ML-1M settings)."""
+class SASRecNetwork:
+    """The size and dropout of SASRec's network (defaults: the paper's ML-1M settings); gSASRec trains
+    the same network (:meth:`attnrec.models.gsasrec.GSASRecConfig.network`)."""
 
     hidden: int = 50  # d, the embedding and model width
     n_layers: int = 2  # self-attention blocks
@@ -87,6 +88,13 @@ class SASRecConfig(EventFields):
     # Dropout on attention probabilities (the authors' code uses `dropout`; 0 lets PyTorch use its
     # fused attention kernel, about 2x faster on CPU). None means "same as dropout".
     attn_dropout: float | None = None
+
+
+@dataclass(frozen=True)
+class SASRecConfig(SASRecNetwork, EventFields):
+    """SASRec hyperparameters (defaults: the paper's ML-1M settings): the per-event settings
+    (EventFields), the network's (SASRecNetwork), then these."""
+
     # The authors' attention exactly: heads concatenated without an output projection, and dropout on
     # the attention probabilities only, none on the attention's output (attnrec's block has both).
     authors_attention: bool = False

@@ -43,13 +43,22 @@ from attnrec.serving.schemas import (
 )
 from attnrec.serving.serving_config import ServingConfig
 
+Responses = dict[int | str, dict[str, Any]]  # a route's answers besides its own, for the OpenAPI document
 # Every route parses JSON strictly (422 for any malformed body) and may answer with these errors.
-COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+COMMON_RESPONSES: Responses = {
     405: {"model": ErrorResponse, "description": "wrong HTTP method"},
     408: {"model": ErrorResponse, "description": "the request body did not arrive in time"},
     413: {"model": ErrorResponse, "description": "the request body is over the server's limit"},
     422: {"model": ErrorResponse, "description": "malformed JSON, wrong types, bad IDs, limits exceeded"},
     500: {"model": ErrorResponse, "description": "a failure of the service itself"},
+}
+# ... and these routes' own.
+CANNOT_EXPLAIN: Responses = {
+    501: {"model": ErrorResponse, "description": "`explain`: the model cannot explain with this method"}
+}
+NO_EXPLAINER: Responses = {501: {"model": ErrorResponse, "description": "no explanation model is loaded"}}
+NOT_READY: Responses = {
+    503: {"model": Status, "description": "a model is loading or failed, or the server is shutting down"}
 }
 router = APIRouter(route_class=JsonRoute, responses=COMMON_RESPONSES)
 State = Annotated[ServingState, Depends(serving_state)]
@@ -187,14 +196,7 @@ def document_security(spec: dict[str, Any], cfg: ServingConfig) -> dict[str, Any
     return spec
 
 
-@router.post(
-    "/v1/recommend",
-    response_model=RecommendResponse,
-    tags=["recommend"],
-    responses={
-        501: {"model": ErrorResponse, "description": "`explain`: the model cannot explain with this method"}
-    },
-)
+@router.post("/v1/recommend", response_model=RecommendResponse, tags=["recommend"], responses=CANNOT_EXPLAIN)
 async def recommend(req: RecommendRequest, state: State) -> Response:
     """Top-k items for a user or a history. Unknown history items are reported in `unknown_items`;
     an unknown user is answered from the history or by popularity, and `fallback` says so.
@@ -275,7 +277,7 @@ async def similar_items(req: SimilarItemsRequest, state: State) -> Response:
     "/v1/explain",
     response_model=ExplainResponse,
     tags=["explain"],
-    responses={501: {"model": ErrorResponse, "description": "no explanation model is loaded"}},
+    responses=NO_EXPLAINER,
 )
 async def explain(req: ExplainRequest, state: State) -> ExplainResponse:
     """Why `user` might like `item`, from an explanation model (PETER)."""
@@ -332,14 +334,7 @@ def readiness(request: Request, state: ServingState) -> tuple[int, Status]:
     return 503, Status(status="not ready", models=shown, reloading=reloading)
 
 
-@router.get(
-    "/readyz",
-    response_model=Status,
-    tags=["status"],
-    responses={
-        503: {"model": Status, "description": "a model is loading or failed, or the server is shutting down"}
-    },
-)
+@router.get("/readyz", response_model=Status, tags=["status"], responses=NOT_READY)
 async def readyz(request: Request, state: State) -> Status | JSONResponse:
     """Every model is loaded and warmed up, and the server is not shutting down; `reloading` is true while
     a hot reload (or an item addition) runs, the previous version serving meanwhile. Model names

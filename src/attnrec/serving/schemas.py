@@ -95,8 +95,13 @@ def _per_event(signal: Signal, note: str = "") -> str:
     return f"Per history item: {signal.summary} {note}Same length as `history`."
 
 
+def _optional_list(description: str) -> Any:
+    """An optional list field of at most :data:`MAX_IDS` values."""
+    return Field(None, max_length=MAX_IDS, description=description)
+
+
 def _builtin(signal: Signal, note: str) -> Any:
-    return Field(None, max_length=MAX_IDS, description=_per_event(signal, note))
+    return _optional_list(_per_event(signal, note))
 
 
 def _timestamps() -> Any:
@@ -180,6 +185,10 @@ def _with_signals(extra: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
     return add
 
 
+#: The history with times in the examples of the history requests.
+_TIMED_EXAMPLE = {"history": ["5", "9"], "timestamps": [1700000000, 1700003600]}
+
+
 def _history_request_config(examples: list[dict[str, Any]]) -> ConfigDict:
     """The settings of a history request: strict, and its schema with the history rules, the declared
     signals' fields and ``examples``."""
@@ -191,8 +200,13 @@ def _history_request_config(examples: list[dict[str, Any]]) -> ConfigDict:
 
 
 class _SignalFields(_Strict):
-    """A history request that takes the declared signals' per-event lists (:mod:`attnrec.data.signals`)
-    as top-level fields, each checked by its signal's kind; any other unknown field stays an error."""
+    """A history request to a loaded ``model`` that takes the declared signals' per-event lists
+    (:mod:`attnrec.data.signals`) as top-level fields, each checked by its signal's kind; any other
+    unknown field stays an error."""
+
+    model: Text | None = Field(
+        None, description="Loaded model name (GET /v1/models); default: the first one."
+    )
 
     _signals: dict[str, list[Any]] = PrivateAttr(default_factory=dict)
 
@@ -237,23 +251,16 @@ def _is_declared(key: object) -> bool:
 class RecommendRequest(_SignalFields):
     """Top-k items for a known user, or for an ad-hoc history of item IDs (oldest first)."""
 
-    model: Text | None = Field(
-        None, description="Loaded model name (GET /v1/models); default: the first one."
-    )
     user: Id | None = Field(None, description="External user ID. Unknown users fall back (see `fallback`).")
-    history: list[Id] | None = Field(
-        None,
-        max_length=MAX_IDS,
-        description="External item IDs, oldest first. Appended to the stored history of `user` (the training "
+    history: list[Id] | None = _optional_list(
+        "External item IDs, oldest first. Appended to the stored history of `user` (the training "
         "history plus the events sent since, see `stored_history`); unknown items are ignored and returned "
-        "in `unknown_items`.",
+        "in `unknown_items`."
     )
     k: int = Field(10, ge=1, description="How many items to return (at most the server's max_k).")
     exclude_seen: bool = Field(True, description="Leave out items of the history.")
-    include: list[Id] | None = Field(
-        None, max_length=MAX_IDS, description="Only recommend among these items."
-    )
-    exclude: list[Id] | None = Field(None, max_length=MAX_IDS, description="Never recommend these items.")
+    include: list[Id] | None = _optional_list("Only recommend among these items.")
+    exclude: list[Id] | None = _optional_list("Never recommend these items.")
     stored_history: bool = Field(
         True,
         description="Read `user`'s stored history (and append `history` to it); false: score `history` "
@@ -281,13 +288,7 @@ class RecommendRequest(_SignalFields):
             {"user": "42", "k": 10},
             {"history": ["1193", "661", "914"], "k": 5, "exclude": ["2355"]},
             {"user": "42", "k": 5, "explain": {"method": "greedy", "top": 3}},
-            {
-                "history": ["5", "9"],
-                "timestamps": [1700000000, 1700003600],
-                "events": ["view", "buy"],
-                "request_time": 1700007200,
-                "k": 5,
-            },
+            {**_TIMED_EXAMPLE, "events": ["view", "buy"], "request_time": 1700007200, "k": 5},
         ]
     )
 
@@ -329,22 +330,31 @@ class Attribution(BaseModel):
     )
 
 
-class Explanation(BaseModel):
-    method: str
-    shared: bool = Field(description="`true` when every recommended item has the same `because` list.")
-    reason: str | None = Field(
+# The why of one recommended item, in /v1/recommend's `explanation` and /v1/explain-rec's items.
+def _because() -> Any:
+    return Field(description="History items behind this recommendation, strongest first.")
+
+
+def _reason() -> Any:
+    return Field(
         None,
         description='"Because you <verb> *A* and *B*" from the strongest positive '
         "history items, with each event's type and time where the "
         'history has them ("added *A* to your cart yesterday"); '
         "null when none raised the item's score.",
     )
-    because: list[Attribution] = Field(
-        description="History items behind this recommendation, strongest first."
-    )
-    note: str | None = Field(
-        None, description="Why `because` is empty, when it is (e.g. a one-item history)."
-    )
+
+
+def _because_note() -> Any:
+    return Field(None, description="Why `because` is empty, when it is (e.g. a one-item history).")
+
+
+class Explanation(BaseModel):
+    method: str
+    shared: bool = Field(description="`true` when every recommended item has the same `because` list.")
+    reason: str | None = _reason()
+    because: list[Attribution] = _because()
+    note: str | None = _because_note()
 
 
 class RecommendedItem(ScoredItem):
@@ -408,15 +418,10 @@ class ExplainResponse(BaseModel):
 class ExplainRecRequest(_SignalFields):
     """Top-k items for a user or a history, each with the history items that drove it."""
 
-    model: Text | None = Field(
-        None, description="Loaded model name (GET /v1/models); default: the first one."
-    )
     user: Id | None = Field(None, description="External user ID; without `history`, it must be a known user.")
-    history: list[Id] | None = Field(
-        None,
-        max_length=MAX_IDS,
-        description="External item IDs, oldest first (overrides the stored history of "
-        "`user`); unknown items are ignored and returned in `unknown_items`.",
+    history: list[Id] | None = _optional_list(
+        "External item IDs, oldest first (overrides the stored history of "
+        "`user`); unknown items are ignored and returned in `unknown_items`."
     )
     k: int = Field(10, ge=1, description="How many items to recommend (at most the server's max_k).")
     top: int = Field(
@@ -443,13 +448,7 @@ class ExplainRecRequest(_SignalFields):
             {"user": "42", "k": 5},
             {"history": ["1193", "661", "914"], "k": 5, "top": 3, "method": "greedy"},
             {"user": "42", "method": "occlusion", "item": "2355"},
-            {
-                "history": ["5", "9"],
-                "timestamps": [1700000000, 1700003600],
-                "events": ["view", "cart"],
-                "k": 3,
-                "top": 2,
-            },
+            {**_TIMED_EXAMPLE, "events": ["view", "cart"], "k": 3, "top": 2},
         ]
     )
 
@@ -458,19 +457,9 @@ class ExplainedItem(BaseModel):
     item: str
     title: str | None = None
     score: float
-    because: list[Attribution] = Field(
-        description="History items behind this recommendation, strongest first."
-    )
-    reason: str | None = Field(
-        None,
-        description='"Because you <verb> *A* and *B*" from the strongest positive '
-        "history items, with each event's type and time where the "
-        'history has them ("added *A* to your cart yesterday"); '
-        "null when none raised the item's score.",
-    )
-    note: str | None = Field(
-        None, description="Why `because` is empty, when it is (e.g. a one-item history)."
-    )
+    because: list[Attribution] = _because()
+    reason: str | None = _reason()
+    note: str | None = _because_note()
 
 
 class ExplainRecResponse(BaseModel):

@@ -19,7 +19,8 @@ model can read plus a margin (:meth:`attnrec.recommend.Recommender.use_store`), 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol, Self, runtime_checkable
 
 import pandas as pd
@@ -39,6 +40,17 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 class StoreUnavailable(RuntimeError):
     """The store cannot be reached or stays busy (a Redis server down, a SQLite file locked too long)."""
+
+
+@contextmanager
+def unavailable_on(
+    errors: type[Exception] | tuple[type[Exception], ...], message: Callable[[Exception], str]
+) -> Iterator[None]:
+    """A backend's ``errors`` raised in the block become :class:`StoreUnavailable` (``message(e)``)."""
+    try:
+        yield
+    except errors as e:
+        raise StoreUnavailable(message(e)) from None
 
 
 @runtime_checkable

@@ -23,14 +23,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from attnrec.data.schema import DataError
-from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
+from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, export_frame, unavailable_on
 from attnrec.store.event_records import Event, Recent, SignalValues, StoredRow
 
 if TYPE_CHECKING:
@@ -96,12 +96,10 @@ class RedisStore(StoreBackend):
         head, sep, tail = self.url.rpartition("@")
         return f"{self.url.split('://')[0]}://***@{tail}" if sep else self.url
 
-    @contextmanager
-    def _talking(self) -> Iterator[None]:
-        try:
-            yield
-        except self._errors as e:
-            raise StoreUnavailable(f"Redis at {self._public_url()}: {type(e).__name__}: {e}") from None
+    def _talking(self) -> AbstractContextManager[None]:
+        return unavailable_on(
+            self._errors, lambda e: f"Redis at {self._public_url()}: {type(e).__name__}: {e}"
+        )
 
     def _warn_without_aof(self) -> None:
         try:

@@ -24,14 +24,20 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from attnrec.data.schema import DataError
-from attnrec.store.contract import DEFAULT_RETENTION, StoreBackend, StoreUnavailable, export_frame
+from attnrec.store.contract import (
+    DEFAULT_RETENTION,
+    StoreBackend,
+    StoreUnavailable,
+    export_frame,
+    unavailable_on,
+)
 from attnrec.store.event_records import Event, Recent, SignalValues
 
 if TYPE_CHECKING:
@@ -149,13 +155,9 @@ class SqliteStore(StoreBackend):
                 raise
             conn.execute("COMMIT")
 
-    @contextmanager
-    def _busy_is_unavailable(self) -> Iterator[None]:
+    def _busy_is_unavailable(self) -> AbstractContextManager[None]:
         """A file still locked after ``busy_seconds`` (or gone read-only) is :class:`StoreUnavailable`."""
-        try:
-            yield
-        except sqlite3.OperationalError as e:
-            raise StoreUnavailable(f"{self.path}: {e}") from None
+        return unavailable_on(sqlite3.OperationalError, lambda e: f"{self.path}: {e}")
 
     # -- the contract ----------------------------------------------------------------------------
     def _append(self, events: Sequence[Event]) -> int:

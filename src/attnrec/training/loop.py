@@ -11,6 +11,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -263,14 +264,10 @@ class _Loop(Generic[T]):
         gather, rank 0 writes."""
         rng_states = gather_rng_states(self.device, self.world)
         if self.main and self.state_dir is not None:
-            st = self.state
-            mid = TrainState(
+            mid = replace(  # the loop's decisions so far, positioned after batch ``done``
+                self.state,
                 epoch=epoch - 1,
                 batch=done,
-                bad=st.bad,
-                decays=st.decays,
-                best=st.best,
-                result=st.result,
                 loss_total=total,
                 loss_count=count,
                 epoch_seconds=time.perf_counter() - e0,
