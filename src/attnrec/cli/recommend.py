@@ -13,7 +13,6 @@ from attnrec.cli._common import (
     cli_errors,
     option_groups,
     out,
-    split_list,
     warn_line,
 )
 from attnrec.cli._item_explanations import (
@@ -23,7 +22,7 @@ from attnrec.cli._item_explanations import (
     check_verb,
     parse_event_verbs,
 )
-from attnrec.cli._options import DeviceOpt, ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
+from attnrec.cli._options import CandidateOptions, DeviceOpt, ModelDirOpt
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.recommend.reasons import check_method
@@ -38,9 +37,7 @@ from attnrec.recommend.reasons import check_method
 def recommend(
     model_dir: ModelDirOpt,
     query: QueryOptions = QueryOptions(),
-    include_seen: IncludeSeenOpt = False,
-    exclude: ExcludeOpt = None,
-    include: IncludeOpt = None,
+    candidates: CandidateOptions = CandidateOptions(),
     as_json: JsonOpt = False,
     device: DeviceOpt = "cpu",
     explain: Annotated[
@@ -67,18 +64,14 @@ def recommend(
     method, verb, verbs = check_method(explain_method), check_verb(reason_verb), parse_event_verbs(event_verb)
     rec = loading.recommender(model_dir, device)
     hist = query.history_items()
-    allowed: list[object] | None = [*split_list(include)] if include else None
-    banned: list[object] | None = [*split_list(exclude)] if exclude else None
     r = rec.recommend(
         user=query.user,
         history=hist,
         k=query.k,
-        exclude_seen=not include_seen,
-        include=allowed,
-        exclude=banned,
         explain=method if explain else False,
         reason_verb=verb,
         event_verbs=verbs,
+        **candidates.filters(),
     )
     if as_json:
         print_json(dataclasses.asdict(r))
@@ -99,7 +92,7 @@ def recommend(
         if hist is None
         else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
     )
-    seen = "seen items included" if include_seen else "seen items excluded"
+    seen = "seen items included" if candidates.include_seen else "seen items excluded"
     out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
     table = Table()
     table.add_column("#", justify="right")
