@@ -114,14 +114,17 @@ def load_data(spec: str) -> Interactions:
     return DataOptions().load(spec, spinner=False)
 
 
+def data_option(help: str) -> Any:
+    """``--data``/``-d``: what a command reads (each command words what it reads it for)."""
+    return typer.Option("--data", "-d", help=help)
+
+
 DataOpt = Annotated[
     str,
-    typer.Option(
-        "--data",
-        "-d",
-        help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
+    data_option(
+        "Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
         "ml-latest-small, beauty, steam, amazon-toys, amazon-sports, taobao-sample, otto-sample) or a file "
-        "path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).",
+        "path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok)."
     ),
 ]
 

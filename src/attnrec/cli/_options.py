@@ -117,3 +117,35 @@ def protocol_option(flag: str, help: str, **settings: Any) -> Any:
 def split_option(help: str, **settings: Any) -> Any:
     """The ``--split`` option of the commands that re-split a log, checked as it is parsed."""
     return typer.Option("--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help=help, **settings)
+
+
+# -- options the training commands share (train, tune, compare, retrain, explain-train): each flag and its
+# bounds once; each command words the help for what the option means there, as for --protocol and --split.
+def preset_option(help: str) -> Any:
+    """``--preset``/``-p``: a named preset of the model."""
+    return typer.Option("--preset", "-p", help=help)
+
+
+def config_option(help: str) -> Any:
+    """``--config``/``-c``: a TOML file of settings."""
+    return typer.Option("--config", "-c", help=help)
+
+
+def overrides_option(help: str) -> Any:
+    """``--set``: one ``key=value`` setting (repeatable)."""
+    return typer.Option("--set", help=help)
+
+
+def max_epochs_option(help: str) -> Any:
+    """``--max-epochs``: an epoch cap, at least 1."""
+    return typer.Option("--max-epochs", min=1, help=help)
+
+
+def time_budget_option(help: str) -> Any:
+    """``--time-budget``: seconds, at least 0."""
+    return typer.Option("--time-budget", min=0, help=help)
+
+
+def valid_users_option(help: str) -> Any:
+    """``--valid-users``: how many users leave-one-out validates on (0 = all), at least 0."""
+    return typer.Option("--valid-users", min=0, help=help)

@@ -15,6 +15,7 @@ from attnrec.cli._common import (
     DataOptions,
     LoadOptions,
     cli_errors,
+    data_option,
     err,
     option_groups,
     out,
@@ -85,11 +86,9 @@ def batch(
     out_path: Annotated[Path, typer.Option("--out", "-o", help="The Parquet file to write.")],
     data: Annotated[
         str | None,
-        typer.Option(
-            "--data",
-            "-d",
-            help="Score every user of this dataset ('demo', a named dataset or a file, as in "
-            "'attnrec train'), each from its history there.",
+        data_option(
+            "Score every user of this dataset ('demo', a named dataset or a file, as in "
+            "'attnrec train'), each from its history there."
         ),
     ] = None,
     users: Annotated[

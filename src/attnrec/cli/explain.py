@@ -15,7 +15,8 @@ import typer
 from rich.table import Table
 
 from attnrec.checkpoint import read_json
-from attnrec.cli._common import cli_errors, log_to_stderr, option_groups, out, warn_line
+from attnrec.cli._common import cli_errors, data_option, log_to_stderr, option_groups, out, warn_line
+from attnrec.cli._options import overrides_option
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.config import parse_overrides
@@ -25,11 +26,9 @@ from attnrec.recommend.explainer import DECODINGS
 
 DataOpt = Annotated[
     Path,
-    typer.Option(
-        "--data",
-        "-d",
-        help="Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "
-        "JSON lines, or CSV with user,item,rating,text columns (.gz ok).",
+    data_option(
+        "Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "
+        "JSON lines, or CSV with user,item,rating,text columns (.gz ok)."
     ),
 ]
 CheckpointOpt = Annotated[
@@ -67,9 +66,7 @@ def explain_train(
     preset: Annotated[str, typer.Option(help="paper (PETER, SGD), plus (PETER+) or adam.")] = "paper",
     fmt: FormatOpt = "auto",
     split: SplitOpt = "seed:1",
-    sets: Annotated[
-        list[str] | None, typer.Option("--set", help="Model setting key=value (repeatable).")
-    ] = None,
+    sets: Annotated[list[str] | None, overrides_option("Model setting key=value (repeatable).")] = None,
     train_sets: Annotated[
         list[str] | None, typer.Option("--train", help="Training setting key=value.")
     ] = None,

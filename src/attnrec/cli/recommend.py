@@ -15,13 +15,7 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._item_explanations import (
-    METHOD_HELP,
-    EventVerbOpt,
-    ReasonVerb,
-    check_verb,
-    parse_event_verbs,
-)
+from attnrec.cli._item_explanations import METHOD_HELP, ReasonOptions
 from attnrec.cli._options import CandidateOptions, DeviceOpt, ModelDirOpt
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
@@ -49,8 +43,7 @@ def recommend(
     explain_method: Annotated[
         str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")
     ] = "greedy",
-    reason_verb: ReasonVerb = "interacted with",
-    event_verb: EventVerbOpt = None,
+    reasoning: ReasonOptions = ReasonOptions(),
     loading: LoadOptions = LoadOptions(),
 ) -> None:
     """Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.
@@ -61,7 +54,7 @@ def recommend(
     """
     if query.user is None and query.history is None:
         raise ValueError("give --user USER or --history 'ITEM,ITEM,...'")
-    method, verb, verbs = check_method(explain_method), check_verb(reason_verb), parse_event_verbs(event_verb)
+    method, wording = check_method(explain_method), reasoning.wording()
     rec = loading.recommender(model_dir, device)
     hist = query.history_items()
     r = rec.recommend(
@@ -69,8 +62,7 @@ def recommend(
         history=hist,
         k=query.k,
         explain=method if explain else False,
-        reason_verb=verb,
-        event_verbs=verbs,
+        **wording,
         **candidates.filters(),
     )
     if as_json:
