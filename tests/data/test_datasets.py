@@ -386,3 +386,16 @@ def test_named_steam_raw_with_titles(tmp_path: Path) -> None:
     assert (data.n_users, data.n_items, len(data)) == (5, 5, 25)
     assert data.item_titles == {"1": "Portal 2"}
     assert data.items.to_external(data.sequences()[0]) == ["1", "2", "3", "4", "5"]
+
+
+def test_read_options_check_themselves_wherever_they_are_built(tmp_path: Path) -> None:
+    """read_file's options refuse an unknown missing-features policy or date format as load_dataset does."""
+    from attnrec.data.datasets import ReadOptions
+
+    with pytest.raises(DataError, match="missing_features='skip'"):
+        ReadOptions(missing_features="skip")
+    with pytest.raises(DataError, match="time format 'yearfirst'"):
+        ReadOptions(time_format="yearfirst")
+    with pytest.raises(DataError, match="time format 'yearfirst'"):
+        load_dataset("demo", time_format="yearfirst")
+    assert ReadOptions(time_format="dayfirst").time_format == "dayfirst"

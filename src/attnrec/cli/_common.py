@@ -108,59 +108,23 @@ def split_list(values: Iterable[str] | None) -> list[str]:
 
 
 # -- data ------------------------------------------------------------------------------------------
-def load_data(
-    spec: str,
-    fmt: str = "auto",
-    *,
-    min_rating: float | None = None,
-    k_core: int = 0,
-    data_dir: str | None = None,
-    columns: str | None = None,
-    titles: str | None = None,
-    item_features: str | None = None,
-    user_features: str | None = None,
-    feature_columns: str | None = None,
-    missing_features: str = "error",
-    time_format: str | None = None,
-) -> Interactions:
-    """Load ``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log.
+def load_data(spec: str) -> Interactions:
+    """Load ``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log, read with
+    the defaults of the ``--data`` options (:meth:`DataOptions.load` reads it as a command's options say)."""
+    return DataOptions().load(spec, spinner=False)
 
-    ``columns`` maps roles to table columns as ``"user=uid,item=iid,timestamp=ts"`` (names or
-    0-based positions); ``titles`` is an item-title file; ``item_features``/``user_features``
-    are feature files whose columns ``feature_columns`` maps (``"id=movieId,genres=multi"``,
-    see :func:`attnrec.data.feature_files.parse_feature_columns`); ``time_format`` says how a
-    table's text dates are written (``dayfirst``, ``monthfirst`` or a strptime pattern).
-    """
-    if feature_columns and item_features is None and user_features is None:
-        raise DataError("--feature-columns needs --item-features or --user-features")
-    item_cols, user_cols = parse_feature_columns(
-        feature_columns, item_features is not None, user_features is not None
-    )
-    return load_dataset(
-        spec,
-        format=fmt,
-        columns=parse_columns(columns),
-        min_rating=min_rating,
-        k_core=k_core,
-        data_dir=data_dir,
-        titles=titles,
-        item_features=item_features,
-        user_features=user_features,
-        item_feature_columns=item_cols,
-        user_feature_columns=user_cols,
-        missing_features=missing_features,
-        time_format=time_format,
-    )
+
+def data_option(help: str) -> Any:
+    """``--data``/``-d``: what a command reads (each command words what it reads it for)."""
+    return typer.Option("--data", "-d", help=help)
 
 
 DataOpt = Annotated[
     str,
-    typer.Option(
-        "--data",
-        "-d",
-        help="Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
+    data_option(
+        "Dataset: 'demo' (built in), a named dataset (ml-1m, ml-20m, ml-100k, "
         "ml-latest-small, beauty, steam, amazon-toys, amazon-sports, taobao-sample, otto-sample) or a file "
-        "path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok).",
+        "path (CSV/TSV/Parquet, 'user item' pairs, MovieLens, Amazon JSON; .gz ok)."
     ),
 ]
 
@@ -282,23 +246,28 @@ class DataOptions:
     ] = None
 
     def load(self, spec: str, spinner: bool = True) -> Interactions:
-        """:func:`load_data` of ``spec`` with these options, with a spinner on stderr while it reads (on a
-        terminal)."""
+        """``spec`` ("demo", a named dataset such as "ml-1m", or a path) as an interaction log read with these
+        options, with a spinner on stderr while it reads (on a terminal)."""
+        if self.feature_columns and self.item_features is None and self.user_features is None:
+            raise DataError("--feature-columns needs --item-features or --user-features")
+        item_cols, user_cols = parse_feature_columns(
+            self.feature_columns, self.item_features is not None, self.user_features is not None
+        )
+        as_given = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _PARSED_DATA_OPTIONS}
         with err.status(f"loading {spec} ...") if spinner else nullcontext():
-            return load_data(
+            return load_dataset(
                 spec,
-                self.fmt,
-                min_rating=self.min_rating,
-                k_core=self.k_core,
-                data_dir=self.data_dir,
-                columns=self.columns,
-                titles=self.titles,
-                item_features=self.item_features,
-                user_features=self.user_features,
-                feature_columns=self.feature_columns,
-                missing_features=self.missing_features,
-                time_format=self.time_format,
+                format=self.fmt,
+                columns=parse_columns(self.columns),
+                item_feature_columns=item_cols,
+                user_feature_columns=user_cols,
+                **as_given,
             )
+
+
+# The DataOptions fields load_dataset takes under another name or parsed; each other field is the
+# load_dataset keyword of its name.
+_PARSED_DATA_OPTIONS = ("fmt", "columns", "feature_columns")
 
 
 @dataclass(frozen=True)

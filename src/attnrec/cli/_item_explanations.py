@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -15,13 +16,6 @@ from attnrec.evaluation.attribution import METHODS
 from attnrec.recommend import reasons
 from attnrec.recommend.reasons import ItemExplanation, check_event_verbs
 
-ReasonVerb = Annotated[
-    str,
-    typer.Option(
-        "--reason-verb",
-        help="The verb of each reason: 'Because you VERB *A* and *B*' (e.g. watched, bought).",
-    ),
-]
 EventVerbOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -58,6 +52,30 @@ def parse_event_verbs(specs: list[str] | None) -> dict[str, str]:
         return check_event_verbs(verbs)
     except ValueError as e:
         raise ValueError(f"--event-verb: {e}") from None
+
+
+@dataclass(frozen=True)
+class ReasonOptions:
+    """How ``recommend --explain`` and ``explain-rec`` word a reason: its verb, the verbs of event types."""
+
+    reason_verb: Annotated[
+        str,
+        typer.Option(
+            "--reason-verb",
+            help="The verb of each reason: 'Because you VERB *A* and *B*' (e.g. watched, bought).",
+        ),
+    ] = reasons.DEFAULT_VERB
+    event_verb: EventVerbOpt = None
+
+    def wording(self) -> dict[str, Any]:
+        """The checked ``reason_verb`` and ``event_verbs`` keywords of
+        :meth:`attnrec.recommend.Recommender.recommend` and
+        :func:`attnrec.recommend.explain_rec.explain_recommendation` (a one-line ``ValueError`` for a bad
+        one)."""
+        return {
+            "reason_verb": check_verb(self.reason_verb),
+            "event_verbs": parse_event_verbs(self.event_verb),
+        }
 
 
 def _when(timestamp: float | None) -> str:
@@ -106,7 +124,7 @@ def print_item_explanations(
 __all__ = [
     "METHOD_HELP",
     "EventVerbOpt",
-    "ReasonVerb",
+    "ReasonOptions",
     "check_verb",
     "parse_event_verbs",
     "print_item_explanations",

@@ -1,16 +1,17 @@
 """Option types that several commands declare alike: the model (a registered name or a saved
-directory), the device, the sampled negatives, the candidate filters, the manifest key, and the
-``--protocol`` and ``--split`` options with their parsers (each command words its own help for those
-two). The choices of ``--protocol`` and ``--split`` are the library's own declarations
+directory), the device, the sampled negatives, the candidate filters (an option group), the manifest
+key, and the ``--protocol`` and ``--split`` options with their parsers (each command words its own
+help for those two). The choices of ``--protocol`` and ``--split`` are the library's own declarations
 (:data:`attnrec.evaluation.protocol.PROTOCOLS`, :data:`attnrec.data.split.SPLITS`)."""
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from attnrec.cli._common import MANIFEST_KEY_HELP
+from attnrec.cli._common import MANIFEST_KEY_HELP, split_list
 from attnrec.data.split import SPLITS
 from attnrec.evaluation.protocol import PROTOCOLS
 
@@ -58,16 +59,39 @@ DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cud
 NegativesOpt = Annotated[
     int, typer.Option("--negatives", min=1, help="Negatives per case for sampled protocols.")
 ]
-# The candidate filters of `recommend` and `batch` (the same request options, the same words).
-IncludeSeenOpt = Annotated[bool, typer.Option("--include-seen", help="Allow items already in the history.")]
-ExcludeOpt = Annotated[
-    list[str] | None,
-    typer.Option("--exclude", help="Item IDs never to recommend (repeatable or comma-separated)."),
-]
-IncludeOpt = Annotated[
-    list[str] | None,
-    typer.Option("--include", help="Recommend only among these item IDs (repeatable or comma-separated)."),
-]
+
+
+@dataclass(frozen=True)
+class CandidateOptions:
+    """The candidate filters of ``recommend`` and ``batch`` (the same request options, the same words)."""
+
+    include_seen: Annotated[
+        bool, typer.Option("--include-seen", help="Allow items already in the history.")
+    ] = False
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", help="Item IDs never to recommend (repeatable or comma-separated)."),
+    ] = None
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include", help="Recommend only among these item IDs (repeatable or comma-separated)."
+        ),
+    ] = None
+
+    def allowed(self) -> list[object] | None:
+        """The ``--include`` item IDs (None: every item)."""
+        return [*split_list(self.include)] if self.include else None
+
+    def banned(self) -> list[object] | None:
+        """The ``--exclude`` item IDs (None: none)."""
+        return [*split_list(self.exclude)] if self.exclude else None
+
+    def filters(self) -> dict[str, Any]:
+        """The keywords of these filters in :meth:`attnrec.recommend.Recommender.recommend` and
+        :func:`attnrec.recommend.batch_scoring.score_to_parquet`."""
+        return {"exclude_seen": not self.include_seen, "include": self.allowed(), "exclude": self.banned()}
+
 
 ManifestKeyOpt = Annotated[
     str | None,
@@ -93,3 +117,35 @@ def protocol_option(flag: str, help: str, **settings: Any) -> Any:
 def split_option(help: str, **settings: Any) -> Any:
     """The ``--split`` option of the commands that re-split a log, checked as it is parsed."""
     return typer.Option("--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help=help, **settings)
+
+
+# -- options the training commands share (train, tune, compare, retrain, explain-train): each flag and its
+# bounds once; each command words the help for what the option means there, as for --protocol and --split.
+def preset_option(help: str) -> Any:
+    """``--preset``/``-p``: a named preset of the model."""
+    return typer.Option("--preset", "-p", help=help)
+
+
+def config_option(help: str) -> Any:
+    """``--config``/``-c``: a TOML file of settings."""
+    return typer.Option("--config", "-c", help=help)
+
+
+def overrides_option(help: str) -> Any:
+    """``--set``: one ``key=value`` setting (repeatable)."""
+    return typer.Option("--set", help=help)
+
+
+def max_epochs_option(help: str) -> Any:
+    """``--max-epochs``: an epoch cap, at least 1."""
+    return typer.Option("--max-epochs", min=1, help=help)
+
+
+def time_budget_option(help: str) -> Any:
+    """``--time-budget``: seconds, at least 0."""
+    return typer.Option("--time-budget", min=0, help=help)
+
+
+def valid_users_option(help: str) -> Any:
+    """``--valid-users``: how many users leave-one-out validates on (0 = all), at least 0."""
+    return typer.Option("--valid-users", min=0, help=help)

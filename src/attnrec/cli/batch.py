@@ -15,13 +15,13 @@ from attnrec.cli._common import (
     DataOptions,
     LoadOptions,
     cli_errors,
+    data_option,
     err,
     option_groups,
     out,
-    split_list,
     warn_line,
 )
-from attnrec.cli._options import DeviceOpt, ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
+from attnrec.cli._options import CandidateOptions, DeviceOpt, ModelDirOpt
 from attnrec.cli.main import app
 from attnrec.recommend.batch_input import DatasetUsers, FileUsers, UserSource
 from attnrec.recommend.batch_scoring import (
@@ -86,11 +86,9 @@ def batch(
     out_path: Annotated[Path, typer.Option("--out", "-o", help="The Parquet file to write.")],
     data: Annotated[
         str | None,
-        typer.Option(
-            "--data",
-            "-d",
-            help="Score every user of this dataset ('demo', a named dataset or a file, as in "
-            "'attnrec train'), each from its history there.",
+        data_option(
+            "Score every user of this dataset ('demo', a named dataset or a file, as in "
+            "'attnrec train'), each from its history there."
         ),
     ] = None,
     users: Annotated[
@@ -105,9 +103,7 @@ def batch(
     chunk_users: Annotated[
         int, typer.Option("--chunk-users", min=1, help="Users scored and written per part (bounds memory).")
     ] = DEFAULT_CHUNK_USERS,
-    include_seen: IncludeSeenOpt = False,
-    exclude: ExcludeOpt = None,
-    include: IncludeOpt = None,
+    candidates: CandidateOptions = CandidateOptions(),
     layout: Annotated[
         str,
         typer.Option(
@@ -146,9 +142,7 @@ def batch(
         raise ValueError("give either --data DATA (every user of a dataset) or --users FILE")
     rec = loading.recommender(model_dir, device)
     source: UserSource = FileUsers(users) if users is not None else DatasetUsers(reading.load(str(data)))
-    allowed = [*split_list(include)] if include else None
-    banned = [*split_list(exclude)] if exclude else None
-    unknown = unknown_filter_items(rec, allowed, banned)
+    unknown = unknown_filter_items(rec, candidates.allowed(), candidates.banned())
     if unknown:
         warn_line(
             f"ignored {len(unknown)} --include/--exclude item(s) unknown to the model: "
@@ -162,12 +156,10 @@ def batch(
             out_path,
             k=k,
             chunk_users=chunk_users,
-            exclude_seen=not include_seen,
-            include=allowed,
-            exclude=banned,
             layout=layout,
             resume=resume,
             progress=bar,
             model_label=str(model_dir),
+            **candidates.filters(),
         )
     out.print(escape(_summary(res, layout, k)), soft_wrap=True, highlight=False)

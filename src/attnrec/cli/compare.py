@@ -8,15 +8,16 @@ from typing import Annotated
 
 import typer
 
-from attnrec.cli._common import (
-    cli_errors,
-    err,
-    load_data,
-    log_to_stderr,
-    out,
-    split_list,
+from attnrec.cli._common import cli_errors, data_option, err, load_data, log_to_stderr, out, split_list
+from attnrec.cli._options import (
+    NegativesOpt,
+    max_epochs_option,
+    preset_option,
+    protocol_option,
+    split_option,
+    time_budget_option,
+    valid_users_option,
 )
-from attnrec.cli._options import NegativesOpt, protocol_option, split_option
 from attnrec.cli._output import progress_display, show_progress
 from attnrec.cli.main import app
 from attnrec.data.split import DEFAULT_SPLIT, make_split
@@ -34,9 +35,7 @@ from attnrec.models.registry import get_spec
 def compare_cmd(
     data: Annotated[
         str | None,
-        typer.Option(
-            "--data", "-d", help="Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path."
-        ),
+        data_option("Dataset: 'demo', a named dataset (ml-1m, beauty, ...) or a file path."),
     ] = None,
     models: Annotated[
         list[str] | None,
@@ -62,32 +61,22 @@ def compare_cmd(
     negatives: NegativesOpt = DEFAULT_NEGATIVES,
     preset: Annotated[
         str,
-        typer.Option(
-            "--preset",
-            "-p",
-            help="Preset for every model: 'auto' (named after the dataset: ml-1m, beauty, demo), "
-            "'none' (defaults) or a preset name.",
+        preset_option(
+            "Preset for every model: 'auto' (named after the dataset: ml-1m, beauty, demo), "
+            "'none' (defaults) or a preset name."
         ),
     ] = "auto",
     time_budget: Annotated[
         float | None,
-        typer.Option(
-            "--time-budget",
-            min=0,
-            help="Seconds of training per model, 0 = no limit (default: the preset's).",
-        ),
+        time_budget_option("Seconds of training per model, 0 = no limit (default: the preset's)."),
     ] = None,
-    max_epochs: Annotated[
-        int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per model.")
-    ] = None,
+    max_epochs: Annotated[int | None, max_epochs_option("Epoch cap per model.")] = None,
     split: Annotated[str, split_option("How test and validation cases are held out.")] = DEFAULT_SPLIT,
     valid_users: Annotated[
         int,
-        typer.Option(
-            "--valid-users",
-            min=0,
-            help="leave-one-out: validate on this many users (seed 0); the others also train "
-            "on their second-to-last item. 0 = all users.",
+        valid_users_option(
+            "leave-one-out: validate on this many users (seed 0); the others also train "
+            "on their second-to-last item. 0 = all users."
         ),
     ] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of training and of the sampled negatives.")] = 0,

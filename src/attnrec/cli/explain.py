@@ -6,6 +6,7 @@ interaction log) and are judged by text metrics (not ranking).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,8 @@ import typer
 from rich.table import Table
 
 from attnrec.checkpoint import read_json
-from attnrec.cli._common import cli_errors, log_to_stderr, out, warn_line
+from attnrec.cli._common import cli_errors, data_option, log_to_stderr, option_groups, out, warn_line
+from attnrec.cli._options import overrides_option
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.config import parse_overrides
@@ -24,11 +26,9 @@ from attnrec.recommend.explainer import DECODINGS
 
 DataOpt = Annotated[
     Path,
-    typer.Option(
-        "--data",
-        "-d",
-        help="Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "
-        "JSON lines, or CSV with user,item,rating,text columns (.gz ok).",
+    data_option(
+        "Reviews: PETER's folder (reviews.pickle + 1..5/ index folders), Amazon or Yelp "
+        "JSON lines, or CSV with user,item,rating,text columns (.gz ok)."
     ),
 ]
 CheckpointOpt = Annotated[
@@ -66,9 +66,7 @@ def explain_train(
     preset: Annotated[str, typer.Option(help="paper (PETER, SGD), plus (PETER+) or adam.")] = "paper",
     fmt: FormatOpt = "auto",
     split: SplitOpt = "seed:1",
-    sets: Annotated[
-        list[str] | None, typer.Option("--set", help="Model setting key=value (repeatable).")
-    ] = None,
+    sets: Annotated[list[str] | None, overrides_option("Model setting key=value (repeatable).")] = None,
     train_sets: Annotated[
         list[str] | None, typer.Option("--train", help="Training setting key=value.")
     ] = None,
@@ -102,34 +100,37 @@ def explain_train(
     )
 
 
-NoRepeatOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--no-repeat-ngram",
-        min=0,
-        help="Never repeat an n-gram of this size in a generated explanation "
-        "(0 = the paper's plain decoding; default: the model's, 3 unless it was saved with another).",
-    ),
-]
-DecodingOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--decoding",
-        help="Named decoding: 'paper' (the authors' plain decoding, = --no-repeat-ngram 0) or "
-        "'blocked' (never repeat a trigram, = --no-repeat-ngram 3).",
-    ),
-]
+@dataclass(frozen=True)
+class DecodingOptions:
+    """How ``explain`` and ``explain-evaluate`` decode: n-gram blocking by size or by name."""
 
+    no_repeat_ngram: Annotated[
+        int | None,
+        typer.Option(
+            "--no-repeat-ngram",
+            min=0,
+            help="Never repeat an n-gram of this size in a generated explanation "
+            "(0 = the paper's plain decoding; default: the model's, 3 unless it was saved with another).",
+        ),
+    ] = None
+    decoding: Annotated[
+        str | None,
+        typer.Option(
+            "--decoding",
+            help="Named decoding: 'paper' (the authors' plain decoding, = --no-repeat-ngram 0) or "
+            "'blocked' (never repeat a trigram, = --no-repeat-ngram 3).",
+        ),
+    ] = None
 
-def _ngram(decoding: str | None, no_repeat_ngram: int | None) -> int | None:
-    """The n-gram blocking of ``--decoding`` / ``--no-repeat-ngram`` (None: the model's own)."""
-    if decoding is None:
-        return no_repeat_ngram
-    if no_repeat_ngram is not None:
-        raise ValueError("give --decoding or --no-repeat-ngram, not both")
-    if decoding not in DECODINGS:
-        raise ValueError(f"--decoding {decoding!r}: use {' or '.join(DECODINGS)}")
-    return DECODINGS[decoding]
+    def ngram(self) -> int | None:
+        """The n-gram blocking of ``--decoding`` / ``--no-repeat-ngram`` (None: the model's own)."""
+        if self.decoding is None:
+            return self.no_repeat_ngram
+        if self.no_repeat_ngram is not None:
+            raise ValueError("give --decoding or --no-repeat-ngram, not both")
+        if self.decoding not in DECODINGS:
+            raise ValueError(f"--decoding {self.decoding!r}: use {' or '.join(DECODINGS)}")
+        return DECODINGS[self.decoding]
 
 
 @app.command(
@@ -137,6 +138,7 @@ def _ngram(decoding: str | None, no_repeat_ngram: int | None) -> int | None:
     epilog="Example: attnrec explain --model runs/peter --user A2IBPI20UZIR0U --item 1384719342",
 )
 @cli_errors
+@option_groups
 def explain(
     model: CheckpointOpt,
     user: Annotated[str, typer.Option("--user", "-u", help="User ID.")],
@@ -144,16 +146,15 @@ def explain(
     feature: Annotated[str | None, typer.Option(help="Feature word to talk about (PETER+).")] = None,
     beam: Annotated[int, typer.Option(min=1, help="Beam size (1 = greedy, as the paper).")] = 1,
     max_len: Annotated[int | None, typer.Option(help="Most words to generate.")] = None,
-    no_repeat_ngram: NoRepeatOpt = None,
-    decoding: DecodingOpt = None,
+    decoding: DecodingOptions = DecodingOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Predict the rating and generate an explanation for one user and item."""
-    no_repeat_ngram = _ngram(decoding, no_repeat_ngram)
+    ngram = decoding.ngram()
     ex = Explainer.load(model)
     if feature is not None and not ex.config.use_feature:
         warn_line("this model is PETER without features; --feature is ignored")
-    res = ex.explain(user, item, feature, beam=beam, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
+    res = ex.explain(user, item, feature, beam=beam, max_len=max_len, no_repeat_ngram=ngram)
     if as_json:
         print_json(res)
         return
@@ -170,6 +171,7 @@ def explain(
     epilog="Example: attnrec explain-evaluate --model runs/peter --data reviews.json.gz",
 )
 @cli_errors
+@option_groups
 def explain_evaluate(
     model: CheckpointOpt,
     data: DataOpt,
@@ -179,19 +181,18 @@ def explain_evaluate(
         typer.Option("--split", help="seed:N or index:K; default: the split the model was trained with."),
     ] = None,
     beam: Annotated[int | None, typer.Option(min=1, help="Beam size (default: the model's).")] = None,
-    no_repeat_ngram: NoRepeatOpt = None,
-    decoding: DecodingOpt = None,
+    decoding: DecodingOptions = DecodingOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """RMSE, MAE, BLEU, ROUGE, USR, FMR, FCR and DIV on the test part of the data."""
-    no_repeat_ngram = _ngram(decoding, no_repeat_ngram)
+    ngram = decoding.ngram()
     ex = Explainer.load(model)
     reviews = load_review_data(data, fmt)
     if ex.source_.sha256 and reviews.source.sha256 and ex.source_.sha256 != reviews.source.sha256:
         warn_line(f"{data} differs from the file the model was trained on ({ex.source_.path})")
     spec = split or _split_of(model)
     sp = _split(reviews, data, spec)
-    metrics = ex.evaluate(reviews, sp.test, beam=beam, no_repeat_ngram=no_repeat_ngram)
+    metrics = ex.evaluate(reviews, sp.test, beam=beam, no_repeat_ngram=ngram)
     if as_json:
         print_json(metrics)
         return

@@ -12,15 +12,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from attnrec.cli._common import QueryOptions, cli_errors, err, load_data, option_groups, out, warn_line
-from attnrec.cli._item_explanations import (
-    METHOD_HELP,
-    EventVerbOpt,
-    ReasonVerb,
-    check_verb,
-    parse_event_verbs,
-    print_item_explanations,
+from attnrec.cli._common import (
+    QueryOptions,
+    cli_errors,
+    data_option,
+    err,
+    load_data,
+    option_groups,
+    out,
+    warn_line,
 )
+from attnrec.cli._item_explanations import METHOD_HELP, ReasonOptions, print_item_explanations
 from attnrec.cli._options import DeviceOpt
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
@@ -41,11 +43,9 @@ def attention(
     ],
     data: Annotated[
         str | None,
-        typer.Option(
-            "--data",
-            "-d",
-            help="Histories to feed the model: 'demo', a named dataset or a file "
-            "[default: the histories stored with the model].",
+        data_option(
+            "Histories to feed the model: 'demo', a named dataset or a file "
+            "[default: the histories stored with the model]."
         ),
     ] = None,
     users: Annotated[
@@ -140,8 +140,7 @@ def explain_rec(
         str | None,
         typer.Option("--item", help="Explain this item's score instead of the top-K (it may rank anywhere)."),
     ] = None,
-    reason_verb: ReasonVerb = "interacted with",
-    event_verb: EventVerbOpt = None,
+    reasoning: ReasonOptions = ReasonOptions(),
     as_json: JsonOpt = False,
     device: DeviceOpt = "cpu",
 ) -> None:
@@ -152,7 +151,7 @@ def explain_rec(
     if (query.user is None) == (query.history is None):
         raise ValueError("give exactly one of --user USER or --history 'ITEM,ITEM,...'")
     check_method(method)  # before loading the model: a typo costs nothing
-    verb, verbs = check_verb(reason_verb), parse_event_verbs(event_verb)
+    wording = reasoning.wording()
     rec = Recommender.load(model_dir, device=device)
     ex = explain_recommendation(
         rec,
@@ -162,8 +161,7 @@ def explain_rec(
         top=top,
         method=method,
         item=item,
-        reason_verb=verb,
-        event_verbs=verbs,
+        **wording,
     )
     if as_json:
         print_json(ex.to_dict())

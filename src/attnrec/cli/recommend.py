@@ -13,17 +13,10 @@ from attnrec.cli._common import (
     cli_errors,
     option_groups,
     out,
-    split_list,
     warn_line,
 )
-from attnrec.cli._item_explanations import (
-    METHOD_HELP,
-    EventVerbOpt,
-    ReasonVerb,
-    check_verb,
-    parse_event_verbs,
-)
-from attnrec.cli._options import DeviceOpt, ExcludeOpt, IncludeOpt, IncludeSeenOpt, ModelDirOpt
+from attnrec.cli._item_explanations import METHOD_HELP, ReasonOptions
+from attnrec.cli._options import CandidateOptions, DeviceOpt, ModelDirOpt
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.recommend.reasons import check_method
@@ -38,9 +31,7 @@ from attnrec.recommend.reasons import check_method
 def recommend(
     model_dir: ModelDirOpt,
     query: QueryOptions = QueryOptions(),
-    include_seen: IncludeSeenOpt = False,
-    exclude: ExcludeOpt = None,
-    include: IncludeOpt = None,
+    candidates: CandidateOptions = CandidateOptions(),
     as_json: JsonOpt = False,
     device: DeviceOpt = "cpu",
     explain: Annotated[
@@ -52,8 +43,7 @@ def recommend(
     explain_method: Annotated[
         str, typer.Option("--explain-method", help=f"With --explain. {METHOD_HELP}")
     ] = "greedy",
-    reason_verb: ReasonVerb = "interacted with",
-    event_verb: EventVerbOpt = None,
+    reasoning: ReasonOptions = ReasonOptions(),
     loading: LoadOptions = LoadOptions(),
 ) -> None:
     """Top-K items for a known user or for an ad-hoc history of item IDs, with titles when known.
@@ -64,21 +54,16 @@ def recommend(
     """
     if query.user is None and query.history is None:
         raise ValueError("give --user USER or --history 'ITEM,ITEM,...'")
-    method, verb, verbs = check_method(explain_method), check_verb(reason_verb), parse_event_verbs(event_verb)
+    method, wording = check_method(explain_method), reasoning.wording()
     rec = loading.recommender(model_dir, device)
     hist = query.history_items()
-    allowed: list[object] | None = [*split_list(include)] if include else None
-    banned: list[object] | None = [*split_list(exclude)] if exclude else None
     r = rec.recommend(
         user=query.user,
         history=hist,
         k=query.k,
-        exclude_seen=not include_seen,
-        include=allowed,
-        exclude=banned,
         explain=method if explain else False,
-        reason_verb=verb,
-        event_verbs=verbs,
+        **wording,
+        **candidates.filters(),
     )
     if as_json:
         print_json(dataclasses.asdict(r))
@@ -99,7 +84,7 @@ def recommend(
         if hist is None
         else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
     )
-    seen = "seen items included" if include_seen else "seen items excluded"
+    seen = "seen items included" if candidates.include_seen else "seen items excluded"
     out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
     table = Table()
     table.add_column("#", justify="right")

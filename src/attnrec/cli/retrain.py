@@ -19,7 +19,7 @@ import pandas as pd
 import typer
 
 from attnrec.cli._common import DataOptions, cli_errors, err, option_groups
-from attnrec.cli._options import ManifestKeyOpt
+from attnrec.cli._options import ManifestKeyOpt, max_epochs_option
 from attnrec.cli._warm_options import EpochsFromOpt, fixed_epochs
 from attnrec.cli.ingest import StoreOpt
 from attnrec.cli.main import app
@@ -183,9 +183,7 @@ def retrain_command(
             "--data.",
         ),
     ] = None,
-    epochs: Annotated[
-        int | None, typer.Option("--max-epochs", min=1, help="Epochs of the fine-tune.")
-    ] = None,
+    epochs: Annotated[int | None, max_epochs_option("Epochs of the fine-tune.")] = None,
     epochs_from: EpochsFromOpt = None,
     reload: Annotated[
         str | None, typer.Option("--reload", help="URL of a running server to hot-reload the new model into.")

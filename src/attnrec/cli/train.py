@@ -28,7 +28,13 @@ from attnrec.cli._options import (
     NegativesOpt,
     SignalOpt,
     TargetEventsOpt,
+    config_option,
+    max_epochs_option,
+    overrides_option,
+    preset_option,
     protocol_option,
+    time_budget_option,
+    valid_users_option,
 )
 from attnrec.cli._results import print_results
 from attnrec.cli._tracking_options import TrackingOptions
@@ -75,12 +81,10 @@ TrainSplitOpt = Annotated[
 ]
 ValidUsersOpt = Annotated[
     int,
-    typer.Option(
-        "--valid-users",
-        min=0,
-        help="leave-one-out: validate on this many users (drawn with seed 0); every other "
+    valid_users_option(
+        "leave-one-out: validate on this many users (drawn with seed 0); every other "
         "user also trains on its second-to-last item (aprec's protocol; the BERT4Rec code trains on all but "
-        "the test item). 0 = all users.",
+        "the test item). 0 = all users."
     ),
 ]
 
@@ -120,17 +124,14 @@ def train(
     model: ModelNameOpt = "sasrec",
     preset: Annotated[
         str | None,
-        typer.Option("--preset", "-p", help="Named preset of the model (see 'attnrec models MODEL')."),
+        preset_option("Named preset of the model (see 'attnrec models MODEL')."),
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML file with \\[model] and \\[train] tables.")
-    ] = None,
+    config: Annotated[Path | None, config_option("TOML file with \\[model] and \\[train] tables.")] = None,
     overrides: Annotated[
         list[str] | None,
-        typer.Option(
-            "--set",
-            help="Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
-            "prefix model. or train. when a key is ambiguous).",
+        overrides_option(
+            "Override one setting, e.g. --set hidden=64 --set train.lr=1e-3 (repeatable; "
+            "prefix model. or train. when a key is ambiguous)."
         ),
     ] = None,
     split: TrainSplitOpt = DEFAULT_SPLIT,
@@ -150,12 +151,10 @@ def train(
     seed: Annotated[
         int | None, typer.Option("--seed", help="Seed of initialisation, shuffling and negatives.")
     ] = None,
-    max_epochs: Annotated[
-        int | None, typer.Option("--max-epochs", min=1, help="Stop after this many epochs.")
-    ] = None,
+    max_epochs: Annotated[int | None, max_epochs_option("Stop after this many epochs.")] = None,
     time_budget: Annotated[
         float | None,
-        typer.Option("--time-budget", min=0, help="Stop training after this many seconds (0 = no limit)."),
+        time_budget_option("Stop training after this many seconds (0 = no limit)."),
     ] = None,
     protocols: Annotated[
         list[str] | None, protocol_option("--protocol", "Test protocol(s) besides full ranking (repeatable).")

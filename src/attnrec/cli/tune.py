@@ -19,7 +19,16 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._options import ModelNameOpt, split_option
+from attnrec.cli._options import (
+    ModelNameOpt,
+    config_option,
+    max_epochs_option,
+    overrides_option,
+    preset_option,
+    split_option,
+    time_budget_option,
+    valid_users_option,
+)
 from attnrec.cli._output import progress_display, show_progress
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
@@ -43,23 +52,16 @@ def tune_cmd(
     data: DataOpt,
     model: ModelNameOpt = "sasrec",
     preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset", "-p", help="Preset the unsearched settings start from (see 'attnrec models MODEL')."
-        ),
+        str | None, preset_option("Preset the unsearched settings start from (see 'attnrec models MODEL').")
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="TOML file with \\[model] and \\[train] tables: settings fixed, not searched.",
-        ),
+        config_option("TOML file with \\[model] and \\[train] tables: settings fixed, not searched."),
     ] = None,
     overrides: Annotated[
         list[str] | None,
-        typer.Option(
-            "--set", help="Fix one setting, e.g. --set loss=ce (repeatable); a fixed setting is not searched."
+        overrides_option(
+            "Fix one setting, e.g. --set loss=ce (repeatable); a fixed setting is not searched."
         ),
     ] = None,
     space: Annotated[
@@ -75,11 +77,7 @@ def tune_cmd(
     ] = 20,
     time_budget: Annotated[
         float,
-        typer.Option(
-            "--time-budget",
-            min=0,
-            help="Seconds for all trials of this session; no trial starts after it (0 = none).",
-        ),
+        time_budget_option("Seconds for all trials of this session; no trial starts after it (0 = none)."),
     ] = 0.0,
     trial_budget: Annotated[
         float,
@@ -87,9 +85,7 @@ def tune_cmd(
             "--trial-budget", min=0, help="Seconds of training per trial (0 = the base config's time_budget)."
         ),
     ] = 0.0,
-    max_epochs: Annotated[
-        int | None, typer.Option("--max-epochs", min=1, help="Epoch cap per trial.")
-    ] = None,
+    max_epochs: Annotated[int | None, max_epochs_option("Epoch cap per trial.")] = None,
     jobs: Annotated[
         int,
         typer.Option(
@@ -134,10 +130,7 @@ def tune_cmd(
     ] = 0,
     split: Annotated[str, split_option("How validation and test cases are held out.")] = DEFAULT_SPLIT,
     valid_users: Annotated[
-        int,
-        typer.Option(
-            "--valid-users", min=0, help="leave-one-out: validate on this many users (seed 0); 0 = all."
-        ),
+        int, valid_users_option("leave-one-out: validate on this many users (seed 0); 0 = all.")
     ] = 0,
     keep_trials: Annotated[
         bool, typer.Option("--keep-trials", help="Keep every trial's model, not only the best one's.")

@@ -53,6 +53,14 @@ class ReadOptions:
     missing_features: str = "error"
     time_format: str | None = None
 
+    def __post_init__(self) -> None:
+        """The policy and date format checked wherever options are built (a one-line :class:`DataError`)."""
+        if self.missing_features not in MISSING_POLICIES:
+            raise DataError(
+                f"missing_features={self.missing_features!r}: use one of {', '.join(MISSING_POLICIES)}"
+            )
+        object.__setattr__(self, "time_format", check_time_format(self.time_format))
+
     def attach_features(self, data: Interactions) -> Interactions:
         """``data`` with these options' feature tables (unchanged when there are none)."""
         return with_features(
@@ -134,8 +142,6 @@ def load_dataset(
     """
     if not features and (item_features is not None or user_features is not None):
         raise DataError("features=False contradicts the item_features/user_features given")
-    if missing_features not in MISSING_POLICIES:
-        raise DataError(f"missing_features={missing_features!r}: use one of {', '.join(MISSING_POLICIES)}")
     options = ReadOptions(
         format=format,
         columns=columns,
@@ -146,7 +152,7 @@ def load_dataset(
         item_feature_columns=item_feature_columns,
         user_feature_columns=user_feature_columns,
         missing_features=missing_features,
-        time_format=check_time_format(time_format),
+        time_format=time_format,
     )
     if is_frame(spec):
         return _with_titles(options.attach_features(_read_frame(spec, options)), titles, title_mapping)

@@ -7,6 +7,8 @@ item comes from :mod:`attnrec.recommend.reasons` with the server's ``reason_verb
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from attnrec.evaluation.attribution import cannot_attribute
 from attnrec.recommend import Recommender
 from attnrec.recommend.reasons import ItemExplanation
@@ -42,19 +44,13 @@ def explaining(e: ServedModel, method: str) -> Recommender:
 
 
 def because(ex: ItemExplanation, top: int) -> list[Attribution]:
-    """The ``top`` strongest history events of ``ex`` as the response's ``because`` list."""
-    return [
-        Attribution(
-            item=a.item,
-            title=a.title,
-            weight=a.value,
-            back=a.back,
-            event=a.event,
-            timestamp=a.timestamp,
-            signals=a.signals,
-        )
-        for a in ex.events[:top]
-    ]
+    """The ``top`` strongest history events of ``ex`` as the response's ``because`` list (each event's fields
+    under their names, its ``value`` as ``weight``)."""
+    listed = []
+    for event in ex.events[:top]:
+        given = asdict(event)
+        listed.append(Attribution(weight=given.pop("value"), **given))
+    return listed
 
 
 def explanation(ex: ItemExplanation | None, top: int) -> Explanation | None:
