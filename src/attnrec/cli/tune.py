@@ -19,7 +19,7 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._options import ModelNameOpt, split_option
+from attnrec.cli._options import ModelNameOpt, SignalOpt, read_signals, split_option
 from attnrec.cli._output import progress_display, show_progress
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
@@ -139,6 +139,7 @@ def tune_cmd(
             "--valid-users", min=0, help="leave-one-out: validate on this many users (seed 0); 0 = all."
         ),
     ] = 0,
+    signal: SignalOpt = None,
     keep_trials: Annotated[
         bool, typer.Option("--keep-trials", help="Keep every trial's model, not only the best one's.")
     ] = False,
@@ -161,6 +162,7 @@ def tune_cmd(
     settings_by_table = resolve_overrides(
         {"model": spec.config_cls, "train": TrainConfig}, overrides or [], config
     )
+    read_signals(signal, model, spec, settings_by_table["model"])  # a fixed setting: not searched
     train_fixed = dict(settings_by_table["train"])
     if max_epochs is not None:
         train_fixed["max_epochs"] = max_epochs
