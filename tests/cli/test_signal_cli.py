@@ -125,3 +125,21 @@ def test_tune_refuses_a_signal_for_a_model_without_them(log: Path, tmp_path: Pat
     code, output = run("tune", "--data", str(log), "--model", "pop", "--signal", "device:categorical")
     assert code == 2 and "--signal: pop reads no per-event signals" in output, output
     assert len(output.strip().splitlines()) == 1
+
+
+def test_ingest_reads_a_signal_from_json_lines(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    device_frame("client").to_json(path, orient="records", lines=True)
+    store = tmp_path / "events.db"
+    code, output = run(
+        "ingest",
+        str(path),
+        "--store",
+        str(store),
+        "--signal",
+        "device:categorical",
+        "--columns",
+        "device=client",
+    )
+    assert code == 0, output
+    assert open_store(str(store)).recent(["u3"], 2)["u3"].signals == {"device": ["tv", "tv"]}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnrec.data import load_dataset
 from attnrec.data.readers.jsonlines import read_amazon_json, read_json_lines, read_otto_jsonl
 from attnrec.data.readers.table import read_table
 from attnrec.data.schema import DataError, Interactions
@@ -109,3 +110,23 @@ def test_the_amazon_and_otto_readers_read_it_too(tmp_path: Path) -> None:
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"session": 0, "events": [{"aid": 5, "ts": 1000, "type": "clicks"}]}\n')
     assert read_otto_jsonl(plain).signals == {}  # a file without the field: the log has no such column
+
+
+def test_json_lines_of_any_layout_are_read_like_a_table(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text(LOG.replace('"uid"', '"user_id"').replace('"iid"', '"item_id"').replace('"ts"', '"time"'))
+    data = load_dataset(path)  # the keys found by the table readers' names, the signal by its alias
+    assert data.source.format == "json-lines" and _devices(data) == {"u1": ["phone", "tv"], "u2": ["phone"]}
+    assert data.timestamp is not None and data.timestamp.tolist() == [10.0, 30.0, 20.0]
+    other = tmp_path / "other.jsonl"
+    other.write_text(LOG.replace('"uid"', '"who"').replace('"iid"', '"what"'))  # names no reader guesses
+    with pytest.raises(DataError, match=r"unknown JSON layout .*other names: format json-lines with columns"):
+        load_dataset(other)
+    mapped = load_dataset(
+        other, format="json-lines", columns={"user": "who", "item": "what", "timestamp": "ts"}
+    )
+    assert _devices(mapped) == _devices(data)
+    with pytest.raises(
+        DataError, match=r"missing column 'whom' \(mapped as user\); available columns: 'who'"
+    ):
+        load_dataset(other, format="json-lines", columns={"user": "whom", "item": "what"})

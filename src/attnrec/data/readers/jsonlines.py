@@ -1,4 +1,5 @@
-"""JSON-lines logs: a generic reader by key mapping, and the Amazon, Steam and OTTO dumps.
+"""JSON-lines logs: a generic reader by key mapping, one that finds the keys as the table readers find
+columns, and the Amazon, Steam and OTTO dumps.
 
 Lines that are not JSON but Python dict literals (older Amazon and Steam dumps) are read with
 :func:`ast.literal_eval`, which only accepts literals (never ``eval``). Every reader also reads the
@@ -20,7 +21,7 @@ import numpy as np
 from attnrec.data.boundary import Origin
 from attnrec.data.build import checked_signal, from_columns
 from attnrec.data.files import iter_lines
-from attnrec.data.readers.columns import REQUIRED_ROLES
+from attnrec.data.readers.columns import REQUIRED_ROLES, resolve_columns
 from attnrec.data.readers.fields import file_source, number, seconds
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.signals import declared, find_signal
@@ -155,6 +156,28 @@ def read_json_lines(
         k_core=k_core,
         signals=carried.columns(),
     )
+
+
+def read_json_table(
+    path: str | Path,
+    columns: Mapping[str, str | int] | None = None,
+    *,
+    name: str | None = None,
+    min_rating: float | None = None,
+    k_core: int = 0,
+) -> Interactions:
+    """JSON lines of flat records, one event each (the ``json-lines`` format): each role's key is found in
+    the first record's keys by name, as :func:`~attnrec.data.readers.table.read_table` finds columns
+    (``user_id``, ``item_id``, ``timestamp``, ``rating``, ``event_type``, a declared signal's aliases ...),
+    or mapped with ``columns`` (a key, or its 0-based position in the first record); then read by
+    :func:`read_json_lines`."""
+    for n, line in iter_lines(path):
+        roles = resolve_columns(list(parse_record(line, path, n)), columns, path)
+        keys = {role: str(key) for role, key in roles.items()}
+        return read_json_lines(
+            path, keys, format="json-lines", name=name, min_rating=min_rating, k_core=k_core
+        )
+    raise DataError(f"{path}: the file is empty (no interactions)")
 
 
 def read_amazon_json(
