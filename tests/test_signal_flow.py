@@ -244,6 +244,15 @@ def test_the_recommendation_explained_names_a_known_users_stored_devices(rec: Re
     assert events and all(e.signals == {"device": "phone"} for e in events)
 
 
+def test_the_history_view_shows_each_events_device(client: TestClient) -> None:
+    for user, device in (("u0", "phone"), ("u1", "tv")):
+        r = client.get(f"/v1/users/{user}/history", params={"limit": 3})
+        assert r.status_code == 200, r.text
+        assert [x["signals"] for x in r.json()["items"]] == [{"device": device}] * 3
+    history = client.get("/openapi.json").json()["components"]["schemas"]["HistoryItem"]["properties"]
+    assert "declared signals the model reads" in history["signals"]["description"]
+
+
 def test_a_numeric_signal_a_parquet_stream_and_bert4rec(device: Signal, tmp_path: Path) -> None:
     register_signal(Signal("price", "numeric", minimum=0.0))
     try:

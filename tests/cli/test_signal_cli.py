@@ -94,3 +94,52 @@ def test_a_bad_signal_option_is_one_line(
     )
     assert code == 2 and f"--signal: {message}" in output, output
     assert len(output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_tune_declares_the_signals_in_every_worker(log: Path, tmp_path: Path, jobs: str) -> None:
+    out = tmp_path / "tune"
+    signals = ["--signal", "device:categorical", "--columns", "device=client"]
+    tiny = [*TINY[:8], "--max-epochs", "1", "--quiet", "--trials", "2", "--jobs", jobs, "--set", "threads=1"]
+    code, output = run("tune", "--data", str(log), "--out", str(out), *signals, *tiny)
+    assert code == 0, output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trials"]["complete"] == 2, summary  # spawned workers declared it too (none failed)
+    assert 'signals = "device"' in (out / "best.toml").read_text()
+    (best,) = (out / "trials").iterdir()
+    assert json.loads((best / "signals.json").read_text())["device"]["values"] == ["phone", "tv"]
+
+
+def test_ingest_declares_the_signals_without_a_model(log: Path, tmp_path: Path) -> None:
+    store = tmp_path / "events.db"
+    signals = ["--signal", "device:categorical", "--signal", "price:numeric", "--columns", "device=client"]
+    code, output = run("ingest", str(log), "--store", str(store), *signals)
+    assert code == 0, output
+    recent = open_store(str(store)).recent(["u3"], 2)["u3"]
+    assert recent.signals == {"device": ["tv", "tv"], "price": [2.0, 3.0]}
+    code, output = run("ingest", str(log), "--store", str(store), "--signal", "device:numeric")
+    assert code == 2 and "--signal: 'device' is already declared as categorical, not numeric" in output
+
+
+def test_tune_refuses_a_signal_for_a_model_without_them(log: Path, tmp_path: Path) -> None:
+    code, output = run("tune", "--data", str(log), "--model", "pop", "--signal", "device:categorical")
+    assert code == 2 and "--signal: pop reads no per-event signals" in output, output
+    assert len(output.strip().splitlines()) == 1
+
+
+def test_ingest_reads_a_signal_from_json_lines(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    device_frame("client").to_json(path, orient="records", lines=True)
+    store = tmp_path / "events.db"
+    code, output = run(
+        "ingest",
+        str(path),
+        "--store",
+        str(store),
+        "--signal",
+        "device:categorical",
+        "--columns",
+        "device=client",
+    )
+    assert code == 0, output
+    assert open_store(str(store)).recent(["u3"], 2)["u3"].signals == {"device": ["tv", "tv"]}

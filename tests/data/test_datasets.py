@@ -142,7 +142,7 @@ def test_unknown_format_and_spec(tmp_path: Path) -> None:
     p = write(tmp_path / "data.txt", "1 10\n")
     with pytest.raises(DataError, match="unknown format 'xml'; use one of: auto, pairs"):
         load_dataset(p, format="xml")
-    with pytest.raises(DataError, match="applies to csv, tsv and parquet"):
+    with pytest.raises(DataError, match="applies to csv, tsv, parquet, json-lines files"):
         load_dataset(p, columns={"user": "a"})
     with pytest.raises(DataError, match="min_rating needs ratings"):
         load_dataset(p, min_rating=3)

@@ -128,6 +128,7 @@ def test_history_is_the_stored_one_most_recent_last(client: TestClient, sasrec: 
     assert body["user"] == "u3" and body["model"] == "sas" and body["length"] == len(stored)
     assert [x["item"] for x in body["items"]] == stored
     assert all(x["title"] == sasrec.titles_.get(x["item"]) for x in body["items"])
+    assert all(x["signals"] is None for x in body["items"])  # the model reads no declared signal
     last = client.get("/v1/users/u3/history", params={"limit": 2}).json()
     assert [x["item"] for x in last["items"]] == stored[-2:] and last["length"] == len(stored)
 

@@ -82,6 +82,13 @@ def server(
 
 @pytest.fixture(scope="module")
 def driver(server: tuple[str, subprocess.Popen[str]]) -> Iterator[Any]:
+    d = chrome()
+    yield d
+    d.quit()
+
+
+def chrome() -> Any:
+    """Headless Chromium under chromedriver (the caller quits it)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -99,9 +106,7 @@ def driver(server: tuple[str, subprocess.Popen[str]]) -> Iterator[Any]:
         "--disable-sync",
     ):  # less start-up work: nothing here needs them
         opts.add_argument(arg)
-    d = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
-    yield d
-    d.quit()
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
 
 
 class Page:

@@ -200,7 +200,8 @@ class DataOptions:
         str | None,
         typer.Option(
             "--columns",
-            help="Table columns for each role, e.g. 'user=userId,item=movieId,timestamp=ts' "
+            help="Table columns (or JSON-lines keys) for each role, e.g. "
+            "'user=userId,item=movieId,timestamp=ts' "
             f"(names or 0-based positions; roles: user, item, {', '.join(s.name for s in signals())}).",
         ),
     ] = None

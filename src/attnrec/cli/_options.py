@@ -4,16 +4,22 @@ key, and the ``--protocol`` and ``--split`` options with their parsers (each com
 help for those two). The choices of ``--protocol`` and ``--split`` are the library's own declarations
 (:data:`attnrec.evaluation.protocol.PROTOCOLS`, :data:`attnrec.data.split.SPLITS`)."""
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from attnrec.cli._common import MANIFEST_KEY_HELP, split_list
+from attnrec.config import ConfigError
+from attnrec.data.signals import declare_option
 from attnrec.data.split import SPLITS
 from attnrec.evaluation.protocol import PROTOCOLS
+
+if TYPE_CHECKING:
+    from attnrec.models.registry import ModelSpec
 
 
 # -- choices --------------------------------------------------------------------------------
@@ -102,11 +108,37 @@ SignalOpt = Annotated[
     typer.Option(
         "--signal",
         metavar="NAME:KIND",
-        help="Declare a per-event column for this run and let the model read it, e.g. device:categorical or "
-        "price:numeric (repeatable). The data's NAME column is read (or map it with --columns NAME=col); the "
-        "saved model keeps the declaration, so serving it needs nothing more.",
+        help="Declare a per-event column for this run, e.g. device:categorical or price:numeric "
+        "(repeatable). The data's NAME column is read (or map it with --columns NAME=col). train and tune: "
+        "the model reads it and the saved model keeps the declaration, so serving it needs nothing more; "
+        "ingest: the store keeps it with each event.",
     ),
 ]
+
+
+def declare_signals(texts: Sequence[str] | None) -> list[str]:
+    """Declare each ``--signal NAME:KIND`` (:func:`attnrec.data.signals.declare_option`); their names. A bad
+    one is a one-line :class:`ConfigError`."""
+    try:
+        return [declare_option(text).name for text in texts or ()]
+    except ValueError as e:
+        raise ConfigError(f"--signal: {e}") from None
+
+
+def read_signals(
+    texts: Sequence[str] | None, model: str, spec: "ModelSpec", model_over: dict[str, object]
+) -> None:
+    """Declare each ``--signal NAME:KIND`` and add its name to the model's ``signals`` setting
+    (``model_over``); a model without that setting is a one-line :class:`ConfigError`."""
+    if not texts:
+        return
+    if not dataclasses.is_dataclass(spec.config_cls) or "signals" not in {
+        f.name for f in dataclasses.fields(spec.config_cls)
+    }:
+        raise ConfigError(f"--signal: {model} reads no per-event signals (sasrec, bert4rec and their kin do)")
+    names = declare_signals(texts)
+    listed = str(model_over.get("signals", "")).split(",")
+    model_over["signals"] = ",".join(dict.fromkeys(n.strip() for n in [*listed, *names] if n.strip()))
 
 
 def protocol_option(flag: str, help: str, **settings: Any) -> Any:

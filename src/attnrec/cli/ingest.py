@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from attnrec.cli._common import DataOptions, cli_errors, err, option_groups, parse_columns, warn_line
+from attnrec.cli._options import SignalOpt, declare_signals
 from attnrec.cli.main import app
 from attnrec.data.schema import Interactions
 from attnrec.data.stream import read_parquet_stream
@@ -57,13 +58,15 @@ def ingest(
             "whose items it does not know (stored, not scored)."
         ),
     ] = None,
+    signal: SignalOpt = None,
     batch: Annotated[int, typer.Option(min=1, help="Events per store transaction.")] = 10_000,
     store_retention: RetentionOpt = DEFAULT_RETENTION,
 ) -> None:
     """Store the events of a file in a history store, for live histories and the next retrain.
 
     FILE holds user, item and optional timestamp, event type and rating columns, read as
-    `train --data` reads them, and the columns of the signals --model reads (stored with each event).
+    `train --data` reads them, and the columns of the signals --model reads or --signal declares (stored
+    with each event).
     The whole file is checked before anything is stored: a bad row stops it, naming the line."""
     items = None
     if model is not None:  # first: loading declares the signals the model reads, which the file may hold
@@ -71,6 +74,7 @@ def ingest(
 
         loaded = load(model)
         items = loaded.items_ if isinstance(loaded, (Recommender, Explainer)) else None
+    declare_signals(signal)  # after the model's: one it declares is taken as it is, of the same kind
     log = _read(file, data)
     if log.timestamp is None:
         warn_line(f"{file} has no timestamp column: every event is stamped with the time of this ingest")

@@ -1,7 +1,6 @@
 """``attnrec train``: fit a model, select it on validation, test it and save it (on one process or
 several, under torchrun)."""
 
-import dataclasses
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from attnrec.cli._options import (
     overrides_option,
     preset_option,
     protocol_option,
+    read_signals,
     time_budget_option,
     valid_users_option,
 )
@@ -48,7 +48,6 @@ from attnrec.cli._warm_options import (
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
 from attnrec.data.schema import Interactions
-from attnrec.data.signals import declare_option
 from attnrec.data.split import (
     DEFAULT_SPLIT,
     FINAL,
@@ -60,7 +59,7 @@ from attnrec.data.split import (
 )
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, check_single_target, protocol_by_name
 from attnrec.experiments.tracking import RunInfo, Trackers
-from attnrec.models.registry import ModelSpec, get_spec
+from attnrec.models.registry import get_spec
 from attnrec.recommend import Recommender, warm
 from attnrec.recommend.persistence import load_policy
 from attnrec.training import distributed
@@ -87,22 +86,6 @@ ValidUsersOpt = Annotated[
         "the test item). 0 = all users."
     ),
 ]
-
-
-def _declare_signals(texts: list[str], model: str, spec: ModelSpec, model_over: dict[str, object]) -> None:
-    """Declare each ``--signal NAME:KIND`` and add its name to the model's ``signals`` setting."""
-    if not texts:
-        return
-    if not dataclasses.is_dataclass(spec.config_cls) or "signals" not in {
-        f.name for f in dataclasses.fields(spec.config_cls)
-    }:
-        raise ConfigError(f"--signal: {model} reads no per-event signals (sasrec, bert4rec and their kin do)")
-    try:
-        names = [declare_option(text).name for text in texts]
-    except ValueError as e:
-        raise ConfigError(f"--signal: {e}") from None
-    listed = str(model_over.get("signals", "")).split(",")
-    model_over["signals"] = ",".join(dict.fromkeys(n.strip() for n in [*listed, *names] if n.strip()))
 
 
 def _training_state_dir(out_dir: Path, resume: bool, main_rank: bool) -> Path:
@@ -216,7 +199,7 @@ def train(
     spec = get_spec(model)
     settings = resolve_overrides({"model": spec.config_cls, "train": TrainConfig}, overrides or [], config)
     model_over, train_over = settings["model"], settings["train"]
-    _declare_signals(signal or [], model, spec, model_over)  # before the data is read and the model made
+    read_signals(signal, model, spec, model_over)  # before the data is read and the model made
     for key, value in (
         ("device", device),
         ("seed", seed),

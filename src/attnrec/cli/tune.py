@@ -21,10 +21,12 @@ from attnrec.cli._common import (
 )
 from attnrec.cli._options import (
     ModelNameOpt,
+    SignalOpt,
     config_option,
     max_epochs_option,
     overrides_option,
     preset_option,
+    read_signals,
     split_option,
     time_budget_option,
     valid_users_option,
@@ -132,6 +134,7 @@ def tune_cmd(
     valid_users: Annotated[
         int, valid_users_option("leave-one-out: validate on this many users (seed 0); 0 = all.")
     ] = 0,
+    signal: SignalOpt = None,
     keep_trials: Annotated[
         bool, typer.Option("--keep-trials", help="Keep every trial's model, not only the best one's.")
     ] = False,
@@ -154,6 +157,7 @@ def tune_cmd(
     settings_by_table = resolve_overrides(
         {"model": spec.config_cls, "train": TrainConfig}, overrides or [], config
     )
+    read_signals(signal, model, spec, settings_by_table["model"])  # a fixed setting: not searched
     train_fixed = dict(settings_by_table["train"])
     if max_epochs is not None:
         train_fixed["max_epochs"] = max_epochs

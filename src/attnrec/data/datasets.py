@@ -25,10 +25,11 @@ from attnrec.data.catalog import DATASETS, canonical_name, list_datasets
 from attnrec.data.demo import make_demo
 from attnrec.data.feature_files import FeatureSource, with_features
 from attnrec.data.features import MISSING_POLICIES
-from attnrec.data.formats import FORMATS, READERS, TABLE_FORMATS, UNRATED_FORMATS
+from attnrec.data.formats import COLUMN_FORMATS, FORMATS, READERS, TABLE_FORMATS, UNRATED_FORMATS
 from attnrec.data.frames import FrameLike, from_frame, is_frame
 from attnrec.data.named import load_named
 from attnrec.data.readers.columns import ID_ALIASES, column_aliases
+from attnrec.data.readers.jsonlines import read_json_table
 from attnrec.data.readers.table import read_table, table_format
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.signals import get_signal
@@ -38,7 +39,7 @@ from attnrec.data.titles import map_titles, read_id_mapping, read_titles, with_t
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How :func:`read_file` reads one interaction file: its format, table columns, the filters
+    """How :func:`read_file` reads one interaction file: its format, columns (or keys), the filters
     applied to it and its feature tables (each as the keyword of the same name of
     :func:`load_dataset` documents it)."""
 
@@ -103,8 +104,8 @@ def load_dataset(
     format : str
         For files: ``"auto"`` (from the name, then the content) or one of :data:`FORMATS`.
     columns : mapping, optional
-        Column names (or positions) for the roles of a CSV/TSV/Parquet table; see
-        :func:`attnrec.data.readers.table.read_table`.
+        Column names (or positions) for the roles of a CSV/TSV/Parquet table or the keys of JSON lines
+        (``json-lines``); see :func:`attnrec.data.readers.table.read_table`.
     min_rating : float, optional
         Keep only interactions rated at least this much (implicit feedback from ratings).
     k_core : int
@@ -235,8 +236,10 @@ def read_file(
     fmt = detect_format(path) if options.format == "auto" else options.format
     if fmt not in FORMATS:
         raise DataError(f"unknown format {options.format!r}; use one of: auto, {', '.join(FORMATS)}")
-    if options.columns is not None and fmt not in TABLE_FORMATS:
-        raise DataError(f"columns=... applies to csv, tsv and parquet tables, not to the {fmt!r} format")
+    if options.columns is not None and fmt not in COLUMN_FORMATS:
+        raise DataError(
+            f"columns=... applies to {', '.join(COLUMN_FORMATS)} files, not to the {fmt!r} format"
+        )
     if fmt in TABLE_FORMATS:
         # A .csv/.tsv name fixes the separator; other names (data.txt read as csv) are sniffed.
         sep = "\t" if fmt == "tsv" else ("," if fmt == "csv" and table_format(path) == "csv" else None)
@@ -257,7 +260,12 @@ def read_file(
         )
     if fmt in UNRATED_FORMATS and options.min_rating is not None:
         raise DataError(f"{path}: min_rating needs ratings, and the {fmt!r} format has none")
-    data = READERS[fmt](path, name=name, min_rating=options.min_rating, k_core=options.k_core)
+    if fmt == "json-lines":
+        data = read_json_table(
+            path, options.columns, name=name, min_rating=options.min_rating, k_core=options.k_core
+        )
+    else:
+        data = READERS[fmt](path, name=name, min_rating=options.min_rating, k_core=options.k_core)
     if options.format == "auto" and fmt in TEXT_ID_FORMATS:
         check_integer_ids(path, fmt, data)  # the integer IDs the detection saw hold on every line
     return options.attach_features(data)

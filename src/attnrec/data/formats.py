@@ -23,6 +23,7 @@ FORMATS = (
     "csv",
     "tsv",
     "parquet",
+    "json-lines",
     "movielens-dat",
     "ml100k",
     "ml20m",
@@ -33,8 +34,11 @@ FORMATS = (
     "taobao-csv",
 )
 
-#: Formats that are tables with named or numbered columns (``columns=`` applies to them).
+#: Formats that are tables with named or numbered columns.
 TABLE_FORMATS = ("csv", "tsv", "parquet")
+
+#: Formats whose columns (or keys) are found by name: ``columns=`` applies to them.
+COLUMN_FORMATS = (*TABLE_FORMATS, "json-lines")
 
 #: Formats without a rating column (``min_rating`` is an error for them).
 UNRATED_FORMATS = ("pairs", "user-lines", "otto-jsonl", "taobao-csv")
@@ -71,7 +75,8 @@ def _read_amazon_ratings_csv(
     )
 
 
-#: The reader of every fixed-layout format (tables go through :func:`read_table` with columns).
+#: The reader of every fixed-layout format (the formats of :data:`COLUMN_FORMATS` go through
+#: :func:`read_table` and :func:`~attnrec.data.readers.jsonlines.read_json_table` with their columns).
 READERS: dict[str, Reader] = {
     "pairs": read_pairs,
     "user-lines": read_user_lines,

@@ -17,6 +17,7 @@ from pathlib import Path
 from attnrec.data.boundary import reads_as_number
 from attnrec.data.files import base_name, iter_lines
 from attnrec.data.formats import FORMATS
+from attnrec.data.readers.columns import ID_ALIASES, REQUIRED_ROLES
 from attnrec.data.readers.jsonlines import parse_record
 from attnrec.data.readers.table import table_format
 from attnrec.data.readers.taobao import BEHAVIOURS
@@ -157,7 +158,8 @@ def _is_ml100k_line(line: str) -> bool:
 
 
 def _json_format(p: Path) -> str:
-    """Amazon reviews, Steam reviews or OTTO sessions, by the keys of the first record."""
+    """Amazon reviews, Steam reviews or OTTO sessions, by the keys of the first record; else generic JSON
+    lines when the first record has a user and an item key by a name the table readers know."""
     for n, line in iter_lines(p):
         keys = set(parse_record(line, p, n))
         if {"reviewerID", "asin"} <= keys:
@@ -166,8 +168,12 @@ def _json_format(p: Path) -> str:
             return "steam-json"
         if {"session", "events"} <= keys:
             return "otto-jsonl"
+        lower = {str(k).strip().lower() for k in keys}
+        if all(lower & set(ID_ALIASES[role]) for role in REQUIRED_ROLES):
+            return "json-lines"
         raise DataError(
-            f"{p}:{n}: unknown JSON layout (keys {sorted(keys)[:10]}); expected Amazon reviews "
+            f"{p}:{n}: unknown JSON layout (keys {sorted(keys)[:10]}); expected events with user and item "
+            "keys (user_id, item_id, ...; other names: format json-lines with columns), Amazon reviews "
             "(reviewerID, asin), Steam reviews (username, product_id) or OTTO sessions (session, events)"
         )
     raise DataError(f"{p}: the file is empty (no interactions)")

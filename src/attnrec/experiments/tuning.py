@@ -36,6 +36,7 @@ from optuna.trial import TrialState
 
 from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.schema import Interactions, Sequences
+from attnrec.data.signals import Signal, adopt_signal, declared
 from attnrec.data.split import EvalSet, Split
 from attnrec.evaluation.metrics import METRICS
 from attnrec.experiments.tuning_output import TuneOutcome, finish
@@ -194,7 +195,9 @@ def tune(
     remaining = settings.trials - _counted(study)
     deadline = t0 + settings.time_budget if settings.time_budget else 0.0
     if remaining > 0:
-        job = _Job(settings, plan, data, _withhold_test(split), tuple(callbacks), deadline, pruner)
+        job = _Job(
+            settings, plan, data, _withhold_test(split), tuple(callbacks), deadline, pruner, tuple(declared())
+        )
         _run_workers(job, remaining, len(study.trials), on_trial or _no_progress)
     return finish(
         optuna.load_study(study_name=settings.study, storage=storage),
@@ -329,6 +332,7 @@ class _Job:
     callbacks: tuple[EpochCallback, ...]
     deadline: float  # time.time() after which no trial starts (0 = none)
     pruner: BasePruner | None
+    signals: tuple[Signal, ...] = ()  # the declared signals: a spawned worker declares them again
 
 
 def _run_workers(job: _Job, remaining: int, n_existing: int, on_trial: Callable[[int, int], None]) -> None:
@@ -379,6 +383,8 @@ def _finished(storage: RDBStorage, study: str) -> int:
 def _work_quietly(job: _Job, n_trials: int, seed: int) -> None:
     """A worker process: Ctrl-C ends it with exit code 130 (its trial is marked interrupted), no traceback."""
     torch.set_num_threads(1)
+    for signal in job.signals:  # a fresh interpreter knows the built-in signals only
+        adopt_signal(signal)
     try:
         _work(job, n_trials, seed)
     except KeyboardInterrupt:

@@ -272,7 +272,7 @@ def explain_items(
     ext = items.to_external(np.asarray(history)[att.events])
     back = len(history) - 1 - att.events
     stamps, kinds = _event_context(columns or {}, events, att.events)
-    values = _signal_values(columns or {}, vocabularies or {}, att.events)
+    values = signal_values(columns or {}, vocabularies or {}, att.events)
     ts = (columns or {}).get(TIMESTAMP)
     now = (
         request_time if request_time is not None else float(ts.max()) if ts is not None and len(ts) else None
@@ -311,10 +311,12 @@ def _event_context(
     return stamps, kinds
 
 
-def _signal_values(
+def signal_values(
     columns: Mapping[str, np.ndarray], vocabularies: Mapping[str, IdMap], positions: np.ndarray
 ) -> list[dict[str, str | float | None] | None]:
-    """Per history position, the values of the declared signals among ``columns`` (None without any)."""
+    """Per history position, the values of the declared signals among ``columns`` (None without any):
+    categorical ones named by their ``vocabularies`` (None for padding, a value the model never saw or a
+    signal without a vocabulary), numeric ones as floats (None: not known)."""
     kinds = {s.name: s.kind for s in declared() if s.name in columns}
     if not kinds:
         return [None] * len(positions)
@@ -349,4 +351,5 @@ __all__ = [
     "explain_items",
     "reason",
     "relative_time",
+    "signal_values",
 ]

@@ -4,7 +4,8 @@ the history items behind them (the endpoints the web page needs, public like the
 * ``GET /v1/items``: items whose ID is the query, then items whose title contains it (case-insensitive),
   most popular first; without a query, the most popular items.
 * ``GET /v1/users/{user}/history``: a user's stored history with titles, most recent last: the training
-  history plus the events stored since when the server has a store (:mod:`attnrec.recommend.live`).
+  history plus the events stored since when the server has a store (:mod:`attnrec.recommend.live`),
+  each event with its values of the declared signals the model reads.
 * ``POST /v1/explain-rec``: ``/v1/recommend`` plus, per recommended item, the history items that
   drove it and a reason (:func:`attnrec.recommend.explain_rec.explain_recommendation`): ``method``
   ``greedy`` (default), ``occlusion`` or ``integrated_gradients``, per item, or ``attention`` /
@@ -28,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from attnrec.data.schema import TIMESTAMP, IdMap
 from attnrec.evaluation.attribution import SHARED_METHODS, AttributionError
 from attnrec.recommend import Explainer, Recommendation, Recommender
+from attnrec.recommend.event_requests import signals_read
 from attnrec.recommend.explain_rec import RecExplanation, explain_recommendation
-from attnrec.recommend.reasons import ItemExplanation
+from attnrec.recommend.reasons import ItemExplanation, signal_values
 from attnrec.recommend.structure import one_line
 from attnrec.serving.ann import ApproximateRecommender
 from attnrec.serving.api_errors import ApiError
@@ -49,6 +51,7 @@ from attnrec.serving.schemas import (
     ExplainedItem,
     ExplainRecRequest,
     ExplainRecResponse,
+    HistoryItem,
     HistoryResponse,
     ItemsResponse,
 )
@@ -193,7 +196,8 @@ async def user_history(
     query: Annotated[HistoryQuery, Query()],
     state: State,
 ) -> Response:
-    """A known user's stored history with titles, most recent last (its last `limit` items)."""
+    """A known user's stored history with titles, most recent last (its last `limit` items), each event
+    with its values of the declared signals the model reads."""
     e = state.pick(query.model, "recommend")
     obj = e.obj.rec if isinstance(e.obj, ApproximateRecommender) else e.obj
     if not isinstance(obj, Recommender) or obj.users_ is None or obj.histories_ is None or obj.items_ is None:
@@ -210,7 +214,10 @@ async def user_history(
             [{"loc": "user", "message": f"{row.who} user"}],
         )
     hist = row.items
-    ids = obj.items_.to_external(hist[-query.limit :])
+    shown = np.arange(len(hist))[-query.limit :]
+    ids = obj.items_.to_external(hist[shown])
+    read = {name: row.columns[name] for name in signals_read(obj.config) if name in row.columns}
+    values = signal_values(read, obj.vocabularies_, shown)
     stamps = row.columns.get(TIMESTAMP)  # the live history's: training events and stored ones
     last = float(stamps.max()) if stamps is not None and len(stamps) else None
     return _json(
@@ -218,7 +225,10 @@ async def user_history(
             model=e.name,
             user=user,
             length=len(hist),
-            items=[CatalogItem(item=i, title=obj.titles_.get(i)) for i in ids],
+            items=[
+                HistoryItem(item=i, title=obj.titles_.get(i), signals=v)
+                for i, v in zip(ids, values, strict=True)
+            ],
             last_event_at=last,
         )
     )

@@ -494,6 +494,14 @@ class CatalogItem(BaseModel):
     title: str | None = None
 
 
+class HistoryItem(CatalogItem):
+    signals: dict[str, str | float | None] | None = Field(
+        default=None,
+        description='The event\'s values of the declared signals the model reads (e.g. `{"device": '
+        '"phone"}`; null for a value not known or never trained on); null when the model reads none.',
+    )
+
+
 class ItemsResponse(BaseModel):
     model: str
     query: str
@@ -508,7 +516,7 @@ class HistoryResponse(BaseModel):
     model: str
     user: str
     length: int = Field(description="Items in the stored history.")
-    items: list[CatalogItem] = Field(
+    items: list[HistoryItem] = Field(
         description="The most recent `limit` items of the stored history, most recent last."
     )
     last_event_at: float | None = Field(

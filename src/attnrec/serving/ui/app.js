@@ -222,7 +222,7 @@ function renderHistory(stored = null) {
   const list = $("history");
   if (state.mode === "user") {
     const items = stored ? stored.items : [];
-    list.replaceChildren(...items.map((h) => el("li", { dataset: { item: h.item } }, ...itemLabel(h))));
+    list.replaceChildren(...items.map((h) => el("li", { dataset: { item: h.item } }, ...itemLabel(h), eventTag(h))));
     $("history-note").textContent = stored
       ? `User ${stored.user}: ${stored.length} items${stored.length > items.length ? `, the last ${items.length} shown` : ""}.`
       : "Type a user ID and load the history.";
@@ -367,10 +367,12 @@ function reasonLine(text) {
     ...parts.map((part, i) => (i % 2 ? el("em", { textContent: part }) : document.createTextNode(part))));
 }
 
-// The event type and day of a history item, for models with per-event inputs (null otherwise).
+// The event type, day and signal values (e.g. "device: tv") of a history event, for models with
+// per-event inputs (null otherwise). The signals are whichever the server sends, named as it names them.
 function eventTag(b) {
   const day = b.timestamp == null ? null : new Date(b.timestamp * 1000).toISOString().slice(0, 10);
-  const text = [b.event, day].filter((x) => x != null).join(", ");
+  const signals = Object.entries(b.signals || {}).filter(([, v]) => v != null).map(([k, v]) => `${k}: ${v}`);
+  const text = [b.event, day, ...signals].filter((x) => x != null).join(", ");
   return text ? el("span", { className: "event", textContent: text }) : null;
 }
 
