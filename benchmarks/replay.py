@@ -29,10 +29,10 @@ Protocol, per log:
   ``warm-live``: at every later step start the previous step's model is warm-started, live histories.
   ``--warm-mode new`` (the default) fine-tunes it on the previous step's events only
   (``fit(..., "none", init_from=previous, new_since=previous step start)``: the users with an event in
-  that step train on it, their earlier history as the input) for as many epochs as the initial model
-  chose, so each new event is trained on as often as in a scratch retrain (a fixed rule, not tuned on the
-  replayed steps); ``--warm-mode all`` trains it on all events so far for ``1/--warm-share`` of those
-  epochs. (d) ``scratch-live``: at every later step start a new model is trained from scratch on all
+  that step train on it, their earlier history as the input) for ``--warm-epochs`` epochs (default 1:
+  one pass over the new events, as an online update makes; the same number on every log and step);
+  ``--warm-mode all`` trains it on all events so far for ``1/--warm-share`` of the epochs the initial
+  model chose. (d) ``scratch-live``: at every later step start a new model is trained from scratch on all
   events so far (final fit, the initial model's training settings and as many epochs as it chose; with
   ``--scratch-recipe defaults`` the library's default training settings instead, e.g. batch size 128
   where the initial model had 32), live histories; ``pop-window``: the most frequent items of the step
@@ -86,6 +86,7 @@ STEP_CHOICES = (6 * HOUR, 12 * HOUR, DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY,
 K = 10
 WARM_SHARE = 5  # --warm-mode all trains 1/WARM_SHARE of the initial model's epochs (at least one)
 WARM_MODES = ("new", "all")
+WARM_EPOCHS = 1  # --warm-mode new: passes over the new events per fine-tune
 SCRATCH_RECIPES = ("initial", "defaults")
 COPIED = ("step", "cases", "unknown_targets", "hits", "ndcg", "model", "histories")
 STRATEGIES = ("frozen-frozen", "frozen-live", "warm-live", "scratch-live", "pop-window", "recent")
@@ -304,11 +305,8 @@ class Runner:
         from attnrec.cli._common import load_data
 
         self.name, self.dir, self.budget, self.deadline = name, state / name, args.budget, deadline
-        self.warm_share, self.warm_mode, self.scratch_recipe = (
-            args.warm_share,
-            args.warm_mode,
-            args.scratch_recipe,
-        )
+        self.warm_share, self.warm_mode, self.warm_epochs = args.warm_share, args.warm_mode, args.warm_epochs
+        self.scratch_recipe = args.scratch_recipe
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data = load_data(str(SHARED / FILES[name]))
         assert self.data.timestamp is not None
@@ -364,8 +362,7 @@ class Runner:
                 epochs = max(1, int(initial["epochs_chosen"]))
                 if kind == "warm":
                     new_since = since if self.warm_mode == "new" else None
-                    if new_since is None:
-                        epochs = max(1, epochs // self.warm_share)
+                    epochs = max(1, epochs // self.warm_share) if new_since is None else self.warm_epochs
                     rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
                     rec.fit(data, "none", init_from=previous, progress=False, new_since=new_since)
                 else:
@@ -651,8 +648,8 @@ def _warm_text(record: dict[str, Any]) -> str:
     if "warm_mode" not in record:
         return f"{share}, the scratch retrain all of them."
     warm = (
-        "the warm start fine-tunes on the previous step's events only (`new_since`) for as many epochs as "
-        "the initial model chose"
+        f"the warm start fine-tunes on the previous step's events only (`new_since`) for "
+        f"{record['warm_epochs']} epoch(s)"
         if record["warm_mode"] == "new"
         else share
     )
@@ -664,11 +661,13 @@ def render(state: Path, args: argparse.Namespace) -> None:
     record = {
         "command": "taskset -c 0 python benchmarks/replay.py --state-dir STATE"
         + f" --budget {args.budget:g} --warm-share {args.warm_share}"
-        + f" --warm-mode {args.warm_mode} --scratch-recipe {args.scratch_recipe}"
+        + f" --warm-mode {args.warm_mode} --warm-epochs {args.warm_epochs}"
+        + f" --scratch-recipe {args.scratch_recipe}"
         + ("" if args.out == "replay" else f" --out {args.out} --logs {' '.join(args.logs)}"),
         "budget": args.budget,
         "warm_share": args.warm_share,
         "warm_mode": args.warm_mode,
+        "warm_epochs": args.warm_epochs,
         "scratch_recipe": args.scratch_recipe,
         "machine": {
             "cpu": platform.processor() or platform.machine(),
@@ -691,6 +690,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--warm-mode", choices=WARM_MODES, default="new", help="fine-tune on: new events, all"
     )
+    parser.add_argument("--warm-epochs", type=int, default=WARM_EPOCHS, help="with --warm-mode new")
     parser.add_argument(
         "--scratch-recipe", choices=SCRATCH_RECIPES, default="initial", help="the scratch retrain's settings"
     )
