@@ -111,3 +111,20 @@ def test_bad_new_since_is_refused_in_one_line(
     with pytest.raises(ConfigError, match=message) as err:
         Recommender("sasrec", TINY, FAST).fit(log_frame(), **call)  # type: ignore[arg-type]
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("model", ["bert4rec", "gsasrec", "esasrec", "hstu", "gru4rec"])
+def test_every_next_item_model_fine_tunes_on_new_events(model: str) -> None:
+    frame = log_frame()
+    small = {"hidden": 16, "max_len": 4} | ({"n_layers": 1} if model != "gru4rec" else {})
+    old = Recommender(model, small, FAST).fit(frame[frame["timestamp"] < T], "none", progress=False)
+    new = Recommender(model, train=FAST).fit(frame, "none", init_from=old, new_since=T, progress=False)
+    assert new.train_result_ is not None and new.train_result_.epochs == 1
+    assert new.recommend("d", k=2).fallback is None
+
+
+def test_a_model_without_next_item_targets_is_refused() -> None:
+    frame = log_frame()
+    old = Recommender("bprmf", {"dim": 8}, FAST).fit(frame[frame["timestamp"] < T], "none", progress=False)
+    with pytest.raises(ConfigError, match="does not train on next-item targets"):
+        Recommender("bprmf", train=FAST).fit(frame, "none", init_from=old, new_since=T, progress=False)
