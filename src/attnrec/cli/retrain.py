@@ -226,9 +226,8 @@ def retrain_command(
     The events up to the moment it starts are exported from the store and joined to --data (users who
     asked to be forgotten lose their old events); the model is fine-tuned on every event (final fit)
     for --max-epochs (--epochs-from a validated run; by default the old model's best epoch); with
-    --new-only on the store's events only, one epoch by default. After the
-    save (and the reload), the exported events are removed from the store; events that arrived
-    meanwhile stay, read as live events.
+    --new-only on the store's events only, one epoch by default. After the save (and the reload), the
+    exported events are removed from the store; events that arrived meanwhile stay, read as live events.
     """
     train: dict[str, object] = {**fixed_epochs(epochs_from, epochs)}
     if epochs is not None:
