@@ -26,13 +26,19 @@ Protocol, per log:
   no known item is answered with the model's training popularity.
 * **Strategies.** (a) ``frozen-frozen``: the model trained at the cut, histories as at the cut (the
   server before live histories); (b) ``frozen-live``: the same model, live histories; (c)
-  ``warm-live``: at every later step start the previous step's model is warm-started
-  (``fit(..., "none", init_from=previous)``) on all events so far for a fifth of the epochs the
-  initial model chose, live histories; (d) ``scratch-live``: at every later step start a new model is
-  trained from scratch on all events so far (final fit, as many epochs as the initial model chose),
-  live histories; ``pop-window``: the most frequent items of the step length before the request;
-  ``recent``: the library's ``recent`` baseline refitted at every step start, live histories (with
-  the history excluded it ranks the other items by their count up to the step start).
+  ``warm-live``: at every later step start the previous step's model is warm-started, live histories.
+  ``--warm-mode new`` (the default) fine-tunes it on the previous step's events only
+  (``fit(..., "none", init_from=previous, new_since=previous step start)``: the users with an event in
+  that step train on it, their earlier history as the input) for ``--warm-epochs`` epochs (default 1:
+  one pass over the new events, as an online update makes; the same number on every log and step);
+  ``--warm-mode all`` trains it on all events so far for ``1/--warm-share`` of the epochs the initial
+  model chose. (d) ``scratch-live``: at every later step start a new model is trained from scratch on all
+  events so far (final fit, the initial model's training settings and as many epochs as it chose; with
+  ``--scratch-recipe defaults`` the library's default training settings instead, e.g. batch size 128
+  where the initial model had 32), live histories; ``pop-window``: the most frequent items of the step
+  length before the request; ``recent``: the library's ``recent`` baseline refitted at every step start,
+  live histories (with the history excluded it ranks the other items by their count up to the step
+  start).
 * **Model.** SASRec with the settings the library chooses from the training log (``auto``), trained
   with leave-one-out validation and early stopping under a time budget; one torch thread.
 * **Figures.** HR@10 and NDCG@10 per step and over all cases (mean over cases), and the training CPU
@@ -78,7 +84,10 @@ MAX_STEPS = 6
 HOUR, DAY = 3600, 86400
 STEP_CHOICES = (6 * HOUR, 12 * HOUR, DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY, 182 * DAY, 365 * DAY)
 K = 10
-WARM_SHARE = 5  # the warm start trains 1/WARM_SHARE of the initial model's epochs (at least one)
+WARM_SHARE = 5  # --warm-mode all trains 1/WARM_SHARE of the initial model's epochs (at least one)
+WARM_MODES = ("new", "all")
+WARM_EPOCHS = 1  # --warm-mode new: passes over the new events per fine-tune
+SCRATCH_RECIPES = ("initial", "defaults")
 COPIED = ("step", "cases", "unknown_targets", "hits", "ndcg", "model", "histories")
 STRATEGIES = ("frozen-frozen", "frozen-live", "warm-live", "scratch-live", "pop-window", "recent")
 LABELS = {
@@ -292,11 +301,12 @@ class OutOfTime(Exception):
 
 
 class Runner:
-    def __init__(self, name: str, state: Path, budget: float, deadline: float, warm_share: int) -> None:
+    def __init__(self, name: str, state: Path, deadline: float, args: argparse.Namespace) -> None:
         from attnrec.cli._common import load_data
 
-        self.name, self.dir, self.budget, self.deadline = name, state / name, budget, deadline
-        self.warm_share = warm_share
+        self.name, self.dir, self.budget, self.deadline = name, state / name, args.budget, deadline
+        self.warm_share, self.warm_mode, self.warm_epochs = args.warm_share, args.warm_mode, args.warm_epochs
+        self.scratch_recipe = args.scratch_recipe
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data = load_data(str(SHARED / FILES[name]))
         assert self.data.timestamp is not None
@@ -334,7 +344,10 @@ class Runner:
             sub, "user", "item", "timestamp", event=event, rating=rating, name=self.name
         )
 
-    def train(self, key: str, bound: int, kind: str, previous: Path | None = None) -> dict[str, Any]:
+    def train(
+        self, key: str, bound: int, kind: str, previous: Path | None = None, since: int | None = None
+    ) -> dict[str, Any]:
+        from attnrec.config import config_to_dict
         from attnrec.recommend import Recommender
 
         def make() -> dict[str, Any]:
@@ -348,12 +361,15 @@ class Runner:
                 initial = json.loads((self.dir / "initial.json").read_text())
                 epochs = max(1, int(initial["epochs_chosen"]))
                 if kind == "warm":
-                    epochs = max(1, epochs // self.warm_share)
+                    new_since = since if self.warm_mode == "new" else None
+                    epochs = max(1, epochs // self.warm_share) if new_since is None else self.warm_epochs
                     rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
-                    rec.fit(data, "none", init_from=previous, progress=False)
+                    rec.fit(data, "none", init_from=previous, progress=False, new_since=new_since)
                 else:
                     base = Recommender.load(self.dir / "models" / "initial", device="cpu")
                     train = {"threads": 1, "max_epochs": epochs, "time_budget": self.budget}
+                    if self.scratch_recipe == "initial":  # the initial model's batch size, rate, ...
+                        train = config_to_dict(base.train_config) | train
                     rec = Recommender("sasrec", config=base.config, train=train, auto=False)
                     rec.fit(data, "none", progress=False)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -362,6 +378,9 @@ class Runner:
             assert tr is not None
             return {
                 "kind": kind,
+                "warm_mode": self.warm_mode if kind == "warm" else None,
+                "new_since": since if kind == "warm" and self.warm_mode == "new" else None,
+                "batch_size": rec.train_config.batch_size,
                 "train_events": len(data),
                 "train_items": data.n_items,
                 "cpu_seconds": round(cpu, 2),
@@ -447,7 +466,7 @@ class Runner:
                     continue
                 model = f"{kind}-{s}"
                 previous = self.dir / "models" / ("initial" if s == 1 else f"{kind}-{s - 1}")
-                trained = self.train(model, plan.bounds[s], kind, previous)
+                trained = self.train(model, plan.bounds[s], kind, previous, since=plan.bounds[s - 1])
                 self.model_eval(
                     f"{strategy}-{s}",
                     s,
@@ -561,8 +580,7 @@ def markdown(record: dict[str, Any]) -> str:
         "(or the step start, if later), never at its own timestamp; full ranking over the items the "
         "answering model knows, the history used excluded, ties against the model; a target the model does "
         "not know is a miss. SASRec with the library's data-chosen settings, one torch thread, "
-        f"{record['budget']:.0f} s training budget; the warm start trains 1/{record['warm_share']} of the "
-        "initial model's epochs on all events so far, the scratch retrain all of them. CPU: "
+        f"{record['budget']:.0f} s training budget; {_warm_text(record)} CPU: "
         "`time.process_time` of the fits. "
         f"Machine: {record['machine']['cpu']}, {record['machine']['cores_used']} core(s), torch "
         f"{record['machine']['torch']}.",
@@ -621,13 +639,36 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _warm_text(record: dict[str, Any]) -> str:
+    """What the warm start and the scratch retrain trained on, as the record's settings say (a record
+    written before ``--warm-mode`` trained on all events, the scratch retrain with the default settings)."""
+    share = (
+        f"the warm start trains 1/{record['warm_share']} of the initial model's epochs on all events so far"
+    )
+    if "warm_mode" not in record:
+        return f"{share}, the scratch retrain all of them."
+    warm = (
+        f"the warm start fine-tunes on the previous step's events only (`new_since`) for "
+        f"{record['warm_epochs']} epoch(s)"
+        if record["warm_mode"] == "new"
+        else share
+    )
+    recipe = "the initial model's" if record["scratch_recipe"] == "initial" else "the default"
+    return f"{warm}; the scratch retrain trains all of them on all events, with {recipe} training settings."
+
+
 def render(state: Path, args: argparse.Namespace) -> None:
     record = {
         "command": "taskset -c 0 python benchmarks/replay.py --state-dir STATE"
         + f" --budget {args.budget:g} --warm-share {args.warm_share}"
+        + f" --warm-mode {args.warm_mode} --warm-epochs {args.warm_epochs}"
+        + f" --scratch-recipe {args.scratch_recipe}"
         + ("" if args.out == "replay" else f" --out {args.out} --logs {' '.join(args.logs)}"),
         "budget": args.budget,
         "warm_share": args.warm_share,
+        "warm_mode": args.warm_mode,
+        "warm_epochs": args.warm_epochs,
+        "scratch_recipe": args.scratch_recipe,
         "machine": {
             "cpu": platform.processor() or platform.machine(),
             "cores_used": len(os.sched_getaffinity(0)),
@@ -645,7 +686,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--state-dir", type=Path, default=ROOT.parent / "replay-state")
     parser.add_argument("--logs", nargs="*", default=list(FILES), choices=list(FILES))
     parser.add_argument("--budget", type=float, default=90.0, help="training budget per fit, wall seconds")
-    parser.add_argument("--warm-share", type=int, default=WARM_SHARE)
+    parser.add_argument("--warm-share", type=int, default=WARM_SHARE, help="with --warm-mode all")
+    parser.add_argument(
+        "--warm-mode", choices=WARM_MODES, default="new", help="fine-tune on: new events, all"
+    )
+    parser.add_argument("--warm-epochs", type=int, default=WARM_EPOCHS, help="with --warm-mode new")
+    parser.add_argument(
+        "--scratch-recipe", choices=SCRATCH_RECIPES, default="initial", help="the scratch retrain's settings"
+    )
     parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
     parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")
     parser.add_argument("--out", default="replay", help="results file stem under benchmarks/results")
@@ -655,7 +703,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         deadline = time.monotonic() + (args.time_budget or math.inf)
         try:
             for name in args.logs:
-                Runner(name, args.state_dir, args.budget, deadline, args.warm_share).run()
+                Runner(name, args.state_dir, deadline, args).run()
                 render(args.state_dir, args)
         except OutOfTime as stop:
             print(f"time budget spent before {stop}; rerun to resume")

@@ -168,7 +168,17 @@ def test_seen_items_are_excluded_from_the_model_answers() -> None:
     assert live[3] == 3 and frozen[3] == 4
 
 
-@pytest.mark.parametrize("stem", ["replay", "replay_budget180"])
+@pytest.mark.parametrize(
+    "stem",
+    [
+        "replay",
+        "replay_budget180",
+        "replay_warmnew",
+        "replay_warmnew_budget180",
+        "replay_warmnew_budget240",
+        "replay_warmall_budget240",
+    ],
+)
 def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
     results = BENCHMARKS / "results"
     record = json.loads((results / f"{stem}.json").read_text())

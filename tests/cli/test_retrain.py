@@ -148,3 +148,50 @@ def test_store_events_without_a_rating_join_a_rated_log_unless_the_model_reads_r
             assert "newbie" in Recommender.load(tmp_path / "new").users_  # type: ignore[operator]
     finally:
         store.close()
+
+
+def test_retrain_new_only_fine_tunes_on_the_store_events(
+    setup: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, old, db = setup
+    seen: list[float | None] = []
+    fit = Recommender.fit
+
+    def recording(self: Recommender, *args: object, **kwargs: object) -> Recommender:
+        seen.append(kwargs.get("new_since"))  # type: ignore[arg-type]
+        return fit(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Recommender, "fit", recording)
+    args = [
+        "retrain",
+        "--model",
+        str(old),
+        "--store",
+        str(db),
+        "--data",
+        str(base),
+        "--out",
+        str(tmp_path / "n"),
+    ]
+    result = runner.invoke(app, [*args, "--new-only"])
+    assert result.exit_code == 0, result.output
+    assert seen == [90_000.0]  # the oldest store event's time
+    assert "for 1 epoch(s)" in " ".join(result.output.split())  # one pass over the new events by default
+    assert "newbie" in (Recommender.load(tmp_path / "n").users_ or [])
+
+
+def test_train_new_since_takes_a_date_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    data, old = tmp_path / "log.csv", tmp_path / "old"
+    frame = base_frame()
+    frame.to_csv(data, index=False)
+    Recommender("sasrec", TINY, FAST).fit(frame[frame["timestamp"] < 20_000], "none", progress=False).save(
+        old
+    )
+    common = ["train", "--model", "sasrec", "--data", str(data), "--init-from", str(old), "--split", "none"]
+    common += ["--quiet", "--no-baseline", "--max-epochs", "1", "--out", str(tmp_path / "new")]
+    ok = runner.invoke(app, [*common, "--new-since", "1970-01-01T05:33:20Z"])  # 20,000 s
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(app, [*common, "--new-since", "last tuesday"])
+    assert bad.exit_code != 0 and "neither Unix seconds nor an ISO date/time" in bad.output
+    late = runner.invoke(app, [*common, "--new-since", "99999999"])
+    assert late.exit_code != 0 and "no event at or after it" in " ".join(late.output.split())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +30,36 @@ EpochsFromOpt = Annotated[
         help="Train for the best epoch of this saved, validated model (with --split none: the final fit).",
     ),
 ]
+
+NewSinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--new-since",
+        help="With --init-from and --split none: fine-tune on the new events only. The users with an event "
+        "at or after this time (Unix seconds, or an ISO date/time, UTC unless it names a zone) train on "
+        "those events, the history before them as the input.",
+        show_default=False,
+    ),
+]
+
+
+def new_since_seconds(text: str | None) -> float | None:
+    """``--new-since`` as Unix seconds (``None`` without it); neither a number nor a date: a ConfigError."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(
+                f"--new-since {text!r}: neither Unix seconds nor an ISO date/time (e.g. 2024-05-01T06:00)"
+            ) from None
+        value = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    if not math.isfinite(value):
+        raise ConfigError(f"--new-since {text!r}: not a finite time")
+    return value
 
 
 def fixed_epochs(epochs_from: Path | None, max_epochs: int | None) -> dict[str, int]:

@@ -108,10 +108,12 @@ def retrain(
     log_out: Path | None = None,
     manifest_key: str | None = None,
     progress: bool = False,
+    new_only: bool = False,
 ) -> Retrained:
     """Warm-start ``old`` on ``base`` plus ``store``'s events, save it to ``out`` (and the joined log to
     ``log_out``), reload, then trim the store. ``train``: training settings over the old model's; the
-    number of epochs defaults to the old model's best epoch."""
+    number of epochs defaults to the old model's best epoch. ``new_only``: fine-tune on the events from
+    the oldest exported one on (``new_since``), one epoch unless ``train`` says otherwise."""
     if out.resolve() == old.resolve():
         raise ConfigError(f"--out {out}: the new model must not overwrite the one it starts from")
     previous = Recommender.load(old, device="cpu")
@@ -120,6 +122,12 @@ def retrain(
     exported = store.export(until=mark)
     log = joined_log(base, exported, forgotten, columns_read(previous))
     settings = dict(train or {})
+    new_since = None
+    if new_only:
+        if exported.empty:
+            raise ConfigError("--new-only: the store holds no events to fine-tune on")
+        new_since = float(exported["timestamp"].min())
+        settings.setdefault("max_epochs", 1)
     if (
         "max_epochs" not in settings
         and previous.train_result_ is not None
@@ -127,7 +135,7 @@ def retrain(
     ):
         settings["max_epochs"] = previous.train_result_.best_epoch
     model = Recommender(previous.name, train=settings, auto=False)
-    model.fit(log, FINAL, init_from=previous, progress=progress)
+    model.fit(log, FINAL, init_from=previous, progress=progress, new_since=new_since)
     model.save(out, manifest_key=manifest_key)
     if log_out is not None:  # before the trim: the exported events then live in the next base log
         log_out.parent.mkdir(parents=True, exist_ok=True)
@@ -185,6 +193,14 @@ def retrain_command(
     ] = None,
     epochs: Annotated[int | None, max_epochs_option("Epochs of the fine-tune.")] = None,
     epochs_from: EpochsFromOpt = None,
+    new_only: Annotated[
+        bool,
+        typer.Option(
+            "--new-only",
+            help="Fine-tune on the store's events only (from the oldest one's time on), the history before "
+            "them as the input; one epoch unless --max-epochs or --epochs-from says otherwise.",
+        ),
+    ] = False,
     reload: Annotated[
         str | None, typer.Option("--reload", help="URL of a running server to hot-reload the new model into.")
     ] = None,
@@ -207,9 +223,9 @@ def retrain_command(
 
     The events up to the moment it starts are exported from the store and joined to --data (users who
     asked to be forgotten lose their old events); the model is fine-tuned on every event (final fit)
-    for --max-epochs (--epochs-from a validated run; by default the old model's best epoch). After the
-    save (and the reload), the exported events are removed from the store; events that arrived
-    meanwhile stay, read as live events.
+    for --max-epochs (--epochs-from a validated run; by default the old model's best epoch); with
+    --new-only on the store's events only, one epoch by default. After the save (and the reload), the
+    exported events are removed from the store; events that arrived meanwhile stay, read as live events.
     """
     train: dict[str, object] = {**fixed_epochs(epochs_from, epochs)}
     if epochs is not None:
@@ -220,7 +236,15 @@ def retrain_command(
     asked = None if reload is None else http_reload(reload, served_name or model.name, admin_key)
     try:
         done = retrain(
-            model, target, base, out, train=train, reload=asked, log_out=log_out, manifest_key=manifest_key
+            model,
+            target,
+            base,
+            out,
+            train=train,
+            reload=asked,
+            log_out=log_out,
+            manifest_key=manifest_key,
+            new_only=new_only,
         )
     finally:
         target.close()

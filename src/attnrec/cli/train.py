@@ -41,8 +41,10 @@ from attnrec.cli._tracking_options import TrackingOptions
 from attnrec.cli._warm_options import (
     EpochsFromOpt,
     InitFromOpt,
+    NewSinceOpt,
     check_final_fit,
     fixed_epochs,
+    new_since_seconds,
     parse_train_split,
 )
 from attnrec.cli.main import app
@@ -127,6 +129,7 @@ def train(
         typer.Option("--out", "-o", help="Directory for the trained model.", show_default="runs/MODEL"),
     ] = None,
     init_from: InitFromOpt = None,
+    new_since: NewSinceOpt = None,
     epochs_from: EpochsFromOpt = None,
     device: Annotated[
         str | None, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")
@@ -209,6 +212,7 @@ def train(
         if value is not None:
             train_over[key] = value
     train_over |= fixed_epochs(epochs_from, max_epochs)
+    since = new_since_seconds(new_since)
     if split == FINAL:
         check_final_fit(valid_users, target_events, min_target_rating, protocols or [])
     else:
@@ -258,6 +262,7 @@ def train(
                 progress=show_progress,
                 callbacks=[trackers],
                 init_from=source,
+                new_since=since,
             )
         except BaseException:
             distributed.cleanup(sync=False)

@@ -296,11 +296,13 @@ def event_context(
 
 @dataclass(frozen=True)
 class TargetRule:
-    """Which events may be targets: of the ``target_events`` types and rated at least ``min_rating``."""
+    """Which events may be targets: of the ``target_events`` types, rated at least ``min_rating`` and, with
+    ``since`` (Unix seconds; a fine-tune on new events), at or after that time."""
 
     target_events: str = ""
     min_rating: float | None = None
     vocabulary: IdMap | None = None
+    since: int | None = None
 
     def codes(self) -> np.ndarray | None:
         """The event codes of ``target_events`` (names of the vocabulary, or integer codes); ``None``: every
@@ -328,6 +330,8 @@ class TargetRule:
             ok &= np.isin(cols[EVENTS], codes)
         if self.min_rating is not None:
             ok &= cols[RATINGS] >= self.min_rating
+        if self.since is not None:
+            ok &= cols[TIMESTAMPS] >= self.since
         return ok
 
     def negative(self, cols: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -337,7 +341,8 @@ class TargetRule:
         of_type = (
             np.isin(cols[EVENTS], codes) if codes is not None else np.ones(cols[RATINGS].shape, dtype=bool)
         )
-        return of_type & (cols[RATINGS] < self.min_rating)
+        recent = cols[TIMESTAMPS] >= self.since if self.since is not None else True
+        return of_type & (cols[RATINGS] < self.min_rating) & recent
 
 
 def target_rule(f: EventFields, events: IdMap | None) -> TargetRule | None:

@@ -139,6 +139,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         progress: bool = True,
         callbacks: Sequence[EpochCallback] = (),
         init_from: Recommender | str | Path | warm.WarmSource | None = None,
+        new_since: float | None = None,
     ) -> Recommender:
         """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``.
 
@@ -156,6 +157,11 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         are appended, their rows from item features or the model's seeded initialisation; then it trains
         as usual. A :class:`Split` must then be made on the extended log (:meth:`warm_source` and
         :func:`~attnrec.recommend.warm.extend_log`); a split's name is made on it here.
+
+        ``new_since`` (Unix seconds; with ``init_from`` and split ``"none"``): fine-tune on the new events
+        only. The users with an event at or after it train, each on those events with the history before
+        them as the input; only events at or after it are targets
+        (:func:`~attnrec.recommend.warm.new_events`).
         """
         data = as_interactions(data)
         source = None if init_from is None else self.warm_source(init_from)
@@ -163,6 +169,9 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         if source is not None:
             data, renumbered = warm.extend_log(data, source), not warm.indexed_like(data, source)
         split = self._split_of(data, split, renumbered=renumbered)
+        since = None
+        if new_since is not None:
+            since = warm.check_new_since(new_since, data, source is not None, split.name == FINAL)
         self._set_data(data)
         cfg = self.train_config
         if source is None:
@@ -204,16 +213,18 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
 
         self.device = resolve_device(cfg.device)
         sd = Path(state_dir) if state_dir is not None else None
-        self.train_result_ = fit_core(
-            self.core,
-            split.train,
-            None if split.name == FINAL else validate,
-            cfg,
-            self.device,
-            state_dir=sd,
-            progress=progress,
-            callbacks=tuple(callbacks),
-        )
+        train = split.train if since is None else warm.new_events(split.train, since, self._max_len)
+        with warm.only_new_targets(self.core, since):
+            self.train_result_ = fit_core(
+                self.core,
+                train,
+                None if split.name == FINAL else validate,
+                cfg,
+                self.device,
+                state_dir=sd,
+                progress=progress,
+                callbacks=tuple(callbacks),
+            )
         self._cache.clear()  # the weights changed
         return self
 

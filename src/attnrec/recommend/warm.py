@@ -7,13 +7,20 @@ codes (as :meth:`~attnrec.recommend.Recommender.add_items` does); every other ne
 model's own initialisation gives at the start of training, from the seeded generator. Every other
 weight is copied; settings whose weights cannot be copied (another hidden size, another number of
 layers) are refused in one line that names them.
+
+A warm start may fine-tune on the new events only (``new_since``, :func:`new_events`): the users with an
+event at or after that time train, each on the events from there on with the history before them as the
+input context, and only those events are targets; so a nightly fine-tune costs what the day's events
+cost, not what the whole log costs.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any  # settings dicts
 
@@ -21,7 +28,8 @@ import numpy as np
 import torch
 
 from attnrec.config import ConfigError, config_to_dict
-from attnrec.data.schema import IdMap, Interactions
+from attnrec.data.schema import TIMESTAMP, IdMap, Interactions, Sequences
+from attnrec.models.batches.builders import targets_since
 from attnrec.models.event_context import EventFields
 from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec
@@ -217,4 +225,75 @@ def _differing(old: object, new: object) -> str:
     return "settings that differ: " + ", ".join(diffs) if diffs else ""
 
 
-__all__ = ["WarmSource", "check_events", "extend_log", "extended", "grown_core", "indexed_like", "settings"]
+def check_new_since(new_since: object, data: Interactions, warm: bool, final: bool) -> int:
+    """``new_since`` as whole Unix seconds, after checking a fine-tune on new events can use it: a warm
+    start (``warm``) with the final fit (``final``: split ``"none"``) on a timestamped log with an event at
+    or after it. Anything else is a one-line :class:`ConfigError`."""
+    if isinstance(new_since, bool) or not isinstance(new_since, int | float | np.integer | np.floating):
+        raise ConfigError(f"new_since must be a time in Unix seconds, not {type(new_since).__name__}")
+    if not math.isfinite(new_since):
+        raise ConfigError(f"new_since must be a finite time in Unix seconds, not {new_since}")
+    if not warm:
+        raise ConfigError("new_since fine-tunes a warm start on the new events: give init_from too")
+    if not final:
+        raise ConfigError("new_since trains on every new event: use the final fit (split 'none')")
+    if data.timestamp is None:
+        raise ConfigError("new_since needs timestamps; this log has none")
+    since = math.floor(new_since)
+    if not len(data.timestamp) or float(np.max(data.timestamp)) < since:
+        raise ConfigError(f"new_since={new_since:g}: no event at or after it, so nothing new to train on")
+    return since
+
+
+def new_events(train: Sequences, since: int, context: int | None) -> Sequences:
+    """The training sequences of a fine-tune on the events at or after ``since`` (Unix seconds).
+
+    Every user with such an event keeps those events and the ``context`` events before the first of
+    them (what the model reads as their input; ``None``: the whole history); every other user's sequence
+    is empty, so the users keep their row (and index) but give no training row. The targets before
+    ``since`` are taken out by the model's batches (:func:`only_new_targets`).
+    """
+    times = train.column(TIMESTAMP)
+    users = np.repeat(np.arange(train.n_users), train.lengths())  # (M,) the user of each event
+    new = np.flatnonzero(times >= since)
+    first = np.full(train.n_users, len(train.items), dtype=np.int64)  # each user's first new event
+    np.minimum.at(first, users[new], new)
+    has_new = first < len(train.items)
+    start = np.where(has_new, first - (len(train.items) if context is None else context), len(train.items))
+    return train.select(np.arange(len(train.items)) >= start[users])
+
+
+@contextmanager
+def only_new_targets(core: ModelCore, since: int | None) -> Iterator[None]:
+    """While the block runs, ``core``'s training batches take targets only at or after ``since`` (``None``:
+    every target, nothing changes); a model that does not train on next-item targets is refused in one
+    line."""
+    if since is None:
+        yield
+        return
+    builder = getattr(core, "builder", None)  # the next-item models' batch builder
+    limited = targets_since(builder, since)
+    if limited is None:
+        raise ConfigError(
+            f"new_since: {type(core).__name__} does not train on next-item targets; fine-tune it on every "
+            "event (leave new_since out)"
+        )
+    core.builder = limited  # type: ignore[attr-defined]  # a next-item model, checked above
+    try:
+        yield
+    finally:
+        core.builder = builder  # type: ignore[attr-defined]
+
+
+__all__ = [
+    "WarmSource",
+    "check_events",
+    "check_new_since",
+    "extend_log",
+    "extended",
+    "grown_core",
+    "indexed_like",
+    "new_events",
+    "only_new_targets",
+    "settings",
+]

@@ -17,7 +17,7 @@ its seed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -210,3 +210,12 @@ class LengthChunks:
         if self.n <= 1:  # the default: one padded batch, no bookkeeping
             return encode(batch)[sel]
         return encode_in_chunks(encode, batch, sel, self.n)
+
+
+def targets_since(builder: object, since: int) -> ShiftedNextItem | Cloze | None:
+    """``builder`` training only on targets at or after ``since`` (Unix seconds), its own target rule kept;
+    ``None`` when it is not a next-item builder (a model that trains on something else)."""
+    if not isinstance(builder, ShiftedNextItem | Cloze):
+        return None
+    rule = builder.rule if builder.rule is not None else TargetRule()
+    return replace(builder, rule=replace(rule, since=int(since)))

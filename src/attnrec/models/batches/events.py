@@ -79,9 +79,13 @@ def target_users(train: Sequences, width: int, rule: TargetRule, model: str) -> 
 
 
 def rule_columns(rule: TargetRule) -> tuple[str, ...]:
-    return tuple(
-        k for k, on in ((EVENT, rule.codes() is not None), (RATING, rule.min_rating is not None)) if on
+    """The per-event columns ``rule`` reads."""
+    reads = (
+        (EVENT, rule.codes() is not None),
+        (RATING, rule.min_rating is not None),
+        (TIMESTAMP, rule.since is not None),
     )
+    return tuple(k for k, on in reads if on)
 
 
 def shifted_columns(
