@@ -1,6 +1,7 @@
 """Option types that several commands declare alike: the model (a registered name or a saved
 directory), the device, the sampled negatives, the candidate filters (an option group), the manifest
-key, and the ``--protocol`` and ``--split`` options with their parsers (each command words its own
+key, the repeatable ``--signal`` option with the handlers that declare its signals, and the
+``--protocol`` and ``--split`` options with their parsers (each command words its own
 help for those two). The choices of ``--protocol`` and ``--split`` are the library's own declarations
 (:data:`attnrec.evaluation.protocol.PROTOCOLS`, :data:`attnrec.data.split.SPLITS`)."""
 
