@@ -1,6 +1,9 @@
-"""Fine-tuning a warm start on the new events only (fit(..., new_since=T))."""
+"""Fine-tuning a warm start on the new events only (fit(..., new_since=T)), for a fixed number of epochs
+(split "none") or a validated one (split "leave-one-out": the new users' last events validate)."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -9,7 +12,8 @@ import torch
 
 from attnrec import Recommender
 from attnrec.config import ConfigError
-from attnrec.data.schema import TIMESTAMP, Interactions, Sequences
+from attnrec.data.schema import TIMESTAMP, DataError, Interactions, Sequences
+from attnrec.data.split import DEFAULT_SPLIT, leave_last_new_out, leave_one_out
 from attnrec.recommend import warm
 
 TINY = {"hidden": 16, "n_layers": 1, "n_heads": 1, "max_len": 4}
@@ -100,7 +104,7 @@ def test_a_fine_tune_trains_only_the_users_with_new_events(
         ({"new_since": float("nan")}, "new_since must be a finite time"),
         ({"new_since": True}, "new_since must be a time in Unix seconds, not bool"),
         ({"new_since": T + 10}, "no event at or after it"),
-        ({"new_since": T, "split": "leave-one-out"}, "use the final fit"),
+        ({"new_since": T, "split": "temporal"}, "use split 'none' or 'leave-one-out', not 'temporal'"),
         ({"new_since": T, "init_from": None}, "give init_from too"),
     ],
 )
@@ -128,3 +132,98 @@ def test_a_model_without_next_item_targets_is_refused() -> None:
     old = Recommender("bprmf", {"dim": 8}, FAST).fit(frame[frame["timestamp"] < T], "none", progress=False)
     with pytest.raises(ConfigError, match="does not train on next-item targets"):
         Recommender("bprmf", train=FAST).fit(frame, "none", init_from=old, new_since=T, progress=False)
+
+
+# -- a validated number of epochs -----------------------------------------------------------------
+def named(data: Interactions, users: np.ndarray) -> list[str]:
+    return data.users.to_external(list(users))
+
+
+def test_validation_cases_are_only_the_new_users_last_events() -> None:
+    data = Interactions.from_frame(log_frame())
+    split = leave_last_new_out(data, T)
+    assert split.name == DEFAULT_SPLIT and split.params == {"new_since": T}
+    # a, b and d have events at or after T; c has none and is not validated
+    assert sorted(named(data, split.valid.users)) == ["a", "b", "d"]
+    targets = data.items.to_external(list(split.valid.targets))
+    assert dict(zip(named(data, split.valid.users), targets, strict=True)) == {
+        "a": "fresh",
+        "b": "i7",
+        "d": "fresh",
+    }
+    d = data.users.to_internal(["d"])[0]
+    row = list(split.valid.users).index(d)
+    assert data.items.to_external(list(split.valid.histories[row])) == ["i2"]  # all before it
+    # the held-out events do not train; every other event does; nothing is tested
+    assert len(split.train.items) == len(data) - 3
+    assert "fresh" not in data.items.to_external(list(split.train.items))
+    assert len(split.test) == 0
+
+
+def test_a_log_whose_new_users_have_no_earlier_event_is_refused() -> None:
+    frame = log_frame()
+    only_d = frame[(frame["user"] != "d") | (frame["item"] == "fresh")]  # d's one event, nothing before it
+    data = Interactions.from_frame(only_d[(only_d["timestamp"] < T) | (only_d["user"] == "d")])
+    with pytest.raises(DataError, match="nothing to validate on") as err:
+        leave_last_new_out(data, T)
+    assert "\n" not in str(err.value)
+
+
+def test_the_chosen_epoch_is_the_best_validated_and_its_weights_are_kept(old: Recommender) -> None:
+    seen: list[float] = []
+
+    class Record:
+        def on_epoch(self, record: dict[str, object]) -> None:
+            seen.append(float(record["valid"]["NDCG@10"]))  # type: ignore[index]
+
+    train = FAST | {"max_epochs": 8, "patience": 3, "lr": 0.05}
+    new = Recommender("sasrec", train=train)
+    new.fit(log_frame(), "leave-one-out", init_from=old, new_since=T, progress=False, callbacks=[Record()])
+    tr = new.train_result_
+    assert tr is not None and tr.epochs == len(seen) >= 1
+    assert tr.best_epoch == 1 + int(np.argmax(seen))  # the first best, as the loop keeps it
+    assert tr.best_value == pytest.approx(max(seen))
+    # the weights are the best epoch's: scoring the validation cases again gives its value
+    data = warm.extend_log(Interactions.from_frame(log_frame()), new.warm_source(old))
+    again = new.evaluate(leave_last_new_out(data, T).valid)
+    assert again.metrics["NDCG@10"] == pytest.approx(max(seen))
+
+
+def test_targets_before_since_still_give_no_loss(old: Recommender, monkeypatch: pytest.MonkeyPatch) -> None:
+    trained: list[tuple[Sequences, list[np.ndarray]]] = []
+    real = warm.only_new_targets
+
+    def recording(core: object, since: int | None):  # type: ignore[no-untyped-def]
+        assert since == T
+        with real(core, since):  # type: ignore[arg-type]
+            builder = core.train_batches  # type: ignore[attr-defined]
+
+            def batches(seqs: Sequences, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+                out = list(builder(seqs, *args, **kwargs))
+                trained.append((seqs, [b["target"].numpy() for b in out]))
+                return iter(out)
+
+            core.train_batches = batches  # type: ignore[attr-defined]
+            try:
+                yield
+            finally:
+                del core.train_batches  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(warm, "only_new_targets", contextmanager(recording))
+    new = Recommender("sasrec", train=FAST).fit(
+        log_frame(), "leave-one-out", init_from=old, new_since=T, progress=False
+    )
+    assert new.items_ is not None and trained
+    targets = np.concatenate([t[t > 0] for t in trained[0][1]])
+    # a's event i1 at T is the only trained new event with one before it (a's and b's last events are
+    # held out; d's one trained event opens its history): a single loss term, none on the older events
+    assert new.items_.to_external(list(targets)) == ["i1"]
+
+
+def test_a_split_made_without_new_since_is_refused(old: Recommender) -> None:
+    data = warm.extend_log(Interactions.from_frame(log_frame()), Recommender("sasrec").warm_source(old))
+    with pytest.raises(ConfigError, match="validates users without new events") as err:
+        Recommender("sasrec", train=FAST).fit(
+            data, leave_one_out(data), init_from=old, new_since=T, progress=False
+        )
+    assert "\n" not in str(err.value)

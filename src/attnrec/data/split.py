@@ -8,7 +8,7 @@ from typing import Any  # make_split's keyword arguments, of several types
 
 import numpy as np
 
-from attnrec.data.schema import DataError, Interactions, Sequences
+from attnrec.data.schema import TIMESTAMP, DataError, Interactions, Sequences
 
 SPLITS: tuple[str, ...] = ("leave-one-out", "temporal", "last-qualifying")
 """The named splits, as the CLI's ``--split`` and the benchmark configs spell them (see
@@ -125,6 +125,37 @@ def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Sp
     test = _cases(evaluable, all_but_last.take(evaluable), seqs, ends[evaluable] - 1)
     params: dict[str, float | str] = {"valid_users": valid_users, "seed": seed} if valid_users else {}
     return Split("leave-one-out", train, valid, test, params)
+
+
+def leave_last_new_out(data: Interactions, since: int) -> Split:
+    """The validation split of a fine-tune on the new events (``new_since``): leave-one-out, new users only.
+
+    Every user whose last event is at or after ``since`` (Unix seconds) and who has an event before it
+    holds that last event out as a validation target, its input everything before it; no other user is
+    validated, and nothing is held out for a test (the fine-tune chooses its number of epochs, the final
+    fit then trains on every event). Every other event trains. The split is named ``leave-one-out``
+    with ``new_since`` among its parameters.
+    """
+    if data.timestamp is None:
+        raise DataError("new_since needs timestamps; this log has none")
+    seqs = data.sequences()
+    times = seqs.column(TIMESTAMP)
+    lengths = seqs.lengths()
+    ends = seqs.offsets[1:]
+    last = np.where(lengths > 0, ends - 1, 0)
+    validated = np.flatnonzero((lengths >= 2) & (times[last] >= since))
+    if len(validated) == 0:
+        raise DataError(
+            f"new_since={since}: no user has an event before their last one at or after it, so nothing "
+            "to validate on (use split 'none' with a fixed number of epochs)"
+        )
+    drop = np.zeros(seqs.n_users, dtype=np.int64)
+    drop[validated] = 1
+    train = _drop_last(seqs, drop)
+    valid = _cases(validated, train.take(validated), seqs, ends[validated] - 1)
+    none = np.zeros(0, dtype=np.int64)
+    test = EvalSet(none, seqs.take(none), none)
+    return Split(DEFAULT_SPLIT, train, valid, test, {"new_since": since})
 
 
 def leave_last_qualifying_out(

@@ -29,7 +29,15 @@ import torch
 from attnrec.config import ConfigError, config_from_dict, config_to_dict
 from attnrec.data.frames import FrameLike, as_interactions
 from attnrec.data.schema import DataSource, Interactions
-from attnrec.data.split import FINAL, Split, final_split, leave_one_out, make_split
+from attnrec.data.split import (
+    DEFAULT_SPLIT,
+    FINAL,
+    Split,
+    final_split,
+    leave_last_new_out,
+    leave_one_out,
+    make_split,
+)
 from attnrec.evaluation.protocol import FULL, Protocol, evaluate
 from attnrec.models.registry import get_spec
 from attnrec.recommend import cold_items, warm
@@ -158,20 +166,27 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         as usual. A :class:`Split` must then be made on the extended log (:meth:`warm_source` and
         :func:`~attnrec.recommend.warm.extend_log`); a split's name is made on it here.
 
-        ``new_since`` (Unix seconds; with ``init_from`` and split ``"none"``): fine-tune on the new events
-        only. The users with an event at or after it train, each on those events with the history before
-        them as the input; only events at or after it are targets
-        (:func:`~attnrec.recommend.warm.new_events`).
+        ``new_since`` (Unix seconds; with ``init_from``): fine-tune on the new events only. The users with
+        an event at or after it train, each on those events with the history before them as the input;
+        only events at or after it are targets (:func:`~attnrec.recommend.warm.new_events`). With split
+        ``"none"`` it trains ``max_epochs`` epochs; with ``"leave-one-out"`` (or ``None``) each of those
+        users' last event is held out (:func:`~attnrec.data.split.leave_last_new_out`), only they are
+        validated, and training stops early and keeps the best validated weights, whose epoch
+        (``train_result_.best_epoch``) a final fit on every event can then train for; its patience,
+        ``min_epochs`` and ``smooth`` are the library's defaults unless given here
+        (:func:`~attnrec.recommend.warm.fine_tune_stopping`).
         """
         data = as_interactions(data)
         source = None if init_from is None else self.warm_source(init_from)
         renumbered = False
         if source is not None:
             data, renumbered = warm.extend_log(data, source), not warm.indexed_like(data, source)
-        split = self._split_of(data, split, renumbered=renumbered)
         since = None
         if new_since is not None:
-            since = warm.check_new_since(new_since, data, source is not None, split.name == FINAL)
+            since = warm.check_new_since(new_since, data, source is not None, split)
+            if split is None or split == DEFAULT_SPLIT:  # validated on the new users' last events
+                split, renumbered = leave_last_new_out(data, since), False  # made on the extended log
+        split = self._split_of(data, split, renumbered=renumbered)
         self._set_data(data)
         cfg = self.train_config
         if source is None:
@@ -191,6 +206,8 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
             self.core, self.context_ = warm.grown_core(
                 self.spec, self.config, source, data, cfg.seed, context
             )
+        if since is not None and split.name != FINAL:  # a validated fine-tune stops as a fine-tune
+            self.train_config = cfg = warm.fine_tune_stopping(cfg, self._given_train)
         popularity = self.popularity_
 
         checked: list[bool] = []

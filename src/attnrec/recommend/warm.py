@@ -11,7 +11,9 @@ layers) are refused in one line that names them.
 A warm start may fine-tune on the new events only (``new_since``, :func:`new_events`): the users with an
 event at or after that time train, each on the events from there on with the history before them as the
 input context, and only those events are targets; so a nightly fine-tune costs what the day's events
-cost, not what the whole log costs.
+cost, not what the whole log costs. Its number of epochs can be validated: with the leave-one-out split
+each user with new events holds their last event out (:func:`~attnrec.data.split.leave_last_new_out`), the
+fine-tune stops early on those cases and keeps its best epoch, which the final fit then trains for.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ import torch
 
 from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.schema import TIMESTAMP, IdMap, Interactions, Sequences
+from attnrec.data.split import DEFAULT_SPLIT, FINAL, Split
 from attnrec.models.batches.builders import targets_since
 from attnrec.models.event_context import EventFields
 from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec
 from attnrec.recommend import cold_items
 from attnrec.recommend.model_core import ModelCore, build_core
+from attnrec.training.train_config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -225,24 +229,47 @@ def _differing(old: object, new: object) -> str:
     return "settings that differ: " + ", ".join(diffs) if diffs else ""
 
 
-def check_new_since(new_since: object, data: Interactions, warm: bool, final: bool) -> int:
+def check_new_since(new_since: object, data: Interactions, warm: bool, split: object) -> int:
     """``new_since`` as whole Unix seconds, after checking a fine-tune on new events can use it: a warm
-    start (``warm``) with the final fit (``final``: split ``"none"``) on a timestamped log with an event at
-    or after it. Anything else is a one-line :class:`ConfigError`."""
+    start (``warm``) on a timestamped log with an event at or after it, and a split that trains on every
+    new event (``"none"``, the final fit) or validates on the new users' last events (``"leave-one-out"``
+    or ``None``, made by :func:`~attnrec.data.split.leave_last_new_out`, or such a :class:`Split` made
+    with the same time). Anything else is a one-line :class:`ConfigError`."""
     if isinstance(new_since, bool) or not isinstance(new_since, int | float | np.integer | np.floating):
         raise ConfigError(f"new_since must be a time in Unix seconds, not {type(new_since).__name__}")
     if not math.isfinite(new_since):
         raise ConfigError(f"new_since must be a finite time in Unix seconds, not {new_since}")
     if not warm:
         raise ConfigError("new_since fine-tunes a warm start on the new events: give init_from too")
-    if not final:
-        raise ConfigError("new_since trains on every new event: use the final fit (split 'none')")
+    since = math.floor(new_since)
+    if isinstance(split, Split):
+        if split.name != FINAL and split.params.get("new_since") != since:
+            raise ConfigError(
+                f"new_since: the split {split.describe()} validates users without new events; give the split "
+                "by name ('leave-one-out' or 'none') or make it with leave_last_new_out"
+            )
+    elif split not in (None, FINAL, DEFAULT_SPLIT):
+        raise ConfigError(
+            f"new_since trains on every new event or validates on the new users' last ones: use split "
+            f"'none' or 'leave-one-out', not {split!r}"
+        )
     if data.timestamp is None:
         raise ConfigError("new_since needs timestamps; this log has none")
-    since = math.floor(new_since)
     if not len(data.timestamp) or float(np.max(data.timestamp)) < since:
         raise ConfigError(f"new_since={new_since:g}: no event at or after it, so nothing new to train on")
     return since
+
+
+STOPPING = ("patience", "min_epochs", "smooth")
+"""The stopping settings a validated fine-tune takes from the library's defaults, not from the old model."""
+
+
+def fine_tune_stopping(cfg: TrainConfig, given: Mapping[str, Any]) -> TrainConfig:
+    """``cfg`` with the library's default :data:`STOPPING` settings where the caller ``given`` none: the old
+    model's were chosen for a fit from scratch (settings chosen from the data ask for 20 epochs or more),
+    while a fine-tune on a day's events may be best after one."""
+    default = TrainConfig()
+    return dataclasses.replace(cfg, **{k: getattr(default, k) for k in STOPPING if k not in given})
 
 
 def new_events(train: Sequences, since: int, context: int | None) -> Sequences:
@@ -291,6 +318,7 @@ __all__ = [
     "check_new_since",
     "extend_log",
     "extended",
+    "fine_tune_stopping",
     "grown_core",
     "indexed_like",
     "new_events",
