@@ -32,7 +32,13 @@ Protocol, per log:
   that step train on it, their earlier history as the input) for ``--warm-epochs`` epochs (default 1:
   one pass over the new events, as an online update makes; the same number on every log and step);
   ``--warm-mode all`` trains it on all events so far for ``1/--warm-share`` of the epochs the initial
-  model chose. (d) ``scratch-live``: at every later step start a new model is trained from scratch on all
+  model chose. ``--warm-mode new-validated`` chooses the number of epochs per step: a first fine-tune
+  on the previous step's events (``fit(..., "leave-one-out", init_from=previous, new_since=...)``)
+  holds out the last event of each user with an event in that step, validates on those users only and
+  stops early (at most :data:`VALIDATED_MAX_EPOCHS` epochs, the library's default patience); a second
+  fine-tune from the same previous model then trains its best epoch count on all of the step's events,
+  the held-out ones included (``split "none"``), and is the step's model. Its CPU counts both fits.
+  (d) ``scratch-live``: at every later step start a new model is trained from scratch on all
   events so far (final fit, the initial model's training settings and as many epochs as it chose; with
   ``--scratch-recipe defaults`` the library's default training settings instead, e.g. batch size 128
   where the initial model had 32), live histories; ``pop-window``: the most frequent items of the step
@@ -85,8 +91,9 @@ HOUR, DAY = 3600, 86400
 STEP_CHOICES = (6 * HOUR, 12 * HOUR, DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY, 182 * DAY, 365 * DAY)
 K = 10
 WARM_SHARE = 5  # --warm-mode all trains 1/WARM_SHARE of the initial model's epochs (at least one)
-WARM_MODES = ("new", "all")
+WARM_MODES = ("new", "all", "new-validated")
 WARM_EPOCHS = 1  # --warm-mode new: passes over the new events per fine-tune
+VALIDATED_MAX_EPOCHS = 20  # --warm-mode new-validated: the most epochs its validated fine-tune may train
 SCRATCH_RECIPES = ("initial", "defaults")
 COPIED = ("step", "cases", "unknown_targets", "hits", "ndcg", "model", "histories")
 STRATEGIES = ("frozen-frozen", "frozen-live", "warm-live", "scratch-live", "pop-window", "recent")
@@ -352,6 +359,7 @@ class Runner:
 
         def make() -> dict[str, Any]:
             data = self.before(bound)
+            validated = None
             cpu = time.process_time()
             wall = time.perf_counter()
             if kind == "initial":
@@ -360,7 +368,18 @@ class Runner:
             else:
                 initial = json.loads((self.dir / "initial.json").read_text())
                 epochs = max(1, int(initial["epochs_chosen"]))
-                if kind == "warm":
+                if kind == "warm" and self.warm_mode == "new-validated":
+                    # the number of epochs validated on the new users' last events, then the final fit
+                    probe = Recommender(
+                        "sasrec", train={"threads": 1, "max_epochs": VALIDATED_MAX_EPOCHS}, auto=False
+                    )
+                    probe.fit(data, "leave-one-out", init_from=previous, progress=False, new_since=since)
+                    assert probe.train_result_ is not None
+                    validated = probe.train_result_
+                    epochs = max(1, validated.best_epoch)
+                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
+                    rec.fit(data, "none", init_from=previous, progress=False, new_since=since)
+                elif kind == "warm":
                     new_since = since if self.warm_mode == "new" else None
                     epochs = max(1, epochs // self.warm_share) if new_since is None else self.warm_epochs
                     rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
@@ -376,10 +395,19 @@ class Runner:
             rec.save(self.dir / "models" / key)
             tr = rec.train_result_
             assert tr is not None
-            return {
+            record: dict[str, Any] = {}
+            if validated is not None:
+                record["validation"] = {
+                    "epochs": validated.epochs,
+                    "best_epoch": validated.best_epoch,
+                    "best_value": validated.best_value,
+                    "stopped": validated.stopped,
+                    "cases": self.validated_users(bound, since),
+                }
+            return record | {
                 "kind": kind,
                 "warm_mode": self.warm_mode if kind == "warm" else None,
-                "new_since": since if kind == "warm" and self.warm_mode == "new" else None,
+                "new_since": since if kind == "warm" and self.warm_mode != "all" else None,
                 "batch_size": rec.train_config.batch_size,
                 "train_events": len(data),
                 "train_items": data.n_items,
@@ -397,6 +425,12 @@ class Runner:
             }
 
         return self.unit(key, make)
+
+    def validated_users(self, bound: int, since: int | None) -> int:
+        """How many users the validated fine-tune validates: those with an event before ``bound`` whose
+        last one is at or after ``since``."""
+        sub = self.frame[self.frame["timestamp"] < bound].groupby("user")["timestamp"].agg(["max", "size"])
+        return int(((sub["max"] >= (since or 0)) & (sub["size"] >= 2)).sum())
 
     def evaluate(
         self, key: str, step: int, rank: Callable[[Cases], np.ndarray], extra: dict[str, Any]
@@ -625,6 +659,17 @@ def markdown(record: dict[str, Any]) -> str:
                 + ("-" if cpu is None else f"{cpu:.0f}")
                 + " |"
             )
+        validated = {
+            int(k.rsplit("-", 1)[1]): v["validation"]
+            for k, v in log["trainings"].items()
+            if "validation" in v
+        }
+        chosen = [
+            f"step {s}: best {v['best_epoch']} of {v['epochs']} on {v['cases']:,} users"
+            for s, v in sorted(validated.items())
+        ]
+        if chosen:
+            lines += ["", "Validated fine-tune epochs (c): " + "; ".join(chosen) + "."]
         t = log["targets"]
         if t:
             lines += [
@@ -647,12 +692,14 @@ def _warm_text(record: dict[str, Any]) -> str:
     )
     if "warm_mode" not in record:
         return f"{share}, the scratch retrain all of them."
-    warm = (
-        f"the warm start fine-tunes on the previous step's events only (`new_since`) for "
-        f"{record['warm_epochs']} epoch(s)"
-        if record["warm_mode"] == "new"
-        else share
-    )
+    warm = {
+        "new": f"the warm start fine-tunes on the previous step's events only (`new_since`) for "
+        f"{record['warm_epochs']} epoch(s)",
+        "new-validated": "the warm start fine-tunes on the previous step's events only (`new_since`) for the "
+        "number of epochs a fine-tune validated on the last event of each user with new events chose (at "
+        f"most {VALIDATED_MAX_EPOCHS}; early stopping), then refits that many on all of them "
+        "(CPU: both fits)",
+    }.get(record["warm_mode"], share)
     recipe = "the initial model's" if record["scratch_recipe"] == "initial" else "the default"
     return f"{warm}; the scratch retrain trains all of them on all events, with {recipe} training settings."
 
@@ -688,7 +735,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=90.0, help="training budget per fit, wall seconds")
     parser.add_argument("--warm-share", type=int, default=WARM_SHARE, help="with --warm-mode all")
     parser.add_argument(
-        "--warm-mode", choices=WARM_MODES, default="new", help="fine-tune on: new events, all"
+        "--warm-mode",
+        choices=WARM_MODES,
+        default="new",
+        help="fine-tune on: new events (fixed epochs), all, new events with validated epochs",
     )
     parser.add_argument("--warm-epochs", type=int, default=WARM_EPOCHS, help="with --warm-mode new")
     parser.add_argument(
