@@ -195,3 +195,53 @@ def test_train_new_since_takes_a_date_and_refuses_a_bad_one(tmp_path: Path) -> N
     assert bad.exit_code != 0 and "neither Unix seconds nor an ISO date/time" in bad.output
     late = runner.invoke(app, [*common, "--new-since", "99999999"])
     assert late.exit_code != 0 and "no event at or after it" in " ".join(late.output.split())
+
+
+def test_train_new_since_with_leave_one_out_validates_the_new_users_then_a_final_fit_takes_its_epoch(
+    tmp_path: Path,
+) -> None:
+    data, old = tmp_path / "log.csv", tmp_path / "old"
+    frame = base_frame()
+    frame.to_csv(data, index=False)
+    Recommender("sasrec", TINY, FAST).fit(frame[frame["timestamp"] < 20_000], "none", progress=False).save(
+        old
+    )
+    common = ["train", "--model", "sasrec", "--data", str(data), "--init-from", str(old), "--quiet"]
+    common += ["--new-since", "20000"]
+    validated = tmp_path / "validated"
+    first = runner.invoke(
+        app, [*common, "--split", "leave-one-out", "--max-epochs", "4", "--out", str(validated)]
+    )
+    assert first.exit_code == 0, first.output
+    text = " ".join(first.output.split())
+    n_new = frame[frame["timestamp"] >= 20_000]["user"].nunique()  # users u20 ... u39
+    assert f"{n_new:,} validation / 0 test users" in text  # only the users with new events, nothing tested
+    record = Recommender.load(validated).train_result_
+    assert record is not None and 1 <= record.best_epoch <= record.epochs <= 4
+    final = runner.invoke(
+        app, [*common, "--split", "none", "--epochs-from", str(validated), "--out", str(tmp_path / "final")]
+    )
+    assert final.exit_code == 0, final.output
+    assert f"trained {record.best_epoch} epoch(s) on every event" in " ".join(final.output.split())
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--split", "temporal", "--init-from", "OLD"], "not --split temporal"),
+        (["--split", "leave-one-out"], "give --init-from too"),
+        (["--split", "leave-one-out", "--init-from", "OLD", "--valid-users", "5"], "drop --valid-users"),
+        (
+            ["--split", "leave-one-out", "--init-from", "OLD", "--protocol", "sampled-popularity"],
+            "drop --protocol",
+        ),
+    ],
+)
+def test_train_new_since_refuses_what_it_cannot_use_in_one_line(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    extra = [str(tmp_path / "old") if x == "OLD" else x for x in extra]
+    args = ["train", "--model", "sasrec", "--data", str(tmp_path / "absent.csv"), "--new-since", "20000"]
+    result = runner.invoke(app, [*args, *extra])
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())  # before any data is read: the log does not exist

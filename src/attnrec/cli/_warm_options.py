@@ -11,7 +11,7 @@ import typer
 
 from attnrec.cli._options import choice
 from attnrec.config import ConfigError
-from attnrec.data.split import FINAL, SPLITS
+from attnrec.data.split import DEFAULT_SPLIT, FINAL, SPLITS
 from attnrec.recommend import Recommender
 
 parse_train_split = choice((*SPLITS, FINAL))
@@ -35,9 +35,11 @@ NewSinceOpt = Annotated[
     str | None,
     typer.Option(
         "--new-since",
-        help="With --init-from and --split none: fine-tune on the new events only. The users with an event "
-        "at or after this time (Unix seconds, or an ISO date/time, UTC unless it names a zone) train on "
-        "those events, the history before them as the input.",
+        help="With --init-from: fine-tune on the new events only. The users with an event at or after this "
+        "time (Unix seconds, or an ISO date/time, UTC unless it names a zone) train on those events, the "
+        "history before them as the input. With --split none for a fixed number of epochs; with --split "
+        "leave-one-out each of those users' last event validates and training stops early (its best "
+        "epoch then serves --epochs-from).",
         show_default=False,
     ),
 ]
@@ -91,3 +93,26 @@ def check_final_fit(
     ]
     if given:
         raise ConfigError(f"--split none holds nothing out to validate or test: drop {', '.join(given)}")
+
+
+def check_new_since_options(
+    since: float | None, split: str, init_from: Path | None, valid_users: int, protocols: list[str]
+) -> None:
+    """``--new-since`` needs ``--init-from`` and ``--split none`` or ``leave-one-out`` (whose validated
+    users are then the ones with new events and which tests nothing, so ``--valid-users`` and
+    ``--protocol`` are refused): checked before any data is read, each in one line."""
+    if since is None:
+        return
+    if init_from is None:
+        raise ConfigError("--new-since fine-tunes a warm start on the new events: give --init-from too")
+    if split not in (FINAL, DEFAULT_SPLIT):
+        raise ConfigError(
+            f"--new-since trains on every new event (--split none) or validates on the last new event of "
+            f"each user with new events (--split leave-one-out), not --split {split}"
+        )
+    if valid_users:
+        raise ConfigError(
+            "--new-since validates the users with new events (their last event): drop --valid-users"
+        )
+    if protocols and split == DEFAULT_SPLIT:
+        raise ConfigError("--new-since with --split leave-one-out holds nothing out to test: drop --protocol")

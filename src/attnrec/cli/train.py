@@ -1,6 +1,7 @@
 """``attnrec train``: fit a model, select it on validation, test it and save it (on one process or
 several, under torchrun)."""
 
+import math
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from attnrec.cli._warm_options import (
     InitFromOpt,
     NewSinceOpt,
     check_final_fit,
+    check_new_since_options,
     fixed_epochs,
     new_since_seconds,
     parse_train_split,
@@ -57,6 +59,7 @@ from attnrec.data.split import (
     Split,
     check_split_settings,
     final_split,
+    leave_last_new_out,
     make_split,
 )
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, check_single_target, protocol_by_name
@@ -213,6 +216,7 @@ def train(
             train_over[key] = value
     train_over |= fixed_epochs(epochs_from, max_epochs)
     since = new_since_seconds(new_since)
+    check_new_since_options(since, split, init_from, valid_users, protocols or [])
     if split == FINAL:
         check_final_fit(valid_users, target_events, min_target_rating, protocols or [])
     else:
@@ -231,13 +235,7 @@ def train(
             source is not None
         ):  # old users and items keep their indices; the split is made on the extended log
             interactions = warm.extend_log(interactions, source)
-        sp = (
-            final_split(interactions)
-            if split == FINAL
-            else make_split(
-                interactions, split, valid_users, target_events=target_events, min_rating=min_target_rating
-            )
-        )
+        sp = _train_split(interactions, split, since, valid_users, target_events, min_target_rating)
         distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
         main_rank = distributed.is_main()
         log_to_stderr(not quiet and main_rank)
@@ -273,6 +271,23 @@ def train(
             _test_save_report(rec, interactions, sp, names, negatives, baseline, out_dir, trackers, save_key)
 
 
+def _train_split(
+    data: Interactions,
+    split: str,
+    since: float | None,
+    valid_users: int,
+    target_events: str,
+    min_rating: float | None,
+) -> Split:
+    """The split ``--split`` names; with ``--new-since`` and leave-one-out, the last new event of each user
+    with new events validates (:func:`~attnrec.data.split.leave_last_new_out`)."""
+    if split == FINAL:
+        return final_split(data)
+    if since is not None:
+        return leave_last_new_out(data, math.floor(since))
+    return make_split(data, split, valid_users, target_events=target_events, min_rating=min_rating)
+
+
 def _test_save_report(
     rec: Recommender,
     interactions: Interactions,
@@ -287,7 +302,7 @@ def _test_save_report(
     """Test the fitted ``rec`` under each protocol (beside a popularity baseline), save it (signed with
     ``manifest_key`` when given), print and track it all."""
     model = rec.name
-    if sp.name == FINAL:  # a final fit holds nothing out: nothing to test
+    if not len(sp.test):  # a final fit (or a validated fine-tune) holds nothing out to test
         protocols, baseline = [], False
     # The baseline row is the registered POP model fitted on the same split.
     pop = Recommender("pop").fit(interactions, sp, progress=False) if baseline else None
