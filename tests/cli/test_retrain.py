@@ -245,3 +245,52 @@ def test_train_new_since_refuses_what_it_cannot_use_in_one_line(
     result = runner.invoke(app, [*args, *extra])
     assert result.exit_code != 0
     assert message in " ".join(result.output.split())  # before any data is read: the log does not exist
+
+
+def test_retrain_validate_epochs_chooses_them_on_the_store_users_last_events(
+    setup: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, old, db = setup
+    fits: list[tuple[object, object]] = []
+    fit = Recommender.fit
+
+    def recording(self: Recommender, data: object, split: object = None, **kwargs: object) -> Recommender:
+        fits.append((split, kwargs.get("new_since")))
+        return fit(self, data, split, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Recommender, "fit", recording)
+    args = [
+        "retrain",
+        "--model",
+        str(old),
+        "--store",
+        str(db),
+        "--data",
+        str(base),
+        "--out",
+        str(tmp_path / "n"),
+    ]
+    result = runner.invoke(app, [*args, "--new-only", "--validate-epochs", "--max-epochs", "3"])
+    assert result.exit_code == 0, result.output
+    assert fits == [("leave-one-out", 90_000.0), ("none", 90_000.0)]  # validated, then the final fine-tune
+    text = " ".join(result.output.split())
+    best = int(text.split("validated fine-tune: best epoch ")[1].split()[0])
+    assert 1 <= best <= 3 and f"for {best} epoch(s)" in text
+
+
+def test_retrain_validate_epochs_needs_new_only(setup: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    base, old, db = setup
+    args = [
+        "retrain",
+        "--model",
+        str(old),
+        "--store",
+        str(db),
+        "--data",
+        str(base),
+        "--out",
+        str(tmp_path / "n"),
+    ]
+    result = runner.invoke(app, [*args, "--validate-epochs"])
+    assert result.exit_code != 0 and "add --new-only" in " ".join(result.output.split())
+    assert len(SqliteStore(db).export()) == len(store_events())  # the store is left as it was

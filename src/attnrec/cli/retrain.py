@@ -25,10 +25,11 @@ from attnrec.cli.ingest import StoreOpt
 from attnrec.cli.main import app
 from attnrec.config import ConfigError
 from attnrec.data.schema import EVENT, RATING, DataError, Interactions
-from attnrec.data.split import FINAL
+from attnrec.data.split import DEFAULT_SPLIT, FINAL
 from attnrec.recommend import Recommender
 from attnrec.recommend.event_requests import declare_saved_signals
 from attnrec.store import HistoryStore, open_store
+from attnrec.training.result import TrainResult
 
 Reload = Callable[[Path], None]  # asks the server to load the new model directory
 
@@ -42,6 +43,7 @@ class Retrained:
     exported: int
     trimmed: int
     reloaded: bool
+    validated: TrainResult | None = None  # the validated fine-tune that chose the epochs (--validate-epochs)
 
 
 def joined_log(
@@ -109,11 +111,15 @@ def retrain(
     manifest_key: str | None = None,
     progress: bool = False,
     new_only: bool = False,
+    validate: bool = False,
 ) -> Retrained:
     """Warm-start ``old`` on ``base`` plus ``store``'s events, save it to ``out`` (and the joined log to
     ``log_out``), reload, then trim the store. ``train``: training settings over the old model's; the
     number of epochs defaults to the old model's best epoch. ``new_only``: fine-tune on the events from
-    the oldest exported one on (``new_since``), one epoch unless ``train`` says otherwise."""
+    the oldest exported one on (``new_since``), one epoch unless ``train`` says otherwise. ``validate`` (with
+    ``new_only``): the number of epochs is chosen first by a fine-tune validated on the last exported event
+    of each user with exported events (early stopping, at most ``train``'s ``max_epochs``), then the
+    fine-tune on every exported event trains that many."""
     if out.resolve() == old.resolve():
         raise ConfigError(f"--out {out}: the new model must not overwrite the one it starts from")
     previous = Recommender.load(old, device="cpu")
@@ -122,11 +128,18 @@ def retrain(
     exported = store.export(until=mark)
     log = joined_log(base, exported, forgotten, columns_read(previous))
     settings = dict(train or {})
-    new_since = None
+    new_since, validated = None, None
+    if validate and not new_only:
+        raise ConfigError("--validate-epochs chooses the epochs of a --new-only fine-tune: add --new-only")
     if new_only:
         if exported.empty:
             raise ConfigError("--new-only: the store holds no events to fine-tune on")
         new_since = float(exported["timestamp"].min())
+        if validate:
+            probe = Recommender(previous.name, train=settings, auto=False)
+            probe.fit(log, DEFAULT_SPLIT, init_from=previous, progress=progress, new_since=new_since)
+            validated = probe.train_result_
+            settings["max_epochs"] = max(1, validated.best_epoch if validated is not None else 1)
         settings.setdefault("max_epochs", 1)
     if (
         "max_epochs" not in settings
@@ -144,7 +157,7 @@ def retrain(
         reload(out)  # an error here leaves the store as it was: the events are not lost
     trimmed = store.trim(mark)
     store.clear_forgotten(forgotten, started)
-    return Retrained(model, log, len(exported), trimmed, reload is not None)
+    return Retrained(model, log, len(exported), trimmed, reload is not None, validated)
 
 
 def http_reload(url: str, name: str, admin_key: str | None) -> Reload:
@@ -201,6 +214,15 @@ def retrain_command(
             "them as the input; one epoch unless --max-epochs or --epochs-from says otherwise.",
         ),
     ] = False,
+    validate_epochs: Annotated[
+        bool,
+        typer.Option(
+            "--validate-epochs",
+            help="With --new-only: choose the number of epochs first, by a fine-tune that holds out the last "
+            "store event of each user with store events and stops early on them (at most --max-epochs, by "
+            "default the old model's), then fine-tune that many on every store event.",
+        ),
+    ] = False,
     reload: Annotated[
         str | None, typer.Option("--reload", help="URL of a running server to hot-reload the new model into.")
     ] = None,
@@ -224,9 +246,12 @@ def retrain_command(
     The events up to the moment it starts are exported from the store and joined to --data (users who
     asked to be forgotten lose their old events); the model is fine-tuned on every event (final fit)
     for --max-epochs (--epochs-from a validated run; by default the old model's best epoch); with
-    --new-only on the store's events only, one epoch by default. After the save (and the reload), the
+    --new-only on the store's events only, one epoch by default, or as many as a validated fine-tune on
+    them chose (--validate-epochs). After the save (and the reload), the
     exported events are removed from the store; events that arrived meanwhile stay, read as live events.
     """
+    if validate_epochs and epochs_from is not None:
+        raise ConfigError("--validate-epochs and --epochs-from both set the number of epochs: give one")
     train: dict[str, object] = {**fixed_epochs(epochs_from, epochs)}
     if epochs is not None:
         train["max_epochs"] = epochs
@@ -245,11 +270,18 @@ def retrain_command(
             log_out=log_out,
             manifest_key=manifest_key,
             new_only=new_only,
+            validate=validate_epochs,
         )
     finally:
         target.close()
     tr = done.model.train_result_
     epochs_done = tr.epochs if tr is not None else 0
+    if done.validated is not None:
+        v = done.validated
+        err.print(
+            f"validated fine-tune: best epoch {v.best_epoch} of {v.epochs} "
+            f"({done.model.train_config.monitor} {v.best_value:.4f})"
+        )
     err.print(
         f"retrained on {len(done.log):,} events ({done.exported:,} from the store) for {epochs_done} "
         f"epoch(s); saved to {out}{'; reloaded' if done.reloaded else ''}; {done.trimmed:,} events moved out "
