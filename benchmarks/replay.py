@@ -359,7 +359,7 @@ class Runner:
 
         def make() -> dict[str, Any]:
             data = self.before(bound)
-            validated = None
+            validated, probe_cpu = None, 0.0
             cpu = time.process_time()
             wall = time.perf_counter()
             if kind == "initial":
@@ -375,7 +375,7 @@ class Runner:
                     )
                     probe.fit(data, "leave-one-out", init_from=previous, progress=False, new_since=since)
                     assert probe.train_result_ is not None
-                    validated = probe.train_result_
+                    validated, probe_cpu = probe.train_result_, time.process_time() - cpu
                     epochs = max(1, validated.best_epoch)
                     rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
                     rec.fit(data, "none", init_from=previous, progress=False, new_since=since)
@@ -403,6 +403,7 @@ class Runner:
                     "best_value": validated.best_value,
                     "stopped": validated.stopped,
                     "cases": self.validated_users(bound, since),
+                    "cpu_seconds": round(probe_cpu, 2),
                 }
             return record | {
                 "kind": kind,
