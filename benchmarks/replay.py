@@ -667,6 +667,7 @@ def markdown(record: dict[str, Any]) -> str:
         }
         chosen = [
             f"step {s}: best {v['best_epoch']} of {v['epochs']} on {v['cases']:,} users"
+            + (f", {v['cpu_seconds']:.1f} CPU s" if "cpu_seconds" in v else "")
             for s, v in sorted(validated.items())
         ]
         if chosen:
