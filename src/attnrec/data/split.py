@@ -139,6 +139,8 @@ def leave_last_new_out(data: Interactions, since: int) -> Split:
     if data.timestamp is None:
         raise DataError("new_since needs timestamps; this log has none")
     seqs = data.sequences()
+    if len(seqs.items) == 0:
+        raise DataError("new_since: the interaction log is empty")
     times = seqs.column(TIMESTAMP)
     lengths = seqs.lengths()
     ends = seqs.offsets[1:]
