@@ -177,6 +177,8 @@ def test_seen_items_are_excluded_from_the_model_answers() -> None:
         "replay_warmnew_budget180",
         "replay_warmnew_budget240",
         "replay_warmall_budget240",
+        "replay_warmval_budget180",
+        "replay_warmval_budget240",
     ],
 )
 def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
