@@ -33,6 +33,11 @@ def store_events() -> list[Event]:
     ]
 
 
+def retrain_args(old: Path, db: Path, base: Path, out: Path) -> list[str]:
+    """``attnrec retrain`` of the model ``old`` with the store ``db`` and the log ``base`` into ``out``."""
+    return ["retrain", "--model", str(old), "--store", str(db), "--data", str(base), "--out", str(out)]
+
+
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[Path, Path, Path]:
     base = tmp_path / "base.csv"
@@ -50,15 +55,7 @@ def test_retrain_end_to_end_on_a_sqlite_store(setup: tuple[Path, Path, Path], tm
     result = runner.invoke(
         app,
         [
-            "retrain",
-            "--model",
-            str(old),
-            "--store",
-            str(db),
-            "--data",
-            str(base),
-            "--out",
-            str(out),
+            *retrain_args(old, db, base, out),
             "--log-out",
             str(next_log),
             "--max-epochs",
@@ -119,9 +116,7 @@ def test_events_arriving_during_the_retrain_stay_and_are_live_after_the_reload(
 
 def test_retrain_refuses_to_overwrite_its_own_model(setup: tuple[Path, Path, Path]) -> None:
     base, old, db = setup
-    result = runner.invoke(
-        app, ["retrain", "--model", str(old), "--store", str(db), "--data", str(base), "--out", str(old)]
-    )
+    result = runner.invoke(app, retrain_args(old, db, base, old))
     assert result.exit_code == 2 and "must not overwrite" in result.output, result.output
 
 
@@ -162,17 +157,7 @@ def test_retrain_new_only_fine_tunes_on_the_store_events(
         return fit(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Recommender, "fit", recording)
-    args = [
-        "retrain",
-        "--model",
-        str(old),
-        "--store",
-        str(db),
-        "--data",
-        str(base),
-        "--out",
-        str(tmp_path / "n"),
-    ]
+    args = retrain_args(old, db, base, tmp_path / "n")
     result = runner.invoke(app, [*args, "--new-only"])
     assert result.exit_code == 0, result.output
     assert seen == [90_000.0]  # the oldest store event's time

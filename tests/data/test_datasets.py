@@ -1,5 +1,4 @@
-"""load_dataset: demo, files with detected formats, named datasets (local, zip, download, offline),
-describe."""
+"""load_dataset: demo, files with detected formats, named datasets (local, zip, download, offline)."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ import dataclasses
 import gzip
 import hashlib
 import io
-import json
 import urllib.error
 import zipfile
 from pathlib import Path
@@ -17,12 +15,12 @@ import pandas as pd
 import pytest
 from shared_data import SHARED
 
-from attnrec.data import describe, format_description, from_columns, load_dataset, make_demo
+from attnrec.data import describe, load_dataset, make_demo
 from attnrec.data import download as download_mod
 from attnrec.data.catalog import DATASETS, list_datasets
 from attnrec.data.formats import FORMATS, READERS
 from attnrec.data.named_features import FEATURE_LOADERS
-from attnrec.data.schema import DataError, DataSource
+from attnrec.data.schema import DataError
 from attnrec.data.sniff import detect_format
 
 
@@ -313,79 +311,6 @@ def test_real_named_ml1m() -> None:
     assert data.source.sha256 == DATASETS["ml-1m"].paper_sha256
     assert data.item_titles is not None and len(data.item_titles) == 3416
     assert data.item_titles["1"] == "Raiders of the Lost Ark (1981)"  # sas item 1 = MovieLens 1198
-
-
-# ---------------------------------------------------------------------------------------------
-# describe
-# ---------------------------------------------------------------------------------------------
-
-
-def test_describe_by_hand() -> None:
-    data = from_columns(
-        ["a", "a", "a", "b", "b", "c"],
-        ["x", "y", "x", "y", "z", "x"],
-        [0, 86_400, 2 * 86_400, 0, 10, 5],
-        ratings=[1, 2, 3, 4, 5, 5],
-        events=["view", "buy", "view", "view", "view", "buy"],
-        source=DataSource("tiny", "/tmp/tiny.csv", "csv", "ab" * 32),
-        item_titles={"x": "X"},
-    )
-    d = describe(data)
-    assert (d["users"], d["items"], d["interactions"]) == (3, 3, 6)
-    assert d["density"] == pytest.approx(6 / 9)
-    assert d["sequence_length"] == {"min": 1, "median": 2.0, "mean": 2.0, "p90": 2.8, "max": 3}
-    assert d["users_below_3"] == 2
-    assert d["repeat_share"] == pytest.approx(1 / 6)
-    assert d["time"] == {"start": "1970-01-01 00:00:00", "end": "1970-01-03 00:00:00", "span_days": 2.0}
-    assert d["ratings"] == {"min": 1.0, "max": 5.0, "mean": pytest.approx(20 / 6, abs=1e-4)}
-    assert d["events"] == {"buy": 2, "view": 4}
-    assert d["item_popularity"]["max"] == 3 and d["titles"] == 1
-    assert d["source"]["sha256"] == "ab" * 32
-    json.dumps(d)  # serialisable
-    text = format_description(d)
-    for needle in (
-        "users          3",
-        "interactions   6",
-        "median 2",
-        "p90 2.8",
-        "2 days",
-        "buy 2",
-        "ab" * 32,
-    ):
-        assert needle in text
-
-
-def test_describe_without_timestamps(tmp_path: Path) -> None:
-    data = load_dataset(write(tmp_path / "p.txt", "1 10\n1 11\n"))
-    d = describe(data)
-    assert d["time"] is None and d["ratings"] is None and d["events"] is None
-    assert "no timestamps" in format_description(d)
-
-
-def test_named_beauty_raw_uses_one_pass_min_counts(tmp_path: Path) -> None:
-    rows = [f"u{u},i{i},5.0,{100 * u + i}" for u in range(1, 6) for i in range(1, 6)]
-    rows += [f"u6,i{i},4.0,{1000 + i}" for i in (1, 2, 3, 4, 9)]  # i9 is rated once
-    write(tmp_path / "beauty" / "ratings_Beauty.csv", "\n".join(rows) + "\n")
-    data = load_dataset("beauty", data_dir=tmp_path)
-    assert data.source.format == "amazon-ratings-csv" and "i9" not in data.items
-    # Counted once over the whole file (the SASRec script), not a k-core: u6 keeps 4 < 5 items.
-    u6 = data.users.get("u6")
-    assert u6 is not None and len(data.sequences()[u6]) == 4
-    assert data.n_users == 6 and len(data) == 29
-
-
-def test_named_steam_raw_with_titles(tmp_path: Path) -> None:
-    lines = [
-        f"{{'username': 'p{u}', 'product_id': '{g}', 'date': '2017-01-{g:02d}'}}"
-        for u in range(5)
-        for g in range(1, 6)
-    ]
-    write(tmp_path / "steam" / "steam_reviews.json.gz", "\n".join(lines) + "\n", gz=True)
-    write(tmp_path / "steam" / "steam_games.json.gz", "{'id': '1', 'app_name': 'Portal 2'}\n", gz=True)
-    data = load_dataset("steam", data_dir=tmp_path)
-    assert (data.n_users, data.n_items, len(data)) == (5, 5, 25)
-    assert data.item_titles == {"1": "Portal 2"}
-    assert data.items.to_external(data.sequences()[0]) == ["1", "2", "3", "4", "5"]
 
 
 def test_read_options_check_themselves_wherever_they_are_built(tmp_path: Path) -> None:

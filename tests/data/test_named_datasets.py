@@ -323,3 +323,29 @@ def test_real_otto_sample() -> None:
     data = load_dataset("otto-sample", data_dir=SHARED)
     assert _counts(data) == (20, 510, 862)
     assert describe(data)["events"] == {"carts": 52, "clicks": 800, "orders": 10}
+
+
+def test_named_beauty_raw_uses_one_pass_min_counts(tmp_path: Path) -> None:
+    rows = [f"u{u},i{i},5.0,{100 * u + i}" for u in range(1, 6) for i in range(1, 6)]
+    rows += [f"u6,i{i},4.0,{1000 + i}" for i in (1, 2, 3, 4, 9)]  # i9 is rated once
+    write(tmp_path / "beauty" / "ratings_Beauty.csv", "\n".join(rows) + "\n")
+    data = load_dataset("beauty", data_dir=tmp_path)
+    assert data.source.format == "amazon-ratings-csv" and "i9" not in data.items
+    # Counted once over the whole file (the SASRec script), not a k-core: u6 keeps 4 < 5 items.
+    u6 = data.users.get("u6")
+    assert u6 is not None and len(data.sequences()[u6]) == 4
+    assert data.n_users == 6 and len(data) == 29
+
+
+def test_named_steam_raw_with_titles(tmp_path: Path) -> None:
+    lines = [
+        f"{{'username': 'p{u}', 'product_id': '{g}', 'date': '2017-01-{g:02d}'}}"
+        for u in range(5)
+        for g in range(1, 6)
+    ]
+    write(tmp_path / "steam" / "steam_reviews.json.gz", "\n".join(lines) + "\n", gz=True)
+    write(tmp_path / "steam" / "steam_games.json.gz", "{'id': '1', 'app_name': 'Portal 2'}\n", gz=True)
+    data = load_dataset("steam", data_dir=tmp_path)
+    assert (data.n_users, data.n_items, len(data)) == (5, 5, 25)
+    assert data.item_titles == {"1": "Portal 2"}
+    assert data.items.to_external(data.sequences()[0]) == ["1", "2", "3", "4", "5"]
