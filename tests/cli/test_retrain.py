@@ -244,17 +244,7 @@ def test_retrain_validate_epochs_chooses_them_on_the_store_users_last_events(
         return fit(self, data, split, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Recommender, "fit", recording)
-    args = [
-        "retrain",
-        "--model",
-        str(old),
-        "--store",
-        str(db),
-        "--data",
-        str(base),
-        "--out",
-        str(tmp_path / "n"),
-    ]
+    args = retrain_args(old, db, base, tmp_path / "n")
     result = runner.invoke(app, [*args, "--new-only", "--validate-epochs", "--max-epochs", "3"])
     assert result.exit_code == 0, result.output
     assert fits == [("leave-one-out", 90_000.0), ("none", 90_000.0)]  # validated, then the final fine-tune
@@ -265,17 +255,7 @@ def test_retrain_validate_epochs_chooses_them_on_the_store_users_last_events(
 
 def test_retrain_validate_epochs_needs_new_only(setup: tuple[Path, Path, Path], tmp_path: Path) -> None:
     base, old, db = setup
-    args = [
-        "retrain",
-        "--model",
-        str(old),
-        "--store",
-        str(db),
-        "--data",
-        str(base),
-        "--out",
-        str(tmp_path / "n"),
-    ]
+    args = retrain_args(old, db, base, tmp_path / "n")
     result = runner.invoke(app, [*args, "--validate-epochs"])
     assert result.exit_code != 0 and "add --new-only" in " ".join(result.output.split())
     assert len(SqliteStore(db).export()) == len(store_events())  # the store is left as it was
