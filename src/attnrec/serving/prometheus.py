@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -37,112 +36,81 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-@dataclass(frozen=True)
-class _Metric:
-    kind: type[Counter] | type[Gauge] | type[Histogram]
-    name: str
-    doc: str
-    labels: tuple[str, ...] = ()
-    buckets: tuple[float, ...] = ()
-
-    def make(self, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
-        if self.kind is Histogram:
-            return Histogram(self.name, self.doc, self.labels, registry=registry, buckets=self.buckets)
-        return self.kind(self.name, self.doc, self.labels, registry=registry)
-
-
-_MODEL = ("model",)
-#: The app's own metrics by :class:`ServiceMetrics` attribute, registered (and exported) in this order.
-METRICS = {
-    "in_flight": _Metric(Gauge, "attnrec_http_requests_in_flight", "HTTP requests being handled now."),
-    "inference": _Metric(
-        Histogram,
-        "attnrec_inference_seconds",
-        "Time the model spends on one call (a micro-batch of recommendations, a similar-items "
-        "or explanation request), without queueing, by model and endpoint.",
-        ("model", "endpoint"),
-        LATENCY_BUCKETS,
-    ),
-    "reload_last_ok": _Metric(
-        Gauge,
-        "attnrec_model_reload_last_success",
-        "Outcome of the last hot reload of a model: 1 succeeded, 0 refused (absent: never reloaded).",
-        _MODEL,
-    ),
-    "reload_last_at": _Metric(
-        Gauge,
-        "attnrec_model_reload_last_timestamp_seconds",
-        "Unix time the last hot reload of a model ended (succeeded or refused).",
-        _MODEL,
-    ),
-    "reloading": _Metric(
-        Gauge, "attnrec_reload_in_progress", "1 while a hot reload or an item addition runs."
-    ),
-    "requests": _Metric(
-        Counter,
-        "attnrec_http_requests",
-        "HTTP requests answered, by endpoint (route template), method and status.",
-        ("endpoint", "method", "status"),
-    ),
-    "latency": _Metric(
-        Histogram,
-        "attnrec_http_request_duration_seconds",
-        "Time from a request's arrival to the end of its answer, by endpoint.",
-        ("endpoint",),
-        LATENCY_BUCKETS,
-    ),
-    "batch_size": _Metric(
-        Histogram,
-        "attnrec_batch_size",
-        "Recommendation requests scored together in one recommend_many call, by model.",
-        _MODEL,
-        BATCH_BUCKETS,
-    ),
-    "load_seconds": _Metric(
-        Gauge,
-        "attnrec_model_load_seconds",
-        "Seconds the last (re)load of a model took (reading, backend switch, warm-up).",
-        _MODEL,
-    ),
-    "loaded_at": _Metric(
-        Gauge,
-        "attnrec_model_loaded_timestamp_seconds",
-        "Unix time the served version of a model was loaded.",
-        _MODEL,
-    ),
-    "reloads": _Metric(Counter, "attnrec_model_reloads", "Successful hot reloads, by model.", _MODEL),
-    "reload_failures": _Metric(
-        Counter,
-        "attnrec_model_reload_failures",
-        "Refused hot reloads (the previous model kept serving), by model.",
-        _MODEL,
-    ),
-}
-
-
 class ServiceMetrics:
-    """The metrics of one app: requests, latency, micro-batch sizes, model loads and reloads
-    (:data:`METRICS`)."""
-
-    in_flight: Gauge
-    inference: Histogram
-    reload_last_ok: Gauge
-    reload_last_at: Gauge
-    reloading: Gauge
-    requests: Counter
-    latency: Histogram
-    batch_size: Histogram
-    load_seconds: Gauge
-    loaded_at: Gauge
-    reloads: Counter
-    reload_failures: Counter
+    """The metrics of one app: requests, latency, micro-batch sizes, model loads and reloads."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
         for process_wide in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
-            self.registry.register(process_wide)  # the process's own metrics, read at each scrape
-        for attribute, metric in METRICS.items():
-            setattr(self, attribute, metric.make(self.registry))
+            r.register(process_wide)  # the process's own metrics, read at each scrape
+        self.in_flight = Gauge(
+            "attnrec_http_requests_in_flight", "HTTP requests being handled now.", registry=r
+        )
+        self.inference = Histogram(
+            "attnrec_inference_seconds",
+            "Time the model spends on one call (a micro-batch of recommendations, a similar-items "
+            "or explanation request), without queueing, by model and endpoint.",
+            ["model", "endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reload_last_ok = Gauge(
+            "attnrec_model_reload_last_success",
+            "Outcome of the last hot reload of a model: 1 succeeded, 0 refused (absent: never reloaded).",
+            ["model"],
+            registry=r,
+        )
+        self.reload_last_at = Gauge(
+            "attnrec_model_reload_last_timestamp_seconds",
+            "Unix time the last hot reload of a model ended (succeeded or refused).",
+            ["model"],
+            registry=r,
+        )
+        self.reloading = Gauge(
+            "attnrec_reload_in_progress", "1 while a hot reload or an item addition runs.", registry=r
+        )
+        self.requests = Counter(
+            "attnrec_http_requests",
+            "HTTP requests answered, by endpoint (route template), method and status.",
+            ["endpoint", "method", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "attnrec_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its answer, by endpoint.",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "attnrec_batch_size",
+            "Recommendation requests scored together in one recommend_many call, by model.",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.load_seconds = Gauge(
+            "attnrec_model_load_seconds",
+            "Seconds the last (re)load of a model took (reading, backend switch, warm-up).",
+            ["model"],
+            registry=r,
+        )
+        self.loaded_at = Gauge(
+            "attnrec_model_loaded_timestamp_seconds",
+            "Unix time the served version of a model was loaded.",
+            ["model"],
+            registry=r,
+        )
+        self.reloads = Counter(
+            "attnrec_model_reloads", "Successful hot reloads, by model.", ["model"], registry=r
+        )
+        self.reload_failures = Counter(
+            "attnrec_model_reload_failures",
+            "Refused hot reloads (the previous model kept serving), by model.",
+            ["model"],
+            registry=r,
+        )
 
     def track(self, names: list[str]) -> None:
         """Export the reload counters of the models ``names`` at 0 (so that rates work from the start)."""
