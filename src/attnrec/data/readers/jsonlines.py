@@ -80,7 +80,9 @@ class SignalKeys:
 
     def add(self, rec: Mapping[str, object], n: int) -> None:
         """Read the signals of record ``rec`` (on line ``n``); a missing value, or a list or object where
-        a value belongs, is a :class:`DataError`."""
+        a value belongs, is a :class:`DataError`. Nothing is kept when the log carries no signal."""
+        if not self.keys:
+            return
         for name, key in self.keys.items():
             value = rec.get(key)
             if not _present(value):
