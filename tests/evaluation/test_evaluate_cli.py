@@ -31,6 +31,11 @@ def run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def evaluate_cli(model: Path, log: Path, *args: str) -> tuple[int, str]:
+    """``attnrec evaluate --model MODEL --data LOG ARGS...``."""
+    return run("evaluate", "--model", str(model), "--data", str(log), *args)
+
+
 @pytest.fixture(scope="module")
 def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """60 users walking a 30-item cycle, one event every 10 s from a user-specific start."""
@@ -58,12 +63,9 @@ def test_time_window_metrics_from_the_cli_equal_the_python_api(
     log: Path, temporal_model: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "ev.json"
-    code, output = run(
-        "evaluate",
-        "--model",
-        str(temporal_model),
-        "--data",
-        str(log),
+    code, output = evaluate_cli(
+        temporal_model,
+        log,
         "--protocol",
         "time-window",
         "--window",
@@ -107,9 +109,7 @@ def test_the_default_metrics_of_the_time_window_include_recall_precision_map(
 ) -> None:
     def metrics(*args: str) -> list[str]:
         out = tmp_path / "ev.json"
-        code, output = run(
-            "evaluate", "--model", str(temporal_model), "--data", str(log), "--json", str(out), *args
-        )
+        code, output = evaluate_cli(temporal_model, log, "--json", str(out), *args)
         assert code == 0, output
         return list(json.loads(out.read_text())["results"][0]["metrics"])
 
@@ -133,7 +133,7 @@ def test_the_default_metrics_of_the_time_window_include_recall_precision_map(
 def test_options_that_do_not_fit_are_one_line_errors(
     log: Path, temporal_model: Path, args: list[str], message: str
 ) -> None:
-    code, output = run("evaluate", "--model", str(temporal_model), "--data", str(log), *args)
+    code, output = evaluate_cli(temporal_model, log, *args)
     assert code == 2, output
     assert message in output
 
@@ -173,12 +173,9 @@ def test_the_reference_pages_python_example_runs() -> None:
 
 
 def test_many_metrics_print_one_per_row_and_every_name_is_readable(log: Path, temporal_model: Path) -> None:
-    code, output = run(
-        "evaluate",
-        "--model",
-        str(temporal_model),
-        "--data",
-        str(log),
+    code, output = evaluate_cli(
+        temporal_model,
+        log,
         "--protocol",
         "time-window",
         "--metrics",
@@ -203,9 +200,7 @@ def test_a_model_without_features_or_embeddings_cannot_report_diversity(log: Pat
         "train", "--data", str(log), "--model", "pop", "--split", "temporal", "--out", str(out), "--quiet"
     )
     assert code == 0, output
-    code, output = run(
-        "evaluate", "--model", str(out), "--data", str(log), "--metrics", "coverage,novelty,arp"
-    )
+    code, output = evaluate_cli(out, log, "--metrics", "coverage,novelty,arp")
     assert code == 0, output
-    code, output = run("evaluate", "--model", str(out), "--data", str(log), "--metrics", "diversity")
+    code, output = evaluate_cli(out, log, "--metrics", "diversity")
     assert code == 2 and "the pop model has neither" in output

@@ -241,13 +241,20 @@ def test_build_a_history_by_search_recommend_and_see_why(page: Page, sasrec: Rec
     page.until_items("#similar li", sasrec.similar_items(want.items[0], 10).items)
 
 
-def test_a_known_user_and_an_unknown_one(page: Page, sasrec: Recommender) -> None:
-    assert sasrec.users_ is not None and sasrec.histories_ is not None and sasrec.items_ is not None
-    stored = sasrec.items_.to_external(sasrec.histories_[sasrec.users_.get("u3")])
+def show_trained_history(page: Page, rec: Recommender, user: str) -> list[str]:
+    """Open the page, load ``user`` and wait until it lists the last 50 items of its training history
+    (returned whole)."""
+    assert rec.users_ is not None and rec.histories_ is not None and rec.items_ is not None
+    trained = rec.items_.to_external(rec.histories_[rec.users_.get(user)])
     page.open()
-    page.type("#user", "u3")
+    page.type("#user", user)
     page.el("#load-user").click()
-    page.until_items("#history li", stored[-50:])
+    page.until_items("#history li", trained[-50:])
+    return trained
+
+
+def test_a_known_user_and_an_unknown_one(page: Page, sasrec: Recommender) -> None:
+    show_trained_history(page, sasrec, "u3")
     page.el("#recommend").click()
     page.until_items("#recs > li", sasrec.recommend(user="u3", k=10).items)
     first = page.items("#recs > li")[0]
@@ -267,12 +274,7 @@ def test_a_known_user_and_an_unknown_one(page: Page, sasrec: Recommender) -> Non
 def test_a_users_new_events_change_the_next_answer_on_the_page_without_a_retrain(
     page: Page, sasrec: Recommender, server: tuple[str, subprocess.Popen[str]]
 ) -> None:
-    assert sasrec.users_ is not None and sasrec.histories_ is not None and sasrec.items_ is not None
-    trained = sasrec.items_.to_external(sasrec.histories_[sasrec.users_.get("u4")])
-    page.open()
-    page.type("#user", "u4")
-    page.el("#load-user").click()
-    page.until_items("#history li", trained[-50:])
+    trained = show_trained_history(page, sasrec, "u4")
     page.el("#recommend").click()
     before = sasrec.recommend(user="u4", k=10).items
     page.until_items("#recs > li", before)
