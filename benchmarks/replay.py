@@ -38,6 +38,14 @@ Protocol, per log:
   stops early (at most :data:`VALIDATED_MAX_EPOCHS` epochs, the library's default patience); a second
   fine-tune from the same previous model then trains its best epoch count on all of the step's events,
   the held-out ones included (``split "none"``), and is the step's model. Its CPU counts both fits.
+  ``--warm-mode new-dev`` fine-tunes on the new events as ``new`` does, for a number of epochs chosen
+  once per log on a *development replay* that ends at the cut and never reads an event after it: a
+  model trained on the events before ``cut - DEV_STEPS * step`` is carried through the
+  :data:`DEV_STEPS` steps before the cut by each fine-tune length of :data:`DEV_EPOCHS`; the length
+  with the best NDCG@10 over those steps wins (ties: the shorter), among the lengths whose CPU per step
+  is at most :data:`DEV_CPU_SHARE` of a scratch fit's, estimated as the development model's training
+  CPU per epoch times its chosen epochs (none within it: the shortest). The choice's own CPU is
+  reported beside the figures, not in (c)'s retraining CPU: it is spent once, not at every step.
   (d) ``scratch-live``: at every later step start a new model is trained from scratch on all
   events so far (final fit, the initial model's training settings and as many epochs as it chose; with
   ``--scratch-recipe defaults`` the library's default training settings instead, e.g. batch size 128
@@ -91,9 +99,12 @@ HOUR, DAY = 3600, 86400
 STEP_CHOICES = (6 * HOUR, 12 * HOUR, DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY, 182 * DAY, 365 * DAY)
 K = 10
 WARM_SHARE = 5  # --warm-mode all trains 1/WARM_SHARE of the initial model's epochs (at least one)
-WARM_MODES = ("new", "all", "new-validated")
+WARM_MODES = ("new", "all", "new-validated", "new-dev")
 WARM_EPOCHS = 1  # --warm-mode new: passes over the new events per fine-tune
 VALIDATED_MAX_EPOCHS = 20  # --warm-mode new-validated: the most epochs its validated fine-tune may train
+DEV_STEPS = 4  # --warm-mode new-dev: steps of the development replay that ends at the cut
+DEV_EPOCHS = (1, 2, 4, 8, 16)  # --warm-mode new-dev: the fine-tune lengths it compares
+DEV_CPU_SHARE = 0.25  # --warm-mode new-dev: a candidate's CPU per step at most this share of a scratch fit's
 SCRATCH_RECIPES = ("initial", "defaults")
 COPIED = ("step", "cases", "unknown_targets", "hits", "ndcg", "model", "histories")
 STRATEGIES = ("frozen-frozen", "frozen-live", "warm-live", "scratch-live", "pop-window", "recent")
@@ -122,6 +133,11 @@ class Log:
         first = np.r_[True, self.user[1:] != self.user[:-1]]
         return np.maximum.accumulate(np.where(first, np.arange(len(self.user)), 0))
 
+    def before(self, t: int) -> Log:
+        """The events before time ``t``, in the same order."""
+        keep = self.time < t
+        return Log(self.user[keep], self.item[keep], self.time[keep], self.n_items)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -144,6 +160,27 @@ def plan_steps(times: np.ndarray, quantile: float = CUT_QUANTILE, max_steps: int
     step = next((s for s in STEP_CHOICES if math.ceil(span / s) <= max_steps), STEP_CHOICES[-1])
     n = math.ceil(span / step)
     return Plan(cut, step, tuple(cut + k * step for k in range(n + 1)))
+
+
+def development_plan(plan: Plan, times: np.ndarray, n_steps: int = DEV_STEPS) -> Plan:
+    """The development replay of ``--warm-mode new-dev``: ``n_steps`` steps of the plan's length that end
+    at its cut (fewer when the log starts later; at least two, so that a fine-tune is compared)."""
+    n = n_steps
+    while n > 2 and plan.cut - n * plan.step <= int(times.min()):
+        n -= 1
+    cut = plan.cut - n * plan.step
+    if cut <= int(times.min()):
+        raise ValueError(f"the log starts too late for a development replay of {n} steps before the cut")
+    return Plan(cut, plan.step, tuple(cut + k * plan.step for k in range(n + 1)))
+
+
+def choose_fine_tune(candidates: Sequence[dict[str, Any]], cpu_limit: float) -> int:
+    """The fine-tune length with the best development NDCG@10 (ties: the shorter) among those whose CPU
+    per step is within ``cpu_limit``; the shortest when none is."""
+    within = [c for c in candidates if c["cpu_per_step"] <= cpu_limit]
+    if not within:
+        return int(min(c["epochs"] for c in candidates))
+    return int(max(within, key=lambda c: (c["NDCG@10"], -c["epochs"]))["epochs"])
 
 
 @dataclass(frozen=True)
@@ -308,10 +345,13 @@ class OutOfTime(Exception):
 
 
 class Runner:
-    def __init__(self, name: str, state: Path, deadline: float, args: argparse.Namespace) -> None:
+    def __init__(
+        self, name: str, state: Path, deadline: float, args: argparse.Namespace, development: bool = False
+    ) -> None:
         from attnrec.cli._common import load_data
 
         self.name, self.dir, self.budget, self.deadline = name, state / name, args.budget, deadline
+        self.args = args
         self.warm_share, self.warm_mode, self.warm_epochs = args.warm_share, args.warm_mode, args.warm_epochs
         self.scratch_recipe = args.scratch_recipe
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -325,7 +365,13 @@ class Runner:
             self.data.n_items,
         )
         self.plan = plan_steps(self.log.time)
+        if development:  # the steps before the cut, and none of the events after it
+            self.dir = self.dir / "dev"
+            self.log = self.log.before(self.plan.cut)
+            self.plan = development_plan(self.plan, self.log.time)
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.cases = replay_cases(self.log, self.plan)
+        self.chosen_epochs: int | None = None
         self.external = np.asarray(self.data.items.external, dtype=object)
 
     def unit(self, key: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -352,7 +398,13 @@ class Runner:
         )
 
     def train(
-        self, key: str, bound: int, kind: str, previous: Path | None = None, since: int | None = None
+        self,
+        key: str,
+        bound: int,
+        kind: str,
+        previous: Path | None = None,
+        since: int | None = None,
+        epochs: int | None = None,
     ) -> dict[str, Any]:
         from attnrec.config import config_to_dict
         from attnrec.recommend import Recommender
@@ -367,7 +419,7 @@ class Runner:
                 rec.fit(data, "leave-one-out", progress=False)
             else:
                 initial = json.loads((self.dir / "initial.json").read_text())
-                epochs = max(1, int(initial["epochs_chosen"]))
+                chosen = max(1, int(initial["epochs_chosen"]))
                 if kind == "warm" and self.warm_mode == "new-validated":
                     # the number of epochs validated on the new users' last events, then the final fit
                     probe = Recommender(
@@ -376,17 +428,17 @@ class Runner:
                     probe.fit(data, "leave-one-out", init_from=previous, progress=False, new_since=since)
                     assert probe.train_result_ is not None
                     validated, probe_cpu = probe.train_result_, time.process_time() - cpu
-                    epochs = max(1, validated.best_epoch)
-                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
+                    n = max(1, validated.best_epoch)
+                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": n}, auto=False)
                     rec.fit(data, "none", init_from=previous, progress=False, new_since=since)
                 elif kind == "warm":
-                    new_since = since if self.warm_mode == "new" else None
-                    epochs = max(1, epochs // self.warm_share) if new_since is None else self.warm_epochs
-                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": epochs}, auto=False)
+                    new_since = None if self.warm_mode == "all" else since
+                    n = max(1, chosen // self.warm_share) if new_since is None else epochs or self.warm_epochs
+                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": n}, auto=False)
                     rec.fit(data, "none", init_from=previous, progress=False, new_since=new_since)
                 else:
                     base = Recommender.load(self.dir / "models" / "initial", device="cpu")
-                    train = {"threads": 1, "max_epochs": epochs, "time_budget": self.budget}
+                    train = {"threads": 1, "max_epochs": chosen, "time_budget": self.budget}
                     if self.scratch_recipe == "initial":  # the initial model's batch size, rate, ...
                         train = config_to_dict(base.train_config) | train
                     rec = Recommender("sasrec", config=base.config, train=train, auto=False)
@@ -435,7 +487,7 @@ class Runner:
 
     def evaluate(
         self, key: str, step: int, rank: Callable[[Cases], np.ndarray], extra: dict[str, Any]
-    ) -> None:
+    ) -> dict[str, Any]:
         def make() -> dict[str, Any]:
             cases = self.cases.take(self.cases.step == step)
             cpu = time.process_time()
@@ -449,16 +501,60 @@ class Runner:
                 **extra,
             }
 
-        self.unit(key, make)
+        return self.unit(key, make)
 
-    def model_eval(self, key: str, step: int, model: str, histories: str, extra: dict[str, Any]) -> None:
+    def model_eval(
+        self, key: str, step: int, model: str, histories: str, extra: dict[str, Any]
+    ) -> dict[str, Any]:
         from attnrec.recommend import Recommender
 
         def rank(cases: Cases) -> np.ndarray:
             rec = Recommender.load(self.dir / "models" / model, device="cpu")
             return model_ranks(rec, self.log, cases, histories, to_model(rec, self.external))
 
-        self.evaluate(key, step, rank, extra | {"model": model, "histories": histories})
+        return self.evaluate(key, step, rank, extra | {"model": model, "histories": histories})
+
+    def choose_epochs(self) -> int:
+        """The development replay (a runner made with ``development=True``): every fine-tune length of
+        :data:`DEV_EPOCHS` carried through its steps from one development model; the choice's unit."""
+        plan = self.plan
+        initial = self.train("initial", plan.cut, "initial")
+        per_epoch = initial["cpu_seconds"] / max(1, initial["epochs"])
+        scratch_cpu = per_epoch * max(1, int(initial["epochs_chosen"]))
+        candidates = []
+        for n in DEV_EPOCHS:
+            ndcg = cpu = 0.0
+            cases = 0
+            for s in range(1, plan.n_steps):  # step 0 is answered by the development model itself
+                previous = self.dir / "models" / ("initial" if s == 1 else f"warm-e{n}-{s - 1}")
+                trained = self.train(
+                    f"warm-e{n}-{s}", plan.bounds[s], "warm", previous, plan.bounds[s - 1], n
+                )
+                done = self.model_eval(f"warm-live-e{n}-{s}", s, f"warm-e{n}-{s}", "live", {"epochs": n})
+                ndcg, cpu, cases = ndcg + done["ndcg"], cpu + trained["cpu_seconds"], cases + done["cases"]
+            candidates.append(
+                {"epochs": n, "NDCG@10": ndcg / max(cases, 1), "cpu_per_step": cpu / max(1, plan.n_steps - 1)}
+            )
+        choice = choose_fine_tune(candidates, DEV_CPU_SHARE * scratch_cpu)
+        spent = initial["cpu_seconds"] + sum(
+            json.loads(p.read_text()).get(k, 0.0)
+            for p in self.dir.glob("warm*.json")
+            for k in ("cpu_seconds", "eval_cpu_seconds")
+        )
+        record = self.unit(
+            "choice",
+            lambda: {
+                "epochs": choice,
+                "candidates": candidates,
+                "scratch_cpu_estimate": round(scratch_cpu, 2),
+                "cpu_limit_per_step": round(DEV_CPU_SHARE * scratch_cpu, 2),
+                "development_cpu_seconds": round(spent, 2),
+                "cut": plan.cut,
+                "bounds": list(plan.bounds),
+                "cases": len(self.cases.pos),
+            },
+        )
+        return int(record["epochs"])
 
     def run(self) -> None:
         from attnrec.recommend import Recommender
@@ -478,6 +574,10 @@ class Runner:
             },
         )
         self.train("initial", plan.cut, "initial")
+        if self.warm_mode == "new-dev":
+            self.chosen_epochs = Runner(
+                self.name, self.dir.parent, self.deadline, self.args, True
+            ).choose_epochs()
         for s in range(plan.n_steps):
             self.model_eval(f"frozen-frozen-{s}", s, "initial", "frozen", {})
             self.model_eval(f"frozen-live-{s}", s, "initial", "live", {})
@@ -501,7 +601,9 @@ class Runner:
                     continue
                 model = f"{kind}-{s}"
                 previous = self.dir / "models" / ("initial" if s == 1 else f"{kind}-{s - 1}")
-                trained = self.train(model, plan.bounds[s], kind, previous, since=plan.bounds[s - 1])
+                trained = self.train(
+                    model, plan.bounds[s], kind, previous, plan.bounds[s - 1], self.chosen_epochs
+                )
                 self.model_eval(
                     f"{strategy}-{s}",
                     s,
@@ -554,8 +656,10 @@ def collect(state: Path) -> dict[str, Any]:
                 ],
             }
         complete = all(o["steps_done"] == n_steps for o in overall.values())
+        choice = folder / "dev" / "choice.json"
         logs[name] = {
             "plan": plan,
+            "development": json.loads(choice.read_text()) if choice.exists() else None,
             "trainings": trainings,
             "overall": overall,
             "complete": complete,
@@ -672,6 +776,22 @@ def markdown(record: dict[str, Any]) -> str:
         ]
         if chosen:
             lines += ["", "Validated fine-tune epochs (c): " + "; ".join(chosen) + "."]
+        dev = log.get("development")
+        if dev:
+            n_dev = len(dev["bounds"]) - 1
+            lines += [
+                "",
+                f"Fine-tune length of (c), chosen on the development replay ({n_dev} steps from "
+                f"{_date(dev['cut'])} UTC to the cut, {dev['cases']:,} cases; CPU limit "
+                f"{dev['cpu_limit_per_step']:.1f} s a step, a quarter of the estimated scratch fit): "
+                f"**{dev['epochs']} epoch(s)**; development NDCG@10 per length: "
+                + ", ".join(
+                    f"{c['epochs']}: {_f(c['NDCG@10'])} ({c['cpu_per_step']:.1f} CPU s a step)"
+                    for c in dev["candidates"]
+                )
+                + f". The choice cost {dev['development_cpu_seconds']:.0f} CPU s once (its model, fine-tunes "
+                "and answers), not counted in the retraining CPU.",
+            ]
         t = log["targets"]
         if t:
             lines += [
@@ -697,6 +817,8 @@ def _warm_text(record: dict[str, Any]) -> str:
     warm = {
         "new": f"the warm start fine-tunes on the previous step's events only (`new_since`) for "
         f"{record['warm_epochs']} epoch(s)",
+        "new-dev": "the warm start fine-tunes on the previous step's events only (`new_since`) for the "
+        "number of epochs chosen once per log on a development replay of the steps before the cut",
         "new-validated": "the warm start fine-tunes on the previous step's events only (`new_since`) for the "
         "number of epochs a fine-tune validated on the last event of each user with new events chose (at "
         f"most {VALIDATED_MAX_EPOCHS}; early stopping), then refits that many on all of them "

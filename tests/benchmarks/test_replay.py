@@ -153,6 +153,33 @@ def test_targets() -> None:
     assert not replay.targets(overall)["c_within_2pct_at_25pct_cpu"]
 
 
+def test_the_development_replay_ends_at_the_cut_and_reads_nothing_after_it() -> None:
+    log, plan = tiny()
+    dev = replay.development_plan(replay.Plan(100, 20, (100, 120, 140)), log.before(100).time, n_steps=4)
+    # the log starts at 0: four steps of 20 end at the cut; its cases are events before 100 only
+    assert dev.bounds == (20, 40, 60, 80, 100) and dev.step == plan.step
+    before = log.before(plan.cut)
+    assert before.time.max() < plan.cut and len(before.user) == 3
+    assert replay.replay_cases(before, dev).counts["replayed"] == 0  # nothing in [20, 100) here
+    # a log that starts late gets fewer steps, never fewer than two
+    late = replay.development_plan(replay.Plan(100, 20, (100, 120)), np.array([50, 99]), n_steps=4)
+    assert late.bounds == (60, 80, 100)
+    with pytest.raises(ValueError, match="starts too late"):
+        replay.development_plan(replay.Plan(100, 20, (100, 120)), np.array([70, 99]), n_steps=4)
+
+
+def test_the_fine_tune_length_is_the_best_within_the_cpu_limit() -> None:
+    def c(epochs: int, ndcg: float, cpu: float) -> dict[str, Any]:
+        return {"epochs": epochs, "NDCG@10": ndcg, "cpu_per_step": cpu}
+
+    candidates = [c(1, 0.050, 1.0), c(4, 0.060, 4.0), c(16, 0.070, 16.0)]
+    assert replay.choose_fine_tune(candidates, cpu_limit=100.0) == 16
+    assert replay.choose_fine_tune(candidates, cpu_limit=5.0) == 4  # 16 epochs cost too much
+    assert replay.choose_fine_tune(candidates, cpu_limit=0.5) == 1  # none within: the shortest
+    tied = [c(1, 0.05, 1.0), c(2, 0.05, 2.0)]
+    assert replay.choose_fine_tune(tied, cpu_limit=10.0) == 1  # a tie: the shorter
+
+
 def test_seen_items_are_excluded_from_the_model_answers() -> None:
     log, plan = tiny()
     cases = replay.replay_cases(log, plan)
