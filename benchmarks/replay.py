@@ -20,6 +20,8 @@ Protocol, per log:
   or the step's start when that is later and before the target; never the target's own timestamp. A
   user's first event ever (no history to answer from) and an event whose item the user already has (a
   repeat, which seen-item exclusion removes from every answer) are not cases; their shares are reported.
+  With ``--repeats keep`` (for shop logs, where users come back to what they viewed) a repeat is a case
+  and no answer excludes the history: every strategy ranks every item it knows.
 * **Answer.** Full ranking over the items the answering model knows (for popularity: every item seen
   before the request), the items of the history used for the answer excluded. Ties count against the
   model. A target the answering model does not know is a miss (its share is reported). A history with
@@ -196,6 +198,7 @@ class Cases:
     )  # (C,) the previous event's time, or the step start when later and before the target
     target: np.ndarray  # (C,) global item
     counts: dict[str, int]  # replayed events, first events, repeats, cases
+    exclude_seen: bool = True  # answers leave out the history's items (and repeats are no cases)
 
     def live(self, log: Log, c: int) -> np.ndarray:
         """Global items of case ``c``'s live history: every event of its user before the target."""
@@ -214,11 +217,13 @@ class Cases:
             self.request_time[keep],
             self.target[keep],
             self.counts,
+            self.exclude_seen,
         )
 
 
-def replay_cases(log: Log, plan: Plan) -> Cases:
-    """Every event at or after the cut that has a history and is not a repeat, with its request time."""
+def replay_cases(log: Log, plan: Plan, keep_repeats: bool = False) -> Cases:
+    """Every event at or after the cut that has a history and is not a repeat (with ``keep_repeats``, repeats
+    too; then no answer excludes the history), with its request time."""
     starts = log.user_starts()
     replayed = np.flatnonzero(log.time >= plan.cut)
     pos, start, frozen_end, step, request, n_first, n_repeat = [], [], [], [], [], 0, 0
@@ -232,7 +237,8 @@ def replay_cases(log: Log, plan: Plan) -> Cases:
             continue
         if log.item[p] in set(log.item[s:p].tolist()):
             n_repeat += 1
-            continue
+            if not keep_repeats:
+                continue
         k = min(int(np.searchsorted(plan.bounds, log.time[p], side="right")) - 1, plan.n_steps - 1)
         pos.append(p)
         start.append(s)
@@ -251,6 +257,7 @@ def replay_cases(log: Log, plan: Plan) -> Cases:
         np.asarray(request, dtype=np.int64),
         log.item[pos_a] if len(pos_a) else np.zeros(0, dtype=np.int64),
         counts,
+        not keep_repeats,
     )
 
 
@@ -277,7 +284,8 @@ def summary(ranks: np.ndarray) -> dict[str, float]:
 
 def window_popularity_ranks(log: Log, cases: Cases, window: int) -> np.ndarray:
     """Ranks of each case's target among the items seen before its request, scored by their count in
-    ``[request - window, request)``; history excluded, ties against the target, unseen targets -1."""
+    ``[request - window, request)``; history excluded (unless the cases keep repeats), ties against the
+    target, unseen targets -1."""
     order = np.argsort(log.time, kind="stable")
     times, items = log.time[order], log.item[order]
     counts = np.zeros(log.n_items + 1, dtype=np.int64)
@@ -297,9 +305,10 @@ def window_popularity_ranks(log: Log, cases: Cases, window: int) -> np.ndarray:
         if not known[target]:
             continue
         own = counts[target]
-        history = np.unique(cases.live(log, c))
         above = int(np.count_nonzero(known & (counts >= own))) - 1
-        above -= int(np.count_nonzero(known[history] & (counts[history] >= own)))
+        if cases.exclude_seen:
+            history = np.unique(cases.live(log, c))
+            above -= int(np.count_nonzero(known[history] & (counts[history] >= own)))
         ranks[c] = above
     return ranks
 
@@ -335,7 +344,8 @@ def model_ranks(
         if empty.any():
             scores[torch.from_numpy(empty)] = popular
         targets = torch.from_numpy(g2m[cases.target[lo : rows.stop]])
-        out.append(pessimistic_ranks(scores, targets, [np.unique(h) for h in hist]))
+        seen = [np.unique(h) if cases.exclude_seen else h[:0] for h in hist]
+        out.append(pessimistic_ranks(scores, targets, seen))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
@@ -370,7 +380,7 @@ class Runner:
             self.log = self.log.before(self.plan.cut)
             self.plan = development_plan(self.plan, self.log.time)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.cases = replay_cases(self.log, self.plan)
+        self.cases = replay_cases(self.log, self.plan, keep_repeats=args.repeats == "keep")
         self.chosen_epochs: int | None = None
         self.external = np.asarray(self.data.items.external, dtype=object)
 
@@ -570,6 +580,7 @@ class Runner:
                 "users": self.data.n_users,
                 "items": self.data.n_items,
                 "replay": self.cases.counts,
+                **({"repeats": "keep"} if not self.cases.exclude_seen else {}),
                 "sha256": self.data.source.sha256,
             },
         )
@@ -709,16 +720,23 @@ def _share(v: float | None) -> str:
 
 def markdown(record: dict[str, Any]) -> str:
     """The tables of a record (generated; the narrative is replay-notes.md)."""
+    keep = record.get("repeats") == "keep"
+    which = (
+        "(repeats of the user's own items included)"
+        if keep
+        else "that is not a repeat of the user's own items"
+    )
     lines = [
         "<!-- generated by `python benchmarks/replay.py --render` from replay.json; do not edit -->",
         "# Replay: frozen, live, warm-started and retrained models between retrains",
         "",
         f"Protocol (see `benchmarks/replay.py`): each log is cut at the {CUT_QUANTILE:.0%} quantile of its "
         f"timestamps; the rest is replayed in at most {MAX_STEPS} steps. Each replayed event with a history "
-        "that is not a repeat of the user's own items is answered at the time of the user's previous event "
+        f"{which} is answered at the time of the user's previous event "
         "(or the step start, if later), never at its own timestamp; full ranking over the items the "
-        "answering model knows, the history used excluded, ties against the model; a target the model does "
-        "not know is a miss. SASRec with the library's data-chosen settings, one torch thread, "
+        f"answering model knows, {'nothing excluded' if keep else 'the history used excluded'}, ties against "
+        "the model; a target the model does not know is a miss. SASRec with the library's data-chosen "
+        "settings, one torch thread, "
         f"{record['budget']:.0f} s training budget; {_warm_text(record)} CPU: "
         "`time.process_time` of the fits. "
         f"Machine: {record['machine']['cpu']}, {record['machine']['cores_used']} core(s), torch "
@@ -729,6 +747,8 @@ def markdown(record: dict[str, Any]) -> str:
         plan, ov = log["plan"], log["overall"]
         n_steps = len(plan["bounds"]) - 1
         rp = plan["replay"]
+        kept = plan.get("repeats") == "keep"
+        left = "left out," if kept else "and"
         init = log["trainings"].get("initial")
         lines += [
             f"## {name}",
@@ -736,7 +756,8 @@ def markdown(record: dict[str, Any]) -> str:
             f"{plan['events']:,} events, {plan['users']:,} users, {plan['items']:,} items; cut "
             f"{_date(plan['cut'])} UTC, {n_steps} steps of {_step_text(plan['step_seconds'])}; "
             f"{rp['replayed']:,} events replayed: {rp['cases']:,} cases; {rp['first']:,} first events of a "
-            f"user and {rp['repeat']:,} repeats left out ({rp['repeat'] / max(rp['replayed'], 1):.1%})."
+            f"user {left} {rp['repeat']:,} repeats {'kept' if kept else 'left out'} "
+            f"({rp['repeat'] / max(rp['replayed'], 1):.1%})."
             + ("" if log["complete"] else " **Partial: not every unit has run yet.**"),
         ]
         if init:
@@ -834,11 +855,13 @@ def render(state: Path, args: argparse.Namespace) -> None:
         + f" --budget {args.budget:g} --warm-share {args.warm_share}"
         + f" --warm-mode {args.warm_mode} --warm-epochs {args.warm_epochs}"
         + f" --scratch-recipe {args.scratch_recipe}"
+        + (" --repeats keep" if args.repeats == "keep" else "")
         + ("" if args.out == "replay" else f" --out {args.out} --logs {' '.join(args.logs)}"),
         "budget": args.budget,
         "warm_share": args.warm_share,
         "warm_mode": args.warm_mode,
         "warm_epochs": args.warm_epochs,
+        **({"repeats": "keep"} if args.repeats == "keep" else {}),
         "scratch_recipe": args.scratch_recipe,
         "machine": {
             "cpu": platform.processor() or platform.machine(),
@@ -867,6 +890,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--warm-epochs", type=int, default=WARM_EPOCHS, help="with --warm-mode new")
     parser.add_argument(
         "--scratch-recipe", choices=SCRATCH_RECIPES, default="initial", help="the scratch retrain's settings"
+    )
+    parser.add_argument(
+        "--repeats",
+        choices=("exclude", "keep"),
+        default="exclude",
+        help="repeats of a user's own items: left out, the history excluded from answers; or kept as cases",
     )
     parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
     parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")

@@ -123,6 +123,24 @@ def test_frozen_model_reads_the_histories_it_is_given() -> None:
     assert ranks_a.tolist() == [2, 1, 0, -1, 4]
 
 
+def test_kept_repeats_are_cases_answered_with_nothing_excluded() -> None:
+    log, plan = tiny()
+    cases = replay.replay_cases(log, plan, keep_repeats=True)
+    # user 0's item 2 @120 (a repeat) is now a case; user 2's first event still is not
+    assert cases.counts == {"replayed": 7, "first": 1, "repeat": 1, "cases": 6}
+    assert log.time[cases.pos].tolist() == [100, 110, 120, 105, 130, 125] and not cases.exclude_seen
+    assert not cases.take(cases.step == 1).exclude_seen
+    external = np.array(["1", "2", "3", "4", "5", "6"], dtype=object)
+    rec = Recorder(["1", "2", "3", "4", "5", "6"])  # item i scores i: 6 > 5 > ... > 1
+    ranks = replay.model_ranks(rec, log, cases, "live", replay.to_model(rec, external))
+    # nothing is excluded: the repeat target 2 has 6 5 4 3 above it, target 4 has 6 5 above it
+    assert ranks.tolist() == [3, 2, 4, 1, 0, 5]
+    # window popularity ranks the history's items too: case 2 (target 2 @120, asked at 110) knows items
+    # 1 2 3 5, counted in [90, 110) as 3:2 5:1 1:0 2:0; 3 and 5 above it, 1 ties (against it): rank 3
+    window = replay.window_popularity_ranks(log, cases, window=20)
+    assert window[2] == 3
+
+
 def test_window_popularity() -> None:
     log, plan = tiny()
     cases = replay.replay_cases(log, plan)
