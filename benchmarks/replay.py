@@ -3,6 +3,8 @@
     # one core, resumable: a rerun skips every unit its state directory holds
     taskset -c 0 python benchmarks/replay.py --state-dir ../replay-state --time-budget 6000
     python benchmarks/replay.py --state-dir ../replay-state --render   # rewrite replay.{json,md} only
+    # your own timestamped log (any file attnrec reads), with the fine-tune length chosen on it
+    python benchmarks/replay.py --state-dir ../mine --data shop=log.parquet --warm-mode new-dev --out mine
 
 Writes ``benchmarks/results/replay.json`` and a generated ``replay.md`` (the narrative is
 ``replay-notes.md``, written by hand).
@@ -72,6 +74,7 @@ import json
 import math
 import os
 import platform
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -356,17 +359,24 @@ class OutOfTime(Exception):
 
 class Runner:
     def __init__(
-        self, name: str, state: Path, deadline: float, args: argparse.Namespace, development: bool = False
+        self,
+        name: str,
+        path: str,
+        state: Path,
+        deadline: float,
+        args: argparse.Namespace,
+        development: bool = False,
     ) -> None:
         from attnrec.cli._common import load_data
 
         self.name, self.dir, self.budget, self.deadline = name, state / name, args.budget, deadline
-        self.args = args
+        self.path, self.args = path, args
         self.warm_share, self.warm_mode, self.warm_epochs = args.warm_share, args.warm_mode, args.warm_epochs
         self.scratch_recipe = args.scratch_recipe
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.data = load_data(str(SHARED / FILES[name]))
-        assert self.data.timestamp is not None
+        self.data = load_data(path)
+        if self.data.timestamp is None:
+            raise SystemExit(f"{path}: the log has no timestamps; a replay cuts it by time")
         self.frame = self.data.to_frame()
         self.log = Log(
             self.data.user.astype(np.int64),
@@ -586,9 +596,8 @@ class Runner:
         )
         self.train("initial", plan.cut, "initial")
         if self.warm_mode == "new-dev":
-            self.chosen_epochs = Runner(
-                self.name, self.dir.parent, self.deadline, self.args, True
-            ).choose_epochs()
+            development = Runner(self.name, self.path, self.dir.parent, self.deadline, self.args, True)
+            self.chosen_epochs = development.choose_epochs()
         for s in range(plan.n_steps):
             self.model_eval(f"frozen-frozen-{s}", s, "initial", "frozen", {})
             self.model_eval(f"frozen-live-{s}", s, "initial", "live", {})
@@ -637,7 +646,12 @@ def collect(state: Path) -> dict[str, Any]:
     """The record of every log the state directory holds: plan, trainings, units, overall figures and
     the targets (judged only when every unit of the log is done)."""
     logs: dict[str, Any] = {}
-    for name in FILES:
+    own = (
+        sorted(p.name for p in state.iterdir() if p.is_dir() and p.name not in FILES)
+        if state.is_dir()
+        else []
+    )
+    for name in [*FILES, *own]:
         folder = state / name
         if not (folder / "plan.json").exists():
             continue
@@ -856,7 +870,9 @@ def render(state: Path, args: argparse.Namespace) -> None:
         + f" --warm-mode {args.warm_mode} --warm-epochs {args.warm_epochs}"
         + f" --scratch-recipe {args.scratch_recipe}"
         + (" --repeats keep" if args.repeats == "keep" else "")
-        + ("" if args.out == "replay" else f" --out {args.out} --logs {' '.join(args.logs)}"),
+        + ("" if args.out == "replay" else f" --out {args.out}")
+        + (f" --logs {' '.join(args.logs)}" if args.out != "replay" and args.logs else "")
+        + "".join(f" --data {spec}" for spec in args.data),
         "budget": args.budget,
         "warm_share": args.warm_share,
         "warm_mode": args.warm_mode,
@@ -875,10 +891,33 @@ def render(state: Path, args: argparse.Namespace) -> None:
     print(f"wrote {RESULTS / args.out}.md")
 
 
+def sources(logs: Sequence[str], data: Sequence[str]) -> dict[str, str]:
+    """Name -> path of every log to replay: the shared ones named, then each ``NAME=PATH`` of ``--data``
+    (a name is a state-directory folder: letters, digits, ``.``, ``_``, ``-``; not a shared log's)."""
+    paths = {name: str(SHARED / FILES[name]) for name in logs}
+    for spec in data:
+        name, sep, path = spec.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or not path:
+            raise ValueError(f"--data {spec!r}: expected NAME=PATH, NAME of letters, digits, '.', '_', '-'")
+        if name in FILES or name in paths:
+            raise ValueError(f"--data {spec!r}: the name {name!r} is taken")
+        if not Path(path).exists():
+            raise ValueError(f"--data {spec!r}: {path} does not exist")
+        paths[name] = path
+    return paths
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state-dir", type=Path, default=ROOT.parent / "replay-state")
-    parser.add_argument("--logs", nargs="*", default=list(FILES), choices=list(FILES))
+    parser.add_argument("--logs", nargs="*", choices=list(FILES), help="shared logs (default: all five)")
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="replay your own timestamped log (any file attnrec reads) under NAME; repeatable",
+    )
     parser.add_argument("--budget", type=float, default=90.0, help="training budget per fit, wall seconds")
     parser.add_argument("--warm-share", type=int, default=WARM_SHARE, help="with --warm-mode all")
     parser.add_argument(
@@ -901,12 +940,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")
     parser.add_argument("--out", default="replay", help="results file stem under benchmarks/results")
     args = parser.parse_args(argv)
+    if args.logs is None:
+        args.logs = [] if args.data else list(FILES)
+    try:
+        paths = sources(args.logs, args.data)
+    except ValueError as e:
+        parser.error(str(e))
     if not args.render:
         torch.set_num_threads(1)
         deadline = time.monotonic() + (args.time_budget or math.inf)
         try:
-            for name in args.logs:
-                Runner(name, args.state_dir, deadline, args).run()
+            for name, path in paths.items():
+                Runner(name, path, args.state_dir, deadline, args).run()
                 render(args.state_dir, args)
         except OutOfTime as stop:
             print(f"time budget spent before {stop}; rerun to resume")

@@ -198,6 +198,22 @@ def test_the_fine_tune_length_is_the_best_within_the_cpu_limit() -> None:
     assert replay.choose_fine_tune(tied, cpu_limit=10.0) == 1  # a tie: the shorter
 
 
+def test_own_logs_are_named_once_and_checked(tmp_path: Any) -> None:
+    own = tmp_path / "shop.csv"
+    own.write_text("user,item,timestamp\n")
+    paths = replay.sources(["ml-100k"], [f"shop={own}"])
+    assert list(paths) == ["ml-100k", "shop"] and paths["shop"] == str(own)
+    assert paths["ml-100k"].endswith("ml-100k/u.data")
+    for spec, message in [
+        ("shop", "expected NAME=PATH"),
+        (f"../x={own}", "expected NAME=PATH"),
+        (f"ciao={own}", "the name 'ciao' is taken"),
+        (f"shop={tmp_path / 'missing.csv'}", "does not exist"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            replay.sources([], [spec])
+
+
 def test_seen_items_are_excluded_from_the_model_answers() -> None:
     log, plan = tiny()
     cases = replay.replay_cases(log, plan)
