@@ -179,13 +179,13 @@ def development_plan(plan: Plan, times: np.ndarray, n_steps: int = DEV_STEPS) ->
     return Plan(cut, plan.step, tuple(cut + k * plan.step for k in range(n + 1)))
 
 
-def choose_fine_tune(candidates: Sequence[dict[str, Any]], cpu_limit: float) -> int:
-    """The fine-tune length with the best development NDCG@10 (ties: the shorter) among those whose CPU
-    per step is within ``cpu_limit``; the shortest when none is."""
+def choose_fine_tune(candidates: Sequence[dict[str, Any]], cpu_limit: float) -> dict[str, Any]:
+    """The fine-tune with the best development NDCG@10 (ties: the cheaper) among those whose CPU per step
+    is within ``cpu_limit``; the cheapest when none is."""
     within = [c for c in candidates if c["cpu_per_step"] <= cpu_limit]
     if not within:
-        return int(min(c["epochs"] for c in candidates))
-    return int(max(within, key=lambda c: (c["NDCG@10"], -c["epochs"]))["epochs"])
+        return dict(min(candidates, key=lambda c: c["cpu_per_step"]))
+    return dict(max(within, key=lambda c: (c["NDCG@10"], -c["cpu_per_step"])))
 
 
 @dataclass(frozen=True)
@@ -373,6 +373,7 @@ class Runner:
         self.path, self.args = path, args
         self.warm_share, self.warm_mode, self.warm_epochs = args.warm_share, args.warm_mode, args.warm_epochs
         self.scratch_recipe = args.scratch_recipe
+        self.new_item_rows = args.new_item_rows
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data = load_data(path)
         if self.data.timestamp is None:
@@ -391,7 +392,7 @@ class Runner:
             self.plan = development_plan(self.plan, self.log.time)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cases = replay_cases(self.log, self.plan, keep_repeats=args.repeats == "keep")
-        self.chosen_epochs: int | None = None
+        self.chosen: dict[str, Any] | None = None  # --warm-mode new-dev: the fine-tune the development chose
         self.external = np.asarray(self.data.items.external, dtype=object)
 
     def unit(self, key: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -425,6 +426,7 @@ class Runner:
         previous: Path | None = None,
         since: int | None = None,
         epochs: int | None = None,
+        scope: str | None = None,
     ) -> dict[str, Any]:
         from attnrec.config import config_to_dict
         from attnrec.recommend import Recommender
@@ -445,17 +447,39 @@ class Runner:
                     probe = Recommender(
                         "sasrec", train={"threads": 1, "max_epochs": VALIDATED_MAX_EPOCHS}, auto=False
                     )
-                    probe.fit(data, "leave-one-out", init_from=previous, progress=False, new_since=since)
+                    probe.fit(
+                        data,
+                        "leave-one-out",
+                        init_from=previous,
+                        progress=False,
+                        new_since=since,
+                        new_item_rows=self.new_item_rows,
+                    )
                     assert probe.train_result_ is not None
                     validated, probe_cpu = probe.train_result_, time.process_time() - cpu
                     n = max(1, validated.best_epoch)
                     rec = Recommender("sasrec", train={"threads": 1, "max_epochs": n}, auto=False)
-                    rec.fit(data, "none", init_from=previous, progress=False, new_since=since)
+                    rec.fit(
+                        data,
+                        "none",
+                        init_from=previous,
+                        progress=False,
+                        new_since=since,
+                        new_item_rows=self.new_item_rows,
+                    )
                 elif kind == "warm":
-                    new_since = None if self.warm_mode == "all" else since
-                    n = max(1, chosen // self.warm_share) if new_since is None else epochs or self.warm_epochs
+                    every = (scope or ("all" if self.warm_mode == "all" else "new")) == "all"
+                    new_since = None if every else since
+                    n = max(1, chosen // self.warm_share) if every else epochs or self.warm_epochs
                     rec = Recommender("sasrec", train={"threads": 1, "max_epochs": n}, auto=False)
-                    rec.fit(data, "none", init_from=previous, progress=False, new_since=new_since)
+                    rec.fit(
+                        data,
+                        "none",
+                        init_from=previous,
+                        progress=False,
+                        new_since=new_since,
+                        new_item_rows=self.new_item_rows,
+                    )
                 else:
                     base = Recommender.load(self.dir / "models" / "initial", device="cpu")
                     train = {"threads": 1, "max_epochs": chosen, "time_budget": self.budget}
@@ -480,7 +504,8 @@ class Runner:
             return record | {
                 "kind": kind,
                 "warm_mode": self.warm_mode if kind == "warm" else None,
-                "new_since": since if kind == "warm" and self.warm_mode != "all" else None,
+                "new_since": since if kind == "warm" and self.warm_mode != "all" and scope != "all" else None,
+                **({"new_item_rows": self.new_item_rows} if kind == "warm" else {}),
                 "batch_size": rec.train_config.batch_size,
                 "train_events": len(data),
                 "train_items": data.n_items,
@@ -534,26 +559,38 @@ class Runner:
 
         return self.evaluate(key, step, rank, extra | {"model": model, "histories": histories})
 
-    def choose_epochs(self) -> int:
-        """The development replay (a runner made with ``development=True``): every fine-tune length of
-        :data:`DEV_EPOCHS` carried through its steps from one development model; the choice's unit."""
+    def choose_fine_tune(self) -> dict[str, Any]:
+        """The development replay (a runner made with ``development=True``): every fine-tune of
+        :data:`DEV_EPOCHS` passes over the new events, and the all-events one (``1/--warm-share`` of the
+        development model's epochs), each carried through its steps from one development model; the
+        choice's unit (its ``scope`` and ``epochs``; an all-events choice's epochs are re-derived from
+        the real initial model)."""
         plan = self.plan
         initial = self.train("initial", plan.cut, "initial")
         per_epoch = initial["cpu_seconds"] / max(1, initial["epochs"])
         scratch_cpu = per_epoch * max(1, int(initial["epochs_chosen"]))
+        every = max(1, int(initial["epochs_chosen"]) // self.warm_share)
         candidates = []
-        for n in DEV_EPOCHS:
+        for scope, n in [*(("new", n) for n in DEV_EPOCHS), ("all", every)]:
+            name = f"warm-e{n}" if scope == "new" else f"warm-all-e{n}"
             ndcg = cpu = 0.0
             cases = 0
             for s in range(1, plan.n_steps):  # step 0 is answered by the development model itself
-                previous = self.dir / "models" / ("initial" if s == 1 else f"warm-e{n}-{s - 1}")
+                previous = self.dir / "models" / ("initial" if s == 1 else f"{name}-{s - 1}")
                 trained = self.train(
-                    f"warm-e{n}-{s}", plan.bounds[s], "warm", previous, plan.bounds[s - 1], n
+                    f"{name}-{s}", plan.bounds[s], "warm", previous, plan.bounds[s - 1], n, scope
                 )
-                done = self.model_eval(f"warm-live-e{n}-{s}", s, f"warm-e{n}-{s}", "live", {"epochs": n})
+                done = self.model_eval(
+                    f"{name.replace('warm', 'warm-live', 1)}-{s}", s, f"{name}-{s}", "live", {"epochs": n}
+                )
                 ndcg, cpu, cases = ndcg + done["ndcg"], cpu + trained["cpu_seconds"], cases + done["cases"]
             candidates.append(
-                {"epochs": n, "NDCG@10": ndcg / max(cases, 1), "cpu_per_step": cpu / max(1, plan.n_steps - 1)}
+                {
+                    "scope": scope,
+                    "epochs": n,
+                    "NDCG@10": ndcg / max(cases, 1),
+                    "cpu_per_step": cpu / max(1, plan.n_steps - 1),
+                }
             )
         choice = choose_fine_tune(candidates, DEV_CPU_SHARE * scratch_cpu)
         spent = initial["cpu_seconds"] + sum(
@@ -561,10 +598,11 @@ class Runner:
             for p in self.dir.glob("warm*.json")
             for k in ("cpu_seconds", "eval_cpu_seconds")
         )
-        record = self.unit(
+        return self.unit(
             "choice",
             lambda: {
-                "epochs": choice,
+                "scope": choice["scope"],
+                "epochs": choice["epochs"],
                 "candidates": candidates,
                 "scratch_cpu_estimate": round(scratch_cpu, 2),
                 "cpu_limit_per_step": round(DEV_CPU_SHARE * scratch_cpu, 2),
@@ -574,7 +612,6 @@ class Runner:
                 "cases": len(self.cases.pos),
             },
         )
-        return int(record["epochs"])
 
     def run(self) -> None:
         from attnrec.recommend import Recommender
@@ -597,7 +634,7 @@ class Runner:
         self.train("initial", plan.cut, "initial")
         if self.warm_mode == "new-dev":
             development = Runner(self.name, self.path, self.dir.parent, self.deadline, self.args, True)
-            self.chosen_epochs = development.choose_epochs()
+            self.chosen = development.choose_fine_tune()
         for s in range(plan.n_steps):
             self.model_eval(f"frozen-frozen-{s}", s, "initial", "frozen", {})
             self.model_eval(f"frozen-live-{s}", s, "initial", "live", {})
@@ -621,8 +658,15 @@ class Runner:
                     continue
                 model = f"{kind}-{s}"
                 previous = self.dir / "models" / ("initial" if s == 1 else f"{kind}-{s - 1}")
+                fine_tune = self.chosen or {}
                 trained = self.train(
-                    model, plan.bounds[s], kind, previous, plan.bounds[s - 1], self.chosen_epochs
+                    model,
+                    plan.bounds[s],
+                    kind,
+                    previous,
+                    plan.bounds[s - 1],
+                    fine_tune.get("epochs"),
+                    fine_tune.get("scope"),
                 )
                 self.model_eval(
                     f"{strategy}-{s}",
@@ -812,7 +856,22 @@ def markdown(record: dict[str, Any]) -> str:
         if chosen:
             lines += ["", "Validated fine-tune epochs (c): " + "; ".join(chosen) + "."]
         dev = log.get("development")
-        if dev:
+        if dev and "scope" in dev:
+            n_dev = len(dev["bounds"]) - 1
+            lines += [
+                "",
+                f"Fine-tune of (c), chosen on the development replay ({n_dev} steps from {_date(dev['cut'])} "
+                f"UTC to the cut, {dev['cases']:,} cases; CPU limit {dev['cpu_limit_per_step']:.1f} s a "
+                f"step, a quarter of the estimated scratch fit): **{_fine_tune_text(dev)}**; development "
+                "NDCG@10: "
+                + ", ".join(
+                    f"{_fine_tune_text(c)} {_f(c['NDCG@10'])} ({c['cpu_per_step']:.1f} CPU s a step)"
+                    for c in dev["candidates"]
+                )
+                + f". The choice cost {dev['development_cpu_seconds']:.0f} CPU s once (its model, fine-tunes "
+                "and answers), not counted in the retraining CPU.",
+            ]
+        elif dev:  # chosen among new-events fine-tunes only
             n_dev = len(dev["bounds"]) - 1
             lines += [
                 "",
@@ -841,6 +900,11 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _fine_tune_text(c: dict[str, Any]) -> str:
+    where = "new events" if c["scope"] == "new" else "all events"
+    return f"{where}, {c['epochs']} epoch{'s' if c['epochs'] != 1 else ''}"
+
+
 def _warm_text(record: dict[str, Any]) -> str:
     """What the warm start and the scratch retrain trained on, as the record's settings say (a record
     written before ``--warm-mode`` trained on all events, the scratch retrain with the default settings)."""
@@ -853,14 +917,24 @@ def _warm_text(record: dict[str, Any]) -> str:
         "new": f"the warm start fine-tunes on the previous step's events only (`new_since`) for "
         f"{record['warm_epochs']} epoch(s)",
         "new-dev": "the warm start fine-tunes on the previous step's events only (`new_since`) for the "
-        "number of epochs chosen once per log on a development replay of the steps before the cut",
+        "number of epochs chosen once per log on a development replay of the steps before the cut"
+        + (
+            " (or on all events so far for a fifth of the initial model's epochs, when it chose that)"
+            if any("scope" in (log.get("development") or {}) for log in record["logs"].values())
+            else ""
+        ),
         "new-validated": "the warm start fine-tunes on the previous step's events only (`new_since`) for the "
         "number of epochs a fine-tune validated on the last event of each user with new events chose (at "
         f"most {VALIDATED_MAX_EPOCHS}; early stopping), then refits that many on all of them "
         "(CPU: both fits)",
     }.get(record["warm_mode"], share)
     recipe = "the initial model's" if record["scratch_recipe"] == "initial" else "the default"
-    return f"{warm}; the scratch retrain trains all of them on all events, with {recipe} training settings."
+    rows = {
+        "histories": "A new item's row starts from the model's query vectors over the histories it followed.",
+        "initial": "A new item's row starts from the model's initialisation.",
+    }.get(record.get("new_item_rows", ""))
+    scratch = f"the scratch retrain trains all of them on all events, with {recipe} training settings."
+    return f"{warm}; {scratch}" + (f" {rows}" if rows else "")
 
 
 def render(state: Path, args: argparse.Namespace) -> None:
@@ -870,6 +944,7 @@ def render(state: Path, args: argparse.Namespace) -> None:
         + f" --warm-mode {args.warm_mode} --warm-epochs {args.warm_epochs}"
         + f" --scratch-recipe {args.scratch_recipe}"
         + (" --repeats keep" if args.repeats == "keep" else "")
+        + f" --new-item-rows {args.new_item_rows}"
         + ("" if args.out == "replay" else f" --out {args.out}")
         + (f" --logs {' '.join(args.logs)}" if args.out != "replay" and args.logs else "")
         + "".join(f" --data {spec}" for spec in args.data),
@@ -878,6 +953,7 @@ def render(state: Path, args: argparse.Namespace) -> None:
         "warm_mode": args.warm_mode,
         "warm_epochs": args.warm_epochs,
         **({"repeats": "keep"} if args.repeats == "keep" else {}),
+        "new_item_rows": args.new_item_rows,
         "scratch_recipe": args.scratch_recipe,
         "machine": {
             "cpu": platform.processor() or platform.machine(),
@@ -935,6 +1011,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=("exclude", "keep"),
         default="exclude",
         help="repeats of a user's own items: left out, the history excluded from answers; or kept as cases",
+    )
+    parser.add_argument(
+        "--new-item-rows",
+        choices=("histories", "initial"),
+        default="histories",
+        help="where a warm start's new item rows start (fit's new_item_rows)",
     )
     parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
     parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")

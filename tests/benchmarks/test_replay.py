@@ -186,16 +186,16 @@ def test_the_development_replay_ends_at_the_cut_and_reads_nothing_after_it() -> 
         replay.development_plan(replay.Plan(100, 20, (100, 120)), np.array([70, 99]), n_steps=4)
 
 
-def test_the_fine_tune_length_is_the_best_within_the_cpu_limit() -> None:
-    def c(epochs: int, ndcg: float, cpu: float) -> dict[str, Any]:
-        return {"epochs": epochs, "NDCG@10": ndcg, "cpu_per_step": cpu}
+def test_the_fine_tune_is_the_best_within_the_cpu_limit() -> None:
+    def c(scope: str, epochs: int, ndcg: float, cpu: float) -> dict[str, Any]:
+        return {"scope": scope, "epochs": epochs, "NDCG@10": ndcg, "cpu_per_step": cpu}
 
-    candidates = [c(1, 0.050, 1.0), c(4, 0.060, 4.0), c(16, 0.070, 16.0)]
-    assert replay.choose_fine_tune(candidates, cpu_limit=100.0) == 16
-    assert replay.choose_fine_tune(candidates, cpu_limit=5.0) == 4  # 16 epochs cost too much
-    assert replay.choose_fine_tune(candidates, cpu_limit=0.5) == 1  # none within: the shortest
-    tied = [c(1, 0.05, 1.0), c(2, 0.05, 2.0)]
-    assert replay.choose_fine_tune(tied, cpu_limit=10.0) == 1  # a tie: the shorter
+    candidates = [c("new", 1, 0.050, 1.0), c("new", 4, 0.060, 4.0), c("all", 3, 0.070, 16.0)]
+    assert replay.choose_fine_tune(candidates, cpu_limit=100.0)["scope"] == "all"
+    assert replay.choose_fine_tune(candidates, cpu_limit=5.0)["epochs"] == 4  # all events cost too much
+    assert replay.choose_fine_tune(candidates, cpu_limit=0.5)["epochs"] == 1  # none within: the cheapest
+    tied = [c("new", 2, 0.05, 2.0), c("new", 1, 0.05, 1.0)]
+    assert replay.choose_fine_tune(tied, cpu_limit=10.0)["epochs"] == 1  # a tie: the cheaper
 
 
 def test_own_logs_are_named_once_and_checked(tmp_path: Any) -> None:

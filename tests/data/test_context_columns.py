@@ -99,6 +99,9 @@ def test_take_truncate_select_and_padded_column_keep_columns_aligned() -> None:
     assert _pairs(seqs.truncate_end(2)) == [row[:-2] for row in full]
     keep = seqs.columns["rating"] > 2.0
     assert _pairs(seqs.select(keep)) == [[p for p in row if p[3] > 2.0] for row in full]
+    flat = [p for row in full for p in row]  # spans index the flat arrays: rows of any slices, in order
+    spans = seqs.spans(np.array([1, 0, 4]), np.array([3, 0, 6]))
+    assert _pairs(spans) == [flat[1:3], [], flat[4:6]]
     for max_len in (3, 8):
         items = seqs.padded(max_len)
         stamps = seqs.padded_column("timestamp", max_len)

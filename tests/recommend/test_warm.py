@@ -13,7 +13,7 @@ import torch
 from attnrec import Recommender
 from attnrec.config import ConfigError
 from attnrec.data.features import FeatureTable
-from attnrec.data.schema import Interactions
+from attnrec.data.schema import Interactions, Sequences
 from attnrec.data.split import FINAL, leave_one_out
 from attnrec.recommend import cold_items, warm
 from attnrec.recommend.model_core import build_core
@@ -188,3 +188,70 @@ def test_a_feature_model_gives_new_items_their_feature_rows() -> None:
     assert new.core is not old.core and again.core is not old.core
     for key, value in before.items():  # fine-tuning the new models left the old one as it was
         torch.testing.assert_close(old.core.state_dict()[key], value, msg=key)
+
+
+def followers_frame() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A ring walk, then (after the cut) twelve users take a new item "fresh" right after "i5"."""
+    frame = ring_frame()
+    later = pd.DataFrame(
+        [
+            (f"u{u}", item, 100_000.0 + 60 * t)
+            for u in range(12)
+            for t, item in enumerate(["i3", "i4", "i5", "fresh"])
+        ],
+        columns=["user", "item", "timestamp"],
+    )
+    return frame, pd.concat([frame, later], ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def ring_model() -> Recommender:
+    first, _ = followers_frame()
+    return Recommender("sasrec", TINY, {"max_epochs": 30, "batch_size": 64, "seed": 3}).fit(
+        first, "none", progress=False
+    )
+
+
+def test_new_item_rows_come_from_the_histories_they_followed(ring_model: Recommender) -> None:
+    _, everything = followers_frame()
+    source = Recommender("sasrec").warm_source(ring_model)
+    data = warm.extend_log(Interactions.from_frame(everything), source)
+    core, _ = warm.grown_core(ring_model.spec, ring_model.config, source, data, seed=3, context=None)
+    before = {k: v.clone() for k, v in core.state_dict().items()}
+    n_old = len(source.items)
+    assert warm.seed_new_items(core, data.sequences(), n_old, max_len=12) == 1
+    table = core.state_dict()["item_emb.weight"]
+    fresh = data.items.get("fresh")
+    assert fresh == n_old + 1
+    torch.testing.assert_close(table[: n_old + 1], before["item_emb.weight"][: n_old + 1])  # old rows kept
+    old_norm = table[1 : n_old + 1].norm(dim=1).mean()
+    torch.testing.assert_close(table[fresh].norm(), old_norm)  # a trained row's size, not an initial one's
+    # the row points where the model's query after ... i3 i4 i5 points: "fresh" now ranks near the top
+    # of such a history (it followed it twelve times), where the initialised row left it far down
+    history = Sequences.from_lists([[data.items.get(f"i{k}") for k in (3, 4, 5)]], data.n_items)
+
+    def rank(state: dict[str, torch.Tensor]) -> int:
+        core.load_state_dict(state)
+        core.eval()
+        with torch.no_grad():
+            scores = core.score(core.score_inputs(np.zeros(1, dtype=np.int64), history, None))[0]
+        return int((scores > scores[fresh]).sum())
+
+    seeded = {k: v.clone() for k, v in core.state_dict().items()}
+    assert rank(seeded) < 3 <= rank(before)
+
+
+def test_a_warm_start_seeds_new_items_unless_told_to_initialise_them(
+    ring_model: Recommender, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, everything = followers_frame()
+    calls: list[int] = []
+    seed = warm.seed_new_items
+    monkeypatch.setattr(warm, "seed_new_items", lambda core, *a, **k: calls.append(seed(core, *a, **k)) or 1)
+    kw = {"init_from": ring_model, "new_since": 100_000.0, "progress": False}
+    Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", **kw)
+    assert calls == [1]  # "fresh", the one new item, seeded before the fine-tune
+    Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="initial", **kw)
+    assert calls == [1]
+    with pytest.raises(ConfigError, match="new_item_rows='zeros': use one of histories, initial"):
+        Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="zeros", **kw)

@@ -96,6 +96,15 @@ class Sequences:
         idx = np.repeat(self.offsets[:-1] - offsets[:-1], lengths) + np.arange(offsets[-1])
         return self._with(offsets, idx)
 
+    def spans(self, starts: np.ndarray, ends: np.ndarray) -> Sequences:
+        """One row per span ``items[starts[k]:ends[k]]`` of the flat arrays (every column with them), e.g.
+        the histories before given events."""
+        starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        lengths = np.maximum(ends - starts, 0)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return self._with(offsets, np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1]))
+
     def select(self, keep: np.ndarray) -> Sequences:
         """The same users with only the elements where the boolean mask ``keep`` is true."""
         users = np.repeat(np.arange(self.n_users), self.lengths())

@@ -148,6 +148,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         callbacks: Sequence[EpochCallback] = (),
         init_from: Recommender | str | Path | warm.WarmSource | None = None,
         new_since: float | None = None,
+        new_item_rows: str = "histories",
     ) -> Recommender:
         """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``.
 
@@ -175,8 +176,17 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         (``train_result_.best_epoch``) a final fit on every event can then train for; its patience,
         ``min_epochs`` and ``smooth`` are the library's defaults unless given here
         (:func:`~attnrec.recommend.warm.fine_tune_stopping`).
+
+        ``new_item_rows`` (with ``init_from``): where a new item's row starts when the model has no item
+        features to build it from. ``"histories"`` (the default): the mean of the model's query vectors over
+        the histories the item followed in the training log, at the size of a trained row
+        (:func:`~attnrec.recommend.warm.seed_new_items`; factorised models whose item table is a weight);
+        ``"initial"``: as a fresh model's initialisation draws it, near zero, so a short fine-tune leaves
+        the item below every trained one.
         """
         data = as_interactions(data)
+        if new_item_rows not in warm.NEW_ITEM_ROWS:
+            raise ConfigError(f"new_item_rows={new_item_rows!r}: use one of {', '.join(warm.NEW_ITEM_ROWS)}")
         source = None if init_from is None else self.warm_source(init_from)
         renumbered = False
         if source is not None:
@@ -231,6 +241,9 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         self.device = resolve_device(cfg.device)
         sd = Path(state_dir) if state_dir is not None else None
         train = split.train if since is None else warm.new_events(split.train, since, self._max_len)
+        featured = self.context_ is not None and self.context_.item_features is not None
+        if source is not None and new_item_rows == "histories" and not featured:  # else rows from features
+            warm.seed_new_items(self.core, train, len(source.items), getattr(self.config, "max_len", None))
         with warm.only_new_targets(self.core, since):
             self.train_result_ = fit_core(
                 self.core,

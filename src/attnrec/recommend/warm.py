@@ -33,12 +33,17 @@ from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.schema import TIMESTAMP, IdMap, Interactions, Sequences
 from attnrec.data.split import DEFAULT_SPLIT, FINAL, Split
 from attnrec.models.batches.builders import targets_since
+from attnrec.models.contracts import Factorised
 from attnrec.models.event_context import EventFields
 from attnrec.models.item_context import ModelContext
 from attnrec.models.registry import ModelSpec
 from attnrec.recommend import cold_items
 from attnrec.recommend.model_core import ModelCore, build_core
 from attnrec.training.train_config import TrainConfig
+
+#: Where a new item's row starts in a warm start (``fit(new_item_rows=...)``): from the histories that led to
+#: it (:func:`seed_new_items`), or the model's initialisation.
+NEW_ITEM_ROWS = ("histories", "initial")
 
 
 @dataclass(frozen=True)
@@ -290,6 +295,65 @@ def new_events(train: Sequences, since: int, context: int | None) -> Sequences:
     return train.select(np.arange(len(train.items)) >= start[users])
 
 
+def seed_new_items(
+    core: ModelCore, train: Sequences, n_old_items: int, max_len: int | None, batch_size: int = 256
+) -> int:
+    """Rows for the new items (indices past ``n_old_items``) from the histories that led to them.
+
+    Each new item's row in the model's output table becomes the mean of the model's query vectors over
+    the histories in ``train`` that it followed (its occurrences with at least one event before them),
+    scaled to the mean norm of the old items' rows: where a softmax would first move the row, and at a
+    trained row's size. A freshly initialised row is near zero, so a fine-tune on a few new events
+    leaves a new item far below the trained ones in every ranking; seeded, it ranks where users like
+    those who took it would find it. Only for a factorised model whose item vectors are one of its
+    weights (SASRec, gSASRec, eSASRec, BERT4Rec, the factor models; not HSTU's normalised or a feature
+    model's fused table); returns how many rows were set (0 when the model has no such table).
+    """
+    if not isinstance(core, Factorised) or not isinstance(core, torch.nn.Module):
+        return 0
+    vectors = core.item_vectors()
+    table = next(
+        (
+            p
+            for p in core.parameters()
+            if p.data_ptr() == vectors.data_ptr() and p.shape[1:] == vectors.shape[1:] and p.dim() == 2
+        ),
+        None,
+    )
+    users = np.repeat(np.arange(train.n_users), train.lengths())  # (M,)
+    first = train.offsets[:-1][users]  # (M,) each event's user's first position
+    at = np.flatnonzero((train.items > n_old_items) & (np.arange(len(train.items)) > first))
+    if table is None or not len(at):
+        return 0
+    starts = first[at] if max_len is None else np.maximum(first[at], at - max_len)
+    histories = train.spans(starts, at)
+    when = train.columns.get(TIMESTAMP)
+    n_rows = int(table.shape[0])
+    sums = torch.zeros(n_rows, table.shape[1], dtype=torch.float64)
+    counts = torch.zeros(n_rows, dtype=torch.float64)
+    was_training = core.training
+    core.eval()
+    try:
+        with torch.no_grad():
+            for lo in range(0, len(at), batch_size):
+                rows = slice(lo, lo + batch_size)
+                part = histories.take(np.arange(lo, min(lo + batch_size, len(at))))
+                inputs = core.score_inputs(users[at[rows]], part, None if when is None else when[at[rows]])
+                query = core.query_vectors(inputs).double().cpu()  # (B, D)
+                targets = torch.from_numpy(train.items[at[rows]])
+                sums.index_add_(0, targets, query)
+                counts.index_add_(0, targets, torch.ones(len(targets), dtype=torch.float64))
+    finally:
+        core.train(was_training)
+    seen = torch.nonzero(counts > 0).flatten()
+    mean = sums[seen] / counts[seen, None]  # (S, D)
+    scale = table.detach()[1 : n_old_items + 1].double().norm(dim=1).mean()
+    rows = mean / mean.norm(dim=1, keepdim=True).clamp_min(1e-12) * scale
+    with torch.no_grad():
+        table[seen.to(table.device)] = rows.to(table.dtype).to(table.device)
+    return len(seen)
+
+
 @contextmanager
 def only_new_targets(core: ModelCore, since: int | None) -> Iterator[None]:
     """While the block runs, ``core``'s training batches take targets only at or after ``since`` (``None``:
@@ -313,6 +377,7 @@ def only_new_targets(core: ModelCore, since: int | None) -> Iterator[None]:
 
 
 __all__ = [
+    "NEW_ITEM_ROWS",
     "WarmSource",
     "check_events",
     "check_new_since",
@@ -323,5 +388,6 @@ __all__ = [
     "indexed_like",
     "new_events",
     "only_new_targets",
+    "seed_new_items",
     "settings",
 ]
