@@ -109,6 +109,7 @@ WARM_EPOCHS = 1  # --warm-mode new: passes over the new events per fine-tune
 VALIDATED_MAX_EPOCHS = 20  # --warm-mode new-validated: the most epochs its validated fine-tune may train
 DEV_STEPS = 4  # --warm-mode new-dev: steps of the development replay that ends at the cut
 DEV_EPOCHS = (1, 2, 4, 8, 16)  # --warm-mode new-dev: the fine-tune lengths it compares
+DEV_ROWS = ("initial", "histories")  # --warm-mode new-dev: where new items' rows start (fit's new_item_rows)
 DEV_CPU_SHARE = 0.25  # --warm-mode new-dev: a candidate's CPU per step at most this share of a scratch fit's
 SCRATCH_RECIPES = ("initial", "defaults")
 COPIED = ("step", "cases", "unknown_targets", "hits", "ndcg", "model", "histories")
@@ -427,6 +428,7 @@ class Runner:
         since: int | None = None,
         epochs: int | None = None,
         scope: str | None = None,
+        rows: str | None = None,
     ) -> dict[str, Any]:
         from attnrec.config import config_to_dict
         from attnrec.recommend import Recommender
@@ -478,7 +480,7 @@ class Runner:
                         init_from=previous,
                         progress=False,
                         new_since=new_since,
-                        new_item_rows=self.new_item_rows,
+                        new_item_rows=rows or self.new_item_rows,
                     )
                 else:
                     base = Recommender.load(self.dir / "models" / "initial", device="cpu")
@@ -505,7 +507,7 @@ class Runner:
                 "kind": kind,
                 "warm_mode": self.warm_mode if kind == "warm" else None,
                 "new_since": since if kind == "warm" and self.warm_mode != "all" and scope != "all" else None,
-                **({"new_item_rows": self.new_item_rows} if kind == "warm" else {}),
+                **({"new_item_rows": rows or self.new_item_rows} if kind == "warm" else {}),
                 "batch_size": rec.train_config.batch_size,
                 "train_events": len(data),
                 "train_items": data.n_items,
@@ -571,14 +573,16 @@ class Runner:
         scratch_cpu = per_epoch * max(1, int(initial["epochs_chosen"]))
         every = max(1, int(initial["epochs_chosen"]) // self.warm_share)
         candidates = []
-        for scope, n in [*(("new", n) for n in DEV_EPOCHS), ("all", every)]:
-            name = f"warm-e{n}" if scope == "new" else f"warm-all-e{n}"
+        lengths = [*(("new", n) for n in DEV_EPOCHS), ("all", every)]
+        for rows, (scope, n) in ((r, c) for r in DEV_ROWS for c in lengths):
+            seeded, every_event = "-seed" if rows == "histories" else "", "-all" if scope == "all" else ""
+            name = f"warm{seeded}{every_event}-e{n}"
             ndcg = cpu = 0.0
             cases = 0
             for s in range(1, plan.n_steps):  # step 0 is answered by the development model itself
                 previous = self.dir / "models" / ("initial" if s == 1 else f"{name}-{s - 1}")
                 trained = self.train(
-                    f"{name}-{s}", plan.bounds[s], "warm", previous, plan.bounds[s - 1], n, scope
+                    f"{name}-{s}", plan.bounds[s], "warm", previous, plan.bounds[s - 1], n, scope, rows
                 )
                 done = self.model_eval(
                     f"{name.replace('warm', 'warm-live', 1)}-{s}", s, f"{name}-{s}", "live", {"epochs": n}
@@ -588,6 +592,7 @@ class Runner:
                 {
                     "scope": scope,
                     "epochs": n,
+                    "rows": rows,
                     "NDCG@10": ndcg / max(cases, 1),
                     "cpu_per_step": cpu / max(1, plan.n_steps - 1),
                 }
@@ -603,6 +608,7 @@ class Runner:
             lambda: {
                 "scope": choice["scope"],
                 "epochs": choice["epochs"],
+                "rows": choice["rows"],
                 "candidates": candidates,
                 "scratch_cpu_estimate": round(scratch_cpu, 2),
                 "cpu_limit_per_step": round(DEV_CPU_SHARE * scratch_cpu, 2),
@@ -667,6 +673,7 @@ class Runner:
                     plan.bounds[s - 1],
                     fine_tune.get("epochs"),
                     fine_tune.get("scope"),
+                    fine_tune.get("rows"),
                 )
                 self.model_eval(
                     f"{strategy}-{s}",
@@ -902,7 +909,8 @@ def markdown(record: dict[str, Any]) -> str:
 
 def _fine_tune_text(c: dict[str, Any]) -> str:
     where = "new events" if c["scope"] == "new" else "all events"
-    return f"{where}, {c['epochs']} epoch{'s' if c['epochs'] != 1 else ''}"
+    rows = {"initial": ", initial rows", "histories": ", seeded rows"}.get(c.get("rows", ""), "")
+    return f"{where}, {c['epochs']} epoch{'s' if c['epochs'] != 1 else ''}{rows}"
 
 
 def _warm_text(record: dict[str, Any]) -> str:
@@ -933,6 +941,11 @@ def _warm_text(record: dict[str, Any]) -> str:
         "histories": "A new item's row starts from the model's query vectors over the histories it followed.",
         "initial": "A new item's row starts from the model's initialisation.",
     }.get(record.get("new_item_rows", ""))
+    if any("rows" in (log.get("development") or {}) for log in record["logs"].values()):
+        rows = (
+            "A new item's row starts from the model's initialisation (initial rows) or from its query "
+            "vectors over the histories the item followed (seeded rows), as the development replay chose."
+        )
     scratch = f"the scratch retrain trains all of them on all events, with {recipe} training settings."
     return f"{warm}; {scratch}" + (f" {rows}" if rows else "")
 
@@ -1014,9 +1027,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--new-item-rows",
-        choices=("histories", "initial"),
-        default="histories",
-        help="where a warm start's new item rows start (fit's new_item_rows)",
+        choices=("initial", "histories"),
+        default="initial",
+        help="where a warm start's new item rows start (fit's new_item_rows; --warm-mode new-dev tries both)",
     )
     parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
     parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")

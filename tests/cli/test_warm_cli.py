@@ -161,3 +161,18 @@ def test_a_final_fit_refuses_the_options_of_a_held_out_split(logs: tuple[Path, P
         *QUIET,
     )
     assert code == 2 and "drop --valid-users, --protocol" in " ".join(output.split()), output
+
+
+@pytest.mark.parametrize("rows", ["histories", "initial"])
+def test_new_item_rows_reach_the_warm_start(
+    logs: tuple[Path, Path], old_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: str
+) -> None:
+    from attnrec.recommend import warm
+
+    seeded: list[int] = []
+    seed = warm.seed_new_items
+    monkeypatch.setattr(warm, "seed_new_items", lambda *a, **k: seeded.append(seed(*a, **k)) or 0)
+    args = ["--init-from", str(old_model), "--split", "none", "--max-epochs", "1", "--new-item-rows", rows]
+    code, output = run("train", "--data", str(logs[1]), "--out", str(tmp_path / "m"), *args, *QUIET)
+    assert code == 0, output
+    assert seeded == ([4] if rows == "histories" else [])  # new0..new3 followed histories; initial: none

@@ -241,7 +241,7 @@ def test_new_item_rows_come_from_the_histories_they_followed(ring_model: Recomme
     assert rank(seeded) < 3 <= rank(before)
 
 
-def test_a_warm_start_seeds_new_items_unless_told_to_initialise_them(
+def test_a_warm_start_seeds_new_items_only_when_told_to(
     ring_model: Recommender, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, everything = followers_frame()
@@ -250,8 +250,8 @@ def test_a_warm_start_seeds_new_items_unless_told_to_initialise_them(
     monkeypatch.setattr(warm, "seed_new_items", lambda core, *a, **k: calls.append(seed(core, *a, **k)) or 1)
     kw = {"init_from": ring_model, "new_since": 100_000.0, "progress": False}
     Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", **kw)
+    assert calls == []  # the default: the model's initialisation
+    Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="histories", **kw)
     assert calls == [1]  # "fresh", the one new item, seeded before the fine-tune
-    Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="initial", **kw)
-    assert calls == [1]
-    with pytest.raises(ConfigError, match="new_item_rows='zeros': use one of histories, initial"):
+    with pytest.raises(ConfigError, match="new_item_rows='zeros': use one of initial, histories"):
         Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="zeros", **kw)

@@ -13,6 +13,7 @@ from attnrec.cli._options import choice
 from attnrec.config import ConfigError
 from attnrec.data.split import DEFAULT_SPLIT, FINAL, SPLITS
 from attnrec.recommend import Recommender
+from attnrec.recommend.warm import NEW_ITEM_ROWS
 
 parse_train_split = choice((*SPLITS, FINAL))
 InitFromOpt = Annotated[
@@ -41,6 +42,19 @@ NewSinceOpt = Annotated[
         "leave-one-out each of those users' last event validates and training stops early (its best "
         "epoch then serves --epochs-from).",
         show_default=False,
+    ),
+]
+
+NewItemRowsOpt = Annotated[
+    str,
+    typer.Option(
+        "--new-item-rows",
+        parser=choice(NEW_ITEM_ROWS),
+        metavar="[" + "|".join(NEW_ITEM_ROWS) + "]",
+        help="With --init-from, where a new item's row starts when the model has no item features: initial "
+        "(the model's initialisation, near zero: a short fine-tune leaves the item below the trained ones) "
+        "or histories (the model's query vectors over the histories the item followed, at a trained row's "
+        "size: it competes at once).",
     ),
 ]
 

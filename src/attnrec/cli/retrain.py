@@ -20,7 +20,7 @@ import typer
 
 from attnrec.cli._common import DataOptions, cli_errors, err, option_groups
 from attnrec.cli._options import ManifestKeyOpt, max_epochs_option
-from attnrec.cli._warm_options import EpochsFromOpt, fixed_epochs
+from attnrec.cli._warm_options import EpochsFromOpt, NewItemRowsOpt, fixed_epochs
 from attnrec.cli.ingest import StoreOpt
 from attnrec.cli.main import app
 from attnrec.config import ConfigError
@@ -112,6 +112,7 @@ def retrain(
     progress: bool = False,
     new_only: bool = False,
     validate: bool = False,
+    new_item_rows: str = "initial",
 ) -> Retrained:
     """Warm-start ``old`` on ``base`` plus ``store``'s events, save it to ``out`` (and the joined log to
     ``log_out``), reload, then trim the store. ``train``: training settings over the old model's; the
@@ -119,7 +120,8 @@ def retrain(
     the oldest exported one on (``new_since``), one epoch unless ``train`` says otherwise. ``validate`` (with
     ``new_only``): the number of epochs is chosen first by a fine-tune validated on the last exported event
     of each user with exported events (early stopping, at most ``train``'s ``max_epochs``), then the
-    fine-tune on every exported event trains that many."""
+    fine-tune on every exported event trains that many. ``new_item_rows``: where the new items' rows start
+    (:meth:`~attnrec.recommend.Recommender.fit`'s)."""
     if out.resolve() == old.resolve():
         raise ConfigError(f"--out {out}: the new model must not overwrite the one it starts from")
     previous = Recommender.load(old, device="cpu")
@@ -137,7 +139,14 @@ def retrain(
         new_since = float(exported["timestamp"].min())
         if validate:
             probe = Recommender(previous.name, train=settings, auto=False)
-            probe.fit(log, DEFAULT_SPLIT, init_from=previous, progress=progress, new_since=new_since)
+            probe.fit(
+                log,
+                DEFAULT_SPLIT,
+                init_from=previous,
+                progress=progress,
+                new_since=new_since,
+                new_item_rows=new_item_rows,
+            )
             validated = probe.train_result_
             settings["max_epochs"] = max(1, validated.best_epoch if validated is not None else 1)
         settings.setdefault("max_epochs", 1)
@@ -148,7 +157,9 @@ def retrain(
     ):
         settings["max_epochs"] = previous.train_result_.best_epoch
     model = Recommender(previous.name, train=settings, auto=False)
-    model.fit(log, FINAL, init_from=previous, progress=progress, new_since=new_since)
+    model.fit(
+        log, FINAL, init_from=previous, progress=progress, new_since=new_since, new_item_rows=new_item_rows
+    )
     model.save(out, manifest_key=manifest_key)
     if log_out is not None:  # before the trim: the exported events then live in the next base log
         log_out.parent.mkdir(parents=True, exist_ok=True)
@@ -223,6 +234,7 @@ def retrain_command(
             "default the old model's), then fine-tune that many on every store event.",
         ),
     ] = False,
+    new_item_rows: NewItemRowsOpt = "initial",
     reload: Annotated[
         str | None, typer.Option("--reload", help="URL of a running server to hot-reload the new model into.")
     ] = None,
@@ -271,6 +283,7 @@ def retrain_command(
             manifest_key=manifest_key,
             new_only=new_only,
             validate=validate_epochs,
+            new_item_rows=new_item_rows,
         )
     finally:
         target.close()

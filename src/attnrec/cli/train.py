@@ -42,6 +42,7 @@ from attnrec.cli._tracking_options import TrackingOptions
 from attnrec.cli._warm_options import (
     EpochsFromOpt,
     InitFromOpt,
+    NewItemRowsOpt,
     NewSinceOpt,
     check_final_fit,
     check_new_since_options,
@@ -133,6 +134,7 @@ def train(
     ] = None,
     init_from: InitFromOpt = None,
     new_since: NewSinceOpt = None,
+    new_item_rows: NewItemRowsOpt = "initial",
     epochs_from: EpochsFromOpt = None,
     device: Annotated[
         str | None, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")
@@ -261,6 +263,7 @@ def train(
                 callbacks=[trackers],
                 init_from=source,
                 new_since=since,
+                new_item_rows=new_item_rows,
             )
         except BaseException:
             distributed.cleanup(sync=False)

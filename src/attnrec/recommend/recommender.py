@@ -148,7 +148,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         callbacks: Sequence[EpochCallback] = (),
         init_from: Recommender | str | Path | warm.WarmSource | None = None,
         new_since: float | None = None,
-        new_item_rows: str = "histories",
+        new_item_rows: str = "initial",
     ) -> Recommender:
         """Train on ``split.train`` (leave-one-out by default), selecting on ``split.valid``.
 
@@ -178,11 +178,13 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         (:func:`~attnrec.recommend.warm.fine_tune_stopping`).
 
         ``new_item_rows`` (with ``init_from``): where a new item's row starts when the model has no item
-        features to build it from. ``"histories"`` (the default): the mean of the model's query vectors over
-        the histories the item followed in the training log, at the size of a trained row
-        (:func:`~attnrec.recommend.warm.seed_new_items`; factorised models whose item table is a weight);
-        ``"initial"``: as a fresh model's initialisation draws it, near zero, so a short fine-tune leaves
-        the item below every trained one.
+        features to build it from. ``"initial"`` (the default): as a fresh model's initialisation draws it;
+        ``"histories"``: the mean of the model's query vectors over the histories the item followed in the
+        training log, at the size of a trained row (:func:`~attnrec.recommend.warm.seed_new_items`;
+        factorised models whose item table is a weight). An initialised row is near zero, so a short
+        fine-tune leaves a new item below the trained ones; a seeded one competes at once, which pays where
+        new items are most of what users take next (a shop's fresh catalog) and costs where they are few
+        and followed once or twice (``benchmarks/results/replay-notes.md``).
         """
         data = as_interactions(data)
         if new_item_rows not in warm.NEW_ITEM_ROWS:

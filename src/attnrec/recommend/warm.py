@@ -41,9 +41,9 @@ from attnrec.recommend import cold_items
 from attnrec.recommend.model_core import ModelCore, build_core
 from attnrec.training.train_config import TrainConfig
 
-#: Where a new item's row starts in a warm start (``fit(new_item_rows=...)``): from the histories that led to
-#: it (:func:`seed_new_items`), or the model's initialisation.
-NEW_ITEM_ROWS = ("histories", "initial")
+#: Where a new item's row starts in a warm start (``fit(new_item_rows=...)``): the model's initialisation (the
+#: default), or the histories that led to it (:func:`seed_new_items`).
+NEW_ITEM_ROWS = ("initial", "histories")
 
 
 @dataclass(frozen=True)
