@@ -240,6 +240,15 @@ def test_seen_items_are_excluded_from_the_model_answers() -> None:
         "replay_warmall_budget240",
         "replay_warmval_budget180",
         "replay_warmval_budget240",
+        "replay_warmdev_initrows_budget180",
+        "replay_warmdev_initrows_budget240",
+        "replay_warmdev_repeats_initrows_budget240",
+        "replay_warmdev_seeded_budget180",
+        "replay_warmdev_seeded_budget240",
+        "replay_warmdev_repeats_seeded_budget240",
+        "replay_warmdev_budget180",
+        "replay_warmdev_budget240",
+        "replay_warmdev_repeats_budget240",
     ],
 )
 def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
