@@ -444,44 +444,30 @@ class Runner:
             else:
                 initial = json.loads((self.dir / "initial.json").read_text())
                 chosen = max(1, int(initial["epochs_chosen"]))
-                if kind == "warm" and self.warm_mode == "new-validated":
-                    # the number of epochs validated on the new users' last events, then the final fit
-                    probe = Recommender(
-                        "sasrec", train={"threads": 1, "max_epochs": VALIDATED_MAX_EPOCHS}, auto=False
-                    )
-                    probe.fit(
+
+                def fine_tune(split: str, n: int, new_since: int | None) -> Any:
+                    out = Recommender("sasrec", train={"threads": 1, "max_epochs": n}, auto=False)
+                    new_rows = rows or self.new_item_rows
+                    out.fit(
                         data,
-                        "leave-one-out",
-                        init_from=previous,
-                        progress=False,
-                        new_since=since,
-                        new_item_rows=self.new_item_rows,
-                    )
-                    assert probe.train_result_ is not None
-                    validated, probe_cpu = probe.train_result_, time.process_time() - cpu
-                    n = max(1, validated.best_epoch)
-                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": n}, auto=False)
-                    rec.fit(
-                        data,
-                        "none",
-                        init_from=previous,
-                        progress=False,
-                        new_since=since,
-                        new_item_rows=self.new_item_rows,
-                    )
-                elif kind == "warm":
-                    every = (scope or ("all" if self.warm_mode == "all" else "new")) == "all"
-                    new_since = None if every else since
-                    n = max(1, chosen // self.warm_share) if every else epochs or self.warm_epochs
-                    rec = Recommender("sasrec", train={"threads": 1, "max_epochs": n}, auto=False)
-                    rec.fit(
-                        data,
-                        "none",
+                        split,
                         init_from=previous,
                         progress=False,
                         new_since=new_since,
-                        new_item_rows=rows or self.new_item_rows,
+                        new_item_rows=new_rows,
                     )
+                    return out
+
+                if kind == "warm" and self.warm_mode == "new-validated":
+                    # the number of epochs validated on the new users' last events, then the final fit
+                    probe = fine_tune("leave-one-out", VALIDATED_MAX_EPOCHS, since)
+                    assert probe.train_result_ is not None
+                    validated, probe_cpu = probe.train_result_, time.process_time() - cpu
+                    rec = fine_tune("none", max(1, validated.best_epoch), since)
+                elif kind == "warm":
+                    every = (scope or ("all" if self.warm_mode == "all" else "new")) == "all"
+                    n = max(1, chosen // self.warm_share) if every else epochs or self.warm_epochs
+                    rec = fine_tune("none", n, None if every else since)
                 else:
                     base = Recommender.load(self.dir / "models" / "initial", device="cpu")
                     train = {"threads": 1, "max_epochs": chosen, "time_budget": self.budget}

@@ -5,25 +5,17 @@ targets read off the overall figures."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from bench_scripts import BENCHMARKS
+from bench_scripts import BENCHMARKS, load
 
 from attnrec.data.schema import IdMap, Sequences
 
-# registered before it runs: its dataclasses look their module up by name
-sys.path.insert(0, str(BENCHMARKS))
-_spec = importlib.util.spec_from_file_location("replay_script", BENCHMARKS / "replay.py")
-assert _spec is not None and _spec.loader is not None
-replay = importlib.util.module_from_spec(_spec)
-sys.modules["replay_script"] = replay
-_spec.loader.exec_module(replay)
+replay = load("replay", "replay_script")
 
 DAY = 86400
 

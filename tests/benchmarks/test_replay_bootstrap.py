@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
-from bench_scripts import BENCHMARKS
+from bench_scripts import BENCHMARKS, load
 
-sys.path.insert(0, str(BENCHMARKS))
-_spec = importlib.util.spec_from_file_location("replay_bootstrap_script", BENCHMARKS / "replay_bootstrap.py")
-assert _spec is not None and _spec.loader is not None
-boot = importlib.util.module_from_spec(_spec)
-sys.modules["replay_bootstrap_script"] = boot
-_spec.loader.exec_module(boot)
+boot = load("replay_bootstrap", "replay_bootstrap_script")
 
 
 def test_gains_are_the_ndcg_of_each_case() -> None:
