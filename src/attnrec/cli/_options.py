@@ -35,10 +35,13 @@ def choice(names: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
-parse_protocol_name = choice(tuple(PROTOCOLS))
-parse_split_name = choice(SPLITS)
-PROTOCOL_METAVAR = "[" + "|".join(PROTOCOLS) + "]"
-SPLIT_METAVAR = "[" + "|".join(SPLITS) + "]"
+def choice_option(flag: str, names: Sequence[str], help: str, **settings: Any) -> Any:
+    """An option that takes one of ``names``, checked as it is parsed and listed as its metavar."""
+    return typer.Option(
+        flag, parser=choice(names), metavar="[" + "|".join(names) + "]", help=help, **settings
+    )
+
+
 TargetEventsOpt = Annotated[
     str,
     typer.Option(
@@ -144,12 +147,12 @@ def read_signals(
 
 def protocol_option(flag: str, help: str, **settings: Any) -> Any:
     """An option naming a ranking protocol (``--protocol``, ``compare --also``), checked as it is parsed."""
-    return typer.Option(flag, parser=parse_protocol_name, metavar=PROTOCOL_METAVAR, help=help, **settings)
+    return choice_option(flag, tuple(PROTOCOLS), help, **settings)
 
 
 def split_option(help: str, **settings: Any) -> Any:
     """The ``--split`` option of the commands that re-split a log, checked as it is parsed."""
-    return typer.Option("--split", parser=parse_split_name, metavar=SPLIT_METAVAR, help=help, **settings)
+    return choice_option("--split", SPLITS, help, **settings)
 
 
 # -- options the training commands share (train, tune, compare, retrain, explain-train): each flag and its

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from attnrec.cli._options import choice
+from attnrec.cli._options import choice_option
 from attnrec.experiments.tracking import DEFAULT_MLFLOW_URI, KINDS, TENSORBOARD_ROOT, Trackers, open_trackers
 
 
@@ -19,10 +19,9 @@ class TrackingOptions:
 
     track: Annotated[
         list[str] | None,
-        typer.Option(
+        choice_option(
             "--track",
-            parser=choice(KINDS),
-            metavar="[" + "|".join(KINDS) + "]",
+            KINDS,
             help="Record the run (settings, per-epoch loss and validation metrics, test metrics, the saved "
             "model) in MLflow or TensorBoard (repeatable; needs pip install 'attnrec\\[mlflow]' / "
             "'attnrec\\[tensorboard]'). See docs/how-to/tracking.md.",

@@ -9,13 +9,13 @@ from typing import Annotated
 
 import typer
 
-from attnrec.cli._options import choice
+from attnrec.cli._options import choice_option
 from attnrec.config import ConfigError
 from attnrec.data.split import DEFAULT_SPLIT, FINAL, SPLITS
 from attnrec.recommend import Recommender
 from attnrec.recommend.warm import NEW_ITEM_ROWS
 
-parse_train_split = choice((*SPLITS, FINAL))
+TRAIN_SPLITS = (*SPLITS, FINAL)
 InitFromOpt = Annotated[
     Path | None,
     typer.Option(
@@ -47,10 +47,9 @@ NewSinceOpt = Annotated[
 
 NewItemRowsOpt = Annotated[
     str,
-    typer.Option(
+    choice_option(
         "--new-item-rows",
-        parser=choice(NEW_ITEM_ROWS),
-        metavar="[" + "|".join(NEW_ITEM_ROWS) + "]",
+        NEW_ITEM_ROWS,
         help="With --init-from, where a new item's row starts when the model has no item features: initial "
         "(the model's initialisation, near zero: a short fine-tune leaves the item below the trained ones) "
         "or histories (the model's query vectors over the histories the item followed, at a trained row's "

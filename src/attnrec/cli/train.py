@@ -28,6 +28,7 @@ from attnrec.cli._options import (
     NegativesOpt,
     SignalOpt,
     TargetEventsOpt,
+    choice_option,
     config_option,
     max_epochs_option,
     overrides_option,
@@ -40,6 +41,7 @@ from attnrec.cli._options import (
 from attnrec.cli._results import print_results
 from attnrec.cli._tracking_options import TrackingOptions
 from attnrec.cli._warm_options import (
+    TRAIN_SPLITS,
     EpochsFromOpt,
     InitFromOpt,
     NewItemRowsOpt,
@@ -48,7 +50,6 @@ from attnrec.cli._warm_options import (
     check_new_since_options,
     fixed_epochs,
     new_since_seconds,
-    parse_train_split,
 )
 from attnrec.cli.main import app
 from attnrec.config import ConfigError, resolve_overrides
@@ -56,7 +57,6 @@ from attnrec.data.schema import Interactions
 from attnrec.data.split import (
     DEFAULT_SPLIT,
     FINAL,
-    SPLITS,
     Split,
     check_split_settings,
     final_split,
@@ -74,10 +74,9 @@ from attnrec.training.train_config import TrainConfig
 
 TrainSplitOpt = Annotated[
     str,
-    typer.Option(
+    choice_option(
         "--split",
-        parser=parse_train_split,
-        metavar="[" + "|".join((*SPLITS, FINAL)) + "]",
+        TRAIN_SPLITS,
         help="leave-one-out: last item is the test target, the one before it validation; temporal: global "
         "time cut-offs; last-qualifying: the last event of --target-events rated >= --min-target-rating "
         "(next buy, liked); none: the final fit, every event trains for --max-epochs (or --epochs-from) "
