@@ -247,3 +247,18 @@ def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
     results = BENCHMARKS / "results"
     record = json.loads((results / f"{stem}.json").read_text())
     assert replay.markdown(record) == (results / f"{stem}.md").read_text()
+
+
+def test_an_own_log_without_timestamps_is_refused_in_one_line(tmp_path: Any) -> None:
+    own = tmp_path / "shop.csv"
+    own.write_text("user,item\nu1,i1\nu1,i2\nu2,i1\n")
+    args = replay.argparse.Namespace(
+        budget=1.0,
+        warm_share=5,
+        warm_mode="new",
+        warm_epochs=1,
+        scratch_recipe="initial",
+        new_item_rows="initial",
+    )
+    with pytest.raises(SystemExit, match="shop.csv: the log has no timestamps; a replay cuts it by time"):
+        replay.Runner("shop", str(own), tmp_path / "state", float("inf"), args)
