@@ -40,7 +40,6 @@ LONG_MODULES: dict[str, str] = {
         "one benchmark: a log replayed after a cut under each strategy, read top to bottom with its "
         "resumable units and its table"
     ),
-    "tests/cli/test_cli.py": "the CLI's end-to-end scenarios; to be split by command",
     "src/attnrec/models/peter.py": "one model: PETER's network, objective and decoding",
     "src/attnrec/models/item_context.py": (
         "the context (features, time, events) encoders shared by the transformers"

@@ -8,23 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import run
 
-from attnrec.cli.main import app
 from attnrec.data.signals import find_signal, unregister_signal
 from attnrec.store import open_store
 from synthetic_logs import device_frame
 
-runner = CliRunner()
 TINY = ["--set", "hidden=8", "--set", "max_len=8", "--set", "n_layers=1", "--set", "loss=ce"]
 TINY += ["--max-epochs", "1", "--no-progress", "--quiet", "--no-baseline"]
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.output
-    return result.exit_code, result.output
 
 
 @pytest.fixture(autouse=True)

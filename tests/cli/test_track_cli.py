@@ -14,13 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from cli_runner import run
 
-from attnrec.cli.main import app
 from attnrec.data.readers.lines import read_pairs
 from attnrec.experiments.tracking import TensorBoardTracker, mlflow_name
 
-runner = CliRunner()
 TINY = [
     "--set",
     "hidden=8",
@@ -35,13 +33,6 @@ TINY = [
     "--no-progress",
     "--quiet",
 ]
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.output
-    return result.exit_code, result.output
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import run
 
-from attnrec.cli.main import app
 from synthetic_logs import write_cycle_pairs
 
-runner = CliRunner()
 TINY = [
     "--model",
     "sasrec",
@@ -35,13 +33,6 @@ TINY = [
     "1",
     "--quiet",
 ]
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.output
-    return result.exit_code, result.output
 
 
 @pytest.fixture(scope="module")

@@ -8,21 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from cli_runner import run
 
-from attnrec.cli.main import app
 from attnrec.recommend import Recommender
 
-runner = CliRunner()
 TINY = ["--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1", "--set", "batch_size=64"]
 QUIET = ["--set", "threads=1", "--no-progress", "--quiet", "--no-auto"]
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.output
-    return result.exit_code, result.output
 
 
 @pytest.fixture(scope="module")

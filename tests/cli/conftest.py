@@ -1,0 +1,31 @@
+"""Fixtures the CLI tests share: a tiny cycle log and a model trained on it through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_runner import TINY, run
+
+
+@pytest.fixture(scope="session")
+def cycle_pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120 users walking a 40-item cycle: the next item is the current one + 1."""
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("data") / "pairs.txt"
+    lines = []
+    for u in range(1, 121):
+        start = int(rng.integers(0, 40))
+        lines += [f"u{u} i{(start + t) % 40 + 1}" for t in range(int(rng.integers(5, 20)))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def cycle_model(cycle_pairs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny SASRec trained on :func:`cycle_pairs` by ``attnrec train`` (one epoch)."""
+    out = tmp_path_factory.mktemp("runs") / "m"
+    code, output = run("train", "--data", str(cycle_pairs), "--out", str(out), *TINY)
+    assert code == 0, output
+    return out
