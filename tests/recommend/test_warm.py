@@ -255,3 +255,22 @@ def test_a_warm_start_seeds_new_items_only_when_told_to(
     assert calls == [1]  # "fresh", the one new item, seeded before the fine-tune
     with pytest.raises(ConfigError, match="new_item_rows='zeros': use one of initial, histories"):
         Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="zeros", **kw)
+
+
+@pytest.mark.parametrize(("model", "seeded"), [("bert4rec", 1), ("gsasrec", 1), ("esasrec", 1), ("hstu", 0)])
+def test_every_transformer_seeds_its_item_table_or_says_it_has_none(model: str, seeded: int) -> None:
+    first, everything = followers_frame()
+    old = Recommender(model, {"hidden": 16, "n_layers": 1, "n_heads": 1, "max_len": 12}, FAST).fit(
+        first, "none", progress=False
+    )
+    source = Recommender(model).warm_source(old)
+    data = warm.extend_log(Interactions.from_frame(everything), source)
+    core, _ = warm.grown_core(old.spec, old.config, source, data, seed=3, context=None)
+    before = {k: v.clone() for k, v in core.state_dict().items()}
+    assert warm.seed_new_items(core, data.sequences(), len(source.items), max_len=12) == seeded
+    after = core.state_dict()
+    changed = [k for k in after if not torch.equal(after[k], before[k])]
+    assert len(changed) == seeded  # the item table only (HSTU's normalised one is left as initialised)
+    n_old = len(source.items)
+    for key in changed:
+        torch.testing.assert_close(after[key][: n_old + 1], before[key][: n_old + 1])

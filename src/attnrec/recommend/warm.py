@@ -339,6 +339,7 @@ def seed_new_items(
                 rows = slice(lo, lo + batch_size)
                 part = histories.take(np.arange(lo, min(lo + batch_size, len(at))))
                 inputs = core.score_inputs(users[at[rows]], part, None if when is None else when[at[rows]])
+                inputs = {k: v.to(table.device) for k, v in inputs.items()}
                 query = core.query_vectors(inputs).double().cpu()  # (B, D)
                 targets = torch.from_numpy(train.items[at[rows]])
                 sums.index_add_(0, targets, query)
