@@ -259,3 +259,22 @@ def test_retrain_validate_epochs_needs_new_only(setup: tuple[Path, Path, Path], 
     result = runner.invoke(app, [*args, "--validate-epochs"])
     assert result.exit_code != 0 and "add --new-only" in " ".join(result.output.split())
     assert len(SqliteStore(db).export()) == len(store_events())  # the store is left as it was
+
+
+@pytest.mark.parametrize("rows", ["initial", "histories"])
+def test_retrain_passes_new_item_rows_to_both_fine_tunes(
+    setup: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: str
+) -> None:
+    base, old, db = setup
+    seen: list[object] = []
+    fit = Recommender.fit
+
+    def recording(self: Recommender, *args: object, **kwargs: object) -> Recommender:
+        seen.append(kwargs.get("new_item_rows"))
+        return fit(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Recommender, "fit", recording)
+    args = [*retrain_args(old, db, base, tmp_path / "n"), "--new-only", "--validate-epochs"]
+    result = runner.invoke(app, [*args, "--new-item-rows", rows])
+    assert result.exit_code == 0, result.output
+    assert seen == [rows, rows]  # the validated fine-tune and the final one
