@@ -167,3 +167,13 @@ def test_new_item_rows_reach_the_warm_start(
     code, output = run("train", "--data", str(logs[1]), "--out", str(tmp_path / "m"), *args, *QUIET)
     assert code == 0, output
     assert seeded == ([4] if rows == "histories" else [])  # new0..new3 followed histories; initial: none
+
+
+def test_seeded_rows_without_a_warm_start_are_refused_before_reading_the_data(tmp_path: Path) -> None:
+    code, output = run(
+        "train", "--data", str(tmp_path / "absent.csv"), "--new-item-rows", "histories", *QUIET
+    )
+    assert (
+        code == 2
+        and "--new-item-rows histories seeds the new items of a warm start: add --init-from" in output
+    )

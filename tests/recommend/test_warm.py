@@ -255,6 +255,8 @@ def test_a_warm_start_seeds_new_items_only_when_told_to(
     assert calls == [1]  # "fresh", the one new item, seeded before the fine-tune
     with pytest.raises(ConfigError, match="new_item_rows='zeros': use one of initial, histories"):
         Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="zeros", **kw)
+    with pytest.raises(ConfigError, match="seeds the new items of a warm start: give init_from too"):
+        Recommender("sasrec", train={"max_epochs": 1}).fit(everything, "none", new_item_rows="histories")
 
 
 @pytest.mark.parametrize(("model", "seeded"), [("bert4rec", 1), ("gsasrec", 1), ("esasrec", 1), ("hstu", 0)])

@@ -218,6 +218,10 @@ def train(
     train_over |= fixed_epochs(epochs_from, max_epochs)
     since = new_since_seconds(new_since)
     check_new_since_options(since, split, init_from, valid_users, protocols or [])
+    if new_item_rows != "initial" and init_from is None:  # before any data is read
+        raise ConfigError(
+            f"--new-item-rows {new_item_rows} seeds the new items of a warm start: add --init-from"
+        )
     if split == FINAL:
         check_final_fit(valid_users, target_events, min_target_rating, protocols or [])
     else:

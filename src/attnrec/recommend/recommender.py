@@ -189,6 +189,10 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         data = as_interactions(data)
         if new_item_rows not in warm.NEW_ITEM_ROWS:
             raise ConfigError(f"new_item_rows={new_item_rows!r}: use one of {', '.join(warm.NEW_ITEM_ROWS)}")
+        if new_item_rows != "initial" and init_from is None:
+            raise ConfigError(
+                f"new_item_rows={new_item_rows!r} seeds the new items of a warm start: give init_from too"
+            )
         source = None if init_from is None else self.warm_source(init_from)
         renumbered = False
         if source is not None:
