@@ -45,3 +45,11 @@ def test_a_bad_setting_is_refused_before_any_store_is_opened(tmp_path: Path) -> 
     with pytest.raises(ValueError, match="must be positive"):
         ServeOptions(max_k=0, store=str(store)).serving_config()
     assert not store.exists()
+
+
+def test_serve_without_options_serves_the_configs_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ATTNREC_API_KEYS", "ATTNREC_ADMIN_KEYS", "ATTNREC_MANIFEST_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    given, default = ServeOptions().serving_config(), ServingConfig()
+    differing = [f.name for f in fields(ServingConfig) if getattr(given, f.name) != getattr(default, f.name)]
+    assert differing == ["reload_on_sighup"]  # attnrec serve reloads on SIGHUP; the library's app need not

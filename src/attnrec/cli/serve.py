@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -12,10 +12,11 @@ from attnrec.cli._common import cli_errors, err, option_groups
 from attnrec.cli._item_explanations import EventVerbOpt, parse_event_verbs
 from attnrec.cli.ingest import RetentionOpt
 from attnrec.cli.main import app
+from attnrec.serving.serving_config import ServingConfig
 from attnrec.store import DEFAULT_RETENTION, open_store
 
-if TYPE_CHECKING:
-    from attnrec.serving.serving_config import ServingConfig
+#: ServingConfig's defaults: an option that sets a field states no default of its own.
+_DEFAULT: dict[str, Any] = {f.name: f.default for f in fields(ServingConfig)}
 
 
 def parse_model_specs(specs: list[str]) -> dict[str, Path]:
@@ -100,14 +101,14 @@ class ServeOptions:
             help="With keys configured, /metrics and /readyz's per-model states need a key "
             "(--no-protect-metrics: open to anyone; health checks stay open either way)."
         ),
-    ] = True
+    ] = _DEFAULT["protect_metrics"]
     unauthenticated_admin: Annotated[
         bool,
         typer.Option(
             help="Allow the admin endpoints without any key (only when no key at all is configured; "
             "otherwise they need an --admin-key)."
         ),
-    ] = False
+    ] = _DEFAULT["unauthenticated_admin"]
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -123,24 +124,26 @@ class ServeOptions:
         typer.Option(
             help="Scoring backend: torch, or onnx (exported at start-up; needs the 'export' extra)."
         ),
-    ] = "torch"
+    ] = _DEFAULT["backend"]
     max_batch: Annotated[
         int, typer.Option(help="Most requests scored together by the micro-batcher (1 disables batching).")
-    ] = 32
+    ] = _DEFAULT["max_batch"]
     max_wait_ms: Annotated[
         float,
         typer.Option(
             help="How long the batcher waits for more requests once it has "
             "one (0: only those already queued)."
         ),
-    ] = 0.0
+    ] = _DEFAULT["max_wait_ms"]
     inline: Annotated[
         bool, typer.Option(help="Score on the event-loop thread (no worker-thread hand-off).")
-    ] = False
-    max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = 100
-    max_history: Annotated[int, typer.Option(help="Longest history a request may send.")] = 1000
+    ] = _DEFAULT["inline"]
+    max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = _DEFAULT["max_k"]
+    max_history: Annotated[int, typer.Option(help="Longest history a request may send.")] = _DEFAULT[
+        "max_history"
+    ]
     threads: Annotated[int, typer.Option(help="torch CPU threads (0: torch's default).")] = 0
-    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:1 or auto.")] = "cpu"
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:1 or auto.")] = _DEFAULT["device"]
     lazy: Annotated[
         bool,
         typer.Option(
@@ -160,7 +163,7 @@ class ServeOptions:
     ] = "json"
     access_log: Annotated[
         bool, typer.Option(help="Log every request (method, path, status, duration, request ID).")
-    ] = False
+    ] = _DEFAULT["access_log"]
     max_connections: Annotated[
         int, typer.Option(help="Most open connections; beyond it a new one gets 503 (0: no cap).")
     ] = 256
@@ -169,8 +172,10 @@ class ServeOptions:
         typer.Option(
             help="Most requests handled at once; beyond it 503 with Retry-After (health probes exempt)."
         ),
-    ] = 64
-    retry_after: Annotated[int, typer.Option(help="Seconds in the Retry-After of a 503 for overload.")] = 1
+    ] = _DEFAULT["max_in_flight"]
+    retry_after: Annotated[int, typer.Option(help="Seconds in the Retry-After of a 503 for overload.")] = (
+        _DEFAULT["retry_after_s"]
+    )
     shutdown_delay: Annotated[
         float,
         typer.Option(
@@ -197,28 +202,28 @@ class ServeOptions:
     timeout_body: Annotated[
         float,
         typer.Option(help="Answer 408 to a request whose body has not arrived within this many seconds."),
-    ] = 30.0
+    ] = _DEFAULT["body_timeout_s"]
     gc_freeze: Annotated[
         bool,
         typer.Option(
             help="Freeze the loaded models out of the garbage collector's sight "
             "(gc.freeze), against collection pauses in the tail latency."
         ),
-    ] = True
+    ] = _DEFAULT["gc_freeze"]
     ui: Annotated[
         bool,
         typer.Option(
             help="Serve the web page at /ui (/ redirects to it); it calls the public "
             "API with the key typed into it."
         ),
-    ] = True
+    ] = _DEFAULT["ui"]
     reason_verb: Annotated[
         str,
         typer.Option(
             help="The verb of each explanation's reason: 'Because you VERB *A* "
             "and *B*' (e.g. watched, bought)."
         ),
-    ] = "interacted with"
+    ] = _DEFAULT["reason_verb"]
     event_verb: EventVerbOpt = None
     store: Annotated[
         str | None,
@@ -236,7 +241,7 @@ class ServeOptions:
             help="Serve and reload model directories without manifest.json (saved by old versions), "
             "or, with --manifest-key, with an unsigned manifest; refused otherwise."
         ),
-    ] = False
+    ] = _DEFAULT["allow_unsigned"]
     manifest_key: Annotated[
         str | None,
         typer.Option(
@@ -251,14 +256,13 @@ class ServeOptions:
         typer.Option(
             help="Give up a model load or reload after this many seconds (the old model serves on)."
         ),
-    ] = 120.0
+    ] = _DEFAULT["load_timeout_s"]
 
     def serving_config(self) -> ServingConfig:
         """The app's configuration: the fields of these options' names as given, the others from the options
         that name them differently or need reading. The key files are read and the store opened only once
         the rest is known to be good."""
         from attnrec.serving.auth import collect_admin_keys, collect_keys
-        from attnrec.serving.serving_config import ServingConfig
 
         cfg = ServingConfig(
             **{name: getattr(self, name) for name in _AS_NAMED},
