@@ -344,3 +344,15 @@ def test_no_per_event_key_set_is_written_outside_the_declarations(tmp_path: Path
         'KEYS = frozenset({"events", "ratings"})\nOK = h == ["event", "rating"]\n'
     )
     assert _key_sets(tmp_path / "new.py", names, tmp_path) == ["new.py:1 ['events', 'ratings']"]
+
+
+def test_a_filtered_log_keeps_its_declared_signals(csv_log: Interactions) -> None:
+    from attnrec.data.filters import min_count_filter, rebuild
+
+    keep = csv_log.timestamp < np.median(csv_log.timestamp)
+    kept = rebuild(csv_log, keep)
+    assert list(kept.signals) == ["device"]
+    assert kept.to_frame()["device"].tolist() == csv_log.to_frame()["device"][keep].tolist()
+    counts = np.bincount(csv_log.item)
+    rarer = min_count_filter(csv_log, 0, int(counts[counts > 0].max()))  # keeps the most taken items only
+    assert len(rarer) < len(csv_log) and list(rarer.signals) == ["device"]

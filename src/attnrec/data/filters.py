@@ -14,7 +14,8 @@ from attnrec.data.schema import DataError, Interactions
 
 
 def rebuild(data: Interactions, keep: np.ndarray | None = None, k_core: int = 0) -> Interactions:
-    """The same log (optionally only the rows in ``keep``) rebuilt with fresh contiguous IDs."""
+    """The same log (optionally only the rows in ``keep``) rebuilt with fresh contiguous IDs, with its
+    per-event columns, declared signals included, and its feature tables."""
     sel = np.ones(len(data), dtype=bool) if keep is None else keep
     titles = data.item_titles
     return from_columns(
@@ -28,6 +29,7 @@ def rebuild(data: Interactions, keep: np.ndarray | None = None, k_core: int = 0)
         k_core=k_core,
         item_features=data.item_features,
         user_features=data.user_features,
+        signals={name: values[sel] for name, values in data.signals.items()},
     )
 
 
