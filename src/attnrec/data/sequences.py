@@ -68,6 +68,10 @@ class Sequences:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def owners(self) -> np.ndarray:
+        """``(M,)`` int64: the row (user) each element belongs to, aligned with ``items``."""
+        return np.repeat(np.arange(self.n_users, dtype=np.int64), self.lengths())
+
     def __getitem__(self, u: int) -> np.ndarray:
         return self.items[self.offsets[u] : self.offsets[u + 1]]
 
@@ -107,8 +111,7 @@ class Sequences:
 
     def select(self, keep: np.ndarray) -> Sequences:
         """The same users with only the elements where the boolean mask ``keep`` is true."""
-        users = np.repeat(np.arange(self.n_users), self.lengths())
-        counts = np.bincount(users[keep], minlength=self.n_users)
+        counts = np.bincount(self.owners()[keep], minlength=self.n_users)
         offsets = np.zeros(self.n_users + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         return self._with(offsets, keep)
@@ -141,8 +144,7 @@ class Sequences:
 
     def user_item_keys(self) -> np.ndarray:
         """Sorted ``user * (n_items + 1) + item`` keys, for vectorised membership tests."""
-        users = np.repeat(np.arange(self.n_users, dtype=np.int64), self.lengths())
-        return np.unique(users * (self.n_items + 1) + self.items)
+        return np.unique(self.owners() * (self.n_items + 1) + self.items)
 
 
 __all__ = ["Sequences"]

@@ -186,7 +186,7 @@ def leave_last_qualifying_out(
         ok &= np.isin(seqs.column("event"), data.events.to_internal(names))
     if min_rating is not None:
         ok &= seqs.column("rating") >= min_rating
-    users = np.repeat(np.arange(seqs.n_users), seqs.lengths())  # (M,) the user of each event
+    users = seqs.owners()  # (M,) the user of each event
     idx = np.flatnonzero(ok)  # qualifying events, by user then time
     last = np.r_[users[idx][1:] != users[idx][:-1], True] if len(idx) else np.zeros(0, dtype=bool)
     test_pos = idx[last]  # each user's last qualifying event
@@ -303,7 +303,7 @@ def _cases(users: np.ndarray, histories: Sequences, seqs: Sequences, target_pos:
 
 
 def _cases_after(seqs: Sequences, ts: np.ndarray, cut: float, upper: float) -> EvalSet:
-    users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
+    users = seqs.owners()
     history = seqs.select(ts < cut)
     after = np.flatnonzero((ts >= cut) & (ts < upper))
     # First interaction at/after the cut-off per user (the log is chronological per user).

@@ -184,7 +184,7 @@ def histories_from_data(items: IdMap, data: Interactions) -> tuple[Sequences, li
     seqs = data.sequences()
     mapped = to_model[seqs.items]
     keep = mapped > 0
-    owner = np.repeat(np.arange(seqs.n_users), seqs.lengths())
+    owner = seqs.owners()
     lengths = np.bincount(owner[keep], minlength=seqs.n_users)
     offsets = np.zeros(seqs.n_users + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

@@ -83,7 +83,7 @@ def window_cases(
         raise ValueError(f"window must be a positive number of seconds, not {window}")
     seqs = data.sequences()
     ts = np.asarray(data.timestamp, dtype=np.float64)  # aligned with seqs (by user, then time)
-    owner = np.repeat(np.arange(seqs.n_users), seqs.lengths())  # (M,) the user of each event
+    owner = seqs.owners()  # (M,) the user of each event
     history = seqs.select(ts < cut)
     inside = np.flatnonzero((ts >= cut) & (ts < min(cut + window, end)))
     # Distinct (user, item) pairs of the window, each at its first interaction (events are in time order).
@@ -91,9 +91,7 @@ def window_cases(
     _, first = np.unique(owner[inside] * stride + seqs.items[inside], return_index=True)
     pairs = inside[np.sort(first)]
     if exclude_seen and len(pairs):
-        hist_keys = np.unique(
-            np.repeat(np.arange(history.n_users), history.lengths()) * stride + history.items
-        )
+        hist_keys = history.user_item_keys()
         pairs = pairs[~np.isin(owner[pairs] * stride + seqs.items[pairs], hist_keys)]
     pairs = pairs[np.argsort(owner[pairs], kind="stable")]  # by user, each user's in time order
     counts = np.bincount(owner[pairs], minlength=seqs.n_users)
@@ -149,7 +147,7 @@ def align_target_sets(
 def _mapped(seqs: Sequences, item_map: np.ndarray, n_items: int) -> Sequences:
     items = item_map[seqs.items]
     known = items > 0
-    rows = np.repeat(np.arange(seqs.n_users), seqs.lengths())
+    rows = seqs.owners()
     offsets = np.zeros(seqs.n_users + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows[known], minlength=seqs.n_users), out=offsets[1:])
     return Sequences(offsets, items[known], n_items)
@@ -160,7 +158,7 @@ def target_positions(scores: torch.Tensor, targets: Sequences, chunk: int = 1 <<
     non-target candidates scored at least as high (ties against the model) plus the row's targets
     ranked above it. ``scores`` ``(B, I + 1)`` already hold ``-inf`` where an item is no candidate
     (padding, excluded history); they are changed in place (the targets set to ``-inf``)."""
-    rows = torch.as_tensor(np.repeat(np.arange(targets.n_users), targets.lengths()))
+    rows = torch.as_tensor(targets.owners())
     items = torch.as_tensor(targets.items)
     target_scores = scores[rows, items].clone()  # (T,)
     scores[rows, items] = -torch.inf

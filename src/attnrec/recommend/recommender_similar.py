@@ -63,7 +63,7 @@ def _cooccurrence(h: Sequences, idx: int, cache: Derived) -> np.ndarray:
     """Per item, how many stored interactions share a user with ``idx`` (length ``n_items + 1``)."""
     if cache.inverted is None:  # item -> users, built once
         order = np.argsort(h.items, kind="stable")
-        owners = np.repeat(np.arange(h.n_users, dtype=np.int64), h.lengths())[order]
+        owners = h.owners()[order]
         offsets = np.zeros(h.n_items + 2, dtype=np.int64)
         np.cumsum(np.bincount(h.items, minlength=h.n_items + 1), out=offsets[1:])
         cache.inverted = (offsets, owners)

@@ -286,7 +286,7 @@ def new_events(train: Sequences, since: int, context: int | None) -> Sequences:
     ``since`` are taken out by the model's batches (:func:`only_new_targets`).
     """
     times = train.column(TIMESTAMP)
-    users = np.repeat(np.arange(train.n_users), train.lengths())  # (M,) the user of each event
+    users = train.owners()  # (M,) the user of each event
     new = np.flatnonzero(times >= since)
     first = np.full(train.n_users, len(train.items), dtype=np.int64)  # each user's first new event
     np.minimum.at(first, users[new], new)
@@ -320,7 +320,7 @@ def seed_new_items(
         ),
         None,
     )
-    users = np.repeat(np.arange(train.n_users), train.lengths())  # (M,)
+    users = train.owners()  # (M,)
     first = train.offsets[:-1][users]  # (M,) each event's user's first position
     at = np.flatnonzero((train.items > n_old_items) & (np.arange(len(train.items)) > first))
     if table is None or not len(at):

@@ -25,7 +25,7 @@ def positions(
     items are dropped. Returns ``users (N,)``, ``prev (N, n_prev)`` and ``nxt (N, n_next)``.
     """
     lengths = train.lengths()
-    users = np.repeat(np.arange(train.n_users, dtype=np.int64), lengths)  # (M,)
+    users = train.owners()  # (M,)
     starts = np.repeat(train.offsets[:-1], lengths)  # (M,) first index of the row's user
     ends = np.repeat(train.offsets[1:], lengths)  # (M,) one past the user's last index
     idx = np.arange(len(train.items), dtype=np.int64)  # (M,)
@@ -111,7 +111,7 @@ def interaction_batches(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every training interaction once per epoch, shuffled: ``(users (B,), items (B,), negatives (B, K))``,
     each with ``n_negatives`` fresh items its user never interacted with (:func:`negative_batches`)."""
-    users = np.repeat(np.arange(train.n_users, dtype=np.int64), train.lengths())  # (M,)
+    users = train.owners()  # (M,)
     for idx, neg in negative_batches(train, users, n_items, n_negatives, batch_size, rng):
         yield users[idx], train.items[idx], neg
 
