@@ -326,32 +326,32 @@ def seed_new_items(
     if table is None or not len(at):
         return 0
     starts = first[at] if max_len is None else np.maximum(first[at], at - max_len)
-    histories = train.spans(starts, at)
     when = train.columns.get(TIMESTAMP)
-    n_rows = int(table.shape[0])
-    sums = torch.zeros(n_rows, table.shape[1], dtype=torch.float64)
-    counts = torch.zeros(n_rows, dtype=torch.float64)
+    sums = torch.zeros(int(table.shape[0]), table.shape[1], dtype=torch.float64)
+    counts = torch.zeros(int(table.shape[0]), dtype=torch.float64)
     was_training = core.training
     core.eval()
     try:
         with torch.no_grad():
             for lo in range(0, len(at), batch_size):
-                rows = slice(lo, lo + batch_size)
-                part = histories.take(np.arange(lo, min(lo + batch_size, len(at))))
-                inputs = core.score_inputs(users[at[rows]], part, None if when is None else when[at[rows]])
-                inputs = {k: v.to(table.device) for k, v in inputs.items()}
-                query = core.query_vectors(inputs).double().cpu()  # (B, D)
-                targets = torch.from_numpy(train.items[at[rows]])
-                sums.index_add_(0, targets, query)
-                counts.index_add_(0, targets, torch.ones(len(targets), dtype=torch.float64))
+                ends = at[lo : lo + batch_size]  # the occurrences; each history ends just before one
+                inputs = core.score_inputs(
+                    users[ends],
+                    train.spans(starts[lo : lo + batch_size], ends),
+                    None if when is None else when[ends],
+                )
+                query = core.query_vectors({k: v.to(table.device) for k, v in inputs.items()})  # (B, D)
+                targets = torch.from_numpy(train.items[ends])
+                sums.index_add_(0, targets, query.double().cpu())
+                counts.index_add_(0, targets, torch.ones(len(ends), dtype=torch.float64))
     finally:
         core.train(was_training)
     seen = torch.nonzero(counts > 0).flatten()
     mean = sums[seen] / counts[seen, None]  # (S, D)
     scale = table.detach()[1 : n_old_items + 1].double().norm(dim=1).mean()
-    rows = mean / mean.norm(dim=1, keepdim=True).clamp_min(1e-12) * scale
+    seeded = mean / mean.norm(dim=1, keepdim=True).clamp_min(1e-12) * scale
     with torch.no_grad():
-        table[seen.to(table.device)] = rows.to(table.dtype).to(table.device)
+        table[seen.to(table.device)] = seeded.to(table.dtype).to(table.device)
     return len(seen)
 
 
