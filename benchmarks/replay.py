@@ -70,6 +70,7 @@ skipped when present; models are saved there too, so a cut-off run resumes where
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -359,27 +360,16 @@ class OutOfTime(Exception):
 
 
 class Runner:
-    def __init__(
-        self,
-        name: str,
-        path: str,
-        state: Path,
-        deadline: float,
-        args: argparse.Namespace,
-        development: bool = False,
-    ) -> None:
+    def __init__(self, name: str, path: str, state: Path, deadline: float, args: argparse.Namespace) -> None:
         from attnrec.cli._common import load_data
 
         self.name, self.dir, self.budget, self.deadline = name, state / name, args.budget, deadline
-        self.path, self.args = path, args
         self.warm_share, self.warm_mode, self.warm_epochs = args.warm_share, args.warm_mode, args.warm_epochs
         self.scratch_recipe = args.scratch_recipe
         self.new_item_rows = args.new_item_rows
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.data = load_data(path)
         if self.data.timestamp is None:
             raise SystemExit(f"{path}: the log has no timestamps; a replay cuts it by time")
-        self.frame = self.data.to_frame()
         self.log = Log(
             self.data.user.astype(np.int64),
             self.data.item.astype(np.int64),
@@ -387,14 +377,22 @@ class Runner:
             self.data.n_items,
         )
         self.plan = plan_steps(self.log.time)
-        if development:  # the steps before the cut, and none of the events after it
-            self.dir = self.dir / "dev"
-            self.log = self.log.before(self.plan.cut)
-            self.plan = development_plan(self.plan, self.log.time)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cases = replay_cases(self.log, self.plan, keep_repeats=args.repeats == "keep")
         self.chosen: dict[str, Any] | None = None  # --warm-mode new-dev: the fine-tune the development chose
         self.external = np.asarray(self.data.items.external, dtype=object)
+
+    def development(self) -> Runner:
+        """The development replay of ``--warm-mode new-dev``: the same log and settings, its steps those
+        before the cut (:func:`development_plan`), none of the events after it, its units in ``dev/``."""
+        dev = copy.copy(self)
+        dev.dir = self.dir / "dev"
+        dev.dir.mkdir(parents=True, exist_ok=True)
+        dev.log = self.log.before(self.plan.cut)
+        dev.plan = development_plan(self.plan, dev.log.time)
+        dev.cases = replay_cases(dev.log, dev.plan, keep_repeats=not self.cases.exclude_seen)
+        dev.chosen = None
+        return dev
 
     def unit(self, key: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         path = self.dir / f"{key}.json"
@@ -411,13 +409,11 @@ class Runner:
         return record
 
     def before(self, bound: int) -> Any:
-        from attnrec.data.schema import Interactions
+        """The log's events before ``bound``, as a fit reads them (fresh contiguous IDs)."""
+        from attnrec.data.filters import rebuild
 
-        sub = self.frame[self.frame["timestamp"] < bound]
-        rating, event = ("rating" if "rating" in sub else None), ("event" if "event" in sub else None)
-        return Interactions.from_frame(
-            sub, "user", "item", "timestamp", event=event, rating=rating, name=self.name
-        )
+        assert self.data.timestamp is not None
+        return rebuild(self.data, self.data.timestamp < bound)
 
     def train(
         self,
@@ -515,8 +511,12 @@ class Runner:
     def validated_users(self, bound: int, since: int | None) -> int:
         """How many users the validated fine-tune validates: those with an event before ``bound`` whose
         last one is at or after ``since``."""
-        sub = self.frame[self.frame["timestamp"] < bound].groupby("user")["timestamp"].agg(["max", "size"])
-        return int(((sub["max"] >= (since or 0)) & (sub["size"] >= 2)).sum())
+        before = self.log.time < bound
+        users, times = self.log.user[before], self.log.time[before]
+        size = np.bincount(users, minlength=self.data.n_users)
+        last = np.full(self.data.n_users, np.iinfo(np.int64).min)
+        np.maximum.at(last, users, times)
+        return int(((last >= (since or 0)) & (size >= 2)).sum())
 
     def evaluate(
         self, key: str, step: int, rank: Callable[[Cases], np.ndarray], extra: dict[str, Any]
@@ -625,8 +625,7 @@ class Runner:
         )
         self.train("initial", plan.cut, "initial")
         if self.warm_mode == "new-dev":
-            development = Runner(self.name, self.path, self.dir.parent, self.deadline, self.args, True)
-            self.chosen = development.choose_fine_tune()
+            self.chosen = self.development().choose_fine_tune()
         for s in range(plan.n_steps):
             self.model_eval(f"frozen-frozen-{s}", s, "initial", "frozen", {})
             self.model_eval(f"frozen-live-{s}", s, "initial", "live", {})
