@@ -548,17 +548,18 @@ class Runner:
         return self.evaluate(key, step, rank, extra | {"model": model, "histories": histories})
 
     def choose_fine_tune(self) -> dict[str, Any]:
-        """The development replay (a runner made with ``development=True``): every fine-tune of
+        """The development replay's choice (on a runner from :meth:`development`): every fine-tune of
         :data:`DEV_EPOCHS` passes over the new events, and the all-events one (``1/--warm-share`` of the
-        development model's epochs), each carried through its steps from one development model; the
-        choice's unit (its ``scope`` and ``epochs``; an all-events choice's epochs are re-derived from
-        the real initial model)."""
+        development model's epochs), each with the new item rows of :data:`DEV_ROWS`, carried through its
+        steps from one development model; the choice's unit (its ``scope``, ``epochs`` and ``rows``; an
+        all-events choice's epochs are re-derived from the real initial model)."""
         plan = self.plan
         initial = self.train("initial", plan.cut, "initial")
         per_epoch = initial["cpu_seconds"] / max(1, initial["epochs"])
         scratch_cpu = per_epoch * max(1, int(initial["epochs_chosen"]))
         every = max(1, int(initial["epochs_chosen"]) // self.warm_share)
         candidates = []
+        spent = initial["cpu_seconds"]  # the choice's own CPU: the model, every fine-tune and its answers
         lengths = [*(("new", n) for n in DEV_EPOCHS), ("all", every)]
         for rows, (scope, n) in ((r, c) for r in DEV_ROWS for c in lengths):
             seeded, every_event = "-seed" if rows == "histories" else "", "-all" if scope == "all" else ""
@@ -574,6 +575,7 @@ class Runner:
                     f"{name.replace('warm', 'warm-live', 1)}-{s}", s, f"{name}-{s}", "live", {"epochs": n}
                 )
                 ndcg, cpu, cases = ndcg + done["ndcg"], cpu + trained["cpu_seconds"], cases + done["cases"]
+                spent += trained["cpu_seconds"] + done["eval_cpu_seconds"]
             candidates.append(
                 {
                     "scope": scope,
@@ -584,11 +586,6 @@ class Runner:
                 }
             )
         choice = choose_fine_tune(candidates, DEV_CPU_SHARE * scratch_cpu)
-        spent = initial["cpu_seconds"] + sum(
-            json.loads(p.read_text()).get(k, 0.0)
-            for p in self.dir.glob("warm*.json")
-            for k in ("cpu_seconds", "eval_cpu_seconds")
-        )
         return self.unit(
             "choice",
             lambda: {
