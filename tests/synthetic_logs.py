@@ -37,13 +37,18 @@ def ring_log(
     )
 
 
-def write_cycle_pairs(path: Path, n_users: int, n_items: int, min_len: int, max_len: int) -> Path:
-    """A ``user item`` pair file of users walking a cycle of items (the next item is the current + 1)."""
-    rng = np.random.default_rng(0)
+def write_cycle_pairs(
+    path: Path, n_users: int, n_items: int, min_len: int, max_len: int, *, named: bool = False, seed: int = 0
+) -> Path:
+    """A ``user item`` pair file of users walking a cycle of items (the next item is the current + 1);
+    ``named``: IDs ``u1``, ``i1`` ... instead of bare numbers."""
+    rng = np.random.default_rng(seed)
+    u_, i_ = ("u", "i") if named else ("", "")
     lines = []
     for u in range(1, n_users + 1):
         start = int(rng.integers(1, n_items))
-        lines += [f"{u} {(start + t) % n_items + 1}" for t in range(int(rng.integers(min_len, max_len)))]
+        length = int(rng.integers(min_len, max_len))
+        lines += [f"{u_}{u} {i_}{(start + t) % n_items + 1}" for t in range(length)]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from cli_runner import TINY, run
+
+from synthetic_logs import write_cycle_pairs
 
 
 @pytest.fixture(scope="session")
 def cycle_pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """120 users walking a 40-item cycle: the next item is the current one + 1."""
-    rng = np.random.default_rng(0)
-    path = tmp_path_factory.mktemp("data") / "pairs.txt"
-    lines = []
-    for u in range(1, 121):
-        start = int(rng.integers(0, 40))
-        lines += [f"u{u} i{(start + t) % 40 + 1}" for t in range(int(rng.integers(5, 20)))]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_cycle_pairs(tmp_path_factory.mktemp("data") / "pairs.txt", 120, 40, 5, 20, named=True)
 
 
 @pytest.fixture(scope="session")

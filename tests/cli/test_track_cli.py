@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from cli_runner import run
 
 from attnrec.data.readers.lines import read_pairs
 from attnrec.experiments.tracking import TensorBoardTracker, mlflow_name
+from synthetic_logs import write_cycle_pairs
 
 TINY = [
     "--set",
@@ -38,14 +38,9 @@ TINY = [
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """100 users walking a 30-item cycle."""
-    rng = np.random.default_rng(1)
-    path = tmp_path_factory.mktemp("data") / "pairs.txt"
-    lines = []
-    for u in range(1, 101):
-        start = int(rng.integers(0, 30))
-        lines += [f"u{u} i{(start + t) % 30 + 1}" for t in range(int(rng.integers(5, 15)))]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_cycle_pairs(
+        tmp_path_factory.mktemp("data") / "pairs.txt", 100, 30, 5, 15, named=True, seed=1
+    )
 
 
 @pytest.fixture(scope="module")
