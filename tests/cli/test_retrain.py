@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -93,6 +94,10 @@ def test_events_arriving_during_the_retrain_stay_and_are_live_after_the_reload(
     store = SqliteStore(db)
     client_app = create_app({"m": old}, ServingConfig(unauthenticated_admin=True, store=store))
     with TestClient(client_app) as client:
+        deadline = time.monotonic() + 60
+        while (ready := client.get("/readyz").status_code) != 200 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready == 200  # the directory loads in the background: a reload before that is a 409
 
         def reload(path: Path) -> None:
             store.append([Event("u1", "i3", 95_000)])  # arrives while the retrain runs, before the switch
