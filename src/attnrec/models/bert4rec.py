@@ -32,8 +32,8 @@ from attnrec.models.batches import events as eb
 from attnrec.models.batches.builders import Cloze, LengthChunks
 from attnrec.models.contracts import Batch, ItemBiased
 from attnrec.models.item_context import (
+    ItemFeatureFields,
     ModelContext,
-    check_feature_options,
     grown_embedding,
     item_context,
     require_fused,
@@ -51,8 +51,9 @@ LOSSES = ("ce", "sampled_ce")  # the objectives BERT4Rec trains with (attnrec.mo
 
 
 @dataclass(frozen=True)
-class BERT4RecConfig(ev.EventFields):
-    """BERT4Rec hyperparameters (defaults: the paper's ML-1M model with BERT's dropout)."""
+class BERT4RecConfig(ev.EventFields, ItemFeatureFields):
+    """BERT4Rec hyperparameters (defaults: the paper's ML-1M model with BERT's dropout): the item-feature
+    settings (ItemFeatureFields), the per-event settings (EventFields), then these."""
 
     hidden: int = 64  # d, the embedding and model width (FFN width 4d)
     n_layers: int = 2
@@ -77,11 +78,6 @@ class BERT4RecConfig(ev.EventFields):
         "xavier"  # linear layers: "xavier" (normal) or "bert" (truncated normal, init_std, the authors' code)
     )
     init_std: float = 0.02  # embeddings (and linear layers with init="bert"): truncated normal, as BERT
-    item_features: str = (
-        "none"  # "none", "sum", "concat", "gate": ID + feature fusion (attnrec.models.item_context)
-    )
-    feature_fields: str = ""  # item feature fields used, comma-separated; empty = all of the data's
-    id_dropout: float = 0.0  # training: chance of zeroing an item's ID vector (features alone: cold items)
 
     def __post_init__(self) -> None:
         self.check_events()  # the per-event fields (EventFields)
@@ -93,7 +89,7 @@ class BERT4RecConfig(ev.EventFields):
             raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
         if self.sliding_step < 0 or self.length_chunks < 0:
             raise ValueError("sliding_step and length_chunks must be >= 0")
-        check_feature_options(self.item_features, self.id_dropout)
+        self.check_item_features()
 
 
 class BERT4RecBlock(nn.Module):

@@ -20,30 +20,21 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import user_inputs, user_vectors
+from attnrec.models._baselines import FactorSettings, user_inputs, user_vectors
 from attnrec.models.batches.windows import interaction_batches
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_factor_settings
 
 
 @dataclass(frozen=True)
-class BPRMFConfig:
-    """BPR-MF hyperparameters."""
+class BPRMFConfig(FactorSettings):
+    """BPR-MF hyperparameters: the factor settings (``dim`` latent factors of users and items, ``reg`` on
+    the user, positive and negative item factors of a triple, ``n_negatives`` per (user, item) pair) and
+    a per-item bias."""
 
-    dim: int = 64  # latent factors of users and items
-    reg: float = 1e-4  # L2 weight on the user, positive and negative item factors of a triple
-    n_negatives: int = 1  # negatives per (user, item) pair; the loss averages over them
     item_bias: bool = True  # learn a per-item bias b_i (popularity offset)
-    init_std: float = 0.1  # factors start as N(0, init_std^2)
-    fold_in_steps: int = 30  # Adam steps fitting an unknown user's vector (0 = mean user)
-    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
-    sparse: bool = False
-
-    def __post_init__(self) -> None:
-        require_factor_settings(self)
 
 
 @register(

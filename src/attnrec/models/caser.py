@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import FOLD_IN_ITEMS, user_inputs, user_vectors
+from attnrec.models._baselines import FOLD_IN_ITEMS, UserVectorSettings, user_inputs, user_vectors
 from attnrec.models.batches.windows import negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, Factorised, ItemBiased, SequentialModel
 from attnrec.models.registry import register
@@ -37,7 +37,7 @@ from attnrec.models.validation import require_positive
 
 
 @dataclass(frozen=True)
-class CaserConfig:
+class CaserConfig(UserVectorSettings):
     """Caser hyperparameters (defaults: the paper's)."""
 
     dim: int = 50  # d, the item and user embedding size
@@ -47,17 +47,14 @@ class CaserConfig:
     n_horizontal: int = 16  # horizontal filters of each height 1..L
     dropout: float = 0.5  # on the fully connected layer's input
     n_negatives: int = 3  # sampled negatives per training instance
-    fold_in_steps: int = 30  # Adam steps fitting an unknown user's vector (0 = mean user)
-    # Sparse gradients for the ID tables: lazy Adam then updates only the rows a batch touched. On a
-    # large catalog the dense Adam step over every row dominates (Beauty: 87 of 121 ms per batch).
-    sparse: bool = False
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require_positive(dim=self.dim, window=self.window, targets=self.targets, n_negatives=self.n_negatives)
         if self.n_vertical < 0 or self.n_horizontal < 0 or self.n_vertical + self.n_horizontal == 0:
             raise ValueError("n_vertical and n_horizontal must be >= 0 and not both 0")
-        if not 0 <= self.dropout < 1 or self.fold_in_steps < 0:
-            raise ValueError("dropout must be in [0, 1) and fold_in_steps >= 0")
+        if not 0 <= self.dropout < 1:
+            raise ValueError("dropout must be in [0, 1)")
 
 
 @register(

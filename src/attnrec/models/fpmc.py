@@ -25,30 +25,26 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import FOLD_IN_ITEMS, transition_presets, user_vectors
+from attnrec.models._baselines import FOLD_IN_ITEMS, FactorSettings, transition_presets, user_vectors
 from attnrec.models.batches.windows import last_items, negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, Factorised, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import factorised_scores
-from attnrec.models.validation import require_factor_settings
+from attnrec.models.validation import require_positive_fields
 
 
 @dataclass(frozen=True)
-class FPMCConfig:
-    """FPMC / FMC hyperparameters."""
+class FPMCConfig(FactorSettings):
+    """FPMC / FMC hyperparameters: the factor settings (``dim`` factors of each of the two or four
+    embedding tables, ``reg`` on the factors of each training triple, ``n_negatives`` per transition; FMC
+    has no user vector to fold in) and the length of the chain."""
 
-    dim: int = 64  # factors of each of the (two or four) embedding tables
     n_prev: int = 1  # previous items whose transitions are averaged (1 = first-order chain)
-    reg: float = 1e-4  # L2 weight on the factors of each training triple
-    n_negatives: int = 1  # negatives per transition; the loss averages over them
-    init_std: float = 0.1  # factors start as N(0, init_std^2)
-    fold_in_steps: int = 30  # FPMC: Adam steps fitting an unknown user's vector (0 = mean user)
-    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
-    sparse: bool = False
 
     def __post_init__(self) -> None:
-        require_factor_settings(self, "n_prev")
+        super().__post_init__()
+        require_positive_fields(self, "n_prev")
 
 
 @register("fpmc", config=FPMCConfig, presets=transition_presets(personal=True))

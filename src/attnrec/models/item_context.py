@@ -41,20 +41,35 @@ from attnrec.models.nn.layers import MultiHeadAttention
 FEATURE_MODES = ("none", "sum", "concat", "gate")
 
 
-def check_feature_options(mode: str, id_dropout: float, sparse: bool = False) -> None:
-    """Reject inconsistent item-feature settings of a model config with a one-line ``ValueError``."""
-    if mode not in FEATURE_MODES:
-        raise ValueError(f"item_features must be one of {', '.join(FEATURE_MODES)}, not {mode!r}")
-    if not 0.0 <= id_dropout < 1.0:
-        raise ValueError(f"id_dropout must be in [0, 1), not {id_dropout}")
-    if id_dropout > 0 and mode == "none":
-        raise ValueError(
-            "id_dropout drops ID embeddings in favour of features: it needs item_features sum/concat/gate"
-        )
-    if sparse and mode != "none":
-        raise ValueError(
-            "sparse_embedding cannot be combined with item_features (the feature table is dense)"
-        )
+@dataclass(frozen=True, kw_only=True)
+class ItemFeatureFields:
+    """The item-feature settings SASRecConfig and BERT4RecConfig share; all off."""
+
+    # "none", "sum", "concat" or "gate" fusion of ID and feature vectors in the item table
+    item_features: str = "none"
+    # The fields used, comma-separated (a string, not a tuple, so that the settings survive JSON round
+    # trips unchanged); empty: all of the data's item feature fields.
+    feature_fields: str = ""
+    # Training: the probability of zeroing an item's ID vector (what lets features alone rank cold items).
+    id_dropout: float = 0.0
+
+    def check_item_features(self, sparse: bool = False) -> None:
+        """Reject inconsistent settings with a one-line ``ValueError`` (called by the configs'
+        ``__post_init__``; ``sparse``: the config's item embedding has sparse gradients)."""
+        if self.item_features not in FEATURE_MODES:
+            raise ValueError(
+                f"item_features must be one of {', '.join(FEATURE_MODES)}, not {self.item_features!r}"
+            )
+        if not 0.0 <= self.id_dropout < 1.0:
+            raise ValueError(f"id_dropout must be in [0, 1), not {self.id_dropout}")
+        if self.id_dropout > 0 and self.item_features == "none":
+            raise ValueError(
+                "id_dropout drops ID embeddings in favour of features: it needs item_features sum/concat/gate"
+            )
+        if sparse and self.item_features != "none":
+            raise ValueError(
+                "sparse_embedding cannot be combined with item_features (the feature table is dense)"
+            )
 
 
 def feature_settings(config: object) -> tuple[str, tuple[str, ...], bool]:
@@ -453,9 +468,9 @@ __all__ = [
     "FieldEmbedding",
     "ItemContext",
     "ItemExtensible",
+    "ItemFeatureFields",
     "ItemFeatures",
     "ModelContext",
-    "check_feature_options",
     "context_for",
     "feature_settings",
     "grown_embedding",

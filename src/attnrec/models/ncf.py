@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import user_inputs, user_vectors
+from attnrec.models._baselines import UserVectorSettings, user_inputs, user_vectors
 from attnrec.models.batches.windows import interaction_batches
 from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
 from attnrec.models.registry import register
@@ -40,7 +40,7 @@ CHUNK_ELEMENTS = 1 << 22  # (user, item, hidden) activations computed at once wh
 
 
 @dataclass(frozen=True)
-class NCFConfig:
+class NCFConfig(UserVectorSettings):
     """NeuMF hyperparameters (the paper's defaults: 8 predictive factors, 4 negatives)."""
 
     gmf_dim: int = 8  # GMF embedding size (the paper's "predictive factors")
@@ -49,16 +49,14 @@ class NCFConfig:
     n_negatives: int = 4  # sampled negatives per positive interaction
     dropout: float = 0.0  # dropout after every MLP layer
     init_std: float = 0.01  # embeddings start as N(0, init_std^2), as in the paper's code
-    fold_in_steps: int = 30  # Adam steps fitting an unknown user's vectors (0 = mean user)
-    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
-    sparse: bool = False
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require_positive(gmf_dim=self.gmf_dim, n_negatives=self.n_negatives)
         if len(self.mlp_layers) < 2 or min(self.mlp_layers) < 1 or self.mlp_layers[0] % 2:
             raise ValueError("mlp_layers needs >= 2 positive widths, the first one even")
-        if not 0 <= self.dropout < 1 or self.init_std <= 0 or self.fold_in_steps < 0:
-            raise ValueError("dropout must be in [0, 1), init_std > 0 and fold_in_steps >= 0")
+        if not 0 <= self.dropout < 1 or self.init_std <= 0:
+            raise ValueError("dropout must be in [0, 1) and init_std > 0")
 
 
 @register(

@@ -51,8 +51,8 @@ from attnrec.models.event_context import (
 )
 from attnrec.models.item_context import (
     DecoupledAttention,
+    ItemFeatureFields,
     ModelContext,
-    check_feature_options,
     grown_embedding,
     item_context,
     require_fused,
@@ -91,9 +91,9 @@ class SASRecNetwork:
 
 
 @dataclass(frozen=True)
-class SASRecConfig(SASRecNetwork, EventFields):
-    """SASRec hyperparameters (defaults: the paper's ML-1M settings): the per-event settings
-    (EventFields), the network's (SASRecNetwork), then these."""
+class SASRecConfig(SASRecNetwork, EventFields, ItemFeatureFields):
+    """SASRec hyperparameters (defaults: the paper's ML-1M settings): the item-feature settings
+    (ItemFeatureFields), the per-event settings (EventFields), the network's (SASRecNetwork), then these."""
 
     # The authors' attention exactly: heads concatenated without an output projection, and dropout on
     # the attention probabilities only, none on the attention's output (attnrec's block has both).
@@ -116,14 +116,7 @@ class SASRecConfig(SASRecNetwork, EventFields):
     # bce or sampled_ce a step's memory and time then do not grow with the catalog. Single process,
     # no grad_clip.
     sparse_embedding: bool = False
-    # Item features (attnrec.models.item_context): "none", "sum", "concat" or "gate" fusion of ID and feature
-    # vectors in the item table; the fields used, comma-separated (a string, not a tuple, so that the
-    # settings survive JSON round trips unchanged; empty: all of the data's item feature fields); the
-    # probability of zeroing an item's ID vector in training (what lets features alone rank cold items);
-    # DIF-SR attention (each field's own attention logits, values from the ID stream).
-    item_features: str = "none"
-    feature_fields: str = ""
-    id_dropout: float = 0.0
+    # DIF-SR attention over the item features: each field's own attention logits, values from the ID stream.
     difsr: bool = False
     # Per-event inputs and targets: the EventFields (attnrec.models.event_context), plus the time of the
     # predicted event (the request's, at the newest position) as an input at each position.
@@ -147,7 +140,7 @@ class SASRecConfig(SASRecNetwork, EventFields):
             raise ValueError(
                 "sparse_embedding needs loss bce or sampled_ce (a full softmax touches every item)"
             )
-        check_feature_options(self.item_features, self.id_dropout, self.sparse_embedding or False)
+        self.check_item_features(sparse=self.sparse_embedding)
         if self.difsr and self.authors_attention:
             raise ValueError("difsr cannot be combined with authors_attention")
         if self.difsr and self.sparse_embedding:

@@ -27,29 +27,20 @@ import torch
 from torch import nn
 
 from attnrec.data.schema import Sequences
-from attnrec.models._baselines import transition_presets, user_inputs, user_vectors
+from attnrec.models._baselines import FactorSettings, transition_presets, user_inputs, user_vectors
 from attnrec.models.batches.windows import negative_batches, positions, prefix_windows
 from attnrec.models.contracts import Batch, CandidateScorer, SequentialModel
 from attnrec.models.objectives.kernels import bpr_loss
 from attnrec.models.registry import register
 from attnrec.models.scoring import mask_padding
-from attnrec.models.validation import require_factor_settings
 
 
 @dataclass(frozen=True)
-class TransRecConfig:
-    """TransRec hyperparameters."""
-
-    dim: int = 64  # dimension of the transition space
-    reg: float = 1e-4  # L2 weight on the item bias beta and the personal translation t_u
-    n_negatives: int = 1  # negatives per transition; the loss averages over them
-    init_std: float = 0.1  # item points start as N(0, init_std^2); translations start at 0
-    fold_in_steps: int = 30  # Adam steps fitting an unknown user's offset (0 = global translation only)
-    # Sparse gradients for the ID tables: lazy Adam updates only the rows a batch touched.
-    sparse: bool = False
-
-    def __post_init__(self) -> None:
-        require_factor_settings(self)
+class TransRecConfig(FactorSettings):
+    """TransRec hyperparameters, the factor settings read for translations: ``dim`` is the dimension of
+    the transition space, ``reg`` the L2 weight on the item bias beta and the personal translation t_u,
+    ``n_negatives`` per transition; item points start as N(0, init_std^2), translations at 0, and
+    ``fold_in_steps`` fit an unknown user's offset (0 = the global translation only)."""
 
 
 @register(
