@@ -3,7 +3,9 @@ down."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,31 @@ def test_sqlite_runs_in_wal_mode_with_the_durability_asked_for(tmp_path: Path) -
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL (FULL is 2)
     assert SqliteStore(tmp_path / "f.db")._conn().execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def _open_files(path: Path) -> int:
+    """How many of this process's file descriptors are ``path`` (Linux: /proc/self/fd)."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == str(path.resolve()))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+def test_sqlite_closes_the_connection_of_a_thread_that_has_ended(tmp_path: Path) -> None:
+    """A server opens the store from a new thread at each reload: the connections of ended threads must
+    not pile up (each holds a file descriptor and SQLite's page cache)."""
+    path = tmp_path / "events.db"
+    store = SqliteStore(path)
+    store.append([Event("u", "i", 1)])
+    for _ in range(20):
+        reader = threading.Thread(target=store.count)
+        reader.start()
+        reader.join()
+    # This thread's connection, the last ended thread's (closed when the next one opens), and one file
+    # SQLite keeps open after a close while another connection of the process holds a lock on the file.
+    assert _open_files(path) <= 3
+    assert store.count() == 1
+    store.close()
+    assert _open_files(path) == 0
 
 
 def test_a_redis_store_hides_the_password_of_its_url(tmp_path: Path) -> None:

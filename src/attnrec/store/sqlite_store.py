@@ -93,7 +93,9 @@ class SqliteStore(StoreBackend):
         self.durability = durability
         self._busy = busy_seconds
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        # Every open connection with the thread that opened it: one a thread, closed once the thread has
+        # ended (a server's reloads and warm-ups each run on a new thread).
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
         self._closed = False
         if self.path.is_dir():
@@ -120,7 +122,11 @@ class SqliteStore(StoreBackend):
                 raise DataError(f"{self.path}: cannot be opened as an event store ({e})") from None
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                ended = [c for t, c in self._all if not t.is_alive()]
+                self._all = [(t, c) for t, c in self._all if t.is_alive()]
+                self._all.append((threading.current_thread(), conn))
+            for old in ended:
+                old.close()
         return conn
 
     def _set_up(self, conn: sqlite3.Connection) -> None:
@@ -241,7 +247,7 @@ class SqliteStore(StoreBackend):
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for conn in self._all:
+            for _, conn in self._all:
                 conn.close()
             self._all.clear()
 
