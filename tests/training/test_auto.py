@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attnrec import Recommender
+from attnrec import Recommender, get_spec
 from attnrec.cli.main import app
 from attnrec.config import ConfigError
 from attnrec.data.build import from_columns
 from attnrec.data.split import leave_one_out
-from attnrec.models.bert4rec import BERT4RecConfig
-from attnrec.models.pop import PopConfig
 from attnrec.models.sasrec import SASRecConfig
 from attnrec.training.auto import CE_LOGITS_PER_EPOCH, CE_MAX_ITEMS, SPARSE_EVENTS, DataShape, choose
 from synthetic_logs import ring_log
+
+SASREC = get_spec("sasrec")
 
 
 def shape(**kw: object) -> DataShape:
@@ -50,12 +50,12 @@ def test_data_shape_counts_the_training_split() -> None:
 
 @pytest.mark.parametrize(("p90", "window"), [(12.0, 50), (50.0, 50), (51.0, 100), (180.0, 200), (900.0, 200)])
 def test_on_dense_data_the_window_is_the_smallest_that_covers_most_histories(p90: float, window: int) -> None:
-    chosen = choose("sasrec", SASRecConfig, shape(history_p90=p90, train_events=SPARSE_EVENTS), {}, {})
+    chosen = choose(SASREC, shape(history_p90=p90, train_events=SPARSE_EVENTS), {}, {})
     assert chosen.model["max_len"] == window
 
 
 def test_on_sparse_data_the_window_is_the_papers_50_however_long_the_histories() -> None:
-    chosen = choose("sasrec", SASRecConfig, shape(history_p90=900.0, train_events=SPARSE_EVENTS - 1), {}, {})
+    chosen = choose(SASREC, shape(history_p90=900.0, train_events=SPARSE_EVENTS - 1), {}, {})
     assert chosen.model["max_len"] == 50
 
 
@@ -63,12 +63,12 @@ def test_on_sparse_data_the_window_is_the_papers_50_however_long_the_histories()
     ("users", "batch"), [(100_000, 128), (2_560, 128), (2_559, 64), (1_280, 64), (1_279, 32), (50, 32)]
 )
 def test_the_batch_gives_about_20_steps_an_epoch(users: int, batch: int) -> None:
-    assert choose("sasrec", SASRecConfig, shape(train_users=users), {}, {}).train["batch_size"] == batch
+    assert choose(SASREC, shape(train_users=users), {}, {}).train["batch_size"] == batch
 
 
 def test_dropout_follows_the_papers_sparse_and_dense_regimes() -> None:
-    sparse = choose("sasrec", SASRecConfig, shape(train_events=SPARSE_EVENTS - 1), {}, {})
-    dense = choose("sasrec", SASRecConfig, shape(train_events=SPARSE_EVENTS), {}, {})
+    sparse = choose(SASREC, shape(train_events=SPARSE_EVENTS - 1), {}, {})
+    dense = choose(SASREC, shape(train_events=SPARSE_EVENTS), {}, {})
     assert (sparse.model["dropout"], dense.model["dropout"]) == (0.5, 0.2)
 
 
@@ -76,40 +76,38 @@ def test_a_full_softmax_unless_an_epoch_of_it_is_too_long() -> None:
     positions = {50: 400_000, 100: 450_000, 200: 480_000}
     at_bound = CE_LOGITS_PER_EPOCH // 400_000  # the catalog at which 400,000 positions reach the bound
     assert at_bound <= CE_MAX_ITEMS
-    small = choose("sasrec", SASRecConfig, shape(n_items=at_bound, positions=positions), {}, {})
-    large = choose("sasrec", SASRecConfig, shape(n_items=at_bound + 1, positions=positions), {}, {})
+    small = choose(SASREC, shape(n_items=at_bound, positions=positions), {}, {})
+    large = choose(SASREC, shape(n_items=at_bound + 1, positions=positions), {}, {})
     assert (small.model["loss"], small.model["fast_ce"]) == ("ce", True)
     assert (large.model["loss"], large.model["n_negatives"]) == ("sampled_ce", 256)
     assert "fast_ce" not in large.model
 
 
 def test_a_large_catalog_takes_the_sampled_softmax_however_little_data() -> None:
-    small = choose("sasrec", SASRecConfig, shape(n_items=CE_MAX_ITEMS), {}, {})
-    large = choose("sasrec", SASRecConfig, shape(n_items=CE_MAX_ITEMS + 1, positions={50: 100}), {}, {})
+    small = choose(SASREC, shape(n_items=CE_MAX_ITEMS), {}, {})
+    large = choose(SASREC, shape(n_items=CE_MAX_ITEMS + 1, positions={50: 100}), {}, {})
     assert (small.model["loss"], large.model["loss"]) == ("ce", "sampled_ce")
     assert any(f"items is over {CE_MAX_ITEMS:,}" in r for r in large.reasons)
 
 
 def test_noise_aware_stopping_only_on_a_small_validation_set() -> None:
-    small = choose("sasrec", SASRecConfig, shape(valid_users=2_000), {}, {})
-    large = choose("sasrec", SASRecConfig, shape(valid_users=20_000), {}, {})
+    small = choose(SASREC, shape(valid_users=2_000), {}, {})
+    large = choose(SASREC, shape(valid_users=20_000), {}, {})
     assert (small.train["smooth"], small.train["min_epochs"], small.train["patience"]) == (3, 20, 10)
     assert "smooth" not in large.train and large.train["patience"] == 10
 
 
 def test_given_settings_are_never_replaced_and_their_reasons_are_not_claimed() -> None:
-    chosen = choose(
-        "sasrec", SASRecConfig, shape(), {"max_len": 20, "dropout": 0.1, "loss": "bce"}, {"patience": 3}
-    )
+    chosen = choose(SASREC, shape(), {"max_len": 20, "dropout": 0.1, "loss": "bce"}, {"patience": 3})
     assert {"max_len", "dropout", "loss", "fast_ce"}.isdisjoint(chosen.model)
     assert "patience" not in chosen.train and chosen.train["smooth"] == 3
     assert not any(r.startswith(("max_len", "loss")) for r in chosen.reasons)
 
 
 def test_models_take_only_the_rules_they_have_settings_for() -> None:
-    bert = choose("bert4rec", BERT4RecConfig, shape(), {}, {})
+    bert = choose(get_spec("bert4rec"), shape(), {}, {})
     assert set(bert.model) == {"max_len"}  # its own objective and width stay the model's
-    pop = choose("pop", PopConfig, shape(), {}, {})
+    pop = choose(get_spec("pop"), shape(), {}, {})
     assert pop.model == {}
 
 

@@ -327,8 +327,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         n_items = data.n_items
         self._chosen_for = split
         self.auto_ = auto_settings.choose(
-            self.name,
-            self.spec.config_cls,
+            self.spec,
             auto_settings.DataShape.of(split, n_items),
             self._given_model,
             self._given_train,

@@ -34,11 +34,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnrec.data.split import Split
+
+if TYPE_CHECKING:
+    from attnrec.models.registry import ModelSpec
 
 WINDOWS = (50, 100, 200)
 BATCHES = (128, 64, 32)
@@ -148,14 +151,11 @@ FULL_RULES = frozenset({"sasrec"})
 
 
 def choose(
-    model: str,
-    config_cls: type,
-    shape: DataShape,
-    given_model: Mapping[str, Any],
-    given_train: Mapping[str, Any],
+    spec: ModelSpec, shape: DataShape, given_model: Mapping[str, Any], given_train: Mapping[str, Any]
 ) -> AutoSettings:
-    """Settings for ``model`` on data of ``shape``, filling only keys absent from the given ones."""
-    fields = _fields(config_cls)
+    """Settings for the model of ``spec`` on data of ``shape``, filling only keys absent from the given
+    ones."""
+    fields = _fields(spec.config_cls)
     model_out: dict[str, Any] = {}
     train_out: dict[str, Any] = {}
     reasons: list[str] = []
@@ -171,7 +171,7 @@ def choose(
         window, why = _window(shape)
         offer(model_out, given_model, {"max_len": window}, why)
         max_len = max_len or window
-    if model in FULL_RULES:
+    if spec.name in FULL_RULES:
         offer(model_out, given_model, {"hidden": 64}, "hidden 64: the width the committed runs use")
         rate, why = _dropout(shape)
         offer(model_out, given_model, {"dropout": rate, "attn_dropout": 0.0}, why)
