@@ -36,7 +36,7 @@ from attnrec.data.reviews import ReviewData, ReviewSplit, encode_reviews, random
 from attnrec.data.text import Vocabulary
 from attnrec.evaluation.text_metrics import explanation_metrics, mae, rmse
 from attnrec.models.contracts import Batch
-from attnrec.recommend import Explainer
+from attnrec.recommend import Decoding, Explainer
 from attnrec.training.loop import train
 from attnrec.training.train_config import TrainConfig
 
@@ -241,7 +241,7 @@ def run(cfg: dict[str, Any], quick: bool, work: Path, save: Any = None) -> dict[
                 train_cfg | {"seed": seed},
                 preset=None,
                 max_vocab=cfg["data"]["max_vocab"],
-                no_repeat_ngram=NO_REPEAT_NGRAM,
+                decoding=Decoding(no_repeat_ngram=NO_REPEAT_NGRAM),
             )
             ex.fit(data, split, progress=False)
             m = ex.evaluate(data, split.test)

@@ -263,7 +263,7 @@ def run_attnrec(
     out: dict[str, dict[str, float]] = {}
     cpu = 0.0
     for name, n in cfg["decoding"].items():
-        pred, gen = ex.predict(data, split.test, no_repeat_ngram=int(n))
+        pred, gen = ex.predict(data, split.test, decoding=ex.decoding.but(no_repeat_ngram=int(n)))
         if not out:  # the whole-run CPU time, as the reference's: training, validation, one test decoding
             cpu = time.process_time() - c0
         truth = data.rating[split.test]

@@ -10,12 +10,13 @@ import pytest
 import torch
 
 from attnrec.checkpoint import MANIFEST
+from attnrec.config import ConfigError
 from attnrec.data.reviews import encode_reviews, from_records, random_split
 from attnrec.data.schema import DataError
 from attnrec.models.nn.masks import peter_mask
 from attnrec.models.peter import BOS_ID, EOS_ID, PAD_ID, PETER, UNK_ID, PETERConfig
 from attnrec.models.registry import get_spec, list_models
-from attnrec.recommend.explainer import DAMPINGS, DECODINGS, Explainer, damped_offsets
+from attnrec.recommend.explainer import DAMPINGS, DECODINGS, Decoding, Explainer, damped_offsets
 
 TINY = {"emsize": 16, "n_heads": 2, "ffn": 32, "dropout": 0.0}
 
@@ -281,20 +282,24 @@ def test_explainer_fit_explain_evaluate_and_save_load_identity(tmp_path: Path) -
     for k, v in ex.core.state_dict().items():
         torch.testing.assert_close(back.core.state_dict()[k], v)
     assert back.explain("u1", "i0", feature="tuner") == ex.explain("u1", "i0", feature="tuner")
-    assert back.explain("u1", "i0", beam=3) == ex.explain("u1", "i0", beam=3)
+    beam3 = ex.decoding.but(beam=3)
+    assert back.explain("u1", "i0", decoding=beam3) == ex.explain("u1", "i0", decoding=beam3)
     np.testing.assert_allclose(back.predict(data, split.test)[0], ex.predict(data, split.test)[0])
     assert back.evaluate(data, split.test) == metrics
     with pytest.raises(DataError, match="unknown user"):
         back.explain("nobody", "i0")
     # the default decoding blocks repeated trigrams; the paper's plain decoding stays one named value away
-    assert ex.no_repeat_ngram == back.no_repeat_ngram == DECODINGS["blocked"] == 3 and DECODINGS["paper"] == 0
+    assert ex.decoding == back.decoding == Decoding(1, 8, DECODINGS["blocked"]) and DECODINGS["paper"] == 0
     assert ex.evaluations_[0]["no_repeat_ngram"] == 3
-    assert ex.predict(data, split.test)[1] == ex.predict(data, split.test, no_repeat_ngram=3)[1]
+    assert (
+        ex.predict(data, split.test)[1]
+        == ex.predict(data, split.test, decoding=Decoding(no_repeat_ngram=3))[1]
+    )
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
     del cfg["decode"]["no_repeat_ngram"]  # a directory saved before n-gram blocking (and before manifests)
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
     (tmp_path / "m" / MANIFEST).unlink()
-    assert Explainer.load(tmp_path / "m", device="cpu", allow_unsigned=True).no_repeat_ngram == 3
+    assert Explainer.load(tmp_path / "m", device="cpu", allow_unsigned=True).decoding.no_repeat_ngram == 3
 
 
 def test_rating_head_can_start_at_the_training_mean() -> None:
@@ -388,3 +393,22 @@ def test_own_rating_snapshot_survives_a_resume(tmp_path: Path) -> None:
 def test_rating_checkpoint_must_be_known() -> None:
     with pytest.raises(ValueError, match="rating_checkpoint"):
         PETERConfig(rating_checkpoint="best")
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"beam": 0}, "beam must be at least 1, not 0"),
+        ({"max_len": 0}, "max_len must be at least 1 word, not 0"),
+        ({"no_repeat_ngram": -1}, "no_repeat_ngram must be >= 0, not -1"),
+    ],
+)
+def test_a_decoding_out_of_range_is_refused_not_replaced_by_the_default(
+    settings: dict[str, int], message: str
+) -> None:
+    """A beam or a length of 0 once meant "the explainer's own" without a word; it is an error now."""
+    with pytest.raises(ConfigError, match=message):
+        Decoding(**settings)
+    with pytest.raises(ConfigError, match=message):
+        Decoding().but(**settings)
+    assert Decoding(beam=4).but(beam=None, max_len=12) == Decoding(beam=4, max_len=12)

@@ -154,7 +154,9 @@ def explain(
     ex = Explainer.load(model)
     if feature is not None and not ex.config.use_feature:
         warn_line("this model is PETER without features; --feature is ignored")
-    res = ex.explain(user, item, feature, beam=beam, max_len=max_len, no_repeat_ngram=ngram)
+    res = ex.explain(
+        user, item, feature, decoding=ex.decoding.but(beam=beam, max_len=max_len, no_repeat_ngram=ngram)
+    )
     if as_json:
         print_json(res)
         return
@@ -192,7 +194,7 @@ def explain_evaluate(
         warn_line(f"{data} differs from the file the model was trained on ({ex.source_.path})")
     spec = split or _split_of(model)
     sp = _split(reviews, data, spec)
-    metrics = ex.evaluate(reviews, sp.test, beam=beam, no_repeat_ngram=ngram)
+    metrics = ex.evaluate(reviews, sp.test, decoding=ex.decoding.but(beam=beam, no_repeat_ngram=ngram))
     if as_json:
         print_json(metrics)
         return

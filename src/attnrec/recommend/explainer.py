@@ -18,6 +18,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any  # settings dicts, JSON records and explanation answers
 
@@ -54,6 +55,35 @@ DECODINGS: dict[str, int] = {"paper": 0, "blocked": 3}
 DEFAULT_NO_REPEAT_NGRAM = DECODINGS["blocked"]
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How an explanation is generated (:meth:`attnrec.models.peter.PETER.generate`).
+
+    ``beam`` 1 is greedy decoding (the paper's), more is beam search; at most ``max_len`` words (None:
+    the explainer's own, by default the model's ``max_words``); ``no_repeat_ngram`` n > 0 never repeats
+    an n-gram (default 3, ``DECODINGS["blocked"]``), 0 is the paper's plain decoding
+    (``DECODINGS["paper"]``). An :class:`Explainer` holds one as its default; ``predict``, ``evaluate``
+    and ``explain`` take another for one call, e.g. ``ex.decoding.but(beam=4)``.
+    """
+
+    beam: int = 1
+    max_len: int | None = None
+    no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM
+
+    def __post_init__(self) -> None:
+        if self.beam < 1:
+            raise ConfigError(f"beam must be at least 1, not {self.beam}")
+        if self.max_len is not None and self.max_len < 1:
+            raise ConfigError(f"max_len must be at least 1 word, not {self.max_len}")
+        if self.no_repeat_ngram < 0:
+            raise ConfigError(f"no_repeat_ngram must be >= 0, not {self.no_repeat_ngram}")
+
+    def but(self, **changes: int | None) -> Decoding:
+        """This decoding with the ``changes`` that are not None (a command's options left unset keep
+        the model's)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
 def damped_offsets(
     user: np.ndarray, item: np.ndarray, rating: np.ndarray, n_users: int, n_items: int, damping: float
 ) -> tuple[float, np.ndarray, np.ndarray]:
@@ -87,10 +117,9 @@ class Explainer(LoadsModelDir):
         ``paper`` (default), ``plus`` (PETER+) or ``adam``.
     max_vocab : int
         Vocabulary size (the most frequent training words; paper 20,000).
-    beam, max_len, no_repeat_ngram : int
-        Decoding defaults: ``beam=1`` is greedy (paper); ``max_len`` defaults to ``max_words``;
-        ``no_repeat_ngram=n`` > 0 never repeats an n-gram; default 3 (``DECODINGS["blocked"]``);
-        0 is the paper's plain decoding (``DECODINGS["paper"]``).
+    decoding : Decoding
+        How explanations are generated unless a call says otherwise (greedy, at most the model's
+        ``max_words`` words, no trigram repeated); kept with the saved model.
     """
 
     TASK = EXPLAIN
@@ -102,9 +131,7 @@ class Explainer(LoadsModelDir):
         train: Mapping[str, Any] | TrainConfig | None = None,
         preset: str | None = "paper",
         max_vocab: int = 20_000,
-        beam: int = 1,
-        max_len: int | None = None,
-        no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM,
+        decoding: Decoding = Decoding(),
     ) -> None:
         self.spec: ModelSpec = get_spec(model)
         if self.spec.task != EXPLAIN or not issubclass(self.spec.cls, PETER):
@@ -124,11 +151,8 @@ class Explainer(LoadsModelDir):
             if isinstance(train, TrainConfig)
             else config_from_dict(TrainConfig, train_over | dict(train or {}))
         )
-        self.preset, self.max_vocab, self.beam = preset, max_vocab, beam
-        if no_repeat_ngram < 0:
-            raise ConfigError(f"no_repeat_ngram must be >= 0, not {no_repeat_ngram}")
-        self.no_repeat_ngram = no_repeat_ngram
-        self.max_len = max_len or self.config.max_words
+        self.preset, self.max_vocab = preset, max_vocab
+        self.decoding = decoding.but(max_len=decoding.max_len or self.config.max_words)
         self._core: PETER | None = None
         self.vocab_: Vocabulary | None = None
         self.users_: IdMap | None = None
@@ -262,12 +286,11 @@ class Explainer(LoadsModelDir):
         data: ReviewData,
         rows: np.ndarray | None = None,
         *,
-        beam: int | None = None,
-        max_len: int | None = None,
+        decoding: Decoding | None = None,
         batch_size: int = 256,
-        no_repeat_ngram: int | None = None,
     ) -> tuple[np.ndarray, list[list[str]]]:
-        """Predicted ratings and generated explanations (tokens) of ``data`` (records ``rows``).
+        """Predicted ratings and generated explanations (tokens) of ``data`` (records ``rows``), decoded
+        as ``decoding`` says (None: :attr:`decoding`).
 
         ``data`` must use this explainer's ID maps (the same dataset it was trained on); PETER+
         is given each record's ground-truth feature, as in the paper.
@@ -288,14 +311,7 @@ class Explainer(LoadsModelDir):
                 )
                 f = torch.from_numpy(enc.feature[r]).to(self.device)
                 ratings.append(self._rating(u, i, f).float().cpu().numpy())
-                ids = self.core.generate(
-                    u,
-                    i,
-                    f,
-                    max_len=max_len or self.max_len,
-                    beam=beam or self.beam,
-                    no_repeat_ngram=self._ngram(no_repeat_ngram),
-                )
+                ids = self.core.generate(u, i, f, **self._generation(decoding))
                 texts.extend(self.vocab_.decode(x) for x in ids)
         return np.concatenate(ratings) if ratings else np.zeros(0), texts
 
@@ -304,18 +320,18 @@ class Explainer(LoadsModelDir):
         data: ReviewData,
         rows: np.ndarray | None = None,
         *,
-        beam: int | None = None,
-        max_len: int | None = None,
+        decoding: Decoding | None = None,
         target: str = "test",
-        no_repeat_ngram: int | None = None,
     ) -> dict[str, float]:
-        """RMSE/MAE and every text metric on ``data`` (records ``rows``); kept with the model."""
+        """RMSE/MAE and every text metric on ``data`` (records ``rows``), explanations decoded as
+        ``decoding`` says (None: :attr:`decoding`); kept with the model."""
         self._require_fitted()
         assert self.vocab_ is not None
         self._check_same_maps(data)
         part = data if rows is None else data.take(rows)
         t0 = time.perf_counter()
-        pred, generated = self.predict(part, beam=beam, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
+        decoding = decoding or self.decoding
+        pred, generated = self.predict(part, decoding=decoding)
         enc = encode_reviews(part, self.vocab_, self.config.max_words)
         refs = [self.vocab_.decode(row[1:]) for row in enc.text]
         metrics = {
@@ -329,20 +345,20 @@ class Explainer(LoadsModelDir):
                 "records": len(part),
                 "split": self.split_name_,
                 "data": dataclasses.asdict(part.source),
-                "beam": beam or self.beam,
-                "no_repeat_ngram": self._ngram(no_repeat_ngram),
+                "beam": decoding.beam,
+                "no_repeat_ngram": decoding.no_repeat_ngram,
                 "seconds": time.perf_counter() - t0,
                 "metrics": metrics,
             }
         )
         return metrics
 
-    def _ngram(self, override: int | None) -> int:
-        """The n-gram blocking of one call: ``override`` when given, else the explainer's default."""
-        n = self.no_repeat_ngram if override is None else override
-        if n < 0:
-            raise ConfigError(f"no_repeat_ngram must be >= 0, not {n}")
-        return n
+    def _generation(self, decoding: Decoding | None) -> dict[str, int]:
+        """The keywords of ``PETER.generate`` for ``decoding`` (None: the explainer's own)."""
+        d = decoding or self.decoding
+        max_len = d.max_len or self.decoding.max_len
+        assert max_len is not None  # the explainer's own is resolved in __init__
+        return {"max_len": max_len, "beam": d.beam, "no_repeat_ngram": d.no_repeat_ngram}
 
     def _check_same_maps(self, data: ReviewData) -> None:
         assert self.users_ is not None and self.items_ is not None
@@ -358,12 +374,11 @@ class Explainer(LoadsModelDir):
         item: object,
         feature: str | None = None,
         *,
-        beam: int | None = None,
-        max_len: int | None = None,
+        decoding: Decoding | None = None,
         n_context: int = 10,
-        no_repeat_ngram: int | None = None,
     ) -> dict[str, Any]:
-        """``{"rating", "text", "context_words", "feature"}`` for a known ``user`` and ``item``.
+        """``{"rating", "text", "context_words", "feature"}`` for a known ``user`` and ``item``, the text
+        decoded as ``decoding`` says (None: :attr:`decoding`).
 
         PETER+ uses ``feature`` when given, else the item's most frequent training feature.
         """
@@ -383,14 +398,7 @@ class Explainer(LoadsModelDir):
             rating, context = self.core.predict(ut, it, ft)
             if self.rating_core_ is not None:  # rating_checkpoint="own": the rating's own weights
                 rating = self._rating(ut, it, ft)
-            ids = self.core.generate(
-                ut,
-                it,
-                ft,
-                max_len=max_len or self.max_len,
-                beam=beam or self.beam,
-                no_repeat_ngram=self._ngram(no_repeat_ngram),
-            )[0]
+            ids = self.core.generate(ut, it, ft, **self._generation(decoding))[0]
         top = context[0].topk(n_context + len(SPECIALS)).indices.tolist()
         words = [self.vocab_.words[j] for j in top if j >= len(SPECIALS)][:n_context]
         lo, hi = self.rating_range_
@@ -419,7 +427,7 @@ class Explainer(LoadsModelDir):
         }
         meta = {
             "max_vocab": self.max_vocab,
-            "decode": {"beam": self.beam, "max_len": self.max_len, "no_repeat_ngram": self.no_repeat_ngram},
+            "decode": dataclasses.asdict(self.decoding),
             "n_words": len(self.vocab_),
             "rating_range": list(self.rating_range_),
             "split": self.split_name_,
@@ -438,10 +446,12 @@ class Explainer(LoadsModelDir):
             record.train_config,
             preset=None,
             max_vocab=meta["max_vocab"],
-            beam=meta["decode"]["beam"],
-            max_len=meta["decode"]["max_len"],
-            # directories saved before n-gram blocking existed get today's default
-            no_repeat_ngram=int(meta["decode"].get("no_repeat_ngram", DEFAULT_NO_REPEAT_NGRAM)),
+            decoding=Decoding(
+                beam=meta["decode"]["beam"],
+                max_len=meta["decode"]["max_len"],
+                # directories saved before n-gram blocking existed get today's default
+                no_repeat_ngram=int(meta["decode"].get("no_repeat_ngram", DEFAULT_NO_REPEAT_NGRAM)),
+            ),
         )
         ex.preset = record.preset
         try:
@@ -486,4 +496,4 @@ class _RatingSnapshot:
                 write_json(self.path.with_suffix(".json"), {"mse": mse})
 
 
-__all__ = ["DAMPINGS", "DECODINGS", "DEFAULT_NO_REPEAT_NGRAM", "Explainer", "damped_offsets"]
+__all__ = ["DAMPINGS", "DECODINGS", "DEFAULT_NO_REPEAT_NGRAM", "Decoding", "Explainer", "damped_offsets"]
