@@ -78,13 +78,22 @@ import platform
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from attnrec.experiments.replay import (
+    Cases,
+    Log,
+    Plan,
+    choose_within,
+    model_ranks,
+    replay_cases,
+    summary,
+    to_model,
+)
 from provenance import ROOT, git_sha  # benchmarks/provenance.py, beside this script
 
 SHARED = next(
@@ -103,7 +112,6 @@ CUT_QUANTILE = 0.8
 MAX_STEPS = 6
 HOUR, DAY = 3600, 86400
 STEP_CHOICES = (6 * HOUR, 12 * HOUR, DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY, 182 * DAY, 365 * DAY)
-K = 10
 WARM_SHARE = 5  # --warm-mode all trains 1/WARM_SHARE of the initial model's epochs (at least one)
 WARM_MODES = ("new", "all", "new-validated", "new-dev")
 WARM_EPOCHS = 1  # --warm-mode new: passes over the new events per fine-tune
@@ -126,39 +134,6 @@ LABELS = {
 
 
 # -- the replay mechanics --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Log:
-    """A log in global indices, ordered by user then time (the order of :class:`Interactions`)."""
-
-    user: np.ndarray  # (N,) int64
-    item: np.ndarray  # (N,) int64, 1..n_items
-    time: np.ndarray  # (N,) int64 seconds
-    n_items: int
-
-    def user_starts(self) -> np.ndarray:
-        """(N,) the index of the first event of each event's user."""
-        first = np.r_[True, self.user[1:] != self.user[:-1]]
-        return np.maximum.accumulate(np.where(first, np.arange(len(self.user)), 0))
-
-    def before(self, t: int) -> Log:
-        """The events before time ``t``, in the same order."""
-        keep = self.time < t
-        return Log(self.user[keep], self.item[keep], self.time[keep], self.n_items)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The cut and the step boundaries: step ``s`` covers ``[bounds[s], bounds[s + 1])``."""
-
-    cut: int
-    step: int
-    bounds: tuple[int, ...]
-
-    @property
-    def n_steps(self) -> int:
-        return len(self.bounds) - 1
-
-
 def plan_steps(times: np.ndarray, quantile: float = CUT_QUANTILE, max_steps: int = MAX_STEPS) -> Plan:
     """The cut at the ``quantile`` of ``times`` and the shortest step of :data:`STEP_CHOICES` that divides
     the rest into at most ``max_steps`` steps."""
@@ -167,6 +142,13 @@ def plan_steps(times: np.ndarray, quantile: float = CUT_QUANTILE, max_steps: int
     step = next((s for s in STEP_CHOICES if math.ceil(span / s) <= max_steps), STEP_CHOICES[-1])
     n = math.ceil(span / step)
     return Plan(cut, step, tuple(cut + k * step for k in range(n + 1)))
+
+
+def choose_fine_tune(candidates: Sequence[dict[str, Any]], cpu_limit: float) -> dict[str, Any]:
+    """The fine-tune with the best development NDCG@10 (ties: the cheaper) among those whose CPU per step
+    is within ``cpu_limit``; the cheapest when none is (:func:`attnrec.experiments.replay.choose_within`)."""
+    ndcg = [c["NDCG@10"] for c in candidates]
+    return dict(candidates[choose_within(ndcg, [c["cpu_per_step"] for c in candidates], cpu_limit)])
 
 
 def development_plan(plan: Plan, times: np.ndarray, n_steps: int = DEV_STEPS) -> Plan:
@@ -179,112 +161,6 @@ def development_plan(plan: Plan, times: np.ndarray, n_steps: int = DEV_STEPS) ->
     if cut <= int(times.min()):
         raise ValueError(f"the log starts too late for a development replay of {n} steps before the cut")
     return Plan(cut, plan.step, tuple(cut + k * plan.step for k in range(n + 1)))
-
-
-def choose_fine_tune(candidates: Sequence[dict[str, Any]], cpu_limit: float) -> dict[str, Any]:
-    """The fine-tune with the best development NDCG@10 (ties: the cheaper) among those whose CPU per step
-    is within ``cpu_limit``; the cheapest when none is."""
-    within = [c for c in candidates if c["cpu_per_step"] <= cpu_limit]
-    if not within:
-        return dict(min(candidates, key=lambda c: c["cpu_per_step"]))
-    return dict(max(within, key=lambda c: (c["NDCG@10"], -c["cpu_per_step"])))
-
-
-@dataclass(frozen=True)
-class Cases:
-    """The replayed events answered, with what the server knows for each."""
-
-    pos: np.ndarray  # (C,) index of the target event in the log
-    start: np.ndarray  # (C,) index of the user's first event
-    frozen_end: np.ndarray  # (C,) index past the user's last event before the cut
-    step: np.ndarray  # (C,) the step the target falls in
-    request_time: (
-        np.ndarray
-    )  # (C,) the previous event's time, or the step start when later and before the target
-    target: np.ndarray  # (C,) global item
-    counts: dict[str, int]  # replayed events, first events, repeats, cases
-    exclude_seen: bool = True  # answers leave out the history's items (and repeats are no cases)
-
-    def live(self, log: Log, c: int) -> np.ndarray:
-        """Global items of case ``c``'s live history: every event of its user before the target."""
-        return log.item[self.start[c] : self.pos[c]]
-
-    def frozen(self, log: Log, c: int) -> np.ndarray:
-        """Global items of case ``c``'s frozen history: its user's events before the cut."""
-        return log.item[self.start[c] : self.frozen_end[c]]
-
-    def take(self, keep: np.ndarray) -> Cases:
-        return Cases(
-            self.pos[keep],
-            self.start[keep],
-            self.frozen_end[keep],
-            self.step[keep],
-            self.request_time[keep],
-            self.target[keep],
-            self.counts,
-            self.exclude_seen,
-        )
-
-
-def replay_cases(log: Log, plan: Plan, keep_repeats: bool = False) -> Cases:
-    """Every event at or after the cut that has a history and is not a repeat (with ``keep_repeats``, repeats
-    too; then no answer excludes the history), with its request time."""
-    starts = log.user_starts()
-    replayed = np.flatnonzero(log.time >= plan.cut)
-    pos, start, frozen_end, step, request, n_first, n_repeat = [], [], [], [], [], 0, 0
-    before_cut: dict[int, int] = {}
-    for p in replayed:
-        s = int(starts[p])
-        if s not in before_cut:  # the user's events before the cut end at its first replayed event
-            before_cut[s] = int(p)
-        if p == s:
-            n_first += 1
-            continue
-        if log.item[p] in set(log.item[s:p].tolist()):
-            n_repeat += 1
-            if not keep_repeats:
-                continue
-        k = min(int(np.searchsorted(plan.bounds, log.time[p], side="right")) - 1, plan.n_steps - 1)
-        pos.append(p)
-        start.append(s)
-        frozen_end.append(before_cut[s])
-        step.append(k)
-        # the step start counts only when it precedes the target: the target's own time is never used
-        start_k = plan.bounds[k] if plan.bounds[k] < log.time[p] else int(log.time[p - 1])
-        request.append(max(int(log.time[p - 1]), start_k))
-    pos_a = np.asarray(pos, dtype=np.int64)
-    counts = {"replayed": len(replayed), "first": n_first, "repeat": n_repeat, "cases": len(pos)}
-    return Cases(
-        pos_a,
-        np.asarray(start, dtype=np.int64),
-        np.asarray(frozen_end, dtype=np.int64),
-        np.asarray(step, dtype=np.int64),
-        np.asarray(request, dtype=np.int64),
-        log.item[pos_a] if len(pos_a) else np.zeros(0, dtype=np.int64),
-        counts,
-        not keep_repeats,
-    )
-
-
-def pessimistic_ranks(scores: torch.Tensor, targets: torch.Tensor, exclude: list[np.ndarray]) -> np.ndarray:
-    """0-based ranks of ``targets`` (B,) among the columns of ``scores`` (B, I+1) after column 0 and each
-    row's ``exclude`` items are removed; ties count against the target; a target 0 (unknown) gets -1."""
-    scores = scores.clone()
-    scores[:, 0] = -torch.inf
-    rows = np.repeat(np.arange(len(exclude)), [len(e) for e in exclude])
-    if len(rows):
-        scores[torch.from_numpy(rows), torch.from_numpy(np.concatenate(exclude))] = -torch.inf
-    own = scores.gather(1, targets[:, None])  # (B, 1)
-    ranks = (scores >= own).sum(1) - 1  # the target itself is >= own
-    ranks[targets == 0] = -1
-    return ranks.numpy()
-
-
-def summary(ranks: np.ndarray) -> dict[str, float]:
-    """Sums over cases: hits and NDCG@K (rank -1 = a miss)."""
-    hit = (ranks >= 0) & (ranks < K)
-    gain = np.where(hit, 1.0 / np.log2(np.maximum(ranks, 0) + 2.0), 0.0)
-    return {"hits": float(hit.sum()), "ndcg": float(gain.sum())}
 
 
 def window_popularity_ranks(log: Log, cases: Cases, window: int) -> np.ndarray:
@@ -318,42 +194,6 @@ def window_popularity_ranks(log: Log, cases: Cases, window: int) -> np.ndarray:
     return ranks
 
 
-def to_model(rec: Any, external: np.ndarray) -> np.ndarray:
-    """(n_items + 1,) the answering model's index of each global item (0: unknown to it)."""
-    out = np.zeros(len(external) + 1, dtype=np.int64)
-    for g, ext in enumerate(external, start=1):
-        j = rec.items_.get(ext)
-        out[g] = 0 if j is None else j
-    return out
-
-
-def model_ranks(
-    rec: Any, log: Log, cases: Cases, histories: str, g2m: np.ndarray, batch: int = 256
-) -> np.ndarray:
-    """Ranks of the cases' targets under ``rec`` with ``histories`` ("live" or "frozen")."""
-    from attnrec.data.schema import Sequences
-
-    history_of: Callable[[Log, int], np.ndarray] = cases.live if histories == "live" else cases.frozen
-    n_items = int(rec.items_.offset + len(rec.items_) - 1)
-    popular = torch.as_tensor(np.asarray(rec.popularity_, dtype=np.float32))  # (I+1,)
-    out = []
-    for lo in range(0, len(cases.pos), batch):
-        rows = range(lo, min(lo + batch, len(cases.pos)))
-        hist = [g2m[history_of(log, c)] for c in rows]
-        hist = [h[h > 0] for h in hist]
-        empty = np.array([len(h) == 0 for h in hist])
-        seqs = Sequences.from_lists([h if len(h) else [1] for h in hist], n_items)
-        users = np.zeros(len(hist), dtype=np.int64)
-        scores = rec.score_histories(users, seqs, cases.request_time[lo : rows.stop].astype(np.int64))
-        scores = scores.detach().float().cpu()
-        if empty.any():
-            scores[torch.from_numpy(empty)] = popular
-        targets = torch.from_numpy(g2m[cases.target[lo : rows.stop]])
-        seen = [np.unique(h) if cases.exclude_seen else h[:0] for h in hist]
-        out.append(pessimistic_ranks(scores, targets, seen))
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-
-
 # -- running it ------------------------------------------------------------------------------------
 class OutOfTime(Exception):
     """The run's time budget is spent; a rerun resumes."""
@@ -370,12 +210,7 @@ class Runner:
         self.data = load_data(path)
         if self.data.timestamp is None:
             raise SystemExit(f"{path}: the log has no timestamps; a replay cuts it by time")
-        self.log = Log(
-            self.data.user.astype(np.int64),
-            self.data.item.astype(np.int64),
-            np.floor(self.data.timestamp).astype(np.int64),
-            self.data.n_items,
-        )
+        self.log = Log.of(self.data)
         self.plan = plan_steps(self.log.time)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cases = replay_cases(self.log, self.plan, keep_repeats=args.repeats == "keep")

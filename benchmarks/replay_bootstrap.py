@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 import replay  # benchmarks/replay.py, beside this script
+from attnrec.experiments.replay import K, model_ranks, to_model
 from provenance import ROOT, git_sha
 
 RESAMPLES = 2000
@@ -30,7 +31,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def gains(ranks: np.ndarray) -> np.ndarray:
     """(C,) each case's NDCG@K gain (0 for a miss or an unknown target)."""
-    hit = (ranks >= 0) & (ranks < replay.K)
+    hit = (ranks >= 0) & (ranks < K)
     return np.where(hit, 1.0 / np.log2(np.maximum(ranks, 0) + 2.0), 0.0)
 
 
@@ -72,9 +73,9 @@ def measure(state: Path, log: str, repeats: str) -> dict[str, Any]:
         for kind, out in (("warm", warm), ("scratch", scratch)):
             model = "initial" if s == 0 else f"{kind}-{s}"
             rec = Recommender.load(runner.dir / "models" / model, device="cpu")
-            ranks = replay.model_ranks(rec, runner.log, cases, "live", replay.to_model(rec, runner.external))
+            ranks = model_ranks(rec, runner.log, cases, "live", to_model(rec, runner.external))
             out.append(gains(ranks))
-            hits[kind] += int(((ranks >= 0) & (ranks < replay.K)).sum())
+            hits[kind] += int(((ranks >= 0) & (ranks < K)).sum())
     w, d = np.concatenate(warm), np.concatenate(scratch)
     return {
         "log": log,
