@@ -114,3 +114,16 @@ def device_frame(column: str = "device", n_users: int = 30, length: int = 8) -> 
         for t in range(length)
     ]
     return pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp", column])
+
+
+def daily_cycle_frame(n_users: int = 80, n_items: int = 30, days: int = 24, seed: int = 0) -> pd.DataFrame:
+    """Users walking a cycle of items (the next item is the current + 1), one event a day at a random hour,
+    each user starting on a random day of the first half (``user``, ``item``, ``timestamp``)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for u in range(n_users):
+        first, start = int(rng.integers(0, days // 2)), int(rng.integers(0, n_items))
+        for d in range(first, days):
+            when = 1_700_006_400 + 86400 * d + int(rng.integers(0, 86400))
+            rows.append((f"u{u}", f"i{(start + d - first) % n_items}", when))
+    return pd.DataFrame(rows, columns=["user", "item", "timestamp"])

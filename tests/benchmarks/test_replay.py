@@ -1,6 +1,7 @@
 """The replay benchmark's own parts (benchmarks/replay.py) on a tiny log: the cut and steps, recent-window
 popularity, the development replay's plan and choice, own logs, the targets read off the overall figures
-and the committed tables (the mechanics it shares with the library: tests/experiments/test_replay_mechanics.py)."""
+and the committed tables (the mechanics it shares with the library:
+tests/experiments/test_replay_mechanics.py)."""
 
 from __future__ import annotations
 

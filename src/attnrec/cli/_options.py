@@ -42,6 +42,22 @@ def choice_option(flag: str, names: Sequence[str], help: str, **settings: Any) -
     )
 
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration(text: str) -> int:
+    """A typer ``parser`` of a length of time: seconds, or a number with a unit (``90s``, ``30m``,
+    ``12h``, ``1d``, ``2w``); at least one second."""
+    value, unit = (text[:-1], text[-1]) if text[-1:].lower() in DURATION_UNITS else (text, "s")
+    try:
+        seconds = float(value) * DURATION_UNITS[unit.lower()]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a length of time such as 3600, 12h, 1d or 2w") from None
+    if not 1 <= seconds < float("inf"):
+        raise typer.BadParameter(f"{text!r}: a length of time is at least one second")
+    return round(seconds)
+
+
 TargetEventsOpt = Annotated[
     str,
     typer.Option(

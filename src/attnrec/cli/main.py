@@ -79,6 +79,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "Warm-start a model on its base log plus the events a store gathered, save it, optionally reload a "
         "server.",
     ),
+    "plan-retrain": CommandEntry(
+        "plan_retrain",
+        "Choose the nightly retrain's fine-tune by replaying the log's last periods with each candidate.",
+    ),
     "tune": CommandEntry(
         "tune",
         "Search a model's hyper-parameters on validation (full ranking), then test the best trial once.",
