@@ -42,14 +42,14 @@ Protocol, per log:
   stops early (at most :data:`VALIDATED_MAX_EPOCHS` epochs, the library's default patience); a second
   fine-tune from the same previous model then trains its best epoch count on all of the step's events,
   the held-out ones included (``split "none"``), and is the step's model. Its CPU counts both fits.
-  ``--warm-mode new-dev`` fine-tunes on the new events as ``new`` does, for a number of epochs chosen
-  once per log on a *development replay* that ends at the cut and never reads an event after it: a
-  model trained on the events before ``cut - DEV_STEPS * step`` is carried through the
-  :data:`DEV_STEPS` steps before the cut by each fine-tune length of :data:`DEV_EPOCHS`; the length
-  with the best NDCG@10 over those steps wins (ties: the shorter), among the lengths whose CPU per step
-  is at most :data:`DEV_CPU_SHARE` of a scratch fit's, estimated as the development model's training
-  CPU per epoch times its chosen epochs (none within it: the shortest). The choice's own CPU is
-  reported beside the figures, not in (c)'s retraining CPU: it is spent once, not at every step.
+  ``--warm-mode plan`` fine-tunes as ``attnrec plan-retrain`` chooses once per log on the events before
+  the cut (:func:`attnrec.experiments.retrain_plan.plan_retrain` with the initial model, its
+  :data:`DEV_STEPS` periods of the step length, fine-tunes of :data:`DEV_EPOCHS` epochs on the new
+  events or a fifth of the initial model's on all events, each with the new item rows of
+  :data:`DEV_ROWS`, within :data:`DEV_CPU_SHARE` of a scratch fit's CPU): it never reads an event after
+  the cut. The plan's own CPU is reported beside the figures, not in (c)'s retraining CPU: it is spent
+  once, not at every step. (Records of ``new-dev``, this script's own earlier development replay, still
+  render.)
   (d) ``scratch-live``: at every later step start a new model is trained from scratch on all
   events so far (final fit, the initial model's training settings and as many epochs as it chose; with
   ``--scratch-recipe defaults`` the library's default training settings instead, e.g. batch size 128
@@ -70,7 +70,6 @@ skipped when present; models are saved there too, so a cut-off run resumes where
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os
@@ -88,7 +87,6 @@ from attnrec.experiments.replay import (
     Cases,
     Log,
     Plan,
-    choose_within,
     model_ranks,
     replay_cases,
     summary,
@@ -113,13 +111,13 @@ MAX_STEPS = 6
 HOUR, DAY = 3600, 86400
 STEP_CHOICES = (6 * HOUR, 12 * HOUR, DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY, 182 * DAY, 365 * DAY)
 WARM_SHARE = 5  # --warm-mode all trains 1/WARM_SHARE of the initial model's epochs (at least one)
-WARM_MODES = ("new", "all", "new-validated", "new-dev")
+WARM_MODES = ("new", "all", "new-validated", "plan")
 WARM_EPOCHS = 1  # --warm-mode new: passes over the new events per fine-tune
 VALIDATED_MAX_EPOCHS = 20  # --warm-mode new-validated: the most epochs its validated fine-tune may train
-DEV_STEPS = 4  # --warm-mode new-dev: steps of the development replay that ends at the cut
-DEV_EPOCHS = (1, 2, 4, 8, 16)  # --warm-mode new-dev: the fine-tune lengths it compares
-DEV_ROWS = ("initial", "histories")  # --warm-mode new-dev: where new items' rows start (fit's new_item_rows)
-DEV_CPU_SHARE = 0.25  # --warm-mode new-dev: a candidate's CPU per step at most this share of a scratch fit's
+DEV_STEPS = 4  # --warm-mode plan: periods replayed before the cut
+DEV_EPOCHS = (1, 2, 4, 8, 16)  # --warm-mode plan: the new-events fine-tune lengths it compares
+DEV_ROWS = ("initial", "histories")  # --warm-mode plan: where new items' rows start (fit's new_item_rows)
+DEV_CPU_SHARE = 0.25  # --warm-mode plan: a candidate's CPU per retrain at most this share of a scratch fit's
 SCRATCH_RECIPES = ("initial", "defaults")
 COPIED = ("step", "cases", "unknown_targets", "hits", "ndcg", "model", "histories")
 STRATEGIES = ("frozen-frozen", "frozen-live", "warm-live", "scratch-live", "pop-window", "recent")
@@ -142,25 +140,6 @@ def plan_steps(times: np.ndarray, quantile: float = CUT_QUANTILE, max_steps: int
     step = next((s for s in STEP_CHOICES if math.ceil(span / s) <= max_steps), STEP_CHOICES[-1])
     n = math.ceil(span / step)
     return Plan(cut, step, tuple(cut + k * step for k in range(n + 1)))
-
-
-def choose_fine_tune(candidates: Sequence[dict[str, Any]], cpu_limit: float) -> dict[str, Any]:
-    """The fine-tune with the best development NDCG@10 (ties: the cheaper) among those whose CPU per step
-    is within ``cpu_limit``; the cheapest when none is (:func:`attnrec.experiments.replay.choose_within`)."""
-    ndcg = [c["NDCG@10"] for c in candidates]
-    return dict(candidates[choose_within(ndcg, [c["cpu_per_step"] for c in candidates], cpu_limit)])
-
-
-def development_plan(plan: Plan, times: np.ndarray, n_steps: int = DEV_STEPS) -> Plan:
-    """The development replay of ``--warm-mode new-dev``: ``n_steps`` steps of the plan's length that end
-    at its cut (fewer when the log starts later; at least two, so that a fine-tune is compared)."""
-    n = n_steps
-    while n > 2 and plan.cut - n * plan.step <= int(times.min()):
-        n -= 1
-    cut = plan.cut - n * plan.step
-    if cut <= int(times.min()):
-        raise ValueError(f"the log starts too late for a development replay of {n} steps before the cut")
-    return Plan(cut, plan.step, tuple(cut + k * plan.step for k in range(n + 1)))
 
 
 def window_popularity_ranks(log: Log, cases: Cases, window: int) -> np.ndarray:
@@ -214,20 +193,8 @@ class Runner:
         self.plan = plan_steps(self.log.time)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cases = replay_cases(self.log, self.plan, keep_repeats=args.repeats == "keep")
-        self.chosen: dict[str, Any] | None = None  # --warm-mode new-dev: the fine-tune the development chose
+        self.chosen: dict[str, Any] | None = None  # --warm-mode plan: the fine-tune the plan chose
         self.external = np.asarray(self.data.items.external, dtype=object)
-
-    def development(self) -> Runner:
-        """The development replay of ``--warm-mode new-dev``: the same log and settings, its steps those
-        before the cut (:func:`development_plan`), none of the events after it, its units in ``dev/``."""
-        dev = copy.copy(self)
-        dev.dir = self.dir / "dev"
-        dev.dir.mkdir(parents=True, exist_ok=True)
-        dev.log = self.log.before(self.plan.cut)
-        dev.plan = development_plan(self.plan, dev.log.time)
-        dev.cases = replay_cases(dev.log, dev.plan, keep_repeats=not self.cases.exclude_seen)
-        dev.chosen = None
-        return dev
 
     def unit(self, key: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         path = self.dir / f"{key}.json"
@@ -382,60 +349,30 @@ class Runner:
 
         return self.evaluate(key, step, rank, extra | {"model": model, "histories": histories})
 
-    def choose_fine_tune(self) -> dict[str, Any]:
-        """The development replay's choice (on a runner from :meth:`development`): every fine-tune of
-        :data:`DEV_EPOCHS` passes over the new events, and the all-events one (``1/--warm-share`` of the
-        development model's epochs), each with the new item rows of :data:`DEV_ROWS`, carried through its
-        steps from one development model; the choice's unit (its ``scope``, ``epochs`` and ``rows``; an
-        all-events choice's epochs are re-derived from the real initial model)."""
-        plan = self.plan
-        initial = self.train("initial", plan.cut, "initial")
-        per_epoch = initial["cpu_seconds"] / max(1, initial["epochs"])
-        scratch_cpu = per_epoch * max(1, int(initial["epochs_chosen"]))
-        every = max(1, int(initial["epochs_chosen"]) // self.warm_share)
-        candidates = []
-        spent = initial["cpu_seconds"]  # the choice's own CPU: the model, every fine-tune and its answers
-        lengths = [*(("new", n) for n in DEV_EPOCHS), ("all", every)]
-        for rows, (scope, n) in ((r, c) for r in DEV_ROWS for c in lengths):
-            seeded, every_event = "-seed" if rows == "histories" else "", "-all" if scope == "all" else ""
-            name = f"warm{seeded}{every_event}-e{n}"
-            ndcg = cpu = 0.0
-            cases = 0
-            for s in range(1, plan.n_steps):  # step 0 is answered by the development model itself
-                previous = self.dir / "models" / ("initial" if s == 1 else f"{name}-{s - 1}")
-                trained = self.train(
-                    f"{name}-{s}", plan.bounds[s], "warm", previous, plan.bounds[s - 1], n, scope, rows
-                )
-                done = self.model_eval(
-                    f"{name.replace('warm', 'warm-live', 1)}-{s}", s, f"{name}-{s}", "live", {"epochs": n}
-                )
-                ndcg, cpu, cases = ndcg + done["ndcg"], cpu + trained["cpu_seconds"], cases + done["cases"]
-                spent += trained["cpu_seconds"] + done["eval_cpu_seconds"]
-            candidates.append(
-                {
-                    "scope": scope,
-                    "epochs": n,
-                    "rows": rows,
-                    "NDCG@10": ndcg / max(cases, 1),
-                    "cpu_per_step": cpu / max(1, plan.n_steps - 1),
-                }
+    def plan_choice(self) -> dict[str, Any]:
+        """``--warm-mode plan``: the fine-tune ``attnrec plan-retrain`` chooses with the initial model on the
+        events before the cut; its unit holds the whole plan."""
+        from attnrec.experiments.retrain_plan import plan_retrain
+        from attnrec.recommend import Recommender
+
+        def make() -> dict[str, Any]:
+            initial = Recommender.load(self.dir / "models" / "initial", device="cpu")
+            chosen = plan_retrain(
+                initial,
+                self.before(self.plan.cut),
+                self.plan.step,
+                periods=DEV_STEPS,
+                epochs=DEV_EPOCHS,
+                rows=DEV_ROWS,
+                cpu_share=DEV_CPU_SHARE,
+                keep_repeats=not self.cases.exclude_seen,
             )
-        choice = choose_fine_tune(candidates, DEV_CPU_SHARE * scratch_cpu)
-        return self.unit(
-            "choice",
-            lambda: {
-                "scope": choice["scope"],
-                "epochs": choice["epochs"],
-                "rows": choice["rows"],
-                "candidates": candidates,
-                "scratch_cpu_estimate": round(scratch_cpu, 2),
-                "cpu_limit_per_step": round(DEV_CPU_SHARE * scratch_cpu, 2),
-                "development_cpu_seconds": round(spent, 2),
-                "cut": plan.cut,
-                "bounds": list(plan.bounds),
-                "cases": len(self.cases.pos),
-            },
-        )
+            fine_tune = chosen.chosen
+            return {"scope": fine_tune.scope, "epochs": fine_tune.epochs, "rows": fine_tune.rows} | {
+                "plan": chosen.to_dict()
+            }
+
+        return self.unit("plan-choice", make)
 
     def run(self) -> None:
         from attnrec.recommend import Recommender
@@ -456,8 +393,8 @@ class Runner:
             },
         )
         self.train("initial", plan.cut, "initial")
-        if self.warm_mode == "new-dev":
-            self.chosen = self.development().choose_fine_tune()
+        if self.warm_mode == "plan":
+            self.chosen = self.plan_choice()
         for s in range(plan.n_steps):
             self.model_eval(f"frozen-frozen-{s}", s, "initial", "frozen", {})
             self.model_eval(f"frozen-live-{s}", s, "initial", "live", {})
@@ -549,10 +486,11 @@ def collect(state: Path) -> dict[str, Any]:
                 ],
             }
         complete = all(o["steps_done"] == n_steps for o in overall.values())
-        choice = folder / "dev" / "choice.json"
+        choice, planned = folder / "dev" / "choice.json", folder / "plan-choice.json"
         logs[name] = {
             "plan": plan,
             "development": json.loads(choice.read_text()) if choice.exists() else None,
+            **({"plan_choice": json.loads(planned.read_text())["plan"]} if planned.exists() else {}),
             "trainings": trainings,
             "overall": overall,
             "complete": complete,
@@ -679,8 +617,25 @@ def markdown(record: dict[str, Any]) -> str:
         ]
         if chosen:
             lines += ["", "Validated fine-tune epochs (c): " + "; ".join(chosen) + "."]
-        dev = log.get("development")
-        if dev and "scope" in dev:
+        dev, planned = log.get("development"), log.get("plan_choice")
+        if planned:
+            first, n_dev = planned["bounds"][1], len(planned["bounds"]) - 1
+            cases = planned["candidates"][0]["cases"]
+            lines += [
+                "",
+                f"Fine-tune of (c), chosen by `attnrec plan-retrain` on the {n_dev} periods before the cut "
+                f"(each candidate answers the {cases:,} cases from {_date(first)} UTC on; CPU limit "
+                f"{planned['cpu_limit']:.1f} s a retrain, a quarter of the scratch fit's "
+                f"{planned['scratch_cpu']:.1f} s): **{_fine_tune_text(planned['chosen'])}**; NDCG@10: "
+                + ", ".join(
+                    f"{_fine_tune_text(c['fine_tune'])} {_f(c['ndcg'])} ({c['cpu_per_retrain']:.1f} CPU s a "
+                    "retrain)"
+                    for c in planned["candidates"]
+                )
+                + f". The plan cost {planned['cpu_seconds']:.0f} CPU s once (its scratch model, fine-tunes "
+                "and answers), not counted in the retraining CPU.",
+            ]
+        elif dev and "scope" in dev:
             n_dev = len(dev["bounds"]) - 1
             lines += [
                 "",
@@ -748,6 +703,9 @@ def _warm_text(record: dict[str, Any]) -> str:
             if any("scope" in (log.get("development") or {}) for log in record["logs"].values())
             else ""
         ),
+        "plan": "the warm start fine-tunes as `attnrec plan-retrain` chose once per log on the periods "
+        "before the cut: on the previous step's events only (`new_since`) for the number of epochs it "
+        "chose, or on all events so far for a fifth of the initial model's epochs",
         "new-validated": "the warm start fine-tunes on the previous step's events only (`new_since`) for the "
         "number of epochs a fine-tune validated on the last event of each user with new events chose (at "
         f"most {VALIDATED_MAX_EPOCHS}; early stopping), then refits that many on all of them "
@@ -758,10 +716,16 @@ def _warm_text(record: dict[str, Any]) -> str:
         "histories": "A new item's row starts from the model's query vectors over the histories it followed.",
         "initial": "A new item's row starts from the model's initialisation.",
     }.get(record.get("new_item_rows", ""))
-    if any("rows" in (log.get("development") or {}) for log in record["logs"].values()):
+    logs = list(record["logs"].values())
+    if any("rows" in (log.get("development") or {}) or log.get("plan_choice") for log in logs):
         rows = (
             "A new item's row starts from the model's initialisation (initial rows) or from its query "
-            "vectors over the histories the item followed (seeded rows), as the development replay chose."
+            "vectors over the histories the item followed (seeded rows), as "
+            + (
+                "the plan chose."
+                if any(log.get("plan_choice") for log in logs)
+                else "the development replay chose."
+            )
         )
     scratch = f"the scratch retrain trains all of them on all events, with {recipe} training settings."
     return f"{warm}; {scratch}" + (f" {rows}" if rows else "")

@@ -1,5 +1,5 @@
 """The replay benchmark's own parts (benchmarks/replay.py) on a tiny log: the cut and steps, recent-window
-popularity, the development replay's plan and choice, own logs, the targets read off the overall figures
+popularity, own logs, the targets read off the overall figures
 and the committed tables (the mechanics it shares with the library:
 tests/experiments/test_replay_mechanics.py)."""
 
@@ -66,33 +66,6 @@ def test_targets() -> None:
     assert t["best_beats_pop_window"] and not t["best_beats_recent"]
     overall["warm-live"] = figures(0.099, 30.0)  # 30% of the scratch CPU
     assert not replay.targets(overall)["c_within_2pct_at_25pct_cpu"]
-
-
-def test_the_development_replay_ends_at_the_cut_and_reads_nothing_after_it() -> None:
-    log, plan = tiny()
-    dev = replay.development_plan(replay.Plan(100, 20, (100, 120, 140)), log.before(100).time, n_steps=4)
-    # the log starts at 0: four steps of 20 end at the cut; its cases are events before 100 only
-    assert dev.bounds == (20, 40, 60, 80, 100) and dev.step == plan.step
-    before = log.before(plan.cut)
-    assert before.time.max() < plan.cut and len(before.user) == 3
-    assert replay.replay_cases(before, dev).counts["replayed"] == 0  # nothing in [20, 100) here
-    # a log that starts late gets fewer steps, never fewer than two
-    late = replay.development_plan(replay.Plan(100, 20, (100, 120)), np.array([50, 99]), n_steps=4)
-    assert late.bounds == (60, 80, 100)
-    with pytest.raises(ValueError, match="starts too late"):
-        replay.development_plan(replay.Plan(100, 20, (100, 120)), np.array([70, 99]), n_steps=4)
-
-
-def test_the_fine_tune_is_the_best_within_the_cpu_limit() -> None:
-    def c(scope: str, epochs: int, ndcg: float, cpu: float) -> dict[str, Any]:
-        return {"scope": scope, "epochs": epochs, "NDCG@10": ndcg, "cpu_per_step": cpu}
-
-    candidates = [c("new", 1, 0.050, 1.0), c("new", 4, 0.060, 4.0), c("all", 3, 0.070, 16.0)]
-    assert replay.choose_fine_tune(candidates, cpu_limit=100.0)["scope"] == "all"
-    assert replay.choose_fine_tune(candidates, cpu_limit=5.0)["epochs"] == 4  # all events cost too much
-    assert replay.choose_fine_tune(candidates, cpu_limit=0.5)["epochs"] == 1  # none within: the cheapest
-    tied = [c("new", 2, 0.05, 2.0), c("new", 1, 0.05, 1.0)]
-    assert replay.choose_fine_tune(tied, cpu_limit=10.0)["epochs"] == 1  # a tie: the cheaper
 
 
 def test_own_logs_are_named_once_and_checked(tmp_path: Any) -> None:
