@@ -99,9 +99,10 @@ def test_no_fit_reads_an_event_of_the_period_it_answers(
 
 
 def test_every_candidate_answers_the_same_events_and_the_choice_is_within_the_limit(
-    log: Interactions, model: Recommender
+    model: Recommender,
 ) -> None:
-    plan = plan_retrain(model, log, 2 * DAY, periods=3, epochs=(1, 2), rows=("initial",), cpu_share=1.0)
+    frame = daily_cycle_frame()  # the log as a DataFrame: read as fit reads one
+    plan = plan_retrain(model, frame, 2 * DAY, periods=3, epochs=(1, 2), rows=("initial",), cpu_share=1.0)
     assert [c.fine_tune for c in plan.candidates] == candidates_of(5, (1, 2), ("initial",))
     assert len({c.cases for c in plan.candidates}) == 1 and plan.candidates[0].cases > 0
     within = [c for c in plan.candidates if c.within_limit]
@@ -113,9 +114,8 @@ def test_every_candidate_answers_the_same_events_and_the_choice_is_within_the_li
 
 
 def test_bad_input_is_one_line(log: Interactions, model: Recommender) -> None:
-    untimed = Interactions.from_frame(daily_cycle_frame().drop(columns="timestamp"))
     with pytest.raises(DataError, match="the log has no timestamps"):
-        plan_retrain(model, untimed, DAY)
+        plan_retrain(model, daily_cycle_frame().drop(columns="timestamp"), DAY)
     with pytest.raises(ConfigError, match="cpu_share is a share"):
         plan_retrain(model, log, DAY, cpu_share=0.0)
     pop = Recommender("pop").fit(log, progress=False)

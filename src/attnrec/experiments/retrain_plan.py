@@ -34,6 +34,7 @@ import numpy as np
 
 from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.filters import rebuild
+from attnrec.data.frames import FrameLike, as_interactions
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.split import FINAL
 from attnrec.experiments.replay import (
@@ -151,7 +152,7 @@ def periods_of(times: np.ndarray, every: int, periods: int) -> Plan:
 
 def plan_retrain(
     model: Recommender,
-    data: Interactions,
+    data: Interactions | FrameLike,
     every: int,
     *,
     periods: int = PERIODS,
@@ -160,12 +161,13 @@ def plan_retrain(
     cpu_share: float = CPU_SHARE,
     keep_repeats: bool = False,
 ) -> RetrainPlan:
-    """Replay the last ``periods`` periods of ``every`` seconds of ``data`` (a timestamped log, the one
-    ``model`` serves or its newest version) with each fine-tune of :func:`candidates_of` (``epochs`` and
-    ``rows``), and choose among them (see the module docstring)."""
+    """Replay the last ``periods`` periods of ``every`` seconds of ``data`` (a timestamped log or a
+    DataFrame of one, the log ``model`` was trained on or its newest version) with each fine-tune of
+    :func:`candidates_of` (``epochs`` and ``rows``), and choose among them (see the module docstring)."""
     recipe = _recipe(model)
     if not 0 < cpu_share <= 1:
         raise ConfigError(f"cpu_share is a share of a scratch fit's CPU, in (0, 1], not {cpu_share}")
+    data = as_interactions(data)
     if data.timestamp is None:
         raise DataError("the log has no timestamps: a plan replays its last periods by time")
     replayed = Log.of(data)
