@@ -106,7 +106,7 @@ class RetrainPlan:
     keep_repeats: bool
     scratch_cpu: float  # the scratch fit's CPU seconds
     cpu_limit: float  # cpu_share x scratch_cpu
-    cpu_seconds: float  # what the plan itself cost: the scratch fit, every fine-tune and every answer
+    cpu_seconds: float  # what the plan itself cost: its logs, the scratch fit, every fine-tune and answer
     counts: dict[str, int]  # the replayed events, first events, repeats and cases (all periods)
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +164,7 @@ def plan_retrain(
     """Replay the last ``periods`` periods of ``every`` seconds of ``data`` (a timestamped log or a
     DataFrame of one, the log ``model`` was trained on or its newest version) with each fine-tune of
     :func:`candidates_of` (``epochs`` and ``rows``), and choose among them (see the module docstring)."""
+    started = time.process_time()
     recipe = _recipe(model)
     if not 0 < cpu_share <= 1:
         raise ConfigError(f"cpu_share is a share of a scratch fit's CPU, in (0, 1], not {cpu_share}")
@@ -181,9 +182,9 @@ def plan_retrain(
     external = np.asarray(data.items.external, dtype=object)
     assert data.timestamp is not None
     logs = [rebuild(data, data.timestamp < bound) for bound in plan.bounds[:-1]]
-    spent = time.process_time()
+    scratch_start = time.process_time()
     scratch = _scratch(model, recipe).fit(logs[0], FINAL, progress=False)
-    scratch_cpu = time.process_time() - spent
+    scratch_cpu = time.process_time() - scratch_start
     log.info("scratch fit on %s events: %.1f CPU seconds", f"{len(logs[0]):,}", scratch_cpu)
     limit = cpu_share * scratch_cpu
     measured = []
@@ -214,7 +215,7 @@ def plan_retrain(
         keep_repeats,
         scratch_cpu,
         limit,
-        time.process_time() - spent,
+        time.process_time() - started,
         cases.counts,
     )
 
