@@ -104,6 +104,9 @@ def test_own_logs_are_named_once_and_checked(tmp_path: Any) -> None:
         "replay_warmdev_budget180",
         "replay_warmdev_budget240",
         "replay_warmdev_repeats_budget240",
+        "replay_plan_budget180",
+        "replay_plan_budget240",
+        "replay_plan_repeats_budget240",
     ],
 )
 def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
