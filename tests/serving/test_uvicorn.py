@@ -65,7 +65,13 @@ def test_cli_rejects_bad_model_dirs(tmp_path: Path, sasrec_dir: Path) -> None:
     for args, msg in (
         (["--model", str(tmp_path)], "not a saved model directory"),
         (["--model", f"a={sasrec_dir}", "--model", f"a={sasrec_dir}"], "given twice"),
-        (["--model", str(sasrec_dir), "--backend", "tf"], "--backend must be"),
+        (["--model", str(sasrec_dir), "--backend", "tf"], "'tf' is not one of 'torch', 'onnx'"),
+        # every option with fixed choices is checked as it is read, before any model loads (an unknown
+        # --loop once reached uvicorn, which logged an error and a warning and exited 0)
+        (["--model", str(sasrec_dir), "--loop", "foo"], "'foo' is not one of 'auto', 'asyncio', 'uvloop'"),
+        (["--model", str(sasrec_dir), "--http", "h3"], "'h3' is not one of 'auto', 'h11', 'httptools'"),
+        (["--model", str(sasrec_dir), "--log-level", "loud"], "'loud' is not one of 'critical'"),
+        (["--model", str(sasrec_dir), "--log-format", "xml"], "'xml' is not one of 'json', 'text'"),
     ):
         r = runner.invoke(app, ["serve", *args])
         assert r.exit_code == 2 and msg in r.output, r.output

@@ -10,9 +10,12 @@ import typer
 
 from attnrec.cli._common import cli_errors, err, option_groups
 from attnrec.cli._item_explanations import EventVerbOpt, parse_event_verbs
+from attnrec.cli._options import choice_option
 from attnrec.cli.ingest import RetentionOpt
 from attnrec.cli.main import app
-from attnrec.serving.serving_config import ServingConfig
+from attnrec.serving.logs import LOG_FORMATS, LOG_LEVELS
+from attnrec.serving.serving_config import BACKENDS, ServingConfig
+from attnrec.serving.transport import EVENT_LOOPS, HTTP_PARSERS
 from attnrec.store import DEFAULT_RETENTION, open_store
 
 #: ServingConfig's defaults: an option that sets a field states no default of its own.
@@ -121,8 +124,10 @@ class ServeOptions:
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000
     backend: Annotated[
         str,
-        typer.Option(
-            help="Scoring backend: torch, or onnx (exported at start-up; needs the 'export' extra)."
+        choice_option(
+            "--backend",
+            BACKENDS,
+            help="Scoring backend: torch, or onnx (exported at start-up; needs the 'export' extra).",
         ),
     ] = _DEFAULT["backend"]
     max_batch: Annotated[
@@ -152,14 +157,20 @@ class ServeOptions:
         ),
     ] = False
     loop: Annotated[
-        str, typer.Option(help="uvicorn event loop: auto (uvloop when installed), asyncio, uvloop.")
+        str, choice_option("--loop", EVENT_LOOPS, help="uvicorn event loop (auto: uvloop when installed).")
     ] = "auto"
     http: Annotated[
-        str, typer.Option(help="uvicorn HTTP parser: auto (httptools when installed), h11, httptools.")
+        str,
+        choice_option("--http", HTTP_PARSERS, help="uvicorn HTTP parser (auto: httptools when installed)."),
     ] = "auto"
-    log_level: Annotated[str, typer.Option(help="Log level (uvicorn's and attnrec's).")] = "info"
+    log_level: Annotated[
+        str, choice_option("--log-level", LOG_LEVELS, help="Log level (uvicorn's and attnrec's).")
+    ] = "info"
     log_format: Annotated[
-        str, typer.Option(help="json (one object per line, with time and request ID) or text.")
+        str,
+        choice_option(
+            "--log-format", LOG_FORMATS, help="json (one object per line, with time and request ID) or text."
+        ),
     ] = "json"
     access_log: Annotated[
         bool, typer.Option(help="Log every request (method, path, status, duration, request ID).")
@@ -305,8 +316,6 @@ def serve(
     from attnrec.serving.logs import configure_logging
     from attnrec.serving.transport import draining_server, http_protocol
 
-    if options.backend not in ("torch", "onnx"):
-        raise ValueError(f"--backend must be torch or onnx, not {options.backend!r}")
     if options.threads:
         torch.set_num_threads(options.threads)
     if options.timeout_keep_alive < 1:
@@ -314,8 +323,6 @@ def serve(
     protocol = http_protocol(
         options.http, options.timeout_headers, options.max_connections, options.retry_after
     )
-    if options.log_format not in ("json", "text"):
-        raise ValueError(f"--log-format must be json or text, not {options.log_format!r}")
     for root in options.models_root or ():
         if not root.is_dir():
             raise ValueError(f"--models-root {root}: not a directory")

@@ -29,6 +29,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 HEADER = b"x-request-id"
 VALID_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 ACCESS_FIELDS = ("method", "path", "status", "duration_ms", "client")
+LOG_FORMATS = ("json", "text")  # one JSON object per line, or plain text
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnrec_request_id", default=None)
 access_log = logging.getLogger("attnrec.access")
 
@@ -123,8 +125,10 @@ def configure_logging(level: str, fmt: str = "json") -> None:
     Only these loggers change. Not :func:`logging.config.dictConfig`, which first closes every
     handler of the process, other libraries' (and a test runner's) included.
     """
-    if fmt not in ("json", "text"):
-        raise ValueError(f"--log-format must be json or text, not {fmt!r}")
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, not {fmt!r}")
+    if level.lower() not in LOG_LEVELS:
+        raise ValueError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
     level = level.upper()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
@@ -140,4 +144,13 @@ def configure_logging(level: str, fmt: str = "json") -> None:
     access.propagate = False
 
 
-__all__ = ["JsonFormatter", "RequestLog", "TextFormatter", "configure_logging", "incoming_id", "request_id"]
+__all__ = [
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "JsonFormatter",
+    "RequestLog",
+    "TextFormatter",
+    "configure_logging",
+    "incoming_id",
+    "request_id",
+]

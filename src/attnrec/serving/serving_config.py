@@ -12,6 +12,8 @@ from attnrec.recommend.reasons import check_event_verbs, check_verb
 from attnrec.serving.schemas import MAX_IDS
 from attnrec.store import HistoryStore
 
+BACKENDS = ("torch", "onnx")  # how a served model scores: torch, or ONNX Runtime on an export
+
 MIN_KEY_LENGTH = 16
 ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s?#]+")
 
@@ -93,8 +95,8 @@ class ServingConfig:
         if not self.load_timeout_s > 0:
             raise ValueError(f"load_timeout_s must be positive, not {self.load_timeout_s}")
         object.__setattr__(self, "manifest_key", manifest_key(self.manifest_key))
-        if self.backend not in ("torch", "onnx"):
-            raise ValueError(f"backend must be 'torch' or 'onnx', not {self.backend!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {self.backend!r}")
         object.__setattr__(self, "reason_verb", check_verb(self.reason_verb, "reason_verb"))
         object.__setattr__(self, "event_verbs", check_event_verbs(self.event_verbs))
         for key in self.api_keys | self.admin_keys:
@@ -144,4 +146,4 @@ def check_api_key(key: str) -> str:
     return key
 
 
-__all__ = ["MIN_KEY_LENGTH", "ServingConfig", "check_api_key"]
+__all__ = ["BACKENDS", "MIN_KEY_LENGTH", "ServingConfig", "check_api_key"]

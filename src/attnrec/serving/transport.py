@@ -26,6 +26,9 @@ import threading
 import time
 from typing import Any, ClassVar
 
+HTTP_PARSERS = ("auto", "h11", "httptools")  # uvicorn's HTTP/1.1 parsers (auto: httptools when installed)
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")  # uvicorn's event loops (auto: uvloop when installed)
+
 
 def raw_error(
     status: int, reason: str, code: str, message: str, headers: dict[str, str] | None = None
@@ -153,7 +156,7 @@ def http_protocol(
         from uvicorn.protocols.http.h11_impl import H11Protocol
 
         return _with_deadline(H11Protocol, header_timeout, max_connections, retry_after)
-    raise ValueError(f"--http must be auto, h11 or httptools, not {http!r}")
+    raise ValueError(f"--http must be one of {', '.join(HTTP_PARSERS)}, not {http!r}")
 
 
 def draining_server(app: Any, config: Any, drain_s: float) -> Any:
@@ -182,4 +185,4 @@ def draining_server(app: Any, config: Any, drain_s: float) -> Any:
     return DrainingServer(config)
 
 
-__all__ = ["draining_server", "http_protocol", "raw_error"]
+__all__ = ["EVENT_LOOPS", "HTTP_PARSERS", "draining_server", "http_protocol", "raw_error"]
