@@ -25,6 +25,7 @@ from attnrec.cli._options import (
     ModelDirOpt,
     NegativesOpt,
     TargetEventsOpt,
+    choice_option,
     protocol_option,
     split_option,
 )
@@ -55,6 +56,8 @@ from attnrec.evaluation.metrics import FAMILIES, LIST_FAMILIES, parse_families
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, PROTOCOLS, Protocol, evaluate, protocol_by_name
 from attnrec.evaluation.window import TargetSets, align_target_sets, parse_window, split_window_cases
 from attnrec.recommend import Recommender
+
+HELD_OUT = ("test", "valid")  # the held-out parts of a split that --target scores
 
 MetricsOpt = Annotated[
     str | None,
@@ -180,7 +183,7 @@ def evaluate_cmd(
     target_events: TargetEventsOpt = "",
     min_target_rating: MinTargetRatingOpt = None,
     target: Annotated[
-        str, typer.Option("--target", help="Which held-out split to score: test or valid.")
+        str, choice_option("--target", HELD_OUT, help="Which held-out split to score.")
     ] = "test",
     include_seen: Annotated[
         bool,
@@ -203,8 +206,6 @@ def evaluate_cmd(
     The data is re-split exactly as in training; if its sha256 differs from the one the model was
     trained on, a warning says so (items and users the model does not know are then left out).
     """
-    if target not in ("test", "valid"):
-        raise ValueError(f"--target must be test or valid, not {target!r}")
     json_out = _legacy_json_path(as_json, legacy_json_path, json_out)
     as_json = as_json and not legacy_json_path
     cut_offs = parse_ks(ks)
