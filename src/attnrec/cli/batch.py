@@ -21,7 +21,7 @@ from attnrec.cli._common import (
     out,
     warn_line,
 )
-from attnrec.cli._options import CandidateOptions, DeviceOpt, ModelDirOpt
+from attnrec.cli._options import CandidateOptions, DeviceOpt, ModelDirOpt, choice_option
 from attnrec.cli.main import app
 from attnrec.recommend.batch_input import DatasetUsers, FileUsers, UserSource
 from attnrec.recommend.batch_scoring import (
@@ -32,12 +32,6 @@ from attnrec.recommend.batch_scoring import (
     score_to_parquet,
     unknown_filter_items,
 )
-
-
-def _layout(value: str) -> str:
-    if value not in LAYOUTS:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, LAYOUTS))}")
-    return value
 
 
 class _Bar:
@@ -106,10 +100,9 @@ def batch(
     candidates: CandidateOptions = CandidateOptions(),
     layout: Annotated[
         str,
-        typer.Option(
+        choice_option(
             "--layout",
-            parser=_layout,
-            metavar="[wide|long]",
+            LAYOUTS,
             help="wide: one row per user (items, scores lists); long: one row per (user, rank, item, score).",
         ),
     ] = "wide",
