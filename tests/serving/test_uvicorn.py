@@ -72,6 +72,15 @@ def test_cli_rejects_bad_model_dirs(tmp_path: Path, sasrec_dir: Path) -> None:
         (["--model", str(sasrec_dir), "--http", "h3"], "'h3' is not one of 'auto', 'h11', 'httptools'"),
         (["--model", str(sasrec_dir), "--log-level", "loud"], "'loud' is not one of 'critical'"),
         (["--model", str(sasrec_dir), "--log-format", "xml"], "'xml' is not one of 'json', 'text'"),
+        # and every number against its range (--threads -2 once reached torch and ended in a traceback; a
+        # negative --timeout-graceful-shutdown was taken)
+        (["--model", str(sasrec_dir), "--threads", "-2"], "Invalid value for '--threads'"),
+        (
+            ["--model", str(sasrec_dir), "--timeout-graceful-shutdown", "-1"],
+            "Invalid value for '--timeout-graceful-shutdown'",
+        ),
+        (["--model", str(sasrec_dir), "--port", "70000"], "Invalid value for '--port'"),
+        (["--model", str(sasrec_dir), "--max-in-flight", "0"], "Invalid value for '--max-in-flight'"),
     ):
         r = runner.invoke(app, ["serve", *args])
         assert r.exit_code == 2 and msg in r.output, r.output

@@ -121,7 +121,7 @@ class ServeOptions:
         ),
     ] = None
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1"
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8000
     backend: Annotated[
         str,
         choice_option(
@@ -131,23 +131,25 @@ class ServeOptions:
         ),
     ] = _DEFAULT["backend"]
     max_batch: Annotated[
-        int, typer.Option(help="Most requests scored together by the micro-batcher (1 disables batching).")
+        int,
+        typer.Option(min=1, help="Most requests scored together by the micro-batcher (1 disables batching)."),
     ] = _DEFAULT["max_batch"]
     max_wait_ms: Annotated[
         float,
         typer.Option(
-            help="How long the batcher waits for more requests once it has "
-            "one (0: only those already queued)."
+            min=0,
+            help="How long the batcher waits for more requests once it has one "
+            "(0: only those already queued).",
         ),
     ] = _DEFAULT["max_wait_ms"]
     inline: Annotated[
         bool, typer.Option(help="Score on the event-loop thread (no worker-thread hand-off).")
     ] = _DEFAULT["inline"]
-    max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = _DEFAULT["max_k"]
-    max_history: Annotated[int, typer.Option(help="Longest history a request may send.")] = _DEFAULT[
+    max_k: Annotated[int, typer.Option(min=1, help="Largest k a request may ask for.")] = _DEFAULT["max_k"]
+    max_history: Annotated[int, typer.Option(min=1, help="Longest history a request may send.")] = _DEFAULT[
         "max_history"
     ]
-    threads: Annotated[int, typer.Option(help="torch CPU threads (0: torch's default).")] = 0
+    threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0: torch's default).")] = 0
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:1 or auto.")] = _DEFAULT["device"]
     lazy: Annotated[
         bool,
@@ -176,43 +178,46 @@ class ServeOptions:
         bool, typer.Option(help="Log every request (method, path, status, duration, request ID).")
     ] = _DEFAULT["access_log"]
     max_connections: Annotated[
-        int, typer.Option(help="Most open connections; beyond it a new one gets 503 (0: no cap).")
+        int, typer.Option(min=0, help="Most open connections; beyond it a new one gets 503 (0: no cap).")
     ] = 256
     max_in_flight: Annotated[
         int,
         typer.Option(
-            help="Most requests handled at once; beyond it 503 with Retry-After (health probes exempt)."
+            min=1,
+            help="Most requests handled at once; beyond it 503 with Retry-After (health probes exempt).",
         ),
     ] = _DEFAULT["max_in_flight"]
-    retry_after: Annotated[int, typer.Option(help="Seconds in the Retry-After of a 503 for overload.")] = (
-        _DEFAULT["retry_after_s"]
-    )
+    retry_after: Annotated[
+        int, typer.Option(min=1, help="Seconds in the Retry-After of a 503 for overload.")
+    ] = _DEFAULT["retry_after_s"]
     shutdown_delay: Annotated[
         float,
         typer.Option(
+            min=0,
             help="On SIGTERM, answer /readyz 503 and keep serving this many seconds before closing "
-            "(for load balancers to notice); a second signal stops at once."
+            "(for load balancers to notice); a second signal stops at once.",
         ),
     ] = 0.0
     timeout_graceful_shutdown: Annotated[
-        int | None,
-        typer.Option(
-            help="Seconds requests in flight get to finish once shutdown starts (default: no limit)."
-        ),
+        int, typer.Option(min=0, help="Seconds requests in flight get to finish once shutdown starts.")
     ] = 30
     timeout_keep_alive: Annotated[
-        int, typer.Option(help="Close a keep-alive connection idle this many seconds after a response.")
+        int,
+        typer.Option(min=1, help="Close a keep-alive connection idle this many seconds after a response."),
     ] = 5
     timeout_headers: Annotated[
         float,
         typer.Option(
+            min=0,
             help="Close a connection whose request headers are not complete "
-            "this many seconds after it opened or was last answered."
+            "this many seconds after it opened or was last answered.",
         ),
     ] = 10.0
     timeout_body: Annotated[
         float,
-        typer.Option(help="Answer 408 to a request whose body has not arrived within this many seconds."),
+        typer.Option(
+            min=0, help="Answer 408 to a request whose body has not arrived within this many seconds."
+        ),
     ] = _DEFAULT["body_timeout_s"]
     gc_freeze: Annotated[
         bool,
@@ -265,7 +270,7 @@ class ServeOptions:
     load_timeout: Annotated[
         float,
         typer.Option(
-            help="Give up a model load or reload after this many seconds (the old model serves on)."
+            min=0, help="Give up a model load or reload after this many seconds (the old model serves on)."
         ),
     ] = _DEFAULT["load_timeout_s"]
 
@@ -318,8 +323,6 @@ def serve(
 
     if options.threads:
         torch.set_num_threads(options.threads)
-    if options.timeout_keep_alive < 1:
-        raise ValueError(f"--timeout-keep-alive must be at least 1 second, not {options.timeout_keep_alive}")
     protocol = http_protocol(
         options.http, options.timeout_headers, options.max_connections, options.retry_after
     )
