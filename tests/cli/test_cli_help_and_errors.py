@@ -135,3 +135,36 @@ def test_resolve_overrides_prefixes_and_ambiguity() -> None:
         resolve_overrides(sections, ["train.hidden=1"])
     with pytest.raises(ConfigError, match="ambiguous, both configs have it; write model.seed or train.seed"):
         resolve_overrides({"model": TrainConfig, "train": TrainConfig}, ["seed=1"])
+
+
+# Number options that take any value: rating thresholds (a rating scale may start below zero).
+ANY_NUMBER = {"--min-rating", "--min-target-rating"}
+
+
+def test_every_number_option_declares_its_range() -> None:
+    """A number out of range is refused as it is read, naming the option, before any data or model
+    loads; an option without a range once passed -2 threads to torch (a traceback) and a negative seed
+    to numpy (an error that named no option, after the data had loaded)."""
+    import importlib
+
+    import click
+    import typer
+
+    from attnrec.cli import main
+
+    for entry in main.COMMANDS.values():
+        importlib.import_module(f"attnrec.cli.{entry.module}")
+    group = typer.main.get_command(main.app)
+    ctx = click.Context(group)
+    unbounded = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        for param in command.params:
+            kind = param.type_descriptor.annotation  # type: ignore[attr-defined]
+            info = param.type_descriptor.parameter_info  # type: ignore[attr-defined]
+            numeric = kind in (int, float, int | None, float | None)
+            ranged = param.min is not None or param.max is not None or info.parser is not None  # type: ignore[attr-defined]
+            if numeric and not ranged and not set(param.opts) & ANY_NUMBER:
+                unbounded.append(f"{name} {'/'.join(param.opts)}")
+    assert unbounded == []

@@ -183,6 +183,11 @@ def config_option(help: str) -> Any:
     return typer.Option("--config", "-c", help=help)
 
 
+def seed_option(help: str) -> Any:
+    """``--seed``: a seed of a random generator, at least 0."""
+    return typer.Option("--seed", min=0, help=help)
+
+
 def overrides_option(help: str) -> Any:
     """``--set``: one ``key=value`` setting (repeatable)."""
     return typer.Option("--set", help=help)

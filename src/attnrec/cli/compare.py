@@ -14,6 +14,7 @@ from attnrec.cli._options import (
     max_epochs_option,
     preset_option,
     protocol_option,
+    seed_option,
     split_option,
     time_budget_option,
     valid_users_option,
@@ -79,7 +80,7 @@ def compare_cmd(
             "on their second-to-last item. 0 = all users."
         ),
     ] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of training and of the sampled negatives.")] = 0,
+    seed: Annotated[int, seed_option("Seed of training and of the sampled negatives.")] = 0,
     device: Annotated[
         str, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")
     ] = "auto",

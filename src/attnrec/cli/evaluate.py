@@ -27,6 +27,7 @@ from attnrec.cli._options import (
     TargetEventsOpt,
     choice_option,
     protocol_option,
+    seed_option,
     split_option,
 )
 from attnrec.cli._output import (
@@ -172,7 +173,7 @@ def evaluate_cmd(
         list[str] | None, protocol_option("--protocol", "Ranking protocol (repeatable).", show_default="full")
     ] = None,
     negatives: NegativesOpt = DEFAULT_NEGATIVES,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled negatives.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the sampled negatives.")] = 0,
     ks: Annotated[
         str, typer.Option("--ks", help="Cut-offs K of HR@K and NDCG@K, comma-separated.")
     ] = "1,5,10",

@@ -70,7 +70,9 @@ def explain_train(
     train_sets: Annotated[
         list[str] | None, typer.Option("--train", help="Training setting key=value.")
     ] = None,
-    max_vocab: Annotated[int, typer.Option(help="Vocabulary size (most frequent training words).")] = 20_000,
+    max_vocab: Annotated[
+        int, typer.Option(min=1, help="Vocabulary size (most frequent training words).")
+    ] = 20_000,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Train PETER/PETER+ on review data and save a self-contained checkpoint directory."""
@@ -145,7 +147,7 @@ def explain(
     item: Annotated[str, typer.Option("--item", "-i", help="Item ID.")],
     feature: Annotated[str | None, typer.Option(help="Feature word to talk about (PETER+).")] = None,
     beam: Annotated[int, typer.Option(min=1, help="Beam size (1 = greedy, as the paper).")] = 1,
-    max_len: Annotated[int | None, typer.Option(help="Most words to generate.")] = None,
+    max_len: Annotated[int | None, typer.Option(min=1, help="Most words to generate.")] = None,
     decoding: DecodingOptions = DecodingOptions(),
     as_json: JsonOpt = False,
 ) -> None:

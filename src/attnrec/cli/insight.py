@@ -23,7 +23,7 @@ from attnrec.cli._common import (
     warn_line,
 )
 from attnrec.cli._item_explanations import METHOD_HELP, ReasonOptions, print_item_explanations
-from attnrec.cli._options import DeviceOpt
+from attnrec.cli._options import DeviceOpt, seed_option
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.evaluation.attention import attention_summary, histories_from_data, plot_attention
@@ -54,7 +54,7 @@ def attention(
     window: Annotated[
         int, typer.Option("--window", min=2, help="Most recent positions shown in plots/JSON.")
     ] = 15,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the user sample.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the user sample.")] = 0,
     no_plot: Annotated[
         bool, typer.Option("--no-plot", help="Write JSON/NPZ only (no matplotlib needed).")
     ] = False,

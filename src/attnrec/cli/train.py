@@ -35,6 +35,7 @@ from attnrec.cli._options import (
     preset_option,
     protocol_option,
     read_signals,
+    seed_option,
     time_budget_option,
     valid_users_option,
 )
@@ -138,9 +139,7 @@ def train(
     device: Annotated[
         str | None, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")
     ] = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed of initialisation, shuffling and negatives.")
-    ] = None,
+    seed: Annotated[int | None, seed_option("Seed of initialisation, shuffling and negatives.")] = None,
     max_epochs: Annotated[int | None, max_epochs_option("Stop after this many epochs.")] = None,
     time_budget: Annotated[
         float | None,

@@ -27,6 +27,7 @@ from attnrec.cli._options import (
     overrides_option,
     preset_option,
     read_signals,
+    seed_option,
     split_option,
     time_budget_option,
     valid_users_option,
@@ -127,9 +128,7 @@ def tune_cmd(
             "--pruner", help="Stop poor trials early after a validated epoch: median, halving or none."
         ),
     ] = "median",
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the TPE sampler (trials train with train.seed).")
-    ] = 0,
+    seed: Annotated[int, seed_option("Seed of the TPE sampler (trials train with train.seed).")] = 0,
     split: Annotated[str, split_option("How validation and test cases are held out.")] = DEFAULT_SPLIT,
     valid_users: Annotated[
         int, valid_users_option("leave-one-out: validate on this many users (seed 0); 0 = all.")
