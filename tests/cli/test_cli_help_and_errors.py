@@ -114,6 +114,12 @@ def test_recommend_needs_user_or_history(cycle_model: Path) -> None:
     assert "--user" in fails("recommend", "--model", str(cycle_model))
 
 
+def test_an_unknown_device_is_one_line(cycle_model: Path) -> None:
+    """``--device foo`` once reached torch.device and ended in a traceback."""
+    output = fails("recommend", "--model", str(cycle_model), "--user", "u1", "--device", "foo")
+    assert "device 'foo': use auto, cpu, cuda, cuda:N or mps" in output
+
+
 def test_bad_evaluate_options(cycle_pairs: Path, cycle_model: Path) -> None:
     assert "--target" in fails(
         "evaluate", "--model", str(cycle_model), "--data", str(cycle_pairs), "--target", "train"

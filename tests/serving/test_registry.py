@@ -91,6 +91,7 @@ def test_batch_sizes_are_reported_once_per_gathered_batch_even_when_it_is_retrie
         ({"max_k": 0}, "must be positive"),
         ({"max_wait_ms": -1}, "must be >= 0"),
         ({"backend": "tf"}, "backend must be one of 'torch', 'onnx'"),
+        ({"device": "foo"}, "device 'foo': use auto, cpu, cuda, cuda:N or mps"),  # before any model loads
     ],
 )
 def test_serving_config_rejects_bad_settings(bad: dict[str, Any], match: str) -> None:

@@ -11,6 +11,7 @@ from attnrec.checkpoint import LoadLimits, LoadPolicy, manifest_key
 from attnrec.recommend.reasons import check_event_verbs, check_verb
 from attnrec.serving.schemas import MAX_IDS
 from attnrec.store import HistoryStore
+from attnrec.training.loop import check_device
 
 BACKENDS = ("torch", "onnx")  # how a served model scores: torch, or ONNX Runtime on an export
 
@@ -95,6 +96,7 @@ class ServingConfig:
         if not self.load_timeout_s > 0:
             raise ValueError(f"load_timeout_s must be positive, not {self.load_timeout_s}")
         object.__setattr__(self, "manifest_key", manifest_key(self.manifest_key))
+        check_device(self.device)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {self.backend!r}")
         object.__setattr__(self, "reason_verb", check_verb(self.reason_verb, "reason_verb"))

@@ -37,11 +37,22 @@ from attnrec.training.state import (
 from attnrec.training.step import AMP_DTYPES, Stepper
 from attnrec.training.train_config import TrainConfig
 
-__all__ = ["TrainResult", "Validate", "resolve_device", "train"]
+__all__ = ["TrainResult", "Validate", "check_device", "resolve_device", "train"]
 
 log = logging.getLogger("attnrec.training")
 Validate = Callable[[nn.Module], dict[str, float]]
 T = TypeVar("T")
+
+
+def check_device(name: str) -> str:
+    """``name`` when it names a device (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps`` ...), else a
+    one-line ``ValueError``; whether the machine has it is :func:`resolve_device`'s question."""
+    if name != "auto":
+        try:
+            torch.device(name)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device {name!r}: use auto, cpu, cuda, cuda:N or mps") from None
+    return name
 
 
 def resolve_device(name: str) -> torch.device:
@@ -51,7 +62,7 @@ def resolve_device(name: str) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and distributed.env_world_size() > 1 and torch.cuda.is_available():
         return torch.device("cuda", distributed.local_rank())
-    dev = torch.device(name)
+    dev = torch.device(check_device(name))
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' requested but CUDA is not available")
     return dev
