@@ -78,3 +78,14 @@ def test_a_file_without_timestamps_is_stamped_with_the_ingest_time(tmp_path: Pat
     code, out = run(str(csv), "--store", str(tmp_path / "e.db"))
     assert code == 0 and "no timestamp column" in out
     assert SqliteStore(tmp_path / "e.db").recent(["u1"], 5)["u1"].items == ["i1", "i2"]  # the log's order
+
+
+def test_a_store_that_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
+    """A Redis server that is not there once ended the command in a traceback."""
+    from redis_server import free_port
+
+    csv = tmp_path / "events.csv"
+    csv.write_text("user,item,timestamp\nu1,i1,10\n")
+    result = runner.invoke(app, ["ingest", str(csv), "--store", f"redis://127.0.0.1:{free_port()}"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.startswith("error: Redis at redis://127.0.0.1") and result.output.count("\n") == 1

@@ -29,6 +29,7 @@ from attnrec.data.datasets import load_dataset
 from attnrec.data.feature_files import parse_feature_columns
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.signals import signals
+from attnrec.store import StoreUnavailable
 
 if TYPE_CHECKING:
     from attnrec.recommend import Recommender
@@ -49,6 +50,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     FileNotFoundError,
     OSError,
     FloatingPointError,
+    StoreUnavailable,  # a history store that cannot be reached (a Redis server down, a file locked)
 )
 
 
