@@ -121,3 +121,23 @@ def test_bad_input_is_one_line(log: Interactions, model: Recommender) -> None:
     pop = Recommender("pop").fit(log, progress=False)
     with pytest.raises(ConfigError, match="pop: a plan compares fine-tunes of a trained model"):
         plan_retrain(pop, log, DAY)
+
+
+def test_a_period_without_events_trains_nothing(model: Recommender, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quiet period (a shop closed for a day) leaves the model of the period before answering on, as a
+    nightly loop with nothing new does; it once stopped the plan with "no event at or after" it."""
+    frame = daily_cycle_frame()
+    bounds = periods_of(frame["timestamp"].to_numpy(), 2 * DAY, 3).bounds
+    quiet = frame[(frame["timestamp"] < bounds[0]) | (frame["timestamp"] >= bounds[1])]
+    fits: list[float | None] = []
+    fit = Recommender.fit
+
+    def spy(self: Recommender, data: Any, *args: Any, **kwargs: Any) -> Recommender:
+        fits.append(kwargs.get("new_since"))
+        return fit(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Recommender, "fit", spy)
+    plan = plan_retrain(model, quiet, 2 * DAY, periods=3, epochs=(1,), rows=("initial",))
+    # the scratch fit, then per candidate the fine-tune of period 2 only (period 0 had no event)
+    assert fits == [None, float(bounds[1]), None]
+    assert all(c.cases > 0 for c in plan.candidates)

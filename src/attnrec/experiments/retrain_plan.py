@@ -14,7 +14,8 @@ it on the log itself, before anything is served, the way the nightly loop would 
    every event so far (``all``, for a fifth of the recipe's epochs), then answers every next event of
    period ``s`` as a server would (:mod:`attnrec.experiments.replay`: the user's events before it as
    the history, a request time that is never the event's own; a user's first event and, unless
-   ``keep_repeats``, an item the user already has are no cases).
+   ``keep_repeats``, an item the user already has are no cases). A period without any event trains
+   nothing: the model of the period before answers on, as a nightly loop with nothing new would.
 4. **Choice.** The best NDCG@10 over the answered events among the candidates whose CPU per retrain is
    at most ``cpu_share`` of the scratch fit's (ties: the cheaper; none within it: the cheapest).
 
@@ -182,6 +183,8 @@ def plan_retrain(
     external = np.asarray(data.items.external, dtype=object)
     assert data.timestamp is not None
     logs = [rebuild(data, data.timestamp < bound) for bound in plan.bounds[:-1]]
+    of_event = np.searchsorted(plan.bounds, data.timestamp, side="right") - 1  # -1: before the first
+    quiet = [not (of_event == p).any() for p in range(plan.n_steps)]  # periods without an event
     scratch_start = time.process_time()
     scratch = _scratch(model, recipe).fit(logs[0], FINAL, progress=False)
     scratch_cpu = time.process_time() - scratch_start
@@ -191,13 +194,15 @@ def plan_retrain(
     for fine_tune in candidates_of(recipe["max_epochs"], epochs, rows):
         previous, hits, gain, answered, cpu = scratch, 0.0, 0.0, 0, []
         for s in range(1, plan.n_steps):
+            if quiet[s - 1]:  # nothing new: the nightly loop has nothing to retrain on
+                continue
             start = time.process_time()
             previous = _fine_tuned(model.name, fine_tune, previous, logs[s], plan.bounds[s - 1])
             cpu.append(time.process_time() - start)
             period = cases.take(cases.step == s)
             figures = summary(model_ranks(previous, replayed, period, "live", to_model(previous, external)))
             hits, gain, answered = hits + figures["hits"], gain + figures["ndcg"], answered + len(period.pos)
-        per_retrain = float(np.mean(cpu))
+        per_retrain = float(np.mean(cpu)) if cpu else 0.0
         measured.append(
             Candidate(
                 fine_tune, hits / answered, gain / answered, answered, per_retrain, per_retrain <= limit
