@@ -162,3 +162,25 @@ def test_a_model_without_titles_has_no_title_column(ratings: pd.DataFrame) -> No
     assert frame["user"].tolist() == [1] * 3 + ["unknown user"] * 3  # unknown users get popular items
     with pytest.raises(DataError, match="missing user"):
         rec.recommend_frame([1, None], k=3)
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ({"user": 1, "k": 2.5}, "k must be a whole number of items, at least 1, not 2.5"),
+        ({"user": 1, "k": "3"}, "k must be a whole number of items, at least 1, not '3'"),
+        ({"user": 1, "k": True}, "k must be a whole number"),
+        ({"user": 1, "k": 0}, "at least 1, not 0"),
+        ({"history": "1,2"}, "history is a list of item IDs, not str '1,2'"),
+        ({"user": 1, "include": "12"}, "include is a list of item IDs, not str '12'"),
+        ({"user": 1, "exclude": 5}, "exclude is a list of item IDs, not int 5"),
+    ],
+)
+def test_a_request_value_of_the_wrong_kind_is_refused_not_bent(
+    fitted: Recommender, request_: dict[str, object], message: str
+) -> None:
+    """``k=2.5`` once answered 2 items and ``history="1,2"`` the items "1", "," and "2", without a word."""
+    with pytest.raises(ValueError, match=message):
+        fitted.recommend(**request_)  # type: ignore[arg-type]
+    assert len(fitted.recommend(user=1, k=np.int64(3)).items) == 3  # a numpy integer is a whole number
+    assert len(fitted.recommend(history=np.array([1, 2]), k=2).items) == 2  # an array of IDs is a list

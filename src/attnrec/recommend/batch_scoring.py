@@ -48,6 +48,7 @@ from attnrec.data.schema import Interactions
 from attnrec.recommend.batch_input import DatasetUsers, FileUsers, Request, UserSource
 from attnrec.recommend.batch_parts import BatchError, Parts
 from attnrec.recommend.recommender import Recommender
+from attnrec.recommend.requests import check_k
 from attnrec.recommend.topk import Recommendation
 
 FORMAT_VERSION = 1
@@ -164,8 +165,7 @@ def _source(source: UserSource | Interactions | str | Path) -> UserSource:
 
 
 def _check_arguments(k: int, chunk_users: int, layout: str) -> None:
-    if k < 1:
-        raise ValueError(f"k must be at least 1, not {k}")
+    check_k(k)
     if chunk_users < 1:
         raise ValueError(f"chunk_users must be at least 1, not {chunk_users}")
     if layout not in LAYOUTS:

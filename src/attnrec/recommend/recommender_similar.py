@@ -14,6 +14,7 @@ import torch
 from attnrec.data.schema import Sequences
 from attnrec.models.contracts import Factorised
 from attnrec.recommend.recommender_state import Derived, RecommenderState, popularity_tensor
+from attnrec.recommend.requests import check_k
 from attnrec.recommend.topk import Recommendation, topk_chunked
 
 
@@ -85,8 +86,7 @@ class SimilarItems(RecommenderState):
         """
         view = self._fitted_view()
         assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        k = check_k(k)
         idx = self.items_.get(item)
         if idx is None:
             raise KeyError(f"unknown item {str(item)!r}")

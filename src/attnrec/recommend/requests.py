@@ -7,7 +7,7 @@ scoring and top-k code works on integer arrays only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any  # request values are caller input of any type
 
@@ -26,6 +26,25 @@ from attnrec.recommend.live import EMPTY, UNKNOWN_USER, LiveRow, merge
 STORED_HISTORY = "stored_history"
 #: The request keys besides the per-event fields (:func:`recommend_keys` adds those).
 OPTION_KEYS = frozenset({"user", "history", "k", "exclude_seen", "include", "exclude", STORED_HISTORY})
+
+
+def check_k(k: object) -> int:
+    """``k`` as the number of items of an answer: a whole number (a numpy integer too), at least 1; a
+    one-line ``ValueError`` otherwise (``k=2.5`` or ``"3"`` once became 2 and 3 without a word)."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"k must be a whole number of items, at least 1, not {k!r}")
+    return int(k)
+
+
+def check_ids(name: str, value: object) -> list[object] | None:
+    """``value`` of the request key ``name`` (``history``, ``include``, ``exclude``) as a list of item IDs:
+    a list, tuple, array or Series, or None. A string is refused: ``history="1,2"`` was read as the three
+    items ``"1"``, ``","`` and ``"2"``."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray | Iterable):
+        raise ValueError(f"{name} is a list of item IDs, not {type(value).__name__} {value!r:.60}")
+    return list(value)
 
 
 def recommend_keys() -> frozenset[str]:
@@ -71,7 +90,8 @@ def prepare(
     carry timestamps; only the per-event columns both carry are kept); ``stored_history=False`` scores the
     sent history alone (the user contributes only its index).
 
-    Raises :class:`TypeError` for unknown keys and :class:`ValueError` for ``k < 1``, a request with
+    Raises :class:`TypeError` for unknown keys and :class:`ValueError` for a ``k`` that is not a whole
+    number of at least 1, a ``history``, ``include`` or ``exclude`` that is not a list of IDs, a request with
     neither a user nor a history, or per-event fields that do not fit the history
     (:func:`~attnrec.recommend.event_requests.request_columns`).
     """
@@ -79,10 +99,8 @@ def prepare(
     bad = set(request) - known
     if bad:
         raise TypeError(f"unknown recommend arguments: {sorted(bad)}; known: {sorted(known)}")
-    user, history = request.get("user"), request.get("history")
-    k = int(request.get("k", 10))
-    if k < 1:
-        raise ValueError("k must be at least 1")
+    user, history = request.get("user"), check_ids("history", request.get("history"))
+    k = check_k(request.get("k", 10))
     uid, base, fallback = _who(user, history, users, live, stored_history(request))
     if history is not None:  # the request's own columns, of the known items, after the stored history
         given, unknown = items.split_known(history)
@@ -100,11 +118,15 @@ def prepare(
     if len(hist) == 0 and (fallback is None or history is not None):
         fallback = "no known items in the history: most popular items"
     banned = [hist] if request.get("exclude_seen", True) else []
-    if request.get("exclude"):
-        banned.append(items.split_known(request["exclude"])[0])
+    exclude, include = (
+        check_ids("exclude", request.get("exclude")),
+        check_ids("include", request.get("include")),
+    )
+    if exclude:
+        banned.append(items.split_known(exclude)[0])
     allowed = None
-    if request.get("include") is not None:
-        allowed = np.unique(items.split_known(request["include"])[0])
+    if include is not None:
+        allowed = np.unique(items.split_known(include)[0])
     ban = np.unique(np.concatenate(banned)) if banned else np.zeros(0, dtype=np.int64)
     return Prepared(
         uid,
@@ -155,6 +177,8 @@ def _who(
 
 __all__ = [
     "OPTION_KEYS",
+    "check_ids",
+    "check_k",
     "Prepared",
     "STORED_HISTORY",
     "recommend_keys",
