@@ -184,3 +184,41 @@ def test_a_request_value_of_the_wrong_kind_is_refused_not_bent(
         fitted.recommend(**request_)  # type: ignore[arg-type]
     assert len(fitted.recommend(user=1, k=np.int64(3)).items) == 3  # a numpy integer is a whole number
     assert len(fitted.recommend(history=np.array([1, 2]), k=2).items) == 2  # an array of IDs is a list
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ({"user": [1]}, "user must be an ID \\(text or a number\\), not list \\[1\\]"),
+        ({"user": True}, "user must be an ID .*, not bool True"),
+        ({"user": float("nan")}, "user must be an ID .*, not float nan"),
+        ({"history": [1, None]}, "each of history must be an ID .*, not NoneType None"),
+        ({"history": [[1, 2]]}, "each of history must be an ID .*, not list"),
+        ({"history": {1, 2}}, "history is a list of item IDs, not set"),
+        ({"history": {1: 2}}, "history is a list of item IDs, not dict"),
+        ({"user": 1, "exclude": [" "]}, "each of exclude must be an ID"),
+        ({"user": 1, "exclude_seen": "no"}, "exclude_seen must be true or false, not 'no'"),
+        ({"user": 1, "filter_viewed": "false"}, "filter_viewed must be true or false, not 'false'"),
+    ],
+)
+def test_an_id_that_is_no_id_is_refused_not_answered(
+    fitted: Recommender, request_: dict[str, object], message: str
+) -> None:
+    """``user=[1]`` was the unknown user "[1]" and got the most popular items; ``history=[1, None]`` scored
+    [1] and a set scored its own order; ``exclude_seen="no"`` was true; all without a word."""
+    with pytest.raises(ValueError, match=message):
+        fitted.recommend(**request_)  # type: ignore[arg-type]
+    assert fitted.recommend(user=1.0, k=3).items == fitted.recommend(user="1", k=3).items  # one user
+    include = fitted.recommend(user=np.int64(1), include={2, 3, 4}, exclude_seen=False, k=5).items
+    assert sorted(include) == ["2", "3", "4"]  # an include set is a set
+
+
+def test_a_batch_that_is_not_a_list_of_requests_is_refused(fitted: Recommender) -> None:
+    """``recommend_many([1, 2])`` ended in an ``AttributeError``; ``recommend_frame("12")`` answered the
+    users "1" and "2"."""
+    with pytest.raises(ValueError, match="requests\\[0\\] is a dict of recommend's arguments, not int 1"):
+        fitted.recommend_many([1, 2])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="requests is a list of dicts of recommend's arguments, not str"):
+        fitted.recommend_many("12")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="users is a list of user IDs, not str '12'"):
+        fitted.recommend_frame("12")

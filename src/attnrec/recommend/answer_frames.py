@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from attnrec.config import ConfigError
+from attnrec.recommend.requests import check_flag
 from attnrec.recommend.topk import Recommendation
 
 #: The columns of a recommendations frame; ``rank`` counts from 1.
@@ -27,8 +28,9 @@ def seen_filter(exclude_seen: bool | None, filter_viewed: bool | None) -> bool:
             f"exclude_seen={exclude_seen} and filter_viewed={filter_viewed} contradict each other: "
             "they are two names of one setting"
         )
-    chosen = exclude_seen if exclude_seen is not None else filter_viewed
-    return True if chosen is None else bool(chosen)
+    if exclude_seen is not None:
+        return check_flag("exclude_seen", exclude_seen)
+    return True if filter_viewed is None else check_flag("filter_viewed", filter_viewed)
 
 
 def recommendations_frame(

@@ -31,7 +31,7 @@ from attnrec.recommend.event_requests import ignored_inputs, signals_read
 from attnrec.recommend.live import LiveRow, live_rows, trained_row
 from attnrec.recommend.model_core import CoreView
 from attnrec.recommend.recommender_state import RecommenderState, popularity_tensor
-from attnrec.recommend.requests import Prepared, prepare, stored_history
+from attnrec.recommend.requests import Prepared, check_list, check_requests, prepare, stored_history
 from attnrec.recommend.topk import Recommendation, RowScores, answer
 
 
@@ -153,7 +153,7 @@ class Answering(RecommenderState):
         given (:mod:`attnrec.recommend.answer_frames`). Seen items are dropped unless ``filter_viewed=False``
         (or ``exclude_seen=False``); a user the model does not know gets the most popular items, as in
         :meth:`recommend`. ``include``/``exclude`` apply to every user."""
-        listed = list(users)
+        listed = check_list("users", users, "user IDs")
         id_column(listed, "user", "users", Origin("recommend_frame"))  # None, NaN or "" is a DataError
         seen = seen_filter(exclude_seen, filter_viewed)
         requests = [
@@ -168,6 +168,7 @@ class Answering(RecommenderState):
     def _prepare_many(self, requests: Sequence[Mapping[str, Any]]) -> list[Prepared]:
         """``requests`` resolved against this model's ID maps and live histories (one store read for all)."""
         assert self.items_ is not None and self.users_ is not None
+        requests = check_requests(requests)
         wanted = (str(r["user"]) for r in requests if r.get("user") is not None and stored_history(r) is True)
         live = self.live_histories(list(dict.fromkeys(wanted)))
         reads = signals_read(self.config)

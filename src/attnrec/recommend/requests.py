@@ -7,11 +7,12 @@ scoring and top-k code works on integer arrays only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any  # request values are caller input of any type
 
 import numpy as np
+import pandas as pd
 
 from attnrec.data.schema import IdMap
 from attnrec.recommend.event_requests import (
@@ -36,15 +37,54 @@ def check_k(k: object) -> int:
     return int(k)
 
 
-def check_ids(name: str, value: object) -> list[object] | None:
-    """``value`` of the request key ``name`` (``history``, ``include``, ``exclude``) as a list of item IDs:
-    a list, tuple, array or Series, or None. A string is refused: ``history="1,2"`` was read as the three
-    items ``"1"``, ``","`` and ``"2"``."""
+def check_id(name: str, value: object) -> object:
+    """``value`` when it can be an external ID (text or a number, as the training log's IDs are read:
+    :mod:`attnrec.data.boundary`); a one-line ``ValueError`` naming ``name`` for a missing ID (None, NaN,
+    empty text), a boolean, or a container (``user=[1]`` was the unknown user "[1]" and got the most
+    popular items, and ``history=[1, None]`` scored the history [1], without a word)."""
+    if isinstance(value, str):
+        if value.strip():
+            return value
+    elif not (isinstance(value, bool | np.bool_ | bytes | Iterable) or pd.isna(value)):
+        return value
+    raise ValueError(f"{name} must be an ID (text or a number), not {type(value).__name__} {value!r:.60}")
+
+
+def check_list(name: str, value: object, what: str = "item IDs", *, ordered: bool = False) -> list[object]:
+    """``value`` as a list: a list, tuple, array, Series or other iterable. A one-line ``ValueError``
+    naming ``name`` and ``what`` it lists for a string (``history="1,2"`` was read as the three items
+    ``"1"``, ``","`` and ``"2"``), a dict (its keys were the items) or, when the list is ``ordered`` (a
+    history), a set (its order was the history's)."""
+    unordered = isinstance(value, Mapping) or (ordered and isinstance(value, Set))
+    if unordered or isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"{name} is a list of {what}, not {type(value).__name__} {value!r:.60}")
+    return list(value)
+
+
+def check_ids(name: str, value: object, *, ordered: bool = False) -> list[object] | None:
+    """``value`` of the request key ``name`` (``history``: ``ordered``, ``include``, ``exclude``) as a list
+    of item IDs (:func:`check_list`, :func:`check_id` each), or None."""
     if value is None:
         return None
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray | Iterable):
-        raise ValueError(f"{name} is a list of item IDs, not {type(value).__name__} {value!r:.60}")
-    return list(value)
+    return [check_id(f"each of {name}", v) for v in check_list(name, value, ordered=ordered)]
+
+
+def check_requests(requests: object) -> list[Mapping[str, Any]]:
+    """``requests`` of :meth:`~attnrec.recommend.Recommender.recommend_many` as a list of mappings, each
+    ``user`` an ID (:func:`check_id`); a one-line ``ValueError`` otherwise (a list of user IDs ended in an
+    ``AttributeError``)."""
+    if isinstance(requests, str | bytes | Mapping) or not isinstance(requests, Iterable):
+        raise ValueError(
+            f"requests is a list of dicts of recommend's arguments, not {type(requests).__name__}"
+        )
+    listed = list(requests)
+    for i, request in enumerate(listed):
+        if not isinstance(request, Mapping):
+            kind = type(request).__name__
+            raise ValueError(f"requests[{i}] is a dict of recommend's arguments, not {kind} {request!r:.60}")
+        if request.get("user") is not None:
+            check_id("user", request["user"])
+    return listed
 
 
 def recommend_keys() -> frozenset[str]:
@@ -91,7 +131,8 @@ def prepare(
     sent history alone (the user contributes only its index).
 
     Raises :class:`TypeError` for unknown keys and :class:`ValueError` for a ``k`` that is not a whole
-    number of at least 1, a ``history``, ``include`` or ``exclude`` that is not a list of IDs, a request with
+    number of at least 1, a ``history``, ``include`` or ``exclude`` that is not a list of IDs
+    (:func:`check_ids`), an ``exclude_seen`` or ``stored_history`` that is not a bool, a request with
     neither a user nor a history, or per-event fields that do not fit the history
     (:func:`~attnrec.recommend.event_requests.request_columns`).
     """
@@ -99,7 +140,7 @@ def prepare(
     bad = set(request) - known
     if bad:
         raise TypeError(f"unknown recommend arguments: {sorted(bad)}; known: {sorted(known)}")
-    user, history = request.get("user"), check_ids("history", request.get("history"))
+    user, history = request.get("user"), check_ids("history", request.get("history"), ordered=True)
     k = check_k(request.get("k", 10))
     uid, base, fallback = _who(user, history, users, live, stored_history(request))
     if history is not None:  # the request's own columns, of the known items, after the stored history
@@ -117,7 +158,7 @@ def prepare(
     sent = frozenset(k for k in (*event_keys(), REQUEST_TIME) if request.get(k) is not None)
     if len(hist) == 0 and (fallback is None or history is not None):
         fallback = "no known items in the history: most popular items"
-    banned = [hist] if request.get("exclude_seen", True) else []
+    banned = [hist] if check_flag("exclude_seen", request.get("exclude_seen", True)) else []
     exclude, include = (
         check_ids("exclude", request.get("exclude")),
         check_ids("include", request.get("include")),
@@ -143,12 +184,17 @@ def prepare(
     )
 
 
+def check_flag(name: str, value: object) -> bool:
+    """``value`` of the switch ``name`` as a bool (numpy's too); a one-line ``ValueError`` otherwise
+    (``exclude_seen="no"`` was true)."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be true or false, not {value!r}")
+    return bool(value)
+
+
 def stored_history(request: Mapping[str, Any]) -> bool:
     """Whether ``request`` reads its user's stored history (``stored_history``, default true)."""
-    value = request.get(STORED_HISTORY, True)
-    if not isinstance(value, bool):
-        raise ValueError(f"stored_history must be true or false, not {value!r}")
-    return value
+    return check_flag(STORED_HISTORY, request.get(STORED_HISTORY, True))
 
 
 def _who(
@@ -177,7 +223,11 @@ def _who(
 
 __all__ = [
     "OPTION_KEYS",
+    "check_flag",
+    "check_id",
     "check_ids",
+    "check_list",
+    "check_requests",
     "check_k",
     "Prepared",
     "STORED_HISTORY",
