@@ -179,6 +179,16 @@ def _read_checked(fd: int, path: Path, limit: int, expected: int | None) -> byte
     return data
 
 
+def check_dir_target(path: str | Path, what: str) -> Path:
+    """``path`` as a directory to write ``what`` into: a directory or nothing yet (made on writing); a
+    one-line :class:`CheckpointError` naming it when something else is there (saving to a file's path
+    ended in ``FileExistsError``, a ``state_dir`` only after its first epoch)."""
+    d = Path(path)
+    if d.exists() and not d.is_dir():
+        raise CheckpointError(f"{d}: {what} is a directory, and a file is there")
+    return d
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename, so readers never see half a file.
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
 
+from attnrec.checkpoint import CheckpointError
 from attnrec.config import ConfigError
 from attnrec.data import load_dataset
 from attnrec.data.schema import DataError, Interactions
@@ -128,6 +131,32 @@ def test_fit_refuses_what_is_not_a_log_or_a_frame() -> None:
 
 
 # -- out ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"split": 5}, ConfigError, "split is a Split or a split's name, not int 5"),
+        ({"valid_protocol": "full"}, TypeError, "valid_protocol is a Protocol .*, not str 'full'"),
+        ({"valid_protocol": None}, TypeError, "valid_protocol is a Protocol"),
+    ],
+)
+def test_fit_refuses_a_split_or_protocol_of_the_wrong_kind(
+    ratings: pd.DataFrame, options: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """``split=5`` and ``valid_protocol="full"`` ended in ``AttributeError`` (the protocol's after the first
+    epoch)."""
+    with pytest.raises(error, match=message):
+        Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit(ratings, progress=False, **options)  # type: ignore[arg-type]
+
+
+def test_saving_to_a_file_is_refused_and_keeps_the_file(fitted: Recommender, tmp_path: Path) -> None:
+    """``save`` to a file's path ended in ``FileExistsError``."""
+    taken = tmp_path / "model"
+    taken.write_text("mine")
+    with pytest.raises(CheckpointError, match="model: a model is a directory, and a file is there"):
+        fitted.save(taken)
+    assert taken.read_text() == "mine"
+
+
 def test_recommend_frame_has_one_row_per_item_in_rank_order(fitted: Recommender) -> None:
     users = [3, "1", 2.0]  # as a frame's column might hold them
     frame = fitted.recommend_frame(users, k=4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import attnrec
+from attnrec.config import ConfigError
 from attnrec.data.schema import Interactions
 from attnrec.data.split import leave_one_out
 from attnrec.training.callbacks import StopTraining
@@ -53,3 +54,14 @@ def test_closed_form_fits_report_their_one_epoch(ring: Interactions) -> None:
     watch = Recorder()
     attnrec.Recommender("pop").fit(ring, leave_one_out(ring), progress=False, callbacks=[watch])
     assert [r["epoch"] for r in watch.records] == [1] and "NDCG@10" in watch.records[0]["valid"]
+
+
+@pytest.mark.parametrize(("callbacks", "message"), [([print], "has none"), (None, "not NoneType")])
+def test_a_callback_without_on_epoch_is_refused_before_training(
+    ring: Interactions, callbacks: object, message: str
+) -> None:
+    """A plain function as a callback trained a whole epoch, then ended in an ``AttributeError``."""
+    rec = attnrec.Recommender("sasrec", {"hidden": 8, "max_len": 10}, {"max_epochs": 1, "batch_size": 32})
+    with pytest.raises(ConfigError, match=message):
+        rec.fit(ring, progress=False, callbacks=callbacks)  # type: ignore[arg-type]
+    assert rec.train_result_ is None  # nothing trained

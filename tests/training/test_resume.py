@@ -72,6 +72,16 @@ def test_mid_epoch_resume_is_exact(ring: Interactions, tmp_path: Path) -> None:
     assert history == ref_history  # the resumed epoch's mean loss includes the batches before the crash
 
 
+def test_a_state_dir_that_is_a_file_is_refused_before_training(ring: Interactions, tmp_path: Path) -> None:
+    """A file as ``state_dir`` ended the first epoch in ``FileExistsError``; it is one line, before any
+    batch, and the file is left as it was."""
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    with pytest.raises(CheckpointError, match="the training state_dir is a directory, and a file is there"):
+        _run(ring, taken, crash_after=0)  # a batch would crash
+    assert taken.read_text() == "mine"
+
+
 def test_resume_refuses_a_different_data_stream(ring: Interactions, tmp_path: Path) -> None:
     with pytest.raises(Crash, match="crash at loss evaluation 15"):
         _run(ring, tmp_path, crash_after=14)

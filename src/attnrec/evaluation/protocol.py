@@ -168,6 +168,18 @@ PAPER_SASREC = PROTOCOLS["sampled-uniform"]  # the SASRec paper's protocol
 PAPER_BERT4REC = PROTOCOLS["sampled-popularity"]  # the BERT4Rec paper's protocol
 
 
+def check_protocol(value: object, name: str = "protocol") -> Protocol:
+    """``value`` when it is a :class:`Protocol`; a one-line ``TypeError`` naming ``name`` and the named
+    protocols otherwise (``valid_protocol="full"`` ended after the first epoch in an ``AttributeError``)."""
+    if not isinstance(value, Protocol):
+        names = ", ".join(PROTOCOLS)
+        raise TypeError(
+            f"{name} is a Protocol (PROTOCOLS[name] or protocol_by_name(name), names {names}), "
+            f"not {type(value).__name__} {value!r:.40}"
+        )
+    return value
+
+
 def protocol_by_name(
     name: str,
     negatives: int = DEFAULT_NEGATIVES,
@@ -323,6 +335,7 @@ def evaluate(
     are all scored at the window's start.
     """
     start = time.perf_counter()
+    check_protocol(protocol)
     n = len(cases)
     if n == 0:
         raise DataError(f"no {target} cases to evaluate")

@@ -45,6 +45,7 @@ from attnrec.checkpoint import (
     CheckpointError,
     LoadLimits,
     LoadPolicy,
+    check_dir_target,
     check_finite,
     load_tensor_bytes,
     load_tensors,
@@ -146,7 +147,7 @@ def save_model_dir(
     """Write ``record`` plus the tensor files ``tensors`` (``weights`` first), the JSON ``files`` and the
     task-specific ``config.json`` keys ``meta`` to the directory ``path``; returns it. With
     ``manifest_key`` the manifest is signed (:func:`~attnrec.checkpoint.write_manifest`)."""
-    d = Path(path)
+    d = check_dir_target(path, "a model")
     d.mkdir(parents=True, exist_ok=True)
     config: dict[str, object] = {
         "format_version": FORMAT_VERSION,

@@ -38,7 +38,7 @@ from attnrec.data.split import (
     leave_one_out,
     make_split,
 )
-from attnrec.evaluation.protocol import FULL, Protocol, evaluate
+from attnrec.evaluation.protocol import FULL, Protocol, check_protocol, evaluate
 from attnrec.models.registry import get_spec
 from attnrec.recommend import cold_items, warm
 from attnrec.recommend.event_requests import VOCABULARIES, signals_from_json
@@ -54,7 +54,7 @@ from attnrec.recommend.topk import Recommendation
 from attnrec.store import HistoryStore
 from attnrec.training import auto as auto_settings
 from attnrec.training.auto import AutoSettings
-from attnrec.training.callbacks import EpochCallback
+from attnrec.training.callbacks import EpochCallback, check_callbacks
 from attnrec.training.loop import resolve_device
 from attnrec.training.train_config import TrainConfig
 
@@ -187,12 +187,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         and followed once or twice (``benchmarks/results/replay-notes.md``).
         """
         data = as_interactions(data)
-        if new_item_rows not in warm.NEW_ITEM_ROWS:
-            raise ConfigError(f"new_item_rows={new_item_rows!r}: use one of {', '.join(warm.NEW_ITEM_ROWS)}")
-        if new_item_rows != "initial" and init_from is None:
-            raise ConfigError(
-                f"new_item_rows={new_item_rows!r} seeds the new items of a warm start: give init_from too"
-            )
+        watchers = _fit_options(valid_protocol, callbacks, new_item_rows, warm_start=init_from is not None)
         source = None if init_from is None else self.warm_source(init_from)
         renumbered = False
         if source is not None:
@@ -259,7 +254,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
                 self.device,
                 state_dir=sd,
                 progress=progress,
-                callbacks=tuple(callbacks),
+                callbacks=watchers,
             )
         self._cache.clear()  # the weights changed
         return self
@@ -271,6 +266,8 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
             return leave_one_out(data)
         if isinstance(split, str):
             return final_split(data) if split == FINAL else make_split(data, split)
+        if not isinstance(split, Split):
+            raise ConfigError(f"split is a Split or a split's name, not {type(split).__name__} {split!r:.40}")
         if renumbered:
             raise ConfigError(
                 "a warm start (init_from) extends the ID maps: give the split by name (e.g. 'leave-one-out' "
@@ -385,6 +382,21 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         rec = cls(record.model, record.model_config, record.train_config, auto=False)
         rec._restore(saved, vocabularies, device)
         return rec
+
+
+def _fit_options(
+    valid_protocol: object, callbacks: object, new_item_rows: str, *, warm_start: bool
+) -> tuple[EpochCallback, ...]:
+    """:meth:`Recommender.fit`'s options checked before anything is built or trained (its protocol,
+    new item rows and callbacks); returns the callbacks as a tuple."""
+    check_protocol(valid_protocol, "valid_protocol")
+    if new_item_rows not in warm.NEW_ITEM_ROWS:
+        raise ConfigError(f"new_item_rows={new_item_rows!r}: use one of {', '.join(warm.NEW_ITEM_ROWS)}")
+    if new_item_rows != "initial" and not warm_start:
+        raise ConfigError(
+            f"new_item_rows={new_item_rows!r} seeds the new items of a warm start: give init_from too"
+        )
+    return check_callbacks(callbacks)
 
 
 __all__ = ["Recommendation", "Recommender"]

@@ -10,8 +10,10 @@ exception propagates and ends training.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
+from attnrec.config import ConfigError
 from attnrec.training.result import EpochRecord
 
 
@@ -29,6 +31,20 @@ class EpochCallback(Protocol):
         ...
 
 
+def check_callbacks(callbacks: object) -> tuple[EpochCallback, ...]:
+    """``callbacks`` as a tuple of objects with an ``on_epoch`` method; a one-line ``ConfigError`` before any
+    training otherwise (a plain function ended the first epoch in an ``AttributeError``)."""
+    if isinstance(callbacks, str | bytes) or not isinstance(callbacks, Iterable):
+        raise ConfigError(f"callbacks is a list of epoch callbacks, not {type(callbacks).__name__}")
+    listed = tuple(callbacks)
+    for cb in listed:
+        if not callable(getattr(cb, "on_epoch", None)):
+            raise ConfigError(
+                f"a callback has an on_epoch(record) method (attnrec.training.callbacks); {cb!r:.60} has none"
+            )
+    return listed
+
+
 def run_callbacks(callbacks: tuple[EpochCallback, ...], record: EpochRecord) -> str:
     """Call each callback with ``record``; the first :class:`StopTraining`'s reason, or ``""`` to go on."""
     for cb in callbacks:
@@ -39,4 +55,4 @@ def run_callbacks(callbacks: tuple[EpochCallback, ...], record: EpochRecord) -> 
     return ""
 
 
-__all__ = ["EpochCallback", "StopTraining", "run_callbacks"]
+__all__ = ["EpochCallback", "StopTraining", "check_callbacks", "run_callbacks"]

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnrec.checkpoint import CheckpointError
+from attnrec.checkpoint import CheckpointError, check_dir_target
 from attnrec.models.contracts import Trainable
 from attnrec.training import distributed
-from attnrec.training.callbacks import EpochCallback, run_callbacks
+from attnrec.training.callbacks import EpochCallback, check_callbacks, run_callbacks
 from attnrec.training.epoch_bar import EpochBar
 from attnrec.training.optim import cosine_lr, make_optimizer, scale_lr, set_lr, sparse_parameters
 from attnrec.training.result import EpochRecord, TrainResult
@@ -100,7 +100,8 @@ def train(
     ``validate=None`` (a final fit on every event) trains ``cfg.max_epochs`` epochs (or until the time
     budget) without validation and keeps the last weights.
     """
-    loop = _Loop(module, train_data, validate, cfg, state_dir, progress, tuple(callbacks))
+    state_dir = None if state_dir is None else check_dir_target(state_dir, "the training state_dir")
+    loop = _Loop(module, train_data, validate, cfg, state_dir, progress, check_callbacks(callbacks))
     owns_group = distributed.init(loop.device)
     try:
         result = loop.run()
