@@ -40,6 +40,14 @@ def test_bad_values_are_config_errors() -> None:
         config_from_dict(TrainConfig, {"optimizer": "lbfgs"})
 
 
+@pytest.mark.parametrize("key", ["lr", "beta1", "weight_decay", "time_budget"])
+@pytest.mark.parametrize("value", [float("nan"), "nan", float("inf")])
+def test_a_training_number_that_is_not_finite_is_refused(key: str, value: object) -> None:
+    """``lr=nan`` passed the "must be positive" check (nan <= 0 is false) and trained NaN weights."""
+    with pytest.raises(ConfigError, match=f"TrainConfig: {key} must be a finite number, not (nan|inf)"):
+        config_from_dict(TrainConfig, {key: value})
+
+
 def test_overrides_and_toml(tmp_path: Path) -> None:
     assert parse_overrides(["a=1", "b = x=y"]) == {"a": "1", "b": "x=y"}
     with pytest.raises(ConfigError, match="'novalue' is not of the form key=value"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from dataclasses import dataclass
 
@@ -73,6 +75,10 @@ class TrainConfig:
             raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}")
         if self.amp not in ("none", "bf16", "fp16"):
             raise ValueError("amp must be none, bf16 or fp16")
+        floats = [f.name for f in dataclasses.fields(self) if f.type in (float, "float")]
+        odd = [name for name in floats if not math.isfinite(getattr(self, name))]
+        if odd:  # lr=nan trained a model of NaN weights without a word (nan <= 0 is false)
+            raise ValueError(f"{', '.join(odd)} must be a finite number, not {getattr(self, odd[0])}")
         if self.lr <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.eval_every < 1:
             raise ValueError("lr, batch_size, max_epochs and eval_every must be positive")
         if self.min_epochs < 0 or self.smooth < 1:
