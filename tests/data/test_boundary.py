@@ -195,6 +195,27 @@ def test_a_stray_non_finite_time_is_an_error() -> None:
         from_columns(["u", "u"], ["a", "b"], [1.0, np.inf])
 
 
+def test_an_infinite_rating_is_an_error(tmp_path: Path) -> None:
+    """A rating ``inf`` (a float, or "inf" in a file) was read as a number and made NaN losses."""
+    frame = pd.DataFrame({"user": [1, 1], "item": [1, 2], "rating": [4.0, np.inf]})
+    with pytest.raises(DataError, match="DataFrame: row 2: rating inf is not a finite number"):
+        Interactions.from_frame(frame)
+    (tmp_path / "r.csv").write_text("user,item,rating\n1,1,4\n1,2,-inf\n")
+    with pytest.raises(DataError, match="r.csv: line 3: rating -inf is not a finite number"):
+        load_dataset(str(tmp_path / "r.csv"))
+
+
+def test_two_columns_of_one_name_are_refused_not_one_picked() -> None:
+    """A frame with two ``item`` columns ended in pandas' "Length mismatch"; with ``Item`` and ``item`` the
+    last one was read without a word."""
+    for labels in (["user", "item", "item"], ["user", "Item", "item"]):
+        frame = pd.DataFrame([[1, 2, 3]], columns=labels)
+        with pytest.raises(DataError, match="DataFrame: 2 columns are named '(I|i)tem'; which is the item?"):
+            Interactions.from_frame(frame)
+    with pytest.raises(DataError, match="2 columns are named 'item'"):
+        Interactions.from_frame(pd.DataFrame([[1, 2, 3]], columns=["user", "item", "item"]), item=1)
+
+
 def test_the_cli_refuses_day_month_dates_with_exit_2_and_reads_them_with_time_format(tmp_path: Path) -> None:
     path = tmp_path / "log.csv"
     rows = "".join(f"u{u},i{i},{1 + i:02d}/0{1 + u}/2020\n" for u in range(3) for i in range(6))

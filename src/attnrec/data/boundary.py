@@ -10,7 +10,7 @@ file's line) and the column:
   ``"1.0"``, Parquet's float columns) is that integer (``"1"``), so IDs from a float column match
   the same IDs elsewhere (title files, requests). Text is stripped of surrounding whitespace.
   A missing ID (``None``, ``NaN``, ``NaT``, empty text) is an error.
-* **Numbers** (ratings) become float64; missing or non-numeric values are errors.
+* **Numbers** (ratings) become float64; missing, non-numeric or infinite values are errors.
 * **Times** become unix seconds (float64): numbers pass through; ``datetime64`` columns of any
   unit (``s``, ``ms``, ``us``, ``ns``; time-zone-aware too, converted to UTC) and datetime objects
   are converted exactly; text is parsed (ISO 8601 and other unambiguous forms; no time zone means
@@ -161,7 +161,8 @@ def reads_as_number(text: str) -> bool:
 
 
 def number_column(values: ColumnValues, role: str, label: object, origin: Origin) -> np.ndarray:
-    """A rating-like column as float64; the first missing or non-numeric value is a :class:`DataError`."""
+    """A rating-like column as float64; the first missing, non-numeric or infinite value is a
+    :class:`DataError`."""
     s = as_series(values)
     check_missing(s, role, label, origin)
     if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
@@ -172,6 +173,10 @@ def number_column(values: ColumnValues, role: str, label: object, origin: Origin
         row = _first(bad)
         raise origin.error(row, f"{role} {_shown(s.iloc[row])} is not a number (column {label!r})")
     out: np.ndarray = num.to_numpy(dtype=np.float64)
+    endless = ~np.isfinite(out)  # "inf" reads as a number; as a rating it made NaN losses
+    if endless.any():
+        row = _first(endless)
+        raise origin.error(row, f"{role} {out[row]} is not a finite number (column {label!r})")
     return out
 
 

@@ -51,6 +51,19 @@ def column_aliases() -> dict[str, tuple[str, ...]]:
     return ID_ALIASES | {s.name: s.aliases for s in signals()}
 
 
+def _only(labels: list[object], label: object, role: str, path: str | Path, *, exact: bool = False) -> object:
+    """``label`` when no other column has its name (``exact``: the same label; else the same name in any
+    case); a :class:`DataError` otherwise (the first of two ``item`` columns was read without a word)."""
+    name = str(label).strip().lower()
+    same = [c for c in labels if (c == label if exact else str(c).strip().lower() == name)]
+    if len(same) > 1:
+        raise DataError(
+            f"{path}: {len(same)} columns are named {str(label)!r}; which is the {role}? "
+            "Rename or drop the others"
+        )
+    return label
+
+
 def resolve_columns(
     available: Sequence[object],
     columns: Mapping[str, str | int] | None,
@@ -80,11 +93,11 @@ def resolve_columns(
                     raise DataError(
                         f"{path}: no column number {want} for {role}; there are {len(labels)} columns"
                     )
-                out[role] = labels[want]
+                out[role] = _only(labels, labels[want], role, path, exact=True)
             elif want in labels:
-                out[role] = want
+                out[role] = _only(labels, want, role, path, exact=True)
             elif str(want).strip().lower() in lower:
-                out[role] = lower[str(want).strip().lower()]
+                out[role] = _only(labels, lower[str(want).strip().lower()], role, path)
             else:
                 raise DataError(
                     f"{path}: missing column {want!r} (mapped as {role}); available columns: {shown}"
@@ -92,7 +105,7 @@ def resolve_columns(
             continue
         for alias in aliases:
             if alias in lower:
-                out[role] = lower[alias]
+                out[role] = _only(labels, lower[alias], role, path)
                 break
         else:
             if role in REQUIRED_ROLES:
