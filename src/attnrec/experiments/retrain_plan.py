@@ -212,21 +212,21 @@ def plan_retrain(
     scratch_cpu = time.process_time() - scratch_start
     log.info("scratch fit on %s events: %.1f CPU seconds", f"{len(logs[0]):,}", scratch_cpu)
     limit = cpu_share * scratch_cpu
+    by_period = {s: cases.take(cases.step == s) for s in range(1, plan.n_steps)}
+    n_cases = sum(len(c.pos) for c in by_period.values())
 
-    def answered(models: Sequence[Recommender]) -> tuple[float, float, int]:
-        """HR@K and NDCG@K of the answers of periods 1.. by their ``models`` (one a period), and the cases."""
+    def answered(models: Sequence[Recommender]) -> tuple[float, float]:
+        """HR@K and NDCG@K over the cases of periods 1.. answered by ``models`` (one a period)."""
         hits = gain = 0.0
         for s, rec in enumerate(models, start=1):
             figures = summary(model_ranks(rec, replayed, by_period[s], "live", to_model(rec, external)))
             hits, gain = hits + figures["hits"], gain + figures["ndcg"]
-        return hits / n_cases, gain / n_cases, n_cases
+        return hits / n_cases, gain / n_cases
 
-    by_period = {s: cases.take(cases.step == s) for s in range(1, plan.n_steps)}
-    n_cases = sum(len(c.pos) for c in by_period.values())
-    references = [Reference("no retrain", *answered([scratch] * (plan.n_steps - 1))[:2])]
+    references = [Reference("no retrain", *answered([scratch] * (plan.n_steps - 1)))]
     for name in REFERENCES[1:] if keep_repeats else REFERENCES[1:2]:
         refitted = [Recommender(name).fit(logs[s], FINAL, progress=False) for s in range(1, plan.n_steps)]
-        references.append(Reference(name, *answered(refitted)[:2]))
+        references.append(Reference(name, *answered(refitted)))
     measured = []
     for fine_tune in candidates_of(recipe["max_epochs"], epochs, rows):
         previous, models, cpu = scratch, [], []
@@ -236,9 +236,9 @@ def plan_retrain(
                 previous = _fine_tuned(model.name, fine_tune, previous, logs[s], plan.bounds[s - 1])
                 cpu.append(time.process_time() - start)
             models.append(previous)
-        hr, ndcg, n = answered(models)
+        hr, ndcg = answered(models)
         per_retrain = float(np.mean(cpu)) if cpu else 0.0
-        measured.append(Candidate(fine_tune, hr, ndcg, n, per_retrain, per_retrain <= limit))
+        measured.append(Candidate(fine_tune, hr, ndcg, n_cases, per_retrain, per_retrain <= limit))
         log.info("%s: NDCG@%d %.4f, %.1f CPU seconds a retrain", fine_tune.flags(), K, ndcg, per_retrain)
     best = choose_within([c.ndcg for c in measured], [c.cpu_per_retrain for c in measured], limit)
     return RetrainPlan(
