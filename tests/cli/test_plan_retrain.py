@@ -46,3 +46,23 @@ def test_the_command_prints_the_plan_and_its_retrain_options(tmp_path: Path, mod
     assert "at least one second" in fails(*args, "--every", "0.1s")
     assert "comma-separated whole numbers" in fails(*args[:-1], "one", "--every", "1d")
     assert "leave no events before them" in fails(*args, "--every", "30d")
+
+
+@pytest.mark.parametrize("fine_tune", [FineTune("new", 2, "histories"), FineTune("all", 1, "initial")])
+def test_the_printed_options_run_attnrec_retrain(tmp_path: Path, model: Path, fine_tune: FineTune) -> None:
+    """Whatever the plan chooses, its options are ones ``attnrec retrain`` takes, and they mean what the
+    plan measured (new events only or every event, that many epochs)."""
+    from attnrec.store import Event, SqliteStore
+
+    base = tmp_path / "log.csv"
+    daily_cycle_frame().to_csv(base, index=False)
+    store = SqliteStore(tmp_path / "events.db")
+    store.append([Event("u1", "i3", 1_702_000_000), Event("u1", "i4", 1_702_000_100)])
+    store.close()
+    out = tmp_path / "new"
+    db = tmp_path / "events.db"
+    args = ["--model", str(model), "--store", str(db), "--data", str(base), "--out", str(out)]
+    code, output = run("retrain", *args, *fine_tune.flags().split())
+    assert code == 0, output
+    trained = Recommender.load(out)
+    assert trained.train_result_ is not None and trained.train_result_.epochs == fine_tune.epochs

@@ -79,23 +79,25 @@ def test_a_fine_tune_says_the_retrain_options_that_run_it() -> None:
 def test_no_fit_reads_an_event_of_the_period_it_answers(
     log: Interactions, model: Recommender, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The scratch model learns from the events before the first period only; the fine-tune that answers
-    period s, from the events before period s only."""
-    seen: list[tuple[float, float | None]] = []
+    """The scratch model learns from the events before the first period only; the fine-tune (and the
+    refitted baseline) that answers period s, from the events before period s only."""
+    seen: list[tuple[str, float, float | None]] = []
     fit = Recommender.fit
 
     def spy(self: Recommender, data: Any, *args: Any, **kwargs: Any) -> Recommender:
-        seen.append((float(data.timestamp.max()), kwargs.get("new_since")))
+        seen.append((self.name, float(data.timestamp.max()), kwargs.get("new_since")))
         return fit(self, data, *args, **kwargs)
 
     monkeypatch.setattr(Recommender, "fit", spy)
     plan = plan_retrain(model, log, 2 * DAY, periods=3, epochs=(1,), rows=("initial",))
     bounds = plan.bounds
-    assert seen[0] == (pytest.approx(seen[0][0]), None) and seen[0][0] < bounds[0]  # the scratch fit
-    new, every = seen[1:3], seen[3:5]  # new events, then all events: periods 1 and 2
-    assert [t < bounds[s] for s, (t, _) in zip((1, 2), new, strict=True)] == [True, True]
-    assert [since for _, since in new] == [bounds[0], bounds[1]]  # the period before's events train
-    assert [since for _, since in every] == [None, None] and all(t < bounds[2] for t, _ in every)
+    assert seen[0][0] == "sasrec" and seen[0][1] < bounds[0] and seen[0][2] is None  # the scratch fit
+    pop, new, every = seen[1:3], seen[3:5], seen[5:7]  # pop refitted, new events, all events: periods 1, 2
+    assert [name for name, _, _ in pop] == ["pop", "pop"]
+    for fits in (pop, new, every):
+        assert [t < bounds[s] for s, (_, t, _) in zip((1, 2), fits, strict=True)] == [True, True]
+    assert [since for _, _, since in new] == [bounds[0], bounds[1]]  # the period before's events train
+    assert [since for _, _, since in every] == [None, None] and len(seen) == 7
 
 
 def test_every_candidate_answers_the_same_events_and_the_choice_is_within_the_limit(
@@ -111,6 +113,18 @@ def test_every_candidate_answers_the_same_events_and_the_choice_is_within_the_li
     assert plan.cpu_limit == pytest.approx(plan.scratch_cpu) and plan.cpu_seconds >= plan.scratch_cpu
     record = plan.to_dict()
     assert record["flags"] == plan.chosen.flags() and json.loads(json.dumps(record)) == record
+    # the yardsticks answered the same events: no retrain at all, and pop (recent only with repeats kept,
+    # where it differs from pop)
+    assert [r.name for r in plan.references] == ["no retrain", "pop"]
+    assert all(0 <= r.ndcg <= r.hr <= 1 for r in plan.references)
+
+
+def test_with_repeats_kept_recent_is_a_yardstick_too(model: Recommender) -> None:
+    plan = plan_retrain(
+        model, daily_cycle_frame(), 2 * DAY, periods=3, epochs=(1,), rows=("initial",), keep_repeats=True
+    )
+    assert [r.name for r in plan.references] == list(retrain_plan.REFERENCES)
+    assert plan.counts["repeat"] == 0 and plan.keep_repeats  # a cycle log has no repeats to answer
 
 
 def test_bad_input_is_one_line(log: Interactions, model: Recommender) -> None:
@@ -133,7 +147,8 @@ def test_a_period_without_events_trains_nothing(model: Recommender, monkeypatch:
     fit = Recommender.fit
 
     def spy(self: Recommender, data: Any, *args: Any, **kwargs: Any) -> Recommender:
-        fits.append(kwargs.get("new_since"))
+        if self.name == model.name:  # the pop yardstick is refitted at every period, quiet or not
+            fits.append(kwargs.get("new_since"))
         return fit(self, data, *args, **kwargs)
 
     monkeypatch.setattr(Recommender, "fit", spy)

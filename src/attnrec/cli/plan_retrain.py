@@ -135,6 +135,13 @@ def plan_retrain_command(
         f"{_date(plan.bounds[1])}; scratch retrain {plan.scratch_cpu:.1f} CPU seconds, limit "
         f"{plan.cpu_limit:.1f} a retrain; the plan took {plan.cpu_seconds:.0f} CPU seconds"
     )
+    out.print(
+        "on the same events: "
+        + "; ".join(f"{r.name} NDCG@10 {r.ndcg:.4f}" for r in plan.references)
+        + " (no retrain: the scratch model throughout; the baselines refitted each period)",
+        soft_wrap=True,
+        markup=False,
+    )
     err.print(f"chosen: attnrec retrain ... {plan.chosen.flags()}", soft_wrap=True, markup=False)
 
 

@@ -19,6 +19,12 @@ it on the log itself, before anything is served, the way the nightly loop would 
 4. **Choice.** The best NDCG@10 over the answered events among the candidates whose CPU per retrain is
    at most ``cpu_share`` of the scratch fit's (ties: the cheaper; none within it: the cheapest).
 
+Beside the candidates the same events are answered by yardsticks (:data:`REFERENCES`): the scratch model
+with no retrain at all (live histories only), the ``pop`` baseline refitted at every period start and,
+with ``keep_repeats``, the ``recent`` one (without repeats it ranks the items outside the history as
+``pop`` does). They say what retraining is worth on the log, and whether a model is (a shop whose users
+come back to what they viewed may find ``recent`` ahead of every fine-tune).
+
 Nothing after the log's end is read, and every candidate is measured on the same events. The first
 period is answered by the scratch model alone, so it trains no candidate and is not counted.
 """
@@ -97,6 +103,20 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """A yardstick answering the same events as the candidates: ``no retrain`` (the scratch model answers
+    every period, from live histories), ``pop`` and (repeats kept) ``recent``, those baselines refitted at
+    each period start; HR@10 and NDCG@10."""
+
+    name: str
+    hr: float
+    ndcg: float
+
+
+REFERENCES = ("no retrain", "pop", "recent")
+
+
+@dataclass(frozen=True)
 class RetrainPlan:
     """The chosen fine-tune, every candidate, and how they were measured."""
 
@@ -109,11 +129,13 @@ class RetrainPlan:
     cpu_limit: float  # cpu_share x scratch_cpu
     cpu_seconds: float  # what the plan itself cost: its logs, the scratch fit, every fine-tune and answer
     counts: dict[str, int]  # the replayed events, first events, repeats and cases (all periods)
+    references: tuple[Reference, ...] = ()  # what the candidates are measured against
 
     def to_dict(self) -> dict[str, Any]:
         """JSON values: every field, each candidate's fine-tune inline, and the chosen retrain options."""
         record = asdict(self) | {
             "candidates": [asdict(c) for c in self.candidates],
+            "references": [asdict(r) for r in self.references],
             "bounds": list(self.bounds),
         }
         return record | {"flags": self.chosen.flags()}
@@ -190,27 +212,34 @@ def plan_retrain(
     scratch_cpu = time.process_time() - scratch_start
     log.info("scratch fit on %s events: %.1f CPU seconds", f"{len(logs[0]):,}", scratch_cpu)
     limit = cpu_share * scratch_cpu
+    by_period = {s: cases.take(cases.step == s) for s in range(1, plan.n_steps)}
+    n_cases = sum(len(c.pos) for c in by_period.values())
+
+    def answered(models: Sequence[Recommender]) -> tuple[float, float]:
+        """HR@K and NDCG@K over the cases of periods 1.. answered by ``models`` (one a period)."""
+        hits = gain = 0.0
+        for s, rec in enumerate(models, start=1):
+            figures = summary(model_ranks(rec, replayed, by_period[s], "live", to_model(rec, external)))
+            hits, gain = hits + figures["hits"], gain + figures["ndcg"]
+        return hits / n_cases, gain / n_cases
+
+    references = [Reference("no retrain", *answered([scratch] * (plan.n_steps - 1)))]
+    for name in REFERENCES[1:] if keep_repeats else REFERENCES[1:2]:
+        refitted = [Recommender(name).fit(logs[s], FINAL, progress=False) for s in range(1, plan.n_steps)]
+        references.append(Reference(name, *answered(refitted)))
     measured = []
     for fine_tune in candidates_of(recipe["max_epochs"], epochs, rows):
-        previous, hits, gain, answered, cpu = scratch, 0.0, 0.0, 0, []
+        previous, models, cpu = scratch, [], []
         for s in range(1, plan.n_steps):
-            if quiet[s - 1]:  # nothing new: the nightly loop has nothing to retrain on
-                continue
-            start = time.process_time()
-            previous = _fine_tuned(model.name, fine_tune, previous, logs[s], plan.bounds[s - 1])
-            cpu.append(time.process_time() - start)
-            period = cases.take(cases.step == s)
-            figures = summary(model_ranks(previous, replayed, period, "live", to_model(previous, external)))
-            hits, gain, answered = hits + figures["hits"], gain + figures["ndcg"], answered + len(period.pos)
+            if not quiet[s - 1]:  # a period with nothing new leaves the nightly loop nothing to retrain on
+                start = time.process_time()
+                previous = _fine_tuned(model.name, fine_tune, previous, logs[s], plan.bounds[s - 1])
+                cpu.append(time.process_time() - start)
+            models.append(previous)
+        hr, ndcg = answered(models)
         per_retrain = float(np.mean(cpu)) if cpu else 0.0
-        measured.append(
-            Candidate(
-                fine_tune, hits / answered, gain / answered, answered, per_retrain, per_retrain <= limit
-            )
-        )
-        log.info(
-            "%s: NDCG@%d %.4f, %.1f CPU seconds a retrain", fine_tune.flags(), K, gain / answered, per_retrain
-        )
+        measured.append(Candidate(fine_tune, hr, ndcg, n_cases, per_retrain, per_retrain <= limit))
+        log.info("%s: NDCG@%d %.4f, %.1f CPU seconds a retrain", fine_tune.flags(), K, ndcg, per_retrain)
     best = choose_within([c.ndcg for c in measured], [c.cpu_per_retrain for c in measured], limit)
     return RetrainPlan(
         measured[best].fine_tune,
@@ -222,6 +251,7 @@ def plan_retrain(
         limit,
         time.process_time() - started,
         cases.counts,
+        tuple(references),
     )
 
 
@@ -260,6 +290,8 @@ __all__ = [
     "PERIODS",
     "SCOPES",
     "Candidate",
+    "REFERENCES",
+    "Reference",
     "FineTune",
     "RetrainPlan",
     "candidates_of",
