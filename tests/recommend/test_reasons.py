@@ -136,6 +136,23 @@ def test_an_unknown_method_is_a_clear_error(sasrec: Recommender, call: Callable[
         call(sasrec)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"explain_k": -1}, "explain_k must be a whole number of items, at least 0, not -1"),
+        ({"explain_k": 2.5}, "explain_k must be a whole number of items, at least 0, not 2.5"),
+        ({"reason_verb": None}, "reason verb must be printable words such as 'watched'"),
+    ],
+)
+def test_explanation_options_of_the_wrong_kind_are_refused(
+    sasrec: Recommender, arguments: dict[str, Any], message: str
+) -> None:
+    """``explain_k=-1`` once gave no explanation without a word, ``explain_k=2.5`` ended in Python's own
+    TypeError, and ``reason_verb=None`` made reasons that said "Because you None ..."."""
+    with pytest.raises(ValueError, match=message):
+        sasrec.recommend(user="u1", k=3, explain=True, **arguments)
+
+
 def test_short_histories_and_models_that_cannot_explain(sasrec: Recommender, log: Interactions) -> None:
     one = sasrec.recommend(history=["i3"], k=2, explain=True)
     assert one.explanations is not None

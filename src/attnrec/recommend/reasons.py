@@ -107,7 +107,7 @@ MAX_VERB = 60  # characters of a verb or event-verb template
 def check_verb(verb: str, what: str = "reason verb") -> str:
     """``verb`` stripped; a one-line ``ValueError`` naming ``what`` when it is empty, has control
     characters or is over :data:`MAX_VERB` characters (it goes into every reason shown to users)."""
-    v = str(verb).strip()
+    v = verb.strip() if isinstance(verb, str) else ""  # str(None) once made the verb "None"
     if not v or not v.isprintable() or len(v) > MAX_VERB:
         raise ValueError(
             f"{what} must be printable words such as 'watched' (at most {MAX_VERB} characters), not {verb!r}"

@@ -31,7 +31,14 @@ from attnrec.recommend.event_requests import ignored_inputs, signals_read
 from attnrec.recommend.live import LiveRow, live_rows, trained_row
 from attnrec.recommend.model_core import CoreView
 from attnrec.recommend.recommender_state import RecommenderState, popularity_tensor
-from attnrec.recommend.requests import Prepared, check_list, check_requests, prepare, stored_history
+from attnrec.recommend.requests import (
+    Prepared,
+    check_k,
+    check_list,
+    check_requests,
+    prepare,
+    stored_history,
+)
 from attnrec.recommend.topk import Recommendation, RowScores, answer
 
 
@@ -102,8 +109,9 @@ class Answering(RecommenderState):
         )
         answer = self.recommend_many([request])[0]
         if method is not None and self.items_ is not None:
-            p, n = self._prepare(request), min(len(answer.items), max(explain_k, 0))
-            found = self._explain_items(p, answer.items[:n], method, reason_verb, event_verbs)
+            p, n = self._prepare(request), min(len(answer.items), check_k(explain_k, "explain_k", least=0))
+            verb = reasons.check_verb(reason_verb)
+            found = self._explain_items(p, answer.items[:n], method, verb, event_verbs)
             answer.explanations = [*found, *[None] * (len(answer.items) - n)]
         return answer
 

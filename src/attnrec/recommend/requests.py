@@ -29,11 +29,12 @@ STORED_HISTORY = "stored_history"
 OPTION_KEYS = frozenset({"user", "history", "k", "exclude_seen", "include", "exclude", STORED_HISTORY})
 
 
-def check_k(k: object) -> int:
-    """``k`` as the number of items of an answer: a whole number (a numpy integer too), at least 1; a
-    one-line ``ValueError`` otherwise (``k=2.5`` or ``"3"`` once became 2 and 3 without a word)."""
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise ValueError(f"k must be a whole number of items, at least 1, not {k!r}")
+def check_k(k: object, name: str = "k", least: int = 1) -> int:
+    """``k`` as a number of items (of an answer; ``name`` another count, e.g. ``explain_k``): a whole number
+    (a numpy integer too), at least ``least``; a one-line ``ValueError`` otherwise (``k=2.5`` or ``"3"``
+    once became 2 and 3 without a word, ``explain_k=-1`` no explanation)."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < least:
+        raise ValueError(f"{name} must be a whole number of items, at least {least}, not {k!r}")
     return int(k)
 
 
