@@ -61,3 +61,15 @@ def test_overrides_and_toml(tmp_path: Path) -> None:
     f.write_text("[model\n")
     with pytest.raises(ConfigError, match="invalid TOML"):
         load_toml(f, ("model",))
+
+
+@pytest.mark.parametrize("model", ["sasrec", "bert4rec", "gsasrec", "esasrec", "peter"])
+def test_a_dropout_rate_outside_zero_to_one_is_refused_with_the_settings(model: str) -> None:
+    """``dropout=2`` was taken by the transformer configs and only torch refused it, when fitting."""
+    from attnrec import get_spec
+
+    config_cls = get_spec(model).config_cls
+    with pytest.raises(ValueError, match="dropout must be in \\[0, 1\\), not 2.0"):
+        config_cls(dropout=2.0)
+    with pytest.raises(ValueError, match="must be in \\[0, 1\\), not -0.1"):
+        config_cls(dropout=-0.1)

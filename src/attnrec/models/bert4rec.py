@@ -44,7 +44,7 @@ from attnrec.models.nn.search import NETWORK_RANGES, OPTIMISER_RANGES
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import ItemTable, Scored, build_objective, check_objective
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive_fields
+from attnrec.models.validation import require_positive_fields, require_rates
 from attnrec.search_space import Choice, Float, Int, SearchSpace
 
 LOSSES = ("ce", "sampled_ce")  # the objectives BERT4Rec trains with (attnrec.models.objectives)
@@ -85,6 +85,7 @@ class BERT4RecConfig(ev.EventFields, ItemFeatureFields):
         if self.init not in ("xavier", "bert"):
             raise ValueError(f"init must be xavier or bert, not {self.init!r}")
         require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "n_negatives")
+        require_rates(self, "dropout", "attn_dropout")
         if not (0.0 < self.mask_prob <= 1.0 and 0.0 <= self.mask_last_prob <= 1.0):
             raise ValueError("mask_prob must be in (0, 1] and mask_last_prob in [0, 1]")
         if self.sliding_step < 0 or self.length_chunks < 0:

@@ -48,7 +48,7 @@ from attnrec.models.nn.masks import causal_bias
 from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import ItemTable, build_objective, check_negative_counts, check_objective
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive_fields
+from attnrec.models.validation import require_positive_fields, require_rates
 
 LOSSES = ("sampled_ce", "ce")  # the objectives eSASRec trains with (attnrec.models.objectives)
 
@@ -83,6 +83,7 @@ class ESASRecConfig:
     def __post_init__(self) -> None:
         check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "ff_multiplier")
+        require_rates(self, "dropout", "attn_dropout")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)
 
 

@@ -38,7 +38,7 @@ from attnrec.models.nn.wrapper import FULL, Encoded, Pass, SequentialWrapper
 from attnrec.models.objectives import build_objective
 from attnrec.models.registry import register
 from attnrec.models.sasrec import SASRecBackbone, SASRecConfig, SASRecNetwork
-from attnrec.models.validation import require_positive_fields
+from attnrec.models.validation import require_positive_fields, require_rates
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class GSASRecConfig(SASRecNetwork):
 
     def __post_init__(self) -> None:
         require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len", "n_negatives")
+        require_rates(self, "dropout", "attn_dropout")
         if not 0.0 <= self.gbce_t <= 1.0:
             raise ValueError(f"gbce_t must be in [0, 1], not {self.gbce_t}")
 

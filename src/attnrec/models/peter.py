@@ -35,7 +35,7 @@ from attnrec.models.contracts import Batch, Trainable
 from attnrec.models.nn.layers import MultiHeadAttention, PointWiseFeedForward
 from attnrec.models.nn.masks import peter_mask
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive_fields
+from attnrec.models.validation import require_positive_fields, require_rates
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3  # attnrec.data.text.Vocabulary's special indices
 
@@ -64,6 +64,7 @@ class PETERConfig:
 
     def __post_init__(self) -> None:
         require_positive_fields(self, "emsize", "n_heads", "ffn", "n_layers", "max_words")
+        require_rates(self, "dropout")
         if self.max_positions < self.max_words + 4:
             raise ValueError("max_positions must exceed max_words + 3")
         if min(self.text_weight, self.context_weight, self.rating_weight) < 0:

@@ -69,7 +69,7 @@ from attnrec.models.objectives import (
     check_objective,
 )
 from attnrec.models.registry import register
-from attnrec.models.validation import require_positive_fields
+from attnrec.models.validation import require_positive_fields, require_rates
 from attnrec.search_space import Choice, Int, SearchSpace
 
 LOSSES = ("bce", "ce", "sampled_ce")  # the objectives SASRec trains with (attnrec.models.objectives)
@@ -130,6 +130,7 @@ class SASRecConfig(SASRecNetwork, EventFields, ItemFeatureFields):
             )
         check_objective(self, LOSSES)  # the loss, its sampler and who draws its negatives
         require_positive_fields(self, "hidden", "n_layers", "n_heads", "max_len")
+        require_rates(self, "dropout", "attn_dropout")
         check_negative_counts(self.n_negatives, self.in_batch_negatives)
         full = isinstance(build_objective(self, LOSSES), FullSoftmax)  # reads every item's vector
         if self.fast_ce is None:  # resolved here, so that a saved config says which kernel trained it

@@ -17,6 +17,15 @@ def require_positive(**values: int) -> None:
         raise ValueError(f"{_names(values)} must be positive")
 
 
+def require_rates(config: object, *names: str) -> None:
+    """Each field ``names`` of a config dataclass that is set (not None) a dropout rate in [0, 1); a one-line
+    ``ValueError`` naming it otherwise (``dropout=2`` was taken and only torch refused it, at fit)."""
+    for name in names:
+        rate = getattr(config, name)
+        if rate is not None and not 0.0 <= rate < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), not {rate}")
+
+
 def require_positive_fields(config: object, *names: str) -> None:
     """:func:`require_positive` of the fields ``names`` of a config dataclass (its message names them)."""
     require_positive(**{n: getattr(config, n) for n in names})
