@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -251,3 +252,30 @@ def test_a_batch_that_is_not_a_list_of_requests_is_refused(fitted: Recommender) 
         fitted.recommend_many("12")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="users is a list of user IDs, not str '12'"):
         fitted.recommend_frame("12")
+
+
+def test_the_recommender_refuses_options_of_the_wrong_kind(fitted: Recommender, tmp_path: Any) -> None:
+    """``train=[1]`` ended in Python's dict error, ``auto="yes"`` and ``progress="no"`` counted as true,
+    and ``use_store("redis://x")`` was kept as a store that failed at the first request."""
+    with pytest.raises(ConfigError, match="train must be a dict or a TrainConfig, not list"):
+        Recommender("sasrec", train=[1])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="auto must be true or false, not 'yes'"):
+        Recommender("sasrec", auto="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="progress must be true or false, not 'no'"):
+        Recommender("pop").fit(_ratings(), progress="no")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="store is a HistoryStore .*open_store"):
+        fitted.use_store("redis://x")  # type: ignore[arg-type]
+
+
+def test_a_save_never_writes_over_a_config_json_that_is_not_a_model(
+    fitted: Recommender, tmp_path: Any
+) -> None:
+    """``rec.save(".")`` in a project once replaced the project's own config.json."""
+    own = tmp_path / "config.json"
+    own.write_text('{"my": "settings"}')
+    with pytest.raises(CheckpointError, match="holds a config.json that is not a saved model's"):
+        fitted.save(tmp_path)
+    assert own.read_text() == '{"my": "settings"}'
+    fitted.save(tmp_path / "m")
+    fitted.save(tmp_path / "m")  # a model directory is replaced
+    assert Recommender.load(tmp_path / "m").items_ is not None

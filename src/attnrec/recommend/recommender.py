@@ -50,6 +50,7 @@ from attnrec.recommend.recommender_saving import Saving
 from attnrec.recommend.recommender_scoring import Scoring
 from attnrec.recommend.recommender_similar import SimilarItems
 from attnrec.recommend.recommender_state import Derived
+from attnrec.recommend.requests import check_flag
 from attnrec.recommend.topk import Recommendation
 from attnrec.store import HistoryStore
 from attnrec.training import auto as auto_settings
@@ -107,13 +108,17 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
             )
         if isinstance(train, TrainConfig):
             self.train_config = train
-        else:
+        elif train is None or isinstance(train, Mapping):
             self.train_config = config_from_dict(TrainConfig, train_over | dict(train or {}))
+        else:
+            raise ConfigError(
+                f"{model}: train must be a dict or a TrainConfig, not {type(train).__name__} {train!r:.40}"
+            )
         self.preset = preset
         # settings the caller gave, which the data-derived ones never replace
         self._given_model = dict(config) if isinstance(config, Mapping) else {}
         self._given_train = dict(train) if isinstance(train, Mapping) else {}
-        self.auto = (preset is None and config is None) if auto is None else auto
+        self.auto = (preset is None and config is None) if auto is None else check_flag("auto", auto)
         self.auto_ = None
         self._chosen_for = None
         # read once: the settings never change after construction, and scoring asks per request batch
@@ -188,6 +193,7 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         """
         data = as_interactions(data)
         watchers = _fit_options(valid_protocol, callbacks, new_item_rows, warm_start=init_from is not None)
+        progress = check_flag("progress", progress)
         source = None if init_from is None else self.warm_source(init_from)
         renumbered = False
         if source is not None:
@@ -356,6 +362,11 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
         """
         if margin < 0:
             raise ConfigError(f"margin must be >= 0, not {margin}")
+        if store is not None and not isinstance(store, HistoryStore):
+            raise ConfigError(
+                f"store is a HistoryStore (attnrec.store.open_store(...) opens one from a path or a URL), "
+                f"not {type(store).__name__} {store!r:.60}"
+            )
         self.store, self._store_margin = store, margin
         return self
 
