@@ -381,3 +381,15 @@ def test_real_amazon_reviews() -> None:
     data = read_amazon_json(SHARED / "amazon-musical-instruments" / "reviews_Musical_Instruments_5.json.gz")
     assert (data.n_users, data.n_items, len(data)) == (1429, 900, 10_261)
     assert data.rating is not None and set(data.rating) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+
+
+def test_a_csv_header_that_names_a_role_twice_is_refused(tmp_path: Path) -> None:
+    """pandas renames a second ``item`` to ``item.1``: the first was read as the item without a word.
+    Repeats among columns no role reads are left alone."""
+    twice = tmp_path / "twice.csv"
+    twice.write_text("user,item,item,timestamp\nu1,a,b,1\nu1,c,d,2\n")
+    with pytest.raises(DataError, match="the header names 'item' twice; which is the item"):
+        read_table(twice)
+    notes = tmp_path / "notes.csv"
+    notes.write_text("user,item,note,note,timestamp\nu1,a,b,x,1\nu1,c,d,y,2\n")
+    assert read_table(notes).n_items == 2

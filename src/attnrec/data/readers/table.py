@@ -140,6 +140,19 @@ def _read_parquet(p: Path) -> pd.DataFrame:
     return df
 
 
+def _check_unique_roles(p: Path, sep: str, compression: str | None, roles: Mapping[str, object]) -> None:
+    """A :class:`DataError` when the header line names a column that a role reads twice: pandas renames a
+    second ``item`` to ``item.1``, so the first was read without a word. Repeats among other columns
+    are left alone."""
+    raw = pd.read_csv(p, sep=sep, compression=compression, header=None, nrows=1, dtype=str)
+    names = [str(v).strip() for v in raw.iloc[0]] if len(raw) else []
+    for role, label in roles.items():
+        if names.count(str(label).strip()) > 1:
+            raise DataError(
+                f"{p}: the header names {str(label)!r} twice; which is the {role}? rename or drop one"
+            )
+
+
 def _read_text_table(
     p: Path, columns: Mapping[str, str | int] | None, sep: str, header: bool
 ) -> tuple[dict[str, object], pd.DataFrame]:
@@ -154,6 +167,8 @@ def _read_text_table(
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
         raise DataError(f"{p}: cannot be read as a table ({e})") from e
     roles = resolve_columns(list(head.columns), columns, p)
+    if header:
+        _check_unique_roles(p, sep, compression, roles)
     ids = [roles[r] for r in ("user", "item", *_text_signals()) if r in roles]
     try:
         # No usecols: with it pandas silently accepts rows with extra fields.
