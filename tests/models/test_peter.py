@@ -108,7 +108,7 @@ def test_registered_as_explain_task() -> None:
     assert spec.presets["paper"]["train"]["lr"] == 1.0 and spec.presets["plus"]["model"]["use_feature"]
 
 
-def _toy_data(n: int = 160):  # type: ignore[no-untyped-def]
+def _toy_data(n: int = 160, numbered: bool = False):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
     phrases = {
         "strings": "these strings sound bright and clear",
@@ -122,7 +122,7 @@ def _toy_data(n: int = 160):  # type: ignore[no-untyped-def]
         recs.append(
             {
                 "user": f"u{rng.integers(10)}",
-                "item": f"i{item}",
+                "item": item + 1 if numbered else f"i{item}",
                 "rating": float(3 + item % 3),
                 "template": (feat, "good", phrases[feat], 1),
             }
@@ -263,3 +263,16 @@ def test_own_rating_snapshot_survives_a_resume(tmp_path: Path) -> None:
 def test_rating_checkpoint_must_be_known() -> None:
     with pytest.raises(ValueError, match="rating_checkpoint"):
         PETERConfig(rating_checkpoint="best")
+
+
+def test_peter_plus_finds_an_items_feature_whatever_number_type_names_it() -> None:
+    """``explain(user, 1.0)`` of a log with item 1 found the item but looked its feature up under "1.0":
+    PETER+ then talked about no feature, without a word."""
+    data = _toy_data(60, numbered=True)
+    ex = Explainer(
+        config=TINY | {"use_feature": True, "max_words": 6}, train={"max_epochs": 1}, preset="plus"
+    )
+    ex.fit(data, random_split(data, seed=0), progress=False)
+    by_text = ex.explain("u1", "1")
+    assert by_text["feature"] is not None
+    assert ex.explain("u1", 1.0)["feature"] == ex.explain("u1", 1)["feature"] == by_text["feature"]

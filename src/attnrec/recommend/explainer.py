@@ -389,7 +389,7 @@ class Explainer(LoadsModelDir):
             unknown = [f"user {user!r}"] * (u is None) + [f"item {item!r}"] * (i is None)
             raise DataError(f"unknown {' and '.join(unknown)}; explanations need IDs seen in training")
         if self.config.use_feature and feature is None:
-            feature = self.item_feature_.get(str(item))
+            feature = self.item_feature_.get(str(self.items_.external[i - self.items_.offset]))  # as trained
         fid = self.vocab_.index(feature) if feature else self.vocab_.unk
         ut, it = torch.tensor([u], device=self.device), torch.tensor([i], device=self.device)
         ft = torch.tensor([fid], device=self.device)
