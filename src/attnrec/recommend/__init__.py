@@ -7,9 +7,9 @@
   as a :class:`Decoding` says;
 * :func:`load` (``loader.py``): the one loader of a saved model directory, whichever it holds;
 * ``persistence.py``: the one model-directory format both of them write and read;
-* ``model_core.py`` (building and fitting a model core), ``requests.py`` (requests to internal
-  indices), ``topk.py`` (the chunked top-k engine), ``explain_rec.py`` (a recommendation with
-  what drove it).
+* ``settings.py`` (a preset's settings under the caller's), ``model_core.py`` (building and fitting a
+  model core), ``requests.py`` (requests to internal indices, every value checked), ``topk.py`` (the
+  chunked top-k engine), ``explain_rec.py`` (a recommendation with what drove it).
 """
 
 from attnrec.recommend.explainer import Decoding, Explainer

@@ -30,7 +30,6 @@ come from safetensors, everything else from JSON.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -62,7 +61,7 @@ from attnrec.config import ConfigError, config_to_dict
 from attnrec.data.schema import DataError, DataSource, IdMap
 from attnrec.models.registry import ModelSpec
 from attnrec.recommend.model_size import check_model_size
-from attnrec.recommend.structure import check_config, check_id_maps, one_line
+from attnrec.recommend.structure import check_config, check_id_maps, check_replaceable, one_line
 from attnrec.training.loop import TrainResult
 from attnrec.training.train_config import TrainConfig
 
@@ -135,25 +134,6 @@ class ModelRecord:
         )
 
 
-def _check_not_foreign(config: Path) -> None:
-    """A :class:`CheckpointError` when ``config`` exists and is not a model directory's ``config.json``: a
-    save writes over it, and a folder of the user's own (``rec.save(".")`` in a project) lost its file."""
-    if not config.exists():
-        return
-    try:
-        ours = (
-            isinstance(meta := json.loads(config.read_text(encoding="utf-8")), dict)
-            and "format_version" in meta
-        )
-    except (OSError, ValueError):
-        ours = False
-    if not ours:
-        raise CheckpointError(
-            f"{config.parent}: holds a config.json that is not a saved model's; save into a new or empty "
-            "folder (or a model directory, which is replaced)"
-        )
-
-
 def save_model_dir(
     path: str | Path,
     record: ModelRecord,
@@ -168,7 +148,7 @@ def save_model_dir(
     task-specific ``config.json`` keys ``meta`` to the directory ``path``; returns it. With
     ``manifest_key`` the manifest is signed (:func:`~attnrec.checkpoint.write_manifest`)."""
     d = check_dir_target(path, "a model")
-    _check_not_foreign(d / "config.json")
+    check_replaceable(d / "config.json")
     d.mkdir(parents=True, exist_ok=True)
     config: dict[str, object] = {
         "format_version": FORMAT_VERSION,

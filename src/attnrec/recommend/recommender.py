@@ -51,6 +51,7 @@ from attnrec.recommend.recommender_scoring import Scoring
 from attnrec.recommend.recommender_similar import SimilarItems
 from attnrec.recommend.recommender_state import Derived
 from attnrec.recommend.requests import check_flag
+from attnrec.recommend.settings import resolve_settings
 from attnrec.recommend.topk import Recommendation
 from attnrec.store import HistoryStore
 from attnrec.training import auto as auto_settings
@@ -89,35 +90,10 @@ class Recommender(Answering, Scoring, SimilarItems, Saving, LoadsModelDir):
             raise ConfigError(f"{model}: a preset ({preset!r}) is a complete recipe; it cannot be auto")
         if self.spec.task != SEQUENTIAL:
             raise ConfigError(f"{model} is a {self.spec.task}-task model; use attnrec.recommend.Explainer")
-        model_over: dict[str, Any] = {}
-        train_over: dict[str, Any] = {}
-        if preset is not None:
-            if preset not in self.spec.presets:
-                raise ConfigError(
-                    f"{model}: unknown preset {preset!r}; known: {', '.join(self.spec.presets) or 'none'}"
-                )
-            model_over = dict(self.spec.presets[preset].get("model", {}))
-            train_over = dict(self.spec.presets[preset].get("train", {}))
-        if dataclasses.is_dataclass(config) and not isinstance(config, type):
-            self.config = config
-        elif config is None or isinstance(config, Mapping):
-            self.config = config_from_dict(self.spec.config_cls, model_over | dict(config or {}))
-        else:
-            raise ConfigError(
-                f"{model}: config must be a dict or a settings dataclass, not {type(config).__name__}"
-            )
-        if isinstance(train, TrainConfig):
-            self.train_config = train
-        elif train is None or isinstance(train, Mapping):
-            self.train_config = config_from_dict(TrainConfig, train_over | dict(train or {}))
-        else:
-            raise ConfigError(
-                f"{model}: train must be a dict or a TrainConfig, not {type(train).__name__} {train!r:.40}"
-            )
+        settings = resolve_settings(self.spec, config, train, preset)
+        self.config, self.train_config = settings.config, settings.train
         self.preset = preset
-        # settings the caller gave, which the data-derived ones never replace
-        self._given_model = dict(config) if isinstance(config, Mapping) else {}
-        self._given_train = dict(train) if isinstance(train, Mapping) else {}
+        self._given_model, self._given_train = settings.given_model, settings.given_train
         self.auto = (preset is None and config is None) if auto is None else check_flag("auto", auto)
         self.auto_ = None
         self._chosen_for = None

@@ -3,12 +3,14 @@
 A checksum proves a file is the one that was saved; these checks prove the files fit together
 (the ID maps have as many IDs as ``config.json`` counts, titles map IDs to text, the stored
 histories index real items), so that a directory saved before manifests existed, or one whose
-manifest was rewritten along with the files, cannot answer with the wrong items either. Every
-failure is a one-line :class:`~attnrec.checkpoint.CheckpointError` naming the file.
+manifest was rewritten along with the files, cannot answer with the wrong items either; and before a
+save, that the folder's ``config.json``, if any, is a model's (:func:`check_replaceable`). Every failure
+is a one-line :class:`~attnrec.checkpoint.CheckpointError` naming the file.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any  # Any: JSON values
@@ -35,6 +37,25 @@ _JSON_TYPE = {str: "string", dict: "object", int: "integer"}
 def one_line(e: BaseException) -> str:
     """``e``'s message on one line (torch's state-dict errors span several)."""
     return "; ".join(part.strip() for part in str(e).splitlines() if part.strip()) or type(e).__name__
+
+
+def check_replaceable(config: Path) -> None:
+    """A :class:`CheckpointError` when ``config`` exists and is not a model directory's ``config.json``: a
+    save writes over it, and a folder of the user's own (``rec.save(".")`` in a project) lost its file."""
+    if not config.exists():
+        return
+    try:
+        ours = (
+            isinstance(meta := json.loads(config.read_text(encoding="utf-8")), dict)
+            and "format_version" in meta
+        )
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise CheckpointError(
+            f"{config.parent}: holds a config.json that is not a saved model's; save into a new or empty "
+            "folder (or a model directory, which is replaced)"
+        )
 
 
 def check_config(meta: Mapping[str, Any], path: Path) -> None:
@@ -145,6 +166,7 @@ __all__ = [
     "check_config",
     "check_features",
     "check_id_maps",
+    "check_replaceable",
     "check_titles",
     "check_vocab",
     "one_line",
