@@ -22,7 +22,7 @@ from attnrec.cli.main import app
 from attnrec.config import parse_overrides
 from attnrec.data.reviews import ReviewData, ReviewSplit, load_review_data, random_split, read_index_dir
 from attnrec.recommend import Explainer
-from attnrec.recommend.explainer import DECODINGS
+from attnrec.recommend.explainer import DECODINGS, Decoding
 
 DataOpt = Annotated[
     Path,
@@ -104,7 +104,15 @@ def explain_train(
 
 @dataclass(frozen=True)
 class DecodingOptions:
-    """How ``explain`` and ``explain-evaluate`` decode: n-gram blocking by size or by name."""
+    """How ``explain`` and ``explain-evaluate`` decode: the beam, the length and n-gram blocking (by size or
+    by name), each the model's own unless given."""
+
+    beam: Annotated[
+        int | None, typer.Option(min=1, help="Beam size (1 = greedy, as the paper; default: the model's).")
+    ] = None
+    max_len: Annotated[
+        int | None, typer.Option(min=1, help="Most words to generate (default: the model's).")
+    ] = None
 
     no_repeat_ngram: Annotated[
         int | None,
@@ -123,6 +131,10 @@ class DecodingOptions:
             "'blocked' (never repeat a trigram, = --no-repeat-ngram 3).",
         ),
     ] = None
+
+    def of(self, ex: Explainer) -> Decoding:
+        """The decoding of ``ex`` with these options' changes."""
+        return ex.decoding.but(beam=self.beam, max_len=self.max_len, no_repeat_ngram=self.ngram())
 
     def ngram(self) -> int | None:
         """The n-gram blocking of ``--decoding`` / ``--no-repeat-ngram`` (None: the model's own)."""
@@ -146,19 +158,14 @@ def explain(
     user: Annotated[str, typer.Option("--user", "-u", help="User ID.")],
     item: Annotated[str, typer.Option("--item", "-i", help="Item ID.")],
     feature: Annotated[str | None, typer.Option(help="Feature word to talk about (PETER+).")] = None,
-    beam: Annotated[int, typer.Option(min=1, help="Beam size (1 = greedy, as the paper).")] = 1,
-    max_len: Annotated[int | None, typer.Option(min=1, help="Most words to generate.")] = None,
     decoding: DecodingOptions = DecodingOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Predict the rating and generate an explanation for one user and item."""
-    ngram = decoding.ngram()
     ex = Explainer.load(model)
     if feature is not None and not ex.config.use_feature:
         warn_line("this model is PETER without features; --feature is ignored")
-    res = ex.explain(
-        user, item, feature, decoding=ex.decoding.but(beam=beam, max_len=max_len, no_repeat_ngram=ngram)
-    )
+    res = ex.explain(user, item, feature, decoding=decoding.of(ex))
     if as_json:
         print_json(res)
         return
@@ -184,19 +191,18 @@ def explain_evaluate(
         str | None,
         typer.Option("--split", help="seed:N or index:K; default: the split the model was trained with."),
     ] = None,
-    beam: Annotated[int | None, typer.Option(min=1, help="Beam size (default: the model's).")] = None,
     decoding: DecodingOptions = DecodingOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """RMSE, MAE, BLEU, ROUGE, USR, FMR, FCR and DIV on the test part of the data."""
-    ngram = decoding.ngram()
     ex = Explainer.load(model)
+    chosen = decoding.of(ex)  # before the data is read: a bad --decoding ends here
     reviews = load_review_data(data, fmt)
     if ex.source_.sha256 and reviews.source.sha256 and ex.source_.sha256 != reviews.source.sha256:
         warn_line(f"{data} differs from the file the model was trained on ({ex.source_.path})")
     spec = split or _split_of(model)
     sp = _split(reviews, data, spec)
-    metrics = ex.evaluate(reviews, sp.test, decoding=ex.decoding.but(beam=beam, no_repeat_ngram=ngram))
+    metrics = ex.evaluate(reviews, sp.test, decoding=chosen)
     if as_json:
         print_json(metrics)
         return
