@@ -79,10 +79,14 @@ def recommend(
         shown = [f"{i} ({rec.titles_[i]})" if i in rec.titles_ else i for i in known[-10:]]
         more = f" (last 10 of {len(known)})" if len(known) > 10 else ""
         out.print(f"history{more}: {', '.join(shown) or '-'}", soft_wrap=True, markup=False, highlight=False)
+    sent = f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
+    # with both, the sent history follows the user's stored one (Recommender.recommend)
     who = (
         f"user {query.user}"
         if hist is None
-        else f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
+        else sent
+        if query.user is None
+        else f"user {query.user} plus {sent}"
     )
     seen = "seen items included" if candidates.include_seen else "seen items excluded"
     out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
