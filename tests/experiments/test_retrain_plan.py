@@ -156,3 +156,15 @@ def test_a_period_without_events_trains_nothing(model: Recommender, monkeypatch:
     # the scratch fit, then per candidate the fine-tune of period 2 only (period 0 had no event)
     assert fits == [None, float(bounds[1]), None]
     assert all(c.cases > 0 for c in plan.candidates)
+
+
+def test_a_spent_time_budget_starts_no_more_fine_tunes(model: Recommender) -> None:
+    """On a large log the plan must end when asked: the candidates measured by then are chosen among, the
+    others counted as skipped; the first is always measured."""
+    plan = plan_retrain(
+        model, daily_cycle_frame(), 2 * DAY, periods=3, epochs=(1, 2), rows=("initial",), time_budget=1e-9
+    )
+    assert len(plan.candidates) == 1 and plan.skipped == 2
+    assert plan.chosen == plan.candidates[0].fine_tune == FineTune("new", 1, "initial")
+    with pytest.raises(ConfigError, match="time_budget is seconds, at least 0"):
+        plan_retrain(model, daily_cycle_frame(), DAY, time_budget=-1)

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from attnrec.cli._common import DataOptions, cli_errors, err, log_to_stderr, option_groups, out
-from attnrec.cli._options import choice_option, duration
+from attnrec.cli._options import choice_option, duration, time_budget_option
 from attnrec.cli._output import JsonOpt, print_json
 from attnrec.cli.main import app
 from attnrec.config import ConfigError
@@ -100,6 +100,13 @@ def plan_retrain_command(
             "the answer; keep: every next event is, repeats included (logs where users come back to items).",
         ),
     ] = "exclude",
+    time_budget: Annotated[
+        float,
+        time_budget_option(
+            "Wall seconds after which no more fine-tunes start (0: none); the choice is then among those "
+            "measured, cheapest first."
+        ),
+    ] = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Choose the nightly retrain's fine-tune by replaying the log's last periods with each candidate.
@@ -124,6 +131,7 @@ def plan_retrain_command(
         rows=rows or NEW_ITEM_ROWS,
         cpu_share=cpu_share,
         keep_repeats=repeats == "keep",
+        time_budget=time_budget,
     )
     if as_json:
         print_json(plan.to_dict())

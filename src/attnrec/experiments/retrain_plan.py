@@ -130,6 +130,7 @@ class RetrainPlan:
     cpu_seconds: float  # what the plan itself cost: its logs, the scratch fit, every fine-tune and answer
     counts: dict[str, int]  # the replayed events, first events, repeats and cases (all periods)
     references: tuple[Reference, ...] = ()  # what the candidates are measured against
+    skipped: int = 0  # candidates not measured when the time budget ran out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON values: every field, each candidate's fine-tune inline, and the chosen retrain options."""
@@ -183,76 +184,103 @@ def plan_retrain(
     rows: Sequence[str] = NEW_ITEM_ROWS,
     cpu_share: float = CPU_SHARE,
     keep_repeats: bool = False,
+    time_budget: float = 0.0,
 ) -> RetrainPlan:
     """Replay the last ``periods`` periods of ``every`` seconds of ``data`` (a timestamped log or a
     DataFrame of one, the log ``model`` was trained on or its newest version) with each fine-tune of
-    :func:`candidates_of` (``epochs`` and ``rows``), and choose among them (see the module docstring)."""
-    started = time.process_time()
+    :func:`candidates_of` (``epochs`` and ``rows``), and choose among them (see the module docstring).
+
+    ``time_budget`` (wall seconds, 0: none): no candidate starts once it is spent, and the choice is made
+    among those measured (``RetrainPlan.skipped`` counts the others); the scratch fit and the first
+    candidate always run."""
+    started, wall = time.process_time(), time.monotonic()
     recipe = _recipe(model)
     if not 0 < cpu_share <= 1:
         raise ConfigError(f"cpu_share is a share of a scratch fit's CPU, in (0, 1], not {cpu_share}")
-    data = as_interactions(data)
-    if data.timestamp is None:
-        raise DataError("the log has no timestamps: a plan replays its last periods by time")
-    replayed = Log.of(data)
-    plan = periods_of(replayed.time, every, periods)
-    cases = replay_cases(replayed, plan, keep_repeats=keep_repeats)
-    if not (cases.step > 0).any():
-        raise DataError(
-            f"no event to answer in the last {periods - 1} periods (a user's first event and repeats are "
-            "no cases): give a longer period or more periods"
-        )
-    external = np.asarray(data.items.external, dtype=object)
-    assert data.timestamp is not None
-    logs = [rebuild(data, data.timestamp < bound) for bound in plan.bounds[:-1]]
-    of_event = np.searchsorted(plan.bounds, data.timestamp, side="right") - 1  # -1: before the first
-    quiet = [not (of_event == p).any() for p in range(plan.n_steps)]  # periods without an event
+    if not time_budget >= 0:
+        raise ConfigError(f"time_budget is seconds, at least 0, not {time_budget}")
+    replay = _Periods(as_interactions(data), every, periods, keep_repeats)
     scratch_start = time.process_time()
-    scratch = _scratch(model, recipe).fit(logs[0], FINAL, progress=False)
+    scratch = _scratch(model, recipe).fit(replay.logs[0], FINAL, progress=False)
     scratch_cpu = time.process_time() - scratch_start
-    log.info("scratch fit on %s events: %.1f CPU seconds", f"{len(logs[0]):,}", scratch_cpu)
+    log.info("scratch fit on %s events: %.1f CPU seconds", f"{len(replay.logs[0]):,}", scratch_cpu)
     limit = cpu_share * scratch_cpu
-    by_period = {s: cases.take(cases.step == s) for s in range(1, plan.n_steps)}
-    n_cases = sum(len(c.pos) for c in by_period.values())
-
-    def answered(models: Sequence[Recommender]) -> tuple[float, float]:
-        """HR@K and NDCG@K over the cases of periods 1.. answered by ``models`` (one a period)."""
-        hits = gain = 0.0
-        for s, rec in enumerate(models, start=1):
-            figures = summary(model_ranks(rec, replayed, by_period[s], "live", to_model(rec, external)))
-            hits, gain = hits + figures["hits"], gain + figures["ndcg"]
-        return hits / n_cases, gain / n_cases
-
-    references = [Reference("no retrain", *answered([scratch] * (plan.n_steps - 1)))]
+    references = [Reference("no retrain", *replay.answered([scratch] * len(replay.cases)))]
     for name in REFERENCES[1:] if keep_repeats else REFERENCES[1:2]:
-        refitted = [Recommender(name).fit(logs[s], FINAL, progress=False) for s in range(1, plan.n_steps)]
-        references.append(Reference(name, *answered(refitted)))
-    measured = []
-    for fine_tune in candidates_of(recipe["max_epochs"], epochs, rows):
-        previous, models, cpu = scratch, [], []
-        for s in range(1, plan.n_steps):
-            if not quiet[s - 1]:  # a period with nothing new leaves the nightly loop nothing to retrain on
-                start = time.process_time()
-                previous = _fine_tuned(model.name, fine_tune, previous, logs[s], plan.bounds[s - 1])
-                cpu.append(time.process_time() - start)
-            models.append(previous)
-        hr, ndcg = answered(models)
+        refitted = [Recommender(name).fit(replay.logs[s], FINAL, progress=False) for s in replay.cases]
+        references.append(Reference(name, *replay.answered(refitted)))
+    measured: list[Candidate] = []
+    grid = candidates_of(recipe["max_epochs"], epochs, rows)
+    for fine_tune in grid:
+        if measured and time_budget and time.monotonic() - wall > time_budget:
+            log.warning("time budget spent: %d of %d fine-tunes measured", len(measured), len(grid))
+            break
+        models, cpu = replay.carried(scratch, model.name, fine_tune)
+        hr, ndcg = replay.answered(models)
         per_retrain = float(np.mean(cpu)) if cpu else 0.0
-        measured.append(Candidate(fine_tune, hr, ndcg, n_cases, per_retrain, per_retrain <= limit))
+        measured.append(Candidate(fine_tune, hr, ndcg, replay.n_cases, per_retrain, per_retrain <= limit))
         log.info("%s: NDCG@%d %.4f, %.1f CPU seconds a retrain", fine_tune.flags(), K, ndcg, per_retrain)
     best = choose_within([c.ndcg for c in measured], [c.cpu_per_retrain for c in measured], limit)
     return RetrainPlan(
         measured[best].fine_tune,
         tuple(measured),
-        plan.bounds,
+        replay.plan.bounds,
         every,
         keep_repeats,
         scratch_cpu,
         limit,
         time.process_time() - started,
-        cases.counts,
+        replay.counts,
         tuple(references),
+        len(grid) - len(measured),
     )
+
+
+class _Periods:
+    """A log cut into a plan's periods: the training log before each, the cases each later period answers,
+    which periods are quiet; how models carried through them answer."""
+
+    def __init__(self, data: Interactions, every: int, periods: int, keep_repeats: bool) -> None:
+        if data.timestamp is None:
+            raise DataError("the log has no timestamps: a plan replays its last periods by time")
+        self.replayed = Log.of(data)
+        self.plan = periods_of(self.replayed.time, every, periods)
+        cases = replay_cases(self.replayed, self.plan, keep_repeats=keep_repeats)
+        if not (cases.step > 0).any():
+            raise DataError(
+                f"no event to answer in the last {periods - 1} periods (a user's first event and repeats "
+                "are no cases): give a longer period or more periods"
+            )
+        self.counts = cases.counts
+        self.cases = {s: cases.take(cases.step == s) for s in range(1, self.plan.n_steps)}  # period 0: none
+        self.n_cases = sum(len(c.pos) for c in self.cases.values())
+        self.external = np.asarray(data.items.external, dtype=object)
+        self.logs = [rebuild(data, data.timestamp < bound) for bound in self.plan.bounds[:-1]]
+        of_event = np.searchsorted(self.plan.bounds, data.timestamp, side="right") - 1  # -1: before them
+        self.quiet = [not (of_event == p).any() for p in range(self.plan.n_steps)]  # periods without events
+
+    def answered(self, models: Sequence[Recommender]) -> tuple[float, float]:
+        """HR@K and NDCG@K over the cases of periods 1.. answered by ``models`` (one a period)."""
+        hits = gain = 0.0
+        for cases, rec in zip(self.cases.values(), models, strict=True):
+            figures = summary(model_ranks(rec, self.replayed, cases, "live", to_model(rec, self.external)))
+            hits, gain = hits + figures["hits"], gain + figures["ndcg"]
+        return hits / self.n_cases, gain / self.n_cases
+
+    def carried(
+        self, scratch: Recommender, name: str, fine_tune: FineTune
+    ) -> tuple[list[Recommender], list[float]]:
+        """The model answering each period 1.. when ``fine_tune`` warm-starts the one before at every period
+        start, and the CPU seconds of each retrain (a period with nothing new leaves the nightly loop
+        nothing to retrain on)."""
+        previous, models, cpu = scratch, [], []
+        for s in self.cases:
+            if not self.quiet[s - 1]:
+                start = time.process_time()
+                previous = _fine_tuned(name, fine_tune, previous, self.logs[s], self.plan.bounds[s - 1])
+                cpu.append(time.process_time() - start)
+            models.append(previous)
+        return models, cpu
 
 
 def _recipe(model: Recommender) -> dict[str, Any]:
