@@ -50,13 +50,13 @@ def test_the_periods_end_just_after_the_newest_event() -> None:
 
 
 def test_the_candidates_are_every_length_and_rows_choice_and_an_all_events_one() -> None:
-    grid = candidates_of(12, epochs=(1, 4), rows=("initial", "histories"))
-    assert [(f.scope, f.epochs, f.rows) for f in grid] == [
+    grid = candidates_of(12, epochs=(4, 1, 4), rows=("initial", "histories"))
+    assert [(f.scope, f.epochs, f.rows) for f in grid] == [  # about cheapest first, each length once
         ("new", 1, "initial"),
-        ("new", 4, "initial"),
-        ("all", 12 // retrain_plan.ALL_SHARE, "initial"),
         ("new", 1, "histories"),
+        ("new", 4, "initial"),
         ("new", 4, "histories"),
+        ("all", 12 // retrain_plan.ALL_SHARE, "initial"),
         ("all", 12 // retrain_plan.ALL_SHARE, "histories"),
     ]
     assert candidates_of(3, epochs=(1,), rows=("initial",))[-1].epochs == 1  # at least one epoch

@@ -146,14 +146,15 @@ def candidates_of(
     recipe_epochs: int, epochs: Sequence[int] = EPOCHS, rows: Sequence[str] = NEW_ITEM_ROWS
 ) -> list[FineTune]:
     """Every new-events fine-tune of ``epochs`` and the all-events one (1/:data:`ALL_SHARE` of the
-    recipe's ``recipe_epochs``), each with every choice of ``rows``."""
+    recipe's ``recipe_epochs``), each with every choice of ``rows``; the new-events ones shortest first,
+    then the all-events ones (about cheapest first: what a time budget measures first)."""
     if not epochs or min(epochs) < 1 or not rows:
         raise ConfigError(
             "a plan compares fine-tunes of at least one epoch each, and at least one rows choice"
         )
     every = max(1, recipe_epochs // ALL_SHARE)
-    lengths = [*(("new", n) for n in epochs), ("all", every)]
-    return [FineTune(scope, n, r) for r in rows for scope, n in lengths]
+    lengths = [*(("new", n) for n in sorted(set(epochs))), ("all", every)]
+    return [FineTune(scope, n, r) for scope, n in lengths for r in rows]
 
 
 def periods_of(times: np.ndarray, every: int, periods: int) -> Plan:
