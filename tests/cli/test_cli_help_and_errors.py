@@ -117,7 +117,7 @@ def test_recommend_needs_user_or_history(cycle_model: Path) -> None:
 def test_an_unknown_device_is_one_line(cycle_model: Path) -> None:
     """``--device foo`` once reached torch.device and ended in a traceback."""
     output = fails("recommend", "--model", str(cycle_model), "--user", "u1", "--device", "foo")
-    assert "device 'foo': use auto, cpu, cuda, cuda:N or mps" in output
+    assert "device must be auto, cpu, cuda, cuda:N or mps, not 'foo'" in output
 
 
 def test_bad_evaluate_options(cycle_pairs: Path, cycle_model: Path) -> None:

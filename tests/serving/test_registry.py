@@ -90,8 +90,13 @@ def test_batch_sizes_are_reported_once_per_gathered_batch_even_when_it_is_retrie
     [
         ({"max_k": 0}, "must be positive"),
         ({"max_wait_ms": -1}, "must be >= 0"),
+        ({"max_wait_ms": float("nan")}, "both finite"),  # nan < 0 is false: a NaN wait was taken
+        ({"body_timeout_s": float("inf")}, "both finite"),
         ({"backend": "tf"}, "backend must be one of 'torch', 'onnx'"),
-        ({"device": "foo"}, "device 'foo': use auto, cpu, cuda, cuda:N or mps"),  # before any model loads
+        (
+            {"device": "foo"},
+            "device must be auto, cpu, cuda, cuda:N or mps, not 'foo'",
+        ),  # before any model loads
     ],
 )
 def test_serving_config_rejects_bad_settings(bad: dict[str, Any], match: str) -> None:

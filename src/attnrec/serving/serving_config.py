@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from attnrec.checkpoint import LoadLimits, LoadPolicy, manifest_key
 from attnrec.recommend.reasons import check_event_verbs, check_verb
 from attnrec.serving.schemas import MAX_IDS
 from attnrec.store import HistoryStore
-from attnrec.training.loop import check_device
+from attnrec.training.train_config import check_device
 
 BACKENDS = ("torch", "onnx")  # how a served model scores: torch, or ONNX Runtime on an export
 
@@ -91,9 +92,10 @@ class ServingConfig:
             )
         if max(self.max_history, self.max_list) > MAX_IDS:
             raise ValueError(f"max_history and max_list must be at most {MAX_IDS} (the request schema's cap)")
-        if self.max_wait_ms < 0 or self.body_timeout_s <= 0:
-            raise ValueError("max_wait_ms must be >= 0 and body_timeout_s > 0")
-        if not self.load_timeout_s > 0:
+        # written so that NaN fails too (nan < 0 is false: a NaN wait was taken)
+        if not (0 <= self.max_wait_ms < math.inf and 0 < self.body_timeout_s < math.inf):
+            raise ValueError("max_wait_ms must be >= 0 and body_timeout_s > 0, both finite")
+        if not 0 < self.load_timeout_s < math.inf:
             raise ValueError(f"load_timeout_s must be positive, not {self.load_timeout_s}")
         object.__setattr__(self, "manifest_key", manifest_key(self.manifest_key))
         check_device(self.device)

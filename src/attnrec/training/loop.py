@@ -35,24 +35,13 @@ from attnrec.training.state import (
     trajectory,
 )
 from attnrec.training.step import AMP_DTYPES, Stepper
-from attnrec.training.train_config import TrainConfig
+from attnrec.training.train_config import TrainConfig, check_device
 
-__all__ = ["TrainResult", "Validate", "check_device", "resolve_device", "train"]
+__all__ = ["TrainResult", "Validate", "resolve_device", "train"]
 
 log = logging.getLogger("attnrec.training")
 Validate = Callable[[nn.Module], dict[str, float]]
 T = TypeVar("T")
-
-
-def check_device(name: str) -> str:
-    """``name`` when it names a device (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps`` ...), else a
-    one-line ``ValueError``; whether the machine has it is :func:`resolve_device`'s question."""
-    if name != "auto":
-        try:
-            torch.device(name)
-        except (RuntimeError, TypeError):
-            raise ValueError(f"device {name!r}: use auto, cpu, cuda, cuda:N or mps") from None
-    return name
 
 
 def resolve_device(name: str) -> torch.device:

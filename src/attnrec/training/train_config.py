@@ -7,6 +7,17 @@ import math
 import re
 from dataclasses import dataclass
 
+DEVICES = re.compile(r"auto|cpu|mps|cuda(:\d+)?")  # the device names attnrec takes
+
+
+def check_device(name: str) -> str:
+    """``name`` when it names a device (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``), else a one-line
+    ``ValueError`` (not torch's traceback); whether the machine has it is
+    :func:`~attnrec.training.loop.resolve_device`'s question."""
+    if not isinstance(name, str) or not DEVICES.fullmatch(name):
+        raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, not {name!r}")
+    return name
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -71,8 +82,7 @@ class TrainConfig:
             raise ValueError("lr_schedule='cosine' and lr_decay < 1 both set the learning rate; choose one")
         if self.mode not in ("max", "min"):
             raise ValueError("mode must be 'max' or 'min'")
-        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):  # a clear error, not torch's
-            raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}")
+        check_device(self.device)
         if self.amp not in ("none", "bf16", "fp16"):
             raise ValueError("amp must be none, bf16 or fp16")
         floats = [f.name for f in dataclasses.fields(self) if f.type in (float, "float")]
