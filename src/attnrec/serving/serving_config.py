@@ -96,7 +96,9 @@ class ServingConfig:
         if not (0 <= self.max_wait_ms < math.inf and 0 < self.body_timeout_s < math.inf):
             raise ValueError("max_wait_ms must be >= 0 and body_timeout_s > 0, both finite")
         if not 0 < self.load_timeout_s < math.inf:
-            raise ValueError(f"load_timeout_s must be positive, not {self.load_timeout_s}")
+            raise ValueError(
+                f"load_timeout_s must be a positive, finite number of seconds, not {self.load_timeout_s}"
+            )
         object.__setattr__(self, "manifest_key", manifest_key(self.manifest_key))
         check_device(self.device)
         if self.backend not in BACKENDS:
