@@ -168,3 +168,12 @@ def test_a_spent_time_budget_starts_no_more_fine_tunes(model: Recommender) -> No
     assert plan.chosen == plan.candidates[0].fine_tune == FineTune("new", 1, "initial")
     with pytest.raises(ConfigError, match="time_budget is seconds, at least 0"):
         plan_retrain(model, daily_cycle_frame(), DAY, time_budget=-1)
+
+
+def test_a_model_without_next_item_targets_is_planned_on_all_events_only() -> None:
+    """BPR-MF trains on (user, item) pairs: a new-events fine-tune of it is refused, and the plan once
+    stopped there after its scratch fit; it now compares the all-events fine-tunes only."""
+    frame = daily_cycle_frame()
+    bprmf = Recommender("bprmf", {"dim": 8}, {"max_epochs": 2, "threads": 1}, auto=False).fit(frame, FINAL)
+    plan = plan_retrain(bprmf, frame, 2 * DAY, periods=3, epochs=(1, 2))
+    assert {c.fine_tune.scope for c in plan.candidates} == {"all"} and len(plan.candidates) == 2

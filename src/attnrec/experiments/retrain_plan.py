@@ -54,6 +54,7 @@ from attnrec.experiments.replay import (
     summary,
     to_model,
 )
+from attnrec.models.batches.builders import targets_since
 from attnrec.recommend import Recommender
 from attnrec.recommend.warm import NEW_ITEM_ROWS
 
@@ -212,6 +213,9 @@ def plan_retrain(
         references.append(Reference(name, *replay.answered(refitted)))
     measured: list[Candidate] = []
     grid = candidates_of(recipe["max_epochs"], epochs, rows)
+    if targets_since(getattr(model.core, "builder", None), 0) is None:  # no next-item targets to limit
+        log.warning("%s trains on no next-item targets: only all-events fine-tunes are compared", model.name)
+        grid = [c for c in grid if c.scope == "all"]
     for fine_tune in grid:
         if measured and time_budget and time.monotonic() - wall > time_budget:
             log.warning("time budget spent: %d of %d fine-tunes measured", len(measured), len(grid))
