@@ -167,10 +167,12 @@ def test_every_number_option_declares_its_range() -> None:
         command = group.get_command(ctx, name)
         assert command is not None
         for param in command.params:
-            kind = param.type_descriptor.annotation  # type: ignore[attr-defined]
-            info = param.type_descriptor.parameter_info  # type: ignore[attr-defined]
-            numeric = kind in (int, float, int | None, float | None)
-            ranged = param.min is not None or param.max is not None or info.parser is not None  # type: ignore[attr-defined]
+            described = getattr(param, "type_descriptor", None)  # typer's own parameters carry it
+            if described is None:
+                continue
+            numeric = described.annotation in (int, float, int | None, float | None)
+            bounds = (getattr(param, "min", None), getattr(param, "max", None))
+            ranged = bounds != (None, None) or described.parameter_info.parser is not None
             if numeric and not ranged and not set(param.opts) & ANY_NUMBER:
                 unbounded.append(f"{name} {'/'.join(param.opts)}")
     assert unbounded == []

@@ -141,12 +141,12 @@ def test_fit_refuses_what_is_not_a_log_or_a_frame() -> None:
     ],
 )
 def test_fit_refuses_a_split_or_protocol_of_the_wrong_kind(
-    ratings: pd.DataFrame, options: dict[str, object], error: type[Exception], message: str
+    ratings: pd.DataFrame, options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     """``split=5`` and ``valid_protocol="full"`` ended in ``AttributeError`` (the protocol's after the first
     epoch)."""
     with pytest.raises(error, match=message):
-        Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit(ratings, progress=False, **options)  # type: ignore[arg-type]
+        Recommender("sasrec", TINY_MODEL, TINY_TRAIN).fit(ratings, progress=False, **options)
 
 
 def test_saving_to_a_file_is_refused_and_keeps_the_file(fitted: Recommender, tmp_path: Path) -> None:
