@@ -7,23 +7,12 @@ from typer.testing import CliRunner
 from attnrec.cli.main import app
 
 runner = CliRunner()
+#: A network small enough for any CLI test (model settings only).
+TINY_NETWORK = ["--set", "hidden=8", "--set", "max_len=12", "--set", "n_layers=1"]
+#: Its training settings besides the number of epochs: one thread, batches of 64.
+TINY_TRAINING = ["--set", "batch_size=64", "--set", "threads=1"]
 #: A model small and quick enough for any CLI test: train it with these options.
-TINY = [
-    "--set",
-    "hidden=8",
-    "--set",
-    "max_len=12",
-    "--set",
-    "n_layers=1",
-    "--set",
-    "max_epochs=1",
-    "--set",
-    "batch_size=64",
-    "--set",
-    "threads=1",
-    "--no-progress",
-    "--quiet",
-]
+TINY = [*TINY_NETWORK, "--set", "max_epochs=1", *TINY_TRAINING, "--no-progress", "--quiet"]
 
 
 def run(*args: str) -> tuple[int, str]:

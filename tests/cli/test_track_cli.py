@@ -13,26 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_runner import run
+from cli_runner import TINY_NETWORK, TINY_TRAINING, run
 
 from attnrec.data.readers.lines import read_pairs
 from attnrec.experiments.tracking import TensorBoardTracker, mlflow_name
 from synthetic_logs import write_cycle_pairs
 
-TINY = [
-    "--set",
-    "hidden=8",
-    "--set",
-    "max_len=12",
-    "--set",
-    "n_layers=1",
-    "--set",
-    "batch_size=64",
-    "--set",
-    "threads=1",
-    "--no-progress",
-    "--quiet",
-]
+TINY = [*TINY_NETWORK, *TINY_TRAINING, "--no-progress", "--quiet"]  # epochs: each test says
 
 
 @pytest.fixture(scope="module")

@@ -10,25 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runner import run
+from cli_runner import TINY_NETWORK, TINY_TRAINING, run
 
 from synthetic_logs import write_cycle_pairs
 
 TINY = [
     "--model",
     "sasrec",
-    "--set",
-    "hidden=8",
-    "--set",
-    "max_len=12",
-    "--set",
-    "n_layers=1",
+    *TINY_NETWORK,
     "--set",
     "n_heads=1",
-    "--set",
-    "batch_size=64",
-    "--set",
-    "threads=1",
+    *TINY_TRAINING,
     "--max-epochs",
     "1",
     "--quiet",
