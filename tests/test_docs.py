@@ -30,11 +30,13 @@ def _generator() -> ModuleType:
     return module
 
 
-def test_the_committed_model_pages_are_the_generated_ones() -> None:
-    # A model page's settings, presets and figures come from the registry and the result files: a
-    # changed default, preset or committed result must come with its regenerated page.
+def test_the_committed_generated_pages_are_the_generated_ones() -> None:
+    # A model page's settings, presets and figures come from the registry and the result files, the
+    # service metrics page from the metric declarations: a changed default, preset, committed result
+    # or metric must come with its regenerated page.
     generated = _generator().pages()
-    committed = {p: p.read_text() for p in (DOCS / "reference" / "models").glob("*.md")}
+    pages = [*(DOCS / "reference" / "models").glob("*.md"), DOCS / "reference" / "service-metrics.md"]
+    committed = {p: p.read_text() for p in pages}
     assert set(committed) == set(generated), "run: python docs/gen_pages.py"
     stale = [str(p.relative_to(ROOT)) for p, text in generated.items() if committed[p] != text]
     assert not stale, f"out of date (run: python docs/gen_pages.py): {stale}"

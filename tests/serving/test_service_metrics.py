@@ -162,3 +162,22 @@ def test_a_client_gone_before_the_answer_is_not_a_server_error(sasrec_dir: Path)
         text = c.get("/metrics").text
     assert 'endpoint="/v1/recommend",method="POST",status="disconnected"' in text
     assert 'status="500"' not in text
+
+
+def test_every_declared_metric_is_exposed_with_its_labels_and_help(sasrec: Recommender) -> None:
+    # The reference page lists METRICS; a scrape must show each of them, as declared, and nothing
+    # of attnrec's that the declarations (and so the page) miss.
+    from attnrec.serving.prometheus import METRICS
+
+    with TestClient(create_app({"sas": sasrec}, ServingConfig())) as c:
+        assert c.post("/v1/recommend", json={"user": "u1", "k": 3}).status_code == 200
+        families = {f.name: f for f in text_string_to_metric_families(c.get("/metrics").text)}
+    created = {f"{m.name}_created" for m in METRICS}  # the client's creation time of each series
+    ours = {name for name in families if name.startswith("attnrec_") and name not in created}
+    assert ours == {m.name for m in METRICS}
+    for m in METRICS:
+        family = families[m.name]
+        assert family.type == m.kind.__name__.lower() and family.documentation == m.help
+        for sample in family.samples:
+            if sample.name in (m.exposed, f"{m.name}_bucket", f"{m.name}_sum", f"{m.name}_count"):
+                assert set(sample.labels) - {"le"} == set(m.labels), (m.name, sample.labels)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -36,110 +38,164 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+@dataclass(frozen=True)
+class Metric(Generic[M]):
+    """One metric of the service, declared once: each app's registry builds it from this record, and
+    the reference page of the docs lists it from the same record."""
+
+    kind: type[M]
+    name: str
+    labels: tuple[str, ...]
+    help: str
+    buckets: tuple[float, ...] = ()
+
+    @property
+    def exposed(self) -> str:
+        """The name a scrape shows: prometheus-client adds ``_total`` to a counter's."""
+        return f"{self.name}_total" if self.kind is Counter else self.name
+
+    def build(self, registry: CollectorRegistry) -> M:
+        """This metric, registered in ``registry``."""
+        extra: dict[str, Any] = {"buckets": self.buckets} if self.buckets else {}
+        return self.kind(self.name, self.help, self.labels, registry=registry, **extra)
+
+
+REQUESTS = Metric(
+    Counter,
+    "attnrec_http_requests",
+    ("endpoint", "method", "status"),
+    "HTTP requests answered, 401, 404 and 413 included, by endpoint (the route template, 'unmatched' "
+    "for unknown paths), method (unknown methods count as 'other') and status, so that clients cannot "
+    "grow the label set.",
+)
+LATENCY = Metric(
+    Histogram,
+    "attnrec_http_request_duration_seconds",
+    ("endpoint",),
+    "Time from a request's arrival to the end of its answer, by endpoint.",
+    LATENCY_BUCKETS,
+)
+IN_FLIGHT = Metric(
+    Gauge, "attnrec_http_requests_in_flight", (), "HTTP requests being handled now (the scrape included)."
+)
+INFERENCE = Metric(
+    Histogram,
+    "attnrec_inference_seconds",
+    ("model", "endpoint"),
+    "Time the model spends on one call (a micro-batch of recommendations, a similar-items or "
+    "explanation request), without queueing, by model and endpoint.",
+    LATENCY_BUCKETS,
+)
+BATCH_SIZE = Metric(
+    Histogram,
+    "attnrec_batch_size",
+    ("model",),
+    "Recommendation requests scored together in one recommend_many call (a micro-batch; a failed "
+    "batch's one-by-one retries count as batches of 1), by model.",
+    BATCH_BUCKETS,
+)
+LOAD_SECONDS = Metric(
+    Gauge,
+    "attnrec_model_load_seconds",
+    ("model",),
+    "Seconds the last (re)load of a model took (reading, backend switch, warm-up).",
+)
+LOADED_AT = Metric(
+    Gauge,
+    "attnrec_model_loaded_timestamp_seconds",
+    ("model",),
+    "Unix time the served version of a model was loaded.",
+)
+RELOADS = Metric(
+    Counter,
+    "attnrec_model_reloads",
+    ("model",),
+    "Successful hot reloads, by model (0 for every served model from the start).",
+)
+RELOAD_FAILURES = Metric(
+    Counter,
+    "attnrec_model_reload_failures",
+    ("model",),
+    "Refused hot reloads (the previous model kept serving), by model (0 for every served model from "
+    "the start).",
+)
+RELOAD_LAST_OK = Metric(
+    Gauge,
+    "attnrec_model_reload_last_success",
+    ("model",),
+    "Outcome of the last hot reload of a model: 1 succeeded, 0 refused (absent: never reloaded).",
+)
+RELOAD_LAST_AT = Metric(
+    Gauge,
+    "attnrec_model_reload_last_timestamp_seconds",
+    ("model",),
+    "Unix time the last hot reload of a model ended (succeeded or refused).",
+)
+RELOADING = Metric(Gauge, "attnrec_reload_in_progress", (), "1 while a hot reload or an item addition runs.")
+METRICS: tuple[Metric[Any], ...] = (
+    REQUESTS,
+    LATENCY,
+    IN_FLIGHT,
+    INFERENCE,
+    BATCH_SIZE,
+    LOAD_SECONDS,
+    LOADED_AT,
+    RELOADS,
+    RELOAD_FAILURES,
+    RELOAD_LAST_OK,
+    RELOAD_LAST_AT,
+    RELOADING,
+)
+"""Every metric of the service besides the process's own, in the order the reference lists them."""
+
+
 class ServiceMetrics:
-    """The metrics of one app: requests, latency, micro-batch sizes, model loads and reloads."""
+    """The metrics of one app (:data:`METRICS`): requests, latency, micro-batch sizes, model loads and
+    reloads."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         for process_wide in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             r.register(process_wide)  # the process's own metrics, read at each scrape
-        self.in_flight = Gauge(
-            "attnrec_http_requests_in_flight", "HTTP requests being handled now.", registry=r
-        )
-        self.inference = Histogram(
-            "attnrec_inference_seconds",
-            "Time the model spends on one call (a micro-batch of recommendations, a similar-items "
-            "or explanation request), without queueing, by model and endpoint.",
-            ["model", "endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.reload_last_ok = Gauge(
-            "attnrec_model_reload_last_success",
-            "Outcome of the last hot reload of a model: 1 succeeded, 0 refused (absent: never reloaded).",
-            ["model"],
-            registry=r,
-        )
-        self.reload_last_at = Gauge(
-            "attnrec_model_reload_last_timestamp_seconds",
-            "Unix time the last hot reload of a model ended (succeeded or refused).",
-            ["model"],
-            registry=r,
-        )
-        self.reloading = Gauge(
-            "attnrec_reload_in_progress", "1 while a hot reload or an item addition runs.", registry=r
-        )
-        self.requests = Counter(
-            "attnrec_http_requests",
-            "HTTP requests answered, by endpoint (route template), method and status.",
-            ["endpoint", "method", "status"],
-            registry=r,
-        )
-        self.latency = Histogram(
-            "attnrec_http_request_duration_seconds",
-            "Time from a request's arrival to the end of its answer, by endpoint.",
-            ["endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.batch_size = Histogram(
-            "attnrec_batch_size",
-            "Recommendation requests scored together in one recommend_many call, by model.",
-            ["model"],
-            buckets=BATCH_BUCKETS,
-            registry=r,
-        )
-        self.load_seconds = Gauge(
-            "attnrec_model_load_seconds",
-            "Seconds the last (re)load of a model took (reading, backend switch, warm-up).",
-            ["model"],
-            registry=r,
-        )
-        self.loaded_at = Gauge(
-            "attnrec_model_loaded_timestamp_seconds",
-            "Unix time the served version of a model was loaded.",
-            ["model"],
-            registry=r,
-        )
-        self.reloads = Counter(
-            "attnrec_model_reloads", "Successful hot reloads, by model.", ["model"], registry=r
-        )
-        self.reload_failures = Counter(
-            "attnrec_model_reload_failures",
-            "Refused hot reloads (the previous model kept serving), by model.",
-            ["model"],
-            registry=r,
-        )
+        self.built = {metric: metric.build(r) for metric in METRICS}
+
+    def __getitem__(self, metric: Metric[M]) -> M:
+        """``metric`` as this app's registry holds it."""
+        built: M = self.built[metric]
+        return built
 
     def track(self, names: list[str]) -> None:
         """Export the reload counters of the models ``names`` at 0 (so that rates work from the start)."""
         for name in names:
-            self.reloads.labels(name)
-            self.reload_failures.labels(name)
+            self[RELOADS].labels(name)
+            self[RELOAD_FAILURES].labels(name)
 
     def model_loaded(self, name: str, seconds: float, at: float) -> None:
         """Record a (re)load of ``name`` that took ``seconds`` and finished at Unix time ``at``."""
-        self.load_seconds.labels(name).set(seconds)
-        self.loaded_at.labels(name).set(at)
+        self[LOAD_SECONDS].labels(name).set(seconds)
+        self[LOADED_AT].labels(name).set(at)
 
     def reload_done(self, name: str, ok: bool) -> None:
         """Count one reload of ``name``, successful or refused, and record it as the last outcome."""
-        (self.reloads if ok else self.reload_failures).labels(name).inc()
-        self.reload_last_ok.labels(name).set(1 if ok else 0)
-        self.reload_last_at.labels(name).set(time.time())
+        self[RELOADS if ok else RELOAD_FAILURES].labels(name).inc()
+        self[RELOAD_LAST_OK].labels(name).set(1 if ok else 0)
+        self[RELOAD_LAST_AT].labels(name).set(time.time())
 
     def watch_reloading(self, running: Callable[[], bool]) -> None:
         """Read ``attnrec_reload_in_progress`` from ``running()`` at each scrape."""
-        self.reloading.set_function(lambda: float(running()))
+        self[RELOADING].set_function(lambda: float(running()))
 
     def inferred(self, name: str, endpoint: str, seconds: float) -> None:
         """Record one model call of ``seconds`` on model ``name`` for ``endpoint``."""
-        self.inference.labels(name, endpoint).observe(seconds)
+        self[INFERENCE].labels(name, endpoint).observe(seconds)
 
     def batch(self, name: str, size: int) -> None:
         """Record one ``recommend_many`` call of ``size`` requests on model ``name``."""
-        self.batch_size.labels(name).observe(size)
+        self[BATCH_SIZE].labels(name).observe(size)
 
     def text(self) -> bytes:
         """The exposition (Prometheus text format, :data:`CONTENT_TYPE`)."""
@@ -182,7 +238,7 @@ class RequestMetrics:
                 status = int(message["status"])
             await send(message)
 
-        self.metrics.in_flight.inc()
+        self.metrics[IN_FLIGHT].inc()
         try:
             await self.app(scope, receive, sending)
         except BaseException:
@@ -191,12 +247,12 @@ class RequestMetrics:
             )  # what the server error handler answers when the app raises before answering
             raise
         finally:
-            self.metrics.in_flight.dec()
+            self.metrics[IN_FLIGHT].dec()
             endpoint = endpoint_of(scope, self.routes)
-            self.metrics.requests.labels(
+            self.metrics[REQUESTS].labels(
                 endpoint, method, "disconnected" if status is None else str(status)
             ).inc()
-            self.metrics.latency.labels(endpoint).observe(time.perf_counter() - t0)
+            self.metrics[LATENCY].labels(endpoint).observe(time.perf_counter() - t0)
 
 
 __all__ = ["CONTENT_TYPE", "RequestMetrics", "ServiceMetrics", "UNMATCHED", "endpoint_of"]
