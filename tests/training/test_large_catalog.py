@@ -12,7 +12,14 @@ from attnrec import Recommender
 from attnrec.data.schema import Interactions, Sequences
 from attnrec.models.objectives.negatives import negative_proposal
 from attnrec.models.sasrec import SASRec, SASRecConfig
-from attnrec.serving.ann import ApproximateRecommender, IVFIndex, build_index, faiss_available, recall_at_k
+from attnrec.serving.ann import (
+    ApproximateRecommender,
+    IVFIndex,
+    IVFSettings,
+    build_index,
+    faiss_available,
+    recall_at_k,
+)
 from grad_checks import cosine, flat_grad
 
 N_ITEMS = 300
@@ -103,13 +110,41 @@ def _clustered(n: int = 4000, d: int = 16, seed: int = 0) -> tuple[torch.Tensor,
 def test_torch_ivf_is_exact_when_probing_every_cell_and_close_with_a_few() -> None:
     x, q = _clustered()
     exact = torch.topk(q @ x.T, 10, dim=1).indices
-    index = IVFIndex(x, nlist=50)
+    index = IVFIndex(x, settings=IVFSettings(nlist=50))
     assert int(index.offsets[-1]) == len(x) and sorted(index.ids.tolist()) == list(range(len(x)))
     s, ids = index.search(q, 10, nprobe=50)
     assert torch.equal(ids, exact)
     assert torch.allclose(s, torch.gather(q @ x.T, 1, exact), atol=1e-4)
     _, approx = index.search(q, 10, nprobe=8)
     assert recall_at_k(approx.tolist(), exact.tolist()) > 0.9
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"nlist": 0},
+        {"nlist": -3},
+        {"nlist": 2.5},
+        {"nlist": True},
+        {"seed": -1},
+        {"threads": -1},
+        {"kind": "annoy"},
+    ],
+)
+def test_index_settings_refuse_bad_values_with_one_line(bad: dict[str, object]) -> None:
+    x, _ = _clustered(n=200)
+    with pytest.raises(ValueError) as err:
+        build_index(x, **{"kind": "torch", **bad})  # type: ignore[arg-type]
+    assert "\n" not in str(err.value) and str(next(iter(bad))) in str(err.value)
+
+
+def test_index_cells_never_outnumber_the_vectors_and_the_sample_size_is_honoured() -> None:
+    x, q = _clustered(n=30)
+    index = IVFIndex(x, settings=IVFSettings(nlist=500))
+    assert index.nlist == 30 and int(index.offsets[-1]) == 30
+    assert torch.equal(index.search(q, 5, nprobe=30)[1], torch.topk(q @ x.T, 5, dim=1).indices)
+    assert IVFSettings(nlist=4).sample_size(10_000, 4) == 256
+    assert IVFSettings(nlist=4, train_size=100).sample_size(10_000, 4) == 100
 
 
 @pytest.mark.skipif(not faiss_available(), reason="faiss-cpu not installed")
@@ -132,7 +167,11 @@ def test_approximate_recommender_matches_exact_with_full_probing(kind: str, ring
         {"hidden": 16, "n_layers": 1, "max_len": 10, "loss": "ce"},
         {"max_epochs": 1, "batch_size": 64},
     ).fit(ring, progress=False)
+    with pytest.raises(ValueError, match="nprobe"):
+        ApproximateRecommender(rec, kind=kind, nprobe=0)
     ann = ApproximateRecommender(rec, kind=kind, nlist=6, nprobe=6)
+    with pytest.raises(ValueError, match="nprobe"):
+        ann.recommend_many([{"user": rec.users_.to_list()[0], "k": 5}], nprobe=0)  # type: ignore[union-attr]
     users = rec.users_.to_list()[:20]  # type: ignore[union-attr]
     requests = [{"user": u, "k": 5} for u in users] + [
         {"history": ["i1", "i2"], "k": 3, "exclude": ["i3"]},

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,6 +23,8 @@ import torch
 from attnrec.models.contracts import Factorised, ItemBiased
 from attnrec.recommend import Recommendation, Recommender
 from attnrec.serving.export import OnnxCore
+
+KINDS = ("auto", "faiss", "torch")
 
 
 class Index(Protocol):
@@ -35,6 +38,40 @@ def default_nlist(n: int) -> int:
     return max(1, min(n, round(math.sqrt(n))))
 
 
+def _count(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be a whole number >= {low}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class IVFSettings:
+    """How an IVF index is built, the same for both backends.
+
+    ``nlist`` k-means cells (default about ``sqrt(N)``, at most ``N``), trained on a random sample
+    of ``train_size`` vectors (default 64 a cell) drawn with ``seed``; ``iters`` Lloyd iterations
+    (the torch index; faiss runs its own).
+    """
+
+    nlist: int | None = None
+    train_size: int | None = None
+    seed: int = 0
+    iters: int = 10
+
+    def __post_init__(self) -> None:
+        for name, low in (("nlist", 1), ("train_size", 1), ("seed", 0), ("iters", 1)):
+            value = getattr(self, name)
+            if value is not None or name in ("seed", "iters"):
+                _count(name, value, low)
+
+    def cells(self, n: int) -> int:
+        """The number of cells for ``n`` vectors."""
+        return min(n, self.nlist) if self.nlist else default_nlist(n)
+
+    def sample_size(self, n: int, cells: int) -> int:
+        """How many of ``n`` vectors the k-means of ``cells`` cells trains on."""
+        return min(n, self.train_size or cells * 64)
+
+
 class IVFIndex:
     """Inverted-file index for inner-product search, in torch (CPU or GPU).
 
@@ -46,10 +83,10 @@ class IVFIndex:
     ----------
     vectors : Tensor (N, D)
         Item vectors; ``ids`` (N,) their item indices (default ``0..N-1``).
-    nlist : int
-        Number of k-means cells (default about ``sqrt(N)``).
-    iters, train_size, seed
-        Lloyd iterations of k-means on a random sample of ``train_size`` vectors.
+    settings : IVFSettings
+        Cells, training sample, seed and k-means iterations.
+    chunk : int
+        Vectors assigned to cells at a time.
     """
 
     kind = "ivf-torch"
@@ -58,20 +95,17 @@ class IVFIndex:
         self,
         vectors: torch.Tensor,
         ids: torch.Tensor | None = None,
-        nlist: int | None = None,
-        iters: int = 10,
-        train_size: int | None = None,
-        seed: int = 0,
+        settings: IVFSettings = IVFSettings(),
         chunk: int = 16384,
     ) -> None:
         x = vectors.detach().float().contiguous()
         n = x.shape[0]
         ids = torch.arange(n, device=x.device) if ids is None else ids.to(x.device)
-        self.nlist = nlist or default_nlist(n)
-        gen = torch.Generator(device="cpu").manual_seed(seed)
-        sample = x[torch.randperm(n, generator=gen)[: train_size or min(n, self.nlist * 64)].to(x.device)]
+        self.nlist = settings.cells(n)
+        gen = torch.Generator(device="cpu").manual_seed(settings.seed)
+        sample = x[torch.randperm(n, generator=gen)[: settings.sample_size(n, self.nlist)].to(x.device)]
         cent = sample[torch.randperm(len(sample), generator=gen)[: self.nlist].to(x.device)].clone()
-        for _ in range(iters):  # k-means on the sample; empty cells keep their centroid
+        for _ in range(settings.iters):  # k-means on the sample; empty cells keep their centroid
             a = self._assign(sample, cent, chunk)
             sums = torch.zeros_like(cent).index_add_(0, a, sample)
             counts = torch.bincount(a, minlength=self.nlist).unsqueeze(1)
@@ -136,25 +170,18 @@ class FaissIndex:
     kind = "ivf-faiss"
 
     def __init__(
-        self,
-        vectors: torch.Tensor,
-        ids: torch.Tensor | None = None,
-        nlist: int | None = None,
-        seed: int = 0,
-        threads: int = 0,
+        self, vectors: torch.Tensor, ids: torch.Tensor | None = None, settings: IVFSettings = IVFSettings()
     ) -> None:
         import faiss
 
-        if threads:
-            faiss.omp_set_num_threads(threads)
         x = np.ascontiguousarray(vectors.detach().float().cpu().numpy())
         n, d = x.shape
-        self.nlist = nlist or default_nlist(n)
+        self.nlist = settings.cells(n)
         quantizer = faiss.IndexFlatIP(d)
         index = faiss.IndexIVFFlat(quantizer, d, self.nlist, faiss.METRIC_INNER_PRODUCT)
-        index.cp.seed = seed
-        rng = np.random.default_rng(seed)
-        index.train(x[rng.permutation(n)[: min(n, self.nlist * 64)]])
+        index.cp.seed = settings.seed
+        rng = np.random.default_rng(settings.seed)
+        index.train(x[rng.permutation(n)[: settings.sample_size(n, self.nlist)]])
         index.add_with_ids(
             x, np.ascontiguousarray((np.arange(n) if ids is None else ids.cpu().numpy()).astype(np.int64))
         )
@@ -185,12 +212,19 @@ def build_index(
     seed: int = 0,
     threads: int = 0,
 ) -> Index:
-    """An IVF index of ``vectors``: ``kind`` is ``faiss``, ``torch`` or ``auto`` (faiss when installed)."""
-    if kind not in ("auto", "faiss", "torch"):
-        raise ValueError(f"index kind must be auto, faiss or torch, not {kind!r}")
+    """An IVF index of ``vectors``: ``kind`` is ``faiss``, ``torch`` or ``auto`` (faiss when installed);
+    ``threads`` caps faiss's OpenMP threads (0: its default)."""
+    if kind not in KINDS:
+        raise ValueError(f"index kind must be {', '.join(KINDS)}, not {kind!r}")
+    settings = IVFSettings(nlist, seed=seed)
+    _count("threads", threads, 0)
     if kind == "faiss" or (kind == "auto" and faiss_available()):
-        return FaissIndex(vectors, ids, nlist, seed, threads)
-    return IVFIndex(vectors, ids, nlist, seed=seed)
+        if threads:
+            import faiss
+
+            faiss.omp_set_num_threads(threads)
+        return FaissIndex(vectors, ids, settings)
+    return IVFIndex(vectors, ids, settings)
 
 
 def recall_at_k(approx: Sequence[Sequence[object]], exact: Sequence[Sequence[object]]) -> float:
@@ -217,6 +251,7 @@ class ApproximateRecommender:
         threads: int = 0,
     ) -> None:
         rec._require_fitted()
+        _count("nprobe", nprobe, 1)
         core = rec.core.torch_core if isinstance(rec.core, OnnxCore) else rec.core  # vectors stay in torch
         if not isinstance(core, Factorised):
             raise ValueError(
@@ -256,6 +291,8 @@ class ApproximateRecommender:
     ) -> list[Recommendation]:
         rec = self.rec
         assert rec.items_ is not None
+        if nprobe is not None:
+            _count("nprobe", nprobe, 1)
         prepared = rec._prepare_many(requests)
         approx = [i for i, p in enumerate(prepared) if len(p.hist) and p.allowed is None]
         out: list[Recommendation | None] = [None] * len(prepared)
@@ -273,7 +310,9 @@ class ApproximateRecommender:
                     query = torch.cat([query, torch.ones(len(query), 1, device=query.device)], 1)
                 k_max = max(p.k for p in rows)
                 extra = max(len(p.banned) for p in rows)
-                scores, ids = self.index.search(query, k_max + extra, nprobe or self.nprobe)
+                scores, ids = self.index.search(
+                    query, k_max + extra, self.nprobe if nprobe is None else nprobe
+                )
             scores, ids = scores.cpu(), ids.cpu()
             for r, (i, p) in enumerate(zip(approx, rows, strict=True)):
                 keep = torch.isfinite(scores[r]) & (ids[r] > 0)
