@@ -16,15 +16,14 @@ from attnrec.evaluation.attribution import METHODS
 from attnrec.recommend import reasons
 from attnrec.recommend.reasons import ItemExplanation, check_event_verbs
 
+EVENT_VERB_EXAMPLE = f"buy=purchased or 'cart=added {reasons.ITEM} to your cart'"
+EVENT_VERB_HELP = (
+    f"The verb of an event type in reasons, e.g. {EVENT_VERB_EXAMPLE} ({reasons.ITEM}: where the item "
+    f"goes); repeatable. Defaults exist for {', '.join(reasons.DEFAULT_EVENT_VERBS)} (the Taobao and OTTO "
+    "event types)."
+)
 EventVerbOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--event-verb",
-        metavar="NAME=VERB",
-        help="The verb of an event type in reasons, e.g. buy=purchased or "
-        "'cart=added {item} to your cart' ({item}: where the item goes); repeatable. Defaults exist for "
-        "the Taobao (pv, cart, fav, buy) and OTTO (clicks, carts, orders) event types.",
-    ),
+    list[str] | None, typer.Option("--event-verb", metavar="NAME=VERB", help=EVENT_VERB_HELP)
 ]
 METHOD_HELP = (
     f"Attribution method: {', '.join(METHODS)} (default greedy: the most faithful in "
@@ -43,10 +42,7 @@ def parse_event_verbs(specs: list[str] | None) -> dict[str, str]:
     for spec in specs or []:
         name, sep, verb = spec.partition("=")
         if not sep or not name.strip() or not verb.strip():
-            raise ValueError(
-                f"--event-verb {spec!r}: expected NAME=VERB, e.g. buy=purchased or "
-                "'cart=added {item} to your cart'"
-            )
+            raise ValueError(f"--event-verb {spec!r}: expected NAME=VERB, e.g. {EVENT_VERB_EXAMPLE}")
         verbs[name.strip()] = verb
     try:
         return check_event_verbs(verbs)

@@ -35,12 +35,10 @@ CheckpointOpt = Annotated[
     Path, typer.Option("--model", "-m", help="Checkpoint directory from explain-train.")
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="auto, peter, amazon, yelp or csv.")]
-SplitOpt = Annotated[
-    str,
-    typer.Option(
-        "--split",
-        help="'seed:N' (random 8:1:1, every user and item in training) or 'index:K' (PETER's folder K).",
-    ),
+SPLIT_HELP = "'seed:N' (random 8:1:1, every user and item in training) or 'index:K' (PETER's folder K)"
+SplitOpt = Annotated[str, typer.Option("--split", help=f"{SPLIT_HELP}.")]
+TrainedSplitOpt = Annotated[
+    str | None, typer.Option("--split", help=f"{SPLIT_HELP}; default: the split the model was trained with.")
 ]
 
 
@@ -187,10 +185,7 @@ def explain_evaluate(
     model: CheckpointOpt,
     data: DataOpt,
     fmt: FormatOpt = "auto",
-    split: Annotated[
-        str | None,
-        typer.Option("--split", help="seed:N or index:K; default: the split the model was trained with."),
-    ] = None,
+    split: TrainedSplitOpt = None,
     decoding: DecodingOptions = DecodingOptions(),
     as_json: JsonOpt = False,
 ) -> None:
