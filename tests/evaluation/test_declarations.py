@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnrec.data.demo import make_demo
-from attnrec.data.split import SPLITS, leave_one_out, make_split, temporal_split
+from attnrec.data.split import SPLITS, SplitSettings, leave_one_out, make_split, temporal_split
 from attnrec.evaluation.metrics import DEFAULT_KS, METRICS, ranking_metrics
 from attnrec.evaluation.protocol import (
     DEFAULT_NEGATIVES,
@@ -47,6 +47,36 @@ def test_protocol_by_name_sets_negatives_seed_and_cut_offs() -> None:
         protocol_by_name("halfway")
     with pytest.raises(ValueError, match="n_negatives must be >= 1"):
         protocol_by_name("sampled-uniform", 0)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SplitSettings(),
+        SplitSettings("leave-one-out", valid_users=5, seed=1),
+        SplitSettings("temporal"),
+        SplitSettings("last-qualifying", min_rating=3.0),
+    ],
+)
+def test_a_split_is_remade_from_its_description(settings: SplitSettings) -> None:
+    # evaluate re-splits a saved model's data from the description its results recorded: the settings
+    # read back must make the same held-out cases, or the figures would be of another split.
+    data = make_demo(n_users=60, n_items=30, seed=1, mean_length=10)
+    made = settings.make(data)
+    again = SplitSettings.described(made.describe())
+    assert again == settings
+    remade = again.make(data)
+    assert remade.describe() == made.describe()
+    assert np.array_equal(remade.test.users, made.test.users)
+    assert np.array_equal(remade.valid.targets, made.valid.targets)
+
+
+def test_split_settings_are_checked_before_any_data_and_unknown_descriptions_fall_back() -> None:
+    with pytest.raises(ValueError, match="apply to the last-qualifying split only, not leave-one-out"):
+        SplitSettings(target_events="buy")
+    with pytest.raises(ValueError, match="apply to the last-qualifying split only, not temporal"):
+        SplitSettings("temporal", min_rating=4.0)
+    assert SplitSettings.described("custom (fold=3)") == SplitSettings()
 
 
 def test_make_split_builds_each_named_split() -> None:

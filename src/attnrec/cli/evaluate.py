@@ -42,14 +42,11 @@ from attnrec.cli._results import print_results
 from attnrec.cli.main import app
 from attnrec.data.schema import Interactions
 from attnrec.data.split import (
-    DEFAULT_SPLIT,
     SPLITS,
     EvalSet,
     Split,
-    check_split_settings,
-    make_split,
+    SplitSettings,
     parse_split,
-    split_settings,
 )
 from attnrec.evaluation.alignment import align_cases
 from attnrec.evaluation.list_metrics import item_vectors_of, training_counts
@@ -153,10 +150,12 @@ def list_inputs(
 __all__ = ["MetricsOpt", "WindowOpt", "list_inputs", "parse_metric_options", "protocol_cases", "protocol_for"]
 
 
-def _default_split(rec: Recommender) -> dict[str, Any]:
-    """The :func:`make_split` arguments of the split the model was tested on (its target events too)."""
+def _default_split(rec: Recommender) -> SplitSettings:
+    """The settings of the split the model was tested on (its target events too)."""
     recorded = (str(ev.get("split", "")) for ev in rec.evaluations_)
-    return next((split_settings(s) for s in recorded if parse_split(s)[0] in SPLITS), {"name": DEFAULT_SPLIT})
+    return next(
+        (SplitSettings.described(s) for s in recorded if parse_split(s)[0] in SPLITS), SplitSettings()
+    )
 
 
 @app.command(
@@ -211,8 +210,9 @@ def evaluate_cmd(
     as_json = as_json and not legacy_json_path
     cut_offs = parse_ks(ks)
     families, window_seconds = parse_metric_options(metrics, window, protocols or [])
+    chosen = None  # the split the model was tested on
     if split:
-        check_split_settings(split, 0, target_events, min_target_rating)
+        chosen = SplitSettings(split, target_events=target_events, min_rating=min_target_rating)
     elif target_events or min_target_rating is not None:
         raise ValueError("--target-events / --min-target-rating need --split last-qualifying")
     rec = loading.recommender(model_dir, device)
@@ -226,11 +226,7 @@ def evaluate_cmd(
         )
     elif not (want and got):
         warn_line("cannot verify that this is the data the model was trained on (no sha256 recorded)")
-    sp = (
-        make_split(interactions, split, target_events=target_events, min_rating=min_target_rating)
-        if split
-        else make_split(interactions, **_default_split(rec))
-    )
+    sp = (chosen or _default_split(rec)).make(interactions)
     assert rec.users_ is not None and rec.items_ is not None  # set by load()
     cases, dropped = align_cases(
         sp.test if target == "test" else sp.valid,

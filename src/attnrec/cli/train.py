@@ -59,10 +59,9 @@ from attnrec.data.split import (
     DEFAULT_SPLIT,
     FINAL,
     Split,
-    check_split_settings,
+    SplitSettings,
     final_split,
     leave_last_new_out,
-    make_split,
 )
 from attnrec.evaluation.protocol import DEFAULT_NEGATIVES, EvalResult, check_single_target, protocol_by_name
 from attnrec.experiments.tracking import RunInfo, Trackers
@@ -221,10 +220,13 @@ def train(
         raise ConfigError(
             f"--new-item-rows {new_item_rows} seeds the new items of a warm start: add --init-from"
         )
+    held_out = None  # the final fit: no held-out events
     if split == FINAL:
         check_final_fit(valid_users, target_events, min_target_rating, protocols or [])
-    else:
-        check_split_settings(split, valid_users, target_events, min_target_rating)  # before any data is read
+    else:  # checked before any data is read
+        held_out = SplitSettings(
+            split, valid_users, target_events=target_events, min_rating=min_target_rating
+        )
     check_single_target(protocols or [], "attnrec train")
     save_key = load_policy(manifest_key=manifest_key).manifest_key  # a bad key fails before training
     rec = Recommender(model, model_over, train_over, preset, auto=auto and preset is None and config is None)
@@ -239,7 +241,7 @@ def train(
             source is not None
         ):  # old users and items keep their indices; the split is made on the extended log
             interactions = warm.extend_log(interactions, source)
-        sp = _train_split(interactions, split, since, valid_users, target_events, min_target_rating)
+        sp = _train_split(interactions, held_out, since)
         distributed.init(resolve_device(rec.train_config.device))  # under torchrun: join the process group
         main_rank = distributed.is_main()
         log_to_stderr(not quiet and main_rank)
@@ -276,21 +278,14 @@ def train(
             _test_save_report(rec, interactions, sp, names, negatives, baseline, out_dir, trackers, save_key)
 
 
-def _train_split(
-    data: Interactions,
-    split: str,
-    since: float | None,
-    valid_users: int,
-    target_events: str,
-    min_rating: float | None,
-) -> Split:
-    """The split ``--split`` names; with ``--new-since`` and leave-one-out, the last new event of each user
-    with new events validates (:func:`~attnrec.data.split.leave_last_new_out`)."""
-    if split == FINAL:
+def _train_split(data: Interactions, settings: SplitSettings | None, since: float | None) -> Split:
+    """The split ``--split`` names (``None``: the final fit); with ``--new-since`` and leave-one-out, the
+    last new event of each user with new events validates (:func:`~attnrec.data.split.leave_last_new_out`)."""
+    if settings is None:
         return final_split(data)
     if since is not None:
         return leave_last_new_out(data, math.floor(since))
-    return make_split(data, split, valid_users, target_events=target_events, min_rating=min_rating)
+    return settings.make(data)
 
 
 def _test_save_report(

@@ -25,7 +25,16 @@ from attnrec.data.schema import (
 )
 from attnrec.data.signals import Signal, register_signal, unregister_signal
 from attnrec.data.sniff import detect_format
-from attnrec.data.split import EvalSet, Split, leave_one_out, parse_split, temporal_split
+from attnrec.data.split import (
+    SPLITS,
+    EvalSet,
+    Split,
+    SplitSettings,
+    leave_one_out,
+    make_split,
+    parse_split,
+    temporal_split,
+)
 from attnrec.data.titles import read_titles, with_titles
 
 __all__ = [
@@ -38,7 +47,10 @@ __all__ = [
     "Sequences",
     "EvalSet",
     "Split",
+    "SPLITS",
+    "SplitSettings",
     "leave_one_out",
+    "make_split",
     "parse_split",
     "temporal_split",
     "make_demo",

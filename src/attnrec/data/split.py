@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any  # make_split's keyword arguments, of several types
 
 import numpy as np
 
@@ -69,22 +68,6 @@ def _number_or_text(value: str) -> float | str:
         return float(value)
     except ValueError:
         return value
-
-
-def split_settings(described: str) -> dict[str, Any]:
-    """The :func:`make_split` keyword arguments that remake a split from its :meth:`Split.describe` string
-    (the default split's when the name is not one of :data:`SPLITS`)."""
-    name, params = parse_split(described)
-    if name not in SPLITS:
-        return {"name": DEFAULT_SPLIT}
-    rating = params.get("min_rating")
-    return {
-        "name": name,
-        "valid_users": int(params.get("valid_users", 0)),
-        "seed": int(params.get("seed", 0)),
-        "target_events": str(params.get("target_events", "")),
-        "min_rating": None if rating is None else float(rating),
-    }
 
 
 def leave_one_out(data: Interactions, valid_users: int = 0, seed: int = 0) -> Split:
@@ -215,19 +198,58 @@ def leave_last_qualifying_out(
     return Split("last-qualifying", train, valid, test, params)
 
 
-def check_split_settings(
-    name: str, valid_users: int = 0, target_events: str = "", min_rating: float | None = None
-) -> None:
-    """A one-line ``ValueError`` when the settings do not fit the split ``name`` (before any data is read)."""
-    if name not in SPLITS:
-        raise ValueError(f"unknown split {name!r}; use {', '.join(SPLITS)}")
-    if valid_users and name != "leave-one-out":
-        raise ValueError(f"valid_users (--valid-users) applies to the leave-one-out split only, not {name}")
-    if (target_events.strip() or min_rating is not None) and name != "last-qualifying":
-        raise ValueError(
-            f"target_events / min_target_rating (--target-events, --min-target-rating) apply to the "
-            f"last-qualifying split only, not {name}"
+@dataclass(frozen=True)
+class SplitSettings:
+    """How a log is split: the split's ``name`` (one of :data:`SPLITS`) and the settings that apply to
+    it, checked together where they enter, before any data is read.
+
+    ``valid_users`` > 0 (leave-one-out only) validates on that many users drawn with ``seed``.
+    ``last-qualifying`` (:func:`leave_last_qualifying_out`) tests each user's last event of the
+    ``target_events`` types (comma-separated names) rated at least ``min_rating``: "next buy", "liked".
+    """
+
+    name: str = DEFAULT_SPLIT
+    valid_users: int = 0
+    seed: int = 0
+    target_events: str = ""
+    min_rating: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in SPLITS:
+            raise ValueError(f"unknown split {self.name!r}; use {', '.join(SPLITS)}")
+        if self.valid_users and self.name != "leave-one-out":
+            raise ValueError(
+                f"valid_users (--valid-users) applies to the leave-one-out split only, not {self.name}"
+            )
+        if (self.target_events.strip() or self.min_rating is not None) and self.name != "last-qualifying":
+            raise ValueError(
+                f"target_events / min_target_rating (--target-events, --min-target-rating) apply to the "
+                f"last-qualifying split only, not {self.name}"
+            )
+
+    @classmethod
+    def described(cls, described: str) -> SplitSettings:
+        """The settings that remake a split from its :meth:`Split.describe` string (the default split's
+        when the name is not one of :data:`SPLITS`)."""
+        name, params = parse_split(described)
+        if name not in SPLITS:
+            return cls()
+        rating = params.get("min_rating")
+        return cls(
+            name,
+            int(params.get("valid_users", 0)),
+            int(params.get("seed", 0)),
+            str(params.get("target_events", "")),
+            None if rating is None else float(rating),
         )
+
+    def make(self, data: Interactions) -> Split:
+        """The split of ``data`` these settings name."""
+        if self.name == "temporal":
+            return temporal_split(data)
+        if self.name == "last-qualifying":
+            return leave_last_qualifying_out(data, self.target_events, self.min_rating)
+        return leave_one_out(data, valid_users=self.valid_users, seed=self.seed)
 
 
 def make_split(
@@ -239,18 +261,8 @@ def make_split(
     target_events: str = "",
     min_rating: float | None = None,
 ) -> Split:
-    """The split named ``name`` (one of :data:`SPLITS`).
-
-    ``valid_users`` > 0 (leave-one-out only) validates on that many users drawn with ``seed``.
-    ``last-qualifying`` (:func:`leave_last_qualifying_out`) tests each user's last event of the
-    ``target_events`` types (comma-separated names) rated at least ``min_rating``: "next buy", "liked".
-    """
-    check_split_settings(name, valid_users, target_events, min_rating)
-    if name == "temporal":
-        return temporal_split(data)
-    if name == "last-qualifying":
-        return leave_last_qualifying_out(data, target_events, min_rating)
-    return leave_one_out(data, valid_users=valid_users, seed=seed)
+    """The split named ``name`` (one of :data:`SPLITS`) with the settings of :class:`SplitSettings`."""
+    return SplitSettings(name, valid_users, seed, target_events, min_rating).make(data)
 
 
 def final_split(data: Interactions) -> Split:

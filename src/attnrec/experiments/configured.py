@@ -24,7 +24,7 @@ from typing import Any
 from attnrec.config import ConfigError, config_to_dict, load_toml
 from attnrec.data.cold import cold_start
 from attnrec.data.datasets import load_dataset
-from attnrec.data.split import DEFAULT_SPLIT, check_split_settings, make_split
+from attnrec.data.split import DEFAULT_SPLIT, SplitSettings
 from attnrec.evaluation.protocol import check_single_target, protocol_by_name
 from attnrec.experiments.runner import RunRequest, machine_info, run_one
 from attnrec.experiments.seeds import SEED_KEY, seed_record, seeded_name
@@ -83,7 +83,7 @@ class RunConfig:
                     f"{where}[run] {f.name} must be {_SCALAR_NAMES[str(f.type)]}, not {value!r}"
                 )
         try:
-            check_split_settings(self.split, self.valid_users, self.target_events, self.min_target_rating)
+            self.split_settings()  # an impossible split fails before any data is read
         except ValueError as e:
             raise ConfigError(f"{where}{e}") from None
         for name in (self.valid_protocol, *self.protocols):
@@ -102,6 +102,12 @@ class RunConfig:
             not isinstance(k, int) or k < 0 for k in self.seeds
         ):
             raise ConfigError(f"{where}seeds must be distinct integers >= 0, not {list(self.seeds)}")
+
+    def split_settings(self) -> SplitSettings:
+        """The split this run trains and tests on (checked on construction)."""
+        return SplitSettings(
+            self.split, self.valid_users, target_events=self.target_events, min_rating=self.min_target_rating
+        )
 
     @classmethod
     def from_toml(cls, path: Path) -> RunConfig:
@@ -204,17 +210,7 @@ def run_configured(
             data_path = str((root / data_path).resolve())
         data = load_dataset(data_path, format=cfg.format)
     cold = cold_start(data, cfg.cold_items, cfg.cold_seed, cfg.valid_users) if cfg.cold_items else None
-    split = (
-        cold.split
-        if cold is not None
-        else make_split(
-            data,
-            cfg.split,
-            cfg.valid_users,
-            target_events=cfg.target_events,
-            min_rating=cfg.min_target_rating,
-        )
-    )
+    split = cold.split if cold is not None else cfg.split_settings().make(data)
     request = RunRequest(
         cfg.model,
         cfg.preset,
