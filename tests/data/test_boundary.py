@@ -74,6 +74,39 @@ def test_a_missing_item_is_an_error_naming_row_and_column_in_python(bad: object)
     assert "row 2" in _one_line(e) and "missing item" in str(e.value) and "'items'" in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("bad", "kind"), [([1], "list"), (True, "bool"), (b"x", "bytes"), ({"a": 1}, "dict"), ((1, 2), "tuple")]
+)
+def test_a_container_boolean_or_bytes_is_not_an_id_in_a_frame(bad: object, kind: str) -> None:
+    """A list-valued user column was read as the users "[1]", "[2]": the same rule as a request's
+    ``user=[1]`` now refuses it, naming the row."""
+    df = pd.DataFrame({"user": ["u1", bad, "u2"], "item": [1, 2, 3]})
+    with pytest.raises(DataError) as e:
+        Interactions.from_frame(df)
+    assert _one_line(e).startswith(
+        f"DataFrame: row 2: user {kind} "
+    ) and "is not an ID (column 'user')" in str(e.value)
+
+
+def test_a_list_column_in_parquet_is_not_read_as_ids(tmp_path: Path) -> None:
+    path = tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"user_id": [[1], [2]], "item_id": [1, 2]}), path)
+    with pytest.raises(DataError, match="row 1: user ndarray .* is not an ID"):
+        load_dataset(str(path))
+
+
+def test_requests_and_columns_share_one_rule_for_an_id() -> None:
+    from attnrec.data.boundary import is_id
+    from attnrec.recommend.requests import check_id
+
+    for value in ("a", 7, np.int64(7), 1.5, 2.0):
+        assert is_id(value) and check_id("user", value) == value
+    for value in (None, np.nan, "", " ", True, np.bool_(False), b"x", [1], {1}, {"a": 1}, np.array([1])):
+        assert not is_id(value)
+        with pytest.raises(ValueError, match="user must be an ID"):
+            check_id("user", value)
+
+
 def test_a_nan_item_in_a_frame_names_the_frame_column() -> None:
     df = pd.DataFrame({"user_id": [1, 1, 2], "movieId": [10.0, np.nan, 12.0]})
     with pytest.raises(DataError, match=r"DataFrame: row 2: missing item \(column 'movieId'\)"):

@@ -23,7 +23,7 @@ file's line) and the column:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -95,6 +95,20 @@ def check_missing(s: pd.Series, role: str, label: object, origin: Origin) -> Non
 
 
 # -- IDs ---------------------------------------------------------------------------------------------
+_PLAIN_INTS = frozenset({int, np.int64, np.int32})  # IDs that need no further look
+
+
+def is_id(value: object) -> bool:
+    """Whether ``value`` can be an external ID: text that is not blank, or a number. A missing value
+    (``None``, ``NaN``), a boolean, bytes and a container (a list, set, dict, array) cannot: the one
+    rule for a request's IDs and for each value of a column read one by one."""
+    if type(value) in _PLAIN_INTS:  # the common case first: a request's histories run to 1,000 IDs
+        return True
+    if isinstance(value, str):
+        return bool(value.strip())
+    return not (isinstance(value, bool | np.bool_ | bytes | Iterable) or pd.isna(value))
+
+
 def id_text(value: object) -> str:
     """One ID as text by the rule of :func:`id_column` (``1.0`` and ``"1.0"`` -> ``"1"``); no checks."""
     if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
@@ -125,8 +139,14 @@ def id_column(values: ColumnValues, role: str, label: object, origin: Origin) ->
         return ints.astype(str).astype(object)
     if pd.api.types.infer_dtype(s, skipna=False) == "string":
         return _text_ids(s, role, label, origin)
-    # numbers, mixed or other objects: one by one
-    texts = np.array([id_text(v) for v in s.to_numpy(dtype=object)], dtype=object)
+    # numbers, mixed or other objects: one by one, each by the rule of a request's IDs
+    values = s.to_numpy(dtype=object)
+    for row, value in enumerate(values):
+        if not is_id(value):
+            raise origin.error(
+                row, f"{role} {type(value).__name__} {_shown(value)} is not an ID (column {label!r})"
+            )
+    texts = np.array([id_text(v) for v in values], dtype=object)
     return _text_ids(pd.Series(texts, dtype=object, copy=False), role, label, origin)
 
 

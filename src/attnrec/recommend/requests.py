@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any  # request values are caller input of any type
 
 import numpy as np
-import pandas as pd
 
+from attnrec.data.boundary import is_id
 from attnrec.data.schema import IdMap
 from attnrec.recommend.event_requests import (
     REQUEST_TIME,
@@ -38,20 +38,13 @@ def check_k(k: object, name: str = "k", least: int = 1) -> int:
     return int(k)
 
 
-_PLAIN_INTS = frozenset({int, np.int64, np.int32})  # IDs that need no further look
-
-
 def check_id(name: str, value: object) -> object:
-    """``value`` when it can be an external ID (text or a number, as the training log's IDs are read:
-    :mod:`attnrec.data.boundary`); a one-line ``ValueError`` naming ``name`` for a missing ID (None, NaN,
-    empty text), a boolean, or a container (``user=[1]`` was the unknown user "[1]" and got the most
-    popular items, and ``history=[1, None]`` scored the history [1], without a word)."""
-    if type(value) in _PLAIN_INTS:  # the common case first: a request's histories run to 1,000 IDs
-        return value
-    if isinstance(value, str):
-        if value.strip():
-            return value
-    elif not (isinstance(value, bool | np.bool_ | bytes | Iterable) or pd.isna(value)):
+    """``value`` when it can be an external ID by the rule of the training log's columns
+    (:func:`attnrec.data.boundary.is_id`: text or a number); a one-line ``ValueError`` naming ``name``
+    for a missing ID (None, NaN, empty text), a boolean, or a container (``user=[1]`` was the unknown
+    user "[1]" and got the most popular items, and ``history=[1, None]`` scored the history [1],
+    without a word)."""
+    if is_id(value):
         return value
     raise ValueError(f"{name} must be an ID (text or a number), not {type(value).__name__} {value!r:.60}")
 
