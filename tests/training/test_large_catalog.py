@@ -143,6 +143,7 @@ def test_index_cells_never_outnumber_the_vectors_and_the_sample_size_is_honoured
     index = IVFIndex(x, settings=IVFSettings(nlist=500))
     assert index.nlist == 30 and int(index.offsets[-1]) == 30
     assert torch.equal(index.search(q, 5, nprobe=30)[1], torch.topk(q @ x.T, 5, dim=1).indices)
+    assert IVFSettings(nlist=np.int64(4)).cells(100) == 4  # numpy's integers are whole numbers too
     assert IVFSettings(nlist=4).sample_size(10_000, 4) == 256
     assert IVFSettings(nlist=4, train_size=100).sample_size(10_000, 4) == 100
 

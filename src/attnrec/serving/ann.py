@@ -39,7 +39,7 @@ def default_nlist(n: int) -> int:
 
 
 def _count(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < low:
         raise ValueError(f"{name} must be a whole number >= {low}, not {value!r}")
 
 
@@ -58,10 +58,11 @@ class IVFSettings:
     iters: int = 10
 
     def __post_init__(self) -> None:
-        for name, low in (("nlist", 1), ("train_size", 1), ("seed", 0), ("iters", 1)):
-            value = getattr(self, name)
-            if value is not None or name in ("seed", "iters"):
-                _count(name, value, low)
+        for name in ("nlist", "train_size"):  # None: the default
+            if getattr(self, name) is not None:
+                _count(name, getattr(self, name), 1)
+        _count("seed", self.seed, 0)
+        _count("iters", self.iters, 1)
 
     def cells(self, n: int) -> int:
         """The number of cells for ``n`` vectors."""
