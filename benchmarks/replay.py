@@ -184,7 +184,7 @@ class Runner:
 
         self.name, self.dir, self.budget, self.deadline = name, state / name, args.budget, deadline
         self.warm_share, self.warm_mode, self.warm_epochs = args.warm_share, args.warm_mode, args.warm_epochs
-        self.scratch_recipe = args.scratch_recipe
+        self.scratch_recipe, self.seed = args.scratch_recipe, args.seed
         self.new_item_rows = args.new_item_rows
         self.data = load_data(path)
         if self.data.timestamp is None:
@@ -237,7 +237,8 @@ class Runner:
             cpu = time.process_time()
             wall = time.perf_counter()
             if kind == "initial":
-                rec = Recommender("sasrec", train={"threads": 1, "time_budget": self.budget}, auto=True)
+                train = {"threads": 1, "time_budget": self.budget, "seed": self.seed}
+                rec = Recommender("sasrec", train=train, auto=True)
                 rec.fit(data, "leave-one-out", progress=False)
             else:
                 initial = json.loads((self.dir / "initial.json").read_text())
@@ -268,7 +269,12 @@ class Runner:
                     rec = fine_tune("none", n, None if every else since)
                 else:
                     base = Recommender.load(self.dir / "models" / "initial", device="cpu")
-                    train = {"threads": 1, "max_epochs": chosen, "time_budget": self.budget}
+                    train = {
+                        "threads": 1,
+                        "max_epochs": chosen,
+                        "time_budget": self.budget,
+                        "seed": self.seed,
+                    }
                     if self.scratch_recipe == "initial":  # the initial model's batch size, rate, ...
                         train = config_to_dict(base.train_config) | train
                     rec = Recommender("sasrec", config=base.config, train=train, auto=False)
@@ -557,7 +563,13 @@ def markdown(record: dict[str, Any]) -> str:
         f"answering model knows, {'nothing excluded' if keep else 'the history used excluded'}, ties against "
         "the model; a target the model does not know is a miss. SASRec with the library's data-chosen "
         "settings, one torch thread, "
-        f"{record['budget']:.0f} s training budget; {_warm_text(record)} CPU: "
+        + (
+            f"training seed {record['seed']} (of the initial model and the scratch retrains; warm starts "
+            "inherit it), "
+            if "seed" in record
+            else ""
+        )
+        + f"{record['budget']:.0f} s training budget; {_warm_text(record)} CPU: "
         "`time.process_time` of the fits. "
         f"Machine: {record['machine']['cpu']}, {record['machine']['cores_used']} core(s), torch "
         f"{record['machine']['torch']}.",
@@ -739,6 +751,7 @@ def render(state: Path, args: argparse.Namespace) -> None:
         + f" --scratch-recipe {args.scratch_recipe}"
         + (" --repeats keep" if args.repeats == "keep" else "")
         + f" --new-item-rows {args.new_item_rows}"
+        + (f" --seed {args.seed}" if args.seed else "")
         + ("" if args.out == "replay" else f" --out {args.out}")
         + (f" --logs {' '.join(args.logs)}" if args.out != "replay" and args.logs else "")
         + "".join(f" --data {spec}" for spec in args.data),
@@ -749,6 +762,7 @@ def render(state: Path, args: argparse.Namespace) -> None:
         **({"repeats": "keep"} if args.repeats == "keep" else {}),
         "new_item_rows": args.new_item_rows,
         "scratch_recipe": args.scratch_recipe,
+        **({"seed": args.seed} if args.seed else {}),
         "machine": {
             "cpu": platform.processor() or platform.machine(),
             "cores_used": len(os.sched_getaffinity(0)),
@@ -811,6 +825,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=("initial", "histories"),
         default="initial",
         help="where a warm start's new item rows start (fit's new_item_rows; --warm-mode new-dev tries both)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="training seed of the initial model and the scratch retrains; the warm starts and the plan "
+        "inherit it from the model they start from",
     )
     parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
     parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")

@@ -115,6 +115,15 @@ def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
     assert replay.markdown(record) == (results / f"{stem}.md").read_text()
 
 
+def test_a_seeded_replay_says_its_seed_and_an_unseeded_one_says_nothing() -> None:
+    record = json.loads((BENCHMARKS / "results" / "replay_plan_budget180.json").read_text())
+    assert "training seed" not in replay.markdown(record)
+    assert (
+        "training seed 2 (of the initial model and the scratch retrains; warm starts inherit it)"
+        in replay.markdown(record | {"seed": 2})
+    )
+
+
 def test_an_own_log_without_timestamps_is_refused_in_one_line(tmp_path: Any) -> None:
     own = tmp_path / "shop.csv"
     own.write_text("user,item\nu1,i1\nu1,i2\nu2,i1\n")
@@ -125,6 +134,7 @@ def test_an_own_log_without_timestamps_is_refused_in_one_line(tmp_path: Any) -> 
         warm_epochs=1,
         scratch_recipe="initial",
         new_item_rows="initial",
+        seed=0,
     )
     with pytest.raises(SystemExit, match="shop.csv: the log has no timestamps; a replay cuts it by time"):
         replay.Runner("shop", str(own), tmp_path / "state", float("inf"), args)
