@@ -73,3 +73,54 @@ def test_a_dropout_rate_outside_zero_to_one_is_refused_with_the_settings(model: 
         config_cls(dropout=2.0)
     with pytest.raises(ValueError, match="must be in \\[0, 1\\), not -0.1"):
         config_cls(dropout=-0.1)
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [
+        ("bprmf", "reg"),
+        ("ncf", "init_std"),
+        ("gru4rec", "bpreg"),
+        ("hstu", "temperature"),
+        ("peter", "text_weight"),
+    ],
+)
+@pytest.mark.parametrize("value", [float("nan"), "nan", "inf", float("inf")])
+def test_a_model_number_that_is_not_finite_is_refused(model: str, key: str, value: object) -> None:
+    """``reg=nan`` or ``init_std=inf`` was taken by the model configs (no range check of theirs sees
+    NaN) and trained NaN weights: every config's number settings are finite, as TrainConfig's are."""
+    from attnrec import get_spec
+
+    config_cls = get_spec(model).config_cls
+    with pytest.raises(ConfigError, match=f"{config_cls.__name__}: {key} must be a finite number"):
+        config_from_dict(config_cls, {key: value})
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"n": True}, "Example.n: True is not a valid int"),
+        ({"x": False}, "Example.x: False is not a valid float"),
+        ({"flag": 2}, "Example.flag: 2 is not a valid bool"),
+        ({"flag": [1]}, "Example.flag: \\[1\\] is not a valid bool"),
+        ({"name": ["a"]}, "Example.name: \\['a'\\] is not a valid str"),
+        ({"name": {"a": 1}}, "Example.name: \\{'a': 1\\} is not a valid str"),
+        ({"n": [3]}, "Example.n: \\[3\\] is not a valid int"),
+        ({"ks": 5}, "Example.ks: 5 is not a list"),
+        ({"ks": {"a": 1}}, "Example.ks: \\{'a': 1\\} is not a list"),
+    ],
+)
+def test_a_toml_value_of_the_wrong_kind_is_refused(values: dict[str, object], message: str) -> None:
+    """TOML (and Python) values are typed: ``hidden = true`` was taken as 1, ``compile = 2`` as True, a
+    list where a name goes as its text, and a number where a list goes was a TypeError traceback."""
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(Example, values)
+    assert config_from_dict(Example, {"n": 2.0, "x": 1, "name": Path("p")}) == Example(n=2, x=1.0, name="p")
+
+
+def test_a_toml_section_that_is_not_a_table_is_refused(tmp_path: Path) -> None:
+    """``model = 3`` at the top of a config file was a TypeError traceback."""
+    f = tmp_path / "c.toml"
+    f.write_text("model = 3\n")
+    with pytest.raises(ConfigError, match="c.toml: model must be a table \\(\\[model\\] with key = value"):
+        load_toml(f, ("model", "train"))

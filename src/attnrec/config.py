@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
+import os
 import tomllib
 import types
 import typing
@@ -34,9 +37,23 @@ def config_from_dict(cls: type[C], values: dict[str, Any], *, base: C | None = N
     for key, val in values.items():
         kwargs[key] = _coerce(cls.__name__, key, val, hints[key])
     try:
-        return cls(**kwargs)
+        cfg = cls(**kwargs)
+        check_finite(cfg)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{cls.__name__}: {e}") from e
+    return cfg
+
+
+def check_finite(cfg: object) -> None:
+    """A one-line ``ValueError`` naming the number settings of config dataclass ``cfg`` that are NaN or
+    infinite (``lr=nan`` passed "must be positive", as nan <= 0 is false, and trained NaN weights; a
+    model's ``reg=nan`` or ``init_std=inf`` likewise); settings that are None are not numbers."""
+    hints = typing.get_type_hints(type(cfg))
+    names = [f.name for f in dataclasses.fields(cfg)]  # type: ignore[arg-type]
+    floats = [n for n in names if float in (hints[n], *typing.get_args(hints[n]))]
+    odd = [n for n in floats if getattr(cfg, n) is not None and not math.isfinite(getattr(cfg, n))]
+    if odd:
+        raise ValueError(f"{', '.join(odd)} must be a finite number, not {getattr(cfg, odd[0])}")
 
 
 def config_to_dict(cfg: object) -> dict[str, Any]:
@@ -69,6 +86,9 @@ def load_toml(path: str | Path, sections: tuple[str, ...]) -> dict[str, dict[str
     unknown = sorted(set(data) - set(sections))
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; valid: {', '.join(sections)}")
+    for s in sections:  # model = 3 at the top was a TypeError traceback
+        if not isinstance(data.get(s, {}), dict):
+            raise ConfigError(f"{path}: {s} must be a table ([{s}] with key = value lines), not {data[s]!r}")
     return {s: dict(data.get(s, {})) for s in sections}
 
 
@@ -118,16 +138,21 @@ def _coerce(owner: str, key: str, val: Any, hint: Any) -> Any:
     if origin in (tuple, list):
         if isinstance(val, str):
             val = [v for v in val.replace(",", " ").split() if v]
+        elif not isinstance(val, (list, tuple)):  # 64 for (64,) was a TypeError traceback
+            raise ConfigError(f"{owner}.{key}: {val!r} is not a list")
         elem = args[0] if args else str
         seq = [_coerce(owner, key, v, elem) for v in val]
         return tuple(seq) if origin is tuple else seq
     convert = _SCALARS.get(hint)
     if convert is None:
         return val
+    name = hint.__name__ if isinstance(hint, type) else str(hint)
+    if not isinstance(val, str) and not _TAKES[hint](val):
+        # hidden = true was 1, a list where a name goes was its text, compile = 2 was True
+        raise ConfigError(f"{owner}.{key}: {val!r} is not a valid {name}")
     try:
         return convert(val)
     except (TypeError, ValueError):
-        name = hint.__name__ if isinstance(hint, type) else str(hint)
         raise ConfigError(f"{owner}.{key}: {val!r} is not a valid {name}") from None
 
 
@@ -150,3 +175,17 @@ def _to_int(val: Any) -> int:
 
 # The scalar types a config field may have, each with its one conversion from TOML or --set text.
 _SCALARS: dict[object, typing.Callable[[Any], Any]] = {bool: _to_bool, int: _to_int, float: float, str: str}
+
+
+def _number(val: Any) -> bool:
+    return isinstance(val, numbers.Real) and not isinstance(val, bool)
+
+
+# The values other than text each scalar type takes from TOML or Python: a bool is no number, and a
+# number, list or table no bool or name (a path names a file).
+_TAKES: dict[object, typing.Callable[[Any], bool]] = {
+    bool: lambda val: isinstance(val, bool),
+    int: _number,
+    float: _number,
+    str: lambda val: isinstance(val, os.PathLike),
+}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import re
 from dataclasses import dataclass
+
+from attnrec.config import check_finite
 
 DEVICES = re.compile(r"auto|cpu|mps|cuda(:\d+)?")  # the device names attnrec takes
 
@@ -85,10 +85,7 @@ class TrainConfig:
         check_device(self.device)
         if self.amp not in ("none", "bf16", "fp16"):
             raise ValueError("amp must be none, bf16 or fp16")
-        floats = [f.name for f in dataclasses.fields(self) if f.type in (float, "float")]
-        odd = [name for name in floats if not math.isfinite(getattr(self, name))]
-        if odd:  # lr=nan trained a model of NaN weights without a word (nan <= 0 is false)
-            raise ValueError(f"{', '.join(odd)} must be a finite number, not {getattr(self, odd[0])}")
+        check_finite(self)
         if self.lr <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.eval_every < 1:
             raise ValueError("lr, batch_size, max_epochs and eval_every must be positive")
         if self.min_epochs < 0 or self.smooth < 1:
