@@ -158,7 +158,19 @@ def test_readers_of_every_format(tmp_path: Path, gz: bool) -> None:
             "num.csv",
             "item,price\na,1\nb,cheap\n",
             {"price": "numeric"},
-            r"num\.csv: line 3: numeric field 'price': 'cheap' is not a number",
+            r"num\.csv: line 3: numeric field 'price': 'cheap' is not a finite number",
+        ),
+        (  # inf was taken, and standardising made every price NaN: "loss became nan" at fit
+            "inf.csv",
+            "item,price\na,1\nb,2\nc,inf\n",
+            None,
+            r"inf\.csv: line 4: numeric field 'price': 'inf' is not a finite number",
+        ),
+        (
+            "neginf.csv",
+            "item,price\na,1\nb,-inf\n",
+            {"price": "numeric"},
+            r"neginf\.csv: line 3: numeric field 'price': '-inf' is not a finite number",
         ),
         (
             "typo.csv",

@@ -145,11 +145,11 @@ def _numeric(values: pd.Series, name: str, source: str, line_of: LineOf) -> Nume
     raw = values.to_numpy(dtype=object)
     missing = np.array([_missing(v) for v in raw], dtype=bool)
     num = pd.to_numeric(pd.Series(np.where(missing, np.nan, raw)), errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.isnan(num) & ~missing
+    bad = ~np.isfinite(num) & ~missing  # inf was taken and made every value of the field NaN
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise DataError(
-            f"{source}: {line_of(row)}: numeric field {name!r}: {str(raw[row])[:40]!r} is not a number"
+            f"{source}: {line_of(row)}: numeric field {name!r}: {str(raw[row])[:40]!r} is not a finite number"
         )
     return NumericField(num)
 
