@@ -183,6 +183,23 @@ def test_titles_for_a_file(tmp_path: Path) -> None:
     assert load_dataset(p, titles={"1": "One"}).item_titles == {"1": "One"}
 
 
+def test_titles_that_name_no_item_of_the_data_are_refused(tmp_path: Path) -> None:
+    """A title file of another dataset, or an empty one, was taken as no titles without a word."""
+    p = write(tmp_path / "p.txt", "1 1\n1 2\n")
+    other = write(tmp_path / "other.tsv", "900\tX\n901\tY\n")
+    with pytest.raises(
+        DataError, match=r"other\.tsv: no title names an item of the data \(title IDs: '900', '901'"
+    ):
+        load_dataset(p, titles=other)
+    with pytest.raises(DataError, match=r"empty\.tsv: no title names an item of the data \(title IDs: none"):
+        load_dataset(p, titles=write(tmp_path / "empty.tsv", ""))
+    with pytest.raises(DataError, match=r"titles: no title names an item.*; check title_mapping"):
+        load_dataset(p, titles={"10": "Ten"}, title_mapping={"1": "11"})
+    assert load_dataset(p, titles=write(tmp_path / "some.tsv", "2\tTwo\n9\tNine\n")).item_titles == {
+        "2": "Two"
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Named datasets
 # ---------------------------------------------------------------------------------------------

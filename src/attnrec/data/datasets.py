@@ -225,6 +225,14 @@ def _with_titles(
                 read_id_mapping(title_mapping) if isinstance(title_mapping, (str, Path)) else title_mapping
             )
             table = map_titles(table, mapping)
+        if not any(data.items.get(k) is not None for k in table):  # a wrong file was no titles, silently
+            where = titles if isinstance(titles, (str, Path)) else "titles"
+            shown = ", ".join(repr(str(k)) for k in list(table)[:3])
+            raise DataError(
+                f"{where}: no title names an item of the data (title IDs: {shown or 'none'}; item IDs: "
+                f"{', '.join(repr(str(k)) for k in data.items.external[:3])})"
+                + ("; check title_mapping" if title_mapping is not None else "")
+            )
         data = with_titles(data, table)
     return data
 

@@ -12,15 +12,34 @@ from attnrec.data.readers.jsonlines import parse_record
 from attnrec.data.schema import DataError, Interactions
 
 
+class _Titles(dict[str, str]):
+    """``{id: title}`` read from a file, one title per ID: an ID given a second, other title is an
+    error naming both lines (the last one silently won)."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = path
+        self.lines: dict[str, int] = {}
+
+    def put(self, item: str, title: str, line: int) -> None:
+        if self.get(item, title) != title:
+            raise DataError(
+                f"{self.path}:{line}: item {item!r} already has the title {self[item]!r} (line "
+                f"{self.lines[item]}), not {title[:80]!r}; a title file has one title per item"
+            )
+        self.lines.setdefault(item, line)
+        self[item] = title
+
+
 def _read_delimited_titles(path: str | Path, sep: str, expected: str) -> dict[str, str]:
     """``id<sep>title<sep>...`` lines (latin-1, as GroupLens writes them) -> ``{id: title}``."""
-    out: dict[str, str] = {}
+    out = _Titles(path)
     for n, line in iter_lines(path, "latin-1"):
         parts = line.split(sep)
         if len(parts) < 2 or not parts[0].strip():
             raise DataError(f"{path}:{n}: expected '{expected}', got {line[:80]!r}")
-        out[parts[0].strip()] = parts[1].strip()
-    return out
+        out.put(parts[0].strip(), parts[1].strip(), n)
+    return dict(out)
 
 
 def read_movielens_titles(path: str | Path) -> dict[str, str]:
@@ -45,14 +64,14 @@ def read_movies_csv_titles(path: str | Path) -> dict[str, str]:
             raise DataError(f"{path}: missing column 'title'; available columns: {head}")
         id_col = next((lower.index(c) for c in ("movieid", "item", "item_id", "id") if c in lower), 0)
         t_col = lower.index("title")
-        out: dict[str, str] = {}
+        out = _Titles(path)
         for row in reader:
             if not row:
                 continue
             if len(row) <= max(id_col, t_col):
                 raise DataError(f"{path}:{reader.line_num}: expected {len(head)} fields, got {len(row)}")
-            out[row[id_col].strip()] = row[t_col].strip()
-    return out
+            out.put(row[id_col].strip(), row[t_col].strip(), reader.line_num)
+    return dict(out)
 
 
 def read_steam_titles(path: str | Path) -> dict[str, str]:
@@ -100,12 +119,13 @@ def read_titles(path: str | Path, mapping: str | Path | Mapping[str, str] | None
         elif "|" in first and "\t" not in first:
             titles = read_ml100k_titles(path)
         else:
-            titles = {}
+            pairs = _Titles(path)
             for n, line in iter_lines(path):
                 parts = line.split("\t", 1)
                 if len(parts) != 2:
                     raise DataError(f"{path}:{n}: expected 'item<TAB>title', got {line[:80]!r}")
-                titles[parts[0].strip()] = parts[1].strip()
+                pairs.put(parts[0].strip(), parts[1].strip(), n)
+            titles = dict(pairs)
     if mapping is not None:
         table = read_id_mapping(mapping) if isinstance(mapping, (str, Path)) else dict(mapping)
         titles = map_titles(titles, table)
