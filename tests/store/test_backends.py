@@ -101,6 +101,19 @@ def test_open_store_picks_the_backend_from_the_name(tmp_path: Path) -> None:
         open_store(f"redis://127.0.0.1:{free_port()}/0")
 
 
+@pytest.mark.parametrize("spec", ["http://cache:6379/0", "sqlite:///events.db", "postgres://db/events"])
+def test_a_url_of_another_kind_is_no_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    """``http://host`` was opened as the SQLite file ``http:/host`` under the working directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match=f"store '{spec}': a .+:// URL is no history store; give a redis://"):
+        open_store(spec)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(DataError, match="REDIS://127.0.0.1:1/0: not a Redis URL"):
+        open_store("REDIS://127.0.0.1:1/0")  # Redis's in capitals: redis's own message
+
+
 def test_sqlite_refuses_a_file_that_is_not_an_event_store(tmp_path: Path) -> None:
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:

@@ -18,6 +18,7 @@ model can read plus a margin (:meth:`attnrec.recommend.Recommender.use_store`), 
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ that one runaway client cannot fill the disk with one user."""
 #: that a stored event carries (:func:`export_frame`).
 EXPORT_COLUMNS = ("user", "item", *(s.name for s in signals() if s.builtin))
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # a scheme (two letters at least: C:// is a drive)
 
 
 class StoreUnavailable(RuntimeError):
@@ -174,8 +176,15 @@ class StoreBackend(ABC):
 
 def open_store(spec: str, *, retention: int = DEFAULT_RETENTION) -> HistoryStore:
     """The store named by ``spec``: a Redis URL (``redis://host:6379/0``) or a SQLite file path
-    (created when missing, with its parent directory)."""
-    if spec.startswith(REDIS_SCHEMES):
+    (created when missing, with its parent directory); any other URL is a one-line :class:`DataError`
+    (``http://host`` was a SQLite file ``http:/host`` made under the working directory)."""
+    url = _URL.match(spec)
+    if url is not None and f"{url[1].lower()}://" not in REDIS_SCHEMES:
+        raise DataError(
+            f"store {spec!r}: a {url[1]}:// URL is no history store; give a "
+            f"{', '.join(REDIS_SCHEMES[:-1])} or {REDIS_SCHEMES[-1]} URL (Redis) or a SQLite file path"
+        )
+    if url is not None:
         from attnrec.store.redis_store import RedisStore
 
         return RedisStore(spec, retention=retention)
