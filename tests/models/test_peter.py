@@ -158,6 +158,10 @@ def test_explainer_fit_explain_evaluate_and_save_load_identity(tmp_path: Path) -
     assert back.evaluate(data, split.test) == metrics
     with pytest.raises(DataError, match="unknown user"):
         back.explain("nobody", "i0")
+    with pytest.raises(ValueError, match="item must be an ID \\(text or a number\\), not list"):
+        back.explain("u1", ["i0"])  # was "unknown item ['i0']"
+    with pytest.raises(ValueError, match="user must be an ID .*, not NoneType None"):
+        back.explain(None, "i0")
     # the default decoding blocks repeated trigrams; the paper's plain decoding stays one named value away
     assert ex.decoding == back.decoding == Decoding(1, 8, DECODINGS["blocked"]) and DECODINGS["paper"] == 0
     assert ex.evaluations_[0]["no_repeat_ngram"] == 3

@@ -243,6 +243,27 @@ def test_an_id_that_is_no_id_is_refused_not_answered(
     assert sorted(include) == ["2", "3", "4"]  # an include set is a set
 
 
+@pytest.mark.parametrize("item", [["1", "2"], None, True, float("nan")])
+def test_an_item_that_is_no_id_is_refused_by_similar_items_and_explain_rec(
+    fitted: Recommender, item: object
+) -> None:
+    """``similar_items(["1", "2"])`` or ``similar_items(None)`` said "unknown item '['1', '2']'" (a
+    KeyError, a 404 of its own kind), as did ``explain_recommendation(item=[...])``: what is not an ID is
+    refused as recommend refuses it."""
+    from attnrec.recommend.explain_rec import explain_recommendation
+
+    with pytest.raises(
+        ValueError, match=f"item must be an ID \\(text or a number\\), not {type(item).__name__}"
+    ):
+        fitted.similar_items(item)
+    if item is not None:  # None: no item, explain the top-k
+        with pytest.raises(ValueError, match="item must be an ID"):
+            explain_recommendation(fitted, user=1, item=item)
+    with pytest.raises(KeyError, match="unknown item 'nope'"):
+        fitted.similar_items("nope")
+    assert fitted.similar_items(1.0, k=3).items == fitted.similar_items("1", k=3).items
+
+
 def test_a_batch_that_is_not_a_list_of_requests_is_refused(fitted: Recommender) -> None:
     """``recommend_many([1, 2])`` ended in an ``AttributeError``; ``recommend_frame("12")`` answered the
     users "1" and "2"."""

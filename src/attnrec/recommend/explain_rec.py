@@ -24,7 +24,7 @@ from attnrec.recommend.reasons import (
     check_method,
 )
 from attnrec.recommend.recommender import Recommender
-from attnrec.recommend.requests import UNKNOWN_USER
+from attnrec.recommend.requests import UNKNOWN_USER, check_id
 from attnrec.recommend.topk import Recommendation
 
 
@@ -113,7 +113,7 @@ def explain_recommendation(
     p = rec._prepare({"user": user, "history": history} | inputs)
     if history is None and p.uid == UNKNOWN_USER and not len(p.hist):  # no events stored for it either
         raise KeyError(f"unknown user {user!r}")
-    target = None if item is None else rec.items_.get(item)
+    target = None if item is None else rec.items_.get(check_id("item", item))
     if item is not None and target is None:
         raise KeyError(f"unknown item {str(item)!r}")
     if len(p.hist) == 0:

@@ -42,6 +42,7 @@ from attnrec.recommend.persistence import (
     load_policy,
     save_model_dir,
 )
+from attnrec.recommend.requests import check_id
 from attnrec.recommend.structure import check_features, check_vocab
 from attnrec.training.loop import TrainResult, resolve_device, train
 from attnrec.training.train_config import TrainConfig
@@ -384,7 +385,7 @@ class Explainer(LoadsModelDir):
         """
         self._require_fitted()
         assert self.users_ is not None and self.items_ is not None and self.vocab_ is not None
-        u, i = self.users_.get(user), self.items_.get(item)
+        u, i = self.users_.get(check_id("user", user)), self.items_.get(check_id("item", item))
         if u is None or i is None:
             unknown = [f"user {user!r}"] * (u is None) + [f"item {item!r}"] * (i is None)
             raise DataError(f"unknown {' and '.join(unknown)}; explanations need IDs seen in training")

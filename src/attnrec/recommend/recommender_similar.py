@@ -14,7 +14,7 @@ import torch
 from attnrec.data.schema import Sequences
 from attnrec.models.contracts import Factorised
 from attnrec.recommend.recommender_state import Derived, RecommenderState, popularity_tensor
-from attnrec.recommend.requests import check_k
+from attnrec.recommend.requests import check_id, check_k
 from attnrec.recommend.topk import Recommendation, topk_chunked
 
 
@@ -82,12 +82,13 @@ class SimilarItems(RecommenderState):
         Cosine similarity of the model's item vectors when it is factorised
         (``method="embedding-cosine"``), otherwise cosine of co-occurrence in the stored user
         histories (``method="co-occurrence"``: items never seen with ``item`` are not returned).
-        Raises :class:`KeyError` for an unknown item.
+        Raises :class:`KeyError` for an unknown item, :class:`ValueError` for an ``item`` that is no ID
+        (:func:`~attnrec.recommend.requests.check_id`: ``["1", "2"]`` or None was "unknown item").
         """
         view = self._fitted_view()
         assert self.items_ is not None and self.histories_ is not None and self.popularity_ is not None
         k = check_k(k)
-        idx = self.items_.get(item)
+        idx = self.items_.get(check_id("item", item))
         if idx is None:
             raise KeyError(f"unknown item {str(item)!r}")
         banned = torch.tensor([idx], dtype=torch.long)
