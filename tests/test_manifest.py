@@ -138,6 +138,13 @@ def test_a_file_or_an_empty_directory_is_not_a_model(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="no manifest.json and no config.json"):
         attnrec.load(tmp_path / "empty")
+    other = tmp_path / "other"  # another tool's folder: was "unsupported checkpoint format None"
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "bert"}')
+    with pytest.raises(
+        CheckpointError, match="other/config.json: no format_version; not an attnrec checkpoint"
+    ):
+        attnrec.load(other, allow_unsigned=True)
 
 
 def test_files_the_manifest_does_not_list_are_ignored(saved: Path, tmp_path: Path) -> None:

@@ -361,6 +361,10 @@ def open_model_dir(path: str | Path, task: str | None = None, policy: LoadPolicy
     meta = saved.json("config")
     if not isinstance(meta, dict):
         raise CheckpointError(f"{d / 'config.json'}: not a JSON object; not an attnrec checkpoint directory")
+    if "format_version" not in meta:  # another tool's config.json: was "unsupported checkpoint format None"
+        raise CheckpointError(
+            f"{d / 'config.json'}: no format_version; not an attnrec checkpoint directory (another tool's?)"
+        )
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{d}: unsupported checkpoint format {repr(meta.get('format_version'))[:40]}")
     check_config(meta, d / "config.json")
