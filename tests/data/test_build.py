@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,33 @@ def test_user_item_keys(seqs: Sequences) -> None:
     keys = seqs.user_item_keys()
     assert list(keys) == sorted(keys)
     assert 0 * 10 + 2 in keys and 3 * 10 + 9 in keys and 1 * 10 + 4 not in keys
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"min_rating": float("nan")}, "min_rating must be a number, not float nan"),
+        ({"min_rating": "4"}, "min_rating must be a number, not str '4'"),
+        ({"min_rating": True}, "min_rating must be a number, not bool True"),
+        ({"k_core": -3}, "k_core must be a whole number at least 0, not int -3"),
+        ({"k_core": 2.5}, "k_core must be a whole number at least 0, not float 2.5"),
+        ({"k_core": "5"}, "k_core must be a whole number at least 0, not str '5'"),
+    ],
+)
+def test_filters_of_the_wrong_kind_are_refused(
+    tmp_path: Path, options: dict[str, object], message: str
+) -> None:
+    """``min_rating=nan`` filtered out every event ("no interactions"), ``min_rating="4"`` and
+    ``k_core="5"`` were tracebacks, and ``k_core=-3`` or ``2.5`` were taken without a word."""
+    from attnrec.data import load_dataset
+    from attnrec.data.stream import read_parquet_stream
+
+    log = tmp_path / "log.csv"
+    log.write_text("user,item,rating\n1,10,5\n1,11,4\n2,10,3\n")
+    with pytest.raises(DataError, match=message):
+        load_dataset(log, **options)  # type: ignore[arg-type]
+    with pytest.raises(DataError, match=message):
+        from_columns([1, 1], [10, 11], ratings=[5.0, 4.0], **options)  # type: ignore[arg-type]
+    with pytest.raises(DataError, match=message):
+        read_parquet_stream(tmp_path / "nowhere", **options)  # type: ignore[arg-type]
+    assert len(load_dataset(log, min_rating=np.float32(4), k_core=np.int64(0))) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -99,6 +101,19 @@ def signal_columns(
     }
 
 
+def check_filters(min_rating: object, k_core: object) -> None:
+    """A one-line :class:`DataError` unless ``min_rating`` is None or a number (not NaN) and ``k_core`` a
+    whole number at least 0: ``min_rating=nan`` filtered out every event ("no interactions"), ``"4"`` was
+    numpy's traceback, ``k_core=-3`` or ``2.5`` was taken and ``"5"`` was a TypeError."""
+    number = isinstance(min_rating, numbers.Real) and not isinstance(min_rating, bool | np.bool_)
+    if min_rating is not None and not (number and not math.isnan(float(min_rating))):  # type: ignore[arg-type]
+        raise DataError(f"min_rating must be a number, not {type(min_rating).__name__} {min_rating!r:.40}")
+    if isinstance(k_core, bool) or not isinstance(k_core, int | np.integer) or k_core < 0:
+        raise DataError(
+            f"k_core must be a whole number at least 0, not {type(k_core).__name__} {k_core!r:.40}"
+        )
+
+
 def build_log(
     columns: CheckedColumns,
     *,
@@ -109,6 +124,7 @@ def build_log(
 ) -> Interactions:
     """The log of checked columns: filters, ID maps and the per-user chronological order of
     :func:`from_columns` (which checks its columns, calls this, then attaches the feature tables)."""
+    check_filters(min_rating, k_core)
     u, it, ts, rt, ev = columns.user, columns.item, columns.timestamp, columns.rating, columns.event
     extra = dict(columns.signals)
     n = len(u)

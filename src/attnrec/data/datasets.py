@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attnrec.data.boundary import check_time_format
+from attnrec.data.build import check_filters
 from attnrec.data.catalog import DATASETS, canonical_name, list_datasets
 from attnrec.data.demo import make_demo
 from attnrec.data.feature_files import FeatureSource, with_features
@@ -61,6 +62,7 @@ class ReadOptions:
                 f"missing_features={self.missing_features!r}: use one of {', '.join(MISSING_POLICIES)}"
             )
         object.__setattr__(self, "time_format", check_time_format(self.time_format))
+        check_filters(self.min_rating, self.k_core)  # before any file is read
 
     def attach_features(self, data: Interactions) -> Interactions:
         """``data`` with these options' feature tables (unchanged when there are none)."""

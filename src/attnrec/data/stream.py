@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from attnrec.data.boundary import Origin, check_time_format, id_text, number_column, time_column
-from attnrec.data.build import k_core_mask
+from attnrec.data.build import check_filters, k_core_mask
 from attnrec.data.files import content_sha256
 from attnrec.data.readers.columns import resolve_columns
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions
@@ -160,6 +160,7 @@ def read_parquet_stream(
     name the row (1-based, across files in name order).
     """
     check_time_format(time_format)
+    check_filters(min_rating, k_core)
     p = Path(path)
     files = _files(p)
     try:
