@@ -79,6 +79,11 @@ lr = {low = 1e-4, high = 1e-2, log = true}
             r"\[model\] dropout: low \(0\.5\) must be below high",
         ),
         ("[model]\nn_layers = {low = 1.5, high = 3}\n", r"\[model\] n_layers: low must be an integer"),
+        # inf was an OverflowError traceback, nan "cannot convert float NaN to integer" without file or key
+        ("[model]\nhidden = {low = 16, high = inf}\n", r"\[model\] hidden: high must be an integer, not inf"),
+        ("[model]\nhidden = {low = nan, high = 64}\n", r"\[model\] hidden: low must be an integer, not nan"),
+        # high = nan was "low (0.1) must be below high (nan)"
+        ("[model]\ndropout = {low = 0.1, high = nan}\n", r"\[model\] dropout: high must be a finite number"),
         ("[model]\nloss = {low = 1, high = 3}\n", r"\[model\] loss: a str setting takes choices"),
         (
             "[model]\ndropout = {low = 0.1, high = 0.5, step = 0.1}\n",

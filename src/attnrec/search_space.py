@@ -26,6 +26,7 @@ This module knows nothing of Optuna: :func:`sample` draws from any object with O
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -270,14 +271,17 @@ def _condition(value: object) -> dict[str, tuple[Scalar, ...]]:
 
 
 def _integer(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+    number = _number(value, name, "an integer")  # inf was an OverflowError traceback, nan a bare ValueError
+    if int(number) != number:
         raise ConfigError(f"{name} must be an integer, not {value!r}")
-    return int(value)
+    return int(number)
 
 
-def _number(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{name} must be a number, not {value!r}")
+def _number(value: object, name: str, what: str = "a finite number") -> float:
+    """``value`` of the range end or step ``name``: a TOML number, not inf or nan (``high = nan`` was
+    "low must be below high (nan)")."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be {what}, not {value!r}")
     return float(value)
 
 
