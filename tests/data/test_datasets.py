@@ -22,6 +22,7 @@ from attnrec.data.formats import FORMATS, READERS
 from attnrec.data.named_features import FEATURE_LOADERS
 from attnrec.data.schema import DataError
 from attnrec.data.sniff import detect_format
+from attnrec.data.titles import read_titles
 
 
 @pytest.fixture(autouse=True)
@@ -181,6 +182,35 @@ def test_titles_for_a_file(tmp_path: Path) -> None:
     data = load_dataset(p, titles=movies, title_mapping=mapping)
     assert data.item_titles == {"1": "Twenty (2000)", "2": "Ten (1990)"}
     assert load_dataset(p, titles={"1": "One"}).item_titles == {"1": "One"}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "t.txt",
+            "a\tFirst\nb\tSecond\na\tThird\n",
+            r"t\.txt:3: item 'a' already has the title 'First' \(line 1\)",
+        ),
+        (
+            "m.dat",
+            "1::One::x\n2::Two::x\n1::Uno::x\n",
+            r"m\.dat:3: item '1' already has the title 'One' \(line 1\)",
+        ),
+        (
+            "movies.csv",
+            "movieId,title\n1,One\n1,Uno\n",
+            r"movies\.csv:3: item '1' already has the title 'One' \(line 2\)",
+        ),
+    ],
+)
+def test_a_title_file_giving_an_item_two_titles_is_refused(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    """A repeated ID with another title was taken and the last title silently won."""
+    with pytest.raises(DataError, match=message + ", not '(Third|Uno)'; a title file has one title per item"):
+        read_titles(write(tmp_path / name, text))
+    assert read_titles(write(tmp_path / "same.txt", "a\tFirst\na\tFirst\n")) == {"a": "First"}
 
 
 def test_titles_that_name_no_item_of_the_data_are_refused(tmp_path: Path) -> None:

@@ -345,35 +345,6 @@ def test_titles_other_formats(tmp_path: Path) -> None:
         read_titles(write(tmp_path / "movies2.dat", "just a line\n"))
 
 
-@pytest.mark.parametrize(
-    ("name", "text", "message"),
-    [
-        (
-            "t.txt",
-            "a\tFirst\nb\tSecond\na\tThird\n",
-            r"t\.txt:3: item 'a' already has the title 'First' \(line 1\)",
-        ),
-        (
-            "m.dat",
-            "1::One::x\n2::Two::x\n1::Uno::x\n",
-            r"m\.dat:3: item '1' already has the title 'One' \(line 1\)",
-        ),
-        (
-            "movies.csv",
-            "movieId,title\n1,One\n1,Uno\n",
-            r"movies\.csv:3: item '1' already has the title 'One' \(line 2\)",
-        ),
-    ],
-)
-def test_a_title_file_giving_an_item_two_titles_is_refused(
-    tmp_path: Path, name: str, text: str, message: str
-) -> None:
-    """A repeated ID with another title was taken and the last title silently won."""
-    with pytest.raises(DataError, match=message + ", not '(Third|Uno)'; a title file has one title per item"):
-        read_titles(write(tmp_path / name, text))
-    assert read_titles(write(tmp_path / "same.txt", "a\tFirst\na\tFirst\n")) == {"a": "First"}
-
-
 def test_with_titles_keeps_known_items(tmp_path: Path) -> None:
     data = read_pairs(write(tmp_path / "p.txt", "1 10\n1 11\n"))
     titled = with_titles(data, {"10": "Ten", "99": "Unknown"})
