@@ -791,7 +791,8 @@ def sources(logs: Sequence[str], data: Sequence[str]) -> dict[str, str]:
     return paths
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
+    """The command line of this script (the bootstrap reads a state directory with its defaults)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state-dir", type=Path, default=ROOT.parent / "replay-state")
     parser.add_argument("--logs", nargs="*", choices=list(FILES), help="shared logs (default: all five)")
@@ -836,6 +837,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--time-budget", type=float, default=0.0, help="stop starting units after this")
     parser.add_argument("--render", action="store_true", help="only rewrite the results from the state")
     parser.add_argument("--out", default="replay", help="results file stem under benchmarks/results")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = arguments()
     args = parser.parse_args(argv)
     if args.logs is None:
         args.logs = [] if args.data else list(FILES)

@@ -54,16 +54,7 @@ def interval(warm: np.ndarray, scratch: np.ndarray, seed: int = 0) -> dict[str, 
 def measure(state: Path, log: str, repeats: str) -> dict[str, Any]:
     from attnrec.recommend import Recommender
 
-    args = argparse.Namespace(
-        budget=0.0,
-        warm_share=replay.WARM_SHARE,
-        warm_mode="new",
-        warm_epochs=1,
-        scratch_recipe="initial",
-        new_item_rows="initial",
-        repeats=repeats,
-        data=[],
-    )
+    args = replay.arguments().parse_args(["--repeats", repeats, "--budget", "0"])  # reads, never trains
     runner = replay.Runner(log, str(replay.SHARED / replay.FILES[log]), state, float("inf"), args)
     warm: list[np.ndarray] = []
     scratch: list[np.ndarray] = []

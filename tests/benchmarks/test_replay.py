@@ -107,6 +107,8 @@ def test_own_logs_are_named_once_and_checked(tmp_path: Any) -> None:
         "replay_plan_budget180",
         "replay_plan_budget240",
         "replay_plan_repeats_budget240",
+        "replay_plan_seed1_budget180",
+        "replay_plan_seed2_budget180",
     ],
 )
 def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
@@ -127,14 +129,6 @@ def test_a_seeded_replay_says_its_seed_and_an_unseeded_one_says_nothing() -> Non
 def test_an_own_log_without_timestamps_is_refused_in_one_line(tmp_path: Any) -> None:
     own = tmp_path / "shop.csv"
     own.write_text("user,item\nu1,i1\nu1,i2\nu2,i1\n")
-    args = replay.argparse.Namespace(
-        budget=1.0,
-        warm_share=5,
-        warm_mode="new",
-        warm_epochs=1,
-        scratch_recipe="initial",
-        new_item_rows="initial",
-        seed=0,
-    )
+    args = replay.arguments().parse_args(["--budget", "1"])
     with pytest.raises(SystemExit, match="shop.csv: the log has no timestamps; a replay cuts it by time"):
         replay.Runner("shop", str(own), tmp_path / "state", float("inf"), args)
