@@ -159,6 +159,22 @@ def test_recommend_validation_errors(client: TestClient, req: dict[str, Any], lo
     assert any(d["loc"].startswith(loc) for d in err["details"]), err
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/similar-items", {"item": ""}),
+        ("/v1/similar-items", {"item": "   "}),
+        ("/v1/recommend", {"user": ""}),
+        ("/v1/explain", {"user": "u1", "item": " "}),
+    ],
+)
+def test_a_blank_id_is_a_422_not_a_server_error(client: TestClient, path: str, body: dict[str, str]) -> None:
+    # similar_items refuses a blank item by the library's ID rule; the HTTP schema now says so first
+    # (it was a 500 from the unmapped ValueError)
+    err = _error(client.post(path, json=body), 422, "invalid_request")
+    assert "must not be empty" in str(err)
+
+
 def test_limits_and_other_4xx(client: TestClient) -> None:
     err = _error(client.post("/v1/recommend", json={"user": "u1", "k": 51}), 422, "limit_exceeded")
     assert "max_k=50" in err["message"]

@@ -270,6 +270,8 @@ async def similar_items(req: SimilarItemsRequest, state: State) -> Response:
             f"unknown item {req.item!r} in model {e.name!r}",
             [{"loc": "item", "message": str(exc.args[0]) if exc.args else "unknown"}],
         ) from None
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", one_line(exc)) from None
     return _json(SimilarItemsResponse(model=e.name, item=req.item, items=_items(rec), method=rec.method))
 
 

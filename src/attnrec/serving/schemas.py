@@ -39,9 +39,25 @@ MAX_SEARCH = 100  # most items one item search returns
 MAX_HISTORY_ROWS = 1000  # most stored-history items one history request returns
 NO_CONTROL = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"  # JSON Schema (ECMA 262) and Rust regex alike
 
+# An ID as text: no control character and not blank (one character that Python's str.strip keeps: the
+# library's one ID rule, attnrec.data.boundary.is_id)
+_ALLOWED = "[^\\u0000-\\u001f\\u007f-\\u009f]"
+_VISIBLE = "[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+NOT_BLANK = f"^{_ALLOWED}*{_VISIBLE}{_ALLOWED}*$"
+
 _TEXT_SCHEMA: dict[str, Any] = {"type": "string", "maxLength": MAX_ID_CHARS, "pattern": NO_CONTROL}
+_ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_ID_CHARS,
+    "pattern": NOT_BLANK,
+}
 Text = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS, pattern=NO_CONTROL)]
-Id = Annotated[Text, WithJsonSchema({"anyOf": [_TEXT_SCHEMA, {"type": "integer"}]})]
+Id = Annotated[
+    str,
+    StringConstraints(max_length=MAX_ID_CHARS, pattern=NOT_BLANK),
+    WithJsonSchema({"anyOf": [_ID_SCHEMA, {"type": "integer"}]}),
+]
 Seconds = Annotated[int, Field(ge=-(2**53), le=2**53)]  # unix seconds, exact in a JSON number
 Rating = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 # per-event lists aligned with `history`: the built-in signals' fields (a declared signal's is validated
@@ -56,6 +72,8 @@ _IGNORED = (
 def _as_str(v: Any) -> Any:
     if isinstance(v, bool):  # JSON true/false are not IDs
         raise ValueError("an ID must be a string or an integer, not a boolean")
+    if isinstance(v, str) and not v.strip():  # the library's one ID rule (attnrec.data.boundary.is_id)
+        raise ValueError("an ID must not be empty")
     return str(v) if isinstance(v, int) else v
 
 
