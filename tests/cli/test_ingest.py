@@ -63,6 +63,34 @@ def test_a_parquet_directory_is_read_like_train_data(tmp_path: Path) -> None:
     ]
 
 
+def test_a_parquet_directory_reads_text_dates_with_the_time_format(tmp_path: Path) -> None:
+    d = tmp_path / "parts"
+    d.mkdir()
+    pd.DataFrame({"user_id": ["a", "a"], "item_id": [1, 2], "ts": ["03/04/2020", "05/04/2020"]}).to_parquet(
+        d / "part-0.parquet"
+    )
+    code, out = run(str(d), "--store", str(tmp_path / "e.db"), "--columns", "timestamp=ts")
+    assert code == 2 and "--time-format" in out  # dd/mm or mm/dd: ambiguous without it
+    code, out = run(
+        str(d), "--store", str(tmp_path / "e.db"), "--columns", "timestamp=ts", "--time-format", "dayfirst"
+    )
+    assert code == 0, out
+    assert SqliteStore(tmp_path / "e.db").export()["timestamp"].tolist() == [1585872000, 1586044800]
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [["--format", "csv"], ["--titles", "t.txt"], ["--item-features", "f.csv"], ["--feature-columns", "id=x"]],
+)
+def test_options_a_parquet_directory_does_not_read_are_refused(tmp_path: Path, flag: list[str]) -> None:
+    d = tmp_path / "parts"
+    d.mkdir()
+    pd.DataFrame({"user_id": ["a"], "item_id": [1]}).to_parquet(d / "part-0.parquet")
+    code, out = run(str(d), "--store", str(tmp_path / "e.db"), *flag)
+    assert code == 2 and "a directory is read as Parquet files of events" in out and f"{flag[0]}" in out
+    assert not (tmp_path / "e.db").exists() or SqliteStore(tmp_path / "e.db").count() == 0
+
+
 def test_a_bad_row_stops_the_ingest_before_anything_is_stored(tmp_path: Path) -> None:
     csv = tmp_path / "bad.csv"
     csv.write_text("user,item,timestamp\nu1,i1,10\nu1,,20\n")

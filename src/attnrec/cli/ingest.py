@@ -11,7 +11,7 @@ import typer
 from attnrec.cli._common import DataOptions, cli_errors, err, option_groups, parse_columns, warn_line
 from attnrec.cli._options import SignalOpt, declare_signals
 from attnrec.cli.main import app
-from attnrec.data.schema import Interactions
+from attnrec.data.schema import DataError, Interactions
 from attnrec.data.stream import read_parquet_stream
 from attnrec.store import DEFAULT_RETENTION, log_events, open_store
 
@@ -30,12 +30,31 @@ RetentionOpt = Annotated[
 
 def _read(file: str, data: DataOptions) -> Interactions:
     """The events of ``file`` as ``train --data`` reads them; a directory is read as Parquet files, in
-    batches."""
+    batches, and an option that does not apply to them is refused (it was ignored without a word)."""
     if not Path(file).is_dir():
         return data.load(file)
+    unread = [
+        flag
+        for flag, given in (
+            (f"--format {data.fmt}", data.fmt not in ("auto", "parquet")),
+            ("--titles", data.titles is not None),
+            ("--item-features", data.item_features is not None),
+            ("--user-features", data.user_features is not None),
+            ("--feature-columns", data.feature_columns is not None),
+        )
+        if given
+    ]
+    if unread:
+        raise DataError(
+            f"{file}: a directory is read as Parquet files of events; {', '.join(unread)}: not read"
+        )
     with err.status(f"reading {file} ..."):
         return read_parquet_stream(
-            file, parse_columns(data.columns), min_rating=data.min_rating, k_core=data.k_core
+            file,
+            parse_columns(data.columns),
+            min_rating=data.min_rating,
+            k_core=data.k_core,
+            time_format=data.time_format,
         )
 
 
