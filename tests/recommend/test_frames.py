@@ -111,6 +111,21 @@ def test_titles_and_features_come_from_frames(ratings: pd.DataFrame) -> None:
     assert data.item_features is not None and "genres" in data.item_features.fields
 
 
+def test_a_title_frame_is_checked_as_a_title_file_is(ratings: pd.DataFrame) -> None:
+    # a missing title was the title "nan"; an item given two titles kept the last; titles of another
+    # catalog were no titles, without a word
+    gaps = pd.DataFrame({"movieId": [1, 2], "title": ["One", None]})
+    assert Interactions.from_frame(ratings, titles=gaps).item_titles == {"1": "One"}
+    twice = pd.DataFrame({"movieId": [1, 2, 1], "title": ["One", "Two", "Uno"]})
+    with pytest.raises(DataError, match="row 3: item '1' already has the title 'One', not 'Uno'"):
+        Interactions.from_frame(ratings, titles=twice)
+    other = pd.DataFrame({"movieId": [901, 902], "title": ["A", "B"]})
+    with pytest.raises(DataError, match="DataFrame titles: no title names an item of the data"):
+        Interactions.from_frame(ratings, titles=other)
+    with pytest.raises(DataError, match="no title names an item of the data"):
+        Interactions.from_frame(ratings, titles={901: "A"})
+
+
 def test_load_dataset_reads_a_frame_with_its_options(ratings: pd.DataFrame) -> None:
     data = load_dataset(ratings, columns={"user": "userId", "item": "movieId"}, min_rating=4)
     assert data.rating is not None and data.rating.min() >= 4 and (ratings["rating"] >= 4).sum() == len(data)

@@ -35,7 +35,13 @@ from attnrec.data.readers.table import read_table, table_format
 from attnrec.data.schema import DataError, Interactions
 from attnrec.data.signals import get_signal
 from attnrec.data.sniff import TEXT_ID_FORMATS, check_integer_ids, detect_format
-from attnrec.data.titles import map_titles, read_id_mapping, read_titles, with_titles
+from attnrec.data.titles import (
+    check_titles_name_items,
+    map_titles,
+    read_id_mapping,
+    read_titles,
+    with_titles,
+)
 
 
 @dataclass(frozen=True)
@@ -227,14 +233,10 @@ def _with_titles(
                 read_id_mapping(title_mapping) if isinstance(title_mapping, (str, Path)) else title_mapping
             )
             table = map_titles(table, mapping)
-        if not any(data.items.get(k) is not None for k in table):  # a wrong file was no titles, silently
-            where = titles if isinstance(titles, (str, Path)) else "titles"
-            shown = ", ".join(repr(str(k)) for k in list(table)[:3])
-            raise DataError(
-                f"{where}: no title names an item of the data (title IDs: {shown or 'none'}; item IDs: "
-                f"{', '.join(repr(str(k)) for k in data.items.external[:3])})"
-                + ("; check title_mapping" if title_mapping is not None else "")
-            )
+        where = titles if isinstance(titles, (str, Path)) else "titles"
+        check_titles_name_items(
+            data, table, where, "; check title_mapping" if title_mapping is not None else ""
+        )
         data = with_titles(data, table)
     return data
 

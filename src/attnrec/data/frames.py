@@ -23,6 +23,7 @@ from attnrec.data.build import CheckedColumns, build_log, signal_columns
 from attnrec.data.feature_files import FeatureSource, with_features
 from attnrec.data.readers.columns import ID_ALIASES, resolve_columns
 from attnrec.data.schema import DataError, DataSource, Interactions
+from attnrec.data.titles import check_titles_name_items
 
 FrameLike: TypeAlias = "pd.DataFrame | pa.Table"
 """What :func:`from_frame` reads: a pandas DataFrame or a pyarrow Table (and, at run time, a polars
@@ -128,13 +129,16 @@ def from_frame(
         raise DataError(
             f"{name}: time_format={time_format!r} was given but the frame has no timestamp column"
         )
+    table = _titles(titles, name)
     data = build_log(
         columns,
         source=DataSource(name, format="dataframe"),
         min_rating=min_rating,
         k_core=k_core,
-        item_titles=_titles(titles, name),
+        item_titles=table,
     )
+    if table is not None:
+        check_titles_name_items(data, table, f"{name} titles")
     return with_features(data, item_features, user_features, missing=missing_features)
 
 
@@ -155,7 +159,17 @@ def _titles(titles: Mapping[Any, str] | pd.DataFrame | None, name: str) -> dict[
             f"available columns: {list(titles.columns)[:30]}"
         )
     items = id_column(titles[key], "item", key, Origin(where))
-    return dict(zip(items, titles[lower["title"]].astype(str), strict=True))
+    named = titles[lower["title"]].notna().to_numpy()  # an item without a title has none, not "nan"
+    texts = titles[lower["title"]].astype(str).str.strip().to_numpy()
+    out: dict[str, str] = {}
+    for row in np.flatnonzero(named):
+        item, text = str(items[row]), str(texts[row])
+        if out.setdefault(item, text) != text:  # the last one won, without a word
+            raise DataError(
+                f"{where}: row {row + 1}: item {item!r} already has the title {out[item]!r}, "
+                f"not {text[:80]!r}"
+            )
+    return out
 
 
 def as_interactions(data: Interactions | FrameLike) -> Interactions:

@@ -137,6 +137,20 @@ def map_titles(titles: Mapping[str, str], mapping: Mapping[str, str]) -> dict[st
     return {new: titles[orig] for new, orig in mapping.items() if orig in titles}
 
 
+def check_titles_name_items(
+    data: Interactions, titles: Mapping[str, str], where: object, hint: str = ""
+) -> None:
+    """A one-line :class:`DataError` when ``titles`` were given and none of them names an item of ``data``
+    (a wrong file or column was no titles, without a word); ``hint`` ends the message."""
+    if titles and any(data.items.get(k) is not None for k in titles):
+        return
+    shown = ", ".join(repr(str(k)) for k in list(titles)[:3])
+    raise DataError(
+        f"{where}: no title names an item of the data (title IDs: {shown or 'none'}; item IDs: "
+        f"{', '.join(repr(str(k)) for k in data.items.external[:3])}){hint}"
+    )
+
+
 def with_titles(data: Interactions, titles: Mapping[str, str] | None) -> Interactions:
     """A copy of ``data`` whose ``item_titles`` are the given titles of its known items (merged
     over any it already has)."""
