@@ -109,6 +109,10 @@ def test_own_logs_are_named_once_and_checked(tmp_path: Any) -> None:
         "replay_plan_repeats_budget240",
         "replay_plan_seed1_budget180",
         "replay_plan_seed2_budget180",
+        "replay_plan_seed1_budget240",
+        "replay_plan_seed2_budget240",
+        "replay_plan_repeats_seed1_budget240",
+        "replay_plan_repeats_seed2_budget240",
     ],
 )
 def test_the_committed_tables_are_generated_from_their_json(stem: str) -> None:
