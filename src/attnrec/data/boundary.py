@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -92,6 +92,14 @@ def check_missing(s: pd.Series, role: str, label: object, origin: Origin) -> Non
     missing = s.isna().to_numpy()
     if missing.any():
         raise origin.error(_first(missing), f"missing {role} (column {label!r})")
+
+
+def is_count(value: object, least: int = 0) -> TypeGuard[int | np.integer[Any]]:
+    """Whether ``value`` is a whole number (a numpy integer too, never a boolean) of at least ``least``:
+    the one rule for counts that callers give (``k``, ``k_core``, an index's cells)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        return False
+    return bool(value >= least)
 
 
 # -- IDs ---------------------------------------------------------------------------------------------

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from attnrec.data.boundary import ColumnValues, Origin, id_column, id_text, number_column, time_column
+from attnrec.data.boundary import (
+    ColumnValues,
+    Origin,
+    id_column,
+    id_text,
+    is_count,
+    number_column,
+    time_column,
+)
 from attnrec.data.schema import DataError, DataSource, IdMap, Interactions, event_vocabulary
 from attnrec.data.signals import declared, get_signal
 
@@ -105,10 +113,13 @@ def check_filters(min_rating: object, k_core: object) -> None:
     """A one-line :class:`DataError` unless ``min_rating`` is None or a number (not NaN) and ``k_core`` a
     whole number at least 0: ``min_rating=nan`` filtered out every event ("no interactions"), ``"4"`` was
     numpy's traceback, ``k_core=-3`` or ``2.5`` was taken and ``"5"`` was a TypeError."""
-    number = isinstance(min_rating, numbers.Real) and not isinstance(min_rating, bool | np.bool_)
-    if min_rating is not None and not (number and not math.isnan(float(min_rating))):  # type: ignore[arg-type]
+    if min_rating is not None and (
+        isinstance(min_rating, bool | np.bool_)
+        or not isinstance(min_rating, numbers.Real)
+        or math.isnan(min_rating)
+    ):
         raise DataError(f"min_rating must be a number, not {type(min_rating).__name__} {min_rating!r:.40}")
-    if isinstance(k_core, bool) or not isinstance(k_core, int | np.integer) or k_core < 0:
+    if not is_count(k_core):
         raise DataError(
             f"k_core must be a whole number at least 0, not {type(k_core).__name__} {k_core!r:.40}"
         )

@@ -13,7 +13,7 @@ from typing import Any  # request values are caller input of any type
 
 import numpy as np
 
-from attnrec.data.boundary import is_id
+from attnrec.data.boundary import is_count, is_id
 from attnrec.data.schema import IdMap
 from attnrec.recommend.event_requests import (
     REQUEST_TIME,
@@ -33,7 +33,7 @@ def check_k(k: object, name: str = "k", least: int = 1) -> int:
     """``k`` as a number of items (of an answer; ``name`` another count, e.g. ``explain_k``): a whole number
     (a numpy integer too), at least ``least``; a one-line ``ValueError`` otherwise (``k=2.5`` or ``"3"``
     once became 2 and 3 without a word, ``explain_k=-1`` no explanation)."""
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < least:
+    if not is_count(k, least):
         raise ValueError(f"{name} must be a whole number of items, at least {least}, not {k!r}")
     return int(k)
 

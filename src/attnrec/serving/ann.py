@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from attnrec.data.boundary import is_count
 from attnrec.models.contracts import Factorised, ItemBiased
 from attnrec.recommend import Recommendation, Recommender
 from attnrec.serving.export import OnnxCore
@@ -39,7 +40,7 @@ def default_nlist(n: int) -> int:
 
 
 def _count(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < low:
+    if not is_count(value, low):
         raise ValueError(f"{name} must be a whole number >= {low}, not {value!r}")
 
 
