@@ -149,12 +149,13 @@ def id_column(values: ColumnValues, role: str, label: object, origin: Origin) ->
         return _text_ids(s, role, label, origin)
     # numbers, mixed or other objects: one by one, each by the rule of a request's IDs
     values = s.to_numpy(dtype=object)
+    texts = np.empty(len(values), dtype=object)
     for row, value in enumerate(values):
         if not is_id(value):
             raise origin.error(
                 row, f"{role} {type(value).__name__} {_shown(value)} is not an ID (column {label!r})"
             )
-    texts = np.array([id_text(v) for v in values], dtype=object)
+        texts[row] = id_text(value)
     return _text_ids(pd.Series(texts, dtype=object, copy=False), role, label, origin)
 
 
