@@ -41,10 +41,11 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 M = TypeVar("M", Counter, Gauge, Histogram)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Metric(Generic[M]):
     """One metric of the service, declared once: each app's registry builds it from this record, and
-    the reference page of the docs lists it from the same record."""
+    the reference page of the docs lists it from the same record. Each record is one object, found by
+    identity (a request looks several up: no hashing of its fields on that path)."""
 
     kind: type[M]
     name: str
