@@ -96,6 +96,16 @@ def test_a_model_number_that_is_not_finite_is_refused(model: str, key: str, valu
         config_from_dict(config_cls, {key: value})
 
 
+def test_a_settings_dataclass_given_to_a_recommender_is_checked_for_finite_numbers() -> None:
+    """A config made directly (``BPRMFConfig(reg=nan)``) skipped the check of :func:`config_from_dict`
+    and trained NaN weights."""
+    from attnrec.models.bprmf import BPRMFConfig
+    from attnrec.recommend import Recommender
+
+    with pytest.raises(ConfigError, match="bprmf: reg must be a finite number, not nan"):
+        Recommender("bprmf", config=BPRMFConfig(reg=float("nan")))
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any  # settings dicts and the model's settings dataclass
 
-from attnrec.config import ConfigError, config_from_dict
+from attnrec.config import ConfigError, check_finite, config_from_dict
 from attnrec.models.registry import ModelSpec
 from attnrec.training.train_config import TrainConfig
 
@@ -41,6 +41,10 @@ def resolve_settings(
         train_over = dict(spec.presets[preset].get("train", {}))
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         model = config
+        try:  # config_from_dict checks a dict's settings; a dataclass made directly skipped it
+            check_finite(model)
+        except ValueError as e:
+            raise ConfigError(f"{spec.name}: {e}") from None
     elif config is None or isinstance(config, Mapping):
         model = config_from_dict(spec.config_cls, model_over | dict(config or {}))
     else:
