@@ -75,19 +75,16 @@ def recommend(
     if r.fallback:
         warn_line(f"not personalised: {r.fallback}")
     if hist:
-        known = [str(i) for i in hist if str(i) not in set(r.unknown_items)]
+        unknown = set(r.unknown_items)
+        known = [str(i) for i in hist if str(i) not in unknown]
         shown = [f"{i} ({rec.titles_[i]})" if i in rec.titles_ else i for i in known[-10:]]
         more = f" (last 10 of {len(known)})" if len(known) > 10 else ""
         out.print(f"history{more}: {', '.join(shown) or '-'}", soft_wrap=True, markup=False, highlight=False)
-    sent = f"a history of {len(hist or []) - len(r.unknown_items)} known item(s)"
-    # with both, the sent history follows the user's stored one (Recommender.recommend)
-    who = (
-        f"user {query.user}"
-        if hist is None
-        else sent
-        if query.user is None
-        else f"user {query.user} plus {sent}"
-    )
+    who = f"user {query.user}"
+    if hist is not None:
+        sent = f"a history of {len(hist) - len(r.unknown_items)} known item(s)"
+        # with both, the sent history follows the user's stored one (Recommender.recommend)
+        who = sent if query.user is None else f"{who} plus {sent}"
     seen = "seen items included" if candidates.include_seen else "seen items excluded"
     out.print(f"top {len(r.items)} for {who} from {rec.name} ({seen})", soft_wrap=True, markup=False)
     table = Table()
