@@ -267,8 +267,12 @@ class _Periods:
     def answered(self, models: Sequence[Recommender]) -> tuple[float, float]:
         """HR@K and NDCG@K over the cases of periods 1.. answered by ``models`` (one a period)."""
         hits = gain = 0.0
+        maps: dict[int, np.ndarray] = {}  # one model often answers several periods (no retrain, quiet ones)
         for cases, rec in zip(self.cases.values(), models, strict=True):
-            figures = summary(model_ranks(rec, self.replayed, cases, "live", to_model(rec, self.external)))
+            g2m = maps.get(id(rec))
+            if g2m is None:
+                g2m = maps[id(rec)] = to_model(rec, self.external)
+            figures = summary(model_ranks(rec, self.replayed, cases, "live", g2m))
             hits, gain = hits + figures["hits"], gain + figures["ndcg"]
         return hits / self.n_cases, gain / self.n_cases
 
